@@ -1,0 +1,190 @@
+"""Owner settings in TOML: `<common-dir>/git-lane/config.toml` (wins) over
+`$XDG_CONFIG_HOME/git-lane/config.toml`. Validated on every read."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from guard.errors import Refusal
+
+Check = Callable[[Any], str | None]  # returns a complaint, or None when the value is fine
+
+
+def _bool(v: Any) -> str | None:
+    return None if isinstance(v, bool) else "must be true or false"
+
+
+def _str(v: Any) -> str | None:
+    return None if isinstance(v, str) and v.strip() else "must be a non-empty string"
+
+
+def _pos_int(v: Any) -> str | None:
+    ok = isinstance(v, int) and not isinstance(v, bool) and v > 0
+    return None if ok else "must be a positive integer"
+
+
+def _one_of(*choices: str) -> Check:
+    def check(v: Any) -> str | None:
+        if isinstance(v, str) and v in choices:
+            return None
+        return "must be one of " + ", ".join(f'"{c}"' for c in choices)
+
+    return check
+
+
+def _str_list(v: Any) -> str | None:
+    if isinstance(v, list) and all(isinstance(x, str) and x for x in v):
+        return None
+    return "must be a list of non-empty strings"
+
+
+def _branch(v: Any) -> str | None:
+    if _str(v):
+        return _str(v)
+    bad = (" ", "~", "^", ":", "?", "*", "[", "\\", "..", "@{")
+    if any(b in v for b in bad) or v.startswith(("-", "/", "refs/")) or v.endswith((".", "/", ".lock")):
+        return "must be a plain branch name such as main"
+    return None
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    default: Any
+    check: Check
+    help: str
+
+
+KEYS: dict[str, Key] = {
+    k.name: k
+    for k in (
+        Key("enabled", True, _bool, "false: hooks and shims pass everything through"),
+        Key("main_branch", None, _branch, "the protected branch (auto: main, then master)"),
+        Key(
+            "sync_policy",
+            "on_land_mandatory",
+            _one_of("on_land_mandatory", "overlap_mandatory", "land_time_only"),
+            "when a stale lane must sync before it writes again",
+        ),
+        Key("gate_command", None, _str, "check run with sh -c in the lane at the tip to land"),
+        Key("gate", "on", _one_of("on", "off"), '"off": land without a gate (recorded)'),
+        Key("gate_timeout", 900, _pos_int, "seconds before the gate is killed"),
+        Key("max_lanes", 5, _pos_int, "active lanes at most"),
+        Key("worktrees_root", None, _str, "where lane checkouts live"),
+        Key("allow_in_repo_worktrees", False, _bool, "allow worktrees_root inside the repository"),
+        Key("worker_land", "deny", _one_of("deny", "allow"), '"allow": a worker may land its own lane'),
+        Key("sandbox", "off", _one_of("off", "best-effort", "required"), "default for exec"),
+        Key("sandbox_writable", [], _str_list, "extra writable paths for sandboxed CLIs"),
+    )
+}
+
+
+def user_config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "git-lane" / "config.toml"
+
+
+def cache_home() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base)
+
+
+@dataclass(frozen=True)
+class Config:
+    values: dict[str, Any]
+    sources: dict[str, str]
+    warnings: list[str] = field(default_factory=list)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def get(self, key: str) -> Any:
+        return self.values.get(key)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise Refusal(
+            "invalid_config",
+            f"cannot read {path}: {exc.strerror}",
+            next=[f"ls -l '{path}'"],
+            details={"file": str(path)},
+        ) from None
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise Refusal(
+            "invalid_config",
+            f"{path} is not valid TOML ({exc})",
+            next=[f"${{EDITOR:-vi}} '{path}'"],
+            details={"file": str(path)},
+        ) from None
+
+
+def validate(key: str, value: Any, path: Path | str) -> None:
+    problem = KEYS[key].check(value)
+    if problem:
+        raise Refusal(
+            "invalid_config",
+            f"{path}: key {key} {problem} (got {value!r})",
+            next=[f"git lane config set {key} <value>", f"${{EDITOR:-vi}} '{path}'"],
+            details={"file": str(path), "key": key, "value": value},
+        )
+
+
+def load(repo_config: Path | None) -> Config:
+    values = {k: v.default for k, v in KEYS.items()}
+    sources = {k: "default" for k in KEYS}
+    warnings: list[str] = []
+    files = [user_config_path()]
+    if repo_config is not None:
+        files.append(repo_config)
+    for path in files:  # later wins
+        for k, v in _read_toml(path).items():
+            if k not in KEYS:
+                warnings.append(f"{path}: unknown key {k} (ignored)")
+                continue
+            validate(k, v, path)
+            values[k] = v
+            sources[k] = str(path)
+    return Config(values, sources, warnings)
+
+
+def parse_value(key: str, text: str) -> Any:
+    """A command-line value as TOML (true, 5, ["a"]); a bare word stays a string."""
+    if key not in KEYS:
+        raise Refusal(
+            "invalid_config",
+            f"unknown key {key}",
+            next=["git lane config list"],
+            details={"key": key},
+        )
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        if isinstance(KEYS[key].default, list):
+            return [p.strip() for p in text.split(",") if p.strip()]
+        return text
+
+
+def write(path: Path, key: str, value: Any | None) -> None:
+    """Set (or with None, remove) one key in one file, atomically."""
+    import tomli_w
+
+    from guard.store import atomic_write
+
+    data = _read_toml(path)
+    if value is None:
+        data.pop(key, None)
+    else:
+        validate(key, value, path)
+        data[key] = value
+    atomic_write(path, tomli_w.dumps(data).encode())

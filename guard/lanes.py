@@ -1,0 +1,483 @@
+"""Lane lifecycle: create, status, release, reconcile. A lane's record holds identity only;
+freshness, dirtiness and ahead/behind are derived from git at every look."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from guard import gitrun, policy, procs
+from guard.config import cache_home
+from guard.errors import Refusal
+from guard.repo import Repo, Worktree, is_ancestor
+from guard.store import FileLock, LaneRecord, now_iso
+
+MARKER = "gitlane-lane"  # file in a lane worktree's admin dir naming its key (read by hooks)
+CONFIRM = "yes-discard-lane"
+
+
+def registry_lock(repo: Repo) -> FileLock:
+    return FileLock(repo.store.locks_dir / "registry.flock")
+
+
+def lane_branch(key: str) -> str:
+    return f"lane/{key}"
+
+
+def check_key(key: str) -> None:
+    if not policy.valid_key(key):
+        raise Refusal(
+            "invalid_lane_key",
+            f"{key!r} is not a lane key: use 1-63 characters of a-z, 0-9 and -, "
+            "starting and ending with a letter or digit",
+            next=["git lane create", "git lane create my-feature"],
+            details={"key": key},
+        )
+
+
+def get_lane(repo: Repo, key: str) -> LaneRecord:
+    check_key(key)
+    rec = repo.store.read_lane(key)
+    if rec is None:
+        raise Refusal(
+            "unknown_lane",
+            f"there is no lane {key}",
+            next=["git lane status", f"git lane create {key}"],
+            details={"lane": key},
+        )
+    return rec
+
+
+def worktrees_root(repo: Repo) -> Path:
+    cfg = repo.config
+    raw = cfg.get("worktrees_root")
+    root = Path(os.path.expanduser(raw)) if raw else cache_home() / "git-lane" / "worktrees"
+    if not root.is_absolute():
+        root = repo.repo_root() / root
+    real = Path(os.path.realpath(root))
+    inside = real == repo.repo_root() or repo.repo_root() in real.parents
+    if inside and not cfg.get("allow_in_repo_worktrees"):
+        raise Refusal(
+            "invalid_config",
+            f"worktrees_root {real} is inside the repository {repo.repo_root()}; lane checkouts "
+            "there would show up in the hub",
+            next=[
+                "git lane config set worktrees_root ~/.cache/git-lane/worktrees",
+                "git lane config set allow_in_repo_worktrees true",
+            ],
+            details={"key": "worktrees_root", "file": cfg.sources.get("worktrees_root"), "value": str(real)},
+        )
+    return real
+
+
+def lane_dir(repo: Repo, key: str) -> Path:
+    return worktrees_root(repo) / repo.slug / key
+
+
+def write_marker(repo: Repo, path: str, key: str) -> None:
+    gd = repo.worktree_git_dir(path)
+    if gd is not None and gd != repo.common_dir:
+        try:
+            (gd / MARKER).write_text(key + "\n")
+        except OSError:
+            pass
+
+
+def owner_conflict(repo: Repo, rec: LaneRecord, action: str) -> None:
+    """Refuse when the lane's recorded owner is a different, still-live process."""
+    if not rec.owner_pid or not procs.alive(rec.owner_pid, rec.owner_start):
+        return
+    import psutil
+
+    try:
+        me = psutil.Process()
+        lineage = {me.pid, *(p.pid for p in me.parents())}
+    except psutil.Error:
+        lineage = {os.getpid()}
+    if rec.owner_pid in lineage or os.environ.get("GITLANE_OWNER_PID") == str(rec.owner_pid):
+        return
+    raise Refusal(
+        "lane_owner_conflict",
+        f"lane {rec.key} belongs to live process {rec.owner_pid}; only it may {action} the lane",
+        next=[f"let process {rec.owner_pid} run: git lane {action} {rec.key}", f"kill {rec.owner_pid} (then retry)"],
+        details={"lane": rec.key, "owner_pid": rec.owner_pid},
+    )
+
+
+# -- facts ------------------------------------------------------------------------------
+def dirty_paths(path: str | os.PathLike[str]) -> list[str]:
+    """Changed, staged, unmerged and untracked (not ignored) paths of a worktree."""
+    res = gitrun.run(["status", "--porcelain=v1", "-z", "--untracked-files=all"], path)
+    paths: list[str] = []
+    fields = res.stdout.split("\0")
+    i = 0
+    while i < len(fields):
+        f = fields[i]
+        i += 1
+        if len(f) < 4:
+            continue
+        paths.append(f[3:])
+        if f[0] in "RC":  # a rename carries its source in the next field
+            paths.append(fields[i])
+            i += 1
+    return paths
+
+
+def rebase_in_progress(repo: Repo, path: str) -> bool:
+    gd = repo.worktree_git_dir(path)
+    return gd is not None and ((gd / "rebase-merge").is_dir() or (gd / "rebase-apply").is_dir())
+
+
+def changed_paths(repo: Repo, a: str, b: str) -> list[str]:
+    return repo.git(["diff", "--name-only", "--no-renames", "-z", a, b]).z()
+
+
+def overlap(repo: Repo, main_sha: str, tip: str) -> tuple[list[str], list[str]]:
+    """Paths the lane and main each changed since their merge-base."""
+    mb = repo.git(["merge-base", main_sha, tip], check=False).stdout.strip()
+    if not mb:
+        return [], []
+    return changed_paths(repo, mb, tip), changed_paths(repo, mb, main_sha)
+
+
+def lane_sync_required(repo: Repo, main_sha: str, tip: str | None, fresh: bool) -> bool:
+    pol = repo.config["sync_policy"]
+    if fresh or tip is None or pol == "land_time_only":
+        return False
+    if pol == "overlap_mandatory":
+        lp, mp = overlap(repo, main_sha, tip)
+        return policy.sync_required(pol, fresh, lp, mp)
+    return policy.sync_required(pol, fresh)
+
+
+def lane_view(repo: Repo, rec: LaneRecord, main_sha: str, wts: dict[str, Worktree]) -> dict[str, Any]:
+    """Everything status reports about one lane, derived from git now."""
+    branch_ref = f"refs/heads/{rec.branch}"
+    wt = wts.get(os.path.realpath(rec.path))
+    exists = wt is not None and wt.exists
+    state = rec.status
+    if state == "active" and not exists:
+        state = "orphaned"
+    view: dict[str, Any] = {
+        "key": rec.key,
+        "branch": rec.branch,
+        "path": rec.path,
+        "state": state,
+        "goal": rec.goal,
+        "fresh": False,
+        "sync_required": False,
+        "dirty": False,
+        "dirty_paths": [],
+        "ahead": 0,
+        "behind": 0,
+        "rebase_in_progress": False,
+        "owner_pid": rec.owner_pid,
+        "owner_alive": procs.alive(rec.owner_pid, rec.owner_start) if rec.owner_pid else False,
+        "tip": None,
+        "advice": "",
+    }
+    if state == "released":
+        view["advice"] = policy.advice(_facts(view, exists))
+        return view
+    tip = repo.ref_sha(branch_ref)
+    view["tip"] = tip
+    if tip is not None:
+        counts = repo.git(["rev-list", "--left-right", "--count", f"{main_sha}...{tip}"]).stdout.split()
+        view["behind"], view["ahead"] = int(counts[0]), int(counts[1])
+        view["fresh"] = view["behind"] == 0
+    if exists:
+        dp = dirty_paths(rec.path)
+        view["dirty_paths"] = dp[:50]
+        view["dirty"] = bool(dp)
+        view["rebase_in_progress"] = rebase_in_progress(repo, rec.path)
+    view["sync_required"] = lane_sync_required(repo, main_sha, tip, view["fresh"])
+    view["advice"] = policy.advice(_facts(view, exists))
+    return view
+
+
+def _facts(view: dict[str, Any], exists: bool) -> policy.LaneFacts:
+    return policy.LaneFacts(
+        key=view["key"],
+        path=view["path"],
+        state=view["state"],
+        exists=exists,
+        dirty=view["dirty"],
+        rebase=view["rebase_in_progress"],
+        fresh=view["fresh"],
+        sync_required=view["sync_required"],
+        ahead=view["ahead"],
+        behind=view["behind"],
+    )
+
+
+def wt_index(wts: list[Worktree]) -> dict[str, Worktree]:
+    return {os.path.realpath(w.path): w for w in wts}
+
+
+# -- create -----------------------------------------------------------------------------
+def create(repo: Repo, key: str | None = None, goal: str | None = None, owner_pid: int | None = None) -> dict[str, Any]:
+    procs.forbid_worker("create")
+    prefix = goal or "adhoc"
+    if goal is not None:
+        check_key(f"{goal}-1")
+    if key is not None:
+        check_key(key)
+    cfg = repo.config
+    main_sha = repo.main_sha()
+    root = worktrees_root(repo)
+    if owner_pid is None and os.environ.get("GITLANE_OWNER_PID", "").isdigit():
+        owner_pid = int(os.environ["GITLANE_OWNER_PID"])
+    owner_start = procs.start_time(owner_pid) if owner_pid else None
+    if owner_pid and owner_start is None:
+        raise Refusal(
+            "unknown_process",
+            f"owner process {owner_pid} is not running",
+            next=["git lane create" + (f" {key}" if key else "") + " (without --owner-pid)"],
+            details={"owner_pid": owner_pid},
+        )
+    with registry_lock(repo):
+        records = {r.key: r for r in repo.store.lanes()}
+        active = [r for r in records.values() if r.status == "active"]
+        if len(active) >= cfg["max_lanes"]:
+            raise Refusal(
+                "max_lanes",
+                f"{len(active)} active lanes already (max_lanes = {cfg['max_lanes']})",
+                next=["git lane status", "git lane release <KEY>", "git lane config set max_lanes <N>"],
+                details={"active": [r.key for r in active], "max_lanes": cfg["max_lanes"]},
+            )
+
+        def taken(k: str) -> bool:
+            r = records.get(k)
+            return (
+                (r is not None and r.status != "released")
+                or repo.ref_sha(f"refs/heads/{lane_branch(k)}") is not None
+                or (root / repo.slug / k).exists()
+            )
+
+        if key is None:
+            n = 1
+            while taken(f"{prefix}-{n}"):
+                n += 1
+            key = f"{prefix}-{n}"
+            check_key(key)
+        rec = records.get(key)
+        if rec is not None and rec.status != "released":
+            raise Refusal(
+                "lane_exists",
+                f"lane {key} exists already ({rec.status}, at {rec.path})",
+                next=["git lane create", f"git lane status {key}"],
+                details={"lane": key},
+            )
+        branch = lane_branch(key)
+        if repo.ref_sha(f"refs/heads/{branch}") is not None:
+            raise Refusal(
+                "branch_exists",
+                f"branch {branch} exists already and is not a registered lane; it was left as it is",
+                next=[f"git lane create <another key>", f"git branch -m {branch} <new name>  (then retry)"],
+                details={"lane": key, "branch": branch},
+            )
+        path = root / repo.slug / key
+        if path.exists() or path.is_symlink():
+            raise Refusal(
+                "worktree_path_exists",
+                f"{path} exists already; it was left as it is",
+                next=["git lane create <another key>", f"git lane reconcile"],
+                details={"lane": key, "path": str(path)},
+            )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        repo.git(["worktree", "add", "-q", "-b", branch, str(path), main_sha])
+        rec = LaneRecord(
+            key=key,
+            branch=branch,
+            path=str(path),
+            created_at=now_iso(),
+            goal=goal,
+            owner_pid=owner_pid,
+            owner_start=owner_start,
+        )
+        write_marker(repo, str(path), key)
+        repo.store.write_lane(rec)
+    repo.store.event("create", lane=key, main=main_sha, path=str(path), owner_pid=owner_pid)
+    view = lane_view(repo, rec, main_sha, wt_index(repo.worktrees()))
+    return {"ok": True, "code": "created", "lane": view}
+
+
+# -- status -----------------------------------------------------------------------------
+def read_lock_holder(repo: Repo) -> dict[str, Any] | None:
+    from guard import lock
+
+    rec = lock.read_owner(repo)
+    if rec is None:
+        return None
+    return {
+        "pid": rec.get("pid"),
+        "lane": rec.get("lane"),
+        "since": rec.get("since"),
+        "host": rec.get("host"),
+        "alive": lock.owner_alive(rec),
+    }
+
+
+def status(repo: Repo, key: str | None = None) -> dict[str, Any]:
+    key = procs.resolve_lane_key(key, "status")
+    main_sha = repo.main_sha()
+    wts = repo.worktrees()
+    hub = repo.hub(wts)
+    records = repo.store.lanes()
+    if key is not None:
+        check_key(key)
+        records = [r for r in records if r.key == key]
+        if not records:
+            get_lane(repo, key)  # raises unknown_lane
+    idx = wt_index(wts)
+    jobs: list[Any] = [("lane", r) for r in records]
+    if hub is not None:
+        jobs.append(("hub", hub.path))
+
+    def one(job: Any) -> Any:
+        kind, arg = job
+        if kind == "hub":
+            return dirty_paths(arg)
+        return lane_view(repo, arg, main_sha, idx)
+
+    results = gitrun.parallel(one, jobs)
+    lanes = [r for j, r in zip(jobs, results) if j[0] == "lane"]
+    hub_dirty = results[-1] if hub is not None else []
+    ep = repo.store.read_epoch()
+    return {
+        "ok": True,
+        "code": "ok",
+        "epoch": ep.epoch,
+        "main": {"branch": repo.main_branch, "sha": main_sha},
+        "hub": {"path": hub.path if hub else None, "dirty_paths": hub_dirty},
+        "lock": read_lock_holder(repo),
+        "landing": repo.store.landing_path.exists(),
+        "lanes": lanes,
+        "warnings": repo.config.warnings,
+    }
+
+
+# -- release ----------------------------------------------------------------------------
+def release(repo: Repo, key: str | None, confirm: str | None = None) -> dict[str, Any]:
+    procs.forbid_worker("release")
+    if key is None:
+        raise Refusal("unknown_lane", "release needs a lane key", next=["git lane status", "git lane release <KEY>"])
+    rec = get_lane(repo, key)
+    if rec.status == "released":
+        return {"ok": True, "code": "already_released", "lane": key}
+    owner_conflict(repo, rec, "release")
+    main_sha = repo.main_sha()
+    branch_ref = f"refs/heads/{rec.branch}"
+    tip = repo.ref_sha(branch_ref)
+    idx = wt_index(repo.worktrees())
+    wt = idx.get(os.path.realpath(rec.path))
+    present = wt is not None and wt.exists
+    unlanded: list[str] = []
+    if tip is not None and not is_ancestor(repo, tip, main_sha):
+        unlanded = repo.git(["log", "--format=%h %s", f"{main_sha}..{tip}"]).lines()
+    dirty = dirty_paths(rec.path) if present else []
+    rebase = present and rebase_in_progress(repo, rec.path)
+    confirmed = confirm == CONFIRM
+    if (unlanded or dirty or rebase) and not confirmed:
+        if dirty and present:
+            repo.git(["worktree", "lock", "--reason", "git-lane: lane has uncommitted work", rec.path], check=False)
+        what = []
+        if unlanded:
+            what.append(f"{len(unlanded)} unlanded commit(s) on {rec.branch}")
+        if dirty:
+            what.append(f"{len(dirty)} uncommitted path(s) in {rec.path}")
+        if rebase:
+            what.append("a sync in progress")
+        raise Refusal(
+            "unlanded_work",
+            f"lane {key} has " + " and ".join(what) + "; releasing would lose them",
+            next=[f"git lane land {key}", f"git lane release {key} --confirm {CONFIRM}"],
+            details={"lane": key, "commits": unlanded[:50], "dirty_paths": dirty[:50], "tip": tip},
+        )
+    if present:
+        if confirmed:
+            repo.git(["worktree", "unlock", rec.path], check=False)
+            repo.git(["worktree", "remove", "--force", "--force", rec.path])
+        else:
+            repo.git(["worktree", "remove", rec.path])
+    elif wt is not None:
+        repo.git(["worktree", "remove", "--force", rec.path], check=False)
+    if tip is not None:
+        hub = repo.hub()
+        if not unlanded and hub is not None:
+            repo.git(["branch", "-d", rec.branch], hub.path)
+        else:
+            # CAS delete: only the tip we inspected above is dropped
+            repo.git(["update-ref", "-m", f"git-lane: release {key}", "-d", branch_ref, tip])
+    new = replace(rec, status="released", released_at=now_iso(), released_tip=tip, owner_pid=None, owner_start=None)
+    repo.store.write_lane(new)
+    repo.store.event("release", lane=key, tip=tip, discarded_commits=unlanded, discarded_paths=dirty[:200])
+    return {
+        "ok": True,
+        "code": "released",
+        "lane": key,
+        "tip": tip,
+        "discarded_commits": unlanded,
+        "discarded_paths": dirty,
+        "recover": f"git branch {rec.branch} {tip}" if unlanded and tip else None,
+    }
+
+
+# -- reconcile --------------------------------------------------------------------------
+def reconcile(repo: Repo) -> dict[str, Any]:
+    procs.forbid_worker("reconcile")
+    from guard import land, lock
+
+    changes: list[dict[str, Any]] = []
+    changes.extend(land.recover(repo))
+    changes.extend(lock.clear_dead(repo))
+    with registry_lock(repo):
+        wts = repo.worktrees()
+        idx = wt_index(wts)
+        known: dict[str, LaneRecord] = {}
+        for k in repo.store.lane_keys():
+            rec = repo.store.read_lane(k)
+            if rec is None:
+                bad = repo.store.lane_path(k)
+                aside = bad.with_name(f"{bad.name}.corrupt-{os.getpid()}")
+                os.replace(bad, aside)
+                changes.append({"action": "corrupt_record_moved", "lane": k, "to": str(aside)})
+                continue
+            known[k] = rec
+        for rec in known.values():
+            wt = idx.get(os.path.realpath(rec.path))
+            present = wt is not None and wt.exists and wt.branch in (f"refs/heads/{rec.branch}", None)
+            new = rec
+            if rec.status == "active" and not present:
+                new = replace(new, status="orphaned")
+            elif rec.status == "orphaned" and present:
+                new = replace(new, status="active")
+                write_marker(repo, rec.path, rec.key)
+            if new.owner_pid and not procs.alive(new.owner_pid, new.owner_start):
+                new = replace(new, owner_pid=None, owner_start=None)
+                changes.append({"action": "owner_cleared", "lane": rec.key, "pid": rec.owner_pid})
+            if new.status != rec.status:
+                changes.append({"action": new.status, "lane": rec.key, "from": rec.status})
+            if new != rec:
+                repo.store.write_lane(new)
+        registered = {os.path.realpath(r.path) for r in known.values() if r.status != "released"}
+        for wt in wts:
+            if not wt.branch or not wt.branch.startswith("refs/heads/lane/") or not wt.exists:
+                continue
+            k = wt.branch[len("refs/heads/lane/"):]
+            if os.path.realpath(wt.path) in registered or not policy.valid_key(k):
+                continue
+            if k in known and known[k].status != "released":
+                continue
+            rec = LaneRecord(key=k, branch=f"lane/{k}", path=wt.path, created_at=now_iso())
+            repo.store.write_lane(rec)
+            write_marker(repo, wt.path, k)
+            changes.append({"action": "adopted", "lane": k, "path": wt.path})
+    if not repo.store.epoch_is_valid():
+        land.repair_epoch(repo)
+        changes.append({"action": "epoch_repaired"})
+    if changes:
+        repo.store.event("reconcile", changes=changes)
+    return {"ok": True, "code": "reconciled" if changes else "ok", "changes": changes}

@@ -1,0 +1,114 @@
+"""Pure decisions, over facts gathered by the caller: lane key validity, whether a stale
+lane must sync before it writes, conflict-marker detection, the advice sentence. No git,
+no I/O: tested as tables."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable
+
+KEY_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+POLICIES = ("on_land_mandatory", "overlap_mandatory", "land_time_only")
+
+
+def valid_key(key: str) -> bool:
+    return bool(KEY_RE.fullmatch(key))
+
+
+def auto_key(prefix: str, taken: Iterable[str]) -> str:
+    """`<prefix>-<n>` with the lowest free n >= 1."""
+    used = set(taken)
+    n = 1
+    while f"{prefix}-{n}" in used:
+        n += 1
+    return f"{prefix}-{n}"
+
+
+def sync_required(
+    policy: str,
+    fresh: bool,
+    lane_paths: Iterable[str] | None = None,
+    main_paths: Iterable[str] | None = None,
+) -> bool:
+    """Must this lane sync before it writes again?
+
+    on_land_mandatory: whenever it is stale. overlap_mandatory: when stale and the paths it
+    changed since its merge-base meet the paths main changed since then. land_time_only:
+    never (the land gate alone enforces freshness)."""
+    if fresh or policy == "land_time_only":
+        return False
+    if policy == "overlap_mandatory":
+        if lane_paths is None or main_paths is None:
+            return True  # facts missing: the safe answer
+        return bool(set(lane_paths) & set(main_paths))
+    return True
+
+
+# -- conflict markers -----------------------------------------------------------------
+_OPEN = re.compile(rb"^<{7}(?: |$)")
+_BASE = re.compile(rb"^\|{7}(?: |$)")
+_MID = re.compile(rb"^={7}$")
+_CLOSE = re.compile(rb"^>{7}(?: |$)")
+
+
+def conflict_blocks(data: bytes) -> list[int]:
+    """1-based line numbers where a real conflict block opens.
+
+    A block is `<<<<<<< ` ... [`||||||| ` ...] `=======` ... `>>>>>>> `; a lone `=======`
+    (a Markdown setext underline) or a stray opener is not one."""
+    found: list[int] = []
+    state = 0  # 0 outside, 1 after open, 2 after base, 3 after mid
+    start = 0
+    for i, raw in enumerate(data.split(b"\n"), 1):
+        line = raw.rstrip(b"\r")
+        if _OPEN.match(line):
+            state, start = 1, i
+        elif state in (1, 2) and _BASE.match(line):
+            state = 2
+        elif state in (1, 2) and _MID.match(line):
+            state = 3
+        elif state == 3 and _CLOSE.match(line):
+            found.append(start)
+            state = 0
+    return found
+
+
+@dataclass(frozen=True)
+class LaneFacts:
+    key: str
+    path: str
+    state: str
+    exists: bool
+    dirty: bool
+    rebase: bool
+    fresh: bool
+    sync_required: bool
+    ahead: int
+    behind: int
+
+
+def advice(f: LaneFacts) -> str:
+    k = f.key
+    if f.state == "released":
+        return "Released; nothing to do (git lane create to start new work)."
+    if not f.exists or f.state == "orphaned":
+        return (
+            f"The worktree {f.path} is missing: run `git lane reconcile`, "
+            f"or `git lane release {k} --confirm yes-discard-lane` to drop the lane."
+        )
+    if f.rebase:
+        return (
+            f"A sync is in progress: resolve the conflicts in {f.path}, "
+            f"then `git lane continue {k}` (or `git lane abort {k}`)."
+        )
+    if f.dirty:
+        then = f"`git lane sync {k}`" if not f.fresh else f"`git lane land {k}`"
+        return f"Uncommitted changes: commit them in {f.path}, then {then}."
+    if not f.fresh:
+        if f.sync_required:
+            return f"Stale: main moved; run `git lane sync {k}` before writing or landing."
+        return f"Behind main by {f.behind}; run `git lane sync {k}` before landing."
+    if f.ahead > 0:
+        return f"Ready: `git lane land {k}`."
+    return f"Nothing to land: commit work in {f.path}, or `git lane release {k}` when done."

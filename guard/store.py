@@ -1,0 +1,289 @@
+"""The state store under `<common-dir>/git-lane/`: lane identity records, the epoch, the
+append-only event log. Every write is temp file + fsync + rename; a corrupt file reads as
+absent (logged as a warning event) and is repaired by `git lane reconcile`."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Iterator
+
+EVENTS_MAX_BYTES = 4 * 1024 * 1024
+LANE_SCHEMA = 1
+EPOCH_SCHEMA = 1
+
+
+def now_iso(t: float | None = None) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if t is None else t))
+
+
+def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    try:
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
+
+
+@dataclass(frozen=True)
+class LaneRecord:
+    key: str
+    branch: str
+    path: str
+    created_at: str
+    status: str = "active"  # active | orphaned | released
+    goal: str | None = None
+    owner_pid: int | None = None
+    owner_start: float | None = None
+    released_at: str | None = None
+    released_tip: str | None = None
+    schema: int = LANE_SCHEMA
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LaneRecord:
+        names = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in names}
+        for req in ("key", "branch", "path", "created_at"):
+            if not isinstance(kw.get(req), str):
+                raise ValueError(f"lane record without {req}")
+        if kw.get("status", "active") not in ("active", "orphaned", "released"):
+            raise ValueError("bad status")
+        return cls(**kw)
+
+
+@dataclass(frozen=True)
+class Epoch:
+    epoch: int = 0
+    lane: str | None = None
+    main_before: str | None = None
+    main_after: str | None = None
+    paths: list[str] = field(default_factory=list)
+    truncated: bool = False
+    at: str | None = None
+    schema: int = EPOCH_SCHEMA
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Epoch:
+        names = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in names}
+        if not isinstance(kw.get("epoch"), int) or kw["epoch"] < 0:
+            raise ValueError("epoch is not a non-negative int")
+        return cls(**kw)
+
+
+class Store:
+    def __init__(self, state_dir: Path) -> None:
+        self.dir = state_dir
+        self.lanes_dir = state_dir / "lanes"
+        self.locks_dir = state_dir / "locks"
+        self.events_path = state_dir / "events.jsonl"
+        self.epoch_path = state_dir / "epoch.json"
+        self.landing_path = state_dir / "landing.json"
+        self.config_path = state_dir / "config.toml"
+        self.crash_dir = state_dir / "crash"
+
+    # -- generic ---------------------------------------------------------------
+    def read_json(self, path: Path) -> dict[str, Any] | None:
+        """The object in `path`, or None when missing or corrupt (corrupt is logged)."""
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            self.event("warning", code="state_unreadable", path=str(path), error=str(exc))
+            return None
+        try:
+            obj = json.loads(raw)
+            if not isinstance(obj, dict):
+                raise ValueError("not an object")
+            return obj
+        except ValueError as exc:
+            self.event("warning", code="state_corrupt", path=str(path), error=str(exc))
+            return None
+
+    # -- lanes -----------------------------------------------------------------
+    def lane_path(self, key: str) -> Path:
+        return self.lanes_dir / f"{key}.json"
+
+    def read_lane(self, key: str) -> LaneRecord | None:
+        d = self.read_json(self.lane_path(key))
+        if d is None:
+            return None
+        try:
+            rec = LaneRecord.from_dict(d)
+        except (TypeError, ValueError) as exc:
+            self.event("warning", code="state_corrupt", path=str(self.lane_path(key)), error=str(exc))
+            return None
+        if rec.key != key:
+            self.event("warning", code="state_corrupt", path=str(self.lane_path(key)), error="key mismatch")
+            return None
+        return rec
+
+    def write_lane(self, rec: LaneRecord) -> None:
+        atomic_write_json(self.lane_path(rec.key), rec.to_dict())
+
+    def lane_keys(self) -> list[str]:
+        try:
+            names = os.listdir(self.lanes_dir)
+        except FileNotFoundError:
+            return []
+        return sorted(n[:-5] for n in names if n.endswith(".json") and not n.startswith("."))
+
+    def lanes(self) -> list[LaneRecord]:
+        out = []
+        for key in self.lane_keys():
+            rec = self.read_lane(key)
+            if rec is not None:
+                out.append(rec)
+        return out
+
+    # -- epoch -----------------------------------------------------------------
+    def read_epoch(self) -> Epoch:
+        d = self.read_json(self.epoch_path)
+        if d is None:
+            return Epoch()
+        try:
+            return Epoch.from_dict(d)
+        except (TypeError, ValueError) as exc:
+            self.event("warning", code="state_corrupt", path=str(self.epoch_path), error=str(exc))
+            return Epoch()
+
+    def epoch_is_valid(self) -> bool:
+        if not self.epoch_path.exists():
+            return True
+        try:
+            Epoch.from_dict(json.loads(self.epoch_path.read_bytes()))
+            return True
+        except (OSError, TypeError, ValueError):
+            return False
+
+    def write_epoch(self, ep: Epoch) -> None:
+        atomic_write_json(self.epoch_path, ep.to_dict())
+
+    # -- events ----------------------------------------------------------------
+    def event(self, kind: str, *, lane: str | None = None, code: str = "ok", **data: Any) -> None:
+        """Append one audit line. Never raises: the log must not break a command."""
+        rec = {
+            "time": now_iso(),
+            "ts": round(time.time(), 3),
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "kind": kind,
+            "lane": lane,
+            "code": code,
+            **data,
+        }
+        line = (json.dumps(rec, sort_keys=True, default=str) + "\n").encode()
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._rotate_if_needed(len(line))
+            fd = os.open(self.events_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line)
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
+
+    def _rotate_if_needed(self, incoming: int) -> None:
+        try:
+            size = self.events_path.stat().st_size
+        except FileNotFoundError:
+            return
+        if size + incoming <= EVENTS_MAX_BYTES:
+            return
+        import fcntl
+
+        self.locks_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.locks_dir / "events.flock", "a") as lf:
+            fcntl.flock(lf, fcntl.LOCK_EX)
+            try:
+                if self.events_path.stat().st_size + incoming > EVENTS_MAX_BYTES:
+                    os.replace(self.events_path, self.events_path.with_name("events.jsonl.1"))
+            except FileNotFoundError:
+                pass
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        """Every readable event, oldest first (the rotated file, then the current one)."""
+        for p in (self.events_path.with_name("events.jsonl.1"), self.events_path):
+            try:
+                with open(p, "rb") as f:
+                    for raw in f:
+                        try:
+                            obj = json.loads(raw)
+                        except ValueError:
+                            continue
+                        if isinstance(obj, dict):
+                            yield obj
+            except FileNotFoundError:
+                continue
+
+
+class FileLock:
+    """An exclusive flock on a file under locks/; the kernel drops it if we die."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd: int | None = None
+
+    def acquire(self, timeout: float | None = None) -> bool:
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self.fd = fd
+                return True
+            except BlockingIOError:
+                if deadline is not None and time.monotonic() >= deadline:
+                    os.close(fd)
+                    return False
+                time.sleep(0.02)
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self) -> FileLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

@@ -1,0 +1,250 @@
+"""sync / continue / abort: rebase a lane onto main's tip, and walk the conflicts with a
+worklist until the rebase is done and no conflict markers are left (G9)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from guard import gitrun, procs
+from guard.errors import Refusal
+from guard.lanes import dirty_paths, get_lane, rebase_in_progress, wt_index
+from guard.policy import conflict_blocks
+from guard.repo import Repo, is_ancestor
+
+# Passed with -c on every rebase: never written into the repository's config.
+REBASE_CFG = [
+    "-c", "rerere.enabled=true",
+    "-c", "rerere.autoUpdate=true",
+    "-c", "merge.conflictStyle=zdiff3",
+    "-c", "core.editor=true",
+    "-c", "advice.mergeConflict=false",
+]
+REBASE_ENV = {"GIT_EDITOR": "true", "GIT_SEQUENCE_EDITOR": "true"}
+MAX_AUTO_STEPS = 10_000
+
+KINDS = {
+    frozenset({1, 2, 3}): "both modified",
+    frozenset({2, 3}): "added by both",
+    frozenset({1, 2}): "deleted by them",
+    frozenset({1, 3}): "deleted by us",
+    frozenset({2}): "added by us",
+    frozenset({3}): "added by them",
+    frozenset({1}): "deleted by both",
+}
+
+
+def _lane(repo: Repo, key: str | None, action: str) -> tuple[str, str, str]:
+    key = procs.resolve_lane_key(key, action)
+    if key is None:
+        key = _lane_from_cwd(repo)
+    rec = get_lane(repo, key)
+    wt = wt_index(repo.worktrees()).get(os.path.realpath(rec.path))
+    if rec.status != "active" or wt is None or not wt.exists:
+        raise Refusal(
+            "lane_not_active",
+            f"lane {key} has no worktree ({rec.status})",
+            next=["git lane reconcile", "git lane status"],
+            details={"lane": key},
+        )
+    return key, rec.branch, rec.path
+
+
+def _lane_from_cwd(repo: Repo) -> str:
+    if repo.toplevel is not None:
+        real = os.path.realpath(repo.toplevel)
+        for rec in repo.store.lanes():
+            if rec.status == "active" and os.path.realpath(rec.path) == real:
+                return rec.key
+    raise Refusal(
+        "unknown_lane",
+        "name the lane (this directory is not a lane worktree)",
+        next=["git lane status", "git lane sync <KEY>"],
+    )
+
+
+def _git(path: str, args: list[str], check: bool = False) -> gitrun.GitResult:
+    return gitrun.run([*REBASE_CFG, *args], path, check=check, env=REBASE_ENV)
+
+
+def _unmerged(path: str) -> dict[str, set[int]]:
+    res = gitrun.run(["ls-files", "-u", "-z"], path)
+    out: dict[str, set[int]] = {}
+    for entry in res.z():
+        meta, _, p = entry.partition("\t")
+        out.setdefault(p, set()).add(int(meta.split()[2]))
+    return out
+
+
+def _step_files(path: str) -> list[str]:
+    """Every file the current step touches: unmerged, staged or changed against HEAD."""
+    files = set(_unmerged(path))
+    files.update(gitrun.run(["diff", "--name-only", "-z", "HEAD"], path, check=False).z())
+    return sorted(files)
+
+
+def _markers(path: str, files: list[str]) -> list[str]:
+    hits = []
+    for f in files:
+        p = Path(path) / f
+        try:
+            if p.is_symlink() or not p.is_file():
+                continue
+            data = p.read_bytes()
+        except OSError:
+            continue
+        hits.extend(f"{f}:{n}" for n in conflict_blocks(data))
+    return hits
+
+
+def _read(gd: Path, name: str) -> str | None:
+    try:
+        return (gd / name).read_text().strip()
+    except OSError:
+        return None
+
+
+def worklist(repo: Repo, path: str) -> dict[str, Any]:
+    gd = repo.worktree_git_dir(path) or Path(path) / ".git"
+    step = total = 0
+    for d in ("rebase-merge", "rebase-apply"):
+        if (gd / d).is_dir():
+            msg = _read(gd / d, "msgnum") or _read(gd / d, "next")
+            end = _read(gd / d, "end") or _read(gd / d, "last")
+            step, total = int(msg or 0), int(end or 0)
+            break
+    sha = gitrun.run(["rev-parse", "-q", "--verify", "REBASE_HEAD"], path, check=False).stdout.strip()
+    subject = gitrun.run(["log", "-1", "--format=%s", sha], path, check=False).stdout.strip() if sha else ""
+    files = [{"path": p, "kind": KINDS.get(frozenset(st), "unmerged")} for p, st in sorted(_unmerged(path).items())]
+    return {"step": step, "total": total, "commit": sha or None, "subject": subject, "files": files}
+
+
+def _conflicts(repo: Repo, key: str, path: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    wl = worklist(repo, path)
+    repo.store.event("sync", lane=key, code="conflicts", step=wl["step"], total=wl["total"], files=wl["files"])
+    return {
+        "ok": True,
+        "code": "conflicts",
+        "lane": key,
+        "state": "conflicts",
+        "path": path,
+        "worklist": wl,
+        "next": [
+            f"resolve the conflicts in {path} (remove every <<<<<<< ======= >>>>>>> block)",
+            f"git lane continue {key}",
+            f"git lane abort {key}",
+        ],
+        **(extra or {}),
+    }
+
+
+def _drive(repo: Repo, key: str, path: str, main_sha: str, result: gitrun.GitResult) -> dict[str, Any]:
+    """After a rebase command: done, stopped on conflicts, or stopped on a step that
+    rerere (or an empty commit) already settled, which we continue ourselves."""
+    for _ in range(MAX_AUTO_STEPS):
+        if not rebase_in_progress(repo, path):
+            if result.ok or is_ancestor(repo, main_sha, "HEAD", path):
+                tip = gitrun.run(["rev-parse", "HEAD"], path).stdout.strip()
+                repo.store.event("sync", lane=key, code="fresh", main=main_sha, tip=tip)
+                return {"ok": True, "code": "synced", "lane": key, "state": "fresh", "tip": tip, "main": main_sha}
+            raise Refusal(
+                "sync_failed",
+                f"git rebase failed in lane {key}: {result.stderr.strip()[:500]}",
+                next=[f"git -C '{path}' status", f"git lane sync {key}"],
+                details={"lane": key, "stderr": result.stderr},
+            )
+        if _unmerged(path):
+            return _conflicts(repo, key, path)
+        files = _step_files(path)
+        if _markers(path, files):
+            return _conflicts(repo, key, path)
+        if files:
+            gitrun.run(["add", "-A", "--", *files], path)
+        result = _git(path, ["rebase", "--continue"])
+        if not result.ok and rebase_in_progress(repo, path) and not _unmerged(path):
+            # continue refused without new conflicts (e.g. an emptied commit): skip it
+            if not _step_files(path):
+                result = _git(path, ["rebase", "--skip"])
+            else:
+                return _conflicts(repo, key, path, {"stderr": result.stderr})
+    raise Refusal("sync_failed", "the rebase did not settle", next=[f"git lane abort {key}"])
+
+
+def sync(repo: Repo, key: str | None) -> dict[str, Any]:
+    key, branch, path = _lane(repo, key, "sync")
+    if rebase_in_progress(repo, path):
+        raise Refusal(
+            "rebase_in_progress",
+            f"lane {key} is already in the middle of a sync",
+            next=[f"git lane continue {key}", f"git lane abort {key}"],
+            details={"lane": key, "worklist": worklist(repo, path)},
+        )
+    head = gitrun.run(["symbolic-ref", "-q", "HEAD"], path, check=False).stdout.strip()
+    if head != f"refs/heads/{branch}":
+        raise Refusal(
+            "lane_branch_mismatch",
+            f"lane {key}'s worktree has {head or 'a detached HEAD'} checked out, not {branch}",
+            next=[f"git -C '{path}' switch {branch}"],
+            details={"lane": key, "head": head},
+        )
+    dirty = dirty_paths(path)
+    if dirty:
+        raise Refusal(
+            "lane_dirty",
+            f"lane {key} has {len(dirty)} uncommitted path(s): {', '.join(dirty[:5])}",
+            next=[f"git -C '{path}' add -A && git -C '{path}' commit", f"git lane sync {key}"],
+            details={"lane": key, "dirty_paths": dirty[:100]},
+        )
+    main_sha = repo.main_sha()  # pinned: the rebase targets this sha, whatever lands meanwhile
+    before = gitrun.run(["rev-parse", "HEAD"], path).stdout.strip()
+    if is_ancestor(repo, main_sha, before):
+        return {"ok": True, "code": "already_fresh", "lane": key, "state": "fresh", "tip": before, "main": main_sha}
+    repo.store.event("sync_start", lane=key, main=main_sha, tip_before=before)
+    res = _git(path, ["rebase", main_sha])
+    return _drive(repo, key, path, main_sha, res)
+
+
+def continue_(repo: Repo, key: str | None) -> dict[str, Any]:
+    key, branch, path = _lane(repo, key, "continue")
+    if not rebase_in_progress(repo, path):
+        main_sha = repo.main_sha()
+        if is_ancestor(repo, main_sha, f"refs/heads/{branch}"):
+            return {"ok": True, "code": "synced", "lane": key, "state": "fresh"}
+        raise Refusal(
+            "no_sync_in_progress",
+            f"lane {key} has no sync to continue and is behind main",
+            next=[f"git lane sync {key}"],
+            details={"lane": key},
+        )
+    files = _step_files(path)
+    hits = _markers(path, files)
+    if hits:
+        repo.store.event("continue", lane=key, code="conflict_markers_present", markers=hits[:50])
+        raise Refusal(
+            "conflict_markers_present",
+            f"conflict markers are still in {', '.join(hits[:10])}",
+            next=[f"edit those files in {path} to remove the markers", f"git lane continue {key}"],
+            details={"lane": key, "markers": hits},
+        )
+    if files:
+        gitrun.run(["add", "-A", "--", *files], path)
+    onto = _read(repo.worktree_git_dir(path) or Path(path), "rebase-merge/onto") or repo.main_sha()
+    res = _git(path, ["rebase", "--continue"])
+    return _drive(repo, key, path, onto, res)
+
+
+def abort(repo: Repo, key: str | None) -> dict[str, Any]:
+    key, branch, path = _lane(repo, key, "abort")
+    if not rebase_in_progress(repo, path):
+        raise Refusal(
+            "no_sync_in_progress",
+            f"lane {key} has no sync to abort",
+            next=["git lane status"],
+            details={"lane": key},
+        )
+    gitrun.run(["rebase", "--abort"], path)
+    tip = gitrun.run(["rev-parse", "HEAD"], path).stdout.strip()
+    fresh = is_ancestor(repo, repo.main_sha(), tip)
+    repo.store.event("abort", lane=key, tip=tip)
+    return {"ok": True, "code": "aborted", "lane": key, "state": "fresh" if fresh else "stale", "tip": tip}
