@@ -475,7 +475,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.stderr.write(r.line() + "\n")
         repo = ctx.peek_repo() if ctx is not None else None
         if repo is not None and r.code not in ("not_a_git_repo",):
-            repo.store.event("refusal", lane=r.details.get("lane"), code=r.code, message=r.message, argv=args)
+            repo.store.event(
+                "refusal", lane=r.details.get("lane"), code=r.code, message=r.message, argv=args, details=r.details
+            )
         code = 1
     except click.exceptions.Exit as e:
         code = e.exit_code

@@ -233,7 +233,6 @@ def _land_locked(
         assert command
         gate = run_gate(command, path, timeout, key)
         if gate["status"] == "timeout":
-            repo.store.event("gate", lane=key, code="gate_timeout", gate=gate)
             raise Refusal(
                 "gate_timeout",
                 f"the gate `{command}` ran past {timeout}s and was killed",

@@ -413,7 +413,7 @@ def release(repo: Repo, key: str | None, confirm: str | None = None) -> dict[str
             repo.git(["update-ref", "-m", f"git-lane: release {key}", "-d", branch_ref, tip])
     new = replace(rec, status="released", released_at=now_iso(), released_tip=tip, owner_pid=None, owner_start=None)
     repo.store.write_lane(new)
-    repo.store.event("release", lane=key, tip=tip, discarded_commits=unlanded, discarded_paths=dirty[:200])
+    repo.store.event("release", lane=key, code="released", tip=tip, discarded_commits=unlanded, discarded_paths=dirty[:200])
     return {
         "ok": True,
         "code": "released",

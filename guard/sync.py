@@ -220,7 +220,6 @@ def continue_(repo: Repo, key: str | None) -> dict[str, Any]:
     files = _step_files(path)
     hits = _markers(path, files)
     if hits:
-        repo.store.event("continue", lane=key, code="conflict_markers_present", markers=hits[:50])
         raise Refusal(
             "conflict_markers_present",
             f"conflict markers are still in {', '.join(hits[:10])}",

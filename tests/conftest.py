@@ -1,0 +1,145 @@
+"""Shared fixtures: every test runs hermetically (own HOME and XDG dirs, no system git
+config, fixed identity and dates) against real git repositories in tmp_path."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def hermetic_seal(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path_factory.mktemp("home")
+    for k in list(os.environ):
+        if k.startswith(("GITLANE_", "GIT_")) or k in ("NO_COLOR",):
+            monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Lane Tester")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "lane@example.com")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "Lane Tester")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "lane@example.com")
+    monkeypatch.setenv("GIT_AUTHOR_DATE", "2026-01-01T00:00:00+00:00")
+    monkeypatch.setenv("GIT_COMMITTER_DATE", "2026-01-01T00:00:00+00:00")
+    monkeypatch.setenv("GIT_EDITOR", "false")
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    (home / ".gitconfig").write_text(
+        "[init]\n\tdefaultBranch = main\n[user]\n\tname = Lane Tester\n\temail = lane@example.com\n"
+        "[advice]\n\tdetachedHead = false\n"
+    )
+    import guard.gitrun
+
+    monkeypatch.setattr(guard.gitrun, "_real_git", None)
+    return home
+
+
+def git(cwd: Path | str, *args: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full = dict(os.environ)
+    if env:
+        full.update(env)
+    res = subprocess.run(["git", *args], cwd=cwd, text=True, capture_output=True, env=full)
+    if check and res.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
+    return res
+
+
+@dataclass
+class LaneRun:
+    rc: int
+    stdout: str
+    stderr: str
+
+    @property
+    def json(self) -> dict[str, Any]:
+        return json.loads(self.stdout)
+
+    @property
+    def code(self) -> str:
+        return str(self.json["code"])
+
+
+def lane(*args: str, cwd: Path | str, env: dict[str, str] | None = None, timeout: float = 120) -> LaneRun:
+    """Run `git lane ARGS` as a real process (python -m guard)."""
+    full = dict(os.environ)
+    if env:
+        full.update(env)
+    res = subprocess.run(
+        [sys.executable, "-m", "guard", *args],
+        cwd=cwd,
+        text=True,
+        capture_output=True,
+        env=full,
+        timeout=timeout,
+    )
+    return LaneRun(res.returncode, res.stdout, res.stderr)
+
+
+class Repo:
+    """A real repository with helpers; `path` is the hub (main checked out)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def git(self, *args: str, cwd: Path | str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return git(cwd or self.path, *args, check=check)
+
+    def sha(self, ref: str = "refs/heads/main") -> str | None:
+        res = git(self.path, "rev-parse", "-q", "--verify", ref, check=False)
+        return res.stdout.strip() or None
+
+    def lane(self, *args: str, cwd: Path | str | None = None, env: dict[str, str] | None = None) -> LaneRun:
+        return lane(*args, cwd=cwd or self.path, env=env)
+
+    def jlane(self, *args: str, cwd: Path | str | None = None, env: dict[str, str] | None = None) -> LaneRun:
+        return lane(*args, "--json", cwd=cwd or self.path, env=env)
+
+    @property
+    def common_dir(self) -> Path:
+        return Path(git(self.path, "rev-parse", "--path-format=absolute", "--git-common-dir").stdout.strip())
+
+    @property
+    def state_dir(self) -> Path:
+        return self.common_dir / "git-lane"
+
+    def create(self, key: str, **kw: str) -> Path:
+        r = self.jlane("create", key)
+        assert r.rc == 0, r.stderr
+        return Path(r.json["lane"]["path"])
+
+    def commit(self, where: Path | str, name: str, content: str, msg: str | None = None) -> str:
+        p = Path(where) / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(content)
+        git(where, "add", "--", name)
+        git(where, "commit", "-q", "-m", msg or f"edit {name}")
+        return git(where, "rev-parse", "HEAD").stdout.strip()
+
+    def worktrees(self) -> str:
+        return git(self.path, "worktree", "list", "--porcelain").stdout
+
+    def config(self, key: str, value: str) -> None:
+        r = self.lane("config", "set", key, value)
+        assert r.rc == 0, r.stderr
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Repo:
+    """A fresh repository whose path has a space and a non-ASCII character."""
+    path = tmp_path / "hub repo ü"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    (path / "README.md").write_text("hello\n")
+    git(path, "add", "README.md")
+    git(path, "commit", "-q", "-m", "init")
+    return Repo(path)
