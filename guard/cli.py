@@ -9,8 +9,10 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
+from datetime import UTC
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 
@@ -352,7 +354,7 @@ def config_list(ctx: Ctx) -> None:
 
 def _parse_since(text: str) -> float:
     import re
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     m = re.fullmatch(r"(\d+)\s*([smhdw])", text.strip())
     if m:
@@ -363,7 +365,7 @@ def _parse_since(text: str) -> float:
     except ValueError:
         raise click.BadParameter("use a duration (30m, 2h, 1d) or an ISO time (2026-11-30T10:00)") from None
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
     return dt.timestamp()
 
 
@@ -389,7 +391,7 @@ def log_cmd(ctx: Ctx, lane: str | None, since: str | None, limit: int | None) ->
         for e in r["events"]:
             extra = {k: v for k, v in e.items() if k not in ("time", "ts", "pid", "host", "kind", "lane", "code")}
             brief = " ".join(f"{k}={json.dumps(v)[:60]}" for k, v in list(extra.items())[:4])
-            out.append(f"{e.get('time')}  {e.get('kind'):<12} {str(e.get('lane') or '-'):<14} {e.get('code'):<24} {brief}")
+            out.append(f"{e.get('time')}  {e.get('kind'):<12} {e.get('lane') or '-'!s:<14} {e.get('code'):<24} {brief}")
         return "\n".join(out) or "no events"
 
     emit(ctx, {"ok": True, "code": "ok", "events": evs}, render)

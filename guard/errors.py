@@ -3,7 +3,8 @@ command that recovers) and a GitError (git failed where it should not have)."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 
 class Refusal(Exception):

@@ -7,9 +7,10 @@ import os
 import shutil
 import subprocess
 import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import TypeVar
 
 from guard.errors import GitError
 
@@ -105,9 +106,9 @@ def run(
         cwd=os.fspath(cwd) if cwd is not None else None,
         env=base_env(env, scrub=scrub),
         input=input.encode("utf-8", "surrogateescape") if input is not None else None,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        capture_output=True,
         stdin=None if input is not None else subprocess.DEVNULL,
+        check=False,
     )
     res = GitResult(
         argv=("git", *args),

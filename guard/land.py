@@ -17,7 +17,7 @@ from guard import lock, procs
 from guard.errors import GitError, Refusal
 from guard.lanes import dirty_paths, get_lane, owner_conflict, rebase_in_progress, wt_index
 from guard.repo import Repo, is_ancestor
-from guard.store import Epoch, atomic_write_json, now_iso
+from guard.store import Epoch, FileLock, atomic_write_json, now_iso
 
 PATHS_CAP = 500
 TAIL_LINES = 40
@@ -368,7 +368,7 @@ def recover(repo: Repo) -> list[dict[str, Any]]:
     """reconcile: finish or roll back a land that died part way (needs the lock free)."""
     if not repo.store.landing_path.exists():
         return []
-    fl = lock.FileLock(lock.flock_path(repo))
+    fl = FileLock(lock.flock_path(repo))
     if not fl.acquire(timeout=0):
         return [{"action": "landing_left", "reason": "a land is running"}]
     try:
@@ -413,9 +413,12 @@ def repair_epoch(repo: Repo) -> None:
     """Rebuild epoch.json from the newest land event (reconcile, after corruption)."""
     last: dict[str, Any] | None = None
     for ev in repo.store.events():
-        if ev.get("kind") == "land" and isinstance(ev.get("epoch"), int):
-            if last is None or ev["epoch"] >= last["epoch"]:
-                last = ev
+        if (
+            ev.get("kind") == "land"
+            and isinstance(ev.get("epoch"), int)
+            and (last is None or ev["epoch"] >= last["epoch"])
+        ):
+            last = ev
     if last is None:
         repo.store.write_epoch(Epoch())
         return

@@ -275,7 +275,7 @@ def create(repo: Repo, key: str | None = None, goal: str | None = None, owner_pi
             raise Refusal(
                 "branch_exists",
                 f"branch {branch} exists already and is not a registered lane; it was left as it is",
-                next=[f"git lane create <another key>", f"git branch -m {branch} <new name>  (then retry)"],
+                next=["git lane create <another key>", f"git branch -m {branch} <new name>  (then retry)"],
                 details={"lane": key, "branch": branch},
             )
         path = root / repo.slug / key
@@ -283,7 +283,7 @@ def create(repo: Repo, key: str | None = None, goal: str | None = None, owner_pi
             raise Refusal(
                 "worktree_path_exists",
                 f"{path} exists already; it was left as it is",
-                next=["git lane create <another key>", f"git lane reconcile"],
+                next=["git lane create <another key>", "git lane reconcile"],
                 details={"lane": key, "path": str(path)},
             )
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -343,7 +343,7 @@ def status(repo: Repo, key: str | None = None) -> dict[str, Any]:
         return lane_view(repo, arg, main_sha, idx)
 
     results = gitrun.parallel(one, jobs)
-    lanes = [r for j, r in zip(jobs, results) if j[0] == "lane"]
+    lanes = [r for j, r in zip(jobs, results, strict=True) if j[0] == "lane"]
     hub_dirty = results[-1] if hub is not None else []
     ep = repo.store.read_epoch()
     return {

@@ -5,8 +5,8 @@ no I/O: tested as tables."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 KEY_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 POLICIES = ("on_land_mandatory", "overlap_mandatory", "land_time_only")

@@ -9,9 +9,10 @@ import os
 import socket
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 EVENTS_MAX_BYTES = 4 * 1024 * 1024
 LANE_SCHEMA = 1

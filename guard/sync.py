@@ -85,7 +85,7 @@ def _step_files(path: str) -> list[str]:
 
 
 def _markers(path: str, files: list[str]) -> list[str]:
-    hits = []
+    hits: list[str] = []
     for f in files:
         p = Path(path) / f
         try:
@@ -234,7 +234,7 @@ def continue_(repo: Repo, key: str | None) -> dict[str, Any]:
 
 
 def abort(repo: Repo, key: str | None) -> dict[str, Any]:
-    key, branch, path = _lane(repo, key, "abort")
+    key, _branch, path = _lane(repo, key, "abort")
     if not rebase_in_progress(repo, path):
         raise Refusal(
             "no_sync_in_progress",
