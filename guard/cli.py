@@ -8,7 +8,6 @@ import json
 import os
 import sys
 import time
-import traceback
 from collections.abc import Callable
 from datetime import UTC
 from pathlib import Path
@@ -312,7 +311,9 @@ def config_set(ctx: Ctx, key: str, value: str, user: bool) -> None:
     parsed = cfgmod.parse_value(key, value)
     path = _config_file(ctx, user)
     cfgmod.write(path, key, parsed)
-    ctx.repo.store.event("config_set", key=key, value=parsed, file=str(path))
+    repo = ctx.peek_repo()  # `--user` works outside any repository: log only when inside one
+    if repo is not None:
+        repo.store.event("config_set", key=key, value=parsed, file=str(path))
     emit(ctx, {"ok": True, "code": "ok", "key": key, "value": parsed, "file": str(path)},
          lambda r: f"{r['key']} = {json.dumps(r['value'])}  ({r['file']})")
 
@@ -330,7 +331,9 @@ def config_unset(ctx: Ctx, key: str, user: bool) -> None:
     cfgmod.parse_value(key, "x")  # unknown key refusal
     path = _config_file(ctx, user)
     cfgmod.write(path, key, None)
-    ctx.repo.store.event("config_unset", key=key, file=str(path))
+    repo = ctx.peek_repo()
+    if repo is not None:
+        repo.store.event("config_unset", key=key, file=str(path))
     emit(ctx, {"ok": True, "code": "ok", "key": key, "file": str(path)}, lambda r: f"unset {r['key']} ({r['file']})")
 
 
@@ -407,7 +410,7 @@ def install(ctx: Ctx, force: bool, hooks_path: bool) -> None:
     """Install git-lane's hooks into the repository (shared by every worktree)."""
     from guard import hookinstall
 
-    emit(ctx, hookinstall.install(ctx.repo, force=force, use_hooks_path=hooks_path))
+    emit(ctx, hookinstall.install(ctx.repo, force=force, use_hooks_path=hooks_path), hookinstall.render)
 
 
 @cli.command()
@@ -417,7 +420,7 @@ def uninstall(ctx: Ctx) -> None:
     """Remove git-lane's hooks and restore the hooks they chained."""
     from guard import hookinstall
 
-    emit(ctx, hookinstall.uninstall(ctx.repo))
+    emit(ctx, hookinstall.uninstall(ctx.repo), hookinstall.render)
 
 
 @cli.command()
@@ -446,20 +449,30 @@ def demo(ctx: Ctx, keep: bool) -> None:
 
 # -- the error boundary -------------------------------------------------------------------
 def _crash(ctx: Ctx | None, exc: BaseException) -> str:
-    repo = ctx.peek_repo() if ctx is not None else None
-    if repo is not None:
-        d = repo.store.crash_dir
-    else:
-        import tempfile
+    import tempfile
 
-        d = Path(tempfile.gettempdir()) / "git-lane-crash"
-    d.mkdir(parents=True, exist_ok=True)
-    p = d / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.txt"
+    repo = ctx.peek_repo() if ctx is not None else None
+    dirs = [repo.store.crash_dir] if repo is not None else []
+    dirs.append(Path(tempfile.gettempdir()) / "git-lane-crash")
+    import traceback
+
     body = "".join(traceback.format_exception(exc))
     if isinstance(exc, GitError):
         body += "\n" + str(exc)
-    p.write_text(f"argv: {sys.argv!r}\ncwd: {os.getcwd()}\n\n{body}")
-    return str(p)
+    try:
+        cwd = os.getcwd()
+    except OSError as e:
+        cwd = f"(unknown: {e.strerror})"
+    name = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.txt"
+    problems = []
+    for d in dirs:  # the state dir may be what is broken: never let the report itself crash
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            (d / name).write_text(f"argv: {sys.argv!r}\ncwd: {cwd}\n\n{body}")
+            return str(d / name)
+        except OSError as e:
+            problems.append(f"{d}: {e.strerror}")
+    return "nowhere (" + "; ".join(problems) + ")"
 
 
 def main(argv: list[str] | None = None) -> None:

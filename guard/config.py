@@ -169,11 +169,17 @@ def parse_value(key: str, text: str) -> Any:
             details={"key": key},
         )
     try:
-        return tomllib.loads(f"v = {text}")["v"]
+        value = tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         if isinstance(KEYS[key].default, list):
             return [p.strip() for p in text.split(",") if p.strip()]
         return text
+    check = KEYS[key].check
+    if check(value) and not check(text):
+        # `gate_command true`, `main_branch 2024`: TOML reads a bool or a number where the
+        # key wants a string, and the word itself is a fine value
+        return text
+    return value
 
 
 def write(path: Path, key: str, value: Any | None) -> None:

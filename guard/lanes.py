@@ -11,7 +11,7 @@ from typing import Any
 from guard import gitrun, policy, procs
 from guard.config import cache_home
 from guard.errors import Refusal
-from guard.repo import Repo, Worktree, is_ancestor
+from guard.repo import ZERO, Repo, Worktree, is_ancestor
 from guard.store import FileLock, LaneRecord, now_iso
 
 MARKER = "gitlane-lane"  # file in a lane worktree's admin dir naming its key (read by hooks)
@@ -76,6 +76,14 @@ def lane_dir(repo: Repo, key: str) -> Path:
     return worktrees_root(repo) / repo.slug / key
 
 
+def read_marker(repo: Repo, path: str) -> str | None:
+    gd = repo.worktree_git_dir(path)
+    try:
+        return (gd / MARKER).read_text().strip() if gd is not None else None
+    except OSError:
+        return None
+
+
 def write_marker(repo: Repo, path: str, key: str) -> None:
     gd = repo.worktree_git_dir(path)
     if gd is not None and gd != repo.common_dir:
@@ -109,7 +117,11 @@ def owner_conflict(repo: Repo, rec: LaneRecord, action: str) -> None:
 # -- facts ------------------------------------------------------------------------------
 def dirty_paths(path: str | os.PathLike[str]) -> list[str]:
     """Changed, staged, unmerged and untracked (not ignored) paths of a worktree."""
-    res = gitrun.run(["status", "--porcelain=v1", "-z", "--untracked-files=all"], path)
+    # GIT_OPTIONAL_LOCKS=0: no opportunistic index refresh, so looking at a lane never holds
+    # its index.lock and never makes the agent's own `git add`/`git commit` there fail
+    res = gitrun.run(
+        ["status", "--porcelain=v1", "-z", "--untracked-files=all"], path, env={"GIT_OPTIONAL_LOCKS": "0"}
+    )
     paths: list[str] = []
     fields = res.stdout.split("\0")
     i = 0
@@ -152,8 +164,26 @@ def lane_sync_required(repo: Repo, main_sha: str, tip: str | None, fresh: bool) 
     return policy.sync_required(pol, fresh)
 
 
-def lane_view(repo: Repo, rec: LaneRecord, main_sha: str, wts: dict[str, Worktree]) -> dict[str, Any]:
-    """Everything status reports about one lane, derived from git now."""
+def lane_tips(repo: Repo) -> dict[str, str]:
+    """Every `refs/heads/lane/*` and its sha, in one git call (ref names hold no spaces or
+    newlines, so plain lines parse safely)."""
+    res = repo.git(["for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/lane/"])
+    tips: dict[str, str] = {}
+    for ln in res.lines():
+        sha, _, ref = ln.partition(" ")
+        tips[ref] = sha
+    return tips
+
+
+def lane_view(
+    repo: Repo,
+    rec: LaneRecord,
+    main_sha: str,
+    wts: dict[str, Worktree],
+    tips: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Everything status reports about one lane, derived from git now. `tips` (from
+    `lane_tips`) saves a git call per lane when many lanes are looked at together."""
     branch_ref = f"refs/heads/{rec.branch}"
     wt = wts.get(os.path.realpath(rec.path))
     exists = wt is not None and wt.exists
@@ -181,9 +211,11 @@ def lane_view(repo: Repo, rec: LaneRecord, main_sha: str, wts: dict[str, Worktre
     if state == "released":
         view["advice"] = policy.advice(_facts(view, exists))
         return view
-    tip = repo.ref_sha(branch_ref)
+    tip = tips.get(branch_ref) if tips is not None else repo.ref_sha(branch_ref)
     view["tip"] = tip
-    if tip is not None:
+    if tip == main_sha:
+        view["fresh"] = True  # 0 ahead, 0 behind: no need to ask git
+    elif tip is not None:
         counts = repo.git(["rev-list", "--left-right", "--count", f"{main_sha}...{tip}"]).stdout.split()
         view["behind"], view["ahead"] = int(counts[0]), int(counts[1])
         view["fresh"] = view["behind"] == 0
@@ -332,19 +364,20 @@ def status(repo: Repo, key: str | None = None) -> dict[str, Any]:
         if not records:
             get_lane(repo, key)  # raises unknown_lane
     idx = wt_index(wts)
-    jobs: list[Any] = [("lane", r) for r in records]
-    if hub is not None:
-        jobs.append(("hub", hub.path))
+    tips = lane_tips(repo)
+    # the hub first: with a worktree as big as any lane's, it should not be the straggler
+    jobs: list[Any] = [("hub", hub.path)] if hub is not None else []
+    jobs.extend(("lane", r) for r in records)
 
     def one(job: Any) -> Any:
         kind, arg = job
         if kind == "hub":
             return dirty_paths(arg)
-        return lane_view(repo, arg, main_sha, idx)
+        return lane_view(repo, arg, main_sha, idx, tips)
 
     results = gitrun.parallel(one, jobs)
     lanes = [r for j, r in zip(jobs, results, strict=True) if j[0] == "lane"]
-    hub_dirty = results[-1] if hub is not None else []
+    hub_dirty = results[0] if hub is not None else []
     ep = repo.store.read_epoch()
     return {
         "ok": True,
@@ -379,8 +412,14 @@ def release(repo: Repo, key: str | None, confirm: str | None = None) -> dict[str
         unlanded = repo.git(["log", "--format=%h %s", f"{main_sha}..{tip}"]).lines()
     dirty = dirty_paths(rec.path) if present else []
     rebase = present and rebase_in_progress(repo, rec.path)
+    # commits made on a detached HEAD in the lane are on no branch: removing the worktree
+    # (and with it HEAD's reflog) would lose them silently
+    head = wt.head if present and wt is not None and wt.branch is None and not rebase else None
+    detached: list[str] = []
+    if head and head != ZERO:
+        detached = repo.git(["log", "--format=%h %s", head, "--not", main_sha, *([tip] if tip else [])]).lines()
     confirmed = confirm == CONFIRM
-    if (unlanded or dirty or rebase) and not confirmed:
+    if (unlanded or dirty or rebase or detached) and not confirmed:
         if dirty and present:
             repo.git(["worktree", "lock", "--reason", "git-lane: lane has uncommitted work", rec.path], check=False)
         what = []
@@ -390,11 +429,20 @@ def release(repo: Repo, key: str | None, confirm: str | None = None) -> dict[str
             what.append(f"{len(dirty)} uncommitted path(s) in {rec.path}")
         if rebase:
             what.append("a sync in progress")
+        if detached:
+            what.append(f"{len(detached)} commit(s) on a detached HEAD in {rec.path}")
         raise Refusal(
             "unlanded_work",
             f"lane {key} has " + " and ".join(what) + "; releasing would lose them",
             next=[f"git lane land {key}", f"git lane release {key} --confirm {CONFIRM}"],
-            details={"lane": key, "commits": unlanded[:50], "dirty_paths": dirty[:50], "tip": tip},
+            details={
+                "lane": key,
+                "commits": unlanded[:50],
+                "dirty_paths": dirty[:50],
+                "detached_commits": detached[:50],
+                "tip": tip,
+                "head": head,
+            },
         )
     if present:
         if confirmed:
@@ -413,7 +461,15 @@ def release(repo: Repo, key: str | None, confirm: str | None = None) -> dict[str
             repo.git(["update-ref", "-m", f"git-lane: release {key}", "-d", branch_ref, tip])
     new = replace(rec, status="released", released_at=now_iso(), released_tip=tip, owner_pid=None, owner_start=None)
     repo.store.write_lane(new)
-    repo.store.event("release", lane=key, code="released", tip=tip, discarded_commits=unlanded, discarded_paths=dirty[:200])
+    repo.store.event(
+        "release",
+        lane=key,
+        code="released",
+        tip=tip,
+        discarded_commits=unlanded,
+        discarded_paths=dirty[:200],
+        discarded_head=head if detached else None,
+    )
     return {
         "ok": True,
         "code": "released",
@@ -421,7 +477,9 @@ def release(repo: Repo, key: str | None, confirm: str | None = None) -> dict[str
         "tip": tip,
         "discarded_commits": unlanded,
         "discarded_paths": dirty,
+        "discarded_detached": detached,
         "recover": f"git branch {rec.branch} {tip}" if unlanded and tip else None,
+        "recover_detached": f"git branch {rec.branch}-detached {head}" if detached else None,
     }
 
 
@@ -454,7 +512,9 @@ def reconcile(repo: Repo) -> dict[str, Any]:
                 new = replace(new, status="orphaned")
             elif rec.status == "orphaned" and present:
                 new = replace(new, status="active")
-                write_marker(repo, rec.path, rec.key)
+            if new.status == "active" and present and read_marker(repo, rec.path) != rec.key:
+                write_marker(repo, rec.path, rec.key)  # the hooks tell a lane by it
+                changes.append({"action": "marker_written", "lane": rec.key})
             if new.owner_pid and not procs.alive(new.owner_pid, new.owner_start):
                 new = replace(new, owner_pid=None, owner_start=None)
                 changes.append({"action": "owner_cleared", "lane": rec.key, "pid": rec.owner_pid})

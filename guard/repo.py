@@ -3,7 +3,6 @@ hub, what main is and where it points, which worktrees exist."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -184,6 +183,8 @@ class Repo:
         common = os.path.realpath(self.common_dir)
         base = Path(common).parent.name if Path(common).name == ".git" else Path(common).name
         base = re.sub(r"[^a-z0-9]+", "-", base.lower().removesuffix(".git")).strip("-") or "repo"
+        import hashlib
+
         digest = hashlib.sha256(common.encode("utf-8", "surrogateescape")).hexdigest()[:8]
         return f"{base[:40]}-{digest}"
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 import os
 import socket
-import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,8 @@ def now_iso(t: float | None = None) -> str:
 
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
+    import tempfile  # writers only: `status` never needs it
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -53,6 +54,21 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
 
 
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _opt_str(v: Any) -> bool:
+    return v is None or isinstance(v, str)
+
+
+def _check(kw: dict[str, Any], checks: dict[str, Callable[[Any], bool]], what: str) -> None:
+    """A JSON-valid record whose fields have the wrong types is corrupt, not a crash later."""
+    for name, ok in checks.items():
+        if name in kw and not ok(kw[name]):
+            raise ValueError(f"{what}: field {name} has a bad value {kw[name]!r}")
+
+
 @dataclass(frozen=True)
 class LaneRecord:
     key: str
@@ -79,6 +95,21 @@ class LaneRecord:
                 raise ValueError(f"lane record without {req}")
         if kw.get("status", "active") not in ("active", "orphaned", "released"):
             raise ValueError("bad status")
+        if kw["branch"] != f"lane/{kw['key']}":
+            # release deletes this branch: a record naming any other ref is not ours
+            raise ValueError("lane record branch is not lane/<key>")
+        _check(
+            kw,
+            {
+                "goal": _opt_str,
+                "owner_pid": lambda v: v is None or (_is_int(v) and v > 0),
+                "owner_start": lambda v: v is None or _is_int(v) or isinstance(v, float),
+                "released_at": _opt_str,
+                "released_tip": _opt_str,
+                "schema": _is_int,
+            },
+            "lane record",
+        )
         return cls(**kw)
 
 
@@ -100,8 +131,21 @@ class Epoch:
     def from_dict(cls, d: dict[str, Any]) -> Epoch:
         names = {f.name for f in fields(cls)}
         kw = {k: v for k, v in d.items() if k in names}
-        if not isinstance(kw.get("epoch"), int) or kw["epoch"] < 0:
+        if not _is_int(kw.get("epoch")) or kw["epoch"] < 0:
             raise ValueError("epoch is not a non-negative int")
+        _check(
+            kw,
+            {
+                "lane": _opt_str,
+                "main_before": _opt_str,
+                "main_after": _opt_str,
+                "paths": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+                "truncated": lambda v: isinstance(v, bool),
+                "at": _opt_str,
+                "schema": _is_int,
+            },
+            "epoch",
+        )
         return cls(**kw)
 
 
@@ -117,22 +161,22 @@ class Store:
         self.crash_dir = state_dir / "crash"
 
     # -- generic ---------------------------------------------------------------
-    def read_json(self, path: Path) -> dict[str, Any] | None:
+    def read_json(self, path: Path, lane: str | None = None) -> dict[str, Any] | None:
         """The object in `path`, or None when missing or corrupt (corrupt is logged)."""
         try:
             raw = path.read_bytes()
         except FileNotFoundError:
             return None
         except OSError as exc:
-            self.event("warning", code="state_unreadable", path=str(path), error=str(exc))
+            self.event("warning", lane=lane, code="state_unreadable", path=str(path), error=str(exc))
             return None
         try:
             obj = json.loads(raw)
             if not isinstance(obj, dict):
                 raise ValueError("not an object")
             return obj
-        except ValueError as exc:
-            self.event("warning", code="state_corrupt", path=str(path), error=str(exc))
+        except (ValueError, RecursionError) as exc:
+            self.event("warning", lane=lane, code="state_corrupt", path=str(path), error=str(exc))
             return None
 
     # -- lanes -----------------------------------------------------------------
@@ -140,16 +184,16 @@ class Store:
         return self.lanes_dir / f"{key}.json"
 
     def read_lane(self, key: str) -> LaneRecord | None:
-        d = self.read_json(self.lane_path(key))
+        d = self.read_json(self.lane_path(key), lane=key)
         if d is None:
             return None
         try:
             rec = LaneRecord.from_dict(d)
         except (TypeError, ValueError) as exc:
-            self.event("warning", code="state_corrupt", path=str(self.lane_path(key)), error=str(exc))
+            self.event("warning", lane=key, code="state_corrupt", path=str(self.lane_path(key)), error=str(exc))
             return None
         if rec.key != key:
-            self.event("warning", code="state_corrupt", path=str(self.lane_path(key)), error="key mismatch")
+            self.event("warning", lane=key, code="state_corrupt", path=str(self.lane_path(key)), error="key mismatch")
             return None
         return rec
 

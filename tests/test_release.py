@@ -1,0 +1,211 @@
+"""`git lane release` (G11): a lane with unlanded commits or uncommitted work is never
+removed without `--confirm yes-discard-lane`; a kept dirty lane is `git worktree lock`ed;
+a landed clean lane goes without confirmation; the record stays, as `released`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import Repo
+
+CONFIRM = ("--confirm", "yes-discard-lane")
+
+
+def wt_block(repo: Repo, path: Path) -> str | None:
+    """The `git worktree list --porcelain` record of `path`, or None."""
+    for block in repo.worktrees().split("\n\n"):
+        if block.startswith(f"worktree {path}\n"):
+            return block
+    return None
+
+
+def record(repo: Repo, key: str) -> dict[str, object]:
+    data: dict[str, object] = json.loads((repo.state_dir / "lanes" / f"{key}.json").read_text())
+    return data
+
+
+def assert_untouched(repo: Repo, path: Path, tip: str | None, files: dict[str, str]) -> None:
+    assert repo.sha("refs/heads/lane/alpha") == tip
+    block = wt_block(repo, path)
+    assert block is not None and "branch refs/heads/lane/alpha" in block
+    for name, content in files.items():
+        assert (path / name).read_text() == content
+    assert record(repo, "alpha")["status"] == "active"
+
+
+def assert_removed(repo: Repo, path: Path) -> None:
+    assert repo.sha("refs/heads/lane/alpha") is None
+    assert wt_block(repo, path) is None and not path.exists()
+    rec = record(repo, "alpha")
+    assert rec["status"] == "released" and rec["owner_pid"] is None
+    r = repo.jlane("status", "alpha")
+    assert r.json["lanes"][0]["state"] == "released"
+
+
+def test_unlanded_commits_are_refused_then_discarded_with_confirm(repo: Repo) -> None:
+    lp = repo.create("alpha")
+    c1 = repo.commit(lp, "a.txt", "a\n", "first")
+    tip = repo.commit(lp, "b.txt", "b\n", "second")
+    for extra in ((), ("--confirm", "yes"), ("--confirm", "YES-DISCARD-LANE")):
+        r = repo.jlane("release", "alpha", *extra)
+        assert (r.rc, r.code) == (1, "unlanded_work"), extra
+        assert [c.split()[0] for c in r.json["details"]["commits"]] == [
+            repo.git("rev-parse", "--short", tip).stdout.strip(),
+            repo.git("rev-parse", "--short", c1).stdout.strip(),
+        ]
+        assert r.json["details"]["dirty_paths"] == []
+        assert "refused [unlanded_work]" in r.stderr
+        assert_untouched(repo, lp, tip, {"a.txt": "a\n", "b.txt": "b\n"})
+    assert "locked" not in (wt_block(repo, lp) or "")  # only a dirty lane gets locked
+
+    r = repo.jlane("release", "alpha", *CONFIRM)
+    assert (r.rc, r.code) == (0, "released"), r.stderr
+    assert r.json["tip"] == tip and len(r.json["discarded_commits"]) == 2
+    assert_removed(repo, lp)
+    # the discarded commits are still objects; the recovery command brings them back
+    repo.git(*r.json["recover"].split()[1:])
+    assert repo.sha("refs/heads/lane/alpha") == tip
+
+
+@pytest.mark.parametrize("kind", ["untracked", "modified", "staged"])
+def test_dirty_lane_is_refused_and_locked(repo: Repo, kind: str) -> None:
+    lp = repo.create("alpha")
+    tip = repo.sha("refs/heads/lane/alpha")
+    if kind == "untracked":
+        (lp / "notes dir").mkdir()
+        (lp / "notes dir" / "n.txt").write_text("n\n")
+        files, lost = {"notes dir/n.txt": "n\n"}, ["notes dir/n.txt"]
+    elif kind == "modified":
+        (lp / "README.md").write_text("edited\n")
+        files, lost = {"README.md": "edited\n"}, ["README.md"]
+    else:
+        (lp / "s.txt").write_text("s\n")
+        repo.git("add", "s.txt", cwd=lp)
+        files, lost = {"s.txt": "s\n"}, ["s.txt"]
+    r = repo.jlane("release", "alpha")
+    assert (r.rc, r.code) == (1, "unlanded_work")
+    assert r.json["details"]["dirty_paths"] == lost and r.json["details"]["commits"] == []
+    assert_untouched(repo, lp, tip, files)
+    block = wt_block(repo, lp)
+    assert block is not None and "\nlocked" in block
+    # locked: even a plain `git worktree remove --force` leaves it alone now
+    assert repo.git("worktree", "remove", "--force", str(lp), check=False).returncode != 0
+    assert lp.exists()
+
+    r = repo.jlane("release", "alpha", *CONFIRM)
+    assert (r.rc, r.code) == (0, "released"), r.stderr
+    assert r.json["discarded_paths"] == lost
+    assert_removed(repo, lp)
+
+
+def test_landed_clean_lane_goes_without_confirmation(repo: Repo) -> None:
+    lp = repo.create("alpha")
+    tip = repo.commit(lp, "a.txt", "a\n")
+    repo.git("merge", "-q", "--ff-only", "lane/alpha")  # main now contains the lane
+    assert repo.sha() == tip
+    r = repo.jlane("release", "alpha")
+    assert (r.rc, r.code) == (0, "released"), r.stderr
+    assert r.json["discarded_commits"] == [] and r.json["recover"] is None
+    assert_removed(repo, lp)
+    assert repo.sha() == tip
+    r = repo.jlane("release", "alpha")
+    assert (r.rc, r.code) == (0, "already_released")
+
+
+def test_fresh_empty_lane_goes_without_confirmation(repo: Repo) -> None:
+    lp = repo.create("alpha")
+    assert repo.jlane("release", "alpha").code == "released"
+    assert_removed(repo, lp)
+    # the key is free again and the old record is replaced
+    assert repo.jlane("create", "alpha").rc == 0
+    assert record(repo, "alpha")["status"] == "active"
+
+
+def test_landed_lane_with_dirt_is_still_refused(repo: Repo) -> None:
+    lp = repo.create("alpha")
+    tip = repo.commit(lp, "a.txt", "a\n")
+    repo.git("merge", "-q", "--ff-only", "lane/alpha")
+    (lp / "later.txt").write_text("unsaved\n")
+    r = repo.jlane("release", "alpha")
+    assert (r.rc, r.code) == (1, "unlanded_work")
+    assert r.json["details"]["commits"] == [] and r.json["details"]["dirty_paths"] == ["later.txt"]
+    assert_untouched(repo, lp, tip, {"later.txt": "unsaved\n"})
+
+
+def test_orphaned_lane_with_unlanded_commits(repo: Repo) -> None:
+    lp = repo.create("alpha")
+    tip = repo.commit(lp, "a.txt", "a\n")
+    shutil.rmtree(lp)
+    r = repo.jlane("release", "alpha")
+    assert (r.rc, r.code) == (1, "unlanded_work")
+    assert repo.sha("refs/heads/lane/alpha") == tip
+    r = repo.jlane("release", "alpha", *CONFIRM)
+    assert r.rc == 0, r.stderr
+    assert repo.sha("refs/heads/lane/alpha") is None
+    assert wt_block(repo, lp) is None
+    assert record(repo, "alpha")["status"] == "released"
+
+
+def test_release_with_main_checked_out_nowhere(repo: Repo) -> None:
+    lp = repo.create("alpha")
+    repo.commit(lp, "a.txt", "a\n")
+    repo.git("checkout", "-q", "--detach")
+    assert repo.jlane("release", "alpha").code == "unlanded_work"
+    assert repo.jlane("release", "alpha", *CONFIRM).code == "released"
+    assert_removed(repo, lp)
+    assert repo.sha() is not None
+
+
+def test_release_refusals(repo: Repo) -> None:
+    assert repo.jlane("release", "nope").code == "unknown_lane"
+    assert repo.jlane("release", "../x").code == "invalid_lane_key"
+    r = repo.jlane("release")
+    assert r.rc in (1, 2) and r.json["ok"] is False
+
+
+def test_commits_on_a_detached_head_in_the_lane_are_unlanded_work(repo: Repo) -> None:
+    lp = repo.create("alpha")
+    tip = repo.sha("refs/heads/lane/alpha")
+    repo.git("checkout", "-q", "--detach", cwd=lp)
+    head = repo.commit(lp, "d.txt", "on no branch\n", "detached work")
+    r = repo.jlane("release", "alpha")
+    assert (r.rc, r.code) == (1, "unlanded_work")
+    assert [c.split()[0] for c in r.json["details"]["detached_commits"]] == [
+        repo.git("rev-parse", "--short", head).stdout.strip()
+    ]
+    assert repo.sha("refs/heads/lane/alpha") == tip
+    assert wt_block(repo, lp) == f"worktree {lp}\nHEAD {head}\ndetached"
+    r = repo.jlane("release", "alpha", *CONFIRM)
+    assert r.rc == 0, r.stderr
+    assert not lp.exists() and repo.sha("refs/heads/lane/alpha") is None
+    repo.git(*r.json["recover_detached"].split()[1:])
+    assert repo.sha("refs/heads/lane/alpha-detached") == head
+
+
+def test_detached_head_already_in_main_is_not_work(repo: Repo) -> None:
+    lp = repo.create("alpha")
+    repo.git("checkout", "-q", "--detach", "HEAD", cwd=lp)
+    assert repo.jlane("release", "alpha").code == "released"
+    assert not lp.exists()
+
+
+def test_a_live_owner_keeps_its_lane(repo: Repo) -> None:
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert repo.jlane("create", "alpha", "--owner-pid", str(owner.pid)).rc == 0
+        lp = Path(repo.jlane("status").json["lanes"][0]["path"])
+        tip = repo.sha("refs/heads/lane/alpha")
+        r = repo.jlane("release", "alpha", *CONFIRM)
+        assert (r.rc, r.code) == (1, "lane_owner_conflict")
+        assert_untouched(repo, lp, tip, {})
+    finally:
+        owner.kill()
+        owner.wait()
+    # the owner is gone: the lane can be released
+    assert repo.jlane("release", "alpha").code == "released"
+    assert_removed(repo, lp)
