@@ -206,6 +206,7 @@ def lane_view(
         "owner_pid": rec.owner_pid,
         "owner_alive": procs.alive(rec.owner_pid, rec.owner_start) if rec.owner_pid else False,
         "tip": None,
+        "head": None,
         "advice": "",
     }
     if state == "released":
@@ -224,6 +225,8 @@ def lane_view(
         view["dirty_paths"] = dp[:50]
         view["dirty"] = bool(dp)
         view["rebase_in_progress"] = rebase_in_progress(repo, rec.path)
+        assert wt is not None
+        view["head"] = wt.branch
     view["sync_required"] = lane_sync_required(repo, main_sha, tip, view["fresh"])
     view["advice"] = policy.advice(_facts(view, exists))
     return view
@@ -241,6 +244,8 @@ def _facts(view: dict[str, Any], exists: bool) -> policy.LaneFacts:
         sync_required=view["sync_required"],
         ahead=view["ahead"],
         behind=view["behind"],
+        head=view["head"],
+        branch=view["branch"],
     )
 
 
@@ -353,7 +358,8 @@ def read_lock_holder(repo: Repo) -> dict[str, Any] | None:
 
 
 def status(repo: Repo, key: str | None = None) -> dict[str, Any]:
-    key = procs.resolve_lane_key(key, "status")
+    if procs.bound_lane() is not None or key is not None:
+        key = procs.resolve_lane_key(key, "status")  # status is read-only: an unbound worker sees all
     main_sha = repo.main_sha()
     wts = repo.worktrees()
     hub = repo.hub(wts)
@@ -506,7 +512,9 @@ def reconcile(repo: Repo) -> dict[str, Any]:
             known[k] = rec
         for rec in known.values():
             wt = idx.get(os.path.realpath(rec.path))
-            present = wt is not None and wt.exists and wt.branch in (f"refs/heads/{rec.branch}", None)
+            # the worktree is there (whatever it has checked out: status and land name a
+            # wrong branch themselves); only a vanished worktree orphans a lane
+            present = wt is not None and wt.exists
             new = rec
             if rec.status == "active" and not present:
                 new = replace(new, status="orphaned")

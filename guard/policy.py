@@ -86,6 +86,8 @@ class LaneFacts:
     sync_required: bool
     ahead: int
     behind: int
+    head: str | None = None  # the worktree's checked-out branch (full ref); None if detached
+    branch: str | None = None  # the lane branch, lane/<key>
 
 
 def advice(f: LaneFacts) -> str:
@@ -102,6 +104,9 @@ def advice(f: LaneFacts) -> str:
             f"A sync is in progress: resolve the conflicts in {f.path}, "
             f"then `git lane continue {k}` (or `git lane abort {k}`)."
         )
+    if f.branch and f.exists and f.head != f"refs/heads/{f.branch}":
+        shown = f.head.removeprefix("refs/heads/") if f.head else "a detached HEAD"
+        return f"The worktree has {shown} checked out, not {f.branch}: `git -C '{f.path}' switch {f.branch}`."
     if f.dirty:
         then = f"`git lane sync {k}`" if not f.fresh else f"`git lane land {k}`"
         return f"Uncommitted changes: commit them in {f.path}, then {then}."
