@@ -1,0 +1,451 @@
+"""`git lane doctor`: is every layer in place? Hooks present, executable and as install
+would write them; nothing that switches them off (core.hooksPath, worktree config,
+hook.*); no replacement refs or grafts; main a plain ref; the integration lock and the
+lanes in a sane state; Landlock available for the sandbox. Each check is ok, warn or fail
+with the exact command that fixes it; the result is not ok when any check fails."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+from pathlib import Path
+from typing import Any
+from collections.abc import Callable
+
+from guard import gitrun, hookinstall
+from guard.errors import GitError, Refusal
+from guard.repo import Repo
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+
+Check = dict[str, Any]
+
+
+def _check(name: str, status: str, message: str, fix: str | None = None) -> Check:
+    return {"name": name, "status": status, "message": message, "fix": fix}
+
+
+def _q(path: Path | str) -> str:
+    return "'" + str(path).replace("'", "'\\''") + "'"
+
+
+# -- main and config --------------------------------------------------------------------
+def check_main(repo: Repo) -> list[Check]:
+    out = [_check("main", OK, f"main is {repo.main_branch} at {repo.main_sha()[:12]}")]
+    sym = repo.git(["symbolic-ref", "-q", repo.main_ref], check=False)
+    if sym.ok and sym.stdout.strip():
+        target = sym.stdout.strip()
+        sha = repo.main_sha()
+        landed = repo.store.read_epoch().main_after
+        if landed and landed != sha:
+            # main already followed the other branch: put it back where the last land left it
+            fix = (
+                f"git -c core.hooksPath=/dev/null update-ref --no-deref {repo.main_ref} {landed}"
+                "  (owner only: the hooks refuse any other move of main)"
+            )
+        else:
+            fix = f"git update-ref --no-deref {repo.main_ref} {sha}"
+        out = [
+            _check(
+                "main",
+                FAIL,
+                f"{repo.main_ref} is a symbolic ref to {target}: main moves whenever {target} does",
+                fix,
+            )
+        ]
+    return out
+
+
+def check_enabled(repo: Repo) -> list[Check]:
+    cfg = repo.config
+    if cfg.get("enabled") is False:
+        return [
+            _check(
+                "enabled",
+                WARN,
+                f"enabled = false ({cfg.sources['enabled']}): hooks and shims pass everything through",
+                "git lane config set enabled true",
+            )
+        ]
+    return [_check("enabled", OK, "git-lane is enabled")]
+
+
+# -- hooks ------------------------------------------------------------------------------
+def check_hooks(repo: Repo) -> list[Check]:
+    out: list[Check] = []
+    hp = hookinstall.hooks_path_setting(repo)
+    common = hookinstall.common_hooks_dir(repo)
+    if hp is None:
+        d = common
+        out.append(_check("core.hooksPath", OK, f"unset: git runs the hooks in {common}"))
+    else:
+        d = Path(hp.value)
+        unset = hookinstall._unset_cmd(hp)
+        ours_there = (
+            d.is_absolute() and d.is_dir() and any(_find_ours(d, n) for n in hookinstall.HOOKS)
+        )
+        if ours_there:
+            out.append(
+                _check(
+                    "core.hooksPath",
+                    OK,
+                    f"{hp.value} ({hp.scope} config), where git-lane's hooks are installed",
+                )
+            )
+        else:
+            out.append(
+                _check(
+                    "core.hooksPath",
+                    FAIL,
+                    f"set to {hp.value} ({hp.scope} config): git runs hooks from there, not from {common}",
+                    f"{unset} && git lane install  (or: git lane install --hooks-path)",
+                )
+            )
+            return out
+    for name in hookinstall.HOOKS:
+        out.append(_check_hook(d, name))
+    return out
+
+
+def _find_ours(d: Path, name: str) -> Path | None:
+    h = d / name
+    leg = d / f"{name}.legacy"
+    if hookinstall.kind(h) == "ours":
+        return h
+    if hookinstall.kind(h) == "framework" and hookinstall.kind(leg) == "ours":
+        return leg
+    return None
+
+
+def _check_hook(d: Path, name: str) -> Check:
+    label = f"hook {name}"
+    path = _find_ours(d, name)
+    if path is None:
+        k = hookinstall.kind(d / name)
+        what = "missing" if k == "absent" else f"not git-lane's ({d / name} is another {k} hook)"
+        return _check(label, FAIL, f"{what}", "git lane install")
+    if not os.access(path, os.X_OK):
+        return _check(
+            label, FAIL, f"{path} is not executable, so git skips it", f"chmod +x {_q(path)}"
+        )
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if not hookinstall.same_but_python(text, name):
+        return _check(
+            label,
+            FAIL,
+            f"{path} differs from what git lane install writes (modified or outdated)",
+            "git lane install",
+        )
+    legacy = path.with_name(path.name + ".legacy")
+    if hookinstall.kind(legacy) == "framework":
+        return _check(
+            label,
+            FAIL,
+            f"the pre-commit framework's script sits behind ours at {legacy} and would run itself",
+            "git lane install",
+        )
+    py = hookinstall.embedded_python(text)
+    if name == "pre-commit" and (py is None or not os.access(py, os.X_OK)):
+        return _check(label, FAIL, f"{path} names Python {py}, which is gone", "git lane install")
+    if name == "pre-commit" and not _imports_guard(py):
+        return _check(
+            label,
+            FAIL,
+            f"{path} names Python {py}, which cannot import git-lane",
+            "git lane install",
+        )
+    if text.encode("utf-8") != hookinstall.script_bytes(name):
+        return _check(
+            label, WARN, f"{path} was installed by another Python ({py})", "git lane install"
+        )
+    if os.path.lexists(legacy) and not os.access(legacy, os.X_OK):
+        return _check(
+            label,
+            WARN,
+            f"the chained {legacy} is not executable, so it is skipped",
+            f"chmod +x {_q(legacy)}",
+        )
+    chained = f"; runs {legacy.name} too" if os.path.lexists(legacy) else ""
+    return _check(label, OK, f"{path}{chained}")
+
+
+def _imports_guard(python: str | None) -> bool:
+    import subprocess
+
+    if python is None:
+        return False
+    try:
+        res = subprocess.run(
+            [python, "-c", "import guard.hookcheck"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return res.returncode == 0
+
+
+def check_worktree_config(repo: Repo) -> list[Check]:
+    out: list[Check] = []
+    on = (
+        repo.git(
+            ["config", "--type=bool", "--get", "extensions.worktreeConfig"], check=False
+        ).stdout.strip()
+        == "true"
+    )
+    common = Path(os.path.realpath(repo.common_dir))
+    files = [common / "config.worktree"]
+    wdir = common / "worktrees"
+    if wdir.is_dir():
+        files.extend(sorted(p / "config.worktree" for p in wdir.iterdir() if p.is_dir()))
+    bad = 0
+    for f in files:
+        if not f.is_file():
+            continue
+        res = gitrun.run(
+            ["config", "--file", str(f), "--get-regexp", r"^(core\.hookspath|hook\.)"], check=False
+        )
+        for line in res.lines():
+            key = line.split(" ", 1)[0]
+            bad += 1
+            out.append(
+                _check(
+                    "worktree config",
+                    FAIL if on else WARN,
+                    f"{f} sets {key}"
+                    + ("" if on else " (inert while extensions.worktreeConfig is off)"),
+                    f"git config --file {_q(f)} --unset-all {key}",
+                )
+            )
+    hooks_cfg = repo.git(["config", "--get-regexp", r"^hook\."], check=False)
+    for line in hooks_cfg.lines():
+        key = line.split(" ", 1)[0]
+        bad += 1
+        out.append(
+            _check(
+                "hook config",
+                WARN,
+                f"{key} is set: config-defined hooks run besides ours",
+                f"git config --unset-all {key}",
+            )
+        )
+    if not bad:
+        if on:
+            out.append(
+                _check(
+                    "worktree config",
+                    WARN,
+                    "extensions.worktreeConfig is on: a worktree could set core.hooksPath for itself "
+                    "(none does now; the git shim refuses `git config --worktree` in lanes)",
+                    "git config --unset extensions.worktreeConfig  (if nothing needs per-worktree config)",
+                )
+            )
+        else:
+            out.append(_check("worktree config", OK, "no worktree config can switch hooks off"))
+    return out
+
+
+def check_replace(repo: Repo) -> list[Check]:
+    out = []
+    refs = repo.git(["for-each-ref", "--format=%(refname)", "refs/replace/"]).lines()
+    if refs:
+        names = " ".join(r.removeprefix("refs/replace/") for r in refs[:20])
+        out.append(
+            _check(
+                "replace refs",
+                FAIL,
+                f"{len(refs)} refs/replace/* ref(s) change what main's history means: {', '.join(refs[:5])}",
+                f"git replace -d {names}",
+            )
+        )
+    else:
+        out.append(_check("replace refs", OK, "none"))
+    grafts = Path(os.path.realpath(repo.common_dir)) / "info" / "grafts"
+    if grafts.exists():
+        out.append(
+            _check("grafts", FAIL, f"{grafts} rewrites parents of commits", f"rm {_q(grafts)}")
+        )
+    return out
+
+
+# -- state ------------------------------------------------------------------------------
+def check_lock(repo: Repo) -> list[Check]:
+    from guard import lock
+
+    out = []
+    rec = lock.read_owner(repo)
+    if rec is None:
+        out.append(_check("lock", OK, "free"))
+    elif lock.owner_alive(rec):
+        out.append(
+            _check(
+                "lock",
+                OK,
+                f"held by pid {rec.get('pid')} on {rec.get('host')} landing {rec.get('lane')} since {rec.get('since')}",
+            )
+        )
+    else:
+        out.append(
+            _check(
+                "lock",
+                WARN,
+                f"stale: its owner pid {rec.get('pid')} (landing {rec.get('lane')}) is gone",
+                "git lane reconcile",
+            )
+        )
+    if repo.store.landing_path.exists() and (rec is None or not lock.owner_alive(rec)):
+        out.append(
+            _check(
+                "landing", WARN, "a land died part way (landing.json is left)", "git lane reconcile"
+            )
+        )
+    return out
+
+
+def check_lanes(repo: Repo) -> list[Check]:
+    from guard.lanes import MARKER, wt_index
+
+    out = []
+    idx = wt_index(repo.worktrees())
+    active = 0
+    for rec in repo.store.lanes():
+        if rec.status == "released":
+            continue
+        wt = idx.get(os.path.realpath(rec.path))
+        present = wt is not None and wt.exists
+        if rec.status == "orphaned" or not present:
+            out.append(
+                _check(
+                    f"lane {rec.key}",
+                    WARN,
+                    f"orphaned: its worktree {rec.path} is missing",
+                    f"git lane reconcile  (or: git lane release {rec.key} --confirm yes-discard-lane)",
+                )
+            )
+            continue
+        active += 1
+        gd = repo.worktree_git_dir(rec.path)
+        marker = gd / MARKER if gd is not None else None
+        try:
+            key = marker.read_text().strip() if marker is not None else None
+        except OSError:
+            key = None
+        if key != rec.key:
+            out.append(
+                _check(
+                    f"lane {rec.key}",
+                    WARN,
+                    f"its worktree lacks the {MARKER} marker, so the pre-commit hook does not know it is a lane",
+                    "git lane reconcile",
+                )
+            )
+    if not out:
+        out.append(_check("lanes", OK, f"{active} active lane(s), none orphaned"))
+    return out
+
+
+# -- Landlock ---------------------------------------------------------------------------
+_LANDLOCK_CREATE_RULESET = {"x86_64": 444, "amd64": 444, "aarch64": 444, "arm64": 444}
+_LANDLOCK_CREATE_RULESET_VERSION = 1
+
+
+def landlock_abi() -> tuple[int | None, str]:
+    """(ABI version, why not) from landlock_create_ruleset(NULL, 0, VERSION)."""
+    if platform.system() != "Linux":
+        return None, f"Landlock is Linux-only (this is {platform.system()})"
+    nr = _LANDLOCK_CREATE_RULESET.get(platform.machine())
+    if nr is None:
+        return None, f"unknown syscall number on {platform.machine()}"
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        res = libc.syscall(
+            ctypes.c_long(nr),
+            ctypes.c_void_p(None),
+            ctypes.c_size_t(0),
+            ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION),
+        )
+    except (OSError, AttributeError) as exc:
+        return None, f"cannot call syscall(2): {exc}"
+    if res >= 1:
+        return int(res), ""
+    err = ctypes.get_errno()
+    if err == errno.ENOSYS:
+        return (
+            None,
+            "the kernel has no Landlock (needs Linux 5.13+ built with CONFIG_SECURITY_LANDLOCK)",
+        )
+    if err == errno.EOPNOTSUPP:
+        return (
+            None,
+            "Landlock is built in but switched off (add landlock to the lsm= boot parameter)",
+        )
+    if err == errno.EPERM:
+        return None, "a seccomp filter forbids landlock_create_ruleset"
+    return None, f"landlock_create_ruleset failed: {os.strerror(err) if err else res}"
+
+
+def check_landlock(repo: Repo) -> list[Check]:
+    abi, why = landlock_abi()
+    if abi is not None:
+        return [
+            _check("landlock", OK, f"Landlock ABI {abi}: git lane exec --sandbox can confine lanes")
+        ]
+    required = repo.config.get("sandbox") == "required"
+    return [
+        _check(
+            "landlock",
+            FAIL if required else WARN,
+            f"unavailable: {why}"
+            + ('; sandbox = "required" makes every exec fail' if required else ""),
+            "git lane config set sandbox best-effort" if required else None,
+        )
+    ]
+
+
+CHECKS: tuple[Callable[[Repo], list[Check]], ...] = (
+    check_main,
+    check_enabled,
+    check_hooks,
+    check_worktree_config,
+    check_replace,
+    check_lock,
+    check_lanes,
+    check_landlock,
+)
+
+
+def doctor(repo: Repo) -> dict[str, Any]:
+    checks: list[Check] = []
+    for fn in CHECKS:
+        name = fn.__name__.removeprefix("check_")
+        try:
+            checks.extend(fn(repo))
+        except Refusal as r:
+            checks.append(_check(name, FAIL, f"[{r.code}] {r.message}", " ; ".join(r.next) or None))
+        except GitError as exc:
+            checks.append(_check(name, FAIL, f"git failed: {exc.stderr.strip()[:300]}", None))
+    ok = not any(c["status"] == FAIL for c in checks)
+    return {"ok": ok, "code": "ok" if ok else "doctor_failed", "checks": checks}
+
+
+def render(result: dict[str, Any]) -> str:
+    marks = {OK: "ok  ", WARN: "warn", FAIL: "FAIL"}
+    width = max((len(c["name"]) for c in result["checks"]), default=0)
+    lines = []
+    for c in result["checks"]:
+        lines.append(
+            f"{marks.get(c['status'], c['status'])}  {c['name'].ljust(width)}  {c['message']}"
+        )
+        if c["fix"] and c["status"] != OK:
+            lines.append(f"      {''.ljust(width)}  fix: {c['fix']}")
+    failed = sum(c["status"] == FAIL for c in result["checks"])
+    warned = sum(c["status"] == WARN for c in result["checks"])
+    lines.append(
+        "doctor: ok" + (f" ({warned} warning(s))" if warned else "")
+        if result["ok"]
+        else f"doctor: {failed} check(s) failed"
+    )
+    return "\n".join(lines)

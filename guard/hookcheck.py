@@ -1,0 +1,277 @@
+"""The Python slow path of the git hooks, and the entry point the pre-commit framework runs
+(`git-lane-hook`, or `python -m guard.hookcheck`).
+
+Standard library only (no click, psutil or plumbum): it runs inside `git commit`.
+
+    git-lane-hook pre-commit        run hooks/pre-commit (the pre-commit framework's entry)
+    git-lane-hook pre-rebase [UPSTREAM [BRANCH]]
+                                    run hooks/pre-rebase; without arguments they are read
+                                    from PRE_COMMIT_PRE_REBASE_UPSTREAM / _BRANCH
+    git-lane-hook markers KEY       exit 10 (REFUSED) when the staged diff adds a conflict
+                                    block; not 1, which a Python without guard also returns
+    git-lane-hook notice KEY MAIN   print the sync notice when lane KEY must sync
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any
+from collections.abc import Sequence
+
+from guard import gitrun
+from guard.policy import conflict_blocks
+
+_HUNK = re.compile(rb"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
+_MARKER = re.compile(rb"^(?:<{7}|\|{7}|>{7})(?: |$)|^={7}$")
+_CLOSE = re.compile(rb"^>{7}(?: |$)")
+_PICKAXE = "^(<{7}|>{7})( |$)"
+REFUSED = 10
+
+
+@dataclass(frozen=True)
+class MarkerHit:
+    path: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+def _unquote(raw: bytes) -> bytes:
+    """A path as git prints it in a patch header: C-quoted when it has odd bytes."""
+    if not raw.startswith(b'"'):
+        return raw
+    body = raw[1:-1] if raw.endswith(b'"') else raw[1:]
+    out = bytearray()
+    i = 0
+    simple = {
+        ord("n"): 10,
+        ord("t"): 9,
+        ord("r"): 13,
+        ord("a"): 7,
+        ord("b"): 8,
+        ord("f"): 12,
+        ord("v"): 11,
+        ord('"'): 34,
+        ord("\\"): 92,
+    }
+    while i < len(body):
+        c = body[i]
+        if c == 92 and i + 1 < len(body):  # backslash
+            n = body[i + 1]
+            if 48 <= n <= 55 and i + 3 < len(body):  # \ooo
+                out.append(int(body[i + 1 : i + 4], 8))
+                i += 4
+                continue
+            out.append(simple.get(n, n))
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return bytes(out)
+
+
+def added_lines(patch: bytes) -> dict[bytes, set[int]]:
+    """Per new path: the line numbers (in the staged file) that the patch adds."""
+    out: dict[bytes, set[int]] = {}
+    path: bytes | None = None
+    lineno = 0
+    for line in patch.split(b"\n"):
+        if line.startswith(b"diff --git "):
+            path = None
+        elif line.startswith(b"+++ "):
+            target = line[4:]
+            if target.endswith(b"\t"):  # git appends a tab to a name with a space in it
+                target = target[:-1]
+            path = None if target == b"/dev/null" else _unquote(target)
+            if path is not None and path.startswith(b"b/"):
+                path = path[2:]
+            if path is not None:
+                out.setdefault(path, set())
+        elif line.startswith(b"@@"):
+            m = _HUNK.match(line)
+            lineno = int(m.group(1)) if m else 0
+        elif path is not None and line.startswith(b"+"):
+            out[path].add(lineno)
+            lineno += 1
+        elif path is not None and line.startswith(b" "):
+            lineno += 1
+    return out
+
+
+def added_blocks(data: bytes, added: set[int]) -> list[int]:
+    """Opening lines of the conflict blocks in `data` that have a marker line in `added`."""
+    lines = data.split(b"\n")
+    hits = []
+    for start in conflict_blocks(data):
+        for n in range(start, len(lines) + 1):
+            raw = lines[n - 1].rstrip(b"\r")
+            if n in added and _MARKER.match(raw):
+                hits.append(start)
+                break
+            if n > start and _CLOSE.match(raw):
+                break
+    return hits
+
+
+def staged_marker_hits(cwd: str | None = None) -> list[MarkerHit]:
+    """Conflict blocks the staged changes add (honours the hook's GIT_INDEX_FILE)."""
+    diff = gitrun.run(
+        [
+            "-c",
+            "core.quotePath=false",
+            "diff",
+            "--cached",
+            "-U0",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-renames",
+            "--src-prefix=a/",  # whatever diff.noprefix / diff.mnemonicPrefix say
+            "--dst-prefix=b/",
+            "--diff-filter=d",
+            f"-G{_PICKAXE}",
+        ],
+        cwd,
+        scrub=False,
+    )
+    patch = diff.stdout.encode("utf-8", "surrogateescape")
+    hits: list[MarkerHit] = []
+    for path, added in sorted(added_lines(patch).items()):
+        if not added:
+            continue
+        name = path.decode("utf-8", "surrogateescape")
+        blob = gitrun.run(["cat-file", "blob", f":{name}"], cwd, check=False, scrub=False)
+        if not blob.ok:
+            continue
+        data = blob.stdout.encode("utf-8", "surrogateescape")
+        hits.extend(MarkerHit(name, n) for n in added_blocks(data, added))
+    return hits
+
+
+def _state_dir(cwd: str | None) -> str | None:
+    res = gitrun.run(
+        ["rev-parse", "--path-format=absolute", "--git-common-dir"], cwd, check=False, scrub=False
+    )
+    return os.path.join(res.stdout.strip(), "git-lane") if res.ok else None
+
+
+def _event(cwd: str | None, lane: str | None, code: str, **data: Any) -> None:
+    from pathlib import Path
+
+    from guard.store import Store
+
+    state = _state_dir(cwd)
+    if state and os.path.isdir(state):
+        Store(Path(state)).event("refusal", lane=lane, code=code, source="hook", **data)
+
+
+def cmd_markers(key: str) -> int:
+    hits = staged_marker_hits()
+    if not hits:
+        return 0
+    from guard.errors import Refusal
+
+    where = ", ".join(str(h) for h in hits[:10]) + (" ..." if len(hits) > 10 else "")
+    files = sorted({h.path for h in hits})
+    quoted = " ".join("'" + f.replace("'", "'\\''") + "'" for f in files)
+    ref = Refusal(
+        "conflict_markers_present",
+        f"the commit adds conflict markers at {where}",
+        next=[
+            f"remove the <<<<<<< ======= >>>>>>> blocks in {quoted}",
+            f"git add -- {quoted}",
+            "git commit",
+        ],
+        details={"lane": key, "markers": [str(h) for h in hits]},
+    )
+    sys.stderr.write(ref.line() + "\n")
+    _event(
+        None,
+        key or None,
+        ref.code,
+        hook="pre-commit",
+        message=ref.message,
+        markers=[str(h) for h in hits[:50]],
+    )
+    return REFUSED
+
+
+def cmd_notice(key: str, main: str) -> int:
+    """overlap_mandatory: notice when the lane's changes, this commit's included, meet
+    what main changed since their merge-base."""
+    from guard import policy
+    from guard.lanes import overlap
+    from guard.repo import Repo
+
+    repo = Repo.discover(os.getcwd())
+    main_sha = repo.ref_sha(f"refs/heads/{main}")
+    head = gitrun.run(
+        ["rev-parse", "-q", "--verify", "HEAD^{commit}"], None, check=False, scrub=False
+    )
+    tip = head.stdout.strip() if head.ok else None  # this worktree's HEAD, not the hub's
+    if main_sha is None or tip is None:
+        return 0
+    lane_paths, main_paths = overlap(repo, main_sha, tip)
+    staged = gitrun.run(
+        ["diff", "--cached", "--name-only", "--no-renames", "-z"], None, check=False, scrub=False
+    )
+    paths = set(lane_paths) | set(staged.z())
+    if policy.sync_required(repo.config["sync_policy"], False, paths, main_paths):
+        shared = sorted(paths & set(main_paths))
+        sys.stderr.write(
+            f"git-lane: notice [sync_required]: main changed {', '.join(shared[:3])}"
+            f"{' ...' if len(shared) > 3 else ''} too; lane {key} must sync before it is landed. "
+            f"Next: git lane sync {key}\n"
+        )
+    return 0
+
+
+def _exec_hook(name: str, args: Sequence[str]) -> int:
+    from guard.resources import data_dir
+
+    script = data_dir("hooks") / name
+    env = dict(os.environ)
+    env["GITLANE_PYTHON"] = sys.executable
+    os.execve("/bin/sh", ["/bin/sh", str(script), *args], env)
+    return 3  # not reached
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args:
+        sys.stderr.write(__doc__ or "")
+        return 2
+    cmd, rest = args[0], args[1:]
+    try:
+        if cmd == "markers":
+            return cmd_markers(rest[0] if rest else "")
+        if cmd == "notice" and len(rest) == 2:
+            return cmd_notice(rest[0], rest[1])
+        if cmd == "pre-commit":
+            return _exec_hook("pre-commit", [])
+        if cmd == "pre-rebase":
+            if not rest:
+                up = os.environ.get("PRE_COMMIT_PRE_REBASE_UPSTREAM", "")
+                br = os.environ.get("PRE_COMMIT_PRE_REBASE_BRANCH", "")
+                rest = [up, br] if br else [up]
+            return _exec_hook("pre-rebase", rest)
+    except Exception as exc:  # a hook must never print a traceback
+        sys.stderr.write(
+            f"git-lane: warning: hook check {cmd} failed: {type(exc).__name__}: {exc}\n"
+        )
+        return 3
+    sys.stderr.write(f"git-lane-hook: unknown command {' '.join(args)!r}\n{__doc__}")
+    return 2
+
+
+def entry() -> None:
+    """Console script `git-lane-hook`."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

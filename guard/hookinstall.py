@@ -1,0 +1,361 @@
+"""`git lane install` / `git lane uninstall`: put git-lane's hooks (pre-commit, pre-rebase,
+reference-transaction) into the hooks directory every worktree shares (`<common-dir>/hooks`,
+or `core.hooksPath` with `--hooks-path`).
+
+Our scripts are recognised by their `# ID: git-lane-hook` line. A foreign hook already in
+place is kept as `<hook>.legacy` and chained (our script runs it with the same arguments
+and input; its failure fails the hook); uninstall puts it back. The pre-commit framework's
+own script is the exception: it runs `<hook>.legacy` itself, so behind it our script
+takes the `.legacy` place (exactly what `pre-commit install` does when it finds ours) and
+an older `.legacy` moves one step down the chain. Nothing is ever overwritten: a move
+that would need to is refused (`hook_conflict`) unless `--force`, which renames the file
+in the way to `<file>.bak` (never chained, listed in the result).
+
+Also runnable without the CLI: `python -m guard.hookinstall install|uninstall`, which is
+what `install/install-hooks` and `install/uninstall-hooks` call."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from collections.abc import Sequence
+
+from guard import gitrun
+from guard.errors import Refusal
+from guard.repo import Repo
+from guard.resources import data_dir
+from guard.store import atomic_write
+
+HOOKS = ("pre-commit", "pre-rebase", "reference-transaction")
+OUR_ID = "# ID: git-lane-hook"
+# the `# ID:` line of the pre-commit framework's hook script (pre_commit/commands/install_uninstall.py)
+FRAMEWORK_IDS = ("# ID: 138fd403232d2ddd5efb44317e38bf03",)
+FRAMEWORK_TYPES = frozenset({"pre-commit", "pre-rebase"})  # of ours, the types it can own
+PY_LINE = "GITLANE_PYTHON=${GITLANE_PYTHON:-}"
+
+
+# -- what a hook file is ----------------------------------------------------------------
+def _text(path: Path) -> str | None:
+    try:
+        return path.read_bytes()[:65536].decode("utf-8", "replace")
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+    except OSError:
+        return ""
+
+
+def kind(path: Path) -> str:
+    """'absent', 'ours', 'framework' (the pre-commit framework's script) or 'foreign'."""
+    if not os.path.lexists(path):
+        return "absent"
+    text = _text(path)
+    if text is None:
+        return "foreign" if os.path.lexists(path) else "absent"
+    lines = set(text.splitlines())
+    if OUR_ID in lines:
+        return "ours"
+    if any(i in lines for i in FRAMEWORK_IDS):
+        return "framework"
+    return "foreign"
+
+
+def script_bytes(name: str, python: str | None = None) -> bytes:
+    """The exact bytes install writes for hook `name`: the shipped source with the Python
+    that runs git-lane embedded."""
+    src = (data_dir("hooks") / name).read_text(encoding="utf-8")
+    py = python or sys.executable
+    return src.replace(PY_LINE, f"GITLANE_PYTHON={shlex.quote(py)}", 1).encode("utf-8")
+
+
+def _strip_python(text: str) -> str:
+    return "\n".join(ln for ln in text.splitlines() if not ln.startswith("GITLANE_PYTHON="))
+
+
+def embedded_python(text: str) -> str | None:
+    for ln in text.splitlines():
+        if ln.startswith("GITLANE_PYTHON="):
+            words = shlex.split(ln[len("GITLANE_PYTHON=") :]) if ln != PY_LINE else []
+            return words[0] if words else None
+    return None
+
+
+def same_but_python(installed: str, name: str) -> bool:
+    """Is `installed` our script for `name`, up to the embedded Python?"""
+    return _strip_python(installed) == _strip_python(script_bytes(name).decode("utf-8"))
+
+
+# -- where hooks go ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class HooksPath:
+    value: str
+    scope: str  # local, global, system, command, ...
+
+
+def hooks_path_setting(repo: Repo) -> HooksPath | None:
+    """core.hooksPath as the common config (not a lane's worktree config) sees it."""
+    res = gitrun.run(
+        ["config", "--show-scope", "--type=path", "--get", "core.hooksPath"],
+        repo.common_dir,
+        check=False,
+    )
+    if not res.ok or not res.stdout.strip():
+        return None
+    scope, _, value = res.stdout.rstrip("\n").partition("\t")
+    return HooksPath(value=value, scope=scope)
+
+
+def _unset_cmd(hp: HooksPath) -> str:
+    if hp.scope in ("global", "system", "worktree"):
+        return f"git config --{hp.scope} --unset core.hooksPath"
+    if hp.scope == "command":
+        return "unset GIT_CONFIG_COUNT GIT_CONFIG_PARAMETERS  (core.hooksPath comes from the environment)"
+    return "git config --unset core.hooksPath"
+
+
+def common_hooks_dir(repo: Repo) -> Path:
+    return Path(os.path.realpath(repo.common_dir)) / "hooks"
+
+
+def target_dir(repo: Repo, use_hooks_path: bool) -> Path:
+    hp = hooks_path_setting(repo)
+    if hp is None:
+        return common_hooks_dir(repo)
+    unset = _unset_cmd(hp)
+    if not use_hooks_path:
+        raise Refusal(
+            "hooks_path_set",
+            f"core.hooksPath is set to {hp.value} ({hp.scope} config), so git does not run the hooks "
+            f"in {common_hooks_dir(repo)}",
+            next=[f"{unset} && git lane install", "git lane install --hooks-path"],
+            details={"hooks_path": hp.value, "scope": hp.scope},
+        )
+    path = Path(hp.value)
+    if not path.is_absolute():
+        raise Refusal(
+            "hooks_path_relative",
+            f"core.hooksPath is the relative path {hp.value}; git resolves it in each worktree, so "
+            "lanes would not share the hooks installed there",
+            next=[
+                f"{unset} && git lane install",
+                "git config core.hooksPath <absolute path> && git lane install --hooks-path",
+            ],
+            details={"hooks_path": hp.value, "scope": hp.scope},
+        )
+    if path.exists() and not path.is_dir():
+        raise Refusal(
+            "hooks_path_set",
+            f"core.hooksPath is {hp.value} ({hp.scope} config), which is not a directory: git runs no hooks at all",
+            next=[f"{unset} && git lane install"],
+            details={"hooks_path": hp.value, "scope": hp.scope},
+        )
+    return path
+
+
+# -- install ----------------------------------------------------------------------------
+@dataclass
+class Plan:
+    name: str
+    path: Path  # where our script goes
+    chained: Path | None  # the hook our script runs after itself, if any
+    moves: list[tuple[Path, Path]] = field(default_factory=list)  # (src, dst), in order
+    conflicts: list[Path] = field(default_factory=list)  # files a move would overwrite
+
+
+def _bak(path: Path) -> Path:
+    cand = path.with_name(path.name + ".bak")
+    n = 1
+    while os.path.lexists(cand):
+        n += 1
+        cand = path.with_name(f"{path.name}.bak{n}")
+    return cand
+
+
+def plan(d: Path, name: str) -> Plan:
+    h = d / name
+    leg = d / f"{name}.legacy"
+    leg2 = d / f"{name}.legacy.legacy"
+    kh, kl = kind(h), kind(leg)
+    if kh == "framework" and name in FRAMEWORK_TYPES:
+        # pre-commit's script runs <hook>.legacy itself: we go there, behind it
+        if kl in ("absent", "ours"):
+            return Plan(name, leg, leg2 if os.path.lexists(leg2) else None)
+        p = Plan(name, leg, leg2, moves=[(leg, leg2)])
+        if os.path.lexists(leg2):
+            p.conflicts.append(leg2)
+        return p
+    if kh == "ours" and kl == "framework" and name in FRAMEWORK_TYPES:
+        # the framework chained behind us would run itself as its own legacy: swap
+        return Plan(name, leg, None, moves=[(leg, h)])
+    if kh in ("absent", "ours"):
+        return Plan(name, h, leg if os.path.lexists(leg) else None)
+    p = Plan(name, h, leg, moves=[(h, leg)])  # a foreign hook: keep it as .legacy
+    if os.path.lexists(leg):
+        p.conflicts.append(leg)
+    return p
+
+
+def install(repo: Repo, force: bool = False, use_hooks_path: bool = False) -> dict[str, Any]:
+    d = target_dir(repo, use_hooks_path)
+    plans = [plan(d, n) for n in HOOKS]
+    conflicts = [c for p in plans for c in p.conflicts]
+    if conflicts and not force:
+        raise Refusal(
+            "hook_conflict",
+            "to chain the existing hooks git-lane would have to overwrite "
+            + ", ".join(str(c) for c in conflicts),
+            next=[
+                "git lane install --force  (renames "
+                + ", ".join(c.name for c in conflicts)
+                + " to *.bak)",
+                "merge those hooks by hand, remove the extra file, then: git lane install",
+            ],
+            details={"conflicts": [str(c) for c in conflicts], "hooks_dir": str(d)},
+        )
+    d.mkdir(parents=True, exist_ok=True)
+    displaced: list[dict[str, str]] = []
+    results = []
+    changed = False
+    for p in plans:
+        for c in p.conflicts:
+            bak = _bak(c)
+            os.replace(c, bak)
+            displaced.append({"from": str(c), "to": str(bak)})
+        for src, dst in p.moves:
+            os.replace(src, dst)
+        want = script_bytes(p.name)
+        cur = p.path.read_bytes() if p.path.is_file() and not p.path.is_symlink() else None
+        if cur == want and os.access(p.path, os.X_OK) and not p.moves:
+            action = "unchanged"
+        else:
+            if p.path.is_symlink():
+                p.path.unlink()
+            atomic_write(p.path, want, mode=0o755)
+            action = "created" if cur is None else "updated"
+            changed = True
+        changed = changed or bool(p.moves)
+        results.append(
+            {
+                "name": p.name,
+                "path": str(p.path),
+                "action": action,
+                "chained": str(p.chained)
+                if p.chained is not None and os.path.lexists(p.chained)
+                else None,
+                "moved": [{"from": str(s), "to": str(t)} for s, t in p.moves],
+            }
+        )
+    res = {
+        "ok": True,
+        "code": "installed" if changed or displaced else "unchanged",
+        "hooks_dir": str(d),
+        "python": sys.executable,
+        "hooks": results,
+        "displaced": displaced,
+    }
+    if changed or displaced:
+        repo.store.event("install", hooks_dir=str(d), hooks=results, displaced=displaced)
+    return res
+
+
+# -- uninstall --------------------------------------------------------------------------
+def _uninstall_dir(d: Path) -> list[dict[str, Any]]:
+    out = []
+    for name in HOOKS:
+        h = d / name
+        leg = d / f"{name}.legacy"
+        leg2 = d / f"{name}.legacy.legacy"
+        kh = kind(h)
+        if kh == "ours":
+            if os.path.lexists(leg):
+                os.replace(leg, h)
+                out.append({"name": name, "path": str(h), "action": "restored", "from": str(leg)})
+            else:
+                h.unlink()
+                out.append({"name": name, "path": str(h), "action": "removed"})
+        elif kh == "framework" and kind(leg) == "ours":
+            if os.path.lexists(leg2):
+                os.replace(leg2, leg)
+                out.append(
+                    {"name": name, "path": str(leg), "action": "restored", "from": str(leg2)}
+                )
+            else:
+                leg.unlink()
+                out.append({"name": name, "path": str(leg), "action": "removed"})
+    return out
+
+
+def uninstall(repo: Repo) -> dict[str, Any]:
+    dirs = [common_hooks_dir(repo)]
+    hp = hooks_path_setting(repo)
+    if hp is not None and Path(hp.value).is_absolute() and Path(hp.value).is_dir():
+        dirs.append(Path(hp.value))
+    results: list[dict[str, Any]] = []
+    seen = set()
+    for d in dirs:
+        key = os.path.realpath(d)
+        if key in seen or not d.is_dir():
+            continue
+        seen.add(key)
+        results.extend(_uninstall_dir(d))
+    if results:
+        repo.store.event("uninstall", hooks=results)
+    return {
+        "ok": True,
+        "code": "uninstalled" if results else "not_installed",
+        "hooks_dirs": [str(d) for d in dirs],
+        "hooks": results,
+    }
+
+
+# -- without the CLI ----------------------------------------------------------------------
+def render(r: dict[str, Any]) -> str:
+    """The text form of an install/uninstall result."""
+    lines = [str(r["code"])]
+    for h in r.get("hooks", []):
+        extra = f" (runs {h['chained']} too)" if h.get("chained") else ""
+        extra += f" (from {h['from']})" if h.get("from") else ""
+        lines.append(f"  {h['name']:<22} {h['action']:<9} {h['path']}{extra}")
+    for dp in r.get("displaced", []):
+        lines.append(f"  moved aside: {dp['from']} -> {dp['to']}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="git-lane-install", description="Install or remove git-lane's git hooks."
+    )
+    ap.add_argument("-C", dest="directory", default=None, help="repository directory (default: .)")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    i = sub.add_parser("install", help="install the hooks")
+    i.add_argument("--force", action="store_true", help="rename hook files in the way to *.bak")
+    i.add_argument("--hooks-path", action="store_true", help="install into core.hooksPath")
+    i.add_argument("--json", action="store_true")
+    u = sub.add_parser("uninstall", help="remove the hooks, restoring chained ones")
+    u.add_argument("--json", action="store_true")
+    ns = ap.parse_args(argv)
+    try:
+        repo = Repo.discover(ns.directory)
+        if ns.cmd == "install":
+            res = install(repo, force=ns.force, use_hooks_path=ns.hooks_path)
+        else:
+            res = uninstall(repo)
+    except Refusal as r:
+        if ns.json:
+            sys.stdout.write(json.dumps(r.to_dict(), sort_keys=True) + "\n")
+        sys.stderr.write(r.line() + "\n")
+        return 1
+    except Exception as exc:  # the script's error boundary: one line, no traceback
+        sys.stderr.write(f"git-lane: internal error ({type(exc).__name__}: {exc})\n")
+        return 3
+    sys.stdout.write((json.dumps(res, sort_keys=True) if ns.json else render(res)) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

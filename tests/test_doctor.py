@@ -1,0 +1,241 @@
+"""`git lane doctor`: each check passes on a healthy repository and fails (or warns) on the
+broken state it is about, naming a fix that works."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Repo, git
+from hookfix import assert_ok, grepo, install, make_lane, run, sha
+
+from guard import config, doctor, hookinstall
+
+
+def checks(repo: Repo) -> dict[str, dict[str, Any]]:
+    res = doctor.doctor(grepo(repo))
+    assert res["code"] == ("ok" if res["ok"] else "doctor_failed")
+    for c in res["checks"]:
+        assert set(c) == {"name", "status", "message", "fix"}
+        assert c["status"] in ("ok", "warn", "fail")
+        if c["status"] == "fail":
+            assert c["fix"], c
+    return {c["name"]: c for c in res["checks"]}
+
+
+def statuses(repo: Repo) -> dict[str, str]:
+    return {k: v["status"] for k, v in checks(repo).items()}
+
+
+def run_fix(repo: Repo, fix: str) -> None:
+    cmd = fix.split("  (")[0]  # drop the trailing explanation
+    res = subprocess.run(cmd, shell=True, cwd=repo.path, capture_output=True, text=True)
+    assert res.returncode == 0, f"{cmd}\n{res.stdout}\n{res.stderr}"
+
+
+def test_healthy_repository(repo: Repo) -> None:
+    install(repo)
+    make_lane(repo, "a")
+    st = statuses(repo)
+    for name in (
+        "main",
+        "enabled",
+        "core.hooksPath",
+        "worktree config",
+        "replace refs",
+        "lock",
+        "lanes",
+    ):
+        assert st[name] == "ok", (name, checks(repo)[name])
+    for name in hookinstall.HOOKS:
+        assert st[f"hook {name}"] == "ok"
+    assert st["landlock"] in ("ok", "warn")
+    r = repo.jlane("doctor")
+    assert r.rc == 0 and r.json["ok"] is True and r.code == "ok"
+    text = repo.lane("doctor")
+    assert text.rc == 0 and "doctor: ok" in text.stdout
+
+
+def test_missing_hooks_fail_and_install_fixes(repo: Repo) -> None:
+    c = checks(repo)
+    assert c["hook pre-commit"]["status"] == "fail"
+    assert c["hook reference-transaction"]["fix"] == "git lane install"
+    r = repo.jlane("doctor")
+    assert r.rc == 1 and r.json["ok"] is False and r.code == "doctor_failed"
+    assert "Traceback" not in r.stderr
+    assert repo.lane("install").rc == 0
+    assert repo.jlane("doctor").rc == 0
+
+
+def test_modified_hook_fails(repo: Repo) -> None:
+    install(repo)
+    p = repo.common_dir / "hooks" / "reference-transaction"
+    p.write_text(
+        p.read_text().replace("case ${1-} in\nprepared|preparing) ;;", "case ${1-} in\nnever) ;;")
+    )
+    c = checks(repo)["hook reference-transaction"]
+    assert c["status"] == "fail" and c["fix"] == "git lane install"
+    install(repo)
+    assert checks(repo)["hook reference-transaction"]["status"] == "ok"
+
+
+def test_unexecutable_hook_fails_with_chmod(repo: Repo) -> None:
+    install(repo)
+    p = repo.common_dir / "hooks" / "pre-rebase"
+    p.chmod(0o644)
+    c = checks(repo)["hook pre-rebase"]
+    assert c["status"] == "fail"
+    run_fix(repo, c["fix"])
+    assert checks(repo)["hook pre-rebase"]["status"] == "ok"
+
+
+def test_hook_installed_by_another_python(repo: Repo, tmp_path: Path) -> None:
+    install(repo)
+    p = repo.common_dir / "hooks" / "pre-commit"
+    gone = tmp_path / "venv" / "bin" / "python"
+    p.write_text(p.read_text().replace(hookinstall.embedded_python(p.read_text()) or "", str(gone)))
+    assert checks(repo)["hook pre-commit"]["status"] == "fail"  # that Python is gone
+    broken = tmp_path / "python-without-git-lane"
+    broken.write_text("#!/bin/sh\nexit 1\n")
+    broken.chmod(0o755)
+    p.write_text(p.read_text().replace(str(gone), str(broken)))
+    assert checks(repo)["hook pre-commit"]["status"] == "fail"  # cannot import guard
+    other = tmp_path / "other-python"
+    other.write_text("#!/bin/sh\nexit 0\n")
+    other.chmod(0o755)
+    p.write_text(p.read_text().replace(str(broken), str(other)))
+    assert checks(repo)["hook pre-commit"]["status"] == "warn"
+
+
+def test_core_hooks_path_fails(repo: Repo) -> None:
+    install(repo)
+    git(repo.path, "config", "core.hooksPath", "/dev/null")
+    c = checks(repo)
+    assert c["core.hooksPath"]["status"] == "fail"
+    assert c["core.hooksPath"]["fix"].startswith("git config --unset core.hooksPath")
+    git(repo.path, "config", "--unset", "core.hooksPath")
+    assert checks(repo)["core.hooksPath"]["status"] == "ok"
+
+
+def test_worktree_config_that_switches_hooks_off(repo: Repo) -> None:
+    install(repo)
+    lane = make_lane(repo, "a")
+    git(repo.path, "config", "extensions.worktreeConfig", "true")
+    assert checks(repo)["worktree config"]["status"] == "warn"
+    git(lane, "config", "--worktree", "core.hooksPath", "/dev/null")
+    c = checks(repo)["worktree config"]
+    assert c["status"] == "fail" and "core.hookspath" in c["message"].lower()
+    # the lane really has no hooks now: doctor's point
+    assert run(lane, "update-ref", "refs/heads/lane/a", "HEAD").returncode == 0
+    run_fix(repo, c["fix"])
+    assert checks(repo)["worktree config"]["status"] == "warn"
+    git(repo.path, "config", "--unset", "extensions.worktreeConfig")
+    assert checks(repo)["worktree config"]["status"] == "ok"
+
+
+def test_replace_refs_fail_and_the_fix_passes_the_hook(repo: Repo) -> None:
+    git(repo.path, "commit", "-q", "--allow-empty", "-m", "second")
+    git(repo.path, "replace", "HEAD", "HEAD~1")  # before the hooks, which would refuse it
+    install(repo)
+    c = checks(repo)["replace refs"]
+    assert c["status"] == "fail"
+    run_fix(repo, c["fix"])
+    assert checks(repo)["replace refs"]["status"] == "ok"
+
+
+def test_main_as_a_symbolic_ref_fails(repo: Repo) -> None:
+    install(repo)
+    config.write(repo.state_dir / "config.toml", "gate", "off")
+    lane = make_lane(repo, "a")
+    assert_ok(run(lane, "commit", "-q", "--allow-empty", "-m", "x"))
+    assert repo.jlane("land", "a").rc == 0
+    landed = sha(repo.path, "refs/heads/main")
+    git(repo.path, "switch", "-q", "--detach")
+    git(repo.path, "branch", "side", "HEAD~1")
+    git(repo.path, "symbolic-ref", "refs/heads/main", "refs/heads/side")  # main silently moved back
+    c = checks(repo)["main"]
+    assert c["status"] == "fail" and "symbolic ref" in c["message"]
+    assert landed and landed in c["fix"]
+    run_fix(repo, c["fix"])
+    assert checks(repo)["main"]["status"] == "ok"
+    assert sha(repo.path, "refs/heads/main") == landed
+
+
+def test_stale_lock_warns(repo: Repo) -> None:
+    install(repo)
+    locks = repo.state_dir / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    from guard.procs import hostname
+
+    (locks / "integration.owner").write_text(
+        f"pid={dead.pid}\nstart=1.0\nhost={hostname()}\ntoken=t\nlane=a\nmain_before=x\ntip=y\nsince=then\n"
+    )
+    c = checks(repo)["lock"]
+    assert c["status"] == "warn" and c["fix"] == "git lane reconcile"
+    run_fix(repo, "git lane reconcile")
+    assert checks(repo)["lock"]["status"] == "ok"
+
+
+def test_orphaned_lane_warns(repo: Repo) -> None:
+    install(repo)
+    lane = make_lane(repo, "a")
+    os.rename(lane, lane.with_name("a-moved"))
+    c = checks(repo)["lane a"]
+    assert c["status"] == "warn" and "orphaned" in c["message"]
+    assert repo.jlane("doctor").rc == 0  # a warning is not a failure
+
+
+def test_missing_lane_marker_warns_and_reconcile_repairs(repo: Repo) -> None:
+    install(repo)
+    lane = make_lane(repo, "a")
+    gd = Path(run(lane, "rev-parse", "--path-format=absolute", "--git-dir").stdout.strip())
+    (gd / "gitlane-lane").unlink()
+    c = checks(repo)["lane a"]
+    assert c["status"] == "warn" and c["fix"] == "git lane reconcile"
+    r = repo.jlane("reconcile")
+    assert r.rc == 0, r.stderr
+    assert {"action": "marker_written", "lane": "a"} in r.json["changes"]
+    assert (gd / "gitlane-lane").read_text().strip() == "a"
+    assert checks(repo)["lanes"]["status"] == "ok"
+
+
+def test_enabled_false_warns(repo: Repo) -> None:
+    install(repo)
+    config.write(repo.state_dir / "config.toml", "enabled", False)
+    c = checks(repo)["enabled"]
+    assert c["status"] == "warn" and c["fix"] == "git lane config set enabled true"
+
+
+def test_no_main_branch_fails_without_traceback(tmp_path: Path) -> None:
+    path = tmp_path / "empty"
+    git(tmp_path, "init", "-q", "-b", "main", str(path))
+    r = Repo(path).jlane("doctor")
+    assert r.rc == 1
+    c = {x["name"]: x for x in r.json["checks"]}["main"]
+    assert c["status"] == "fail" and "no_main_branch" in c["message"]
+    assert "Traceback" not in r.stderr
+
+
+def test_landlock_probe() -> None:
+    abi, why = doctor.landlock_abi()
+    assert (abi is None) == bool(why)
+    if abi is not None:
+        assert abi >= 1
+
+
+def test_landlock_required_but_missing_fails(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(doctor, "landlock_abi", lambda: (None, "no Landlock here"))
+    config.write(repo.state_dir / "config.toml", "sandbox", "required")
+    c = checks(repo)["landlock"]
+    assert c["status"] == "fail" and "best-effort" in c["fix"]
+
+
+def test_render_names_every_failure_and_its_fix(repo: Repo) -> None:
+    text = doctor.render(doctor.doctor(grepo(repo)))
+    assert "FAIL" in text and "fix: git lane install" in text
+    assert text.splitlines()[-1].startswith("doctor: ")

@@ -1,0 +1,284 @@
+"""Nothing but `git lane land` moves main (G5, G10), with the real hooks installed: every
+git way of moving, deleting or replacing main is refused with [main_mutation_refused] and
+main's sha is unchanged; pack-refs, gc and land keep working."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import Repo, git
+from hookfix import assert_ok, assert_refused, commit_file, events, install, make_lane, run, sha
+
+from guard import config
+
+
+@dataclass
+class Guarded:
+    repo: Repo
+    hub: Path
+    lane: Path
+    main: str
+    lane_tip: str
+
+
+@pytest.fixture
+def g(repo: Repo) -> Guarded:
+    assert_ok(commit_file(repo.path, "second.txt", "2\n", "second"))
+    install(repo)
+    lane = make_lane(repo, "x")
+    assert_ok(commit_file(lane, "x.txt", "x\n"))
+    main = sha(repo.path, "refs/heads/main")
+    tip = sha(lane, "refs/heads/lane/x")
+    assert main and tip
+    return Guarded(repo, repo.path, lane, main, tip)
+
+
+def detach_hub(g: Guarded) -> None:
+    """Nothing has main checked out, so git's own 'checked out elsewhere' guards are
+    out of the way and only our hook stands between these commands and main."""
+    git(g.hub, "switch", "-q", "--detach")
+
+
+def main_is(g: Guarded, expected: str) -> None:
+    assert sha(g.hub, "refs/heads/main") == expected
+
+
+# -- in the hub, on main ---------------------------------------------------------------
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("commit", "-q", "--allow-empty", "-m", "on main"),
+        ("commit", "-q", "--allow-empty", "--no-verify", "-m", "on main"),
+        ("commit", "-q", "--amend", "--allow-empty", "-m", "amended"),
+        ("commit", "-q", "--amend", "--allow-empty", "--no-verify", "-m", "amended"),
+        ("merge", "-q", "--ff-only", "lane/x"),
+        ("merge", "-q", "--no-ff", "--no-edit", "lane/x"),
+        ("reset", "-q", "--hard", "HEAD~1"),
+        ("reset", "-q", "--soft", "HEAD~1"),
+        ("cherry-pick", "lane/x"),
+        ("revert", "--no-edit", "HEAD"),
+        ("rebase", "lane/x"),
+        ("rebase", "--no-verify", "lane/x"),
+        ("pull", "-q", "--ff-only", ".", "lane/x"),
+        ("checkout", "-q", "-B", "main", "lane/x"),
+    ],
+    ids=lambda a: " ".join(a),
+)
+def test_hub_commands_on_main_are_refused(g: Guarded, args: tuple[str, ...]) -> None:
+    res = run(g.hub, *args)
+    assert_refused(res)
+    main_is(g, g.main)
+
+
+def test_commit_on_main_refused_by_pre_commit_before_anything_is_written(g: Guarded) -> None:
+    (g.hub / "new.txt").write_text("new\n")
+    git(g.hub, "add", "new.txt")
+    res = run(g.hub, "commit", "-q", "-m", "new")
+    assert_refused(res)
+    assert res.returncode == 1
+    assert "git stash" in res.stderr  # the way to carry the change into a lane
+    main_is(g, g.main)
+    # the change is still staged, nothing lost
+    assert run(g.hub, "diff", "--cached", "--name-only").stdout.split() == ["new.txt"]
+
+
+def test_refusals_are_logged(g: Guarded) -> None:
+    run(g.hub, "commit", "-q", "--allow-empty", "-m", "x")
+    run(g.hub, "commit", "-q", "--allow-empty", "--no-verify", "-m", "x")
+    evs = [e for e in events(g.repo) if e.get("kind") == "refusal" and e.get("source") == "hook"]
+    assert [e["hook"] for e in evs] == ["pre-commit", "reference-transaction"]
+    assert all(e["code"] == "main_mutation_refused" for e in evs)
+    assert evs[1]["ref"] == "refs/heads/main" and evs[1]["old"] == g.main
+
+
+# -- from a lane, or with main not checked out anywhere --------------------------------
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("branch", "-f", "main", "lane/x"),
+        ("update-ref", "refs/heads/main", "lane/x"),
+        ("update-ref", "-d", "refs/heads/main"),
+        ("update-ref", "--no-deref", "-d", "refs/heads/main"),
+        ("branch", "-D", "main"),
+        ("push", "-q", ".", "lane/x:main"),
+        ("push", "-q", ".", "+lane/x~2:main"),
+        ("push", "-q", ".", ":main"),
+        ("fetch", "-q", ".", "lane/x:main"),
+        ("replace", "lane/x", "main"),
+    ],
+    ids=lambda a: " ".join(a),
+)
+def test_lane_commands_on_main_are_refused(g: Guarded, args: tuple[str, ...]) -> None:
+    detach_hub(g)
+    res = run(g.lane, *args)
+    assert_refused(res)
+    main_is(g, g.main)
+    assert run(g.hub, "for-each-ref", "refs/replace/").stdout == ""
+
+
+def test_update_ref_delete_with_old_value_refused(g: Guarded) -> None:
+    res = run(g.lane, "update-ref", "-d", "refs/heads/main", g.main)
+    assert_refused(res)
+    main_is(g, g.main)
+
+
+def test_update_ref_stdin_transaction_refused_as_a_whole(g: Guarded) -> None:
+    detach_hub(g)
+    res = run(
+        g.lane,
+        "update-ref",
+        "--stdin",
+        input=f"create refs/heads/side {g.lane_tip}\nupdate refs/heads/main {g.lane_tip} {g.main}\n",
+    )
+    assert_refused(res)
+    main_is(g, g.main)
+    assert sha(g.hub, "refs/heads/side") is None
+
+
+def test_branch_rename_onto_main_refused(g: Guarded) -> None:
+    detach_hub(g)
+    git(g.lane, "branch", "spare", "lane/x")
+    res = run(g.lane, "branch", "-M", "spare", "main")
+    assert_refused(res)
+    main_is(g, g.main)
+
+
+def test_rename_of_main_refused(g: Guarded) -> None:
+    detach_hub(g)
+    res = run(g.lane, "branch", "-m", "main", "old-main")
+    assert_refused(res)
+    main_is(g, g.main)
+
+
+def test_symbolic_ref_at_main_cannot_be_used_to_move_it(g: Guarded) -> None:
+    """git 2.39 writes symbolic refs without a ref transaction, so the hook cannot stop
+    `git symbolic-ref refs/heads/main refs/heads/lane/x` itself; it refuses every later
+    move of the target (so main cannot move through it) and doctor reports it."""
+    detach_hub(g)
+    git(g.lane, "symbolic-ref", "refs/heads/main", "refs/heads/lane/x")
+    res = commit_file(g.lane, "y.txt", "y\n")
+    assert_refused(res)
+    assert sha(g.hub, "refs/heads/lane/x") == g.lane_tip
+
+
+def test_deleting_a_branch_that_is_not_main_is_fine(g: Guarded) -> None:
+    git(g.lane, "branch", "scratch")
+    assert_ok(run(g.lane, "branch", "-D", "scratch"))
+    assert_ok(run(g.lane, "tag", "v1", "main"))
+    assert_ok(run(g.lane, "update-ref", "-d", "refs/tags/v1"))
+
+
+# -- what must keep working ------------------------------------------------------------
+def test_pack_refs_and_gc_pass(g: Guarded) -> None:
+    assert_ok(run(g.hub, "pack-refs", "--all"))
+    assert not (g.repo.common_dir / "refs" / "heads" / "main").exists()
+    main_is(g, g.main)
+    assert_ok(commit_file(g.lane, "z.txt", "z\n"))  # a loose lane ref again
+    assert_ok(run(g.hub, "gc", "-q"))
+    assert_ok(run(g.hub, "pack-refs", "--all", "--prune"))
+    main_is(g, g.main)
+    assert f"{g.main} refs/heads/main" in (g.repo.common_dir / "packed-refs").read_text()
+    # with main packed, moving or deleting it is still refused
+    detach_hub(g)
+    assert_refused(run(g.lane, "update-ref", "-d", "refs/heads/main"))
+    assert_refused(run(g.lane, "update-ref", "refs/heads/main", "lane/x"))
+    main_is(g, g.main)
+
+
+def test_no_op_update_of_main_passes(g: Guarded) -> None:
+    assert_ok(run(g.hub, "update-ref", "refs/heads/main", g.main))
+    assert_ok(run(g.hub, "reset", "-q", "--hard"))
+    main_is(g, g.main)
+
+
+def test_land_moves_main_with_hooks_installed(g: Guarded) -> None:
+    config.write(g.repo.state_dir / "config.toml", "gate", "off")
+    r = g.repo.jlane("land", "x")
+    assert r.rc == 0, r.stderr
+    assert r.code == "landed"
+    main_is(g, g.lane_tip)
+    assert (g.hub / "x.txt").read_text() == "x\n"  # the hub was carried along
+
+
+def test_land_after_gc_with_main_packed(g: Guarded) -> None:
+    assert_ok(run(g.hub, "gc", "-q"))
+    assert not (g.repo.common_dir / "refs" / "heads" / "main").exists()
+    config.write(g.repo.state_dir / "config.toml", "gate", "off")
+    r = g.repo.jlane("land", "x")
+    assert r.rc == 0, r.stderr
+    main_is(g, g.lane_tip)
+
+
+def test_land_with_a_gate_and_hooks_installed(g: Guarded) -> None:
+    config.write(g.repo.state_dir / "config.toml", "gate_command", "test -f x.txt")
+    r = g.repo.jlane("land", "x")
+    assert r.rc == 0, r.stderr
+    main_is(g, g.lane_tip)
+
+
+def test_a_forged_lock_record_is_not_enough(g: Guarded) -> None:
+    """The owner record alone does not open the door: its pid must be our ancestor."""
+    locks = g.repo.state_dir / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    (locks / "integration.owner").write_text(
+        f"pid=1\nstart=\nhost=x\ntoken=t\nlane=x\nmain_before={g.main}\ntip={g.lane_tip}\nsince=now\n"
+    )
+    detach_hub(g)
+    assert_refused(run(g.lane, "update-ref", "refs/heads/main", g.lane_tip, g.main))
+    main_is(g, g.main)
+
+
+def test_enabled_false_passes_everything(g: Guarded) -> None:
+    config.write(g.repo.state_dir / "config.toml", "enabled", False)
+    assert_ok(run(g.hub, "commit", "-q", "--allow-empty", "-m", "allowed"))
+    assert sha(g.hub, "refs/heads/main") != g.main
+
+
+def test_enabled_false_in_the_user_file_and_repo_file_wins(g: Guarded) -> None:
+    from guard.config import user_config_path
+
+    config.write(user_config_path(), "enabled", False)
+    assert_ok(run(g.hub, "commit", "-q", "--allow-empty", "-m", "allowed"))
+    config.write(g.repo.state_dir / "config.toml", "enabled", True)
+    assert_refused(run(g.hub, "commit", "-q", "--allow-empty", "-m", "refused"))
+
+
+def test_configured_main_branch(repo: Repo) -> None:
+    git(repo.path, "branch", "trunk")
+    config.write(repo.state_dir / "config.toml", "main_branch", "trunk")
+    install(repo)
+    # main is an ordinary branch now; trunk is protected
+    assert_ok(
+        run(repo.path, "commit", "-q", "--allow-empty", "-m", "on main, which is not protected")
+    )
+    git(repo.path, "switch", "-q", "trunk")
+    before = sha(repo.path, "refs/heads/trunk")
+    assert_refused(run(repo.path, "commit", "-q", "--allow-empty", "-m", "x"))
+    assert_refused(run(repo.path, "commit", "-q", "--allow-empty", "--no-verify", "-m", "x"))
+    assert_refused(run(repo.path, "rebase", "main"))
+    assert sha(repo.path, "refs/heads/trunk") == before
+
+
+def test_master_repository(tmp_path: Path) -> None:
+    path = tmp_path / "old style"
+    git(tmp_path, "init", "-q", "-b", "master", str(path))
+    git(path, "commit", "-q", "--allow-empty", "-m", "init")
+    r = Repo(path)
+    install(r)
+    before = sha(path, "refs/heads/master")
+    assert_refused(run(path, "commit", "-q", "--allow-empty", "-m", "x"))
+    assert_refused(run(path, "commit", "-q", "--allow-empty", "--no-verify", "-m", "x"))
+    # creating `main` would silently move protection away from master
+    assert_refused(run(path, "branch", "main"))
+    assert sha(path, "refs/heads/main") is None
+    assert sha(path, "refs/heads/master") == before
+
+
+def test_first_commit_of_a_new_repository_is_allowed(tmp_path: Path) -> None:
+    path = tmp_path / "empty"
+    git(tmp_path, "init", "-q", "-b", "main", str(path))
+    install(Repo(path))
+    assert_ok(run(path, "commit", "-q", "--allow-empty", "-m", "init"))
+    assert_refused(run(path, "commit", "-q", "--allow-empty", "-m", "second"))
