@@ -402,7 +402,7 @@ def log_cmd(ctx: Ctx, lane: str | None, since: str | None, limit: int | None) ->
 
 # -- hooks and health ---------------------------------------------------------------------
 @cli.command()
-@click.option("--force", is_flag=True, help="Replace hooks that are not ours (they are kept as .legacy and chained).")
+@click.option("--force", is_flag=True, help="When a foreign <hook> and <hook>.legacy both exist, move the .legacy aside (.bak) and chain the hook.")
 @click.option("--hooks-path", is_flag=True, help="Install into core.hooksPath when it is set.")
 @json_option
 @pass_ctx
