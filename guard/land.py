@@ -5,18 +5,20 @@ the epoch. `recover` finishes or rolls back a land that died part way."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
-from guard import lock, procs
+from guard import gitrun, lock, procs
 from guard.errors import GitError, Refusal
 from guard.lanes import dirty_paths, get_lane, owner_conflict, rebase_in_progress, wt_index
-from guard.repo import Repo, is_ancestor
+from guard.repo import Repo, Worktree
 from guard.store import Epoch, FileLock, atomic_write_json, now_iso
 
 PATHS_CAP = 500
@@ -41,7 +43,11 @@ def _overlaps(a: list[str], b: list[str]) -> list[str]:
 
 def run_gate(command: str, cwd: str, timeout: int, lane: str) -> dict[str, Any]:
     """Run the gate with sh -c in its own process group, streaming its output to stderr;
-    kill the whole group at the timeout."""
+    kill the whole group at the timeout, when the gate's shell exits (nothing it started
+    outlives it), and when this process is interrupted (the group is in its own session,
+    so a terminal's Ctrl-C never reaches it: only we can stop it)."""
+    import selectors
+
     env = dict(os.environ)
     for k in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GITLANE_INTERNAL"):
         env.pop(k, None)
@@ -64,36 +70,48 @@ def run_gate(command: str, cwd: str, timeout: int, lane: str) -> dict[str, Any]:
     timed_out = False
     buf = b""
     last_tick = start
-    import selectors
-
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
-    while True:
-        elapsed = time.monotonic() - start
-        if elapsed > timeout:
-            timed_out = True
-            _kill_group(proc)
-            break
-        for _ in sel.select(timeout=0.2):
-            chunk = proc.stdout.read(65536) or b""
-            if chunk:
-                sys.stderr.buffer.write(chunk)
-                sys.stderr.flush()
-                buf += chunk
-                *done, buf = buf.split(b"\n")
-                tail.extend(d.decode("utf-8", "replace") for d in done)
-            elif proc.poll() is not None:
+    reading = True
+    old_term = _term_as_interrupt()
+    try:
+        while True:
+            if time.monotonic() - start > timeout:
+                timed_out = True
+                _kill_group(proc)
                 break
-        if proc.poll() is not None:
-            rest = proc.stdout.read() or b""
-            if rest:
-                sys.stderr.buffer.write(rest)
-                buf += rest
-            break
-        if tty and time.monotonic() - last_tick >= 5:
-            last_tick = time.monotonic()
-            sys.stderr.write(f"git-lane: gate running for {int(last_tick - start)}s\n")
-    sel.close()
+            for _ in sel.select(timeout=0.2) if reading else ():
+                chunk = proc.stdout.read(65536)
+                if chunk:
+                    sys.stderr.buffer.write(chunk)
+                    sys.stderr.flush()
+                    buf += chunk
+                    *done, buf = buf.split(b"\n")
+                    tail.extend(d.decode("utf-8", "replace") for d in done)
+                elif chunk == b"":  # EOF: the gate closed its output but may still run
+                    sel.unregister(proc.stdout)
+                    reading = False
+            if not reading:
+                try:
+                    proc.wait(timeout=0.2)
+                except subprocess.TimeoutExpired:
+                    pass
+            if proc.poll() is not None:
+                rest = proc.stdout.read() or b""
+                if rest:
+                    sys.stderr.buffer.write(rest)
+                    buf += rest
+                break
+            if tty and time.monotonic() - last_tick >= 5:
+                last_tick = time.monotonic()
+                sys.stderr.write(f"git-lane: gate running for {int(last_tick - start)}s\n")
+    finally:
+        _restore_term(old_term)
+        sel.close()
+        if proc.poll() is None:  # interrupted (Ctrl-C, SIGTERM, a bug): stop the gate too
+            _kill_group(proc)
+        else:
+            _killpg(proc.pid, signal.SIGKILL)  # whatever the gate left running in its group
     if buf:
         tail.extend(buf.decode("utf-8", "replace").splitlines())
     rc = proc.wait()
@@ -109,21 +127,47 @@ def run_gate(command: str, cwd: str, timeout: int, lane: str) -> dict[str, Any]:
     }
 
 
+def _term_as_interrupt() -> Any:
+    """While the gate runs, SIGTERM unwinds like Ctrl-C (so the gate is killed and the
+    lock released) instead of ending this process on the spot."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, handler)
+
+
+def _restore_term(old: Any) -> None:
+    if old is not None:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _killpg(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     for sig, wait in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
+        if not _killpg(proc.pid, sig):
+            break
         try:
             proc.wait(timeout=wait)
-            try:  # the leader is gone; children may linger in the group
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            return
+            break
         except subprocess.TimeoutExpired:
             continue
+    _killpg(proc.pid, signal.SIGKILL)  # the leader is gone; its children may linger in the group
+    try:
+        proc.wait(timeout=5.0)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 def land(repo: Repo, key: str | None, wait: float | None = None) -> dict[str, Any]:
@@ -155,8 +199,9 @@ def land(repo: Repo, key: str | None, wait: float | None = None) -> dict[str, An
             "the gate is on but no gate_command is set",
             next=['git lane config set gate_command "pytest -q"', "git lane config set gate off  (land without a check)"],
         )
-    tip0 = _lane_tip(repo, rec.branch) or ""
-    held = lock.acquire(repo, key, repo.main_sha(), tip0, wait)
+    # main_before and tip are filled in by lock.update once read under the lock (G3);
+    # until then the record lets no ref move
+    held = lock.acquire(repo, key, "", "", wait)
     try:
         _crash_point("locked")
         if repo.store.landing_path.exists():
@@ -169,7 +214,7 @@ def land(repo: Repo, key: str | None, wait: float | None = None) -> dict[str, An
 def _land_locked(
     repo: Repo, key: str, branch: str, path: str, held: lock.Held, gate_on: bool, command: str | None, timeout: int
 ) -> dict[str, Any]:
-    main_before = repo.main_sha()
+    main_before, tip = _main_and_tip(repo, branch)
     wts = repo.worktrees()
     wt = wt_index(wts).get(os.path.realpath(path))
     if wt is None or not wt.exists:
@@ -193,7 +238,27 @@ def _land_locked(
             next=[f"git -C '{path}' switch {branch}"],
             details={"lane": key, "head": wt.branch},
         )
-    dirty = dirty_paths(path)
+    hub = repo.hub(wts)
+
+    def main_side() -> tuple[str | None, list[str], list[str]]:
+        # one merge-base answers two questions: it is the tip when the lane has nothing
+        # main lacks, and main itself exactly when main is an ancestor of the tip
+        base = tip
+        if tip is not None and tip != main_before:
+            base = repo.git(["merge-base", main_before, tip], check=False).stdout.strip()
+        if tip is None or base != main_before:
+            return base, [], []
+        changed = repo.git(["diff", "--name-only", "--no-renames", "-z", main_before, tip]).z()
+        hits = _overlaps(_hub_dirty(repo, hub.path, changed), changed) if hub is not None else []
+        return base, changed, hits
+
+    # The lane's status (G2) is the slow part in a big repository: the facts for G3 and G6
+    # are read beside it. Refusals are still decided in the order G2, G3, G6.
+    facts: list[Any] = gitrun.parallel(_call, [lambda: dirty_paths(path), main_side])
+    dirty: list[str] = facts[0]
+    base: str | None = facts[1][0]
+    changed: list[str] = facts[1][1]
+    hub_hits: list[str] = facts[1][2]
     if dirty:
         raise Refusal(
             "lane_dirty",
@@ -201,32 +266,22 @@ def _land_locked(
             next=[f"git -C '{path}' add -A && git -C '{path}' commit", f"git lane land {key}"],
             details={"lane": key, "dirty_paths": dirty[:100]},
         )
-    tip = _lane_tip(repo, branch)
-    if tip is None or is_ancestor(repo, tip, main_before):
+    if tip is None or base == tip:
         raise Refusal(
             "nothing_to_land",
             f"lane {key} has no commits that main lacks",
             next=[f"commit work in {path}", f"git lane release {key}"],
             details={"lane": key},
         )
-    if not is_ancestor(repo, main_before, tip):
+    if base != main_before:
         raise Refusal(
             "stale_lane",
             f"main moved since lane {key} was last synced; it must be rebased first",
             next=[f"git lane sync {key}", f"git lane land {key}"],
             details={"lane": key, "main": main_before, "tip": tip},
         )
-    changed = repo.git(["diff", "--name-only", "--no-renames", "-z", main_before, tip]).z()
-    hub = repo.hub(wts)
-    if hub is not None:
-        hits = _overlaps(dirty_paths(hub.path), changed)
-        if hits:
-            raise Refusal(
-                "hub_dirty",
-                f"the hub {hub.path} has uncommitted changes to paths this land changes: {', '.join(hits[:10])}",
-                next=[f"git -C '{hub.path}' stash push -- {' '.join(hits[:10])}", f"git lane land {key}"],
-                details={"lane": key, "paths": hits},
-            )
+    if hub is not None and hub_hits:
+        raise _hub_refusal(hub, hub_hits, key)
     lock.update(repo, held, main_before=main_before, tip=tip)
     gate: dict[str, Any] = {"command": command, "status": "off", "seconds": 0.0}
     if gate_on:
@@ -256,6 +311,10 @@ def _land_locked(
                 next=[f"git -C '{path}' status", f"git lane land {key}"],
                 details={"lane": key, "tip_before": tip, "tip_after": after, "dirty_paths": still_dirty[:50]},
             )
+        # G6 again: the hub may have been edited (or switched) while the gate ran, and an
+        # overlapping edit found only after main moved would leave the hub half updated
+        hub = repo.hub()
+        _check_hub(repo, hub, changed, key)
     ep = repo.store.read_epoch()
     txn = {
         "schema": 1,
@@ -278,14 +337,19 @@ def _land_locked(
         repo.git(["update-ref", "-m", f"git-lane: land {key}", repo.main_ref, tip, main_before])
     except GitError as exc:
         now = repo.ref_sha(repo.main_ref)
-        if now == main_before:
+        if now != tip:
+            # The compare-and-swap failed, so this land did not move main (whoever did,
+            # by hand or with hooks off, is not ours to undo): drop the record, or every
+            # later land and reconcile would stop on it as ambiguous.
             repo.store.landing_path.unlink(missing_ok=True)
-        raise Refusal(
-            "main_update_failed",
-            f"git refused to move {repo.main_ref} from {main_before[:12]} to {tip[:12]}: {exc.stderr.strip()}",
-            next=["git lane doctor", "git lane reconcile"],
-            details={"lane": key, "stderr": exc.stderr},
-        ) from None
+            raise Refusal(
+                "main_update_failed",
+                f"git refused to move {repo.main_ref} from {main_before[:12]} to {tip[:12]} "
+                f"(it is now {str(now)[:12]}): {exc.stderr.strip()}",
+                next=[f"git reflog -5 {repo.main_ref}", "git lane doctor", f"git lane sync {key}", f"git lane land {key}"],
+                details={"lane": key, "main_before": main_before, "main": now, "tip": tip, "stderr": exc.stderr},
+            ) from None
+        # git reported a failure after the ref did move (e.g. a hook's complaint): finish
     _finish(repo, txn)
     epoch = repo.store.read_epoch().epoch
     return {
@@ -300,6 +364,84 @@ def _land_locked(
     }
 
 
+def _check_hub(repo: Repo, hub: Worktree | None, changed: list[str], key: str) -> None:
+    """G6: refuse only when the hub's own uncommitted paths meet the paths this land changes."""
+    if hub is None:
+        return
+    hits = _overlaps(_hub_dirty(repo, hub.path, changed), changed)
+    if hits:
+        raise _hub_refusal(hub, hits, key)
+
+
+def _call(f: Callable[[], Any]) -> Any:
+    return f()
+
+
+def _hub_refusal(hub: Worktree, hits: list[str], key: str) -> Refusal:
+    return Refusal(
+        "hub_dirty",
+        f"the hub {hub.path} has uncommitted changes to paths this land changes: {', '.join(hits[:10])}",
+        next=[f"git -C '{hub.path}' stash push -- {' '.join(hits[:10])}", f"git lane land {key}"],
+        details={"lane": key, "paths": hits},
+    )
+
+
+PATHSPEC_MAX = 1000
+
+
+def _hub_dirty(repo: Repo, hub: str, changed: list[str]) -> list[str]:
+    """The hub's uncommitted paths that can meet `changed`. A whole-worktree `git status`
+    costs a stat of every file (tens of ms in a big repository, for each land); a status
+    limited to the changed paths (literal pathspecs: a changed path also covers what lies
+    under it) stats only those. A file in the hub where the land needs a directory (an
+    untracked `d` when `d/x` arrives) is outside those pathspecs, so the parent
+    directories are looked at directly."""
+    if not changed or len(changed) > PATHSPEC_MAX:
+        return dirty_paths(hub)
+    res = gitrun.run(
+        ["--literal-pathspecs", "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", *changed],
+        hub,
+        env={"GIT_OPTIONAL_LOCKS": "0"},
+    )
+    paths = _parse_status_z(res.stdout)
+    changed_set = set(changed)
+    parents = {p.rsplit("/", i)[0] for p in changed for i in range(1, p.count("/") + 1)}
+    for d in sorted(parents - changed_set):
+        full = os.path.join(hub, d)
+        if os.path.lexists(full) and (os.path.islink(full) or not os.path.isdir(full)):
+            paths.append(d)  # untracked (a tracked one would be among the changed paths)
+    return paths
+
+
+def _parse_status_z(out: str) -> list[str]:
+    paths: list[str] = []
+    fields = out.split("\0")
+    i = 0
+    while i < len(fields):
+        f = fields[i]
+        i += 1
+        if len(f) < 4:
+            continue
+        paths.append(f[3:])
+        if f[0] in "RC":  # a rename carries its source in the next field
+            paths.append(fields[i])
+            i += 1
+    return paths
+
+
+def _main_and_tip(repo: Repo, branch: str) -> tuple[str, str | None]:
+    """main's sha (refusing when main is gone) and the lane tip, in one git call."""
+    main_ref, lane_ref = repo.main_ref, f"refs/heads/{branch}"
+    res = repo.git(["for-each-ref", "--format=%(objectname) %(refname)", main_ref, lane_ref], check=False)
+    found = {}
+    for ln in res.lines():
+        sha, _, ref = ln.partition(" ")
+        found[ref] = sha
+    if main_ref not in found:
+        return repo.main_sha(), found.get(lane_ref)  # raises no_main_branch
+    return found[main_ref], found.get(lane_ref)
+
+
 def _crash_point(name: str) -> None:
     # The crash tests SIGKILL a real land at each stage through this variable.
     if os.environ.get("GITLANE_TEST_CRASH_AT") == name:
@@ -308,7 +450,15 @@ def _crash_point(name: str) -> None:
 
 def _stage(repo: Repo, txn: dict[str, Any], stage: str) -> None:
     txn["stage"] = stage
-    atomic_write_json(repo.store.landing_path, txn)
+    if stage == "prepared":
+        atomic_write_json(repo.store.landing_path, txn)  # durable before main may move
+    else:
+        # Later stages only save recovery a step it would redo anyway (every step after
+        # main moved is idempotent), so a rename without fsync is enough: a process
+        # crash keeps it, a power loss at worst rolls the record back a stage.
+        tmp = repo.store.landing_path.with_name(f".landing.json.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(txn, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, repo.store.landing_path)
     _crash_point(stage)
 
 
@@ -356,8 +506,13 @@ def _update_hub(repo: Repo, txn: dict[str, Any]) -> None:
     hub = txn.get("hub")
     if not hub or not os.path.isdir(hub):
         return
-    cur = repo.hub()
-    if cur is None or os.path.realpath(cur.path) != os.path.realpath(hub):
+    # still the hub (main checked out there)? Its HEAD file says, without a git call
+    gd = repo.worktree_git_dir(hub)
+    try:
+        head = (gd / "HEAD").read_text().strip() if gd is not None else ""
+    except OSError:
+        head = ""
+    if head != f"ref: {txn['main_ref']}":
         return
     res = repo.git(["read-tree", "-m", "-u", txn["main_before"], txn["tip"]], hub, check=False)
     if not res.ok:

@@ -53,7 +53,41 @@ def hostname() -> str:
     return socket.gethostname()
 
 
+_BOOT: float | None = None
+
+
+def _linux_start_time(pid: int) -> float | None:
+    """psutil's create_time, computed the way psutil does on Linux (btime + starttime
+    ticks) from /proc, so the land path does not pay for importing psutil; None when
+    the process is gone or a zombie. Raises OSError when /proc is not usable."""
+    global _BOOT
+    if _BOOT is None:
+        with open("/proc/stat", "rb") as f:
+            for line in f:
+                if line.startswith(b"btime"):
+                    _BOOT = float(line.split()[1])
+                    break
+            else:
+                raise OSError("no btime in /proc/stat")
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = raw[raw.rfind(b")") + 2 :].split()  # after "pid (comm) ": comm may hold spaces
+    if fields[0] == b"Z":  # killed, not yet reaped: not alive
+        return None
+    return _BOOT + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+
+
 def start_time(pid: int) -> float | None:
+    if pid <= 0:
+        return None
+    if os.path.isdir("/proc/self"):
+        try:
+            return _linux_start_time(pid)
+        except (OSError, ValueError, IndexError):
+            pass  # an odd /proc: ask psutil
     import psutil
 
     try:

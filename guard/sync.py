@@ -78,9 +78,13 @@ def _unmerged(path: str) -> dict[str, set[int]]:
 
 
 def _step_files(path: str) -> list[str]:
-    """Every file the current step touches: unmerged, staged or changed against HEAD."""
+    """Every file the current step touches: unmerged, staged or changed against HEAD, and
+    untracked ones. A sync starts only in a clean lane, so an untracked (not ignored) file
+    was made while resolving: it belongs to the resolution, is scanned for markers and is
+    staged with it (left out, the lane would end dirty with a commit missing a file)."""
     files = set(_unmerged(path))
     files.update(gitrun.run(["diff", "--name-only", "-z", "HEAD"], path, check=False).z())
+    files.update(gitrun.run(["ls-files", "--others", "--exclude-standard", "-z"], path, check=False).z())
     return sorted(files)
 
 

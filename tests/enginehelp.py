@@ -1,0 +1,121 @@
+"""Helpers shared by the Engine II tests (sync, land, lock, crash, concurrency, log):
+reading git state and the state store exactly as a user would, never through guard."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from conftest import ROOT, Repo, git
+
+
+def head(where: Path | str) -> str:
+    return git(where, "rev-parse", "HEAD").stdout.strip()
+
+
+def parents(where: Path | str, rev: str) -> list[str]:
+    return git(where, "rev-list", "--parents", "-n", "1", rev).stdout.split()[1:]
+
+
+def subjects(where: Path | str, rng: str) -> list[str]:
+    return git(where, "log", "--format=%s", rng).stdout.splitlines()
+
+
+def is_ancestor(where: Path | str, a: str, b: str) -> bool:
+    return git(where, "merge-base", "--is-ancestor", a, b, check=False).returncode == 0
+
+
+def rebase_dir(lane_path: Path) -> bool:
+    gd = Path(git(lane_path, "rev-parse", "--path-format=absolute", "--git-dir").stdout.strip())
+    return (gd / "rebase-merge").is_dir() or (gd / "rebase-apply").is_dir()
+
+
+def status_porcelain(where: Path | str) -> str:
+    return git(where, "status", "--porcelain=v1", "--untracked-files=all").stdout
+
+
+def events(repo: Repo, kind: str | None = None) -> list[dict[str, Any]]:
+    out = []
+    for p in (repo.state_dir / "events.jsonl.1", repo.state_dir / "events.jsonl"):
+        if p.exists():
+            for line in p.read_text().splitlines():
+                ev = json.loads(line)
+                if kind is None or ev.get("kind") == kind:
+                    out.append(ev)
+    return out
+
+
+def epoch(repo: Repo) -> int:
+    p = repo.state_dir / "epoch.json"
+    return int(json.loads(p.read_text())["epoch"]) if p.exists() else 0
+
+
+def owner_file(repo: Repo) -> Path:
+    return repo.state_dir / "locks" / "integration.owner"
+
+
+def landing_file(repo: Repo) -> Path:
+    return repo.state_dir / "landing.json"
+
+
+def lane_status(repo: Repo, key: str) -> dict[str, Any]:
+    r = repo.jlane("status")
+    assert r.rc == 0, r.stderr
+    for ln in r.json["lanes"]:
+        if ln["key"] == key:
+            return dict(ln)
+    raise AssertionError(f"no lane {key} in status")
+
+
+def assert_linear(repo: Repo, ref: str = "refs/heads/main") -> None:
+    assert git(repo.path, "rev-list", "--merges", ref).stdout == ""
+
+
+def spawn_lane(*args: str, cwd: Path | str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """`git lane ARGS` started in the background (real process)."""
+    full = dict(os.environ)
+    if env:
+        full.update(env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "guard", *args],
+        cwd=cwd,
+        env=full,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def wait_for(pred: Any, timeout: float = 20.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def pid_alive(pid: int) -> bool:
+    """Alive and not a zombie (a killed, unreaped child is dead for our purposes)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def ready_lane(repo: Repo, key: str, files: dict[str, str] | None = None) -> Path:
+    """A lane off main with one commit per file, ready to land."""
+    path = repo.create(key)
+    for name, content in (files or {f"{key}.txt": f"{key}\n"}).items():
+        repo.commit(path, name, content)
+    return path
+
+
+__all__ = ["ROOT"]

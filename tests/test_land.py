@@ -1,0 +1,526 @@
+"""`git lane land`: every refusal, the gate runner, the hub update, main's shape (G1-G7)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import Repo, git
+from enginehelp import (
+    assert_linear,
+    epoch,
+    events,
+    head,
+    is_ancestor,
+    owner_file,
+    pid_alive,
+    ready_lane,
+    spawn_lane,
+    status_porcelain,
+    wait_for,
+)
+
+
+def gate(repo: Repo, command: str, timeout: int | None = None) -> None:
+    repo.config("gate_command", json.dumps(command))  # a TOML string, whatever the command
+    if timeout is not None:
+        repo.config("gate_timeout", str(timeout))
+
+
+def refused(
+    repo: Repo, code: str, *args: str, env: dict[str, str] | None = None, lock_free: bool = True
+) -> dict[str, object]:
+    """Run a land that must be refused with `code` and leave main where it was."""
+    before = repo.sha()
+    r = repo.jlane("land", *args, env=env)
+    assert r.rc == 1, (r.rc, r.stdout, r.stderr)
+    assert r.json["ok"] is False
+    assert r.code == code, r.stdout
+    assert "Traceback" not in r.stderr
+    assert repo.sha() == before
+    if lock_free:
+        assert not owner_file(repo).exists()  # the lock never outlives the land
+    return dict(r.json)
+
+
+# -- success --------------------------------------------------------------------------------
+def test_land_fast_forwards_main_and_brings_the_hub_along(repo: Repo, tmp_path: Path) -> None:
+    seen = tmp_path / "gate-saw.txt"
+    gate(repo, f"git rev-parse HEAD > '{seen}'; pwd -P >> '{seen}'; echo GATE-OUT; echo GATE-ERR >&2")
+    path = ready_lane(repo, "alpha", {"a.txt": "a\n", "src/b.txt": "b\n"})
+    before, tip = repo.sha(), head(path)
+
+    r = repo.jlane("land", "alpha")
+    assert r.rc == 0, r.stderr
+    j = r.json
+    assert (j["ok"], j["code"], j["lane"]) == (True, "landed", "alpha")
+    assert (j["main_before"], j["main_after"], j["epoch"]) == (before, tip, 1)
+    assert j["gate"]["status"] == "passed" and j["gate"]["command"].startswith("git rev-parse")
+    assert isinstance(j["gate"]["seconds"], float)
+    # the gate ran in the lane worktree at the exact tip, its output streamed to stderr
+    assert seen.read_text().split() == [tip, os.path.realpath(path)]
+    assert "GATE-OUT" in r.stderr and "GATE-ERR" in r.stderr
+    assert len(r.stdout.splitlines()) == 1  # stdout holds the one JSON object only
+    # main fast-forwarded, never merged; hub index and worktree at the new tip
+    assert repo.sha() == tip
+    assert git(repo.path, "rev-parse", "HEAD").stdout.strip() == tip
+    assert_linear(repo)
+    assert status_porcelain(repo.path) == ""
+    assert (repo.path / "src" / "b.txt").read_text() == "b\n"
+    assert epoch(repo) == 1
+    reflog = git(repo.path, "reflog", "show", "--format=%gs", "refs/heads/main").stdout.splitlines()
+    assert reflog[0] == "git-lane: land alpha"
+
+
+def test_lands_in_a_row_keep_main_linear(repo: Repo) -> None:
+    repo.config("gate", "off")
+    landed = []
+    for key in ("one", "two", "three"):
+        path = ready_lane(repo, key)
+        r = repo.jlane("land", key)
+        if r.code == "stale_lane":
+            assert repo.jlane("sync", key).json["state"] == "fresh"
+            r = repo.jlane("land", key)
+        assert r.code == "landed", r.stdout
+        landed.append(head(path))
+    assert_linear(repo)
+    assert all(is_ancestor(repo.path, c, "main") for c in landed)
+    assert epoch(repo) == 3
+    for ev in events(repo, "land"):
+        assert is_ancestor(repo.path, ev["main_before"], ev["main_after"])
+
+
+def test_land_into_a_repository_where_main_is_checked_out_nowhere(repo: Repo) -> None:
+    repo.config("gate", "off")
+    path = ready_lane(repo, "alpha")
+    git(repo.path, "switch", "-q", "-c", "elsewhere")
+    other_head = head(repo.path)
+    r = repo.jlane("land", "alpha")
+    assert r.rc == 0, r.stderr
+    assert repo.sha() == head(path)
+    assert git(repo.path, "symbolic-ref", "HEAD").stdout.strip() == "refs/heads/elsewhere"
+    assert head(repo.path) == other_head
+    assert status_porcelain(repo.path) == ""
+    assert "branch refs/heads/main\n" not in repo.worktrees()
+
+
+def test_land_from_inside_the_lane_with_no_other_git_context(repo: Repo) -> None:
+    repo.config("gate", "off")
+    path = ready_lane(repo, "alpha")
+    r = repo.jlane("land", "alpha", cwd=path)
+    assert r.rc == 0 and r.code == "landed", r.stderr
+    assert repo.sha() == head(path)
+    assert status_porcelain(repo.path) == ""
+
+
+def test_gate_off_is_recorded_in_the_land_event(repo: Repo) -> None:
+    repo.config("gate", "off")
+    ready_lane(repo, "alpha")
+    r = repo.jlane("land", "alpha")
+    assert r.rc == 0 and r.json["gate"]["status"] == "off"
+    log = repo.jlane("log", "--lane", "alpha")
+    assert log.rc == 0
+    lands = [e for e in log.json["events"] if e["kind"] == "land"]
+    assert len(lands) == 1
+    assert lands[0]["gate"]["status"] == "off" and lands[0]["gate_off"] is True
+
+
+def test_gate_on_is_recorded_too(repo: Repo) -> None:
+    gate(repo, "exit 0")
+    ready_lane(repo, "alpha")
+    assert repo.jlane("land", "alpha").code == "landed"
+    (ev,) = events(repo, "land")
+    assert ev["gate"]["status"] == "passed" and ev["gate_off"] is False
+    assert ev["gate"]["command"] == "exit 0"
+
+
+# -- refusals -------------------------------------------------------------------------------
+def test_gate_command_unset(repo: Repo) -> None:
+    ready_lane(repo, "alpha")
+    refused(repo, "gate_command_unset", "alpha")
+
+
+def test_lane_dirty(repo: Repo) -> None:
+    repo.config("gate", "off")
+    path = ready_lane(repo, "alpha")
+    (path / "alpha.txt").write_text("edited\n")
+    j = refused(repo, "lane_dirty", "alpha")
+    assert j["details"]["dirty_paths"] == ["alpha.txt"]  # type: ignore[index]
+    git(path, "checkout", "--", "alpha.txt")
+    (path / "untracked.txt").write_text("x\n")
+    refused(repo, "lane_dirty", "alpha")
+    (path / "untracked.txt").unlink()
+    git(path, "rm", "-q", "--cached", "alpha.txt")  # staged only
+    refused(repo, "lane_dirty", "alpha")
+
+
+def test_nothing_to_land(repo: Repo) -> None:
+    repo.config("gate", "off")
+    repo.create("alpha")
+    refused(repo, "nothing_to_land", "alpha")
+    # a lane whose work has already landed has nothing either
+    path = ready_lane(repo, "beta")
+    assert repo.jlane("land", "beta").code == "landed"
+    assert head(path) == repo.sha()
+    refused(repo, "nothing_to_land", "beta")
+
+
+def test_stale_lane(repo: Repo) -> None:
+    repo.config("gate", "off")
+    path = ready_lane(repo, "alpha")
+    repo.commit(repo.path, "m.txt", "m\n")
+    j = refused(repo, "stale_lane", "alpha")
+    assert j["details"]["tip"] == head(path)  # type: ignore[index]
+    assert repo.jlane("sync", "alpha").json["state"] == "fresh"
+    assert repo.jlane("land", "alpha").code == "landed"
+
+
+def test_rebase_in_progress_refuses_land(repo: Repo) -> None:
+    repo.config("gate", "off")
+    repo.commit(repo.path, "f.txt", "base\n")
+    path = repo.create("alpha")
+    repo.commit(path, "f.txt", "lane\n")
+    repo.commit(repo.path, "f.txt", "main\n")
+    assert repo.jlane("sync", "alpha").json["state"] == "conflicts"
+    refused(repo, "rebase_in_progress", "alpha")
+
+
+def test_unknown_lane(repo: Repo) -> None:
+    repo.config("gate", "off")
+    refused(repo, "unknown_lane", "nope")
+    refused(repo, "invalid_lane_key", "Not_A_Key")
+
+
+def test_lane_owner_conflict(repo: Repo) -> None:
+    repo.config("gate", "off")
+    owner = subprocess.Popen(["sleep", "60"])
+    try:
+        r = repo.jlane("create", "alpha", "--owner-pid", str(owner.pid))
+        assert r.rc == 0, r.stderr
+        path = Path(r.json["lane"]["path"])
+        repo.commit(path, "a.txt", "a\n")
+        j = refused(repo, "lane_owner_conflict", "alpha")
+        assert j["details"]["owner_pid"] == owner.pid  # type: ignore[index]
+        # the owner itself (or a process it started) may land
+        me = repo.jlane("land", "alpha", env={"GITLANE_OWNER_PID": str(owner.pid)})
+        assert me.code == "landed", me.stdout
+    finally:
+        owner.kill()
+        owner.wait()
+
+
+def test_a_dead_owner_never_conflicts(repo: Repo) -> None:
+    repo.config("gate", "off")
+    owner = subprocess.Popen(["sleep", "60"])
+    r = repo.jlane("create", "alpha", "--owner-pid", str(owner.pid))
+    path = Path(r.json["lane"]["path"])
+    repo.commit(path, "a.txt", "a\n")
+    owner.kill()
+    owner.wait()
+    assert repo.jlane("land", "alpha").code == "landed"
+
+
+def test_hub_dirty_only_on_overlap(repo: Repo) -> None:
+    repo.config("gate", "off")
+    for n in ("a", "b", "c"):
+        repo.commit(repo.path, f"{n}.txt", f"{n} base\n")
+    path = ready_lane(repo, "alpha", {"a.txt": "a lane\n", "new/deep.txt": "deep\n"})
+
+    (repo.path / "a.txt").write_text("a hub edit\n")
+    j = refused(repo, "hub_dirty", "alpha")
+    assert j["details"]["paths"] == ["a.txt"]  # type: ignore[index]
+    git(repo.path, "add", "a.txt")  # staged overlap blocks too
+    refused(repo, "hub_dirty", "alpha")
+    git(repo.path, "reset", "-q", "--hard")
+    (repo.path / "new").mkdir()
+    (repo.path / "new" / "deep.txt").write_text("hub's own\n")  # untracked, same path
+    refused(repo, "hub_dirty", "alpha")
+    (repo.path / "new" / "deep.txt").unlink()
+    (repo.path / "new").rmdir()
+
+    # unrelated hub edits, staged, unstaged and untracked, never block and survive as they were
+    (repo.path / "b.txt").write_text("b staged\n")
+    git(repo.path, "add", "b.txt")
+    (repo.path / "c.txt").write_text("c unstaged\n")
+    (repo.path / "u.txt").write_text("untracked\n")
+    before = status_porcelain(repo.path)
+    cached_before = git(repo.path, "diff", "--cached").stdout
+    unstaged_before = git(repo.path, "diff").stdout
+
+    r = repo.jlane("land", "alpha")
+    assert r.rc == 0, r.stderr
+    assert repo.sha() == head(path)
+    assert status_porcelain(repo.path) == before
+    assert git(repo.path, "diff", "--cached").stdout == cached_before
+    assert git(repo.path, "diff").stdout == unstaged_before
+    assert (repo.path / "a.txt").read_text() == "a lane\n"
+    assert (repo.path / "new" / "deep.txt").read_text() == "deep\n"
+    assert (repo.path / "b.txt").read_text() == "b staged\n"
+    assert (repo.path / "c.txt").read_text() == "c unstaged\n"
+    assert (repo.path / "u.txt").read_text() == "untracked\n"
+
+
+# -- the gate -------------------------------------------------------------------------------
+def test_gate_failed_with_tail(repo: Repo) -> None:
+    gate(repo, "for i in $(seq 1 100); do echo line $i; done; echo boom >&2; exit 3")
+    ready_lane(repo, "alpha")
+    j = refused(repo, "gate_failed", "alpha")
+    d = j["details"]
+    assert d["gate"]["exit"] == 3 and d["gate"]["status"] == "failed"  # type: ignore[index]
+    tail = d["tail"]  # type: ignore[index]
+    assert tail[-1] == "boom" and tail[-2] == "line 100"
+    assert 0 < len(tail) <= 40
+    assert epoch(repo) == 0
+
+
+@pytest.mark.slow
+def test_gate_timeout_kills_the_whole_process_group(repo: Repo, tmp_path: Path) -> None:
+    pidfile = tmp_path / "grandchild.pid"
+    # the shell ignores SIGTERM (so does its child): only the group SIGKILL ends them
+    gate(repo, f"trap '' TERM; sleep 60 & echo $! > '{pidfile}'; wait; wait", timeout=1)
+    ready_lane(repo, "alpha")
+    t0 = time.monotonic()
+    j = refused(repo, "gate_timeout", "alpha")
+    assert time.monotonic() - t0 < 20
+    assert j["details"]["gate"]["status"] == "timeout"  # type: ignore[index]
+    pid = int(pidfile.read_text())
+    wait_for(lambda: not pid_alive(pid), 5, "the gate's grandchild to die")
+    assert epoch(repo) == 0
+
+
+def test_lane_changed_during_gate_by_a_commit(repo: Repo) -> None:
+    gate(repo, "git commit -q --allow-empty -m sneaky")
+    path = ready_lane(repo, "alpha")
+    tip = head(path)
+    j = refused(repo, "lane_changed_during_gate", "alpha")
+    assert j["details"]["tip_before"] == tip  # type: ignore[index]
+    assert j["details"]["tip_after"] == head(path) != tip  # type: ignore[index]
+
+
+def test_lane_changed_during_gate_by_an_edit(repo: Repo) -> None:
+    gate(repo, "echo more >> alpha.txt")
+    ready_lane(repo, "alpha")
+    j = refused(repo, "lane_changed_during_gate", "alpha")
+    assert j["details"]["dirty_paths"] == ["alpha.txt"]  # type: ignore[index]
+
+
+def test_a_gate_that_leaves_build_output_behind_is_dirty(repo: Repo) -> None:
+    gate(repo, "mkdir -p out && echo x > out/artifact")
+    ready_lane(repo, "alpha")
+    refused(repo, "lane_changed_during_gate", "alpha")
+
+
+# -- the integration lock, seen from land ---------------------------------------------------
+@pytest.mark.slow
+def test_lock_busy_then_wait_succeeds_once_freed(repo: Repo) -> None:
+    # alpha's land holds the lock for a while, then its gate fails: main does not move,
+    # so beta (which waited) is still fresh and lands.
+    gate(repo, 'if [ "$GITLANE_GATE_LANE" = alpha ]; then sleep 2; exit 1; fi')
+    ready_lane(repo, "alpha")
+    beta = ready_lane(repo, "beta")
+    holder = spawn_lane("land", "alpha", "--json", cwd=repo.path)
+    try:
+        wait_for(lambda: "tip=" in (owner_file(repo).read_text() if owner_file(repo).exists() else ""),
+                 20, "alpha's land to take the lock")
+        j = refused(repo, "lock_busy", "beta", lock_free=False)
+        h = j["details"]["holder"]  # type: ignore[index]
+        assert h["pid"] == holder.pid and h["lane"] == "alpha"
+        assert h["since"] and h["host"]
+        assert j["details"]["foreign_host"] is False  # type: ignore[index]
+        # --wait SECONDS gives up
+        t0 = time.monotonic()
+        r = repo.jlane("land", "beta", "--wait", "0.3")
+        assert r.code == "lock_busy" and time.monotonic() - t0 >= 0.3
+        # --wait (for ever) lands once the lock is free
+        r = repo.jlane("land", "beta", "--wait")
+        assert r.rc == 0 and r.code == "landed", r.stdout + r.stderr
+    finally:
+        out, _ = holder.communicate(timeout=30)
+    assert json.loads(out)["code"] == "gate_failed"
+    assert repo.sha() == head(beta)
+    assert not owner_file(repo).exists()
+
+
+# -- workers --------------------------------------------------------------------------------
+def test_worker_land_is_denied_by_default(repo: Repo) -> None:
+    repo.config("gate", "off")
+    ready_lane(repo, "alpha")
+    refused(repo, "role_forbidden", env={"GITLANE_LANE": "alpha"})
+    refused(repo, "role_forbidden", "alpha", env={"GITLANE_LANE": "alpha"})
+    refused(repo, "role_forbidden", "alpha", env={"GITLANE_ROLE": "worker"})
+
+
+def test_worker_land_allowed_only_for_its_own_lane(repo: Repo) -> None:
+    repo.config("gate", "off")
+    repo.config("worker_land", "allow")
+    alpha = ready_lane(repo, "alpha")
+    ready_lane(repo, "beta")
+    refused(repo, "role_forbidden", "beta", env={"GITLANE_LANE": "alpha"})
+    r = repo.jlane("land", env={"GITLANE_LANE": "alpha"}, cwd=alpha)  # no key: its own lane
+    assert r.rc == 0 and r.code == "landed" and r.json["lane"] == "alpha", r.stdout
+    assert repo.sha() == head(alpha)
+    # GITLANE_ROLE=main does not lift a binding
+    refused(repo, "role_forbidden", "beta", env={"GITLANE_LANE": "alpha", "GITLANE_ROLE": "main"})
+
+
+def test_worker_cannot_change_the_config_to_let_itself_land(repo: Repo) -> None:
+    r = repo.jlane("config", "set", "worker_land", "allow", env={"GITLANE_LANE": "alpha"})
+    assert r.rc == 1 and r.code == "role_forbidden"
+
+
+def test_refusals_are_exit_1_with_no_traceback_in_text_mode(repo: Repo) -> None:
+    ready_lane(repo, "alpha")
+    r = repo.lane("land", "alpha")
+    assert r.rc == 1
+    assert r.stdout == ""
+    assert r.stderr.startswith("git-lane: refused [gate_command_unset]")
+    assert "Traceback" not in r.stderr
+
+
+def test_land_cli_wait_takes_an_optional_value(repo: Repo) -> None:
+    repo.config("gate", "off")
+    ready_lane(repo, "alpha")
+    r = subprocess.run(
+        [sys.executable, "-m", "guard", "land", "alpha", "--wait", "--json"],
+        cwd=repo.path, capture_output=True, text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["code"] == "landed"
+
+
+# -- robustness -----------------------------------------------------------------------------
+@pytest.mark.slow
+def test_interrupting_a_land_kills_its_gate_and_frees_the_lock(repo: Repo, tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT) or SIGTERM on `git lane land` must not leave the gate (in its own
+    session, out of reach of the terminal's signals) running in the background."""
+    import signal
+
+    for n, sig in enumerate((signal.SIGINT, signal.SIGTERM)):
+        pidfile = tmp_path / f"gate-{n}.pid"
+        gate(repo, f"sleep 60 & echo $! > '{pidfile}'; wait")
+        key = f"lane-{n}"
+        ready_lane(repo, key)
+        proc = spawn_lane("land", key, "--json", cwd=repo.path)
+        wait_for(lambda p=pidfile: p.exists() and p.read_text().strip() != "", 20, "the gate to start")
+        grandchild = int(pidfile.read_text())
+        proc.send_signal(sig)
+        proc.communicate(timeout=30)
+        assert proc.returncode != 0
+        wait_for(lambda g=grandchild: not pid_alive(g), 10, "the gate to die")
+        assert not owner_file(repo).exists() or "pid=" not in owner_file(repo).read_text()
+        assert epoch(repo) == 0
+    # and the next land is not blocked
+    gate(repo, "true")
+    assert repo.jlane("land", "lane-0").code == "landed"
+
+
+def test_a_gate_that_closes_its_output_early_does_not_spin(repo: Repo) -> None:
+    gate(repo, "exec >&- 2>&-; sleep 1")
+    ready_lane(repo, "alpha")
+    import resource
+
+    def cpu() -> float:
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return ru.ru_utime + ru.ru_stime
+
+    t0 = time.monotonic()
+    c0 = cpu()
+    r = repo.jlane("land", "alpha")
+    assert r.code == "landed", r.stdout
+    assert time.monotonic() - t0 >= 1.0
+    assert cpu() - c0 < 0.8  # the land process idles while its gate sleeps: no busy loop
+
+
+def test_main_moved_by_hand_during_the_gate(repo: Repo) -> None:
+    """Main moved under the land (hooks not installed): the compare-and-swap refuses, main
+    keeps the hand-made value, and no landing record is left to block every later land."""
+    path = ready_lane(repo, "alpha")
+    base = repo.sha()
+    moved = git(repo.path, "commit-tree", "-p", str(base), "-m", "by hand", f"{base}^{{tree}}").stdout.strip()
+    gate(repo, f"git update-ref refs/heads/main {moved}")
+    r = repo.jlane("land", "alpha")
+    assert r.rc == 1 and r.code == "main_update_failed", r.stdout
+    assert repo.sha() == moved
+    assert not (repo.state_dir / "landing.json").exists()
+    assert not owner_file(repo).exists()
+    assert epoch(repo) == 0
+    rec = repo.jlane("reconcile")
+    assert rec.rc == 0, rec.stdout
+    repo.config("gate", "off")
+    assert repo.jlane("sync", "alpha").json["state"] == "fresh"
+    assert repo.jlane("land", "alpha").code == "landed"
+    assert is_ancestor(repo.path, moved, head(path))
+
+
+def test_hub_edit_made_during_the_gate_that_overlaps_is_refused(repo: Repo, tmp_path: Path) -> None:
+    """G6 is re-checked after the gate: an overlapping hub edit made while the gate ran
+    would otherwise make the hub update fail after main moved."""
+    repo.commit(repo.path, "a.txt", "base\n")
+    ready_lane(repo, "alpha", {"a.txt": "lane\n"})
+    hub_file = repo.path / "a.txt"
+    gate(repo, f"echo 'hub edit' > '{hub_file}'")
+    r = repo.jlane("land", "alpha")
+    assert r.rc == 1 and r.code == "hub_dirty", r.stdout
+    assert hub_file.read_text() == "hub edit\n"
+    assert epoch(repo) == 0
+
+
+def test_hub_overlap_edge_paths(repo: Repo) -> None:
+    """G6 looks only at the changed paths; the shapes that hides must still be seen."""
+    repo.config("gate", "off")
+    repo.commit(repo.path, "thing", "a file that becomes a directory\n")
+    repo.commit(repo.path, "gone.txt", "deleted by the lane\n")
+    path = repo.create("alpha")
+    git(path, "rm", "-q", "thing", "gone.txt")
+    (path / "thing").mkdir()
+    (path / "thing" / "inner.txt").write_text("inner\n")
+    (path / "newdir").mkdir()
+    (path / "newdir" / "x.txt").write_text("x\n")
+    (path / "weird [x]*.txt").write_text("glob characters\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "shapes")
+
+    # an untracked file where the land needs a directory
+    (repo.path / "newdir").write_text("hub's own file\n")
+    assert refused(repo, "hub_dirty", "alpha")["details"]["paths"] == ["newdir"]  # type: ignore[index]
+    (repo.path / "newdir").unlink()
+    # an edit to a file the land deletes, or turns into a directory
+    (repo.path / "gone.txt").write_text("hub edit\n")
+    assert refused(repo, "hub_dirty", "alpha")["details"]["paths"] == ["gone.txt"]  # type: ignore[index]
+    git(repo.path, "checkout", "--", "gone.txt")
+    (repo.path / "thing").write_text("hub edit\n")
+    assert refused(repo, "hub_dirty", "alpha")["details"]["paths"] == ["thing"]  # type: ignore[index]
+    git(repo.path, "checkout", "--", "thing")
+    # glob characters are literal: "weird a.txt" is not "weird [x]*.txt"
+    (repo.path / "weird [x]*.txt").write_text("hub's\n")
+    refused(repo, "hub_dirty", "alpha")
+    (repo.path / "weird [x]*.txt").unlink()
+    (repo.path / "weird a.txt").write_text("unrelated\n")
+    (repo.path / "weird x.txt").write_text("unrelated\n")
+
+    r = repo.jlane("land", "alpha")
+    assert r.rc == 0, r.stdout + r.stderr
+    assert status_porcelain(repo.path) == '?? "weird a.txt"\n?? "weird x.txt"\n'
+    assert (repo.path / "thing" / "inner.txt").read_text() == "inner\n"
+    assert not (repo.path / "gone.txt").exists()
+
+
+def test_hub_overlap_with_many_changed_paths(repo: Repo) -> None:
+    repo.config("gate", "off")
+    path = repo.create("alpha")
+    for i in range(1100):
+        (path / f"f{i:04d}.txt").write_text(f"{i}\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "many")
+    (repo.path / "f1099.txt").write_text("hub's\n")
+    assert refused(repo, "hub_dirty", "alpha")["details"]["paths"] == ["f1099.txt"]  # type: ignore[index]
+    (repo.path / "f1099.txt").unlink()
+    (repo.path / "mine.txt").write_text("unrelated\n")
+    assert repo.jlane("land", "alpha").code == "landed"
+    assert status_porcelain(repo.path) == "?? mine.txt\n"

@@ -1,0 +1,407 @@
+"""`git lane sync / continue / abort` against real repositories and real processes (G9)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from conftest import Repo, git
+from enginehelp import head, is_ancestor, lane_status, parents, rebase_dir, subjects
+
+
+def conflicting(repo: Repo, key: str = "alpha", name: str = "f.txt") -> tuple[Path, str]:
+    """A lane and main that both changed `name` from the same base."""
+    repo.commit(repo.path, name, "base\n", "base")
+    path = repo.create(key)
+    tip = repo.commit(path, name, "lane\n", "lane edit")
+    repo.commit(repo.path, name, "main\n", "main edit")
+    return path, tip
+
+
+# -- sync ---------------------------------------------------------------------------------
+def test_clean_sync_rebases_onto_main_and_reports_fresh(repo: Repo) -> None:
+    path = repo.create("alpha")
+    repo.commit(path, "a.txt", "a\n", "lane a")
+    repo.commit(path, "b.txt", "b\n", "lane b")
+    main = repo.commit(repo.path, "m.txt", "m\n", "main m")
+    assert lane_status(repo, "alpha")["fresh"] is False
+    cfg_before = (repo.common_dir / "config").read_text()
+
+    r = repo.jlane("sync", "alpha")
+    assert r.rc == 0, r.stderr
+    assert r.json["ok"] is True
+    assert r.json["state"] == "fresh"
+    assert r.json["main"] == main
+    assert r.json["tip"] == head(path)
+    assert subjects(path, f"{main}..HEAD") == ["lane b", "lane a"]
+    assert is_ancestor(repo.path, main, head(path))
+    assert not rebase_dir(path)
+    st = lane_status(repo, "alpha")
+    assert st["fresh"] is True and st["behind"] == 0 and st["ahead"] == 2
+    # rerere and zdiff3 are passed with -c, never written into the repository
+    cfg_after = (repo.common_dir / "config").read_text()
+    assert cfg_after == cfg_before
+    assert "rerere" not in cfg_after.lower() and "conflictstyle" not in cfg_after.lower()
+
+
+def test_sync_of_a_fresh_lane_changes_nothing(repo: Repo) -> None:
+    path = repo.create("alpha")
+    tip = repo.commit(path, "a.txt", "a\n")
+    r = repo.jlane("sync", "alpha")
+    assert r.rc == 0 and r.json["state"] == "fresh"
+    assert head(path) == tip
+
+
+def test_sync_without_key_uses_the_lane_of_the_cwd(repo: Repo) -> None:
+    path = repo.create("alpha")
+    repo.commit(path, "a.txt", "a\n")
+    main = repo.commit(repo.path, "m.txt", "m\n")
+    r = repo.jlane("sync", cwd=path)
+    assert r.rc == 0, r.stderr
+    assert r.json["lane"] == "alpha" and r.json["state"] == "fresh"
+    assert is_ancestor(repo.path, main, head(path))
+
+
+def test_sync_refuses_a_dirty_lane(repo: Repo) -> None:
+    path = repo.create("alpha")
+    tip = repo.commit(path, "a.txt", "a\n")
+    repo.commit(repo.path, "m.txt", "m\n")
+    (path / "a.txt").write_text("changed\n")
+    r = repo.jlane("sync", "alpha")
+    assert r.rc == 1
+    assert r.json["ok"] is False and r.code == "lane_dirty"
+    assert "a.txt" in r.json["details"]["dirty_paths"]
+    assert head(path) == tip and not rebase_dir(path)
+    # an untracked file is dirty too
+    git(path, "checkout", "--", "a.txt")
+    (path / "new.txt").write_text("x\n")
+    assert repo.jlane("sync", "alpha").code == "lane_dirty"
+
+
+def test_sync_refuses_while_a_rebase_is_in_progress(repo: Repo) -> None:
+    path, _ = conflicting(repo)
+    assert repo.jlane("sync", "alpha").json["state"] == "conflicts"
+    r = repo.jlane("sync", "alpha")
+    assert r.rc == 1 and r.code == "rebase_in_progress"
+    assert rebase_dir(path)
+    assert r.json["details"]["worklist"]["files"] == [{"path": "f.txt", "kind": "both modified"}]
+
+
+def test_sync_rebases_onto_the_main_read_at_start(repo: Repo) -> None:
+    """Main moves while the rebase runs (a pre-rebase hook moves it): the lane lands on
+    the sha sync pinned, never on a moving target."""
+    path = repo.create("alpha")
+    repo.commit(path, "a.txt", "a\n", "lane a")
+    pinned = repo.commit(repo.path, "m1.txt", "1\n", "main 1")
+    later = git(repo.path, "commit-tree", "-p", pinned, "-m", "moved meanwhile", f"{pinned}^{{tree}}").stdout.strip()
+    hook = repo.common_dir / "hooks" / "pre-rebase"
+    hook.parent.mkdir(exist_ok=True)
+    hook.write_text(f"#!/bin/sh\ngit update-ref refs/heads/main {later} {pinned}\n")
+    hook.chmod(hook.stat().st_mode | stat.S_IEXEC)
+
+    r = repo.jlane("sync", "alpha")
+    assert r.rc == 0, r.stderr
+    assert repo.sha() == later  # the hook did run
+    assert r.json["main"] == pinned
+    assert parents(path, "HEAD") == [pinned]
+
+
+def test_sync_passes_editor_true_so_no_editor_ever_opens(repo: Repo) -> None:
+    # the hermetic env has GIT_EDITOR=false: any editor call would fail the rebase
+    assert os.environ["GIT_EDITOR"] == "false"
+    path, _ = conflicting(repo)
+    assert repo.jlane("sync", "alpha").json["state"] == "conflicts"
+    (path / "f.txt").write_text("merged\n")
+    r = repo.jlane("continue", "alpha")
+    assert r.rc == 0, r.stderr
+    assert r.json["state"] == "fresh"
+    assert subjects(path, "-1") == ["lane edit"]
+
+
+# -- empty steps --------------------------------------------------------------------------
+def test_a_lane_commit_identical_to_what_landed_is_skipped(repo: Repo) -> None:
+    path = repo.create("alpha")
+    dup = repo.commit(path, "a.txt", "a\n", "lane a")
+    repo.commit(path, "b.txt", "b\n", "lane b")
+    git(repo.path, "cherry-pick", dup)  # the same change reached main another way
+    main = repo.commit(repo.path, "m.txt", "m\n", "main m")
+    r = repo.jlane("sync", "alpha")
+    assert r.rc == 0, r.stderr
+    assert r.json["state"] == "fresh"
+    assert subjects(path, f"{main}..HEAD") == ["lane b"]
+
+
+def test_a_commit_that_becomes_empty_is_dropped(repo: Repo) -> None:
+    """Not a cherry-pick (different patch id), but main already holds its result."""
+    repo.commit(repo.path, "a.txt", "1\n2\n", "base")
+    path = repo.create("alpha")
+    repo.commit(path, "a.txt", "one\ntwo\n", "lane both lines")
+    repo.commit(repo.path, "a.txt", "one\n2\n", "main line 1")
+    main = repo.commit(repo.path, "a.txt", "one\ntwo\n", "main line 2")
+    r = repo.jlane("sync", "alpha")
+    assert r.rc == 0, r.stderr
+    assert r.json["state"] == "fresh"
+    assert head(path) == main
+    assert lane_status(repo, "alpha")["ahead"] == 0
+
+
+# -- conflicts and the worklist -----------------------------------------------------------
+def test_conflict_leaves_the_rebase_in_progress_with_a_worklist(repo: Repo) -> None:
+    path, lane_tip = conflicting(repo)
+    r = repo.jlane("sync", "alpha")
+    assert r.rc == 0, r.stderr
+    assert r.json["ok"] is True
+    assert r.json["state"] == "conflicts"
+    wl = r.json["worklist"]
+    assert wl["step"] == 1 and wl["total"] == 1
+    assert wl["commit"] == lane_tip
+    assert wl["subject"] == "lane edit"
+    assert wl["files"] == [{"path": "f.txt", "kind": "both modified"}]
+    assert rebase_dir(path)
+    # zdiff3 (passed with -c): the base section is there
+    assert "|||||||" in (path / "f.txt").read_text()
+    st = lane_status(repo, "alpha")
+    assert st["rebase_in_progress"] is True
+
+
+def test_worklist_kinds(repo: Repo) -> None:
+    repo.commit(repo.path, "mod.txt", "base\n", "base mod")
+    repo.commit(repo.path, "del_main.txt", "base\n", "base del_main")
+    repo.commit(repo.path, "del_lane.txt", "base\n", "base del_lane")
+    path = repo.create("alpha")
+    repo.commit(path, "mod.txt", "lane\n")
+    repo.commit(path, "both_new.txt", "lane\n")
+    repo.commit(path, "del_main.txt", "lane\n")
+    git(path, "rm", "-q", "del_lane.txt")
+    git(path, "commit", "-q", "-m", "lane deletes del_lane")
+    git(path, "reset", "-q", "--soft", "HEAD~4")
+    git(path, "commit", "-q", "-m", "lane all")  # one commit: one stop with every kind
+    repo.commit(repo.path, "mod.txt", "main\n")
+    repo.commit(repo.path, "both_new.txt", "main\n")
+    git(repo.path, "rm", "-q", "del_main.txt")
+    git(repo.path, "commit", "-q", "-m", "main deletes del_main")
+    repo.commit(repo.path, "del_lane.txt", "main\n")
+
+    r = repo.jlane("sync", "alpha")
+    assert r.json["state"] == "conflicts", r.stdout
+    kinds = {f["path"]: f["kind"] for f in r.json["worklist"]["files"]}
+    # during a rebase "us" is main (upstream) and "them" is the lane commit, as git says
+    assert kinds == {
+        "mod.txt": "both modified",
+        "both_new.txt": "added by both",
+        "del_main.txt": "deleted by us",
+        "del_lane.txt": "deleted by them",
+    }
+    porcelain = git(path, "status", "--porcelain=v1").stdout.splitlines()
+    assert {ln[3:]: ln[:2] for ln in porcelain if ln[:2] in ("UU", "AA", "DU", "UD")} == {
+        "mod.txt": "UU",
+        "both_new.txt": "AA",
+        "del_main.txt": "DU",
+        "del_lane.txt": "UD",
+    }
+    # resolve each the plain way (edit, rm) and let continue stage it
+    (path / "mod.txt").write_text("merged\n")
+    (path / "both_new.txt").write_text("merged\n")
+    (path / "del_main.txt").unlink()
+    (path / "del_lane.txt").unlink()
+    r = repo.jlane("continue", "alpha")
+    assert r.rc == 0 and r.json["state"] == "fresh", r.stdout + r.stderr
+    assert git(path, "ls-files").stdout.split() == ["README.md", "both_new.txt", "mod.txt"]
+    assert git(path, "status", "--porcelain").stdout == ""
+
+
+def test_continue_walks_every_conflicting_commit(repo: Repo) -> None:
+    for n in "abc":
+        repo.commit(repo.path, f"{n}.txt", "base\n", f"base {n}")
+    path = repo.create("alpha")
+    lane_commits = [repo.commit(path, f"{n}.txt", f"lane {n}\n", f"lane {n}") for n in "abc"]
+    for n in "abc":
+        repo.commit(repo.path, f"{n}.txt", f"main {n}\n", f"main {n}")
+    main = repo.sha()
+
+    r = repo.jlane("sync", "alpha")
+    for step, n in enumerate("abc", 1):
+        assert r.rc == 0, r.stderr
+        assert r.json["state"] == "conflicts"
+        wl = r.json["worklist"]
+        assert (wl["step"], wl["total"]) == (step, 3)
+        assert wl["commit"] == lane_commits[step - 1]
+        assert wl["subject"] == f"lane {n}"
+        assert wl["files"] == [{"path": f"{n}.txt", "kind": "both modified"}]
+        (path / f"{n}.txt").write_text(f"merged {n}\n")
+        r = repo.jlane("continue", "alpha")
+    assert r.rc == 0, r.stderr
+    assert r.json["state"] == "fresh"
+    assert not rebase_dir(path)
+    assert subjects(path, f"{main}..HEAD") == ["lane c", "lane b", "lane a"]
+    for n in "abc":
+        assert (path / f"{n}.txt").read_text() == f"merged {n}\n"
+    assert git(path, "status", "--porcelain").stdout == ""
+
+
+def test_continue_refuses_while_markers_remain_even_when_staged(repo: Repo) -> None:
+    path, _ = conflicting(repo)
+    repo.jlane("sync", "alpha")
+    text = (path / "f.txt").read_text()
+    opener = text.splitlines().index(next(ln for ln in text.splitlines() if ln.startswith("<<<<<<<"))) + 1
+    r = repo.jlane("continue", "alpha")
+    assert r.rc == 1 and r.code == "conflict_markers_present"
+    assert r.json["details"]["markers"] == [f"f.txt:{opener}"]
+    assert rebase_dir(path)
+
+    git(path, "add", "f.txt")  # staging does not make markers go away
+    r = repo.jlane("continue", "alpha")
+    assert r.rc == 1 and r.code == "conflict_markers_present"
+    assert r.json["details"]["markers"] == [f"f.txt:{opener}"]
+    assert rebase_dir(path)
+
+
+def test_continue_flags_markers_in_any_file_the_step_changed(repo: Repo) -> None:
+    """A hand-written diff3 block left in a non-conflicting file of the step counts."""
+    path, _ = conflicting(repo)
+    repo.jlane("sync", "alpha")
+    (path / "f.txt").write_text("resolved\n")
+    (path / "other.txt").write_text("x\n<<<<<<< ours\na\n||||||| base\nb\n=======\nc\n>>>>>>> theirs\n")
+    r = repo.jlane("continue", "alpha")
+    assert r.rc == 1 and r.code == "conflict_markers_present"
+    assert r.json["details"]["markers"] == ["other.txt:2"]
+
+
+def test_continue_accepts_setext_underlines_and_lone_separators(repo: Repo) -> None:
+    path, _ = conflicting(repo, name="doc.md")
+    repo.jlane("sync", "alpha")
+    (path / "doc.md").write_text("Title\n=======\n\ntext\n\n=======\n\n>>>>>>> not a closer either\n")
+    r = repo.jlane("continue", "alpha")
+    assert r.rc == 0, r.stdout + r.stderr
+    assert r.json["state"] == "fresh"
+    assert not rebase_dir(path)
+    assert git(path, "show", "HEAD:doc.md").stdout.startswith("Title\n=======\n")
+
+
+def test_continue_stages_the_resolution_including_new_files(repo: Repo) -> None:
+    """The sync started in a clean lane, so a file made while resolving belongs to the
+    resolution: it is committed with the step, and the lane ends clean (landable)."""
+    path, _ = conflicting(repo)
+    repo.jlane("sync", "alpha")
+    (path / "f.txt").write_text("resolved\n")
+    (path / "helper.txt").write_text("split out while resolving\n")
+    (path / ".gitignore").write_text("*.log\n")
+    (path / "build.log").write_text("ignored stays out\n")
+    r = repo.jlane("continue", "alpha")
+    assert r.rc == 0 and r.json["state"] == "fresh", r.stdout + r.stderr
+    assert git(path, "show", "HEAD:f.txt").stdout == "resolved\n"
+    assert git(path, "show", "HEAD:helper.txt").stdout == "split out while resolving\n"
+    assert git(path, "ls-files", "build.log").stdout == ""
+    assert git(path, "status", "--porcelain").stdout == ""
+
+
+def test_continue_without_a_sync_in_progress(repo: Repo) -> None:
+    path = repo.create("alpha")
+    repo.commit(path, "a.txt", "a\n")
+    r = repo.jlane("continue", "alpha")
+    assert r.rc == 0 and r.json["state"] == "fresh"  # nothing to do: already fresh
+    repo.commit(repo.path, "m.txt", "m\n")
+    r = repo.jlane("continue", "alpha")
+    assert r.rc == 1 and r.code == "no_sync_in_progress"
+
+
+# -- abort --------------------------------------------------------------------------------
+def test_abort_puts_the_lane_back_and_reports_it_stale(repo: Repo) -> None:
+    path, lane_tip = conflicting(repo)
+    repo.jlane("sync", "alpha")
+    (path / "f.txt").write_text("half done\n")
+    r = repo.jlane("abort", "alpha")
+    assert r.rc == 0, r.stderr
+    assert r.json["state"] == "stale"
+    assert r.json["tip"] == lane_tip
+    assert head(path) == lane_tip
+    assert git(path, "symbolic-ref", "HEAD").stdout.strip() == "refs/heads/lane/alpha"
+    assert not rebase_dir(path)
+    assert git(path, "status", "--porcelain").stdout == ""
+    st = lane_status(repo, "alpha")
+    assert st["fresh"] is False and st["rebase_in_progress"] is False
+    r = repo.jlane("abort", "alpha")
+    assert r.rc == 1 and r.code == "no_sync_in_progress"
+
+
+# -- rerere -------------------------------------------------------------------------------
+def test_a_resolution_recorded_once_is_replayed_by_rerere(repo: Repo) -> None:
+    path, lane_tip = conflicting(repo)
+    r = repo.jlane("sync", "alpha")
+    assert r.json["state"] == "conflicts"
+    (path / "f.txt").write_text("merged\n")
+    # record the resolution (git rerere is what `git commit` would run), then give up
+    git(path, "-c", "rerere.enabled=true", "rerere")
+    assert repo.jlane("abort", "alpha").json["tip"] == lane_tip
+
+    r = repo.jlane("sync", "alpha")
+    assert r.rc == 0, r.stderr
+    assert r.json["state"] == "fresh"  # the stop rerere settled was continued on its own
+    assert not rebase_dir(path)
+    assert git(path, "show", "HEAD:f.txt").stdout == "merged\n"
+    assert subjects(path, "-1") == ["lane edit"]
+    cfg = (repo.common_dir / "config").read_text().lower()
+    assert "rerere" not in cfg
+
+
+def test_rerere_replays_a_resolution_made_through_continue(repo: Repo) -> None:
+    path, lane_tip = conflicting(repo)
+    repo.jlane("sync", "alpha")
+    (path / "f.txt").write_text("merged\n")
+    assert repo.jlane("continue", "alpha").json["state"] == "fresh"
+    # throw the rebased lane away and sync the original commits again
+    git(path, "reset", "-q", "--hard", lane_tip)
+    r = repo.jlane("sync", "alpha")
+    assert r.rc == 0 and r.json["state"] == "fresh", r.stdout
+    assert (path / "f.txt").read_text() == "merged\n"
+
+
+def test_rerere_settles_one_step_and_stops_on_the_next(repo: Repo) -> None:
+    repo.commit(repo.path, "a.txt", "base\n", "base a")
+    repo.commit(repo.path, "b.txt", "base\n", "base b")
+    path = repo.create("alpha")
+    repo.commit(path, "a.txt", "lane a\n", "lane a")
+    repo.commit(path, "b.txt", "lane b\n", "lane b")
+    lane_tip = head(path)
+    repo.commit(repo.path, "a.txt", "main a\n", "main a")
+    repo.commit(repo.path, "b.txt", "main b\n", "main b")
+
+    r = repo.jlane("sync", "alpha")
+    assert r.json["worklist"]["step"] == 1
+    (path / "a.txt").write_text("merged a\n")
+    git(path, "-c", "rerere.enabled=true", "rerere")
+    repo.jlane("abort", "alpha")
+    assert head(path) == lane_tip
+
+    r = repo.jlane("sync", "alpha")
+    assert r.json["state"] == "conflicts"
+    wl = r.json["worklist"]
+    assert (wl["step"], wl["total"], wl["subject"]) == (2, 2, "lane b")
+    assert git(path, "show", "HEAD:a.txt").stdout == "merged a\n"
+
+
+def test_a_worker_syncs_only_its_own_lane(repo: Repo) -> None:
+    alpha = repo.create("alpha")
+    repo.commit(alpha, "a.txt", "a\n")
+    repo.create("beta")
+    main = repo.commit(repo.path, "m.txt", "m\n")
+    r = repo.jlane("sync", "beta", env={"GITLANE_LANE": "alpha"})
+    assert r.rc == 1 and r.code == "role_forbidden"
+    r = repo.jlane("sync", env={"GITLANE_LANE": "alpha"})  # no key: its own lane
+    assert r.rc == 0 and r.json["lane"] == "alpha" and r.json["state"] == "fresh"
+    assert is_ancestor(repo.path, main, head(alpha))
+
+
+def test_sync_continue_abort_with_the_hooks_installed(repo: Repo) -> None:
+    """The real hooks run on every ref move of the rebase; none of them stands in the way."""
+    path, lane_tip = conflicting(repo)  # main moved by hand: before the hooks are in
+    assert repo.jlane("install").rc == 0
+    r = repo.jlane("sync", "alpha")
+    assert r.rc == 0 and r.json["state"] == "conflicts", r.stdout + r.stderr
+    assert repo.jlane("abort", "alpha").json["tip"] == lane_tip
+    assert repo.jlane("sync", "alpha").json["state"] == "conflicts"
+    (path / "f.txt").write_text("merged\n")
+    r = repo.jlane("continue", "alpha")
+    assert r.rc == 0 and r.json["state"] == "fresh", r.stdout + r.stderr
+    assert is_ancestor(repo.path, repo.sha() or "", head(path))
