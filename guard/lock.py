@@ -93,7 +93,7 @@ def _busy(repo: Repo, rec: dict[str, Any] | None, lane: str) -> Refusal:
         "lock_busy",
         f"the integration lock is held by {who} since {since}",
         next=nxt,
-        details={"holder": rec, "foreign_host": foreign},
+        details={"holder": {k: v for k, v in (rec or {}).items() if k != "token"} or None, "foreign_host": foreign},
     )
 
 

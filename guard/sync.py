@@ -143,12 +143,23 @@ def _conflicts(repo: Repo, key: str, path: str, extra: dict[str, Any] | None = N
     }
 
 
-def _drive(repo: Repo, key: str, path: str, main_sha: str, result: gitrun.GitResult) -> dict[str, Any]:
+def _drive(
+    repo: Repo, key: str, path: str, main_sha: str, result: gitrun.GitResult, chase: bool = False
+) -> dict[str, Any]:
     """After a rebase command: done, stopped on conflicts, or stopped on a step that
-    rerere (or an empty commit) already settled, which we continue ourselves."""
+    rerere (or an empty commit) already settled, which we continue ourselves. With
+    `chase` (continue), a main that moved meanwhile is rebased onto as well."""
     for _ in range(MAX_AUTO_STEPS):
         if not rebase_in_progress(repo, path):
             if result.ok or is_ancestor(repo, main_sha, "HEAD", path):
+                now = repo.main_sha()
+                if chase and now != main_sha and not is_ancestor(repo, now, "HEAD", path):
+                    # main moved while the conflicts were being resolved: go again onto
+                    # the new tip rather than report fresh a lane that is stale
+                    main_sha = now
+                    repo.store.event("sync_start", lane=key, main=main_sha, again=True)
+                    result = _git(path, ["rebase", main_sha])
+                    continue
                 tip = gitrun.run(["rev-parse", "HEAD"], path).stdout.strip()
                 repo.store.event("sync", lane=key, code="fresh", main=main_sha, tip=tip)
                 return {"ok": True, "code": "synced", "lane": key, "state": "fresh", "tip": tip, "main": main_sha}
@@ -234,7 +245,7 @@ def continue_(repo: Repo, key: str | None) -> dict[str, Any]:
         gitrun.run(["add", "-A", "--", *files], path)
     onto = _read(repo.worktree_git_dir(path) or Path(path), "rebase-merge/onto") or repo.main_sha()
     res = _git(path, ["rebase", "--continue"])
-    return _drive(repo, key, path, onto, res)
+    return _drive(repo, key, path, onto, res, chase=True)
 
 
 def abort(repo: Repo, key: str | None) -> dict[str, Any]:

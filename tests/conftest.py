@@ -112,7 +112,7 @@ class Repo:
     def state_dir(self) -> Path:
         return self.common_dir / "git-lane"
 
-    def create(self, key: str, **kw: str) -> Path:
+    def create(self, key: str) -> Path:
         r = self.jlane("create", key)
         assert r.rc == 0, r.stderr
         return Path(r.json["lane"]["path"])

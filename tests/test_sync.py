@@ -405,3 +405,28 @@ def test_sync_continue_abort_with_the_hooks_installed(repo: Repo) -> None:
     r = repo.jlane("continue", "alpha")
     assert r.rc == 0 and r.json["state"] == "fresh", r.stdout + r.stderr
     assert is_ancestor(repo.path, repo.sha() or "", head(path))
+
+
+def test_continue_goes_again_when_main_moved_during_the_resolution(repo: Repo) -> None:
+    """A land while a sync's conflicts are being resolved: continue rebases onto the new
+    main too, so the lane it reports fresh really is fresh."""
+
+    repo.config("gate", "off")
+    a = repo.create("a1")
+    b = repo.create("b1")
+    c = repo.create("c1")
+    repo.commit(a, "f.txt", "from a\n")
+    assert repo.jlane("land", "a1").rc == 0
+    repo.commit(b, "f.txt", "from b\n")
+    r = repo.jlane("sync", "b1")
+    assert r.json["state"] == "conflicts"
+    repo.commit(c, "other.txt", "from c\n")  # c lands meanwhile
+    assert repo.jlane("sync", "c1").json["state"] == "fresh"
+    assert repo.jlane("land", "c1").rc == 0
+    (b / "f.txt").write_text("a and b\n")
+    r = repo.jlane("continue", "b1")
+    assert r.rc == 0, r.stderr
+    assert r.json["state"] == "fresh"
+    main = repo.sha()
+    assert repo.git("merge-base", "--is-ancestor", main, "refs/heads/lane/b1", check=False).returncode == 0
+    assert (b / "other.txt").read_text() == "from c\n"
