@@ -17,7 +17,7 @@ from typing import Any
 
 from guard import gitrun, lock, procs
 from guard.errors import GitError, Refusal
-from guard.lanes import dirty_paths, get_lane, owner_conflict, rebase_in_progress, wt_index
+from guard.lanes import dirty_paths, get_lane, owner_conflict, parse_status_z, rebase_in_progress, wt_index
 from guard.repo import Repo, Worktree
 from guard.store import Epoch, FileLock, atomic_write_json, now_iso
 
@@ -403,29 +403,13 @@ def _hub_dirty(repo: Repo, hub: str, changed: list[str]) -> list[str]:
         hub,
         env={"GIT_OPTIONAL_LOCKS": "0"},
     )
-    paths = _parse_status_z(res.stdout)
+    paths = parse_status_z(res.stdout)
     changed_set = set(changed)
     parents = {p.rsplit("/", i)[0] for p in changed for i in range(1, p.count("/") + 1)}
     for d in sorted(parents - changed_set):
         full = os.path.join(hub, d)
         if os.path.lexists(full) and (os.path.islink(full) or not os.path.isdir(full)):
             paths.append(d)  # untracked (a tracked one would be among the changed paths)
-    return paths
-
-
-def _parse_status_z(out: str) -> list[str]:
-    paths: list[str] = []
-    fields = out.split("\0")
-    i = 0
-    while i < len(fields):
-        f = fields[i]
-        i += 1
-        if len(f) < 4:
-            continue
-        paths.append(f[3:])
-        if f[0] in "RC":  # a rename carries its source in the next field
-            paths.append(fields[i])
-            i += 1
     return paths
 
 

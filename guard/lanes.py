@@ -122,8 +122,13 @@ def dirty_paths(path: str | os.PathLike[str]) -> list[str]:
     res = gitrun.run(
         ["status", "--porcelain=v1", "-z", "--untracked-files=all"], path, env={"GIT_OPTIONAL_LOCKS": "0"}
     )
+    return parse_status_z(res.stdout)
+
+
+def parse_status_z(out: str) -> list[str]:
+    """The paths of `git status --porcelain=v1 -z` output (both sides of a rename)."""
     paths: list[str] = []
-    fields = res.stdout.split("\0")
+    fields = out.split("\0")
     i = 0
     while i < len(fields):
         f = fields[i]
