@@ -33,7 +33,12 @@ GIT = shutil.which("git") or "/usr/bin/git"
 
 
 def env_for(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "GITLANE_"))}
+    # PYTHONDONTWRITEBYTECODE off: an installed git-lane runs from cached bytecode
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("GIT_", "GITLANE_")) and k != "PYTHONDONTWRITEBYTECODE"
+    }
     env.update(
         HOME=str(home),
         XDG_CONFIG_HOME=str(home / ".config"),

@@ -44,7 +44,12 @@ def sh(
 
 
 def hermetic_env(base: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "GITLANE_"))}
+    # PYTHONDONTWRITEBYTECODE off: an installed git-lane runs from cached bytecode
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("GIT_", "GITLANE_")) and k != "PYTHONDONTWRITEBYTECODE"
+    }
     home = base / "home"
     home.mkdir()
     (home / ".gitconfig").write_text(
