@@ -86,7 +86,8 @@ def run(keep: bool = False, quiet: bool = False) -> dict[str, Any]:
         d.git("init", "-q", "-b", "main")
         (d.hub / "greet.py").write_text(GREET_V0)
         (d.hub / "check.py").write_text(CHECK)
-        d.git("add", "greet.py", "check.py")
+        (d.hub / ".gitignore").write_text("__pycache__/\n")  # the gate's imports write bytecode
+        d.git("add", "greet.py", "check.py", ".gitignore")
         d.git("commit", "-q", "-m", "greet: first version")
         d.lane("config", "set", "worktrees_root", str(root / "lanes"))
         d.lane("config", "set", "gate_command", f"{shlex.quote(sys.executable)} check.py")
