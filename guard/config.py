@@ -46,8 +46,8 @@ def _str_list(v: Any) -> str | None:
 def _branch(v: Any) -> str | None:
     if _str(v):
         return _str(v)
-    bad = (" ", "~", "^", ":", "?", "*", "[", "\\", "..", "@{")
-    if any(b in v for b in bad) or v.startswith(("-", "/", "refs/")) or v.endswith((".", "/", ".lock")):
+    bad = (" ", "~", "^", ":", "?", "*", "[", "\\", "..", "@{", '"', "'")
+    if any(b in v for b in bad) or any(ord(c) < 32 or ord(c) == 127 for c in v) or v.startswith(("-", "/", "refs/")) or v.endswith((".", "/", ".lock")):
         return "must be a plain branch name such as main"
     return None
 
@@ -130,6 +130,68 @@ def _read_toml(path: Path) -> dict[str, Any]:
         ) from None
 
 
+# The hooks read these keys from the same files in POSIX sh, without a TOML parser (see
+# gl_cfg_file in hooks/*): one `key = value` line, the value quoted or bare up to a `#`,
+# reading stops at the first table. A file whose TOML meaning differs from what that
+# reader sees (a multi-line string that holds `enabled = false`, an escape in main_branch,
+# a quoted key, ...) would protect another branch than the engine uses, or none: refused.
+HOOK_KEYS = ("enabled", "main_branch", "sync_policy")
+_SH_SPACE = " \t\n\v\f\r"
+
+
+def hook_view(text: str) -> dict[str, str]:
+    """What the hooks' sh reader takes from a config file: gl_cfg_file, line for line."""
+    out: dict[str, str] = {}
+    for raw in text.split("\n"):
+        line = raw.lstrip(_SH_SPACE)
+        if line.startswith("["):
+            break
+        if not line.startswith(HOOK_KEYS) or "=" not in line:
+            continue
+        k, _, v = line.partition("=")
+        k = k.rstrip(_SH_SPACE)
+        v = v.lstrip(_SH_SPACE)
+        if v.startswith('"'):
+            v = v[1:].split('"', 1)[0]
+        elif v.startswith("'"):
+            v = v[1:].split("'", 1)[0]
+        else:
+            v = v.split("#", 1)[0].rstrip(_SH_SPACE)
+        if k in HOOK_KEYS:
+            out[k] = v
+    return out
+
+
+def check_hook_view(path: Path, data: dict[str, Any]) -> None:
+    try:
+        text = path.read_bytes().decode("utf-8", "surrogateescape")
+    except OSError:
+        return
+    sh = hook_view(text)
+    seen = {
+        "enabled": sh.get("enabled") == "false",
+        "main_branch": sh.get("main_branch"),
+        "sync_policy": sh.get("sync_policy"),
+    }
+    meant = {
+        "enabled": data.get("enabled") is False,
+        "main_branch": data.get("main_branch"),
+        "sync_policy": data.get("sync_policy"),
+    }
+    for key in HOOK_KEYS:
+        if seen[key] != meant[key]:
+            shown = {"enabled": "false" if seen[key] else "true"}.get(key, seen[key])
+            wanted = {"enabled": "false" if meant[key] else "true"}.get(key, meant[key])
+            raise Refusal(
+                "invalid_config",
+                f"{path}: the git hooks read {key} as {shown!r} but TOML means {wanted!r}; "
+                f'write it on one line as {key} = "value" (bare true/false for enabled), '
+                "outside multi-line strings and tables",
+                next=[f"${{EDITOR:-vi}} '{path}'", f"git lane config set {key} <value>"],
+                details={"file": str(path), "key": key, "hooks_see": seen[key], "toml": meant[key]},
+            )
+
+
 def validate(key: str, value: Any, path: Path | str) -> None:
     problem = KEYS[key].check(value)
     if problem:
@@ -149,7 +211,10 @@ def load(repo_config: Path | None) -> Config:
     if repo_config is not None:
         files.append(repo_config)
     for path in files:  # later wins
-        for k, v in _read_toml(path).items():
+        data = _read_toml(path)
+        if data or path.exists():
+            check_hook_view(path, data)
+        for k, v in data.items():
             if k not in KEYS:
                 warnings.append(f"{path}: unknown key {k} (ignored)")
                 continue

@@ -55,6 +55,25 @@ def check_main(repo: Repo) -> list[Check]:
                 fix,
             )
         ]
+        return out
+    # Some git commands write a branch outside any ref transaction, where no hook sees
+    # them (`git branch -c/-C OLD main` when main is checked out nowhere), and hooks can
+    # be switched off: main away from where the last land left it says so.
+    ep = repo.store.read_epoch()
+    sha = repo.main_sha()
+    if ep.epoch and ep.main_after and sha != ep.main_after and not repo.store.landing_path.exists():
+        last = repo.git(["reflog", "-1", "--format=%gs", repo.main_ref], check=False).stdout.strip()
+        out.append(
+            _check(
+                "main_moved",
+                WARN,
+                f"{repo.main_ref} is at {sha[:12]}, not at {ep.main_after[:12]} where land {ep.epoch} "
+                f"(lane {ep.lane}) left it: something else moved it"
+                + (f" (its reflog says: {last})" if last else ""),
+                f"git reflog -5 {repo.main_ref}  (if that move was not yours: "
+                f"git -c core.hooksPath=/dev/null update-ref {repo.main_ref} {ep.main_after} {sha})",
+            )
+        )
     return out
 
 

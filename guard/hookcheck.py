@@ -22,12 +22,10 @@ from typing import Any
 from collections.abc import Sequence
 
 from guard import gitrun
-from guard.policy import conflict_blocks
+from guard.policy import MARKER_SIZE, conflict_blocks, marker_res, marker_sizes
 
 _HUNK = re.compile(rb"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
-_MARKER = re.compile(rb"^(?:<{7}|\|{7}|>{7})(?: |$)|^={7}$")
-_CLOSE = re.compile(rb"^>{7}(?: |$)")
-_PICKAXE = "^(<{7}|>{7})( |$)"
+_PICKAXE = "^(<{7,}|>{7,})( |$)"  # 7, or more with conflict-marker-size
 REFUSED = 10
 
 
@@ -102,17 +100,18 @@ def added_lines(patch: bytes) -> dict[bytes, set[int]]:
     return out
 
 
-def added_blocks(data: bytes, added: set[int]) -> list[int]:
+def added_blocks(data: bytes, added: set[int], size: int = MARKER_SIZE) -> list[int]:
     """Opening lines of the conflict blocks in `data` that have a marker line in `added`."""
     lines = data.split(b"\n")
     hits = []
-    for start in conflict_blocks(data):
+    opener, base, mid, close = marker_res(size)
+    for start in conflict_blocks(data, size):
         for n in range(start, len(lines) + 1):
             raw = lines[n - 1].rstrip(b"\r")
-            if n in added and _MARKER.match(raw):
+            if n in added and any(rx.match(raw) for rx in (opener, base, mid, close)):
                 hits.append(start)
                 break
-            if n > start and _CLOSE.match(raw):
+            if n > start and close.match(raw):
                 break
     return hits
 
@@ -140,15 +139,22 @@ def staged_marker_hits(cwd: str | None = None) -> list[MarkerHit]:
     )
     patch = diff.stdout.encode("utf-8", "surrogateescape")
     hits: list[MarkerHit] = []
-    for path, added in sorted(added_lines(patch).items()):
-        if not added:
-            continue
-        name = path.decode("utf-8", "surrogateescape")
+    touched = {p.decode("utf-8", "surrogateescape"): a for p, a in added_lines(patch).items() if a}
+    sizes: dict[str, int] = {}
+    if touched:  # the index's .gitattributes: what git will check out, and merge, with
+        attr = gitrun.run(
+            ["check-attr", "--cached", "-z", "conflict-marker-size", "--", *sorted(touched)],
+            cwd,
+            check=False,
+            scrub=False,
+        )
+        sizes = marker_sizes(attr.stdout) if attr.ok else {}
+    for name, added in sorted(touched.items()):
         blob = gitrun.run(["cat-file", "blob", f":{name}"], cwd, check=False, scrub=False)
         if not blob.ok:
             continue
         data = blob.stdout.encode("utf-8", "surrogateescape")
-        hits.extend(MarkerHit(name, n) for n in added_blocks(data, added))
+        hits.extend(MarkerHit(name, n) for n in added_blocks(data, added, sizes.get(name, MARKER_SIZE)))
     return hits
 
 

@@ -250,7 +250,7 @@ def install(repo: Repo, force: bool = False, use_hooks_path: bool = False) -> di
                 "moved": [{"from": str(s), "to": str(t)} for s, t in p.moves],
             }
         )
-    res = {
+    res: dict[str, Any] = {
         "ok": True,
         "code": "installed" if changed or displaced else "unchanged",
         "hooks_dir": str(d),
@@ -258,9 +258,32 @@ def install(repo: Repo, force: bool = False, use_hooks_path: bool = False) -> di
         "hooks": results,
         "displaced": displaced,
     }
-    if changed or displaced:
-        repo.store.event("install", hooks_dir=str(d), hooks=results, displaced=displaced)
+    pinned = _pin_master(repo)
+    if pinned:
+        res["pinned"] = pinned
+        res["code"] = "installed"
+    if changed or displaced or pinned:
+        repo.store.event("install", hooks_dir=str(d), hooks=results, displaced=displaced, pinned=pinned)
     return res
+
+
+def _pin_master(repo: Repo) -> dict[str, str] | None:
+    """A repository whose protected branch is `master` only because no `main` exists yet
+    gets `main_branch = "master"` written into its config. Unpinned, any way of creating a
+    `main` branch would move the protection off master (main wins the auto choice), and
+    `git branch -c <x> main` (and -m) writes the new branch outside a ref transaction,
+    where no hook sees it."""
+    from guard import config
+
+    try:
+        cfg = repo.reload_config()
+        if cfg.sources.get("main_branch") != "default" or repo.main_branch != "master":
+            return None
+        config.write(repo.store.config_path, "main_branch", "master")
+    except Refusal:
+        return None  # no main branch yet, or a config the owner must fix first
+    repo.reload_config()
+    return {"key": "main_branch", "value": "master", "file": str(repo.store.config_path)}
 
 
 # -- uninstall --------------------------------------------------------------------------
@@ -323,6 +346,9 @@ def render(r: dict[str, Any]) -> str:
         lines.append(f"  {h['name']:<22} {h['action']:<9} {h['path']}{extra}")
     for dp in r.get("displaced", []):
         lines.append(f"  moved aside: {dp['from']} -> {dp['to']}")
+    if r.get("pinned"):
+        p = r["pinned"]
+        lines.append(f"  pinned: {p['key']} = \"{p['value']}\" in {p['file']}")
     return "\n".join(lines)
 
 

@@ -328,7 +328,26 @@ def create(repo: Repo, key: str | None = None, goal: str | None = None, owner_pi
                 next=["git lane create <another key>", "git lane reconcile"],
                 details={"lane": key, "path": str(path)},
             )
-        path.parent.mkdir(parents=True, exist_ok=True)
+        under = repo.git(["for-each-ref", "--count=1", "--format=%(refname)", f"refs/heads/{branch}/"]).stdout.strip()
+        if not under and repo.ref_sha("refs/heads/lane") is not None:
+            under = "refs/heads/lane"  # a branch named `lane` leaves no room for lane/<key>
+        if under:
+            raise Refusal(
+                "branch_exists",
+                f"branch {under.removeprefix('refs/heads/')} exists, so git cannot create {branch} beside it; "
+                "it was left as it is",
+                next=["git lane create <another key>", f"git branch -m {under.removeprefix('refs/heads/')} <new name>  (then retry)"],
+                details={"lane": key, "branch": branch, "conflicts_with": under},
+            )
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise Refusal(
+                "invalid_config",
+                f"cannot make the lane directory {path.parent}: {exc.strerror}",
+                next=["git lane config set worktrees_root ~/.cache/git-lane/worktrees", "git lane config get worktrees_root"],
+                details={"key": "worktrees_root", "path": str(path.parent)},
+            ) from None
         repo.git(["worktree", "add", "-q", "-b", branch, str(path), main_sha])
         rec = LaneRecord(
             key=key,
@@ -432,7 +451,7 @@ def release(repo: Repo, key: str | None, confirm: str | None = None) -> dict[str
     confirmed = confirm == CONFIRM
     if (unlanded or dirty or rebase or detached) and not confirmed:
         if dirty and present:
-            repo.git(["worktree", "lock", "--reason", "git-lane: lane has uncommitted work", rec.path], check=False)
+            repo.git(["worktree", "lock", "--reason", LOCK_REASON, rec.path], check=False)
         what = []
         if unlanded:
             what.append(f"{len(unlanded)} unlanded commit(s) on {rec.branch}")
@@ -460,7 +479,7 @@ def release(repo: Repo, key: str | None, confirm: str | None = None) -> dict[str
             repo.git(["worktree", "unlock", rec.path], check=False)
             repo.git(["worktree", "remove", "--force", "--force", rec.path])
         else:
-            repo.git(["worktree", "remove", rec.path])
+            _remove_clean_worktree(repo, key, rec.path)
     elif wt is not None:
         repo.git(["worktree", "remove", "--force", rec.path], check=False)
     if tip is not None:
@@ -492,6 +511,39 @@ def release(repo: Repo, key: str | None, confirm: str | None = None) -> dict[str
         "recover": f"git branch {rec.branch} {tip}" if unlanded and tip else None,
         "recover_detached": f"git branch {rec.branch}-detached {head}" if detached else None,
     }
+
+
+LOCK_REASON = "git-lane: lane has uncommitted work"
+
+
+def _remove_clean_worktree(repo: Repo, key: str, path: str) -> None:
+    """Remove a lane worktree with nothing to lose. The lock a refused release put on it
+    (while it was dirty) no longer has a reason and is lifted; anyone else's lock is
+    respected; whatever else makes git refuse is a refusal, not a crash."""
+    gd = repo.worktree_git_dir(path)
+    try:
+        reason = (gd / "locked").read_text().strip() if gd is not None and (gd / "locked").is_file() else None
+    except OSError:
+        reason = ""
+    if reason is not None:
+        if reason != LOCK_REASON:
+            raise Refusal(
+                "worktree_locked",
+                f"the worktree of lane {key} is locked ({reason or 'no reason given'}); it was left as it is",
+                next=[f"git worktree unlock '{path}'", f"git lane release {key}"],
+                details={"lane": key, "path": path, "reason": reason},
+            )
+        repo.git(["worktree", "unlock", path], check=False)
+    res = repo.git(["worktree", "remove", path], check=False)
+    if not res.ok:
+        if reason == LOCK_REASON:
+            repo.git(["worktree", "lock", "--reason", LOCK_REASON, path], check=False)
+        raise Refusal(
+            "worktree_remove_failed",
+            f"git could not remove the worktree of lane {key}: {res.stderr.strip()[:300]}",
+            next=[f"git -C '{path}' status", f"git lane release {key} --confirm {CONFIRM}"],
+            details={"lane": key, "path": path, "stderr": res.stderr},
+        )
 
 
 # -- reconcile --------------------------------------------------------------------------

@@ -18,7 +18,20 @@ from guard.errors import Refusal
 from guard.repo import Repo
 from guard.store import FileLock, now_iso
 
-FIELDS = ("pid", "start", "host", "token", "lane", "main_before", "tip", "since")
+FIELDS = ("pid", "start", "host", "token", "lane", "main_before", "tip", "since", "start_ticks")
+
+
+def _start_ticks(pid: int) -> str:
+    """Field 22 of /proc/PID/stat (start time in clock ticks since boot), exactly as the
+    reference-transaction hook reads it: with the pid, it names this very process, so a
+    record left by a land that died does not open the door to a later process that
+    happens to get the same pid. Empty where /proc cannot tell."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+        return raw[raw.rfind(b")") + 2 :].split()[19].decode()
+    except (OSError, IndexError, UnicodeDecodeError):
+        return ""
 
 
 def owner_path(repo: Repo) -> Path:
@@ -119,6 +132,7 @@ def acquire(repo: Repo, lane: str, main_before: str, tip: str, wait: float | Non
                     "main_before": main_before,
                     "tip": tip,
                     "since": now_iso(),
+                    "start_ticks": _start_ticks(os.getpid()),
                 }
                 _write_owner(repo, rec)
                 # with lock_released, the audit log shows who held the lock when (and

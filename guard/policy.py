@@ -4,6 +4,7 @@ no I/O: tested as tables."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -46,29 +47,52 @@ def sync_required(
 
 
 # -- conflict markers -----------------------------------------------------------------
-_OPEN = re.compile(rb"^<{7}(?: |$)")
-_BASE = re.compile(rb"^\|{7}(?: |$)")
-_MID = re.compile(rb"^={7}$")
-_CLOSE = re.compile(rb"^>{7}(?: |$)")
+# A marker is 7 characters long, or what the file's `conflict-marker-size` attribute says
+# (git writes markers of that length, and only those, into a conflicted file).
+MARKER_SIZE = 7
 
 
-def conflict_blocks(data: bytes) -> list[int]:
+@functools.lru_cache(maxsize=16)
+def marker_res(size: int = MARKER_SIZE) -> tuple[re.Pattern[bytes], ...]:
+    """open, base, mid, close: the four marker lines of `size` characters."""
+    n = str(size).encode()
+    return (
+        re.compile(rb"^<{" + n + rb"}(?: |$)"),
+        re.compile(rb"^\|{" + n + rb"}(?: |$)"),
+        re.compile(rb"^={" + n + rb"}$"),
+        re.compile(rb"^>{" + n + rb"}(?: |$)"),
+    )
+
+
+def marker_sizes(check_attr_z: str) -> dict[str, int]:
+    """Per path, its marker size, from `git check-attr -z conflict-marker-size -- PATHS`."""
+    f = check_attr_z.split("\0")
+    out: dict[str, int] = {}
+    for i in range(0, len(f) - 2, 3):
+        value = f[i + 2]
+        out[f[i]] = int(value) if value.isdigit() and 0 < int(value) < 1000 else MARKER_SIZE
+    return out
+
+
+def conflict_blocks(data: bytes, size: int = MARKER_SIZE) -> list[int]:
     """1-based line numbers where a real conflict block opens.
 
-    A block is `<<<<<<< ` ... [`||||||| ` ...] `=======` ... `>>>>>>> `; a lone `=======`
-    (a Markdown setext underline) or a stray opener is not one."""
+    A block is `<<<<<<< ` ... [`||||||| ` ...] `=======` ... `>>>>>>> ` (markers of `size`
+    characters); a lone `=======` (a Markdown setext underline) or a stray opener is not
+    one."""
+    _open, _base, _mid, _close = marker_res(size)
     found: list[int] = []
     state = 0  # 0 outside, 1 after open, 2 after base, 3 after mid
     start = 0
     for i, raw in enumerate(data.split(b"\n"), 1):
         line = raw.rstrip(b"\r")
-        if _OPEN.match(line):
+        if _open.match(line):
             state, start = 1, i
-        elif state in (1, 2) and _BASE.match(line):
+        elif state in (1, 2) and _base.match(line):
             state = 2
-        elif state in (1, 2) and _MID.match(line):
+        elif state in (1, 2) and _mid.match(line):
             state = 3
-        elif state == 3 and _CLOSE.match(line):
+        elif state == 3 and _close.match(line):
             found.append(start)
             state = 0
     return found

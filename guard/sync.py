@@ -10,7 +10,7 @@ from typing import Any
 from guard import gitrun, procs
 from guard.errors import Refusal
 from guard.lanes import dirty_paths, get_lane, rebase_in_progress, wt_index
-from guard.policy import conflict_blocks
+from guard.policy import MARKER_SIZE, conflict_blocks, marker_sizes
 from guard.repo import Repo, is_ancestor
 
 # Passed with -c on every rebase: never written into the repository's config.
@@ -88,8 +88,59 @@ def _step_files(path: str) -> list[str]:
     return sorted(files)
 
 
+def _stage(path: str, files: list[str]) -> None:
+    """`git add -A` the step's files. A path already gone from both the index and the
+    worktree (a deletion the user staged with `git rm`) is left out: naming it would make
+    git add fail with "pathspec did not match any files"."""
+    indexed = set(gitrun.run(["--literal-pathspecs", "ls-files", "-z", "--", *files], path).z())
+    keep = [f for f in files if f in indexed or os.path.lexists(os.path.join(path, f))]
+    if keep:
+        gitrun.run(["--literal-pathspecs", "add", "-A", "--", *keep], path)
+
+
+def _undecided(path: str) -> list[str]:
+    """Unmerged paths git could write no conflict markers into, still exactly as git left
+    them: a side deleted the file and the other side's version sits there untouched, or
+    the file is binary (or a symlink) and still holds our side. Staging them as they are
+    (what `continue` does with a resolved text file) would silently keep one side and
+    drop the other's change; deleting, editing or staging the path is a decision."""
+    res = gitrun.run(["ls-files", "-u", "-z"], path)
+    stages: dict[str, dict[int, tuple[str, str]]] = {}
+    for entry in res.z():
+        meta, _, p = entry.partition("\t")
+        mode, sha, stage = meta.split()
+        stages.setdefault(p, {})[int(stage)] = (mode, sha)
+    out: list[str] = []
+    for p, st in sorted(stages.items()):
+        if 2 in st and 3 in st:
+            (mode2, ours), (mode3, theirs) = st[2], st[3]
+            if mode2 in ("100644", "100755") and mode3 in ("100644", "100755"):
+                num = gitrun.run(["diff", "--numstat", "--no-renames", ours, theirs], path, check=False)
+                attr = gitrun.run(["check-attr", "merge", "--", p], path, check=False).stdout
+                binary = num.stdout.startswith("-\t-\t") or attr.rstrip().endswith((": unset", ": binary"))
+                if not binary:
+                    continue  # a text conflict: the marker check decides
+            left = ours
+        elif 2 in st or 3 in st:
+            left = (st.get(2) or st[3])[1]  # the side that kept the file
+        else:
+            continue  # deleted on both sides: nothing to lose
+        full = os.path.join(path, p)
+        if os.path.islink(full):
+            now = gitrun.run(["hash-object", "--stdin"], path, input=os.readlink(full), check=False).stdout.strip()
+        elif os.path.isfile(full):
+            now = gitrun.run(["hash-object", "--", p], path, check=False).stdout.strip()
+        else:
+            continue  # deleted (or replaced by a directory) by the user: a decision
+        if now == left:
+            out.append(p)
+    return out
+
+
 def _markers(path: str, files: list[str]) -> list[str]:
     hits: list[str] = []
+    attr = gitrun.run(["check-attr", "-z", "conflict-marker-size", "--", *files], path, check=False) if files else None
+    sizes = marker_sizes(attr.stdout) if attr is not None and attr.ok else {}
     for f in files:
         p = Path(path) / f
         try:
@@ -98,7 +149,7 @@ def _markers(path: str, files: list[str]) -> list[str]:
             data = p.read_bytes()
         except OSError:
             continue
-        hits.extend(f"{f}:{n}" for n in conflict_blocks(data))
+        hits.extend(f"{f}:{n}" for n in conflict_blocks(data, sizes.get(f, MARKER_SIZE)))
     return hits
 
 
@@ -175,7 +226,7 @@ def _drive(
         if _markers(path, files):
             return _conflicts(repo, key, path)
         if files:
-            gitrun.run(["add", "-A", "--", *files], path)
+            _stage(path, files)
         result = _git(path, ["rebase", "--continue"])
         if not result.ok and rebase_in_progress(repo, path) and not _unmerged(path):
             # continue refused without new conflicts (e.g. an emptied commit): skip it
@@ -241,8 +292,22 @@ def continue_(repo: Repo, key: str | None) -> dict[str, Any]:
             next=[f"edit those files in {path} to remove the markers", f"git lane continue {key}"],
             details={"lane": key, "markers": hits},
         )
+    undecided = _undecided(path)
+    if undecided:
+        quoted = " ".join("'" + f.replace("'", "'\\''") + "'" for f in undecided[:10])
+        raise Refusal(
+            "conflicts_unresolved",
+            f"{len(undecided)} conflicted path(s) hold no conflict markers and were not resolved "
+            f"(a deleted side, or a binary file still as git left it): {', '.join(undecided[:10])}; "
+            "continuing would silently keep one side",
+            next=[
+                f"in {path}: git checkout --ours|--theirs -- {quoted} && git add -- {quoted}  (or git rm -- {quoted})",
+                f"git lane continue {key}",
+            ],
+            details={"lane": key, "paths": undecided[:100]},
+        )
     if files:
-        gitrun.run(["add", "-A", "--", *files], path)
+        _stage(path, files)
     onto = _read(repo.worktree_git_dir(path) or Path(path), "rebase-merge/onto") or repo.main_sha()
     res = _git(path, ["rebase", "--continue"])
     return _drive(repo, key, path, onto, res, chase=True)
