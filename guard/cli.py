@@ -267,6 +267,8 @@ def land(ctx: Ctx, key: str | None, wait: float | None) -> None:
         gate = "gate off" if g["status"] == "off" else f"gate `{g['command']}` {g['status']} in {g['seconds']:.1f}s"
         return f"landed {r['lane']}: main {r['main_before'][:12]} -> {r['main_after'][:12]}, epoch {r['epoch']}, {gate}"
 
+    if wait is not None and wait != wait:  # NaN: no deadline could ever be compared
+        raise click.BadParameter("SECONDS must be a number", param_hint="--wait")
     w = None if wait is None else (10**9 if wait < 0 else wait)
     emit(ctx, mod.land(ctx.repo, key, w), render)
 
