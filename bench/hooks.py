@@ -25,7 +25,6 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,40 +34,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchlib import hermetic_env as _hermetic_env  # noqa: E402
+from benchlib import sh  # noqa: E402
 from guard import hookinstall, lanes  # noqa: E402
 from guard.repo import Repo  # noqa: E402
 
 EXIT0 = "#!/bin/sh\nexit 0\n"
 
 
-def sh(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
-    res = subprocess.run(argv, cwd=cwd, env=env, capture_output=True)
-    if res.returncode != 0:
-        sys.exit(f"failed: {' '.join(argv)} in {cwd}\n{res.stderr.decode(errors='replace')}")
-    return res
-
-
 def hermetic_env(base: Path) -> dict[str, str]:
-    # PYTHONDONTWRITEBYTECODE off: an installed git-lane runs from cached bytecode
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("GIT_", "GITLANE_")) and k != "PYTHONDONTWRITEBYTECODE"
-    }
-    home = base / "home"
-    home.mkdir()
-    (home / ".gitconfig").write_text(
-        "[init]\n\tdefaultBranch = main\n[user]\n\tname = Bench\n\temail = bench@example.com\n"
-    )
-    env.update(
-        HOME=str(home),
-        XDG_CONFIG_HOME=str(home / ".config"),
-        XDG_CACHE_HOME=str(home / ".cache"),
-        GIT_CONFIG_NOSYSTEM="1",
-        GIT_EDITOR="true",
-        GIT_SEQUENCE_EDITOR="true",
-        PATH=str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", ""),
-    )
+    env = _hermetic_env(base, GIT_EDITOR="true", GIT_SEQUENCE_EDITOR="true")
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     return env
 
 

@@ -19,7 +19,6 @@ pulled in anything it does not use (plumbum, psutil, tomli_w).
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import subprocess
@@ -29,40 +28,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+from benchlib import hermetic_env, sh  # noqa: E402
 TARGET = 1.5
 # not needed to show status (psutil only when a lane records an owner; none does here)
 UNUSED = ("plumbum", "psutil", "tomli_w", "secrets", "hmac", "tempfile", "traceback", "hashlib")
-
-
-def sh(
-    argv: list[str], cwd: Path, env: dict[str, str], check: bool = True
-) -> subprocess.CompletedProcess[bytes]:
-    res = subprocess.run(argv, cwd=cwd, env=env, capture_output=True)
-    if check and res.returncode != 0:
-        sys.exit(f"failed: {' '.join(argv)}\n{res.stderr.decode(errors='replace')}")
-    return res
-
-
-def hermetic_env(base: Path) -> dict[str, str]:
-    # PYTHONDONTWRITEBYTECODE off: an installed git-lane runs from cached bytecode
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("GIT_", "GITLANE_")) and k != "PYTHONDONTWRITEBYTECODE"
-    }
-    home = base / "home"
-    home.mkdir()
-    (home / ".gitconfig").write_text(
-        "[init]\n\tdefaultBranch = main\n[user]\n\tname = Bench\n\temail = bench@example.com\n"
-    )
-    env.update(
-        HOME=str(home),
-        XDG_CONFIG_HOME=str(home / ".config"),
-        XDG_CACHE_HOME=str(home / ".cache"),
-        GIT_CONFIG_NOSYSTEM="1",
-        PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
-    )
-    return env
 
 
 def build(base: Path, env: dict[str, str], files: int, lanes: int) -> tuple[Path, list[str]]:
