@@ -282,7 +282,6 @@ def _land_locked(
         )
     if hub is not None and hub_hits:
         raise _hub_refusal(hub, hub_hits, key)
-    lock.update(repo, held, main_before=main_before, tip=tip)
     gate: dict[str, Any] = {"command": command, "status": "off", "seconds": 0.0}
     if gate_on:
         assert command
@@ -332,6 +331,10 @@ def _land_locked(
         "stage": "prepared",
         "at": now_iso(),
     }
+    # Only now, with the gate passed and the tip re-checked, does the lock record name the
+    # move the reference-transaction hook may let through: no git run earlier under this
+    # land (nor anything the gate started) could have made it.
+    lock.update(repo, held, main_before=main_before, tip=tip)
     _stage(repo, txn, "prepared")
     try:
         repo.git(["update-ref", "-m", f"git-lane: land {key}", repo.main_ref, tip, main_before])

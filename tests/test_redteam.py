@@ -38,6 +38,9 @@ def hub_on_side(repo: Repo) -> Repo:
 GATE = """#!/bin/sh
 rec=$(git rev-parse --path-format=absolute --git-common-dir)/git-lane/locks/integration.owner
 tip=$(sed -n 's/^tip=//p' "$rec"); before=$(sed -n 's/^main_before=//p' "$rec")
+# the record names the move only after the gate: take the values from git as well
+[ -n "$tip" ] || tip=$(git rev-parse HEAD)
+[ -n "$before" ] || before=$(git rev-parse refs/heads/main)
 git update-ref refs/heads/main "$tip" "$before" && echo GATE-MOVED-MAIN
 git update-ref refs/heads/main "$tip" && echo GATE-MOVED-MAIN
 ( setsid git update-ref refs/heads/main "$tip" "$before" ) && echo GATE-MOVED-MAIN
