@@ -17,7 +17,7 @@ from typing import Any
 
 from guard import gitrun, lock, procs
 from guard.errors import GitError, Refusal
-from guard.lanes import dirty_paths, get_lane, owner_conflict, parse_status_z, rebase_in_progress, wt_index
+from guard.lanes import dirty_paths, dirty_refusal, get_lane, owner_conflict, parse_status_z, rebase_in_progress, wt_index
 from guard.repo import Repo, Worktree
 from guard.store import Epoch, FileLock, atomic_write_json, now_iso
 
@@ -260,12 +260,7 @@ def _land_locked(
     changed: list[str] = facts[1][1]
     hub_hits: list[str] = facts[1][2]
     if dirty:
-        raise Refusal(
-            "lane_dirty",
-            f"lane {key} has {len(dirty)} uncommitted path(s): {', '.join(dirty[:5])}",
-            next=[f"git -C '{path}' add -A && git -C '{path}' commit", f"git lane land {key}"],
-            details={"lane": key, "dirty_paths": dirty[:100]},
-        )
+        raise dirty_refusal(key, path, dirty, "land")
     if tip is None or base == tip:
         raise Refusal(
             "nothing_to_land",

@@ -125,6 +125,16 @@ def dirty_paths(path: str | os.PathLike[str]) -> list[str]:
     return parse_status_z(res.stdout)
 
 
+def dirty_refusal(key: str, path: str, dirty: list[str], action: str) -> Refusal:
+    """lane_dirty (G2), the same for every command that needs a clean lane."""
+    return Refusal(
+        "lane_dirty",
+        f"lane {key} has {len(dirty)} uncommitted path(s): {', '.join(dirty[:5])}",
+        next=[f"git -C '{path}' add -A && git -C '{path}' commit", f"git lane {action} {key}"],
+        details={"lane": key, "dirty_paths": dirty[:100]},
+    )
+
+
 def parse_status_z(out: str) -> list[str]:
     """The paths of `git status --porcelain=v1 -z` output (both sides of a rename)."""
     paths: list[str] = []

@@ -9,7 +9,7 @@ from typing import Any
 
 from guard import gitrun, procs
 from guard.errors import Refusal
-from guard.lanes import dirty_paths, get_lane, rebase_in_progress, wt_index
+from guard.lanes import dirty_paths, dirty_refusal, get_lane, rebase_in_progress, wt_index
 from guard.policy import MARKER_SIZE, conflict_blocks, marker_sizes
 from guard.repo import Repo, is_ancestor
 
@@ -256,12 +256,7 @@ def sync(repo: Repo, key: str | None) -> dict[str, Any]:
         )
     dirty = dirty_paths(path)
     if dirty:
-        raise Refusal(
-            "lane_dirty",
-            f"lane {key} has {len(dirty)} uncommitted path(s): {', '.join(dirty[:5])}",
-            next=[f"git -C '{path}' add -A && git -C '{path}' commit", f"git lane sync {key}"],
-            details={"lane": key, "dirty_paths": dirty[:100]},
-        )
+        raise dirty_refusal(key, path, dirty, "sync")
     main_sha = repo.main_sha()  # pinned: the rebase targets this sha, whatever lands meanwhile
     before = gitrun.run(["rev-parse", "HEAD"], path).stdout.strip()
     if is_ancestor(repo, main_sha, before):
