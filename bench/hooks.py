@@ -36,7 +36,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchlib import hermetic_env as _hermetic_env  # noqa: E402
 from benchlib import sh  # noqa: E402
-from guard import hookinstall, lanes  # noqa: E402
+from guard.commands import create as create_cmd  # noqa: E402
+from guard.commands import install as hookinstall  # noqa: E402
 from guard.repo import Repo  # noqa: E402
 
 EXIT0 = "#!/bin/sh\nexit 0\n"
@@ -62,14 +63,14 @@ def make_lane(hub: Path, key: str, env: dict[str, str]) -> Path:
     os.environ.clear()
     os.environ.update(env)  # lanes live under the bench's XDG_CACHE_HOME
     try:
-        return Path(lanes.create(Repo.discover(hub), key)["lane"]["path"])
+        return Path(create_cmd.run(Repo.discover(hub), key)["lane"]["path"])
     finally:
         os.environ.clear()
         os.environ.update(old)
 
 
 def install_ours(hub: Path) -> None:
-    hookinstall.install(Repo.discover(hub))
+    hookinstall.run(Repo.discover(hub))
 
 
 def report(

@@ -12,7 +12,7 @@ from typing import Any
 
 from guard.errors import Refusal
 
-Check = Callable[[Any], str | None]  # returns a complaint, or None when the value is fine
+Validator = Callable[[Any], str | None]  # returns a complaint, or None when the value is fine
 
 
 def _bool(v: Any) -> str | None:
@@ -28,7 +28,7 @@ def _pos_int(v: Any) -> str | None:
     return None if ok else "must be a positive integer"
 
 
-def _one_of(*choices: str) -> Check:
+def _one_of(*choices: str) -> Validator:
     def check(v: Any) -> str | None:
         if isinstance(v, str) and v in choices:
             return None
@@ -56,7 +56,7 @@ def _branch(v: Any) -> str | None:
 class Key:
     name: str
     default: Any
-    check: Check
+    check: Validator
     help: str
 
 

@@ -1,14 +1,81 @@
-"""The two failure types of git-lane: a Refusal (expected, with a stable code and the
-command that recovers) and a GitError (git failed where it should not have)."""
+"""The failure types of git-lane and the registry of refusal codes.
+
+A Refusal is an expected 'no': a stable code from CODES, a sentence, and the exact
+commands that recover. A GitError is git failing where it should not have (a bug, or a
+broken repository): it reaches the error boundary, which writes a crash file."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 
+@dataclass(frozen=True)
+class Code:
+    """A refusal code: what it means and which layer raises it (the gate, where one applies)."""
+
+    name: str
+    layer: str  # engine | hooks | shims | sandbox | install
+    gate: str | None
+    meaning: str
+
+
+def _codes(*rows: tuple[str, str, str | None, str]) -> dict[str, Code]:
+    return {r[0]: Code(*r) for r in rows}
+
+
+# Every code a Refusal (or a hook's gl_refuse) may carry. docs/codes.md documents each;
+# tests/test_codes.py holds the two lists equal and checks every Refusal(...) uses one.
+CODES: dict[str, Code] = _codes(
+    ("not_a_git_repo", "engine", None, "not inside a git repository"),
+    ("no_main_branch", "engine", None, "no main, master or configured main branch has a commit"),
+    ("invalid_config", "engine", None, "a config file or value is not valid"),
+    ("invalid_lane_key", "engine", None, "the lane key does not match the key pattern"),
+    ("unknown_lane", "engine", None, "no lane has that key"),
+    ("lane_exists", "engine", None, "an active or orphaned lane has that key already"),
+    ("branch_exists", "engine", None, "lane/<key> exists and is not a registered lane"),
+    ("worktree_path_exists", "engine", None, "the lane's worktree directory exists already"),
+    ("unknown_process", "engine", None, "the named owner process is not running"),
+    ("max_lanes", "engine", None, "max_lanes active lanes exist"),
+    ("role_forbidden", "engine", None, "a worker asked for what only the owner may do"),
+    ("lane_owner_conflict", "engine", None, "the lane belongs to another live process"),
+    ("lane_not_active", "engine", None, "the lane is released or orphaned"),
+    ("lane_branch_mismatch", "engine", None, "the lane worktree has another branch checked out"),
+    ("lane_dirty", "engine", "G2", "the lane has uncommitted changes"),
+    ("rebase_in_progress", "engine", "G9", "a sync stopped on conflicts is not finished"),
+    ("no_sync_in_progress", "engine", None, "there is no sync to continue or abort"),
+    ("sync_failed", "engine", None, "git could not run the rebase for a reason other than conflicts"),
+    ("conflict_markers_present", "engine", "G9", "a file still holds a conflict block"),
+    ("conflicts_unresolved", "engine", "G9", "a conflicted path without markers was not decided"),
+    ("stale_lane", "engine", "G3", "main is not an ancestor of the lane tip"),
+    ("nothing_to_land", "engine", None, "the lane has no commits main lacks"),
+    ("gate_command_unset", "engine", "G4", "the gate is on but no gate_command is set"),
+    ("gate_failed", "engine", "G4", "the gate failed at the tip"),
+    ("gate_timeout", "engine", "G4", "the gate ran past gate_timeout"),
+    ("lane_changed_during_gate", "engine", "G4", "the lane changed while its gate ran"),
+    ("hub_dirty", "engine", "G6", "the hub has uncommitted changes to paths the land changes"),
+    ("lock_busy", "engine", "G1", "another land holds the integration lock"),
+    ("lock_lost", "engine", "G1", "the lock record changed under a running land"),
+    ("main_update_failed", "engine", "G5", "git refused the compare-and-swap of main"),
+    ("reconcile_ambiguous", "engine", None, "a dead land left main at neither recorded value"),
+    ("unlanded_work", "engine", "G11", "releasing would lose commits or uncommitted files"),
+    ("worktree_locked", "engine", "G11", "the lane worktree is locked by someone else"),
+    ("worktree_remove_failed", "engine", "G11", "git refused to remove a clean lane worktree"),
+    ("main_mutation_refused", "hooks", "G10", "something other than land tried to move main"),
+    ("sync_required", "shims", "G8", "a stale lane under a mandatory policy tried to write"),
+    ("path_outside_lane", "shims", None, "a write outside the lane worktree"),
+    ("hooks_disabled", "shims", None, "an attempt to switch the hooks off"),
+    ("hooks_path_set", "install", None, "core.hooksPath is set, so git would not run our hooks"),
+    ("hooks_path_relative", "install", None, "core.hooksPath is relative"),
+    ("hook_conflict", "install", None, "chaining the existing hooks would overwrite a file"),
+    ("disabled", "engine", None, "enabled = false in config"),
+)
+
+
 class Refusal(Exception):
-    """An expected 'no': stable `code`, a sentence `message`, the exact `next` commands."""
+    """An expected 'no': stable `code`, a sentence `message`, the exact `next` commands
+    (one recovery path, in order) and other ways out in `alternatives`."""
 
     def __init__(
         self,
@@ -16,16 +83,21 @@ class Refusal(Exception):
         message: str,
         next: Sequence[str] = (),
         details: dict[str, Any] | None = None,
+        alternatives: Sequence[str] = (),
     ) -> None:
         super().__init__(f"[{code}] {message}")
         self.code = code
         self.message = message.rstrip(".")
         self.next = list(next)
+        self.alternatives = list(alternatives)
         self.details = dict(details or {})
 
     def line(self) -> str:
         nxt = " ; ".join(self.next) if self.next else "nothing to run"
-        return f"git-lane: refused [{self.code}]: {self.message}. Next: {nxt}"
+        out = f"git-lane: refused [{self.code}]: {self.message}. Next: {nxt}"
+        if self.alternatives:
+            out += "\n  Or: " + " ; ".join(self.alternatives)
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -33,6 +105,7 @@ class Refusal(Exception):
             "code": self.code,
             "message": self.message,
             "next": self.next,
+            "alternatives": self.alternatives,
             "details": self.details,
         }
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 from collections.abc import Sequence
 
-from guard import gitrun
+from guard import git
 from guard.policy import MARKER_SIZE, conflict_blocks, marker_res, marker_sizes
 
 _HUNK = re.compile(rb"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
@@ -118,7 +118,7 @@ def added_blocks(data: bytes, added: set[int], size: int = MARKER_SIZE) -> list[
 
 def staged_marker_hits(cwd: str | None = None) -> list[MarkerHit]:
     """Conflict blocks the staged changes add (honours the hook's GIT_INDEX_FILE)."""
-    diff = gitrun.run(
+    diff = git.run(
         [
             "-c",
             "core.quotePath=false",
@@ -142,7 +142,7 @@ def staged_marker_hits(cwd: str | None = None) -> list[MarkerHit]:
     touched = {p.decode("utf-8", "surrogateescape"): a for p, a in added_lines(patch).items() if a}
     sizes: dict[str, int] = {}
     if touched:  # the index's .gitattributes: what git will check out, and merge, with
-        attr = gitrun.run(
+        attr = git.run(
             ["check-attr", "--cached", "-z", "conflict-marker-size", "--", *sorted(touched)],
             cwd,
             check=False,
@@ -150,7 +150,7 @@ def staged_marker_hits(cwd: str | None = None) -> list[MarkerHit]:
         )
         sizes = marker_sizes(attr.stdout) if attr.ok else {}
     for name, added in sorted(touched.items()):
-        blob = gitrun.run(["cat-file", "blob", f":{name}"], cwd, check=False, scrub=False)
+        blob = git.run(["cat-file", "blob", f":{name}"], cwd, check=False, scrub=False)
         if not blob.ok:
             continue
         data = blob.stdout.encode("utf-8", "surrogateescape")
@@ -159,7 +159,7 @@ def staged_marker_hits(cwd: str | None = None) -> list[MarkerHit]:
 
 
 def _state_dir(cwd: str | None) -> str | None:
-    res = gitrun.run(
+    res = git.run(
         ["rev-parse", "--path-format=absolute", "--git-common-dir"], cwd, check=False, scrub=False
     )
     return os.path.join(res.stdout.strip(), "git-lane") if res.ok else None
@@ -210,19 +210,19 @@ def cmd_notice(key: str, main: str) -> int:
     """overlap_mandatory: notice when the lane's changes, this commit's included, meet
     what main changed since their merge-base."""
     from guard import policy
-    from guard.lanes import overlap
+    from guard.lane import overlap
     from guard.repo import Repo
 
     repo = Repo.discover(os.getcwd())
     main_sha = repo.ref_sha(f"refs/heads/{main}")
-    head = gitrun.run(
+    head = git.run(
         ["rev-parse", "-q", "--verify", "HEAD^{commit}"], None, check=False, scrub=False
     )
     tip = head.stdout.strip() if head.ok else None  # this worktree's HEAD, not the hub's
     if main_sha is None or tip is None:
         return 0
     lane_paths, main_paths = overlap(repo, main_sha, tip)
-    staged = gitrun.run(
+    staged = git.run(
         ["diff", "--cached", "--name-only", "--no-renames", "-z"], None, check=False, scrub=False
     )
     paths = set(lane_paths) | set(staged.z())
@@ -246,32 +246,39 @@ def _exec_hook(name: str, args: Sequence[str]) -> int:
     return 3  # not reached
 
 
+def _dispatch(cmd: str, rest: list[str]) -> int:
+    if cmd == "markers":
+        return cmd_markers(rest[0] if rest else "")
+    if cmd == "notice" and len(rest) == 2:
+        return cmd_notice(rest[0], rest[1])
+    if cmd == "pre-commit":
+        return _exec_hook("pre-commit", [])
+    if cmd == "pre-rebase":
+        if not rest:
+            up = os.environ.get("PRE_COMMIT_PRE_REBASE_UPSTREAM", "")
+            br = os.environ.get("PRE_COMMIT_PRE_REBASE_BRANCH", "")
+            rest = [up, br] if br else [up]
+        return _exec_hook("pre-rebase", rest)
+    sys.stderr.write(f"git-lane-hook: unknown command {cmd!r}\n{__doc__}")
+    return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args:
         sys.stderr.write(__doc__ or "")
         return 2
-    cmd, rest = args[0], args[1:]
-    try:
-        if cmd == "markers":
-            return cmd_markers(rest[0] if rest else "")
-        if cmd == "notice" and len(rest) == 2:
-            return cmd_notice(rest[0], rest[1])
-        if cmd == "pre-commit":
-            return _exec_hook("pre-commit", [])
-        if cmd == "pre-rebase":
-            if not rest:
-                up = os.environ.get("PRE_COMMIT_PRE_REBASE_UPSTREAM", "")
-                br = os.environ.get("PRE_COMMIT_PRE_REBASE_BRANCH", "")
-                rest = [up, br] if br else [up]
-            return _exec_hook("pre-rebase", rest)
-    except Exception as exc:  # a hook must never print a traceback
-        sys.stderr.write(
-            f"git-lane: warning: hook check {cmd} failed: {type(exc).__name__}: {exc}\n"
-        )
-        return 3
-    sys.stderr.write(f"git-lane-hook: unknown command {' '.join(args)!r}\n{__doc__}")
-    return 2
+    from pathlib import Path
+
+    from guard import boundary
+
+    def state_dir() -> Path | None:
+        sd = _state_dir(None)
+        return Path(sd) if sd else None
+
+    # a bug here exits 3 with a crash file: the sh hook treats any status but 0 and
+    # REFUSED as "could not check"
+    return boundary.guarded(lambda: _dispatch(args[0], args[1:]), ["git-lane-hook", *args], lambda: False, state_dir)
 
 
 def entry() -> None:

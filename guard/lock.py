@@ -1,15 +1,15 @@
 """The integration lock (G1). Mutual exclusion is a kernel flock on
 `locks/integration.flock` (dropped by the kernel when its holder dies); the owner record
-`locks/integration.owner` holds pid, start, host, token, lane, main_before, tip, since as
-`key=value` lines so the reference-transaction hook can read it from sh. Only the token
-holder removes it; a record whose owner died on this host is taken over, one from another
-host never automatically."""
+`locks/integration.owner` holds pid, start, host, token, lane, main_before, tip, since,
+start_ticks as `key=value` lines so the reference-transaction hook can read it from sh.
+Only the token holder removes it; a record whose owner died on this host is taken over,
+one from another host never automatically."""
 
 from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,20 +18,49 @@ from guard.errors import Refusal
 from guard.repo import Repo
 from guard.store import FileLock, now_iso
 
-FIELDS = ("pid", "start", "host", "token", "lane", "main_before", "tip", "since", "start_ticks")
+
+@dataclass(frozen=True)
+class OwnerRecord:
+    """The lock owner record, field for field as the hooks read it (see FIELDS)."""
+
+    pid: int = 0
+    start: float | None = None
+    host: str = ""
+    token: str = ""
+    lane: str = ""
+    main_before: str = ""  # empty until G3 ran under the lock: no move is allowed before
+    tip: str = ""
+    since: str = ""
+    start_ticks: str = ""  # /proc start time in ticks: the hook tells a reused pid by it
+
+    def to_text(self) -> str:
+        return "".join(f"{k}={'' if v is None else v}\n" for k, v in asdict(self).items())
+
+    @classmethod
+    def from_text(cls, text: str) -> OwnerRecord:
+        """Lenient on purpose: an unreadable pid reads as 0 (no live owner), which lets the
+        next land take the lock over rather than be stuck behind garbage."""
+        raw: dict[str, str] = {}
+        for line in text.splitlines():
+            k, sep, v = line.partition("=")
+            if sep and k in FIELDS:
+                raw[k] = v
+        kw: dict[str, Any] = {k: v for k, v in raw.items() if k not in ("pid", "start")}
+        try:
+            kw["pid"] = int(raw.get("pid", ""))
+            kw["start"] = float(raw.get("start") or 0) or None
+        except ValueError:
+            kw["pid"], kw["start"] = 0, None
+        return cls(**kw)
+
+    def public(self) -> dict[str, Any]:
+        """The record without its token (for status and refusals)."""
+        d = asdict(self)
+        d.pop("token")
+        return d
 
 
-def _start_ticks(pid: int) -> str:
-    """Field 22 of /proc/PID/stat (start time in clock ticks since boot), exactly as the
-    reference-transaction hook reads it: with the pid, it names this very process, so a
-    record left by a land that died does not open the door to a later process that
-    happens to get the same pid. Empty where /proc cannot tell."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-        return raw[raw.rfind(b")") + 2 :].split()[19].decode()
-    except (OSError, IndexError, UnicodeDecodeError):
-        return ""
+FIELDS = tuple(f.name for f in fields(OwnerRecord))
 
 
 def owner_path(repo: Repo) -> Path:
@@ -42,41 +71,30 @@ def flock_path(repo: Repo) -> Path:
     return repo.store.locks_dir / "integration.flock"
 
 
-def read_owner(repo: Repo) -> dict[str, Any] | None:
+def read_owner(repo: Repo) -> OwnerRecord | None:
     try:
-        text = owner_path(repo).read_text()
-    except (FileNotFoundError, OSError):
+        text = owner_path(repo).read_bytes().decode("utf-8", "replace")
+    except OSError:
         return None
-    rec: dict[str, Any] = {}
-    for line in text.splitlines():
-        k, sep, v = line.partition("=")
-        if sep and k in FIELDS:
-            rec[k] = v
-    try:
-        rec["pid"] = int(rec["pid"])
-        rec["start"] = float(rec.get("start") or 0) or None
-    except (KeyError, ValueError):
-        rec["pid"] = 0
-    return rec
+    return OwnerRecord.from_text(text)
 
 
-def owner_alive(rec: dict[str, Any]) -> bool:
-    if rec.get("host") and rec["host"] != procs.hostname():
+def owner_alive(rec: OwnerRecord) -> bool:
+    if rec.host and rec.host != procs.hostname():
         return True  # cannot tell: never assume another host's land is dead
-    return procs.alive(rec.get("pid"), rec.get("start"))
+    return procs.alive(rec.pid, rec.start)
 
 
-def _write_owner(repo: Repo, rec: dict[str, Any]) -> None:
+def _write_owner(repo: Repo, rec: OwnerRecord) -> None:
     """Temp file + rename, without fsync: the record means something only while its owner
     lives (after a power loss the flock is gone and the recorded pid and start time name
     no live process, so it is taken over), and two fsyncs per land are measurable."""
-    body = "".join(f"{k}={'' if rec.get(k) is None else rec[k]}\n" for k in FIELDS)
     path = owner_path(repo)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, body.encode())
+        os.write(fd, rec.to_text().encode())
     finally:
         os.close(fd)
     os.replace(tmp, path)
@@ -85,28 +103,30 @@ def _write_owner(repo: Repo, rec: dict[str, Any]) -> None:
 @dataclass
 class Held:
     flock: FileLock
-    record: dict[str, Any]
+    record: OwnerRecord
 
     @property
     def token(self) -> str:
-        return str(self.record["token"])
+        return self.record.token
 
 
-def _busy(repo: Repo, rec: dict[str, Any] | None, lane: str) -> Refusal:
+def _busy(repo: Repo, rec: OwnerRecord | None, lane: str) -> Refusal:
     if rec is None:
         who, since = "another git lane process", "just now"
     else:
-        who = f"pid {rec.get('pid')} on {rec.get('host')} landing lane {rec.get('lane')}"
-        since = rec.get("since") or "?"
-    foreign = rec is not None and rec.get("host") not in (None, "", procs.hostname())
+        who = f"pid {rec.pid} on {rec.host} landing lane {rec.lane}"
+        since = rec.since or "?"
+    foreign = rec is not None and rec.host not in ("", procs.hostname())
     nxt = [f"git lane land {lane} --wait", "git lane status"]
     if foreign:
-        nxt.append(f"(if that host's land is gone for good) rm '{owner_path(repo)}'")
+        from guard.git import q
+
+        nxt.append(f"(if that host's land is gone for good) rm {q(owner_path(repo))}")
     return Refusal(
         "lock_busy",
         f"the integration lock is held by {who} since {since}",
         next=nxt,
-        details={"holder": {k: v for k, v in (rec or {}).items() if k != "token"} or None, "foreign_host": foreign},
+        details={"holder": rec.public() if rec is not None else None, "foreign_host": foreign},
     )
 
 
@@ -122,22 +142,23 @@ def acquire(repo: Repo, lane: str, main_before: str, tip: str, wait: float | Non
             old = read_owner(repo)
             if old is None or not owner_alive(old):
                 if old is not None:
-                    repo.store.event("lock_takeover", lane=lane, code="lock_taken_over", previous=old)
-                rec = {
-                    "pid": os.getpid(),
-                    "start": procs.start_time(os.getpid()),
-                    "host": procs.hostname(),
-                    "token": secrets.token_hex(8),
-                    "lane": lane,
-                    "main_before": main_before,
-                    "tip": tip,
-                    "since": now_iso(),
-                    "start_ticks": _start_ticks(os.getpid()),
-                }
+                    repo.store.event("lock_takeover", lane=lane, code="lock_taken_over", previous=old.public())
+                me = os.getpid()
+                rec = OwnerRecord(
+                    pid=me,
+                    start=procs.start_time(me),
+                    host=procs.hostname(),
+                    token=secrets.token_hex(8),
+                    lane=lane,
+                    main_before=main_before,
+                    tip=tip,
+                    since=now_iso(),
+                    start_ticks=procs.start_ticks(me),
+                )
                 _write_owner(repo, rec)
                 # with lock_released, the audit log shows who held the lock when (and
                 # that no two holders ever overlapped)
-                repo.store.event("lock_acquired", lane=lane, token=rec["token"])
+                repo.store.event("lock_acquired", lane=lane, token=rec.token)
                 return Held(fl, rec)
             fl.release()  # a live (or foreign) owner record without the flock: respect it
             busy = _busy(repo, old, lane)
@@ -148,29 +169,30 @@ def acquire(repo: Repo, lane: str, main_before: str, tip: str, wait: float | Non
         time.sleep(0.05)
 
 
-def update(repo: Repo, held: Held, **fields: str) -> None:
+def update(repo: Repo, held: Held, *, tip: str, main_before: str | None = None) -> None:
+    """Name the one move of main the hooks may let through (land, after G4)."""
     cur = read_owner(repo)
-    if cur is None or cur.get("token") != held.token:
+    if cur is None or cur.token != held.token:
         raise Refusal(
             "lock_lost",
             "the integration lock record changed under this land",
             next=["git lane reconcile", "git lane status"],
-            details={"record": cur},
+            details={"record": cur.public() if cur is not None else None},
         )
-    held.record.update(fields)
+    held.record = replace(held.record, main_before=held.record.main_before if main_before is None else main_before, tip=tip)
     _write_owner(repo, held.record)
 
 
 def release(repo: Repo, held: Held) -> None:
     """Drop the owner record if it is still ours (a token check), then the flock."""
     cur = read_owner(repo)
-    if cur is not None and cur.get("token") == held.token:
+    if cur is not None and cur.token == held.token:
         try:
             owner_path(repo).unlink()
         except FileNotFoundError:
             pass
     if held.flock.fd is not None:
-        repo.store.event("lock_released", lane=held.record.get("lane"), token=held.token)
+        repo.store.event("lock_released", lane=held.record.lane, token=held.token)
     held.flock.release()
 
 
@@ -184,10 +206,10 @@ def clear_dead(repo: Repo) -> list[dict[str, Any]]:
         return []
     try:
         cur = read_owner(repo)
-        if cur is None or owner_alive(cur) or cur.get("token") != rec.get("token"):
+        if cur is None or owner_alive(cur) or cur.token != rec.token:
             return []
         owner_path(repo).unlink()
-        repo.store.event("lock_cleared", lane=rec.get("lane"), code="lock_taken_over", previous=rec)
-        return [{"action": "lock_cleared", "pid": rec.get("pid"), "lane": rec.get("lane")}]
+        repo.store.event("lock_cleared", lane=rec.lane, code="lock_taken_over", previous=rec.public())
+        return [{"action": "lock_cleared", "pid": rec.pid, "lane": rec.lane}]
     finally:
         fl.release()

@@ -1,27 +1,52 @@
-"""Pure decisions, over facts gathered by the caller: lane key validity, whether a stale
-lane must sync before it writes, conflict-marker detection, the advice sentence. No git,
-no I/O: tested as tables."""
+"""Pure decisions, over facts gathered by the caller: which branch is main, lane key
+validity, a process's role, whether a stale lane must sync before it writes, which paths
+overlap, conflict-marker detection, the advice sentence. No git, no I/O: tested as tables."""
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+import shlex
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 KEY_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 POLICIES = ("on_land_mandatory", "overlap_mandatory", "land_time_only")
 
 
+def choose_main(configured: str | None, has_main: bool, has_master: bool) -> str | None:
+    """The protected branch: the configured name, else `main`, else `master`; never guessed
+    further. None while the repository has none of them (the configured one must exist:
+    the caller says so through has_main/has_master only for the two defaults)."""
+    if configured:
+        return configured
+    if has_main:
+        return "main"
+    if has_master:
+        return "master"
+    return None
+
+
+def bound_lane(env: Mapping[str, str]) -> str | None:
+    """The lane a process is bound to (`GITLANE_LANE`), if any."""
+    return env.get("GITLANE_LANE") or None
+
+
+def is_worker(env: Mapping[str, str]) -> bool:
+    """A bound process is a worker, and so is one with GITLANE_ROLE=worker; nothing in the
+    environment makes a bound process the owner again."""
+    return bound_lane(env) is not None or env.get("GITLANE_ROLE") == "worker"
+
+
 def valid_key(key: str) -> bool:
     return bool(KEY_RE.fullmatch(key))
 
 
-def auto_key(prefix: str, taken: Iterable[str]) -> str:
-    """`<prefix>-<n>` with the lowest free n >= 1."""
-    used = set(taken)
+def auto_key(prefix: str, taken: Callable[[str], bool] | Iterable[str]) -> str:
+    """`<prefix>-<n>` with the lowest free n >= 1; `taken` is a predicate or a collection."""
+    is_taken = taken if callable(taken) else set(taken).__contains__
     n = 1
-    while f"{prefix}-{n}" in used:
+    while is_taken(f"{prefix}-{n}"):
         n += 1
     return f"{prefix}-{n}"
 
@@ -44,6 +69,17 @@ def sync_required(
             return True  # facts missing: the safe answer
         return bool(set(lane_paths) & set(main_paths))
     return True
+
+
+def overlapping(a: Iterable[str], b: Iterable[str]) -> list[str]:
+    """Paths in `a` that meet `b`: equal, or one a directory of the other."""
+    bset = set(b)
+    prefixes = {p.rstrip("/") + "/" for p in bset}
+    hits = []
+    for p in a:
+        if p in bset or any(p.startswith(x) for x in prefixes) or any(q.startswith(p.rstrip("/") + "/") for q in bset):
+            hits.append(p)
+    return hits
 
 
 # -- conflict markers -----------------------------------------------------------------
@@ -130,7 +166,7 @@ def advice(f: LaneFacts) -> str:
         )
     if f.branch and f.exists and f.head != f"refs/heads/{f.branch}":
         shown = f.head.removeprefix("refs/heads/") if f.head else "a detached HEAD"
-        return f"The worktree has {shown} checked out, not {f.branch}: `git -C '{f.path}' switch {f.branch}`."
+        return f"The worktree has {shown} checked out, not {f.branch}: `git -C {shlex.quote(f.path)} switch {f.branch}`."
     if f.dirty:
         then = f"`git lane sync {k}`" if not f.fresh else f"`git lane land {k}`"
         return f"Uncommitted changes: commit them in {f.path}, then {then}."

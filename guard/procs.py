@@ -1,52 +1,11 @@
-"""Process identity: who is the caller (worker or main), and is a recorded owner still
-the same live process (pid plus start time, so a reused pid is not mistaken for it)."""
+"""Process identity: is a recorded owner still the same live process (pid plus start time,
+so a reused pid is not mistaken for it)? /proc/PID/stat is read here and nowhere else."""
 
 from __future__ import annotations
 
 import os
 import socket
 
-from guard.errors import Refusal
-
-
-def bound_lane() -> str | None:
-    return os.environ.get("GITLANE_LANE") or None
-
-
-def is_worker() -> bool:
-    return bound_lane() is not None or os.environ.get("GITLANE_ROLE") == "worker"
-
-
-def forbid_worker(action: str) -> None:
-    if is_worker():
-        who = f"lane {bound_lane()}" if bound_lane() else "a GITLANE_ROLE=worker process"
-        raise Refusal(
-            "role_forbidden",
-            f"{action} is for the repository owner, not for a worker ({who})",
-            next=[f"ask the owner to run: git lane {action}"],
-            details={"action": action, "lane": bound_lane()},
-        )
-
-
-def resolve_lane_key(key: str | None, action: str) -> str | None:
-    """A worker may only name its own lane; with no key it gets its own."""
-    own = bound_lane()
-    if own is None:
-        if key is None and is_worker():
-            raise Refusal(
-                "role_forbidden",
-                f"a GITLANE_ROLE=worker process must name its lane for {action}",
-                next=[f"git lane {action} <KEY>"],
-            )
-        return key
-    if key is not None and key != own:
-        raise Refusal(
-            "role_forbidden",
-            f"this process is bound to lane {own} and may not {action} lane {key}",
-            next=[f"git lane {action} {own}"],
-            details={"lane": key, "bound": own},
-        )
-    return own
 
 
 def hostname() -> str:
@@ -54,6 +13,27 @@ def hostname() -> str:
 
 
 _BOOT: float | None = None
+
+
+def stat_fields(pid: int) -> list[bytes] | None:
+    """/proc/PID/stat from field 3 (state) on, so field N of proc(5) is item N-3; None when
+    the process is gone. Raises OSError when /proc is not usable."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return raw[raw.rfind(b")") + 2 :].split()  # after "pid (comm) ": comm may hold spaces
+
+
+def start_ticks(pid: int) -> str:
+    """Field 22 of /proc/PID/stat (start time in clock ticks since boot), exactly as the
+    reference-transaction hook reads it; empty where /proc cannot tell."""
+    try:
+        fields = stat_fields(pid)
+        return fields[19].decode() if fields else ""
+    except (OSError, IndexError, UnicodeDecodeError):
+        return ""
 
 
 def _linux_start_time(pid: int) -> float | None:
@@ -69,13 +49,8 @@ def _linux_start_time(pid: int) -> float | None:
                     break
             else:
                 raise OSError("no btime in /proc/stat")
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    fields = raw[raw.rfind(b")") + 2 :].split()  # after "pid (comm) ": comm may hold spaces
-    if fields[0] == b"Z":  # killed, not yet reaped: not alive
+    fields = stat_fields(pid)
+    if fields is None or fields[0] == b"Z":  # gone, or killed and not yet reaped
         return None
     return _BOOT + int(fields[19]) / os.sysconf("SC_CLK_TCK")
 

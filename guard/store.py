@@ -62,7 +62,7 @@ def _opt_str(v: Any) -> bool:
     return v is None or isinstance(v, str)
 
 
-def _check(kw: dict[str, Any], checks: dict[str, Callable[[Any], bool]], what: str) -> None:
+def _validate(kw: dict[str, Any], checks: dict[str, Callable[[Any], bool]], what: str) -> None:
     """A JSON-valid record whose fields have the wrong types is corrupt, not a crash later."""
     for name, ok in checks.items():
         if name in kw and not ok(kw[name]):
@@ -98,7 +98,7 @@ class LaneRecord:
         if kw["branch"] != f"lane/{kw['key']}":
             # release deletes this branch: a record naming any other ref is not ours
             raise ValueError("lane record branch is not lane/<key>")
-        _check(
+        _validate(
             kw,
             {
                 "goal": _opt_str,
@@ -133,7 +133,7 @@ class Epoch:
         kw = {k: v for k, v in d.items() if k in names}
         if not _is_int(kw.get("epoch")) or kw["epoch"] < 0:
             raise ValueError("epoch is not a non-negative int")
-        _check(
+        _validate(
             kw,
             {
                 "lane": _opt_str,

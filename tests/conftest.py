@@ -38,9 +38,9 @@ def hermetic_seal(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
         "[init]\n\tdefaultBranch = main\n[user]\n\tname = Lane Tester\n\temail = lane@example.com\n"
         "[advice]\n\tdetachedHead = false\n"
     )
-    import guard.gitrun
+    import guard.git
 
-    monkeypatch.setattr(guard.gitrun, "_real_git", None)
+    monkeypatch.setattr(guard.git, "_real_git", None)
     return home
 
 

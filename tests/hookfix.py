@@ -11,7 +11,8 @@ from typing import Any
 
 from conftest import Repo, git
 
-from guard import hookinstall, lanes
+from guard.commands import create as create_cmd
+from guard.commands import install as hookinstall
 from guard.repo import Repo as GRepo
 
 
@@ -20,11 +21,11 @@ def grepo(repo: Repo) -> GRepo:
 
 
 def install(repo: Repo, **kw: Any) -> dict[str, Any]:
-    return hookinstall.install(grepo(repo), **kw)
+    return dict(hookinstall.run(grepo(repo), **kw))
 
 
 def make_lane(repo: Repo, key: str) -> Path:
-    return Path(lanes.create(grepo(repo), key)["lane"]["path"])
+    return Path(create_cmd.run(grepo(repo), key)["lane"]["path"])
 
 
 def run(

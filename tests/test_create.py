@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from guard import policy
 from guard.errors import Refusal
-from guard.lanes import check_key
+from guard.lane import check_key
 
 DESIGN_KEY = r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$"
 ALNUM = "abcdefghijklmnopqrstuvwxyz0123456789"

@@ -12,11 +12,13 @@ import pytest
 from conftest import Repo, git
 from hookfix import assert_ok, grepo, install, make_lane, run, sha
 
-from guard import config, doctor, hookinstall
+from guard import config, render
+from guard.commands import doctor
+from guard.commands import install as hookinstall
 
 
 def checks(repo: Repo) -> dict[str, dict[str, Any]]:
-    res = doctor.doctor(grepo(repo))
+    res = doctor.run(grepo(repo))
     assert res["code"] == ("ok" if res["ok"] else "doctor_failed")
     for c in res["checks"]:
         assert set(c) == {"name", "status", "message", "fix"}
@@ -236,6 +238,6 @@ def test_landlock_required_but_missing_fails(repo: Repo, monkeypatch: pytest.Mon
 
 
 def test_render_names_every_failure_and_its_fix(repo: Repo) -> None:
-    text = doctor.render(doctor.doctor(grepo(repo)))
+    text = render.doctor(doctor.run(grepo(repo)))
     assert "FAIL" in text and "fix: git lane install" in text
     assert text.splitlines()[-1].startswith("doctor: ")

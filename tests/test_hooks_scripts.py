@@ -18,7 +18,8 @@ from hookfix import assert_refused, events, install, make_lane, sha
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from guard import config, hookcheck, hookinstall
+from guard import config, hookcheck
+from guard.commands import install as hookinstall
 from guard.policy import conflict_blocks
 
 HOOKS_DIR = ROOT / "hooks"

@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT, Repo, git
 from hookfix import assert_ok, assert_refused, grepo, install, make_lane, run, sha
 
-from guard import hookinstall
+from guard.commands import install as hookinstall
 from guard.errors import Refusal
 
 FOREIGN = '#!/bin/sh\n# a project\'s own hook\necho foreign-ran >>"{log}"\nexit {rc}\n'

@@ -22,7 +22,8 @@ import yaml  # type: ignore[import-untyped]
 from conftest import ROOT, Repo, git
 from hookfix import assert_ok, grepo, install, make_lane, sha
 
-from guard import doctor, hookinstall
+from guard.commands import doctor
+from guard.commands import install as hookinstall
 
 pytest.importorskip("pre_commit")
 NETWORK = os.environ.get("GITLANE_TEST_NETWORK") == "1"  # read before the hermetic seal
@@ -148,7 +149,7 @@ def test_git_lane_install_coexists_with_the_framework(repo: Repo, order: str) ->
         assert hookinstall.kind(hooks / f"{name}.legacy") == "ours"
     assert hookinstall.kind(hooks / "reference-transaction") == "ours"
     assert install(repo)["code"] == "unchanged"
-    checks = {c["name"]: c for c in doctor.doctor(grepo(repo))["checks"]}
+    checks = {c["name"]: c for c in doctor.run(grepo(repo))["checks"]}
     assert all(checks[f"hook {n}"]["status"] == "ok" for n in hookinstall.HOOKS), checks
 
     main = sha(repo.path, "refs/heads/main")

@@ -11,25 +11,23 @@ an older `.legacy` moves one step down the chain. Nothing is ever overwritten: a
 that would need to is refused (`hook_conflict`) unless `--force`, which renames the file
 in the way to `<file>.bak` (never chained, listed in the result).
 
-Also runnable without the CLI: `python -m guard.hookinstall install|uninstall`, which is
+Also runnable without the CLI: `python -m guard install|uninstall`, which is
 what `install/install-hooks` and `install/uninstall-hooks` call."""
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from collections.abc import Sequence
 
-from guard import gitrun
+from guard import git
 from guard.errors import Refusal
 from guard.repo import Repo
 from guard.resources import data_dir
+from guard.results import InstallResult
 from guard.store import atomic_write
 
 HOOKS = ("pre-commit", "pre-rebase", "reference-transaction")
@@ -99,7 +97,7 @@ class HooksPath:
 
 def hooks_path_setting(repo: Repo) -> HooksPath | None:
     """core.hooksPath as the common config (not a lane's worktree config) sees it."""
-    res = gitrun.run(
+    res = git.run(
         ["config", "--show-scope", "--type=path", "--get", "core.hooksPath"],
         repo.common_dir,
         check=False,
@@ -200,7 +198,7 @@ def plan(d: Path, name: str) -> Plan:
     return p
 
 
-def install(repo: Repo, force: bool = False, use_hooks_path: bool = False) -> dict[str, Any]:
+def run(repo: Repo, force: bool = False, use_hooks_path: bool = False) -> InstallResult:
     d = target_dir(repo, use_hooks_path)
     plans = [plan(d, n) for n in HOOKS]
     conflicts = [c for p in plans for c in p.conflicts]
@@ -250,7 +248,7 @@ def install(repo: Repo, force: bool = False, use_hooks_path: bool = False) -> di
                 "moved": [{"from": str(s), "to": str(t)} for s, t in p.moves],
             }
         )
-    res: dict[str, Any] = {
+    res: InstallResult = {
         "ok": True,
         "code": "installed" if changed or displaced else "unchanged",
         "hooks_dir": str(d),
@@ -313,7 +311,7 @@ def _uninstall_dir(d: Path) -> list[dict[str, Any]]:
     return out
 
 
-def uninstall(repo: Repo) -> dict[str, Any]:
+def uninstall(repo: Repo) -> InstallResult:
     dirs = [common_hooks_dir(repo)]
     hp = hooks_path_setting(repo)
     if hp is not None and Path(hp.value).is_absolute() and Path(hp.value).is_dir():
@@ -334,54 +332,3 @@ def uninstall(repo: Repo) -> dict[str, Any]:
         "hooks_dirs": [str(d) for d in dirs],
         "hooks": results,
     }
-
-
-# -- without the CLI ----------------------------------------------------------------------
-def render(r: dict[str, Any]) -> str:
-    """The text form of an install/uninstall result."""
-    lines = [str(r["code"])]
-    for h in r.get("hooks", []):
-        extra = f" (runs {h['chained']} too)" if h.get("chained") else ""
-        extra += f" (from {h['from']})" if h.get("from") else ""
-        lines.append(f"  {h['name']:<22} {h['action']:<9} {h['path']}{extra}")
-    for dp in r.get("displaced", []):
-        lines.append(f"  moved aside: {dp['from']} -> {dp['to']}")
-    if r.get("pinned"):
-        p = r["pinned"]
-        lines.append(f"  pinned: {p['key']} = \"{p['value']}\" in {p['file']}")
-    return "\n".join(lines)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="git-lane-install", description="Install or remove git-lane's git hooks."
-    )
-    ap.add_argument("-C", dest="directory", default=None, help="repository directory (default: .)")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    i = sub.add_parser("install", help="install the hooks")
-    i.add_argument("--force", action="store_true", help="rename hook files in the way to *.bak")
-    i.add_argument("--hooks-path", action="store_true", help="install into core.hooksPath")
-    i.add_argument("--json", action="store_true")
-    u = sub.add_parser("uninstall", help="remove the hooks, restoring chained ones")
-    u.add_argument("--json", action="store_true")
-    ns = ap.parse_args(argv)
-    try:
-        repo = Repo.discover(ns.directory)
-        if ns.cmd == "install":
-            res = install(repo, force=ns.force, use_hooks_path=ns.hooks_path)
-        else:
-            res = uninstall(repo)
-    except Refusal as r:
-        if ns.json:
-            sys.stdout.write(json.dumps(r.to_dict(), sort_keys=True) + "\n")
-        sys.stderr.write(r.line() + "\n")
-        return 1
-    except Exception as exc:  # the script's error boundary: one line, no traceback
-        sys.stderr.write(f"git-lane: internal error ({type(exc).__name__}: {exc})\n")
-        return 3
-    sys.stdout.write((json.dumps(res, sort_keys=True) if ns.json else render(res)) + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

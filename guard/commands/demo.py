@@ -13,6 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from guard.results import DemoResult
+
 GREET_V0 = 'def greet(name):\n    return "Hello, " + name\n'
 GREET_A = 'def greet(name):\n    return f"Hello, {name}!"\n'
 GREET_B = 'def greet(name):\n    return "Hello, " + name.title()\n'
@@ -22,6 +24,10 @@ CHECK = (
     "assert greet('ada').startswith('Hello, '), greet('ada')\n"
     "print('check passed:', greet('ada'))\n"
 )
+
+
+class DemoStepFailed(Exception):
+    """A step of the demo did not end as the story says: a bug, reported with a crash file."""
 
 
 class Demo:
@@ -60,11 +66,11 @@ class Demo:
         self.out.flush()
         self.steps.append({"cmd": shown, "exit": res.returncode})
         if res.returncode != expect:
-            raise RuntimeError(f"demo step `{shown}` exited {res.returncode}, expected {expect}:\n{res.stdout}")
+            raise DemoStepFailed(f"demo step `{shown}` exited {res.returncode}, expected {expect}:\n{res.stdout}")
         return res
 
     def git(self, *args: str, cwd: Path | None = None, expect: int = 0) -> subprocess.CompletedProcess[str]:
-        from guard.gitrun import real_git
+        from guard.git import real_git
 
         return self.sh([real_git(), *args], cwd or self.hub, expect, show="git " + " ".join(shlex.quote(a) for a in args))
 
@@ -76,7 +82,7 @@ class Demo:
         self.out.write(f"  (wrote {path.name})\n")
 
 
-def run(keep: bool = False, quiet: bool = False) -> dict[str, Any]:
+def run(keep: bool = False, quiet: bool = False) -> DemoResult:
     root = Path(tempfile.mkdtemp(prefix="git-lane-demo-"))
     d = Demo(root, quiet)
     ok = False
@@ -91,16 +97,11 @@ def run(keep: bool = False, quiet: bool = False) -> dict[str, Any]:
         d.git("commit", "-q", "-m", "greet: first version")
         d.lane("config", "set", "worktrees_root", str(root / "lanes"))
         d.lane("config", "set", "gate_command", f"{shlex.quote(sys.executable)} check.py")
-        try:
-            from guard import hookinstall  # noqa: F401
-
-            d.say("Install the hooks: from now on nothing but `git lane land` moves main.")
-            d.lane("install")
-            (d.hub / "greet.py").write_text(GREET_A)
-            d.git("commit", "-q", "-am", "sneak onto main", expect=1)
-            d.git("checkout", "-q", "--", "greet.py")
-        except ImportError:
-            pass
+        d.say("Install the hooks: from now on nothing but `git lane land` moves main.")
+        d.lane("install")
+        (d.hub / "greet.py").write_text(GREET_A)
+        d.git("commit", "-q", "-am", "sneak onto main", expect=1)
+        d.git("checkout", "-q", "--", "greet.py")
 
         d.say("Two writers, two lanes: each its own worktree on its own branch.")
         d.lane("create", "alpha")

@@ -1,17 +1,16 @@
-"""sync / continue / abort: rebase a lane onto main's tip, and walk the conflicts with a
-worklist until the rebase is done and no conflict markers are left (G9)."""
+"""`git lane sync|continue|abort [KEY]`: rebase a lane onto main's tip, and walk the
+conflicts with a worklist until the rebase is done and no conflict markers are left (G9)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
-from guard import gitrun, procs
+from guard import git, lane
 from guard.errors import Refusal
-from guard.lanes import dirty_paths, dirty_refusal, get_lane, rebase_in_progress, wt_index
 from guard.policy import MARKER_SIZE, conflict_blocks, marker_sizes
-from guard.repo import Repo, is_ancestor
+from guard.repo import Repo
+from guard.results import AbortResult, SyncResult, Worklist, WorklistFile
 
 # Passed with -c on every rebase: never written into the repository's config.
 REBASE_CFG = [
@@ -36,18 +35,13 @@ KINDS = {
 
 
 def _lane(repo: Repo, key: str | None, action: str) -> tuple[str, str, str]:
-    key = procs.resolve_lane_key(key, action)
+    key = lane.resolve_key(key, action)
     if key is None:
         key = _lane_from_cwd(repo)
-    rec = get_lane(repo, key)
-    wt = wt_index(repo.worktrees()).get(os.path.realpath(rec.path))
+    rec = lane.get(repo, key)
+    wt = git.by_path(repo.worktrees()).get(os.path.realpath(rec.path))
     if rec.status != "active" or wt is None or not wt.exists:
-        raise Refusal(
-            "lane_not_active",
-            f"lane {key} has no worktree ({rec.status})",
-            next=["git lane reconcile", "git lane status"],
-            details={"lane": key},
-        )
+        raise lane.not_active_refusal(key, f"has no worktree ({rec.status})")
     return key, rec.branch, rec.path
 
 
@@ -64,17 +58,8 @@ def _lane_from_cwd(repo: Repo) -> str:
     )
 
 
-def _git(path: str, args: list[str], check: bool = False) -> gitrun.GitResult:
-    return gitrun.run([*REBASE_CFG, *args], path, check=check, env=REBASE_ENV)
-
-
-def _unmerged(path: str) -> dict[str, set[int]]:
-    res = gitrun.run(["ls-files", "-u", "-z"], path)
-    out: dict[str, set[int]] = {}
-    for entry in res.z():
-        meta, _, p = entry.partition("\t")
-        out.setdefault(p, set()).add(int(meta.split()[2]))
-    return out
+def _git(path: str, args: list[str], check: bool = False) -> git.GitResult:
+    return git.run([*REBASE_CFG, *args], path, check=check, env=REBASE_ENV)
 
 
 def _step_files(path: str) -> list[str]:
@@ -82,9 +67,9 @@ def _step_files(path: str) -> list[str]:
     untracked ones. A sync starts only in a clean lane, so an untracked (not ignored) file
     was made while resolving: it belongs to the resolution, is scanned for markers and is
     staged with it (left out, the lane would end dirty with a commit missing a file)."""
-    files = set(_unmerged(path))
-    files.update(gitrun.run(["diff", "--name-only", "-z", "HEAD"], path, check=False).z())
-    files.update(gitrun.run(["ls-files", "--others", "--exclude-standard", "-z"], path, check=False).z())
+    files = set(git.unmerged(path))
+    files.update(git.run(["diff", "--name-only", "-z", "HEAD"], path, check=False).z())
+    files.update(git.run(["ls-files", "--others", "--exclude-standard", "-z"], path, check=False).z())
     return sorted(files)
 
 
@@ -92,10 +77,10 @@ def _stage(path: str, files: list[str]) -> None:
     """`git add -A` the step's files. A path already gone from both the index and the
     worktree (a deletion the user staged with `git rm`) is left out: naming it would make
     git add fail with "pathspec did not match any files"."""
-    indexed = set(gitrun.run(["--literal-pathspecs", "ls-files", "-z", "--", *files], path).z())
+    indexed = set(git.run(["--literal-pathspecs", "ls-files", "-z", "--", *files], path).z())
     keep = [f for f in files if f in indexed or os.path.lexists(os.path.join(path, f))]
     if keep:
-        gitrun.run(["--literal-pathspecs", "add", "-A", "--", *keep], path)
+        git.run(["--literal-pathspecs", "add", "-A", "--", *keep], path)
 
 
 def _undecided(path: str) -> list[str]:
@@ -104,19 +89,14 @@ def _undecided(path: str) -> list[str]:
     the file is binary (or a symlink) and still holds our side. Staging them as they are
     (what `continue` does with a resolved text file) would silently keep one side and
     drop the other's change; deleting, editing or staging the path is a decision."""
-    res = gitrun.run(["ls-files", "-u", "-z"], path)
-    stages: dict[str, dict[int, tuple[str, str]]] = {}
-    for entry in res.z():
-        meta, _, p = entry.partition("\t")
-        mode, sha, stage = meta.split()
-        stages.setdefault(p, {})[int(stage)] = (mode, sha)
     out: list[str] = []
-    for p, st in sorted(stages.items()):
+    for p, um in sorted(git.unmerged(path).items()):
+        st = um.stages
         if 2 in st and 3 in st:
             (mode2, ours), (mode3, theirs) = st[2], st[3]
             if mode2 in ("100644", "100755") and mode3 in ("100644", "100755"):
-                num = gitrun.run(["diff", "--numstat", "--no-renames", ours, theirs], path, check=False)
-                attr = gitrun.run(["check-attr", "merge", "--", p], path, check=False).stdout
+                num = git.run(["diff", "--numstat", "--no-renames", ours, theirs], path, check=False)
+                attr = git.run(["check-attr", "merge", "--", p], path, check=False).stdout
                 binary = num.stdout.startswith("-\t-\t") or attr.rstrip().endswith((": unset", ": binary"))
                 if not binary:
                     continue  # a text conflict: the marker check decides
@@ -127,9 +107,9 @@ def _undecided(path: str) -> list[str]:
             continue  # deleted on both sides: nothing to lose
         full = os.path.join(path, p)
         if os.path.islink(full):
-            now = gitrun.run(["hash-object", "--stdin"], path, input=os.readlink(full), check=False).stdout.strip()
+            now = git.run(["hash-object", "--stdin"], path, input=os.readlink(full), check=False).stdout.strip()
         elif os.path.isfile(full):
-            now = gitrun.run(["hash-object", "--", p], path, check=False).stdout.strip()
+            now = git.run(["hash-object", "--", p], path, check=False).stdout.strip()
         else:
             continue  # deleted (or replaced by a directory) by the user: a decision
         if now == left:
@@ -139,7 +119,7 @@ def _undecided(path: str) -> list[str]:
 
 def _markers(path: str, files: list[str]) -> list[str]:
     hits: list[str] = []
-    attr = gitrun.run(["check-attr", "-z", "conflict-marker-size", "--", *files], path, check=False) if files else None
+    attr = git.run(["check-attr", "-z", "conflict-marker-size", "--", *files], path, check=False) if files else None
     sizes = marker_sizes(attr.stdout) if attr is not None and attr.ok else {}
     for f in files:
         p = Path(path) / f
@@ -160,8 +140,8 @@ def _read(gd: Path, name: str) -> str | None:
         return None
 
 
-def worklist(repo: Repo, path: str) -> dict[str, Any]:
-    gd = repo.worktree_git_dir(path) or Path(path) / ".git"
+def worklist(path: str) -> Worklist:
+    gd = git.worktree_git_dir(path) or Path(path) / ".git"
     step = total = 0
     for d in ("rebase-merge", "rebase-apply"):
         if (gd / d).is_dir():
@@ -169,16 +149,18 @@ def worklist(repo: Repo, path: str) -> dict[str, Any]:
             end = _read(gd / d, "end") or _read(gd / d, "last")
             step, total = int(msg or 0), int(end or 0)
             break
-    sha = gitrun.run(["rev-parse", "-q", "--verify", "REBASE_HEAD"], path, check=False).stdout.strip()
-    subject = gitrun.run(["log", "-1", "--format=%s", sha], path, check=False).stdout.strip() if sha else ""
-    files = [{"path": p, "kind": KINDS.get(frozenset(st), "unmerged")} for p, st in sorted(_unmerged(path).items())]
+    sha = git.run(["rev-parse", "-q", "--verify", "REBASE_HEAD"], path, check=False).stdout.strip()
+    subject = git.run(["log", "-1", "--format=%s", sha], path, check=False).stdout.strip() if sha else ""
+    files: list[WorklistFile] = [
+        {"path": p, "kind": KINDS.get(frozenset(um.stages), "unmerged")} for p, um in sorted(git.unmerged(path).items())
+    ]
     return {"step": step, "total": total, "commit": sha or None, "subject": subject, "files": files}
 
 
-def _conflicts(repo: Repo, key: str, path: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    wl = worklist(repo, path)
+def _conflicts(repo: Repo, key: str, path: str, stderr: str | None = None) -> SyncResult:
+    wl = worklist(path)
     repo.store.event("sync", lane=key, code="conflicts", step=wl["step"], total=wl["total"], files=wl["files"])
-    return {
+    res: SyncResult = {
         "ok": True,
         "code": "conflicts",
         "lane": key,
@@ -190,37 +172,39 @@ def _conflicts(repo: Repo, key: str, path: str, extra: dict[str, Any] | None = N
             f"git lane continue {key}",
             f"git lane abort {key}",
         ],
-        **(extra or {}),
     }
+    if stderr is not None:
+        res["stderr"] = stderr
+    return res
 
 
 def _drive(
-    repo: Repo, key: str, path: str, main_sha: str, result: gitrun.GitResult, chase: bool = False
-) -> dict[str, Any]:
+    repo: Repo, key: str, path: str, main_sha: str, result: git.GitResult, chase: bool = False
+) -> SyncResult:
     """After a rebase command: done, stopped on conflicts, or stopped on a step that
     rerere (or an empty commit) already settled, which we continue ourselves. With
     `chase` (continue), a main that moved meanwhile is rebased onto as well."""
     for _ in range(MAX_AUTO_STEPS):
-        if not rebase_in_progress(repo, path):
-            if result.ok or is_ancestor(repo, main_sha, "HEAD", path):
+        if not git.rebase_in_progress(path):
+            if result.ok or git.is_ancestor(path, main_sha, "HEAD"):
                 now = repo.main_sha()
-                if chase and now != main_sha and not is_ancestor(repo, now, "HEAD", path):
+                if chase and now != main_sha and not git.is_ancestor(path, now, "HEAD"):
                     # main moved while the conflicts were being resolved: go again onto
                     # the new tip rather than report fresh a lane that is stale
                     main_sha = now
                     repo.store.event("sync_start", lane=key, main=main_sha, again=True)
                     result = _git(path, ["rebase", main_sha])
                     continue
-                tip = gitrun.run(["rev-parse", "HEAD"], path).stdout.strip()
+                tip = git.run(["rev-parse", "HEAD"], path).stdout.strip()
                 repo.store.event("sync", lane=key, code="fresh", main=main_sha, tip=tip)
                 return {"ok": True, "code": "synced", "lane": key, "state": "fresh", "tip": tip, "main": main_sha}
             raise Refusal(
                 "sync_failed",
                 f"git rebase failed in lane {key}: {result.stderr.strip()[:500]}",
-                next=[f"git -C '{path}' status", f"git lane sync {key}"],
+                next=[f"git -C {git.q(path)} status", f"git lane sync {key}"],
                 details={"lane": key, "stderr": result.stderr},
             )
-        if _unmerged(path):
+        if git.unmerged(path):
             return _conflicts(repo, key, path)
         files = _step_files(path)
         if _markers(path, files):
@@ -228,49 +212,39 @@ def _drive(
         if files:
             _stage(path, files)
         result = _git(path, ["rebase", "--continue"])
-        if not result.ok and rebase_in_progress(repo, path) and not _unmerged(path):
+        if not result.ok and git.rebase_in_progress(path) and not git.unmerged(path):
             # continue refused without new conflicts (e.g. an emptied commit): skip it
             if not _step_files(path):
                 result = _git(path, ["rebase", "--skip"])
             else:
-                return _conflicts(repo, key, path, {"stderr": result.stderr})
+                return _conflicts(repo, key, path, result.stderr)
     raise Refusal("sync_failed", "the rebase did not settle", next=[f"git lane abort {key}"])
 
 
-def sync(repo: Repo, key: str | None) -> dict[str, Any]:
+def sync(repo: Repo, key: str | None) -> SyncResult:
     key, branch, path = _lane(repo, key, "sync")
-    if rebase_in_progress(repo, path):
-        raise Refusal(
-            "rebase_in_progress",
-            f"lane {key} is already in the middle of a sync",
-            next=[f"git lane continue {key}", f"git lane abort {key}"],
-            details={"lane": key, "worklist": worklist(repo, path)},
-        )
-    head = gitrun.run(["symbolic-ref", "-q", "HEAD"], path, check=False).stdout.strip()
+    if git.rebase_in_progress(path):
+        raise lane.rebase_refusal(key, "already in the middle of a sync", {"worklist": worklist(path)})
+    head = git.run(["symbolic-ref", "-q", "HEAD"], path, check=False).stdout.strip()
     if head != f"refs/heads/{branch}":
-        raise Refusal(
-            "lane_branch_mismatch",
-            f"lane {key}'s worktree has {head or 'a detached HEAD'} checked out, not {branch}",
-            next=[f"git -C '{path}' switch {branch}"],
-            details={"lane": key, "head": head},
-        )
-    dirty = dirty_paths(path)
+        raise lane.branch_mismatch_refusal(key, path, branch, head or None)
+    dirty = git.dirty_paths(path)
     if dirty:
-        raise dirty_refusal(key, path, dirty, "sync")
+        raise lane.dirty_refusal(key, path, dirty, "sync")
     main_sha = repo.main_sha()  # pinned: the rebase targets this sha, whatever lands meanwhile
-    before = gitrun.run(["rev-parse", "HEAD"], path).stdout.strip()
-    if is_ancestor(repo, main_sha, before):
+    before = git.run(["rev-parse", "HEAD"], path).stdout.strip()
+    if git.is_ancestor(repo.common_dir, main_sha, before):
         return {"ok": True, "code": "already_fresh", "lane": key, "state": "fresh", "tip": before, "main": main_sha}
     repo.store.event("sync_start", lane=key, main=main_sha, tip_before=before)
     res = _git(path, ["rebase", main_sha])
     return _drive(repo, key, path, main_sha, res)
 
 
-def continue_(repo: Repo, key: str | None) -> dict[str, Any]:
+def continue_(repo: Repo, key: str | None) -> SyncResult:
     key, branch, path = _lane(repo, key, "continue")
-    if not rebase_in_progress(repo, path):
+    if not git.rebase_in_progress(path):
         main_sha = repo.main_sha()
-        if is_ancestor(repo, main_sha, f"refs/heads/{branch}"):
+        if git.is_ancestor(repo.common_dir, main_sha, f"refs/heads/{branch}"):
             return {"ok": True, "code": "synced", "lane": key, "state": "fresh"}
         raise Refusal(
             "no_sync_in_progress",
@@ -284,41 +258,41 @@ def continue_(repo: Repo, key: str | None) -> dict[str, Any]:
         raise Refusal(
             "conflict_markers_present",
             f"conflict markers are still in {', '.join(hits[:10])}",
-            next=[f"edit those files in {path} to remove the markers", f"git lane continue {key}"],
+            next=[f"edit those files in {git.q(path)} to remove the markers", f"git lane continue {key}"],
             details={"lane": key, "markers": hits},
         )
     undecided = _undecided(path)
     if undecided:
-        quoted = " ".join("'" + f.replace("'", "'\\''") + "'" for f in undecided[:10])
+        quoted = " ".join(git.q(f) for f in undecided[:10])
         raise Refusal(
             "conflicts_unresolved",
             f"{len(undecided)} conflicted path(s) hold no conflict markers and were not resolved "
             f"(a deleted side, or a binary file still as git left it): {', '.join(undecided[:10])}; "
             "continuing would silently keep one side",
             next=[
-                f"in {path}: git checkout --ours|--theirs -- {quoted} && git add -- {quoted}  (or git rm -- {quoted})",
+                f"in {git.q(path)}: git checkout --ours|--theirs -- {quoted} && git add -- {quoted}  (or git rm -- {quoted})",
                 f"git lane continue {key}",
             ],
             details={"lane": key, "paths": undecided[:100]},
         )
     if files:
         _stage(path, files)
-    onto = _read(repo.worktree_git_dir(path) or Path(path), "rebase-merge/onto") or repo.main_sha()
+    onto = _read(git.worktree_git_dir(path) or Path(path), "rebase-merge/onto") or repo.main_sha()
     res = _git(path, ["rebase", "--continue"])
     return _drive(repo, key, path, onto, res, chase=True)
 
 
-def abort(repo: Repo, key: str | None) -> dict[str, Any]:
+def abort(repo: Repo, key: str | None) -> AbortResult:
     key, _branch, path = _lane(repo, key, "abort")
-    if not rebase_in_progress(repo, path):
+    if not git.rebase_in_progress(path):
         raise Refusal(
             "no_sync_in_progress",
             f"lane {key} has no sync to abort",
             next=["git lane status"],
             details={"lane": key},
         )
-    gitrun.run(["rebase", "--abort"], path)
-    tip = gitrun.run(["rev-parse", "HEAD"], path).stdout.strip()
-    fresh = is_ancestor(repo, repo.main_sha(), tip)
+    git.run(["rebase", "--abort"], path)
+    tip = git.run(["rev-parse", "HEAD"], path).stdout.strip()
+    fresh = git.is_ancestor(repo.common_dir, repo.main_sha(), tip)
     repo.store.event("abort", lane=key, tip=tip)
     return {"ok": True, "code": "aborted", "lane": key, "state": "fresh" if fresh else "stale", "tip": tip}

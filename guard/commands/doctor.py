@@ -11,30 +11,26 @@ import errno
 import os
 import platform
 from pathlib import Path
-from typing import Any
 from collections.abc import Callable
 
-from guard import gitrun, hookinstall
+from guard import git
+from guard.commands import install as hookinstall
 from guard.errors import GitError, Refusal
+from guard.git import q
 from guard.repo import Repo
+from guard.results import Check, DoctorResult
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 
-Check = dict[str, Any]
 
-
-def _check(name: str, status: str, message: str, fix: str | None = None) -> Check:
+def finding(name: str, status: str, message: str, fix: str | None = None) -> Check:
     return {"name": name, "status": status, "message": message, "fix": fix}
-
-
-def _q(path: Path | str) -> str:
-    return "'" + str(path).replace("'", "'\\''") + "'"
 
 
 # -- main and config --------------------------------------------------------------------
 def check_main(repo: Repo) -> list[Check]:
-    out = [_check("main", OK, f"main is {repo.main_branch} at {repo.main_sha()[:12]}")]
-    sym = repo.git(["symbolic-ref", "-q", repo.main_ref], check=False)
+    out = [finding("main", OK, f"main is {repo.main_branch} at {repo.main_sha()[:12]}")]
+    sym = git.run(["symbolic-ref", "-q", repo.main_ref], repo.common_dir, check=False)
     if sym.ok and sym.stdout.strip():
         target = sym.stdout.strip()
         sha = repo.main_sha()
@@ -48,7 +44,7 @@ def check_main(repo: Repo) -> list[Check]:
         else:
             fix = f"git update-ref --no-deref {repo.main_ref} {sha}"
         out = [
-            _check(
+            finding(
                 "main",
                 FAIL,
                 f"{repo.main_ref} is a symbolic ref to {target}: main moves whenever {target} does",
@@ -62,9 +58,9 @@ def check_main(repo: Repo) -> list[Check]:
     ep = repo.store.read_epoch()
     sha = repo.main_sha()
     if ep.epoch and ep.main_after and sha != ep.main_after and not repo.store.landing_path.exists():
-        last = repo.git(["reflog", "-1", "--format=%gs", repo.main_ref], check=False).stdout.strip()
+        last = git.run(["reflog", "-1", "--format=%gs", repo.main_ref], repo.common_dir, check=False).stdout.strip()
         out.append(
-            _check(
+            finding(
                 "main_moved",
                 WARN,
                 f"{repo.main_ref} is at {sha[:12]}, not at {ep.main_after[:12]} where land {ep.epoch} "
@@ -81,14 +77,14 @@ def check_enabled(repo: Repo) -> list[Check]:
     cfg = repo.config
     if cfg.get("enabled") is False:
         return [
-            _check(
+            finding(
                 "enabled",
                 WARN,
                 f"enabled = false ({cfg.sources['enabled']}): hooks and shims pass everything through",
                 "git lane config set enabled true",
             )
         ]
-    return [_check("enabled", OK, "git-lane is enabled")]
+    return [finding("enabled", OK, "git-lane is enabled")]
 
 
 # -- hooks ------------------------------------------------------------------------------
@@ -98,7 +94,7 @@ def check_hooks(repo: Repo) -> list[Check]:
     common = hookinstall.common_hooks_dir(repo)
     if hp is None:
         d = common
-        out.append(_check("core.hooksPath", OK, f"unset: git runs the hooks in {common}"))
+        out.append(finding("core.hooksPath", OK, f"unset: git runs the hooks in {common}"))
     else:
         d = Path(hp.value)
         unset = hookinstall._unset_cmd(hp)
@@ -107,7 +103,7 @@ def check_hooks(repo: Repo) -> list[Check]:
         )
         if ours_there:
             out.append(
-                _check(
+                finding(
                     "core.hooksPath",
                     OK,
                     f"{hp.value} ({hp.scope} config), where git-lane's hooks are installed",
@@ -115,7 +111,7 @@ def check_hooks(repo: Repo) -> list[Check]:
             )
         else:
             out.append(
-                _check(
+                finding(
                     "core.hooksPath",
                     FAIL,
                     f"set to {hp.value} ({hp.scope} config): git runs hooks from there, not from {common}",
@@ -144,14 +140,14 @@ def _check_hook(d: Path, name: str) -> Check:
     if path is None:
         k = hookinstall.kind(d / name)
         what = "missing" if k == "absent" else f"not git-lane's ({d / name} is another {k} hook)"
-        return _check(label, FAIL, f"{what}", "git lane install")
+        return finding(label, FAIL, f"{what}", "git lane install")
     if not os.access(path, os.X_OK):
-        return _check(
-            label, FAIL, f"{path} is not executable, so git skips it", f"chmod +x {_q(path)}"
+        return finding(
+            label, FAIL, f"{path} is not executable, so git skips it", f"chmod +x {q(path)}"
         )
     text = path.read_text(encoding="utf-8", errors="replace")
     if not hookinstall.same_but_python(text, name):
-        return _check(
+        return finding(
             label,
             FAIL,
             f"{path} differs from what git lane install writes (modified or outdated)",
@@ -159,7 +155,7 @@ def _check_hook(d: Path, name: str) -> Check:
         )
     legacy = path.with_name(path.name + ".legacy")
     if hookinstall.kind(legacy) == "framework":
-        return _check(
+        return finding(
             label,
             FAIL,
             f"the pre-commit framework's script sits behind ours at {legacy} and would run itself",
@@ -167,27 +163,27 @@ def _check_hook(d: Path, name: str) -> Check:
         )
     py = hookinstall.embedded_python(text)
     if name == "pre-commit" and (py is None or not os.access(py, os.X_OK)):
-        return _check(label, FAIL, f"{path} names Python {py}, which is gone", "git lane install")
+        return finding(label, FAIL, f"{path} names Python {py}, which is gone", "git lane install")
     if name == "pre-commit" and not _imports_guard(py):
-        return _check(
+        return finding(
             label,
             FAIL,
             f"{path} names Python {py}, which cannot import git-lane",
             "git lane install",
         )
     if text.encode("utf-8") != hookinstall.script_bytes(name):
-        return _check(
+        return finding(
             label, WARN, f"{path} was installed by another Python ({py})", "git lane install"
         )
     if os.path.lexists(legacy) and not os.access(legacy, os.X_OK):
-        return _check(
+        return finding(
             label,
             WARN,
             f"the chained {legacy} is not executable, so it is skipped",
-            f"chmod +x {_q(legacy)}",
+            f"chmod +x {q(legacy)}",
         )
     chained = f"; runs {legacy.name} too" if os.path.lexists(legacy) else ""
-    return _check(label, OK, f"{path}{chained}")
+    return finding(label, OK, f"{path}{chained}")
 
 
 def _imports_guard(python: str | None) -> bool:
@@ -210,9 +206,7 @@ def _imports_guard(python: str | None) -> bool:
 def check_worktree_config(repo: Repo) -> list[Check]:
     out: list[Check] = []
     on = (
-        repo.git(
-            ["config", "--type=bool", "--get", "extensions.worktreeConfig"], check=False
-        ).stdout.strip()
+        git.run(["config", "--type=bool", "--get", "extensions.worktreeConfig"], repo.common_dir, check=False).stdout.strip()
         == "true"
     )
     common = Path(os.path.realpath(repo.common_dir))
@@ -224,27 +218,27 @@ def check_worktree_config(repo: Repo) -> list[Check]:
     for f in files:
         if not f.is_file():
             continue
-        res = gitrun.run(
+        res = git.run(
             ["config", "--file", str(f), "--get-regexp", r"^(core\.hookspath|hook\.)"], check=False
         )
         for line in res.lines():
             key = line.split(" ", 1)[0]
             bad += 1
             out.append(
-                _check(
+                finding(
                     "worktree config",
                     FAIL if on else WARN,
                     f"{f} sets {key}"
                     + ("" if on else " (inert while extensions.worktreeConfig is off)"),
-                    f"git config --file {_q(f)} --unset-all {key}",
+                    f"git config --file {q(f)} --unset-all {key}",
                 )
             )
-    hooks_cfg = repo.git(["config", "--get-regexp", r"^hook\."], check=False)
+    hooks_cfg = git.run(["config", "--get-regexp", r"^hook\."], repo.common_dir, check=False)
     for line in hooks_cfg.lines():
         key = line.split(" ", 1)[0]
         bad += 1
         out.append(
-            _check(
+            finding(
                 "hook config",
                 WARN,
                 f"{key} is set: config-defined hooks run besides ours",
@@ -254,26 +248,26 @@ def check_worktree_config(repo: Repo) -> list[Check]:
     if not bad:
         if on:
             out.append(
-                _check(
+                finding(
                     "worktree config",
                     WARN,
                     "extensions.worktreeConfig is on: a worktree could set core.hooksPath for itself "
-                    "(none does now; the git shim refuses `git config --worktree` in lanes)",
+                    "(none does now)",
                     "git config --unset extensions.worktreeConfig  (if nothing needs per-worktree config)",
                 )
             )
         else:
-            out.append(_check("worktree config", OK, "no worktree config can switch hooks off"))
+            out.append(finding("worktree config", OK, "no worktree config can switch hooks off"))
     return out
 
 
 def check_replace(repo: Repo) -> list[Check]:
     out = []
-    refs = repo.git(["for-each-ref", "--format=%(refname)", "refs/replace/"]).lines()
+    refs = list(git.refs(repo.common_dir, "refs/replace/"))
     if refs:
         names = " ".join(r.removeprefix("refs/replace/") for r in refs[:20])
         out.append(
-            _check(
+            finding(
                 "replace refs",
                 FAIL,
                 f"{len(refs)} refs/replace/* ref(s) change what main's history means: {', '.join(refs[:5])}",
@@ -281,11 +275,11 @@ def check_replace(repo: Repo) -> list[Check]:
             )
         )
     else:
-        out.append(_check("replace refs", OK, "none"))
+        out.append(finding("replace refs", OK, "none"))
     grafts = Path(os.path.realpath(repo.common_dir)) / "info" / "grafts"
     if grafts.exists():
         out.append(
-            _check("grafts", FAIL, f"{grafts} rewrites parents of commits", f"rm {_q(grafts)}")
+            finding("grafts", FAIL, f"{grafts} rewrites parents of commits", f"rm {q(grafts)}")
         )
     return out
 
@@ -297,27 +291,27 @@ def check_lock(repo: Repo) -> list[Check]:
     out = []
     rec = lock.read_owner(repo)
     if rec is None:
-        out.append(_check("lock", OK, "free"))
+        out.append(finding("lock", OK, "free"))
     elif lock.owner_alive(rec):
         out.append(
-            _check(
+            finding(
                 "lock",
                 OK,
-                f"held by pid {rec.get('pid')} on {rec.get('host')} landing {rec.get('lane')} since {rec.get('since')}",
+                f"held by pid {rec.pid} on {rec.host} landing {rec.lane} since {rec.since}",
             )
         )
     else:
         out.append(
-            _check(
+            finding(
                 "lock",
                 WARN,
-                f"stale: its owner pid {rec.get('pid')} (landing {rec.get('lane')}) is gone",
+                f"stale: its owner pid {rec.pid} (landing {rec.lane}) is gone",
                 "git lane reconcile",
             )
         )
     if repo.store.landing_path.exists() and (rec is None or not lock.owner_alive(rec)):
         out.append(
-            _check(
+            finding(
                 "landing", WARN, "a land died part way (landing.json is left)", "git lane reconcile"
             )
         )
@@ -325,10 +319,10 @@ def check_lock(repo: Repo) -> list[Check]:
 
 
 def check_lanes(repo: Repo) -> list[Check]:
-    from guard.lanes import MARKER, wt_index
+    from guard.lane import KEY_FILE
 
     out = []
-    idx = wt_index(repo.worktrees())
+    idx = git.by_path(repo.worktrees())
     active = 0
     for rec in repo.store.lanes():
         if rec.status == "released":
@@ -337,7 +331,7 @@ def check_lanes(repo: Repo) -> list[Check]:
         present = wt is not None and wt.exists
         if rec.status == "orphaned" or not present:
             out.append(
-                _check(
+                finding(
                     f"lane {rec.key}",
                     WARN,
                     f"orphaned: its worktree {rec.path} is missing",
@@ -346,23 +340,23 @@ def check_lanes(repo: Repo) -> list[Check]:
             )
             continue
         active += 1
-        gd = repo.worktree_git_dir(rec.path)
-        marker = gd / MARKER if gd is not None else None
+        gd = git.worktree_git_dir(rec.path)
+        marker = gd / KEY_FILE if gd is not None else None
         try:
             key = marker.read_text().strip() if marker is not None else None
         except OSError:
             key = None
         if key != rec.key:
             out.append(
-                _check(
+                finding(
                     f"lane {rec.key}",
                     WARN,
-                    f"its worktree lacks the {MARKER} marker, so the pre-commit hook does not know it is a lane",
+                    f"its worktree lacks the {KEY_FILE} file, so the pre-commit hook does not know it is a lane",
                     "git lane reconcile",
                 )
             )
     if not out:
-        out.append(_check("lanes", OK, f"{active} active lane(s), none orphaned"))
+        out.append(finding("lanes", OK, f"{active} active lane(s), none orphaned"))
     return out
 
 
@@ -410,11 +404,11 @@ def check_landlock(repo: Repo) -> list[Check]:
     abi, why = landlock_abi()
     if abi is not None:
         return [
-            _check("landlock", OK, f"Landlock ABI {abi}: git lane exec --sandbox can confine lanes")
+            finding("landlock", OK, f"Landlock ABI {abi}: git lane exec --sandbox can confine lanes")
         ]
     required = repo.config.get("sandbox") == "required"
     return [
-        _check(
+        finding(
             "landlock",
             FAIL if required else WARN,
             f"unavailable: {why}"
@@ -436,35 +430,15 @@ CHECKS: tuple[Callable[[Repo], list[Check]], ...] = (
 )
 
 
-def doctor(repo: Repo) -> dict[str, Any]:
+def run(repo: Repo) -> DoctorResult:
     checks: list[Check] = []
     for fn in CHECKS:
         name = fn.__name__.removeprefix("check_")
         try:
             checks.extend(fn(repo))
         except Refusal as r:
-            checks.append(_check(name, FAIL, f"[{r.code}] {r.message}", " ; ".join(r.next) or None))
+            checks.append(finding(name, FAIL, f"[{r.code}] {r.message}", " ; ".join(r.next) or None))
         except GitError as exc:
-            checks.append(_check(name, FAIL, f"git failed: {exc.stderr.strip()[:300]}", None))
+            checks.append(finding(name, FAIL, f"git failed: {exc.stderr.strip()[:300]}", None))
     ok = not any(c["status"] == FAIL for c in checks)
     return {"ok": ok, "code": "ok" if ok else "doctor_failed", "checks": checks}
-
-
-def render(result: dict[str, Any]) -> str:
-    marks = {OK: "ok  ", WARN: "warn", FAIL: "FAIL"}
-    width = max((len(c["name"]) for c in result["checks"]), default=0)
-    lines = []
-    for c in result["checks"]:
-        lines.append(
-            f"{marks.get(c['status'], c['status'])}  {c['name'].ljust(width)}  {c['message']}"
-        )
-        if c["fix"] and c["status"] != OK:
-            lines.append(f"      {''.ljust(width)}  fix: {c['fix']}")
-    failed = sum(c["status"] == FAIL for c in result["checks"])
-    warned = sum(c["status"] == WARN for c in result["checks"])
-    lines.append(
-        "doctor: ok" + (f" ({warned} warning(s))" if warned else "")
-        if result["ok"]
-        else f"doctor: {failed} check(s) failed"
-    )
-    return "\n".join(lines)

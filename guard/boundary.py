@@ -1,0 +1,101 @@
+"""The one error boundary, for every entry point (the CLI, the hooks' Python step, the
+install scripts): a Refusal becomes its line on stderr (and its JSON on stdout when asked),
+an audit event, exit 1; Ctrl-C exit 130; anything else is a bug: a crash file with the
+git-lane, git and Python versions and the traceback, one line naming it, exit 3. No
+traceback ever reaches the user. Standard library only: the hooks run through here."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from guard.errors import GitError, Refusal
+
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+StateDir = Callable[[], Path | None]
+
+
+def guarded(body: Callable[[], int], argv: Sequence[str], want_json: Callable[[], bool], state_dir: StateDir) -> int:
+    """Run `body` (which returns an exit status) behind the boundary."""
+    try:
+        return body()
+    except Refusal as r:
+        refuse(r, argv, want_json(), state_dir())
+        return EXIT_REFUSED
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # the one place a bug is caught: file it, say where
+        where = crash(exc, argv, state_dir)
+        if want_json():
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            out = {"ok": False, "code": "internal_error", "message": first, "next": [f"cat {_q(where)}"],
+                   "details": {"crash_file": where}}
+            sys.stdout.write(json.dumps(out) + "\n")
+        sys.stderr.write(f"git-lane: internal error ({type(exc).__name__}); details written to {where}\n")
+        return EXIT_BUG
+
+
+def refuse(r: Refusal, argv: Sequence[str], as_json: bool, state_dir: Path | None) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(r.to_dict(), sort_keys=True, default=str) + "\n")
+    sys.stderr.write(r.line() + "\n")
+    if state_dir is not None and r.code != "not_a_git_repo":
+        from guard.store import Store
+
+        Store(state_dir).event(
+            "refusal", lane=r.details.get("lane"), code=r.code, message=r.message, argv=list(argv), details=r.details
+        )
+
+
+def _q(s: str) -> str:
+    import shlex
+
+    return shlex.quote(s)
+
+
+def versions() -> str:
+    from guard import __version__
+
+    try:
+        from guard.git import run
+
+        git = run(["--version"], check=False).stdout.strip() or "git: no answer"
+    except Exception as exc:  # the report must not crash on a broken git
+        git = f"git: {type(exc).__name__}: {exc}"
+    return f"git-lane {__version__}\n{git}\npython {sys.version.split()[0]} ({sys.executable})"
+
+
+def crash(exc: BaseException, argv: Sequence[str], state_dir: StateDir) -> str:
+    """Write the crash report; return its path (or why it could not be written)."""
+    import tempfile
+    import traceback
+
+    try:
+        sd = state_dir()
+    except Exception:
+        sd = None
+    dirs = [sd / "crash"] if sd is not None else []
+    dirs.append(Path(tempfile.gettempdir()) / "git-lane-crash")
+    body = "".join(traceback.format_exception(exc))
+    if isinstance(exc, GitError):
+        body += "\n" + str(exc)
+    try:
+        cwd = os.getcwd()
+    except OSError as e:
+        cwd = f"(unknown: {e.strerror})"
+    name = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.txt"
+    text = f"argv: {list(argv)!r}\ncwd: {cwd}\n{versions()}\n\n{body}"
+    problems = []
+    for d in dirs:  # the state dir may be what is broken: never let the report itself crash
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            (d / name).write_text(text)
+            return str(d / name)
+        except OSError as e:
+            problems.append(f"{d}: {e.strerror}")
+    return "nowhere (" + "; ".join(problems) + ")"

@@ -1,0 +1,116 @@
+"""`git lane create [KEY]`: branch lane/KEY off main's tip, in a worktree of its own
+under worktrees_root, registered under the registry lock."""
+
+from __future__ import annotations
+
+import os
+
+from guard import git, lane, policy, procs
+from guard.errors import Refusal
+from guard.repo import Repo
+from guard.results import CreateResult
+from guard.store import LaneRecord, now_iso
+
+
+def run(repo: Repo, key: str | None = None, goal: str | None = None, owner_pid: int | None = None) -> CreateResult:
+    lane.forbid_worker("create")
+    prefix = goal or "adhoc"
+    if goal is not None:
+        lane.check_key(f"{goal}-1")
+    if key is not None:
+        lane.check_key(key)
+    cfg = repo.config
+    main_sha = repo.main_sha()
+    root = lane.worktrees_root(repo)
+    if owner_pid is None and os.environ.get("GITLANE_OWNER_PID", "").isdigit():
+        owner_pid = int(os.environ["GITLANE_OWNER_PID"])
+    owner_start = procs.start_time(owner_pid) if owner_pid else None
+    if owner_pid and owner_start is None:
+        raise Refusal(
+            "unknown_process",
+            f"owner process {owner_pid} is not running",
+            next=["git lane create" + (f" {key}" if key else "")],
+            details={"owner_pid": owner_pid},
+        )
+    with lane.registry_lock(repo):
+        records = {r.key: r for r in repo.store.lanes()}
+        active = [r for r in records.values() if r.status == "active"]
+        if len(active) >= cfg["max_lanes"]:
+            raise Refusal(
+                "max_lanes",
+                f"{len(active)} active lanes already (max_lanes = {cfg['max_lanes']})",
+                next=["git lane status", "git lane release <KEY>", "git lane config set max_lanes <N>"],
+                details={"active": [r.key for r in active], "max_lanes": cfg["max_lanes"]},
+            )
+
+        def taken(k: str) -> bool:
+            r = records.get(k)
+            return (
+                (r is not None and r.status != "released")
+                or repo.ref_sha(f"refs/heads/{lane.branch_of(k)}") is not None
+                or (root / repo.slug / k).exists()
+            )
+
+        if key is None:
+            key = policy.auto_key(prefix, taken)
+            lane.check_key(key)
+        rec = records.get(key)
+        if rec is not None and rec.status != "released":
+            raise Refusal(
+                "lane_exists",
+                f"lane {key} exists already ({rec.status}, at {rec.path})",
+                next=["git lane create", f"git lane status {key}"],
+                details={"lane": key},
+            )
+        branch = lane.branch_of(key)
+        if repo.ref_sha(f"refs/heads/{branch}") is not None:
+            raise Refusal(
+                "branch_exists",
+                f"branch {branch} exists already and is not a registered lane; it was left as it is",
+                next=["git lane create <another key>", f"git branch -m {branch} <new name>  (then retry)"],
+                details={"lane": key, "branch": branch},
+            )
+        path = root / repo.slug / key
+        if path.exists() or path.is_symlink():
+            raise Refusal(
+                "worktree_path_exists",
+                f"{path} exists already; it was left as it is",
+                next=["git lane create <another key>", "git lane reconcile"],
+                details={"lane": key, "path": str(path)},
+            )
+        under = git.run(
+            ["for-each-ref", "--count=1", "--format=%(refname)", f"refs/heads/{branch}/"], repo.common_dir
+        ).stdout.strip()
+        if not under and repo.ref_sha("refs/heads/lane") is not None:
+            under = "refs/heads/lane"  # a branch named `lane` leaves no room for lane/<key>
+        if under:
+            short = under.removeprefix("refs/heads/")
+            raise Refusal(
+                "branch_exists",
+                f"branch {short} exists, so git cannot create {branch} beside it; it was left as it is",
+                next=["git lane create <another key>", f"git branch -m {short} <new name>  (then retry)"],
+                details={"lane": key, "branch": branch, "conflicts_with": under},
+            )
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise Refusal(
+                "invalid_config",
+                f"cannot make the lane directory {path.parent}: {exc.strerror}",
+                next=["git lane config set worktrees_root ~/.cache/git-lane/worktrees", "git lane config get worktrees_root"],
+                details={"key": "worktrees_root", "path": str(path.parent)},
+            ) from None
+        git.run(["worktree", "add", "-q", "-b", branch, str(path), main_sha], repo.common_dir)
+        rec = LaneRecord(
+            key=key,
+            branch=branch,
+            path=str(path),
+            created_at=now_iso(),
+            goal=goal,
+            owner_pid=owner_pid,
+            owner_start=owner_start,
+        )
+        lane.write_marker(repo, str(path), key)
+        repo.store.write_lane(rec)
+    repo.store.event("create", lane=key, main=main_sha, path=str(path), owner_pid=owner_pid)
+    return {"ok": True, "code": "created", "lane": lane.view(repo, rec, main_sha, git.by_path(repo.worktrees()))}

@@ -1,0 +1,310 @@
+"""`git lane land [KEY]`: the only door to main. Reads as the gate table: one function per
+gate, named for it, called in order under the integration lock.
+
+    g1_lock       one land at a time (the integration lock)
+    g2_clean      the lane worktree is clean
+    g3_fresh      main is an ancestor of the tip, re-derived from git under the lock
+    g6_hub        the hub's own edits do not meet the paths this land changes
+    g4_gate       the gate passes at the exact tip; the tip and worktree are re-checked after
+    g5_move_main  main moves by compare-and-swap fast-forward, recorded first (landing.json)
+    g7_epoch      hub carried along, epoch bumped, land logged, before the lock is released
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from guard import gate, git, landing, lane, lock, policy
+from guard.errors import GitError, Refusal
+from guard.repo import Repo
+from guard.results import GateSummary, LandResult
+
+PATHS_CAP = 500
+PATHSPEC_MAX = 1000
+
+
+@dataclass(frozen=True)
+class Target:
+    """What is being landed, read once under the lock."""
+
+    key: str
+    branch: str
+    path: str
+    main_before: str
+    tip: str | None
+
+
+def run(
+    repo: Repo,
+    key: str | None,
+    wait: float | None = None,
+    output: gate.Output | None = None,
+    tick: gate.Tick | None = None,
+) -> LandResult:
+    key = lane.resolve_key(key, "land")
+    if lane.is_worker() and repo.config["worker_land"] != "allow":
+        raise Refusal(
+            "role_forbidden",
+            'workers may not land (worker_land = "deny")',
+            next=["ask the owner to run: git lane land " + (key or "<KEY>"), "git lane config set worker_land allow  (owner)"],
+            details={"lane": key},
+        )
+    if key is None:
+        raise Refusal("unknown_lane", "land needs a lane key", next=["git lane status", "git lane land <KEY>"])
+    rec = lane.get(repo, key)
+    if rec.status != "active":
+        raise Refusal(
+            "lane_not_active",
+            f"lane {key} is {rec.status}",
+            next=["git lane reconcile", "git lane status"],
+            details={"lane": key, "state": rec.status},
+        )
+    lane.owner_conflict(repo, rec, "land")
+    cfg = repo.config
+    command: str | None = cfg.get("gate_command") if cfg["gate"] == "on" else None
+    if cfg["gate"] == "on" and not command:
+        raise Refusal(
+            "gate_command_unset",
+            "the gate is on but no gate_command is set",
+            next=['git lane config set gate_command "pytest -q"', "git lane config set gate off  (land without a check)"],
+        )
+    held = g1_lock(repo, key, wait)
+    try:
+        landing.crash_point("locked")
+        if repo.store.landing_path.exists():
+            landing.recover_locked(repo)
+        return _land_locked(repo, rec.key, rec.branch, rec.path, held, command, cfg["gate_timeout"], output, tick)
+    finally:
+        lock.release(repo, held)
+
+
+def _land_locked(
+    repo: Repo,
+    key: str,
+    branch: str,
+    path: str,
+    held: lock.Held,
+    command: str | None,
+    timeout: int,
+    output: gate.Output | None,
+    tick: gate.Tick | None,
+) -> LandResult:
+    main_before, tip = _main_and_tip(repo, branch)
+    t = Target(key, branch, path, main_before, tip)
+    wts = repo.worktrees()
+    _check_worktree(t, git.by_path(wts).get(os.path.realpath(path)))
+    hub = repo.hub(wts)
+
+    def main_side() -> tuple[str | None, list[str], list[str]]:
+        # one merge-base answers two questions: it is the tip when the lane has nothing
+        # main lacks, and main itself exactly when main is an ancestor of the tip
+        base = tip
+        if tip is not None and tip != main_before:
+            base = git.merge_base(repo.common_dir, main_before, tip) or ""
+        if tip is None or base != main_before:
+            return base, [], []
+        changed = git.changed_paths(repo.common_dir, main_before, tip)
+        hits = policy.overlapping(hub_dirty(hub.path, changed), changed) if hub is not None else []
+        return base, changed, hits
+
+    # The lane's status (G2) is the slow part in a big repository: the facts for G3 and G6
+    # are read beside it. Refusals are still decided in the order G2, G3, G6.
+    dirty, (base, changed, hub_hits) = git.both(lambda: git.dirty_paths(path), main_side)
+    g2_clean(t, dirty)
+    g3_fresh(t, base)
+    assert tip is not None
+    g6_hub(hub, hub_hits, key)
+    summary: GateSummary = {"command": command, "status": "off", "seconds": 0.0}
+    if command is not None:
+        summary = g4_gate(repo, t, command, timeout, changed, output, tick)
+    # Only now, with the gate passed and the tip re-checked, does the lock record name the
+    # move the reference-transaction hook may let through: no git run earlier under this
+    # land (nor anything the gate started) could have made it.
+    lock.update(repo, held, main_before=main_before, tip=tip)
+    if command is not None:
+        hub = repo.hub()  # it may have been switched while the gate ran
+    txn = landing.Landing(
+        token=held.token,
+        pid=os.getpid(),
+        lane=key,
+        main_ref=repo.main_ref,
+        main_before=main_before,
+        tip=tip,
+        hub=hub.path if hub is not None else None,
+        paths=changed[:PATHS_CAP],
+        truncated=len(changed) > PATHS_CAP,
+        epoch_after=repo.store.read_epoch().epoch + 1,
+        gate=dict(summary),
+    )
+    txn = landing.stage(repo, txn, "prepared")
+    g5_move_main(repo, t, tip)
+    g7_epoch(repo, txn)
+    return {
+        "ok": True,
+        "code": "landed",
+        "lane": key,
+        "main_before": main_before,
+        "main_after": tip,
+        "epoch": repo.store.read_epoch().epoch,
+        "paths": changed[:PATHS_CAP],
+        "gate": summary,
+    }
+
+
+# -- the gates, in order ------------------------------------------------------------------
+def g1_lock(repo: Repo, key: str, wait: float | None) -> lock.Held:
+    """G1: one land at a time. main_before and tip stay empty in the lock record until G4
+    passed, so until then the record lets no ref move."""
+    return lock.acquire(repo, key, "", "", wait)
+
+
+def _check_worktree(t: Target, wt: git.Worktree | None) -> None:
+    """The lane's worktree is there, not mid-sync, and has the lane's branch checked out."""
+    if wt is None or not wt.exists:
+        raise lane.not_active_refusal(t.key, f"has no worktree (missing: {t.path})")
+    if git.rebase_in_progress(t.path):
+        raise lane.rebase_refusal(t.key, "in the middle of a sync")
+    if wt.branch != f"refs/heads/{t.branch}":
+        raise lane.branch_mismatch_refusal(t.key, t.path, t.branch, wt.branch)
+
+
+def g2_clean(t: Target, dirty: list[str]) -> None:
+    """G2: nothing uncommitted in the lane: what lands is exactly what is committed."""
+    if dirty:
+        raise lane.dirty_refusal(t.key, t.path, dirty, "land")
+
+
+def g3_fresh(t: Target, base: str | None) -> None:
+    """G3: the lane has commits main lacks, and main is their base (a fast-forward)."""
+    if t.tip is None or base == t.tip:
+        raise Refusal(
+            "nothing_to_land",
+            f"lane {t.key} has no commits that main lacks",
+            next=[f"commit work in {t.path}", f"git lane release {t.key}"],
+            details={"lane": t.key},
+        )
+    if base != t.main_before:
+        raise Refusal(
+            "stale_lane",
+            f"main moved since lane {t.key} was last synced; it must be rebased first",
+            next=[f"git lane sync {t.key}", f"git lane land {t.key}"],
+            details={"lane": t.key, "main": t.main_before, "tip": t.tip},
+        )
+
+
+def g6_hub(hub: git.Worktree | None, hits: list[str], key: str) -> None:
+    """G6: the hub's uncommitted paths that meet this land's changes refuse it; unrelated
+    edits in the hub never do."""
+    if hub is not None and hits:
+        raise Refusal(
+            "hub_dirty",
+            f"the hub {hub.path} has uncommitted changes to paths this land changes: {', '.join(hits[:10])}",
+            next=[
+                f"git -C {git.q(hub.path)} stash push -- {' '.join(git.q(h) for h in hits[:10])}",
+                f"git lane land {key}",
+            ],
+            details={"lane": key, "paths": hits},
+        )
+
+
+def g4_gate(
+    repo: Repo,
+    t: Target,
+    command: str,
+    timeout: int,
+    changed: list[str],
+    output: gate.Output | None,
+    tick: gate.Tick | None,
+) -> GateSummary:
+    """G4: the gate passes at the exact tip; after it, the tip and the worktree are what
+    they were (else what passed is not what would land), and the hub is looked at again."""
+    assert t.tip is not None
+    g = gate.run(command, t.path, timeout, t.key, output, tick)
+    if g.status == "timeout":
+        raise Refusal(
+            "gate_timeout",
+            f"the gate `{command}` ran past {timeout}s and was killed",
+            next=[f"git lane land {t.key}", "git lane config set gate_timeout <seconds>"],
+            details={"lane": t.key, "gate": g.to_dict()},
+        )
+    if g.status != "passed":
+        raise Refusal(
+            "gate_failed",
+            f"the gate `{command}` failed with exit {g.exit} at {t.tip[:12]}",
+            next=[f"fix the failure in {t.path}, commit, then: git lane land {t.key}"],
+            details={"lane": t.key, "gate": g.to_dict(), "tail": g.tail},
+        )
+    after = repo.ref_sha(f"refs/heads/{t.branch}")
+    still_dirty = git.dirty_paths(t.path)
+    if after != t.tip or still_dirty:
+        raise Refusal(
+            "lane_changed_during_gate",
+            f"lane {t.key} changed while its gate ran (tip {str(after)[:12]}, {len(still_dirty)} dirty path(s)); "
+            "what passed is not what would land",
+            next=[f"git -C {git.q(t.path)} status", f"git lane land {t.key}"],
+            details={"lane": t.key, "tip_before": t.tip, "tip_after": after, "dirty_paths": still_dirty[:50]},
+        )
+    # G6 again: the hub may have been edited (or switched) while the gate ran, and an
+    # overlapping edit found only after main moved would leave the hub half updated
+    hub = repo.hub()
+    if hub is not None:
+        g6_hub(hub, policy.overlapping(hub_dirty(hub.path, changed), changed), t.key)
+    return g.summary()
+
+
+def g5_move_main(repo: Repo, t: Target, tip: str) -> None:
+    """G5: main moves from exactly main_before to exactly the tip, or not at all."""
+    try:
+        git.run(["update-ref", "-m", f"git-lane: land {t.key}", repo.main_ref, tip, t.main_before], repo.common_dir)
+    except GitError as exc:
+        now = repo.ref_sha(repo.main_ref)
+        if now != tip:
+            # The compare-and-swap failed, so this land did not move main (whoever did,
+            # by hand or with hooks off, is not ours to undo): drop the record, or every
+            # later land and reconcile would stop on it as ambiguous.
+            repo.store.landing_path.unlink(missing_ok=True)
+            raise Refusal(
+                "main_update_failed",
+                f"git refused to move {repo.main_ref} from {t.main_before[:12]} to {tip[:12]} "
+                f"(it is now {str(now)[:12]}): {exc.stderr.strip()}",
+                next=[f"git reflog -5 {repo.main_ref}", "git lane doctor", f"git lane sync {t.key}", f"git lane land {t.key}"],
+                details={"lane": t.key, "main_before": t.main_before, "main": now, "tip": tip, "stderr": exc.stderr},
+            ) from None
+        # git reported a failure after the ref did move (e.g. a hook's complaint): finish
+
+
+def g7_epoch(repo: Repo, txn: landing.Landing) -> None:
+    """G7: hub carried along, epoch bumped and the land logged, all before the caller
+    releases the lock (landing.finish is idempotent: reconcile reruns what a crash left)."""
+    landing.finish(repo, txn)
+
+
+# -- facts --------------------------------------------------------------------------------
+def hub_dirty(hub: str, changed: list[str]) -> list[str]:
+    """The hub's uncommitted paths that can meet `changed`. A whole-worktree `git status`
+    costs a stat of every file (tens of ms in a big repository, for each land); a status
+    limited to the changed paths (literal pathspecs: a changed path also covers what lies
+    under it) stats only those. A file in the hub where the land needs a directory (an
+    untracked `d` when `d/x` arrives) is outside those pathspecs, so the parent
+    directories are looked at directly."""
+    if not changed or len(changed) > PATHSPEC_MAX:
+        return git.dirty_paths(hub)
+    paths = git.dirty_paths(hub, changed)
+    changed_set = set(changed)
+    parents = {p.rsplit("/", i)[0] for p in changed for i in range(1, p.count("/") + 1)}
+    for d in sorted(parents - changed_set):
+        full = os.path.join(hub, d)
+        if os.path.lexists(full) and (os.path.islink(full) or not os.path.isdir(full)):
+            paths.append(d)  # untracked (a tracked one would be among the changed paths)
+    return paths
+
+
+def _main_and_tip(repo: Repo, branch: str) -> tuple[str, str | None]:
+    """main's sha (refusing when main is gone) and the lane tip, in one git call."""
+    main_ref, lane_ref = repo.main_ref, f"refs/heads/{branch}"
+    found = git.refs(repo.common_dir, main_ref, lane_ref)
+    if main_ref not in found:
+        return repo.main_sha(), found.get(lane_ref)  # raises no_main_branch
+    return found[main_ref], found.get(lane_ref)
+

@@ -1,0 +1,173 @@
+"""Running the owner's gate command (G4): `sh -c` in the lane worktree, in a session of
+its own, its output handed to a callback as it comes, the whole process group killed at
+the timeout, when the gate's shell exits (nothing it started outlives it), and when this
+process is interrupted. The reference-transaction hook tells land from its gate by that
+session: nothing the gate starts can share land's session, so nothing it runs can move
+main."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from guard.results import GateSummary
+
+TAIL_LINES = 40
+
+Output = Callable[[bytes], None]
+Tick = Callable[[float], None]
+
+
+@dataclass(frozen=True)
+class GateRun:
+    command: str
+    status: str  # passed | failed | timeout
+    exit: int
+    seconds: float
+    tail: list[str]
+
+    def summary(self) -> GateSummary:
+        return {"command": self.command, "status": self.status, "seconds": self.seconds}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.summary(), "exit": self.exit, "tail": self.tail}
+
+
+def run(
+    command: str,
+    cwd: str,
+    timeout: int,
+    lane: str,
+    output: Output | None = None,
+    tick: Tick | None = None,
+) -> GateRun:
+    """Run the gate; `output` gets its bytes as they come, `tick` the seconds so far about
+    every 5 s. Interrupted (KeyboardInterrupt, or SIGTERM turned into one), the gate's
+    whole group is killed before the exception goes on."""
+    import selectors
+
+    env = dict(os.environ)
+    for k in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
+        env.pop(k, None)
+    env["GITLANE_GATE_LANE"] = lane  # the gate may want to know which lane it checks
+    tail: deque[str] = deque(maxlen=TAIL_LINES)
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        ["sh", "-c", command],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    os.set_blocking(proc.stdout.fileno(), False)
+    timed_out = False
+    buf = b""
+    last_tick = start
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    reading = True
+    old_term = _term_as_interrupt()
+
+    def emit(chunk: bytes) -> None:
+        nonlocal buf
+        if output is not None:
+            output(chunk)
+        buf += chunk
+        *done, buf = buf.split(b"\n")
+        tail.extend(d.decode("utf-8", "replace") for d in done)
+
+    try:
+        while True:
+            if time.monotonic() - start > timeout:
+                timed_out = True
+                _kill_group(proc)
+                break
+            for _ in sel.select(timeout=0.2) if reading else ():
+                chunk = proc.stdout.read(65536)
+                if chunk:
+                    emit(chunk)
+                elif chunk == b"":  # EOF: the gate closed its output but may still run
+                    sel.unregister(proc.stdout)
+                    reading = False
+            if not reading:
+                try:
+                    proc.wait(timeout=0.2)
+                except subprocess.TimeoutExpired:
+                    pass
+            if proc.poll() is not None:
+                rest = proc.stdout.read() or b""
+                if rest:
+                    emit(rest)
+                break
+            if tick is not None and time.monotonic() - last_tick >= 5:
+                last_tick = time.monotonic()
+                tick(last_tick - start)
+    finally:
+        _restore_term(old_term)
+        sel.close()
+        if proc.poll() is None:  # interrupted (Ctrl-C, SIGTERM, a bug): stop the gate too
+            _kill_group(proc)
+        else:
+            _killpg(proc.pid, signal.SIGKILL)  # whatever the gate left running in its group
+    if buf:
+        tail.extend(buf.decode("utf-8", "replace").splitlines())
+    rc = proc.wait()
+    return GateRun(
+        command=command,
+        status="timeout" if timed_out else ("passed" if rc == 0 else "failed"),
+        exit=rc,
+        seconds=round(time.monotonic() - start, 3),
+        tail=list(tail),
+    )
+
+
+def _term_as_interrupt() -> Any:
+    """While the gate runs, SIGTERM unwinds like Ctrl-C (so the gate is killed and the
+    lock released) instead of ending this process on the spot."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, handler)
+
+
+def _restore_term(old: Any) -> None:
+    if old is not None:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _killpg(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    for sig, wait in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 5.0)):
+        if not _killpg(proc.pid, sig):
+            break
+        try:
+            proc.wait(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    _killpg(proc.pid, signal.SIGKILL)  # the leader is gone; its children may linger in the group
+    try:
+        proc.wait(timeout=5.0)
+    except subprocess.TimeoutExpired:
+        pass

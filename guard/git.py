@@ -1,0 +1,334 @@
+"""The one place that spawns git, and every git fact and `-z` parser the engine reads.
+
+Runs the real git by absolute path (never a shim), with an explicit environment, and
+returns frozen results. Output is parsed only from `-z` / `--porcelain` forms. Facts here
+know nothing of lanes or config: they take a directory and answer from git."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from guard.errors import GitError
+
+# Variables git sets for hooks and for `git --git-dir=...`; an engine call names its
+# repository with -C, so inherited ones would point it at the wrong place.
+_SCRUB = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_PREFIX",
+    "GIT_COMMON_DIR",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_NAMESPACE",
+)
+
+_real_git: str | None = None
+
+Where = str | os.PathLike[str] | None
+
+
+def q(word: str | os.PathLike[str]) -> str:
+    """One shell word, for `next` commands: a path with a quote in it still runs."""
+    return shlex.quote(os.fspath(word))
+
+
+def _shim_dirs() -> set[str]:
+    dirs = set()
+    here = Path(__file__).resolve().parent
+    for cand in (here / "_data" / "shims", here.parent / "shims"):
+        dirs.add(str(cand))
+    extra = os.environ.get("GITLANE_SHIMS_DIR")
+    if extra:
+        dirs.add(os.path.realpath(extra))
+    return dirs
+
+
+def real_git() -> str:
+    """Absolute path of the real git: GITLANE_REAL_GIT, else PATH without our shims."""
+    global _real_git
+    if _real_git is None:
+        forced = os.environ.get("GITLANE_REAL_GIT")
+        if forced and os.access(forced, os.X_OK):
+            _real_git = forced
+        else:
+            shims = _shim_dirs()
+            path = os.pathsep.join(
+                p
+                for p in os.environ.get("PATH", os.defpath).split(os.pathsep)
+                if p and os.path.realpath(p) not in shims
+            )
+            found = shutil.which("git", path=path)
+            _real_git = found or "/usr/bin/git"
+    return _real_git
+
+
+def base_env(extra: Mapping[str, str] | None = None, scrub: bool = True) -> dict[str, str]:
+    env = dict(os.environ)
+    if scrub:
+        for k in _SCRUB:
+            env.pop(k, None)
+    env.setdefault("GIT_TERMINAL_PROMPT", "0")
+    if extra:
+        env.update(extra)
+    return env
+
+
+@dataclass(frozen=True)
+class GitResult:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def z(self) -> list[str]:
+        """Fields of -z output."""
+        return [f for f in self.stdout.split("\0") if f]
+
+    def lines(self) -> list[str]:
+        return [ln for ln in self.stdout.splitlines() if ln]
+
+
+def run(
+    args: Sequence[str],
+    cwd: Where = None,
+    *,
+    check: bool = True,
+    env: Mapping[str, str] | None = None,
+    input: str | None = None,
+    scrub: bool = True,
+) -> GitResult:
+    argv = (real_git(), *args)
+    proc = subprocess.run(
+        argv,
+        cwd=os.fspath(cwd) if cwd is not None else None,
+        env=base_env(env, scrub=scrub),
+        input=input.encode("utf-8", "surrogateescape") if input is not None else None,
+        capture_output=True,
+        stdin=None if input is not None else subprocess.DEVNULL,
+        check=False,
+    )
+    res = GitResult(
+        argv=("git", *args),
+        returncode=proc.returncode,
+        stdout=proc.stdout.decode("utf-8", "surrogateescape"),
+        stderr=proc.stderr.decode("utf-8", "surrogateescape"),
+    )
+    if check and proc.returncode != 0:
+        raise GitError(res.argv, res.returncode, res.stdout, res.stderr)
+    return res
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def parallel(fn: Callable[[T], R], items: Iterable[T], workers: int = 8) -> list[R]:
+    """Map fn over items on a few threads (git calls spend their time in the child)."""
+    todo = list(items)
+    if len(todo) <= 1:
+        return [fn(x) for x in todo]
+    results: list[R | None] = [None] * len(todo)
+    errors: list[BaseException] = []
+    nxt = iter(range(len(todo)))
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                i = next(nxt, None)
+            if i is None or errors:
+                return
+            try:
+                results[i] = fn(todo[i])
+            except BaseException as exc:  # re-raised in the caller's thread
+                errors.append(exc)
+                return
+
+    threads = [threading.Thread(target=worker) for _ in range(min(workers, len(todo)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results  # type: ignore[return-value]
+
+
+def both(a: Callable[[], T], b: Callable[[], R]) -> tuple[T, R]:
+    """Run two fact-gathering calls side by side (each mostly waits on a git child)."""
+    out: list[object] = parallel(lambda f: f(), [a, b])
+    return out[0], out[1]  # type: ignore[return-value]
+
+
+# -- refs and commits ---------------------------------------------------------------------
+def ref_sha(cwd: Where, ref: str) -> str | None:
+    """The commit `ref` names, or None when there is none."""
+    res = run(["rev-parse", "-q", "--verify", f"{ref}^{{commit}}"], cwd, check=False)
+    return res.stdout.strip() if res.ok else None
+
+
+def refs(cwd: Where, *patterns: str) -> dict[str, str]:
+    """`for-each-ref` over `patterns`: full ref name -> sha, in one git call (ref names
+    hold no spaces or newlines, so plain lines parse safely)."""
+    res = run(["for-each-ref", "--format=%(objectname) %(refname)", *patterns], cwd)
+    out: dict[str, str] = {}
+    for ln in res.lines():
+        sha, _, ref = ln.partition(" ")
+        out[ref] = sha
+    return out
+
+
+def is_ancestor(cwd: Where, a: str, b: str) -> bool:
+    res = run(["merge-base", "--is-ancestor", a, b], cwd, check=False)
+    if res.returncode not in (0, 1):
+        raise GitError(res.argv, res.returncode, res.stdout, res.stderr)
+    return res.returncode == 0
+
+
+def merge_base(cwd: Where, a: str, b: str) -> str | None:
+    res = run(["merge-base", a, b], cwd, check=False)
+    return res.stdout.strip() or None
+
+
+def changed_paths(cwd: Where, a: str, b: str) -> list[str]:
+    return run(["diff", "--name-only", "--no-renames", "-z", a, b], cwd).z()
+
+
+def ahead_behind(cwd: Where, base: str, tip: str) -> tuple[int, int]:
+    """(behind, ahead) of `tip` against `base`."""
+    counts = run(["rev-list", "--left-right", "--count", f"{base}...{tip}"], cwd).stdout.split()
+    return int(counts[0]), int(counts[1])
+
+
+# -- worktrees ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Worktree:
+    path: str
+    head: str | None
+    branch: str | None  # full ref, e.g. refs/heads/main; None when detached or bare
+    bare: bool = False
+    locked: bool = False
+    prunable: bool = False
+
+    @property
+    def exists(self) -> bool:
+        return os.path.isdir(self.path)
+
+
+def parse_worktrees(z: str) -> list[Worktree]:
+    """`git worktree list --porcelain -z`: records separated by an empty field."""
+    out: list[Worktree] = []
+    cur: dict[str, str] = {}
+
+    def flush() -> None:
+        if "worktree" in cur:
+            out.append(
+                Worktree(
+                    path=cur["worktree"],
+                    head=cur.get("HEAD"),
+                    branch=cur.get("branch"),
+                    bare="bare" in cur,
+                    locked="locked" in cur,
+                    prunable="prunable" in cur,
+                )
+            )
+        cur.clear()
+
+    for field_ in z.split("\0"):
+        if not field_:
+            flush()
+            continue
+        name, _, value = field_.partition(" ")
+        cur[name] = value
+    flush()
+    return out
+
+
+def worktrees(cwd: Where) -> list[Worktree]:
+    return parse_worktrees(run(["worktree", "list", "--porcelain", "-z"], cwd).stdout)
+
+
+def by_path(wts: list[Worktree]) -> dict[str, Worktree]:
+    """Worktrees keyed by their real path."""
+    return {os.path.realpath(w.path): w for w in wts}
+
+
+def worktree_git_dir(path: str | os.PathLike[str]) -> Path | None:
+    """The administrative dir of the worktree checked out at `path` (from its .git file)."""
+    dotgit = Path(path) / ".git"
+    try:
+        if dotgit.is_dir():
+            return dotgit
+        text = dotgit.read_text()
+    except OSError:
+        return None
+    if not text.startswith("gitdir: "):
+        return None
+    gd = Path(text[len("gitdir: ") :].rstrip("\n"))
+    return gd if gd.is_absolute() else (Path(path) / gd).resolve()
+
+
+def rebase_in_progress(path: str | os.PathLike[str]) -> bool:
+    gd = worktree_git_dir(path)
+    return gd is not None and ((gd / "rebase-merge").is_dir() or (gd / "rebase-apply").is_dir())
+
+
+# -- the index and the worktree -----------------------------------------------------------
+def parse_status_z(out: str) -> list[str]:
+    """The paths of `git status --porcelain=v1 -z` output (both sides of a rename)."""
+    paths: list[str] = []
+    fields = out.split("\0")
+    i = 0
+    while i < len(fields):
+        f = fields[i]
+        i += 1
+        if len(f) < 4:
+            continue
+        paths.append(f[3:])
+        if f[0] in "RC":  # a rename carries its source in the next field
+            paths.append(fields[i])
+            i += 1
+    return paths
+
+
+def dirty_paths(path: Where, pathspecs: Sequence[str] | None = None) -> list[str]:
+    """Changed, staged, unmerged and untracked (not ignored) paths of a worktree; with
+    `pathspecs`, only those (taken literally)."""
+    # GIT_OPTIONAL_LOCKS=0: no opportunistic index refresh, so looking at a lane never holds
+    # its index.lock and never makes the agent's own `git add`/`git commit` there fail
+    args = ["status", "--porcelain=v1", "-z", "--untracked-files=all"]
+    if pathspecs is not None:
+        args = ["--literal-pathspecs", *args, "--", *pathspecs]
+    res = run(args, path, env={"GIT_OPTIONAL_LOCKS": "0"})
+    return parse_status_z(res.stdout)
+
+
+@dataclass(frozen=True)
+class Unmerged:
+    """One unmerged path: its index stages (1 base, 2 ours, 3 theirs) as (mode, sha)."""
+
+    path: str
+    stages: dict[int, tuple[str, str]]
+
+
+def unmerged(path: Where) -> dict[str, Unmerged]:
+    """`git ls-files -u -z`, by path."""
+    out: dict[str, Unmerged] = {}
+    for entry in run(["ls-files", "-u", "-z"], path).z():
+        meta, _, p = entry.partition("\t")
+        mode, sha, stage = meta.split()
+        out.setdefault(p, Unmerged(p, {})).stages[int(stage)] = (mode, sha)
+    return out

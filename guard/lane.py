@@ -1,0 +1,284 @@
+"""The lane model every command shares: a lane's key, branch and worktree, who may act on
+it (roles and owners), the refusals every command raises the same way, and the view of a
+lane that status and create report. A lane's record holds identity only; freshness,
+dirtiness and ahead/behind are derived from git at every look."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from guard import git, policy, procs
+from guard.config import cache_home
+from guard.errors import Refusal
+from guard.repo import Repo
+from guard.results import LaneView
+from guard.store import FileLock, LaneRecord
+
+KEY_FILE = "gitlane-lane"  # in a lane worktree's admin dir: its key (the hooks tell a lane by it)
+CONFIRM = "yes-discard-lane"
+LOCK_REASON = "git-lane: lane has uncommitted work"
+
+
+def registry_lock(repo: Repo) -> FileLock:
+    return FileLock(repo.store.locks_dir / "registry.flock")
+
+
+def branch_of(key: str) -> str:
+    return f"lane/{key}"
+
+
+def check_key(key: str) -> None:
+    if not policy.valid_key(key):
+        raise Refusal(
+            "invalid_lane_key",
+            f"{key!r} is not a lane key: use 1-63 characters of a-z, 0-9 and -, "
+            "starting and ending with a letter or digit",
+            next=["git lane create"],
+            details={"key": key},
+        )
+
+
+def get(repo: Repo, key: str) -> LaneRecord:
+    check_key(key)
+    rec = repo.store.read_lane(key)
+    if rec is None:
+        raise Refusal(
+            "unknown_lane",
+            f"there is no lane {key}",
+            next=["git lane status", f"git lane create {key}"],
+            details={"lane": key},
+        )
+    return rec
+
+
+# -- roles ------------------------------------------------------------------------------
+def bound_lane() -> str | None:
+    return policy.bound_lane(os.environ)
+
+
+def is_worker() -> bool:
+    return policy.is_worker(os.environ)
+
+
+def forbid_worker(action: str) -> None:
+    if is_worker():
+        who = f"lane {bound_lane()}" if bound_lane() else "a GITLANE_ROLE=worker process"
+        raise Refusal(
+            "role_forbidden",
+            f"{action} is for the repository owner, not for a worker ({who})",
+            next=[f"ask the owner to run: git lane {action}"],
+            details={"action": action, "lane": bound_lane()},
+        )
+
+
+def resolve_key(key: str | None, action: str) -> str | None:
+    """A worker may only name its own lane; with no key it gets its own."""
+    own = bound_lane()
+    if own is None:
+        if key is None and is_worker():
+            raise Refusal(
+                "role_forbidden",
+                f"a GITLANE_ROLE=worker process must name its lane for {action}",
+                next=[f"git lane {action} <KEY>"],
+            )
+        return key
+    if key is not None and key != own:
+        raise Refusal(
+            "role_forbidden",
+            f"this process is bound to lane {own} and may not {action} lane {key}",
+            next=[f"git lane {action} {own}"],
+            details={"lane": key, "bound": own},
+        )
+    return own
+
+
+def owner_conflict(repo: Repo, rec: LaneRecord, action: str) -> None:
+    """Refuse when the lane's recorded owner is a different, still-live process."""
+    if not rec.owner_pid or not procs.alive(rec.owner_pid, rec.owner_start):
+        return
+    import psutil
+
+    try:
+        me = psutil.Process()
+        lineage = {me.pid, *(p.pid for p in me.parents())}
+    except psutil.Error:
+        lineage = {os.getpid()}
+    if rec.owner_pid in lineage or os.environ.get("GITLANE_OWNER_PID") == str(rec.owner_pid):
+        return
+    raise Refusal(
+        "lane_owner_conflict",
+        f"lane {rec.key} belongs to live process {rec.owner_pid}; only it may {action} the lane",
+        next=[f"let process {rec.owner_pid} run: git lane {action} {rec.key}", f"kill {rec.owner_pid} (then retry)"],
+        details={"lane": rec.key, "owner_pid": rec.owner_pid},
+    )
+
+
+# -- where lanes live ---------------------------------------------------------------------
+def worktrees_root(repo: Repo) -> Path:
+    cfg = repo.config
+    raw = cfg.get("worktrees_root")
+    root = Path(os.path.expanduser(raw)) if raw else cache_home() / "git-lane" / "worktrees"
+    if not root.is_absolute():
+        root = repo.repo_root() / root
+    real = Path(os.path.realpath(root))
+    inside = real == repo.repo_root() or repo.repo_root() in real.parents
+    if inside and not cfg.get("allow_in_repo_worktrees"):
+        raise Refusal(
+            "invalid_config",
+            f"worktrees_root {real} is inside the repository {repo.repo_root()}; lane checkouts "
+            "there would show up in the hub",
+            next=[
+                "git lane config set worktrees_root ~/.cache/git-lane/worktrees",
+                "git lane config set allow_in_repo_worktrees true",
+            ],
+            details={"key": "worktrees_root", "file": cfg.sources.get("worktrees_root"), "value": str(real)},
+        )
+    return real
+
+
+def read_marker(path: str) -> str | None:
+    gd = git.worktree_git_dir(path)
+    try:
+        return (gd / KEY_FILE).read_text().strip() if gd is not None else None
+    except OSError:
+        return None
+
+
+def write_marker(repo: Repo, path: str, key: str) -> None:
+    gd = git.worktree_git_dir(path)
+    if gd is not None and gd != repo.common_dir:
+        try:
+            (gd / KEY_FILE).write_text(key + "\n")
+        except OSError:
+            pass
+
+
+# -- refusals every command raises the same way -------------------------------------------
+def dirty_refusal(key: str, path: str, dirty: list[str], action: str) -> Refusal:
+    """lane_dirty (G2), the same for every command that needs a clean lane."""
+    return Refusal(
+        "lane_dirty",
+        f"lane {key} has {len(dirty)} uncommitted path(s): {', '.join(dirty[:5])}",
+        next=[f"git -C {git.q(path)} add -A && git -C {git.q(path)} commit", f"git lane {action} {key}"],
+        details={"lane": key, "dirty_paths": dirty[:100]},
+    )
+
+
+def not_active_refusal(key: str, why: str) -> Refusal:
+    return Refusal(
+        "lane_not_active",
+        f"lane {key} {why}",
+        next=["git lane reconcile", "git lane status"],
+        details={"lane": key},
+    )
+
+
+def rebase_refusal(key: str, what: str, details: dict[str, object] | None = None) -> Refusal:
+    return Refusal(
+        "rebase_in_progress",
+        f"lane {key} is {what}",
+        next=[f"git lane continue {key}", f"git lane abort {key}"],
+        details={"lane": key, **(details or {})},
+    )
+
+
+def branch_mismatch_refusal(key: str, path: str, branch: str, head: str | None) -> Refusal:
+    return Refusal(
+        "lane_branch_mismatch",
+        f"the worktree of lane {key} has {head or 'a detached HEAD'} checked out, not {branch}",
+        next=[f"git -C {git.q(path)} switch {branch}"],
+        details={"lane": key, "head": head},
+    )
+
+
+# -- the view of a lane -------------------------------------------------------------------
+def overlap(repo: Repo, main_sha: str, tip: str) -> tuple[list[str], list[str]]:
+    """Paths the lane and main each changed since their merge-base."""
+    mb = git.merge_base(repo.common_dir, main_sha, tip)
+    if not mb:
+        return [], []
+    return git.changed_paths(repo.common_dir, mb, tip), git.changed_paths(repo.common_dir, mb, main_sha)
+
+
+def sync_required(repo: Repo, main_sha: str, tip: str | None, fresh: bool) -> bool:
+    pol = repo.config["sync_policy"]
+    if fresh or tip is None or pol == "land_time_only":
+        return False
+    if pol == "overlap_mandatory":
+        lp, mp = overlap(repo, main_sha, tip)
+        return policy.sync_required(pol, fresh, lp, mp)
+    return policy.sync_required(pol, fresh)
+
+
+def view(
+    repo: Repo,
+    rec: LaneRecord,
+    main_sha: str,
+    wts: dict[str, git.Worktree],
+    tips: dict[str, str] | None = None,
+) -> LaneView:
+    """Everything status reports about one lane, derived from git now. `tips` (from
+    `git.refs`) saves a git call per lane when many lanes are looked at together."""
+    branch_ref = f"refs/heads/{rec.branch}"
+    wt = wts.get(os.path.realpath(rec.path))
+    exists = wt is not None and wt.exists
+    state = rec.status
+    if state == "active" and not exists:
+        state = "orphaned"
+    v: LaneView = {
+        "key": rec.key,
+        "branch": rec.branch,
+        "path": rec.path,
+        "state": state,
+        "goal": rec.goal,
+        "fresh": False,
+        "sync_required": False,
+        "dirty": False,
+        "dirty_paths": [],
+        "ahead": 0,
+        "behind": 0,
+        "rebase_in_progress": False,
+        "owner_pid": rec.owner_pid,
+        "owner_alive": procs.alive(rec.owner_pid, rec.owner_start) if rec.owner_pid else False,
+        "tip": None,
+        "head": None,
+        "advice": "",
+    }
+    if state != "released":
+        tip = tips.get(branch_ref) if tips is not None else repo.ref_sha(branch_ref)
+        v["tip"] = tip
+        if tip == main_sha:
+            v["fresh"] = True  # 0 ahead, 0 behind: no need to ask git
+        elif tip is not None:
+            v["behind"], v["ahead"] = git.ahead_behind(repo.common_dir, main_sha, tip)
+            v["fresh"] = v["behind"] == 0
+        if exists and wt is not None:
+            dp = git.dirty_paths(rec.path)
+            v["dirty_paths"] = dp[:50]
+            v["dirty"] = bool(dp)
+            v["rebase_in_progress"] = git.rebase_in_progress(rec.path)
+            v["head"] = wt.branch
+        v["sync_required"] = sync_required(repo, main_sha, tip, v["fresh"])
+    v["advice"] = policy.advice(
+        policy.LaneFacts(
+            key=v["key"],
+            path=v["path"],
+            state=v["state"],
+            exists=exists,
+            dirty=v["dirty"],
+            rebase=v["rebase_in_progress"],
+            fresh=v["fresh"],
+            sync_required=v["sync_required"],
+            ahead=v["ahead"],
+            behind=v["behind"],
+            head=v["head"],
+            branch=v["branch"],
+        )
+    )
+    return v
+
+
+def tips(repo: Repo) -> dict[str, str]:
+    """Every lane branch and its sha, in one git call."""
+    return git.refs(repo.common_dir, "refs/heads/lane/")

@@ -1,0 +1,187 @@
+"""What each command returns: typed records that are also its `--json` output, key for key
+(DESIGN.md names the keys tests and users rely on; more may be added, none renamed)."""
+
+from __future__ import annotations
+
+from typing import Any, NotRequired, TypedDict
+
+
+class LaneView(TypedDict):
+    key: str
+    branch: str
+    path: str
+    state: str  # active | orphaned | released
+    goal: str | None
+    fresh: bool
+    sync_required: bool
+    dirty: bool
+    dirty_paths: list[str]
+    ahead: int
+    behind: int
+    rebase_in_progress: bool
+    owner_pid: int | None
+    owner_alive: bool
+    tip: str | None
+    head: str | None
+    advice: str
+
+
+class MainView(TypedDict):
+    branch: str
+    sha: str
+
+
+class HubView(TypedDict):
+    path: str | None
+    dirty_paths: list[str]
+
+
+class LockView(TypedDict):
+    pid: int
+    lane: str
+    since: str
+    host: str
+    alive: bool
+
+
+class StatusResult(TypedDict):
+    ok: bool
+    code: str
+    epoch: int
+    main: MainView
+    hub: HubView
+    lock: LockView | None
+    landing: bool
+    lanes: list[LaneView]
+    warnings: list[str]
+
+
+class CreateResult(TypedDict):
+    ok: bool
+    code: str
+    lane: LaneView
+
+
+class ReleaseResult(TypedDict):
+    ok: bool
+    code: str
+    lane: str
+    tip: NotRequired[str | None]
+    discarded_commits: NotRequired[list[str]]
+    discarded_paths: NotRequired[list[str]]
+    discarded_detached: NotRequired[list[str]]
+    recover: NotRequired[str | None]
+    recover_detached: NotRequired[str | None]
+
+
+class ReconcileResult(TypedDict):
+    ok: bool
+    code: str
+    changes: list[dict[str, Any]]
+
+
+class WorklistFile(TypedDict):
+    path: str
+    kind: str
+
+
+class Worklist(TypedDict):
+    step: int
+    total: int
+    commit: str | None
+    subject: str
+    files: list[WorklistFile]
+
+
+class SyncResult(TypedDict):
+    """sync and continue: `state` is "fresh", or "conflicts" with a worklist."""
+
+    ok: bool
+    code: str
+    lane: str
+    state: str
+    tip: NotRequired[str]
+    main: NotRequired[str]
+    path: NotRequired[str]
+    worklist: NotRequired[Worklist]
+    next: NotRequired[list[str]]
+    stderr: NotRequired[str]
+
+
+class AbortResult(TypedDict):
+    ok: bool
+    code: str
+    lane: str
+    state: str
+    tip: str
+
+
+class GateSummary(TypedDict):
+    command: str | None
+    status: str  # passed | failed | timeout | off
+    seconds: float
+
+
+class LandResult(TypedDict):
+    ok: bool
+    code: str
+    lane: str
+    main_before: str
+    main_after: str
+    epoch: int
+    paths: list[str]
+    gate: GateSummary
+
+
+class InstallResult(TypedDict, total=False):
+    ok: bool
+    code: str
+    hooks_dir: str
+    hooks_dirs: list[str]
+    python: str
+    hooks: list[dict[str, Any]]
+    displaced: list[dict[str, str]]
+    pinned: dict[str, str]
+
+
+class Check(TypedDict):
+    name: str
+    status: str  # ok | warn | fail
+    message: str
+    fix: str | None
+
+
+class DoctorResult(TypedDict):
+    ok: bool
+    code: str
+    checks: list[Check]
+
+
+class ConfigValue(TypedDict):
+    ok: bool
+    code: str
+    key: str
+    value: Any
+    source: NotRequired[str]
+    file: NotRequired[str]
+
+
+class ConfigList(TypedDict):
+    ok: bool
+    code: str
+    config: dict[str, dict[str, Any]]
+    warnings: list[str]
+
+
+class LogResult(TypedDict):
+    ok: bool
+    code: str
+    events: list[dict[str, Any]]
+
+
+class DemoResult(TypedDict):
+    ok: bool
+    code: str
+    summary: str
+    path: str | None
+    steps: list[dict[str, Any]]
