@@ -16,12 +16,14 @@ def color() -> bool:
     return sys.stdout.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
 
 
-def _style(text: str, bold: bool = False, fg: str | None = None) -> str:
-    if not color():
-        return text
-    import click
+_SGR = {"bold": "1", "red": "31", "yellow": "33"}
 
-    return click.style(text, bold=bold, fg=fg)
+
+def _style(text: str, bold: bool = False, fg: str | None = None) -> str:
+    codes = ([_SGR["bold"]] if bold else []) + ([_SGR[fg]] if fg else [])
+    if not codes or not color():
+        return text
+    return f"\033[{';'.join(codes)}m{text}\033[0m"
 
 
 def generic(r: Result) -> str:
