@@ -382,7 +382,8 @@ def test_land_writes_its_start_ticks(repo: Repo) -> None:
     try:
         import os
 
-        assert lock.read_owner(grepo(repo)).start_ticks  # type: ignore[union-attr] == _ticks(os.getpid())
+        rec = lock.read_owner(grepo(repo))
+        assert rec is not None and rec.start_ticks == _ticks(os.getpid())
     finally:
         lock.release(grepo(repo), held)
 
