@@ -70,10 +70,10 @@ class Repo:
     @cached_property
     def main_branch(self) -> str:
         configured = self.config.get("main_branch")
-        found = git.refs(self.common_dir, "refs/heads/main", "refs/heads/master")
         if configured:
             name = configured if self.ref_sha(f"refs/heads/{configured}") else None
         else:
+            found = git.refs(self.common_dir, "refs/heads/main", "refs/heads/master")
             name = policy.choose_main(None, "refs/heads/main" in found, "refs/heads/master" in found)
         if name:
             return str(name)
