@@ -73,7 +73,7 @@ def _step_files(path: str) -> list[str]:
     return sorted(files)
 
 
-def _stage(path: str, files: list[str]) -> None:
+def _add_step(path: str, files: list[str]) -> None:
     """`git add -A` the step's files. A path already gone from both the index and the
     worktree (a deletion the user staged with `git rm`) is left out: naming it would make
     git add fail with "pathspec did not match any files"."""
@@ -210,7 +210,7 @@ def _drive(
         if _markers(path, files):
             return _conflicts(repo, key, path)
         if files:
-            _stage(path, files)
+            _add_step(path, files)
         result = _git(path, ["rebase", "--continue"])
         if not result.ok and git.rebase_in_progress(path) and not git.unmerged(path):
             # continue refused without new conflicts (e.g. an emptied commit): skip it
@@ -276,7 +276,7 @@ def continue_(repo: Repo, key: str | None) -> SyncResult:
             details={"lane": key, "paths": undecided[:100]},
         )
     if files:
-        _stage(path, files)
+        _add_step(path, files)
     onto = _read(git.worktree_git_dir(path) or Path(path), "rebase-merge/onto") or repo.main_sha()
     res = _git(path, ["rebase", "--continue"])
     return _drive(repo, key, path, onto, res, chase=True)
