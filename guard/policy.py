@@ -1,6 +1,6 @@
-"""Pure decisions, over facts gathered by the caller: lane key validity, whether a stale
-lane must sync before it writes, conflict-marker detection, the advice sentence. No git,
-no I/O: tested as tables."""
+"""Pure decisions, over facts gathered by the caller: which branch is main, lane key
+validity, whether a stale lane must sync before it writes, conflict-marker detection, the
+advice sentence. No git, no I/O: tested as tables."""
 
 from __future__ import annotations
 
@@ -11,6 +11,19 @@ from dataclasses import dataclass
 
 KEY_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 POLICIES = ("on_land_mandatory", "overlap_mandatory", "land_time_only")
+
+
+def choose_main(configured: str | None, has_main: bool, has_master: bool) -> str | None:
+    """The protected branch: the configured name, else `main`, else `master`; None while the
+    repository has neither. The hooks decide the same in sh (gl_main_name in
+    hooks/common.sh); tests/test_shared_decisions.py feeds both the same cases."""
+    if configured:
+        return configured
+    if has_main:
+        return "main"
+    if has_master:
+        return "master"
+    return None
 
 
 def valid_key(key: str) -> bool:

@@ -12,6 +12,7 @@ from pathlib import Path
 from guard import gitrun
 from guard.config import Config, load
 from guard.errors import GitError, Refusal
+from guard.policy import choose_main
 from guard.store import Store
 
 ZERO = "0" * 40
@@ -117,10 +118,12 @@ class Repo:
     @cached_property
     def main_branch(self) -> str:
         configured = self.config.get("main_branch")
-        candidates = [configured] if configured else ["main", "master"]
-        for name in candidates:
-            if self.ref_sha(f"refs/heads/{name}"):
-                return str(name)
+        # facts the decision does not need are not asked for (one git call, not two)
+        has_main = not configured and self.ref_sha("refs/heads/main") is not None
+        has_master = not configured and not has_main and self.ref_sha("refs/heads/master") is not None
+        name = choose_main(configured, has_main, has_master)
+        if name is not None and (not configured or self.ref_sha(f"refs/heads/{name}")):
+            return name
         raise Refusal(
             "no_main_branch",
             (
