@@ -28,8 +28,8 @@ from collections.abc import Sequence
 
 from guard import gitrun
 from guard.errors import Refusal
+from guard.hookcheck import PY_LINE, render_hook
 from guard.repo import Repo
-from guard.resources import data_dir
 from guard.store import atomic_write
 
 HOOKS = ("pre-commit", "pre-rebase", "reference-transaction")
@@ -37,7 +37,6 @@ OUR_ID = "# ID: git-lane-hook"
 # the `# ID:` line of the pre-commit framework's hook script (pre_commit/commands/install_uninstall.py)
 FRAMEWORK_IDS = ("# ID: 138fd403232d2ddd5efb44317e38bf03",)
 FRAMEWORK_TYPES = frozenset({"pre-commit", "pre-rebase"})  # of ours, the types it can own
-PY_LINE = "GITLANE_PYTHON=${GITLANE_PYTHON:-}"
 
 
 # -- what a hook file is ----------------------------------------------------------------
@@ -66,11 +65,9 @@ def kind(path: Path) -> str:
 
 
 def script_bytes(name: str, python: str | None = None) -> bytes:
-    """The exact bytes install writes for hook `name`: the shipped source with the Python
-    that runs git-lane embedded."""
-    src = (data_dir("hooks") / name).read_text(encoding="utf-8")
-    py = python or sys.executable
-    return src.replace(PY_LINE, f"GITLANE_PYTHON={shlex.quote(py)}", 1).encode("utf-8")
+    """The exact bytes install writes for hook `name`: its source rendered with
+    hooks/common.sh (hookcheck.render_hook) and the Python that runs git-lane embedded."""
+    return render_hook(name, python or sys.executable).encode("utf-8")
 
 
 def _strip_python(text: str) -> str:

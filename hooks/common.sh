@@ -1,0 +1,123 @@
+# shellcheck shell=sh disable=SC2034,SC2317,SC2329 # helpers: not every hook uses each one
+# hooks/common.sh: the sh every git-lane hook shares, written once. Never run, and never
+# sourced by an installed hook: `git lane install` (hookinstall.script_bytes, through
+# hookcheck.render_hook) writes each hook with the text from the "common block" line
+# below in place of its line
+#   . "${0%/*}/common.sh" # git-lane: install puts hooks/common.sh here
+# so a hook run costs no extra file. (Run from a source checkout, that line sources this
+# file instead; a hook copied without it stops at the line, it does not run half-made.)
+# ---- git-lane common block (hooks/common.sh, rendered in by git lane install) ------
+Z=0000000000000000000000000000000000000000
+
+# gl_context: gd = this worktree's git dir, common = the shared git dir, state = ours.
+gl_context() {
+	gd=${GIT_DIR:-}
+	if [ -z "$gd" ]; then
+		if [ -d .git ]; then
+			gd=.git
+		else
+			gd=$(git rev-parse --git-dir 2>/dev/null) || gd=.
+		fi
+	fi
+	common=${GIT_COMMON_DIR:-}
+	if [ -z "$common" ]; then
+		common=$gd
+		if [ -f "$gd/commondir" ]; then
+			gl_c=
+			IFS= read -r gl_c <"$gd/commondir" || :
+			case $gl_c in
+			/*) common=$gl_c ;;
+			?*) common=$gd/$gl_c ;;
+			esac
+		fi
+	fi
+	state=$common/git-lane
+}
+
+# gl_cfg_file FILE: read the keys the hooks need from flat TOML (no tables, no Python).
+gl_cfg_file() {
+	[ -f "$1" ] || return 0
+	while IFS= read -r gl_l || [ -n "$gl_l" ]; do
+		gl_l=${gl_l#"${gl_l%%[![:space:]]*}"}
+		case $gl_l in
+		\[*) return 0 ;;
+		enabled*|main_branch*|sync_policy*) ;;
+		*) continue ;;
+		esac
+		gl_k=${gl_l%%=*}
+		[ "$gl_k" = "$gl_l" ] && continue
+		gl_k=${gl_k%"${gl_k##*[![:space:]]}"}
+		gl_v=${gl_l#*=}
+		gl_v=${gl_v#"${gl_v%%[![:space:]]*}"}
+		case $gl_v in
+		\"*) gl_v=${gl_v#\"} gl_v=${gl_v%%\"*} ;;
+		\'*) gl_v=${gl_v#\'} gl_v=${gl_v%%\'*} ;;
+		*) gl_v=${gl_v%%#*} gl_v=${gl_v%"${gl_v##*[![:space:]]}"} ;;
+		esac
+		case $gl_k in
+		enabled) gl_enabled=$gl_v ;;
+		main_branch) gl_main_cfg=$gl_v ;;
+		sync_policy) gl_policy=$gl_v ;;
+		esac
+	done <"$1"
+}
+
+# gl_config: user file, then the repository file (which wins).
+gl_config() {
+	gl_enabled=true gl_main_cfg='' gl_policy=on_land_mandatory
+	gl_cfg_file "${XDG_CONFIG_HOME:-${HOME:-/nonexistent}/.config}/git-lane/config.toml"
+	gl_cfg_file "$state/config.toml"
+}
+
+gl_has_ref() { git rev-parse -q --verify "$1" >/dev/null 2>&1; }
+
+# gl_main_name: gl_main = the protected branch, empty while the repository has none.
+gl_main_name() {
+	if [ -n "$gl_main_cfg" ]; then
+		gl_main=$gl_main_cfg
+	elif gl_has_ref refs/heads/main; then
+		gl_main=main
+	elif gl_has_ref refs/heads/master; then
+		gl_main=master
+	else
+		gl_main=
+	fi
+}
+
+# gl_lane: gl_key = the lane key of this worktree ('' outside lanes), from the marker
+# file `git lane create` writes into the worktree's admin dir.
+gl_lane() {
+	gl_key=
+	[ -f "$gd/gitlane-lane" ] && { IFS= read -r gl_key <"$gd/gitlane-lane" || :; }
+}
+
+gl_jstr() { printf '%s' "$1" | tr -d '\000-\037' | sed 's/[\\"]/\\&/g'; }
+
+# gl_refuse HOOK CODE WHAT NEXT EXTRA-JSON: the refusal line, an audit event, exit 1.
+gl_refuse() {
+	printf 'git-lane: refused [%s]: %s. Next: %s\n' "$2" "$3" "$4" >&2
+	if [ -d "$state" ]; then
+		gl_lane
+		gl_host=
+		IFS= read -r gl_host 2>/dev/null </proc/sys/kernel/hostname || gl_host=$(uname -n)
+		gl_lanej=null
+		[ -n "$gl_key" ] && gl_lanej="\"$(gl_jstr "$gl_key")\""
+		gl_when=$(date -u '+%Y-%m-%dT%H:%M:%SZ %s')
+		printf '{"code": "%s", "hook": "%s", "host": "%s", "kind": "refusal", "lane": %s, "message": "%s", "pid": %s, "source": "hook", "time": "%s", "ts": %s%s}\n' \
+			"$2" "$1" "$(gl_jstr "$gl_host")" "$gl_lanej" "$(gl_jstr "$3")" "$$" "${gl_when% *}" "${gl_when#* }" "$5" \
+			2>/dev/null >>"$state/events.jsonl" || :
+	fi
+	exit 1
+}
+
+# gl_python ARGS...: run guard.hookcheck with the Python that installed this hook.
+gl_python() {
+	if [ -n "$GITLANE_PYTHON" ] && [ -x "$GITLANE_PYTHON" ]; then
+		"$GITLANE_PYTHON" -m guard.hookcheck "$@"
+	elif command -v git-lane-hook >/dev/null 2>&1; then
+		git-lane-hook "$@"
+	else
+		python3 -m guard.hookcheck "$@"
+	fi
+}
+# ---- end of common block --------------------------------------------------------------
