@@ -71,7 +71,8 @@ gl_config() {
 
 gl_has_ref() { git rev-parse -q --verify "$1" >/dev/null 2>&1; }
 
-# gl_main_name: gl_main = the protected branch, empty while the repository has none.
+# gl_main_name: gl_main = the protected branch: the configured name, else main, else
+# master; '' while the repository has none. The one sh copy of guard.policy.choose_main.
 gl_main_name() {
 	if [ -n "$gl_main_cfg" ]; then
 		gl_main=$gl_main_cfg
@@ -82,6 +83,19 @@ gl_main_name() {
 	else
 		gl_main=
 	fi
+}
+
+# gl_is_main BRANCH: is BRANCH (a name under refs/heads/) main? Asks git only when it
+# could be (main, master or the configured name); then gl_main is set as above.
+gl_is_main() {
+	case $1 in
+	'') return 1 ;;
+	"$gl_main_cfg") ;;
+	main | master) [ -z "$gl_main_cfg" ] || return 1 ;;
+	*) return 1 ;;
+	esac
+	gl_main_name
+	[ "$1" = "$gl_main" ]
 }
 
 # gl_lane: gl_key = the lane key of this worktree ('' outside lanes), from the marker
