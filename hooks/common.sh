@@ -6,6 +6,10 @@
 #   . "${0%/*}/common.sh" # git-lane: install puts hooks/common.sh here
 # so a hook run costs no extra file. (Run from a source checkout, that line sources this
 # file instead; a hook copied without it stops at the line, it does not run half-made.)
+# Each decision here that Python makes too is written once per language and held equal by
+# tests/test_shared_decisions.py: gl_main_name (guard.policy.choose_main), gl_cfg_file
+# (guard.config.hook_view), gl_owner (guard.lock.read_owner), gl_epoch_read (guard.store
+# Epoch) and gl_refuse (guard.errors.Refusal.line).
 # ---- git-lane common block (hooks/common.sh, rendered in by git lane install) ------
 Z=0000000000000000000000000000000000000000
 
@@ -105,11 +109,49 @@ gl_lane() {
 	[ -f "$gd/gitlane-lane" ] && { IFS= read -r gl_key <"$gd/gitlane-lane" || :; }
 }
 
+# gl_owner FILE: the integration lock's owner record (key=value lines, guard.lock
+# _write_owner; read_owner in Python): r_pid, r_ticks (start_ticks), r_tip, r_before
+# (main_before). Returns 1 when there is no record to read.
+gl_owner() {
+	r_pid='' r_tip='' r_before='' r_ticks=''
+	[ -f "$1" ] && [ -r "$1" ] || return 1
+	while IFS= read -r gl_l || [ -n "$gl_l" ]; do
+		gl_k=${gl_l%%=*}
+		[ "$gl_k" = "$gl_l" ] && continue
+		gl_v=${gl_l#*=}
+		case $gl_k in
+		pid) r_pid=$gl_v ;;
+		start_ticks) r_ticks=$gl_v ;;
+		tip) r_tip=$gl_v ;;
+		main_before) r_before=$gl_v ;;
+		esac
+	done <"$1"
+}
+
+# gl_epoch_read FILE: gl_epoch = the land counter of epoch.json (guard.store Epoch, JSON
+# with indent and sorted keys: "epoch" comes second, alone on its line); 0 when FILE is
+# missing or says nothing readable.
+gl_epoch_read() {
+	gl_epoch=0
+	[ -f "$1" ] || return 0
+	while IFS= read -r gl_l; do
+		case $gl_l in
+		*'"epoch":'*) gl_epoch=${gl_l#*:} gl_epoch=${gl_epoch%,} gl_epoch=${gl_epoch# } ; break ;;
+		esac
+	done <"$1"
+	case $gl_epoch in '' | *[!0-9]*) gl_epoch=0 ;; esac
+}
+
 gl_jstr() { printf '%s' "$1" | tr -d '\000-\037' | sed 's/[\\"]/\\&/g'; }
 
-# gl_refuse HOOK CODE WHAT NEXT EXTRA-JSON: the refusal line, an audit event, exit 1.
+# gl_refuse HOOK CODE WHAT NEXT EXTRA-JSON: the refusal line (guard.errors.Refusal.line:
+# WHAT without trailing dots, NEXT or "nothing to run"), an audit event, exit 1.
 gl_refuse() {
-	printf 'git-lane: refused [%s]: %s. Next: %s\n' "$2" "$3" "$4" >&2
+	gl_m=$3
+	while :; do
+		case $gl_m in *.) gl_m=${gl_m%.} ;; *) break ;; esac
+	done
+	printf 'git-lane: refused [%s]: %s. Next: %s\n' "$2" "$gl_m" "${4:-nothing to run}" >&2
 	if [ -d "$state" ]; then
 		gl_lane
 		gl_host=
@@ -118,7 +160,7 @@ gl_refuse() {
 		[ -n "$gl_key" ] && gl_lanej="\"$(gl_jstr "$gl_key")\""
 		gl_when=$(date -u '+%Y-%m-%dT%H:%M:%SZ %s')
 		printf '{"code": "%s", "hook": "%s", "host": "%s", "kind": "refusal", "lane": %s, "message": "%s", "pid": %s, "source": "hook", "time": "%s", "ts": %s%s}\n' \
-			"$2" "$1" "$(gl_jstr "$gl_host")" "$gl_lanej" "$(gl_jstr "$3")" "$$" "${gl_when% *}" "${gl_when#* }" "$5" \
+			"$2" "$1" "$(gl_jstr "$gl_host")" "$gl_lanej" "$(gl_jstr "$gl_m")" "$$" "${gl_when% *}" "${gl_when#* }" "$5" \
 			2>/dev/null >>"$state/events.jsonl" || :
 	fi
 	exit 1
