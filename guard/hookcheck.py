@@ -19,6 +19,7 @@ import re
 import shlex
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from collections.abc import Sequence
 
@@ -29,6 +30,7 @@ _HUNK = re.compile(rb"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 _PICKAXE = "^(<{7,}|>{7,})( |$)"  # 7, or more with conflict-marker-size
 REFUSED = 10
 PY_LINE = "GITLANE_PYTHON=${GITLANE_PYTHON:-}"
+PYPATH_LINE = "GITLANE_PYPATH=${GITLANE_PYPATH:-}"
 # the line of each hook source that render_hook() replaces with hooks/common.sh's common block
 COMMON_LINE = '. "${0%/*}/common.sh" # git-lane: install puts hooks/common.sh here'
 COMMON_START = "# ---- git-lane common block"
@@ -242,12 +244,19 @@ def cmd_notice(key: str, main: str) -> int:
 
 
 # -- the hook scripts as they run ---------------------------------------------------------
-def render_hook(name: str, python: str) -> str:
+def guard_parent() -> str:
+    """The directory that holds this `guard` package: what a hook's isolated (-I) Python
+    puts first on sys.path, so that neither the cwd nor PYTHONPATH picks the guard it runs."""
+    return str(Path(__file__).resolve().parent.parent)
+
+
+def render_hook(name: str, python: str, pypath: str | None = None) -> str:
     """Hook `name` as install writes it and the framework entry runs it: its source with the
-    line COMMON_LINE replaced by hooks/common.sh from its COMMON_START line on, and `python`
-    embedded on the GITLANE_PYTHON= line. Rendered once, not sourced at run time: a hook
-    runs hundreds of times in one rebase. Here rather than in hookinstall, which imports
-    the engine: the framework entry renders on every commit."""
+    line COMMON_LINE replaced by hooks/common.sh from its COMMON_START line on, `python`
+    embedded on the GITLANE_PYTHON= line and the directory of its guard package
+    (guard_parent()) on the GITLANE_PYPATH= line. Rendered once, not sourced at run time: a
+    hook runs hundreds of times in one rebase. Here rather than in hookinstall, which
+    imports the engine: the framework entry renders on every commit."""
     from guard.resources import data_dir
 
     d = data_dir("hooks")
@@ -260,7 +269,9 @@ def render_hook(name: str, python: str) -> str:
         raise ValueError(f"hooks/{name} must hold the line {COMMON_LINE!r} exactly once")
     lines[at[0]] = block if block.endswith("\n") else block + "\n"
     text = "".join(lines)
-    return text.replace(PY_LINE, f"GITLANE_PYTHON={shlex.quote(python)}", 1)
+    text = text.replace(PY_LINE, f"GITLANE_PYTHON={shlex.quote(python)}", 1)
+    pp = guard_parent() if pypath is None else pypath
+    return text.replace(PYPATH_LINE, f"GITLANE_PYPATH={shlex.quote(pp)}", 1)
 
 
 def _exec_hook(name: str, args: Sequence[str]) -> int:

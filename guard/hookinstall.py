@@ -71,7 +71,8 @@ def script_bytes(name: str, python: str | None = None) -> bytes:
 
 
 def _strip_python(text: str) -> str:
-    return "\n".join(ln for ln in text.splitlines() if not ln.startswith("GITLANE_PYTHON="))
+    embedded = ("GITLANE_PYTHON=", "GITLANE_PYPATH=")
+    return "\n".join(ln for ln in text.splitlines() if not ln.startswith(embedded))
 
 
 def embedded_python(text: str) -> str | None:
@@ -83,7 +84,8 @@ def embedded_python(text: str) -> str | None:
 
 
 def same_but_python(installed: str, name: str) -> bool:
-    """Is `installed` our script for `name`, up to the embedded Python?"""
+    """Is `installed` our script for `name` (rendered), up to the embedded Python and the
+    directory it imports guard from?"""
     return _strip_python(installed) == _strip_python(script_bytes(name).decode("utf-8"))
 
 

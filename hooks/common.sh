@@ -166,14 +166,18 @@ gl_refuse() {
 	exit 1
 }
 
-# gl_python ARGS...: run guard.hookcheck with the Python that installed this hook.
+# gl_python ARGS...: run guard.hookcheck with the Python that installed this hook, in
+# isolated mode (-I): neither the current directory (a lane may hold a guard/ of its own)
+# nor PYTHONPATH decides which guard runs; GITLANE_PYPATH, the directory install found it
+# in, does.
+gl_pymain='import sys; p = sys.argv.pop(1); sys.path[:0] = [p] if p else []; from guard.hookcheck import entry; entry()'
 gl_python() {
 	if [ -n "$GITLANE_PYTHON" ] && [ -x "$GITLANE_PYTHON" ]; then
-		"$GITLANE_PYTHON" -m guard.hookcheck "$@"
+		"$GITLANE_PYTHON" -I -c "$gl_pymain" "$GITLANE_PYPATH" "$@"
 	elif command -v git-lane-hook >/dev/null 2>&1; then
 		git-lane-hook "$@"
 	else
-		python3 -m guard.hookcheck "$@"
+		python3 -I -c "$gl_pymain" "${GITLANE_PYPATH-}" "$@"
 	fi
 }
 # ---- end of common block --------------------------------------------------------------

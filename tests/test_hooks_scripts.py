@@ -221,7 +221,9 @@ def test_pre_commit_in_a_fresh_lane_starts_no_python(
     subprocess.run(
         ["git", "commit", "-q", "-m", "m"], cwd=lane, env=env, capture_output=True, text=True
     )
-    assert log.read_text().startswith("python3 -m guard.hookcheck markers a")
+    called = log.read_text().split()
+    assert called[:2] == ["python3", "-I"]  # isolated: not the lane's own guard/, if any
+    assert called[-3:] == [str(ROOT), "markers", "a"]  # the guard it was installed from
 
 
 # -- the config reader -----------------------------------------------------------------
