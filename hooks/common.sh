@@ -11,7 +11,12 @@
 # (guard.config.hook_view), gl_owner (guard.lock.read_owner), gl_epoch_read (guard.store
 # Epoch) and gl_refuse (guard.errors.Refusal.line).
 # ---- git-lane common block (hooks/common.sh, rendered in by git lane install) ------
-Z=0000000000000000000000000000000000000000
+# Null object ids are recognised by being all zeros (40 of them, or 64 in a sha256
+# repository), never by comparison with one fixed string.
+# gl_zero OID: is OID a null id (all zeros, whatever its length)?
+gl_zero() {
+	case $1 in '' | *[!0]*) return 1 ;; esac
+}
 
 # gl_context: gd = this worktree's git dir, common = the shared git dir, state = ours.
 gl_context() {
