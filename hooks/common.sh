@@ -11,41 +11,58 @@
 # (guard.config.hook_view), gl_owner (guard.lock.read_owner), gl_epoch_read (guard.store
 # Epoch) and gl_refuse (guard.errors.Refusal.line).
 # ---- git-lane common block (hooks/common.sh, rendered in by git lane install) ------
-# Null object ids are recognised by being all zeros (40 of them, or 64 in a sha256
-# repository), never by comparison with one fixed string.
+# Failing closed: a hook that cannot establish a fact it needs (git does not answer, a
+# file cannot be read) refuses what could touch main, with [hook_facts_unknown]; it never
+# allows by default. Null object ids are recognised by being all zeros (40 of them, or 64
+# in a sha256 repository), never by comparison with one fixed string.
+gl_nl='
+'
+
 # gl_zero OID: is OID a null id (all zeros, whatever its length)?
 gl_zero() {
 	case $1 in '' | *[!0]*) return 1 ;; esac
 }
 
 # gl_context: gd = this worktree's git dir, common = the shared git dir, state = ours.
+# From what git hands a hook: GIT_DIR (set in linked worktrees and bare repositories),
+# else the .git directory or `gitdir:` file of the worktree root the hook runs in; only
+# failing both is git asked. Returns 1 when it cannot tell.
 gl_context() {
 	gd=${GIT_DIR:-}
 	if [ -z "$gd" ]; then
 		if [ -d .git ]; then
 			gd=.git
+		elif [ -f .git ]; then
+			gl_c=
+			IFS= read -r gl_c <.git || [ -n "$gl_c" ] || return 1
+			case $gl_c in "gitdir: "?*) gd=${gl_c#gitdir: } ;; *) return 1 ;; esac
 		else
-			gd=$(git rev-parse --git-dir 2>/dev/null) || gd=.
+			gd=$(git rev-parse --git-dir 2>/dev/null) || return 1
 		fi
 	fi
+	[ -n "$gd" ] && [ -f "$gd/HEAD" ] || return 1
 	common=${GIT_COMMON_DIR:-}
 	if [ -z "$common" ]; then
 		common=$gd
 		if [ -f "$gd/commondir" ]; then
 			gl_c=
-			IFS= read -r gl_c <"$gd/commondir" || :
+			IFS= read -r gl_c <"$gd/commondir" || [ -n "$gl_c" ] || return 1
 			case $gl_c in
 			/*) common=$gl_c ;;
 			?*) common=$gd/$gl_c ;;
+			*) return 1 ;;
 			esac
 		fi
 	fi
+	[ -d "$common/refs" ] || return 1
 	state=$common/git-lane
 }
 
 # gl_cfg_file FILE: read the keys the hooks need from flat TOML (no tables, no Python).
+# No FILE: nothing configured. A FILE that is there but cannot be read: returns 1.
 gl_cfg_file() {
-	[ -f "$1" ] || return 0
+	[ -e "$1" ] || return 0
+	[ -f "$1" ] && [ -r "$1" ] || return 1
 	while IFS= read -r gl_l || [ -n "$gl_l" ]; do
 		gl_l=${gl_l#"${gl_l%%[![:space:]]*}"}
 		case $gl_l in
@@ -71,31 +88,54 @@ gl_cfg_file() {
 	done <"$1"
 }
 
-# gl_config: user file, then the repository file (which wins).
+# gl_config: user file, then the repository file (which wins). Returns 1 (gl_cfg_bad =
+# the file) when one cannot be read: what it says, the hook does not know.
 gl_config() {
 	gl_enabled=true gl_main_cfg='' gl_policy=on_land_mandatory
-	gl_cfg_file "${XDG_CONFIG_HOME:-${HOME:-/nonexistent}/.config}/git-lane/config.toml"
-	gl_cfg_file "$state/config.toml"
+	for gl_cfg_bad in "${XDG_CONFIG_HOME:-${HOME:-/nonexistent}/.config}/git-lane/config.toml" \
+		"$state/config.toml"; do
+		gl_cfg_file "$gl_cfg_bad" || return 1
+	done
+	gl_cfg_bad=
 }
 
-gl_has_ref() { git rev-parse -q --verify "$1" >/dev/null 2>&1; }
+# gl_ref REF: gl_val = REF's value as git reads it ('' when REF does not exist). git must
+# answer: asked for its git dir too, it replies even to "no such ref", so a git that is
+# missing, broken or fake (no output) returns 1 here, and the caller refuses.
+gl_ref() {
+	gl_val=$(git rev-parse --git-dir --verify -q "$1" 2>/dev/null)
+	gl_rc=$?
+	case $gl_val in
+	'') return 1 ;;
+	*"$gl_nl"*) gl_val=${gl_val#*"$gl_nl"} ;;
+	*) gl_val= ;;
+	esac
+	case $gl_rc:$gl_val in
+	0:*[!0-9a-f]* | 0: | 1:?*) return 1 ;;
+	0:* | 1:) return 0 ;;
+	esac
+	return 1
+}
 
 # gl_main_name: gl_main = the protected branch: the configured name, else main, else
 # master; '' while the repository has none. The one sh copy of guard.policy.choose_main.
+# Returns 1 (gl_main '') when git cannot say which of them exist.
 gl_main_name() {
-	if [ -n "$gl_main_cfg" ]; then
-		gl_main=$gl_main_cfg
-	elif gl_has_ref refs/heads/main; then
+	gl_main=$gl_main_cfg
+	[ -n "$gl_main" ] && return 0
+	gl_ref refs/heads/main || return 1
+	if [ -n "$gl_val" ]; then
 		gl_main=main
-	elif gl_has_ref refs/heads/master; then
-		gl_main=master
-	else
-		gl_main=
+		return 0
 	fi
+	gl_ref refs/heads/master || return 1
+	[ -z "$gl_val" ] || gl_main=master
+	return 0
 }
 
-# gl_is_main BRANCH: is BRANCH (a name under refs/heads/) main? Asks git only when it
-# could be (main, master or the configured name); then gl_main is set as above.
+# gl_is_main BRANCH: is BRANCH (a name under refs/heads/) main? 0 yes, 1 no, 2 cannot
+# tell. Asks git only when it could be (main, master or the configured name); then
+# gl_main is set as above.
 gl_is_main() {
 	case $1 in
 	'') return 1 ;;
@@ -103,7 +143,7 @@ gl_is_main() {
 	main | master) [ -z "$gl_main_cfg" ] || return 1 ;;
 	*) return 1 ;;
 	esac
-	gl_main_name
+	gl_main_name || return 2
 	[ "$1" = "$gl_main" ]
 }
 
@@ -163,12 +203,20 @@ gl_refuse() {
 		IFS= read -r gl_host 2>/dev/null </proc/sys/kernel/hostname || gl_host=$(uname -n)
 		gl_lanej=null
 		[ -n "$gl_key" ] && gl_lanej="\"$(gl_jstr "$gl_key")\""
-		gl_when=$(date -u '+%Y-%m-%dT%H:%M:%SZ %s')
-		printf '{"code": "%s", "hook": "%s", "host": "%s", "kind": "refusal", "lane": %s, "message": "%s", "pid": %s, "source": "hook", "time": "%s", "ts": %s%s}\n' \
+		gl_when=$(date -u '+"%Y-%m-%dT%H:%M:%SZ" %s' 2>/dev/null) || gl_when=
+		case $gl_when in '"'*'" '[0-9]*) ;; *) gl_when='null null' ;; esac # no date on PATH
+		printf '{"code": "%s", "hook": "%s", "host": "%s", "kind": "refusal", "lane": %s, "message": "%s", "pid": %s, "source": "hook", "time": %s, "ts": %s%s}\n' \
 			"$2" "$1" "$(gl_jstr "$gl_host")" "$gl_lanej" "$(gl_jstr "$gl_m")" "$$" "${gl_when% *}" "${gl_when#* }" "$5" \
 			2>/dev/null >>"$state/events.jsonl" || :
 	fi
 	exit 1
+}
+
+# gl_blind HOOK WHAT: the hook cannot establish WHAT: refuse (never allow by default).
+gl_blind() {
+	gl_refuse "$1" hook_facts_unknown \
+		"the $1 hook cannot tell $2, so it refuses rather than guess (PATH=$PATH)" \
+		"git lane doctor" ", \"fact\": \"$(gl_jstr "$2")\""
 }
 
 # gl_python ARGS...: run guard.hookcheck with the Python that installed this hook, in
