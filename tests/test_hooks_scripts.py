@@ -96,8 +96,15 @@ def test_rendered_hooks_run(repo: Repo, tmp_path: Path) -> None:
 
     assert_refused(run_hook("pre-commit"))
     assert_refused(run_hook("pre-rebase", "lane/x"))
-    assert_refused(run_hook("reference-transaction", "prepared", stdin=f"{main} {'5' * 40} refs/heads/main\n"))
-    assert run_hook("reference-transaction", "prepared", stdin=f"{Z} {main} refs/heads/other\n").returncode == 0
+    assert_refused(
+        run_hook("reference-transaction", "prepared", stdin=f"{main} {'5' * 40} refs/heads/main\n")
+    )
+    assert (
+        run_hook(
+            "reference-transaction", "prepared", stdin=f"{Z} {main} refs/heads/other\n"
+        ).returncode
+        == 0
+    )
     git(repo.path, "switch", "-q", "-c", "side")
     assert run_hook("pre-commit").returncode == 0
     assert run_hook("pre-rebase", "main").returncode == 0
@@ -127,7 +134,9 @@ def test_hook_without_embedded_python_falls_back(repo: Repo) -> None:
     install(repo)
     d = repo.common_dir / "hooks"
     text = hookinstall.script_bytes("pre-commit").decode()
-    lines = [hookinstall.PY_LINE if ln.startswith("GITLANE_PYTHON=") else ln for ln in text.split("\n")]
+    lines = [
+        hookinstall.PY_LINE if ln.startswith("GITLANE_PYTHON=") else ln for ln in text.split("\n")
+    ]
     (d / "pre-commit").write_text("\n".join(lines))
     lane = make_lane(repo, "a")
     (lane / "f.txt").write_text("<<<<<<< a\n=======\n>>>>>>> b\n")
