@@ -131,7 +131,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 # The hooks read these keys from the same files in POSIX sh, without a TOML parser (see
-# gl_cfg_file in hooks/*): one `key = value` line, the value quoted or bare up to a `#`,
+# gl_cfg_file in hooks/common.sh): one `key = value` line, the value quoted or bare up to a `#`,
 # reading stops at the first table. A file whose TOML meaning differs from what that
 # reader sees (a multi-line string that holds `enabled = false`, an escape in main_branch,
 # a quoted key, ...) would protect another branch than the engine uses, or none: refused.
@@ -140,9 +140,10 @@ _SH_SPACE = " \t\n\v\f\r"
 
 
 def hook_view(text: str) -> dict[str, str]:
-    """What the hooks' sh reader takes from a config file: gl_cfg_file, line for line."""
+    """What the hooks' sh reader takes from a config file: gl_cfg_file, line for line
+    (tests/test_shared_decisions.py holds the two equal). The shell's `read` drops NULs."""
     out: dict[str, str] = {}
-    for raw in text.split("\n"):
+    for raw in text.replace("\0", "").split("\n"):
         line = raw.lstrip(_SH_SPACE)
         if line.startswith("["):
             break

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from collections.abc import Sequence
 
@@ -27,6 +29,11 @@ from guard.policy import MARKER_SIZE, conflict_blocks, marker_res, marker_sizes
 _HUNK = re.compile(rb"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 _PICKAXE = "^(<{7,}|>{7,})( |$)"  # 7, or more with conflict-marker-size
 REFUSED = 10
+PY_LINE = "GITLANE_PYTHON=${GITLANE_PYTHON:-}"
+PYPATH_LINE = "GITLANE_PYPATH=${GITLANE_PYPATH:-}"
+# the line of each hook source that render_hook() replaces with hooks/common.sh's common block
+COMMON_LINE = '. "${0%/*}/common.sh" # git-lane: install puts hooks/common.sh here'
+COMMON_START = "# ---- git-lane common block"
 
 
 @dataclass(frozen=True)
@@ -236,13 +243,46 @@ def cmd_notice(key: str, main: str) -> int:
     return 0
 
 
-def _exec_hook(name: str, args: Sequence[str]) -> int:
+# -- the hook scripts as they run ---------------------------------------------------------
+def guard_parent() -> str:
+    """The directory that holds this `guard` package: what a hook's isolated (-I) Python
+    puts first on sys.path, so that neither the cwd nor PYTHONPATH picks the guard it runs."""
+    return str(Path(__file__).resolve().parent.parent)
+
+
+def render_hook(name: str, python: str, pypath: str | None = None) -> str:
+    """Hook `name` as install writes it and the framework entry runs it: its source with the
+    line COMMON_LINE replaced by hooks/common.sh from its COMMON_START line on, `python`
+    embedded on the GITLANE_PYTHON= line and the directory of its guard package
+    (guard_parent()) on the GITLANE_PYPATH= line. Rendered once, not sourced at run time: a
+    hook runs hundreds of times in one rebase. Here rather than in hookinstall, which
+    imports the engine: the framework entry renders on every commit."""
     from guard.resources import data_dir
 
-    script = data_dir("hooks") / name
-    env = dict(os.environ)
-    env["GITLANE_PYTHON"] = sys.executable
-    os.execve("/bin/sh", ["/bin/sh", str(script), *args], env)
+    d = data_dir("hooks")
+    src = (d / name).read_text(encoding="utf-8")
+    common = (d / "common.sh").read_text(encoding="utf-8")
+    block = common[common.index(COMMON_START) :]
+    lines = src.splitlines(keepends=True)
+    at = [i for i, ln in enumerate(lines) if ln.rstrip("\n") == COMMON_LINE]
+    if len(at) != 1:
+        raise ValueError(f"hooks/{name} must hold the line {COMMON_LINE!r} exactly once")
+    lines[at[0]] = block if block.endswith("\n") else block + "\n"
+    text = "".join(lines)
+    text = text.replace(PY_LINE, f"GITLANE_PYTHON={shlex.quote(python)}", 1)
+    pp = guard_parent() if pypath is None else pypath
+    return text.replace(PYPATH_LINE, f"GITLANE_PYPATH={shlex.quote(pp)}", 1)
+
+
+def _exec_hook(name: str, args: Sequence[str]) -> int:
+    """Run hook `name` exactly as install writes it, this Python embedded. Its $0 is the
+    shipped source's path: the hooks run `$0.legacy`, and behind the framework there is
+    none to run (the framework chains legacy hooks itself)."""
+    from guard.resources import data_dir
+
+    text = render_hook(name, sys.executable)
+    argv0 = str(data_dir("hooks") / name)
+    os.execv("/bin/sh", ["/bin/sh", "-c", text, argv0, *args])
     return 3  # not reached
 
 

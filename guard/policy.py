@@ -15,9 +15,9 @@ POLICIES = ("on_land_mandatory", "overlap_mandatory", "land_time_only")
 
 
 def choose_main(configured: str | None, has_main: bool, has_master: bool) -> str | None:
-    """The protected branch: the configured name, else `main`, else `master`; never guessed
-    further. None while the repository has none of them (the configured one must exist:
-    the caller says so through has_main/has_master only for the two defaults)."""
+    """The protected branch: the configured name, else `main`, else `master`; None while the
+    repository has neither. The hooks decide the same in sh (gl_main_name in
+    hooks/common.sh); tests/test_shared_decisions.py feeds both the same cases."""
     if configured:
         return configured
     if has_main:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Repo, git
-from hookfix import assert_refused, events, install, make_lane, sha
+from hookfix import assert_refused, events, grepo, install, make_lane, run, sha
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,31 +26,125 @@ HOOKS_DIR = ROOT / "hooks"
 Z = "0" * 40
 
 
-@pytest.mark.parametrize("name", hookinstall.HOOKS)
-def test_hook_is_posix_sh(name: str) -> None:
-    path = HOOKS_DIR / name
-    text = path.read_text()
-    assert text.startswith("#!/bin/sh\n")
-    assert hookinstall.OUR_ID in text.splitlines()
-    assert os.access(path, os.X_OK)
-    for sh in ("dash", "sh"):
-        if shutil.which(sh):
-            res = subprocess.run([sh, "-n", str(path)], capture_output=True, text=True)
-            assert res.returncode == 0, res.stderr
+def _shellcheck(path: Path) -> None:
     if shutil.which("shellcheck"):
         res = subprocess.run(["shellcheck", "-s", "sh", str(path)], capture_output=True, text=True)
         assert res.returncode == 0, res.stdout
 
 
-def _common_block(text: str) -> str:
-    start = text.index("# ---- git-lane common block")
-    end = text.index("# ---- end of common block")
-    return text[start:end]
+def _parses(path: Path) -> None:
+    for sh in ("dash", "sh"):
+        if shutil.which(sh):
+            res = subprocess.run([sh, "-n", str(path)], capture_output=True, text=True)
+            assert res.returncode == 0, res.stderr
 
 
-def test_common_block_is_identical_in_every_hook() -> None:
-    blocks = {n: _common_block((HOOKS_DIR / n).read_text()) for n in hookinstall.HOOKS}
-    assert len(set(blocks.values())) == 1, "edit the common block in all hooks at once"
+@pytest.mark.parametrize("name", hookinstall.HOOKS)
+def test_hook_is_posix_sh(name: str, tmp_path: Path) -> None:
+    path = HOOKS_DIR / name
+    text = path.read_text()
+    assert text.startswith("#!/bin/sh\n")
+    assert hookinstall.OUR_ID in text.splitlines()
+    assert os.access(path, os.X_OK)
+    _parses(path)
+    # what runs is the rendered hook: shellcheck that, whole (the source alone names
+    # helpers only common.sh defines)
+    out = tmp_path / name
+    out.write_bytes(hookinstall.script_bytes(name))
+    _parses(out)
+    _shellcheck(out)
+
+
+def test_common_sh_is_posix_sh() -> None:
+    path = HOOKS_DIR / "common.sh"
+    _parses(path)
+    _shellcheck(path)
+
+
+@pytest.mark.parametrize("name", hookinstall.HOOKS)
+def test_each_hook_holds_the_common_block_once_rendered(name: str) -> None:
+    """The source has the placeholder line once; the rendered hook has common.sh's block
+    in its place, the embedded Python, and no line that sources a file at run time."""
+    src = (HOOKS_DIR / name).read_text()
+    assert src.splitlines().count(hookcheck.COMMON_LINE) == 1
+    common = (HOOKS_DIR / "common.sh").read_text()
+    block = common[common.index(hookcheck.COMMON_START) :]
+    text = hookinstall.script_bytes(name, "/x/python").decode()
+    assert block in text
+    assert hookcheck.COMMON_LINE not in text
+    assert text.count(hookcheck.COMMON_START) == 1
+    assert "GITLANE_PYTHON=/x/python" in text.splitlines()
+    assert not [ln for ln in text.splitlines() if ln.lstrip().startswith(". ")]
+
+
+def test_rendered_hooks_run(repo: Repo, tmp_path: Path) -> None:
+    """Each rendered hook, run by hand outside any hooks directory, decides: pre-rebase and
+    pre-commit refuse on main and pass on another branch; reference-transaction refuses
+    moving main and passes a lane branch."""
+    main = sha(repo.path, "refs/heads/main")
+    hooks = {}
+    for name in hookinstall.HOOKS:
+        p = tmp_path / "rendered" / name
+        p.parent.mkdir(exist_ok=True)
+        p.write_bytes(hookinstall.script_bytes(name))
+        p.chmod(0o755)
+        hooks[name] = p
+
+    def run_hook(name: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(hooks[name]), *args], input=stdin, cwd=repo.path, capture_output=True, text=True
+        )
+
+    assert_refused(run_hook("pre-commit"))
+    assert_refused(run_hook("pre-rebase", "lane/x"))
+    assert_refused(
+        run_hook("reference-transaction", "prepared", stdin=f"{main} {'5' * 40} refs/heads/main\n")
+    )
+    assert (
+        run_hook(
+            "reference-transaction", "prepared", stdin=f"{Z} {main} refs/heads/other\n"
+        ).returncode
+        == 0
+    )
+    git(repo.path, "switch", "-q", "-c", "side")
+    assert run_hook("pre-commit").returncode == 0
+    assert run_hook("pre-rebase", "main").returncode == 0
+
+
+def test_an_unrendered_hook_stops_instead_of_running_half_made(repo: Repo, tmp_path: Path) -> None:
+    """A hook source copied alone (no common.sh beside it) fails at the placeholder line:
+    the commit does not go through with the helpers missing."""
+    hooks = repo.common_dir / "hooks"
+    hooks.mkdir(exist_ok=True)
+    for name in hookinstall.HOOKS:
+        shutil.copy2(HOOKS_DIR / name, hooks / name)
+    before = sha(repo.path, "refs/heads/main")
+    res = subprocess.run(
+        ["git", "commit", "-q", "--allow-empty", "--no-verify", "-m", "x"],
+        cwd=repo.path,
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode != 0
+    assert sha(repo.path, "refs/heads/main") == before
+
+
+def test_hook_without_embedded_python_falls_back(repo: Repo) -> None:
+    """A rendered hook with no Python embedded still finds guard through PATH.
+    (Moved from test_install.py: the shipped source alone no longer runs.)"""
+    install(repo)
+    d = repo.common_dir / "hooks"
+    text = hookinstall.script_bytes("pre-commit").decode()
+    lines = [
+        hookinstall.PY_LINE if ln.startswith("GITLANE_PYTHON=") else ln for ln in text.split("\n")
+    ]
+    (d / "pre-commit").write_text("\n".join(lines))
+    lane = make_lane(repo, "a")
+    (lane / "f.txt").write_text("<<<<<<< a\n=======\n>>>>>>> b\n")
+    git(lane, "add", "f.txt")
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
+    assert_refused(run(lane, "commit", "-q", "-m", "m", env=env), "conflict_markers_present")
+    assert grepo(repo).common_dir == repo.common_dir
 
 
 # -- the fast path ---------------------------------------------------------------------
@@ -137,7 +231,9 @@ def test_pre_commit_in_a_fresh_lane_starts_no_python(
     subprocess.run(
         ["git", "commit", "-q", "-m", "m"], cwd=lane, env=env, capture_output=True, text=True
     )
-    assert log.read_text().startswith("python3 -m guard.hookcheck markers a")
+    called = log.read_text().split()
+    assert called[:2] == ["python3", "-I"]  # isolated: not the lane's own guard/, if any
+    assert called[-3:] == [str(ROOT), "markers", "a"]  # the guard it was installed from
 
 
 # -- the config reader -----------------------------------------------------------------

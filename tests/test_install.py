@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Repo, git
-from hookfix import assert_ok, assert_refused, grepo, install, make_lane, run, sha
+from hookfix import assert_ok, assert_refused, install, make_lane, run, sha
 
 from guard.commands import install as hookinstall
 from guard.errors import Refusal
@@ -261,16 +261,3 @@ def test_install_outside_a_repository(tmp_path: Path) -> None:
     r = Repo(tmp_path).lane("install", "--json", cwd=tmp_path)
     assert r.rc == 1
     assert r.code == "not_a_git_repo"
-
-
-def test_hook_without_embedded_python_falls_back(repo: Repo, tmp_path: Path) -> None:
-    """The shipped source (no Python embedded) still finds guard through PATH."""
-    install(repo)
-    d = hooks_dir(repo)
-    (d / "pre-commit").write_bytes((ROOT / "hooks" / "pre-commit").read_bytes())
-    lane = make_lane(repo, "a")
-    (lane / "f.txt").write_text("<<<<<<< a\n=======\n>>>>>>> b\n")
-    git(lane, "add", "f.txt")
-    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
-    assert_refused(run(lane, "commit", "-q", "-m", "m", env=env), "conflict_markers_present")
-    assert grepo(repo).common_dir == repo.common_dir

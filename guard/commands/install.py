@@ -25,8 +25,8 @@ from typing import Any
 
 from guard import git
 from guard.errors import Refusal
+from guard.hookcheck import PY_LINE, render_hook
 from guard.repo import Repo
-from guard.resources import data_dir
 from guard.results import InstallResult
 from guard.store import atomic_write
 
@@ -35,7 +35,6 @@ OUR_ID = "# ID: git-lane-hook"
 # the `# ID:` line of the pre-commit framework's hook script (pre_commit/commands/install_uninstall.py)
 FRAMEWORK_IDS = ("# ID: 138fd403232d2ddd5efb44317e38bf03",)
 FRAMEWORK_TYPES = frozenset({"pre-commit", "pre-rebase"})  # of ours, the types it can own
-PY_LINE = "GITLANE_PYTHON=${GITLANE_PYTHON:-}"
 
 
 # -- what a hook file is ----------------------------------------------------------------
@@ -64,15 +63,14 @@ def kind(path: Path) -> str:
 
 
 def script_bytes(name: str, python: str | None = None) -> bytes:
-    """The exact bytes install writes for hook `name`: the shipped source with the Python
-    that runs git-lane embedded."""
-    src = (data_dir("hooks") / name).read_text(encoding="utf-8")
-    py = python or sys.executable
-    return src.replace(PY_LINE, f"GITLANE_PYTHON={shlex.quote(py)}", 1).encode("utf-8")
+    """The exact bytes install writes for hook `name`: its source rendered with
+    hooks/common.sh (hookcheck.render_hook) and the Python that runs git-lane embedded."""
+    return render_hook(name, python or sys.executable).encode("utf-8")
 
 
 def _strip_python(text: str) -> str:
-    return "\n".join(ln for ln in text.splitlines() if not ln.startswith("GITLANE_PYTHON="))
+    embedded = ("GITLANE_PYTHON=", "GITLANE_PYPATH=")
+    return "\n".join(ln for ln in text.splitlines() if not ln.startswith(embedded))
 
 
 def embedded_python(text: str) -> str | None:
@@ -84,7 +82,8 @@ def embedded_python(text: str) -> str | None:
 
 
 def same_but_python(installed: str, name: str) -> bool:
-    """Is `installed` our script for `name`, up to the embedded Python?"""
+    """Is `installed` our script for `name` (rendered), up to the embedded Python and the
+    directory it imports guard from?"""
     return _strip_python(installed) == _strip_python(script_bytes(name).decode("utf-8"))
 
 

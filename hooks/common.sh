@@ -1,0 +1,236 @@
+# shellcheck shell=sh disable=SC2034,SC2317,SC2329 # helpers: not every hook uses each one
+# hooks/common.sh: the sh every git-lane hook shares, written once. Never run, and never
+# sourced by an installed hook: `git lane install` (hookinstall.script_bytes, through
+# hookcheck.render_hook) writes each hook with the text from the "common block" line
+# below in place of its line
+#   . "${0%/*}/common.sh" # git-lane: install puts hooks/common.sh here
+# so a hook run costs no extra file. (Run from a source checkout, that line sources this
+# file instead; a hook copied without it stops at the line, it does not run half-made.)
+# Each decision here that Python makes too is written once per language and held equal by
+# tests/test_shared_decisions.py: gl_main_name (guard.policy.choose_main), gl_cfg_file
+# (guard.config.hook_view), gl_owner (guard.lock.read_owner), gl_epoch_read (guard.store
+# Epoch) and gl_refuse (guard.errors.Refusal.line).
+# ---- git-lane common block (hooks/common.sh, rendered in by git lane install) ------
+# Failing closed: a hook that cannot establish a fact it needs (git does not answer, a
+# file cannot be read) refuses what could touch main, with [hook_facts_unknown]; it never
+# allows by default. Null object ids are recognised by being all zeros (40 of them, or 64
+# in a sha256 repository), never by comparison with one fixed string.
+gl_nl='
+'
+
+# gl_zero OID: is OID a null id (all zeros, whatever its length)?
+gl_zero() {
+	case $1 in '' | *[!0]*) return 1 ;; esac
+}
+
+# gl_context: gd = this worktree's git dir, common = the shared git dir, state = ours.
+# From what git hands a hook: GIT_DIR (set in linked worktrees and bare repositories),
+# else the .git directory or `gitdir:` file of the worktree root the hook runs in; only
+# failing both is git asked. Returns 1 when it cannot tell.
+gl_context() {
+	gd=${GIT_DIR:-}
+	if [ -z "$gd" ]; then
+		if [ -d .git ]; then
+			gd=.git
+		elif [ -f .git ]; then
+			gl_c=
+			IFS= read -r gl_c <.git || [ -n "$gl_c" ] || return 1
+			case $gl_c in "gitdir: "?*) gd=${gl_c#gitdir: } ;; *) return 1 ;; esac
+		else
+			gd=$(git rev-parse --git-dir 2>/dev/null) || return 1
+		fi
+	fi
+	[ -n "$gd" ] && [ -f "$gd/HEAD" ] || return 1
+	common=${GIT_COMMON_DIR:-}
+	if [ -z "$common" ]; then
+		common=$gd
+		if [ -f "$gd/commondir" ]; then
+			gl_c=
+			IFS= read -r gl_c <"$gd/commondir" || [ -n "$gl_c" ] || return 1
+			case $gl_c in
+			/*) common=$gl_c ;;
+			?*) common=$gd/$gl_c ;;
+			*) return 1 ;;
+			esac
+		fi
+	fi
+	[ -d "$common/refs" ] || return 1
+	state=$common/git-lane
+}
+
+# gl_cfg_file FILE: read the keys the hooks need from flat TOML (no tables, no Python).
+# No FILE: nothing configured. A FILE that is there but cannot be read: returns 1.
+gl_cfg_file() {
+	[ -e "$1" ] || return 0
+	[ -f "$1" ] && [ -r "$1" ] || return 1
+	while IFS= read -r gl_l || [ -n "$gl_l" ]; do
+		gl_l=${gl_l#"${gl_l%%[![:space:]]*}"}
+		case $gl_l in
+		\[*) return 0 ;;
+		enabled*|main_branch*|sync_policy*) ;;
+		*) continue ;;
+		esac
+		gl_k=${gl_l%%=*}
+		[ "$gl_k" = "$gl_l" ] && continue
+		gl_k=${gl_k%"${gl_k##*[![:space:]]}"}
+		gl_v=${gl_l#*=}
+		gl_v=${gl_v#"${gl_v%%[![:space:]]*}"}
+		case $gl_v in
+		\"*) gl_v=${gl_v#\"} gl_v=${gl_v%%\"*} ;;
+		\'*) gl_v=${gl_v#\'} gl_v=${gl_v%%\'*} ;;
+		*) gl_v=${gl_v%%#*} gl_v=${gl_v%"${gl_v##*[![:space:]]}"} ;;
+		esac
+		case $gl_k in
+		enabled) gl_enabled=$gl_v ;;
+		main_branch) gl_main_cfg=$gl_v ;;
+		sync_policy) gl_policy=$gl_v ;;
+		esac
+	done <"$1"
+}
+
+# gl_config: user file, then the repository file (which wins). Returns 1 (gl_cfg_bad =
+# the file) when one cannot be read: what it says, the hook does not know.
+gl_config() {
+	gl_enabled=true gl_main_cfg='' gl_policy=on_land_mandatory
+	for gl_cfg_bad in "${XDG_CONFIG_HOME:-${HOME:-/nonexistent}/.config}/git-lane/config.toml" \
+		"$state/config.toml"; do
+		gl_cfg_file "$gl_cfg_bad" || return 1
+	done
+	gl_cfg_bad=
+}
+
+# gl_ref REF: gl_val = REF's value as git reads it ('' when REF does not exist). git must
+# answer: asked for its git dir too, it replies even to "no such ref", so a git that is
+# missing, broken or fake (no output) returns 1 here, and the caller refuses.
+gl_ref() {
+	gl_val=$(git rev-parse --git-dir --verify -q "$1" 2>/dev/null)
+	gl_rc=$?
+	case $gl_val in
+	'') return 1 ;;
+	*"$gl_nl"*) gl_val=${gl_val#*"$gl_nl"} ;;
+	*) gl_val= ;;
+	esac
+	case $gl_rc:$gl_val in
+	0:*[!0-9a-f]* | 0: | 1:?*) return 1 ;;
+	0:* | 1:) return 0 ;;
+	esac
+	return 1
+}
+
+# gl_main_name: gl_main = the protected branch: the configured name, else main, else
+# master; '' while the repository has none. The one sh copy of guard.policy.choose_main.
+# Returns 1 (gl_main '') when git cannot say which of them exist.
+gl_main_name() {
+	gl_main=$gl_main_cfg
+	[ -n "$gl_main" ] && return 0
+	gl_ref refs/heads/main || return 1
+	if [ -n "$gl_val" ]; then
+		gl_main=main
+		return 0
+	fi
+	gl_ref refs/heads/master || return 1
+	[ -z "$gl_val" ] || gl_main=master
+	return 0
+}
+
+# gl_is_main BRANCH: is BRANCH (a name under refs/heads/) main? 0 yes, 1 no, 2 cannot
+# tell. Asks git only when it could be (main, master or the configured name); then
+# gl_main is set as above.
+gl_is_main() {
+	case $1 in
+	'') return 1 ;;
+	"$gl_main_cfg") ;;
+	main | master) [ -z "$gl_main_cfg" ] || return 1 ;;
+	*) return 1 ;;
+	esac
+	gl_main_name || return 2
+	[ "$1" = "$gl_main" ]
+}
+
+# gl_lane: gl_key = the lane key of this worktree ('' outside lanes), from the marker
+# file `git lane create` writes into the worktree's admin dir.
+gl_lane() {
+	gl_key=
+	[ -f "$gd/gitlane-lane" ] && { IFS= read -r gl_key <"$gd/gitlane-lane" || :; }
+}
+
+# gl_owner FILE: the integration lock's owner record (key=value lines, guard.lock
+# _write_owner; read_owner in Python): r_pid, r_ticks (start_ticks), r_tip, r_before
+# (main_before). Returns 1 when there is no record to read.
+gl_owner() {
+	r_pid='' r_tip='' r_before='' r_ticks=''
+	[ -f "$1" ] && [ -r "$1" ] || return 1
+	while IFS= read -r gl_l || [ -n "$gl_l" ]; do
+		gl_k=${gl_l%%=*}
+		[ "$gl_k" = "$gl_l" ] && continue
+		gl_v=${gl_l#*=}
+		case $gl_k in
+		pid) r_pid=$gl_v ;;
+		start_ticks) r_ticks=$gl_v ;;
+		tip) r_tip=$gl_v ;;
+		main_before) r_before=$gl_v ;;
+		esac
+	done <"$1"
+}
+
+# gl_epoch_read FILE: gl_epoch = the land counter of epoch.json (guard.store Epoch, JSON
+# with indent and sorted keys: "epoch" comes second, alone on its line); 0 when FILE is
+# missing or says nothing readable.
+gl_epoch_read() {
+	gl_epoch=0
+	[ -f "$1" ] || return 0
+	while IFS= read -r gl_l; do
+		case $gl_l in
+		*'"epoch":'*) gl_epoch=${gl_l#*:} gl_epoch=${gl_epoch%,} gl_epoch=${gl_epoch# } ; break ;;
+		esac
+	done <"$1"
+	case $gl_epoch in '' | *[!0-9]*) gl_epoch=0 ;; esac
+}
+
+gl_jstr() { printf '%s' "$1" | tr -d '\000-\037' | sed 's/[\\"]/\\&/g'; }
+
+# gl_refuse HOOK CODE WHAT NEXT EXTRA-JSON: the refusal line (guard.errors.Refusal.line:
+# WHAT without trailing dots, NEXT or "nothing to run"), an audit event, exit 1.
+gl_refuse() {
+	gl_m=$3
+	while :; do
+		case $gl_m in *.) gl_m=${gl_m%.} ;; *) break ;; esac
+	done
+	printf 'git-lane: refused [%s]: %s. Next: %s\n' "$2" "$gl_m" "${4:-nothing to run}" >&2
+	if [ -d "$state" ]; then
+		gl_lane
+		gl_host=
+		IFS= read -r gl_host 2>/dev/null </proc/sys/kernel/hostname || gl_host=$(uname -n)
+		gl_lanej=null
+		[ -n "$gl_key" ] && gl_lanej="\"$(gl_jstr "$gl_key")\""
+		gl_when=$(date -u '+"%Y-%m-%dT%H:%M:%SZ" %s' 2>/dev/null) || gl_when=
+		case $gl_when in '"'*'" '[0-9]*) ;; *) gl_when='null null' ;; esac # no date on PATH
+		printf '{"code": "%s", "hook": "%s", "host": "%s", "kind": "refusal", "lane": %s, "message": "%s", "pid": %s, "source": "hook", "time": %s, "ts": %s%s}\n' \
+			"$2" "$1" "$(gl_jstr "$gl_host")" "$gl_lanej" "$(gl_jstr "$gl_m")" "$$" "${gl_when% *}" "${gl_when#* }" "$5" \
+			2>/dev/null >>"$state/events.jsonl" || :
+	fi
+	exit 1
+}
+
+# gl_blind HOOK WHAT: the hook cannot establish WHAT: refuse (never allow by default).
+gl_blind() {
+	gl_refuse "$1" hook_facts_unknown \
+		"the $1 hook cannot tell $2, so it refuses rather than guess (PATH=$PATH)" \
+		"git lane doctor" ", \"fact\": \"$(gl_jstr "$2")\""
+}
+
+# gl_python ARGS...: run guard.hookcheck with the Python that installed this hook, in
+# isolated mode (-I): neither the current directory (a lane may hold a guard/ of its own)
+# nor PYTHONPATH decides which guard runs; GITLANE_PYPATH, the directory install found it
+# in, does.
+gl_pymain='import sys; p = sys.argv.pop(1); sys.path[:0] = [p] if p else []; from guard.hookcheck import entry; entry()'
+gl_python() {
+	if [ -n "$GITLANE_PYTHON" ] && [ -x "$GITLANE_PYTHON" ]; then
+		"$GITLANE_PYTHON" -I -c "$gl_pymain" "$GITLANE_PYPATH" "$@"
+	elif command -v git-lane-hook >/dev/null 2>&1; then
+		git-lane-hook "$@"
+	else
+		python3 -I -c "$gl_pymain" "${GITLANE_PYPATH-}" "$@"
+	fi
+}
+# ---- end of common block --------------------------------------------------------------
