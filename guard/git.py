@@ -198,6 +198,23 @@ def is_ancestor(cwd: Where, a: str, b: str) -> bool:
     return res.returncode == 0
 
 
+def symref(cwd: Where, ref: str) -> str | None:
+    """What `ref` points to when it is a symbolic ref, else None."""
+    res = run(["symbolic-ref", "-q", ref], cwd, check=False)
+    target = res.stdout.strip()
+    return target if res.ok and target else None
+
+
+def has_commit(cwd: Where, sha: str) -> bool:
+    return run(["cat-file", "-e", f"{sha}^{{commit}}"], cwd, check=False).ok
+
+
+def commits(cwd: Where, rng: str, limit: int = 20) -> list[tuple[str, str]]:
+    """(sha, subject) of the commits in `rng`, newest first, at most `limit`."""
+    res = run(["log", f"--max-count={limit}", "-z", "--format=%H %s", rng, "--"], cwd)
+    return [(sha, subject) for sha, _, subject in (c.partition(" ") for c in res.z())]
+
+
 def merge_base(cwd: Where, a: str, b: str) -> str | None:
     res = run(["merge-base", a, b], cwd, check=False)
     return res.stdout.strip() or None
