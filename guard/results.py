@@ -133,6 +133,35 @@ class LandResult(TypedDict):
     gate: GateSummary
 
 
+class RestoredMain(TypedDict):
+    branch: str
+    before: str
+    after: str
+    was_symref_to: str | None
+
+
+class LandedTip(TypedDict):
+    epoch: int
+    ref: str | None  # refs/git-lane/landed/<epoch>; None when only epoch.json knew it
+    sha: str
+
+
+class RestoredHub(TypedDict):
+    path: str | None
+    state: str  # updated | not_hub | failed
+
+
+class RestoreMainResult(TypedDict):
+    """restore-main: `code` is "restored" or "unchanged" (main was already there)."""
+
+    ok: bool
+    code: str
+    main: RestoredMain
+    landed: LandedTip
+    hub: RestoredHub
+    warnings: list[str]
+
+
 class InstallResult(TypedDict, total=False):
     ok: bool
     code: str
