@@ -230,6 +230,33 @@ def ahead_behind(cwd: Where, base: str, tip: str) -> tuple[int, int]:
     return int(counts[0]), int(counts[1])
 
 
+# -- shallow -------------------------------------------------------------------------------
+def shallow_cut(cwd: Where, shas: Sequence[str]) -> list[str]:
+    """Of the commits a `shallow` file lists, those whose real parents are here: the
+    history that file hides from git, and that `gc` would delete. A commit a shallow clone
+    was cut at has its parents missing, so it is not among them."""
+    if not shas:
+        return []
+    # --shallow-file "": git reads commits as they are, not as the shallow file cuts them
+    res = run(["--shallow-file", "", "log", "--no-walk", "--ignore-missing", "--format=%H %P", *shas], cwd, check=False)
+    parents: dict[str, list[str]] = {}
+    for ln in res.lines():
+        sha, *ps = ln.split()
+        parents[sha] = ps
+    wanted = sorted({p for ps in parents.values() for p in ps})
+    if not wanted:
+        return []
+    check = run(["cat-file", "--batch-check=%(objectname) %(objecttype)"], cwd, input="\n".join(wanted) + "\n")
+    present = {ln.split()[0] for ln in check.lines() if ln.endswith(" commit")}
+    return [sha for sha, ps in parents.items() if any(p in present for p in ps)]
+
+
+def complete_without_shallow(cwd: Where) -> bool:
+    """Is every commit reachable from every ref here, once the shallow file is ignored?
+    Then removing that file loses nothing and breaks nothing."""
+    return run(["--shallow-file", "", "rev-list", "--quiet", "--all"], cwd, check=False).ok
+
+
 # -- worktrees ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Worktree:
