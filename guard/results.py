@@ -44,6 +44,14 @@ class LockView(TypedDict):
     alive: bool
 
 
+class Alert(TypedDict):
+    """A status warning with a stable code (the `warnings` list has its line)."""
+
+    code: str
+    message: str
+    next: str
+
+
 class StatusResult(TypedDict):
     ok: bool
     code: str
@@ -54,6 +62,7 @@ class StatusResult(TypedDict):
     landing: bool
     lanes: list[LaneView]
     warnings: list[str]
+    alerts: list[Alert]
 
 
 class CreateResult(TypedDict):

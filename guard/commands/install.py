@@ -88,6 +88,28 @@ def same_but_python(installed: str, name: str) -> bool:
     return _strip_python(installed) == _strip_python(script_bytes(name).decode("utf-8"))
 
 
+def installed(d: Path) -> dict[str, str]:
+    """What `git lane status` asks on every run, by reading files only (no git, no
+    subprocess): each of our hooks in `d` as "ok", "missing" (no git-lane script where
+    git looks), "not_executable" or "outdated" (not what install writes, up to the
+    embedded Python)."""
+    out: dict[str, str] = {}
+    for name in HOOKS:
+        path = d / name
+        k = kind(path)
+        if k == "framework":
+            path, k = path.with_name(f"{name}.legacy"), kind(path.with_name(f"{name}.legacy"))
+        if k != "ours":
+            out[name] = "missing"
+        elif not os.access(path, os.X_OK):
+            out[name] = "not_executable"
+        elif not same_but_python(_text(path) or "", name):
+            out[name] = "outdated"
+        else:
+            out[name] = "ok"
+    return out
+
+
 # -- where hooks go ---------------------------------------------------------------------
 @dataclass(frozen=True)
 class HooksPath:
