@@ -182,6 +182,16 @@ def land(ctx: Ctx, key: str | None, wait: float | None) -> None:
     emit(ctx, cmd.run(ctx.repo, key, w, _gate_output, _gate_tick), render.land)
 
 
+@cli.command("restore-main")
+@json_option
+@pass_ctx
+def restore_main(ctx: Ctx) -> None:
+    """Put main back at the last landed tip (after a reflog rewind, branch copy or symref)."""
+    from guard.commands import restore_main as cmd
+
+    emit(ctx, cmd.run(ctx.repo), render.restore_main)
+
+
 # -- config and log -----------------------------------------------------------------------
 @cli.group()
 def config() -> None:

@@ -198,6 +198,23 @@ def is_ancestor(cwd: Where, a: str, b: str) -> bool:
     return res.returncode == 0
 
 
+def symref(cwd: Where, ref: str) -> str | None:
+    """What `ref` points to when it is a symbolic ref, else None."""
+    res = run(["symbolic-ref", "-q", ref], cwd, check=False)
+    target = res.stdout.strip()
+    return target if res.ok and target else None
+
+
+def has_commit(cwd: Where, sha: str) -> bool:
+    return run(["cat-file", "-e", f"{sha}^{{commit}}"], cwd, check=False).ok
+
+
+def commits(cwd: Where, rng: str, limit: int = 20) -> list[tuple[str, str]]:
+    """(sha, subject) of the commits in `rng`, newest first, at most `limit`."""
+    res = run(["log", f"--max-count={limit}", "-z", "--format=%H %s", rng, "--"], cwd)
+    return [(sha, subject) for sha, _, subject in (c.partition(" ") for c in res.z())]
+
+
 def merge_base(cwd: Where, a: str, b: str) -> str | None:
     res = run(["merge-base", a, b], cwd, check=False)
     return res.stdout.strip() or None
@@ -211,6 +228,33 @@ def ahead_behind(cwd: Where, base: str, tip: str) -> tuple[int, int]:
     """(behind, ahead) of `tip` against `base`."""
     counts = run(["rev-list", "--left-right", "--count", f"{base}...{tip}"], cwd).stdout.split()
     return int(counts[0]), int(counts[1])
+
+
+# -- shallow -------------------------------------------------------------------------------
+def shallow_cut(cwd: Where, shas: Sequence[str]) -> list[str]:
+    """Of the commits a `shallow` file lists, those whose real parents are here: the
+    history that file hides from git, and that `gc` would delete. A commit a shallow clone
+    was cut at has its parents missing, so it is not among them."""
+    if not shas:
+        return []
+    # --shallow-file "": git reads commits as they are, not as the shallow file cuts them
+    res = run(["--shallow-file", "", "log", "--no-walk", "--ignore-missing", "--format=%H %P", *shas], cwd, check=False)
+    parents: dict[str, list[str]] = {}
+    for ln in res.lines():
+        sha, *ps = ln.split()
+        parents[sha] = ps
+    wanted = sorted({p for ps in parents.values() for p in ps})
+    if not wanted:
+        return []
+    check = run(["cat-file", "--batch-check=%(objectname) %(objecttype)"], cwd, input="\n".join(wanted) + "\n")
+    present = {ln.split()[0] for ln in check.lines() if ln.endswith(" commit")}
+    return [sha for sha, ps in parents.items() if any(p in present for p in ps)]
+
+
+def complete_without_shallow(cwd: Where) -> bool:
+    """Is every commit reachable from every ref here, once the shallow file is ignored?
+    Then removing that file loses nothing and breaks nothing."""
+    return run(["--shallow-file", "", "rev-list", "--quiet", "--all"], cwd, check=False).ok
 
 
 # -- worktrees ------------------------------------------------------------------------------

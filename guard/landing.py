@@ -2,7 +2,9 @@
 dies part way is finished or rolled back by `reconcile` (or by the next land).
 
 Stages, in order: prepared (durable before main moves) -> main_moved -> hub_updated ->
-epoch_bumped; every step after main moved is idempotent, so recovery reruns what is left."""
+epoch_bumped; every step after main moved is idempotent, so recovery reruns what is left.
+Right after main moved, the tip is kept as a landed ref (guard/landed.py), on every run
+of `finish`: it is a compare-and-swap create, and a rerun finds it in place."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import signal
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from guard import git, lock
+from guard import git, landed, lock
 from guard.errors import Refusal
 from guard.repo import Repo
 from guard.store import Epoch, FileLock, atomic_write_json, now_iso
@@ -104,6 +106,8 @@ def finish(repo: Repo, txn: Landing, recovered: bool = False) -> None:
     """Everything after main moved: hub, epoch (G7), log. Idempotent, so recovery can rerun it."""
     if _before(txn, "main_moved"):
         txn = stage(repo, txn, "main_moved")
+    # whatever later moves main, gc can no longer delete what this land put there
+    landed.keep(repo, txn.epoch_after, txn.tip, txn.lane)
     if _before(txn, "hub_updated"):
         update_hub(repo, txn)
         txn = stage(repo, txn, "hub_updated")
@@ -138,22 +142,27 @@ def finish(repo: Repo, txn: Landing, recovered: bool = False) -> None:
 
 
 def update_hub(repo: Repo, txn: Landing) -> None:
-    """Carry the hub's index and worktree from main_before to the tip, keeping its own
-    unrelated edits (a two-tree read-tree merge, as checkout does)."""
-    hub = txn.hub
+    state, stderr = carry_hub(txn.hub, txn.main_ref, txn.main_before, txn.tip)
+    if state == "failed":
+        repo.store.event("warning", lane=txn.lane, code="hub_update_failed", stderr=stderr)
+
+
+def carry_hub(hub: str | None, main_ref: str, old: str, new: str) -> tuple[str, str]:
+    """Carry the hub's index and worktree from `old` to `new` (main just moved), keeping
+    its own unrelated edits (a two-tree read-tree merge, as checkout does). Returns
+    ("updated" | "not_hub" | "failed", git's stderr)."""
     if not hub or not os.path.isdir(hub):
-        return
+        return "not_hub", ""
     # still the hub (main checked out there)? Its HEAD file says, without a git call
     gd = git.worktree_git_dir(hub)
     try:
         head = (gd / "HEAD").read_text().strip() if gd is not None else ""
     except OSError:
         head = ""
-    if head != f"ref: {txn.main_ref}":
-        return
-    res = git.run(["read-tree", "-m", "-u", txn.main_before, txn.tip], hub, check=False)
-    if not res.ok:
-        repo.store.event("warning", lane=txn.lane, code="hub_update_failed", stderr=res.stderr)
+    if head != f"ref: {main_ref}":
+        return "not_hub", ""
+    res = git.run(["read-tree", "-m", "-u", old, new], hub, check=False)
+    return ("updated", "") if res.ok else ("failed", res.stderr)
 
 
 def recover(repo: Repo) -> list[dict[str, Any]]:
@@ -167,15 +176,16 @@ def recover(repo: Repo) -> list[dict[str, Any]]:
         owner = lock.read_owner(repo)
         if owner is not None and lock.owner_alive(owner):
             return [{"action": "landing_left", "reason": "its owner is alive"}]
-        out = recover_locked(repo)
-        if owner is not None:
-            lock.owner_path(repo).unlink(missing_ok=True)
+        held = lock.adopt(fl, owner.lane if owner is not None else "")
+        out = recover_locked(repo, held)
+        lock.owner_path(repo).unlink(missing_ok=True)  # the dead land's record, or ours
         return out
     finally:
         fl.release()
 
 
-def recover_locked(repo: Repo) -> list[dict[str, Any]]:
+def recover_locked(repo: Repo, held: lock.Held) -> list[dict[str, Any]]:
+    """Finish or roll back the recorded land, holding the lock (`held`)."""
     raw = repo.store.read_json(repo.store.landing_path)
     try:
         txn = Landing.from_dict(raw) if raw is not None else None
@@ -187,7 +197,11 @@ def recover_locked(repo: Repo) -> list[dict[str, Any]]:
         return [{"action": "landing_discarded", "reason": "unreadable landing record"}]
     now = repo.ref_sha(txn.main_ref)
     if now == txn.tip:
+        # the record names the dead land's move while its steps are rerun (the hooks
+        # tell land's own ref writes by it), then names no move again
+        lock.name_move(repo, held, main_before=txn.main_before, tip=txn.tip)
         finish(repo, txn, recovered=True)
+        lock.name_move(repo, held, main_before="", tip="")
         return [{"action": "landing_completed", "lane": txn.lane, "main_after": txn.tip}]
     if now == txn.main_before:
         repo.store.landing_path.unlink(missing_ok=True)
@@ -206,8 +220,36 @@ def recover_locked(repo: Repo) -> list[dict[str, Any]]:
     )
 
 
+def keep_last(repo: Repo) -> list[dict[str, Any]]:
+    """reconcile: the last land in epoch.json gets its landed ref when it has none (it
+    landed before landed refs existed, or its ref could not be written). Written under
+    the lock, with the lock record's tip the value written, as land writes it."""
+    ep = repo.store.read_epoch()
+    if not ep.epoch or not ep.main_after:
+        return []
+    newest = landed.newest_ref(repo)
+    if newest is not None and newest.epoch >= ep.epoch:
+        return []
+    if not git.has_commit(repo.common_dir, ep.main_after):
+        return [{"action": "landed_ref_missing", "epoch": ep.epoch, "reason": f"commit {ep.main_after} is gone"}]
+    try:
+        held = lock.acquire(repo, ep.lane or "", "", ep.main_after)
+    except Refusal as busy:
+        if busy.code != "lock_busy":
+            raise
+        return [{"action": "landed_ref_left", "epoch": ep.epoch, "reason": "the integration lock is held"}]
+    try:
+        done = landed.keep(repo, ep.epoch, ep.main_after, ep.lane)
+    finally:
+        lock.release(repo, held)
+    if done != "created":
+        return []
+    return [{"action": "landed_ref_written", "ref": landed.ref_name(ep.epoch), "sha": ep.main_after}]
+
+
 def repair_epoch(repo: Repo) -> None:
-    """Rebuild epoch.json from the newest land event (reconcile, after corruption)."""
+    """Rebuild epoch.json from the newest land event, or from the newest landed ref when
+    that names a later land (the event log is rotated; the refs are never pruned)."""
     last: dict[str, Any] | None = None
     for ev in repo.store.events():
         if (
@@ -216,6 +258,10 @@ def repair_epoch(repo: Repo) -> None:
             and (last is None or ev["epoch"] >= last["epoch"])
         ):
             last = ev
+    ref = landed.newest_ref(repo)
+    if ref is not None and (last is None or ref.epoch > last["epoch"]):
+        repo.store.write_epoch(Epoch(epoch=ref.epoch, main_after=ref.sha, at=now_iso()))
+        return
     if last is None:
         repo.store.write_epoch(Epoch())
         return

@@ -143,18 +143,7 @@ def acquire(repo: Repo, lane: str, main_before: str, tip: str, wait: float | Non
             if old is None or not owner_alive(old):
                 if old is not None:
                     repo.store.event("lock_takeover", lane=lane, code="lock_taken_over", previous=old.public())
-                me = os.getpid()
-                rec = OwnerRecord(
-                    pid=me,
-                    start=procs.start_time(me),
-                    host=procs.hostname(),
-                    token=secrets.token_hex(8),
-                    lane=lane,
-                    main_before=main_before,
-                    tip=tip,
-                    since=now_iso(),
-                    start_ticks=procs.start_ticks(me),
-                )
+                rec = _own_record(lane, main_before, tip, secrets.token_hex(8))
                 _write_owner(repo, rec)
                 # with lock_released, the audit log shows who held the lock when (and
                 # that no two holders ever overlapped)
@@ -167,6 +156,37 @@ def acquire(repo: Repo, lane: str, main_before: str, tip: str, wait: float | Non
         if deadline is None or time.monotonic() >= deadline:
             raise busy
         time.sleep(0.05)
+
+
+def _own_record(lane: str, main_before: str, tip: str, token: str) -> OwnerRecord:
+    me = os.getpid()
+    return OwnerRecord(
+        pid=me,
+        start=procs.start_time(me),
+        host=procs.hostname(),
+        token=token,
+        lane=lane,
+        main_before=main_before,
+        tip=tip,
+        since=now_iso(),
+        start_ticks=procs.start_ticks(me),
+    )
+
+
+def adopt(flock: FileLock, lane: str) -> Held:
+    """For a caller that took the flock itself over a dead owner's record (reconcile): a
+    Held whose record is written only once it names a move (name_move), so a recovery
+    that changes nothing leaves the dead record as it found it."""
+    import secrets
+
+    return Held(flock, _own_record(lane, "", "", secrets.token_hex(8)))
+
+
+def name_move(repo: Repo, held: Held, *, main_before: str, tip: str) -> None:
+    """Write the record as ours, naming this one move (recovery rerunning a dead land's
+    steps). The caller holds the flock, so no other process writes the record meanwhile."""
+    held.record = replace(held.record, main_before=main_before, tip=tip)
+    _write_owner(repo, held.record)
 
 
 def update(repo: Repo, held: Held, *, tip: str, main_before: str | None = None) -> None:

@@ -122,6 +122,15 @@ def land(r: Result) -> str:
     return f"landed {r['lane']}: main {r['main_before'][:12]} -> {r['main_after'][:12]}, epoch {r['epoch']}, {gate}"
 
 
+def restore_main(r: Result) -> str:
+    m, ld = r["main"], r["landed"]
+    if r["code"] == "unchanged":
+        return f"{m['branch']} is at the last landed tip {m['after'][:12]} (land {ld['epoch']}): nothing to restore"
+    was = f" (it was a symbolic ref to {m['was_symref_to']})" if m["was_symref_to"] else ""
+    hub = " ; hub carried along" if r["hub"]["state"] == "updated" else ""
+    return f"restored {m['branch']}: {m['before'][:12]} -> {m['after'][:12]}, the tip of land {ld['epoch']}{was}{hub}"
+
+
 def config_get(r: Result) -> str:
     v = r["value"]
     return "" if v is None else (v if isinstance(v, str) else json.dumps(v))

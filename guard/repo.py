@@ -17,10 +17,13 @@ from guard.store import Store
 class Repo:
     """Facts about one repository, discovered from any directory inside it."""
 
-    def __init__(self, common_dir: Path, git_dir: Path, toplevel: Path | None) -> None:
+    def __init__(self, common_dir: Path, git_dir: Path, toplevel: Path | None, hooks_dir: Path | None = None) -> None:
         self.common_dir = common_dir
         self.git_dir = git_dir
         self.toplevel = toplevel
+        # where git runs hooks from for this process (core.hooksPath from any config
+        # source, else <common-dir>/hooks); asked in the same call as the rest
+        self.hooks_dir = hooks_dir
         self.state_dir = common_dir / "git-lane"
         self.store = Store(self.state_dir)
 
@@ -35,7 +38,15 @@ class Repo:
                 details={"path": cwd},
             )
         res = git.run(
-            ["rev-parse", "--path-format=absolute", "--git-common-dir", "--git-dir", "--is-bare-repository"],
+            [
+                "rev-parse",
+                "--path-format=absolute",
+                "--git-common-dir",
+                "--git-dir",
+                "--is-bare-repository",
+                "--git-path",
+                "hooks",
+            ],
             cwd,
             check=False,
         )
@@ -46,13 +57,13 @@ class Repo:
                 next=["git init"],
                 details={"path": cwd},
             )
-        common, gdir, bare = res.stdout.splitlines()[:3]
+        common, gdir, bare, hooks = [*res.stdout.splitlines(), ""][:4]
         top: Path | None = None
         if bare != "true":
             t = git.run(["rev-parse", "--show-toplevel"], cwd, check=False)
             if t.ok and t.stdout.strip():
                 top = Path(t.stdout.rstrip("\n"))
-        return cls(Path(common), Path(gdir), top)
+        return cls(Path(common), Path(gdir), top, Path(hooks) if hooks else None)
 
     # -- config and main ---------------------------------------------------------
     @cached_property

@@ -44,6 +44,14 @@ class LockView(TypedDict):
     alive: bool
 
 
+class Alert(TypedDict):
+    """A status warning with a stable code (the `warnings` list has its line)."""
+
+    code: str
+    message: str
+    next: str
+
+
 class StatusResult(TypedDict):
     ok: bool
     code: str
@@ -54,6 +62,7 @@ class StatusResult(TypedDict):
     landing: bool
     lanes: list[LaneView]
     warnings: list[str]
+    alerts: list[Alert]
 
 
 class CreateResult(TypedDict):
@@ -131,6 +140,35 @@ class LandResult(TypedDict):
     epoch: int
     paths: list[str]
     gate: GateSummary
+
+
+class RestoredMain(TypedDict):
+    branch: str
+    before: str
+    after: str
+    was_symref_to: str | None
+
+
+class LandedTip(TypedDict):
+    epoch: int
+    ref: str | None  # refs/git-lane/landed/<epoch>; None when only epoch.json knew it
+    sha: str
+
+
+class RestoredHub(TypedDict):
+    path: str | None
+    state: str  # updated | not_hub | failed
+
+
+class RestoreMainResult(TypedDict):
+    """restore-main: `code` is "restored" or "unchanged" (main was already there)."""
+
+    ok: bool
+    code: str
+    main: RestoredMain
+    landed: LandedTip
+    hub: RestoredHub
+    warnings: list[str]
 
 
 class InstallResult(TypedDict, total=False):

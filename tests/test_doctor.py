@@ -160,7 +160,7 @@ def test_main_as_a_symbolic_ref_fails(repo: Repo) -> None:
     git(repo.path, "symbolic-ref", "refs/heads/main", "refs/heads/side")  # main silently moved back
     c = checks(repo)["main"]
     assert c["status"] == "fail" and "symbolic ref" in c["message"]
-    assert landed and landed in c["fix"]
+    assert c["fix"] == "git lane restore-main"
     run_fix(repo, c["fix"])
     assert checks(repo)["main"]["status"] == "ok"
     assert sha(repo.path, "refs/heads/main") == landed

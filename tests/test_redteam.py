@@ -132,7 +132,7 @@ def test_install_does_not_pin_a_main_repository(repo: Repo) -> None:
 
 
 # -- doctor sees main moved where no hook could ------------------------------------------
-def test_doctor_warns_when_main_is_not_where_the_last_land_left_it(hub_on_side: Repo) -> None:
+def test_doctor_fails_when_main_is_not_where_the_last_land_left_it(hub_on_side: Repo) -> None:
     repo = hub_on_side
     repo.config("gate", "off")
     lane = make_lane(repo, "a")
@@ -143,7 +143,7 @@ def test_doctor_warns_when_main_is_not_where_the_last_land_left_it(hub_on_side: 
     assert run(repo.path, "branch", "-C", "x", "main").returncode == 0  # unseen by hooks
     d = repo.jlane("doctor").json
     moved = [c for c in d["checks"] if c["name"] == "main_moved"]
-    assert moved and moved[0]["status"] == "warn"
+    assert moved and moved[0]["status"] == "fail"
     assert "copied refs/heads/x" in moved[0]["message"]
 
 

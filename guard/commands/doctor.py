@@ -1,8 +1,11 @@
-"""`git lane doctor`: is every layer in place? Hooks present, executable and as install
-would write them; nothing that switches them off (core.hooksPath, worktree config,
-hook.*); no replacement refs or grafts; main a plain ref; the integration lock and the
-lanes in a sane state; Landlock available for the sandbox. Each check is ok, warn or fail
-with the exact command that fixes it; the result is not ok when any check fails."""
+"""`git lane doctor`: is every layer in place? Main where the last land left it (the
+newest landed ref), a plain ref that nothing shadows; every land kept by a landed ref; no
+shallow file or grafts hiding history gc would delete; hooks present, executable and as
+install would write them; nothing that switches them off in any worktree (core.hooksPath
+from any config source, worktree config, hook.*); no replacement refs; the integration
+lock and the lanes in a sane state; Landlock available for the sandbox. Each check is ok,
+warn or fail with the exact command that fixes it; the result is not ok when any check
+fails."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import platform
 from pathlib import Path
 from collections.abc import Callable
 
-from guard import git
+from guard import git, landed
 from guard.commands import install as hookinstall
 from guard.errors import GitError, Refusal
 from guard.git import q
@@ -28,22 +31,21 @@ def finding(name: str, status: str, message: str, fix: str | None = None) -> Che
 
 
 # -- main and config --------------------------------------------------------------------
+# Some git commands write refs outside any ref transaction, where no hook sees them: a
+# reflog rewind (`git reflog delete --updateref --rewrite <main>@{0}`, `reflog expire
+# --updateref`), `git symbolic-ref`, `git branch -c/-m` on git 2.39. Each check below
+# names one command that puts back what the last land left.
 def check_main(repo: Repo) -> list[Check]:
-    out = [finding("main", OK, f"main is {repo.main_branch} at {repo.main_sha()[:12]}")]
-    sym = git.run(["symbolic-ref", "-q", repo.main_ref], repo.common_dir, check=False)
-    if sym.ok and sym.stdout.strip():
-        target = sym.stdout.strip()
-        sha = repo.main_sha()
-        landed = repo.store.read_epoch().main_after
-        if landed and landed != sha:
-            # main already followed the other branch: put it back where the last land left it
-            fix = (
-                f"git -c core.hooksPath=/dev/null update-ref --no-deref {repo.main_ref} {landed}"
-                "  (owner only: the hooks refuse any other move of main)"
-            )
-        else:
+    sha = repo.main_sha()
+    refs = landed.all_landed(repo)
+    last = landed.last(repo, refs)
+    target = git.symref(repo.common_dir, repo.main_ref)
+    if target is not None:
+        if last is not None:
+            fix = "git lane restore-main"
+        else:  # nothing landed yet: make it a plain ref where it points now
             fix = f"git update-ref --no-deref {repo.main_ref} {sha}"
-        out = [
+        return [
             finding(
                 "main",
                 FAIL,
@@ -51,26 +53,149 @@ def check_main(repo: Repo) -> list[Check]:
                 fix,
             )
         ]
+    out = [finding("main", OK, f"main is {repo.main_branch} at {sha[:12]}")]
+    if last is None or sha == last.sha or repo.store.landing_path.exists():
         return out
-    # Some git commands write a branch outside any ref transaction, where no hook sees
-    # them (`git branch -c/-C OLD main` when main is checked out nowhere), and hooks can
-    # be switched off: main away from where the last land left it says so.
-    ep = repo.store.read_epoch()
-    sha = repo.main_sha()
-    if ep.epoch and ep.main_after and sha != ep.main_after and not repo.store.landing_path.exists():
-        last = git.run(["reflog", "-1", "--format=%gs", repo.main_ref], repo.common_dir, check=False).stdout.strip()
+    where = f"{last.ref}" if last.ref else f"epoch.json (land {last.epoch})"
+    reflog = git.run(["reflog", "-1", "--format=%gs", repo.main_ref], repo.common_dir, check=False).stdout.strip()
+    said = f" (its reflog says: {reflog})" if reflog else ""
+    if not git.has_commit(repo.common_dir, last.sha):
         out.append(
             finding(
                 "main_moved",
-                WARN,
-                f"{repo.main_ref} is at {sha[:12]}, not at {ep.main_after[:12]} where land {ep.epoch} "
-                f"(lane {ep.lane}) left it: something else moved it"
-                + (f" (its reflog says: {last})" if last else ""),
-                f"git reflog -5 {repo.main_ref}  (if that move was not yours: "
-                f"git -c core.hooksPath=/dev/null update-ref {repo.main_ref} {ep.main_after} {sha})",
+                FAIL,
+                f"{repo.main_ref} is at {sha[:12]}, not at {last.sha[:12]} where land {last.epoch} left it{said}, "
+                "and that commit is gone (it landed before landed refs kept it)",
+                f"git reflog -5 {repo.main_ref}  (owner: find the landed commit; no command restores it)",
             )
         )
+        return out
+    rel = landed.relation(repo, sha, last.sha)
+    msg = f"{repo.main_ref} is at {sha[:12]}, not at {last.sha[:12]} where land {last.epoch} left it ({where}){said}"
+    if rel == "behind":
+        out.append(
+            finding(
+                "main_moved",
+                FAIL,
+                msg + ": it was moved back outside any ref transaction (a reflog rewind, a branch copy)",
+                "git lane restore-main",
+            )
+        )
+        return out
+    what = "ahead of it by commits" if rel == "ahead" else "off its history, on commits"
+    out.append(
+        finding(
+            "main_moved",
+            FAIL,
+            msg + f": it is {what} no land put there; restore-main refuses that, keeping them is the owner's call",
+            f"git branch rescue-main-{sha[:12]} {sha} && git -c core.hooksPath=/dev/null update-ref "
+            f"{repo.main_ref} {last.sha} {sha}  (owner only: keeps those commits on rescue-main-{sha[:12]}, "
+            "then land them from a lane)",
+        )
+    )
     return out
+
+
+def check_landed(repo: Repo) -> list[Check]:
+    """The last land has its landed ref (lands from before they existed get one from
+    reconcile), so gc cannot delete what was landed whatever happens to main."""
+    refs = landed.all_landed(repo)
+    ep = repo.store.read_epoch()
+    newest = refs[-1].epoch if refs else 0
+    if ep.epoch > newest and ep.main_after:
+        return [
+            finding(
+                "landed refs",
+                WARN,
+                f"land {ep.epoch} ({ep.main_after[:12]}) has no {landed.ref_name(ep.epoch)}: "
+                "a rewrite of main followed by gc could delete it",
+                "git lane reconcile",
+            )
+        ]
+    return [finding("landed refs", OK, f"{len(refs)} landed tip(s) kept under {landed.PREFIX}")]
+
+
+def check_shadows(repo: Repo) -> list[Check]:
+    """git reads `<main>` as refs/<main>, then refs/tags/<main>, before refs/heads/<main>
+    (and a root-level `<main>` first of all): any of them makes `git reset --hard main`,
+    `git merge main` and `git lane` users' own commands mean something else. The hooks
+    refuse creating them through a ref transaction; `git symbolic-ref` is not one."""
+    name = repo.main_branch
+    out: list[Check] = []
+    shadows = (f"refs/{name}", f"refs/tags/{name}")
+    res = git.run(["for-each-ref", "--format=%(refname)%00%(symref)%00%(objectname)", *shadows], repo.common_dir)
+    for ln in res.lines():
+        ref, sym, obj = [*ln.split("\0"), "", ""][:3]
+        if ref not in shadows:
+            continue  # refs/<main>/x: a prefix match, not a shadow
+        if sym:
+            fix = f"git symbolic-ref --delete {ref}"
+            what = f"a symbolic ref to {sym}"
+        else:
+            fix = f"git update-ref -d {ref} {obj}"
+            what = f"a ref at {obj[:12]}"
+        out.append(
+            finding(
+                "main shadowed",
+                FAIL,
+                f"{ref} is {what}: git reads it for `{name}` before {repo.main_ref}",
+                fix,
+            )
+        )
+    root = Path(os.path.realpath(repo.common_dir)) / name
+    if os.path.lexists(root) and not root.is_dir():
+        try:
+            content = root.read_text(errors="replace").strip()[:80]
+        except OSError:
+            content = "?"
+        out.append(
+            finding(
+                "main shadowed",
+                FAIL,
+                f"{root} ({content}) is a root-level ref: git reads it for `{name}` before {repo.main_ref}",
+                f"rm {q(root)}",
+            )
+        )
+    return out or [finding("main shadowed", OK, f"nothing is read for `{name}` before {repo.main_ref}")]
+
+
+def check_shallow(repo: Repo) -> list[Check]:
+    """A `shallow` file (written by `git fetch --depth/--shallow-*`) cuts history: gc then
+    deletes every commit behind it, landed ones included. What matters is whether it
+    hides history this repository has: a clone made shallow keeps its cut commits'
+    parents absent, which is harmless; a full repository made shallow has them all."""
+    path = Path(os.path.realpath(repo.common_dir)) / "shallow"
+    if not path.exists():
+        return [finding("shallow", OK, "not a shallow repository")]
+    try:
+        shas = [ln.strip() for ln in path.read_text().splitlines() if ln.strip()]
+    except OSError as exc:
+        return [finding("shallow", FAIL, f"{path} is unreadable: {exc}", f"ls -l {q(path)}")]
+    cut = git.shallow_cut(repo.common_dir, shas)
+    if not cut:
+        return [
+            finding(
+                "shallow",
+                WARN,
+                f"a shallow clone ({len(shas)} cut commit(s) in {path}, their parents were never fetched); "
+                "landed work sits above the cut",
+                "git fetch --unshallow  (owner's decision: needs a remote with the full history)",
+            )
+        ]
+    msg = (
+        f"{path} cuts history this repository has at {len(cut)} commit(s) ({', '.join(c[:12] for c in cut[:3])}): "
+        "git gc would delete every commit behind them, landed ones included"
+    )
+    if git.complete_without_shallow(repo.common_dir):
+        return [finding("shallow", FAIL, msg, f"rm {q(path)}  (every commit it hides is still here)")]
+    return [
+        finding(
+            "shallow",
+            FAIL,
+            msg + "; some history behind it is missing too, so removing the file would break git",
+            "git fetch --unshallow  (owner's decision: needs a remote with the full history)",
+        )
+    ]
 
 
 def check_enabled(repo: Repo) -> list[Check]:
@@ -122,6 +247,51 @@ def check_hooks(repo: Repo) -> list[Check]:
     for name in hookinstall.HOOKS:
         out.append(_check_hook(d, name))
     return out
+
+
+def check_hooks_paths(repo: Repo) -> list[Check]:
+    """core.hooksPath as git evaluates it in each worktree, lanes included: every config
+    source counts (include.path, includeIf gitdir/onbranch, a worktree's config.worktree,
+    -c and GIT_CONFIG_*), and each is named with the command that unsets it there."""
+    out: list[Check] = []
+    common = hookinstall.common_hooks_dir(repo)
+    hp = hookinstall.hooks_path_setting(repo)
+    seen = {(hp.scope, hp.value)} if hp is not None else set()  # check_hooks reports that one
+    for wt in repo.worktrees():
+        if wt.bare or not wt.exists:
+            continue
+        res = git.run(
+            ["config", "-z", "--show-origin", "--show-scope", "--type=path", "--get", "core.hooksPath"],
+            wt.path,
+            check=False,
+        )
+        if not res.ok or not res.stdout:
+            continue  # unset: git runs <common-dir>/hooks, which check_hooks looks at
+        scope, origin, value = [*res.stdout.split("\0"), "", "", ""][:3]
+        if (scope, value) in seen:
+            continue
+        d = Path(value) if os.path.isabs(value) else Path(wt.path) / value
+        if d.is_dir() and (os.path.realpath(d) == os.path.realpath(common) or all(_find_ours(d, n) for n in hookinstall.HOOKS)):
+            continue
+        out.append(
+            finding(
+                "hooks path",
+                FAIL,
+                f"in {wt.path}, core.hooksPath = {value} ({scope} config, {origin}): git runs no git-lane hook there",
+                _unset_hooks_path(wt.path, scope, origin),
+            )
+        )
+    return out or [finding("hooks path", OK, "every worktree runs the hooks git-lane installed")]
+
+
+def _unset_hooks_path(where: str, scope: str, origin: str) -> str:
+    if origin.startswith("file:"):
+        f = origin[len("file:") :]
+        f = f if os.path.isabs(f) else os.path.join(where, f)
+        return f"git config --file {q(f)} --unset-all core.hooksPath"
+    if scope == "command":
+        return "unset GIT_CONFIG_COUNT GIT_CONFIG_PARAMETERS  (core.hooksPath comes from the environment or -c)"
+    return f"git -C {q(where)} config --{scope} --unset-all core.hooksPath"
 
 
 def _find_ours(d: Path, name: str) -> Path | None:
@@ -420,8 +590,12 @@ def check_landlock(repo: Repo) -> list[Check]:
 
 CHECKS: tuple[Callable[[Repo], list[Check]], ...] = (
     check_main,
+    check_landed,
+    check_shadows,
+    check_shallow,
     check_enabled,
     check_hooks,
+    check_hooks_paths,
     check_worktree_config,
     check_replace,
     check_lock,

@@ -87,24 +87,52 @@ def same_but_python(installed: str, name: str) -> bool:
     return _strip_python(installed) == _strip_python(script_bytes(name).decode("utf-8"))
 
 
+def installed(d: Path) -> dict[str, str]:
+    """What `git lane status` asks on every run, by reading files only (no git, no
+    subprocess): each of our hooks in `d` as "ok", "missing" (no git-lane script where
+    git looks), "not_executable" or "outdated" (not what install writes, up to the
+    embedded Python)."""
+    out: dict[str, str] = {}
+    for name in HOOKS:
+        path = d / name
+        k = kind(path)
+        if k == "framework":
+            path, k = path.with_name(f"{name}.legacy"), kind(path.with_name(f"{name}.legacy"))
+        if k != "ours":
+            out[name] = "missing"
+        elif not os.access(path, os.X_OK):
+            out[name] = "not_executable"
+        elif not same_but_python(_text(path) or "", name):
+            out[name] = "outdated"
+        else:
+            out[name] = "ok"
+    return out
+
+
 # -- where hooks go ---------------------------------------------------------------------
 @dataclass(frozen=True)
 class HooksPath:
     value: str
     scope: str  # local, global, system, command, ...
+    included: str = ""  # the file it came from, when an include pulled it into a scope
 
 
 def hooks_path_setting(repo: Repo) -> HooksPath | None:
     """core.hooksPath as the common config (not a lane's worktree config) sees it."""
     res = git.run(
-        ["config", "--show-scope", "--type=path", "--get", "core.hooksPath"],
+        ["config", "-z", "--show-origin", "--show-scope", "--type=path", "--get", "core.hooksPath"],
         repo.common_dir,
         check=False,
     )
-    if not res.ok or not res.stdout.strip():
+    if not res.ok or not res.stdout.strip("\0"):
         return None
-    scope, _, value = res.stdout.rstrip("\n").partition("\t")
-    return HooksPath(value=value, scope=scope)
+    scope, origin, value = [*res.stdout.split("\0"), "", "", ""][:3]
+    f = os.path.join(repo.common_dir, origin[len("file:") :]) if origin.startswith("file:") else ""
+    # `git config --unset` edits the scope's own file; a value an include.path (or
+    # includeIf) pulled in lives in the included file, which must be named
+    own = {"local": os.path.join(repo.common_dir, "config")}.get(scope)
+    included = f if f and own is not None and os.path.realpath(f) != os.path.realpath(own) else ""
+    return HooksPath(value=value, scope=scope, included=included)
 
 
 def _unset_cmd(hp: HooksPath) -> str:
@@ -112,6 +140,8 @@ def _unset_cmd(hp: HooksPath) -> str:
         return f"git config --{hp.scope} --unset core.hooksPath"
     if hp.scope == "command":
         return "unset GIT_CONFIG_COUNT GIT_CONFIG_PARAMETERS  (core.hooksPath comes from the environment)"
+    if hp.included:
+        return f"git config --file {git.q(hp.included)} --unset-all core.hooksPath"
     return "git config --unset core.hooksPath"
 
 

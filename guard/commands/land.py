@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from guard import gate, git, landing, lane, lock, policy
+from guard import gate, git, landed, landing, lane, lock, policy
 from guard.errors import GitError, Refusal
 from guard.repo import Repo
 from guard.results import GateSummary, LandResult
@@ -73,7 +73,7 @@ def run(
     try:
         landing.crash_point("locked")
         if repo.store.landing_path.exists():
-            landing.recover_locked(repo)
+            landing.recover_locked(repo, held)
         return _land_locked(repo, rec.key, rec.branch, rec.path, held, command, cfg["gate_timeout"], output, tick)
     finally:
         lock.release(repo, held)
@@ -134,7 +134,7 @@ def _land_locked(
         hub=hub.path if hub is not None else None,
         paths=changed[:PATHS_CAP],
         truncated=len(changed) > PATHS_CAP,
-        epoch_after=repo.store.read_epoch().epoch + 1,
+        epoch_after=landed.next_epoch(repo),  # past every landed ref, too
         gate=dict(summary),
     )
     txn = landing.stage(repo, txn, "prepared")

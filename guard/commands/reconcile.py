@@ -1,7 +1,8 @@
 """`git lane reconcile`: bring the registry, the lock and a half-done land in line with git.
 Finishes or rolls back a land that died, clears a dead owner's lock record, marks lanes
 whose worktree vanished orphaned (and back), adopts lane worktrees nobody registered,
-sets aside corrupt records and rebuilds a corrupt epoch."""
+sets aside corrupt records, rebuilds a corrupt epoch and gives the last land its landed
+ref when it has none."""
 
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ def run(repo: Repo) -> ReconcileResult:
     if not repo.store.epoch_is_valid():
         landing.repair_epoch(repo)
         changes.append({"action": "epoch_repaired"})
+    changes.extend(landing.keep_last(repo))
     if changes:
         repo.store.event("reconcile", changes=changes)
     return {"ok": True, "code": "reconciled" if changes else "ok", "changes": changes}

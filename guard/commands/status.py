@@ -1,13 +1,20 @@
 """`git lane status [KEY]`: main, the hub, the lock and every lane, each with the next
-command to run. Read-only: looks without taking any lane's index lock."""
+command to run. Read-only: looks without taking any lane's index lock.
+
+Every run also says (as warnings, each with a stable code in `alerts`) what leaves main
+unguarded: git-lane switched off, the hooks missing, outdated or switched off by
+core.hooksPath, main not where the last land left it. Cheaply: the hooks directory comes
+with the repository's discovery, the hooks are files to read, and the landed ref rides
+along in the for-each-ref that reads the lane tips."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from guard import git, lane, lock
+from guard import git, landed, lane, lock
 from guard.repo import Repo
-from guard.results import LaneView, LockView, StatusResult
+from guard.results import Alert, LaneView, LockView, StatusResult
 
 
 def lock_view(repo: Repo) -> LockView | None:
@@ -30,7 +37,9 @@ def run(repo: Repo, key: str | None = None) -> StatusResult:
         if not records:
             lane.get(repo, key)  # raises unknown_lane
     idx = git.by_path(wts)
-    tips = lane.tips(repo)
+    ep = repo.store.read_epoch()
+    # the lane tips and the last land's landed ref, in one git call
+    tips = git.refs(repo.common_dir, "refs/heads/lane/", *([landed.ref_name(ep.epoch)] if ep.epoch else []))
     # the hub first: with a worktree as big as any lane's, it should not be the straggler
     jobs: list[Any] = [("hub", hub.path)] if hub is not None else []
     jobs.extend(("lane", r) for r in records)
@@ -44,14 +53,79 @@ def run(repo: Repo, key: str | None = None) -> StatusResult:
     results = git.parallel(one, jobs)
     lanes: list[LaneView] = [r for j, r in zip(jobs, results, strict=True) if j[0] == "lane"]
     hub_dirty: list[str] = results[0] if hub is not None else []
+    landing_open = repo.store.landing_path.exists()
+    alerts = switched_off(repo) + hooks_alerts(repo)
+    if ep.epoch and not landing_open:  # mid-land, main is ahead of epoch.json by design
+        last = tips.get(landed.ref_name(ep.epoch)) or ep.main_after
+        if last and last != main_sha:
+            alerts.append(
+                {
+                    "code": "main_moved",
+                    "message": f"{repo.main_ref} is at {main_sha[:12]}, not at {last[:12]} where land {ep.epoch} left it: "
+                    "something moved it outside git lane land",
+                    "next": "git lane doctor",
+                }
+            )
     return {
         "ok": True,
         "code": "ok",
-        "epoch": repo.store.read_epoch().epoch,
+        "epoch": ep.epoch,
         "main": {"branch": repo.main_branch, "sha": main_sha},
         "hub": {"path": hub.path if hub else None, "dirty_paths": hub_dirty},
         "lock": lock_view(repo),
-        "landing": repo.store.landing_path.exists(),
+        "landing": landing_open,
         "lanes": lanes,
-        "warnings": repo.config.warnings,
+        "warnings": [*repo.config.warnings, *(f"{a['message']} (next: {a['next']})" for a in alerts)],
+        "alerts": alerts,
     }
+
+
+def switched_off(repo: Repo) -> list[Alert]:
+    if repo.config.get("enabled") is not False:
+        return []
+    return [
+        {
+            "code": "disabled",
+            "message": f"git-lane is switched off (enabled = false in {repo.config.sources['enabled']}): "
+            "the hooks and shims let everything through",
+            "next": "git lane config set enabled true",
+        }
+    ]
+
+
+def hooks_alerts(repo: Repo) -> list[Alert]:
+    """Are git-lane's hooks where git will look for them, and as install writes them?"""
+    from guard.commands import install
+
+    common = install.common_hooks_dir(repo)
+    d = repo.hooks_dir or common
+    found = install.installed(d) if d.is_dir() else dict.fromkeys(install.HOOKS, "missing")
+    bad = {name: state for name, state in found.items() if state != "ok"}
+    if not bad:
+        return []
+    what = ", ".join(f"{name} {state.replace('_', ' ')}" for name, state in sorted(bad.items()))
+    elsewhere = os.path.realpath(d) != os.path.realpath(common)  # core.hooksPath is set
+    if len(bad) == len(found) and set(bad.values()) == {"missing"}:
+        if elsewhere:
+            return [
+                {
+                    "code": "hooks_off",
+                    "message": f"core.hooksPath makes git run hooks from {d}, where git-lane's are not: "
+                    "main is not guarded",
+                    "next": "git lane doctor",
+                }
+            ]
+        return [
+            {
+                "code": "hooks_missing",
+                "message": f"git-lane's hooks are not installed in {d}: main is not guarded",
+                "next": "git lane install",
+            }
+        ]
+    return [
+        {
+            "code": "hooks_outdated",
+            "message": f"git-lane's hooks in {d} are not as git lane install writes them ({what})",
+            "next": "git lane install --hooks-path" if elsewhere else "git lane install",
+        }
+    ]

@@ -1,0 +1,190 @@
+"""`git lane restore-main`: put main back where the last land left it (the newest
+`refs/git-lane/landed/*`, else epoch.json), after something moved it outside any ref
+transaction (a reflog rewind, a branch copy, main made a symbolic ref).
+
+Only ever a fast-forward back to the landed tip (main an ancestor of it), or turning a
+symbolic main back into a plain ref at it (the commits of its target stay on the target).
+Main ahead of the landed tip, or off to the side, holds commits no land put there: that is
+refused, naming them, for the owner to decide. Runs under the integration lock with the
+lock record naming exactly this move, as land does, so the reference-transaction hook
+lets it through; refused to workers."""
+
+from __future__ import annotations
+
+from guard import git, landed, landing, lane, lock
+from guard.errors import GitError, Refusal
+from guard.repo import Repo
+from guard.results import RestoreMainResult
+
+LOCK_LABEL = "(restore-main)"  # the lock record's lane field: no lane is being landed
+
+
+def run(repo: Repo) -> RestoreMainResult:
+    lane.forbid_worker("restore-main")
+    main_ref = repo.main_ref
+    try:
+        held = lock.acquire(repo, LOCK_LABEL, "", "")
+    except Refusal as busy:
+        if busy.code != "lock_busy":
+            raise
+        raise Refusal(
+            "lock_busy",
+            busy.message,
+            next=["git lane restore-main"],
+            details=busy.details,
+            alternatives=["git lane status"],
+        ) from None
+    try:
+        if repo.store.landing_path.exists():
+            landing.recover_locked(repo, held)  # a dead land first: it may be the last land
+        return _restore_locked(repo, held, main_ref)
+    finally:
+        lock.release(repo, held)
+
+
+def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainResult:
+    last = landed.last(repo, landed.all_landed(repo))
+    if last is None:
+        raise Refusal(
+            "no_landed_tip",
+            "nothing has been landed in this repository, so there is no landed tip to put main back at",
+            next=["git lane doctor"],
+        )
+    where = last.ref or str(repo.store.epoch_path)
+    if not git.has_commit(repo.common_dir, last.sha):
+        raise Refusal(
+            "landed_commit_missing",
+            f"the last landed tip {last.sha[:12]} (land {last.epoch}, from {where}) is not in this repository "
+            "any more (it was landed before landed refs kept it, and has been garbage-collected)",
+            next=["git lane doctor"],
+            details={"epoch": last.epoch, "landed": last.sha, "from": where},
+        )
+    target = git.symref(repo.common_dir, main_ref)
+    cur = repo.main_sha()
+    details = {
+        "main": cur,
+        "landed": last.sha,
+        "epoch": last.epoch,
+        "from": where,
+        "symref": target,
+    }
+    if target is None:
+        rel = landed.relation(repo, cur, last.sha)
+        if rel == "at":
+            return _result(repo, "unchanged", main_ref, cur, last, None, ("not_hub", ""))
+        if rel != "behind":
+            raise _moved_refusal(repo, main_ref, cur, last, rel, details)
+    # the lock record names exactly this move: the reference-transaction hook lets main
+    # move only to the record's tip from its main_before, for this process
+    lock.update(repo, held, main_before=cur, tip=last.sha)
+    args = [
+        "update-ref",
+        "-m",
+        f"git-lane: restore-main to land {last.epoch}",
+        main_ref,
+        last.sha,
+        cur,
+    ]
+    if target is not None:
+        args.insert(1, "--no-deref")  # replace the symbolic ref itself, not its target
+    try:
+        git.run(args, repo.common_dir)
+    except GitError as exc:
+        now = repo.ref_sha(main_ref)
+        if now != last.sha:
+            raise Refusal(
+                "main_update_failed",
+                f"git refused to move {main_ref} from {cur[:12]} to {last.sha[:12]} (it is now {str(now)[:12]}): "
+                f"{exc.stderr.strip()}",
+                next=[f"git reflog -5 {main_ref}", "git lane doctor"],
+                details={**details, "now": now, "stderr": exc.stderr},
+            ) from None
+    hub = repo.hub()
+    carried = landing.carry_hub(hub.path if hub is not None else None, main_ref, cur, last.sha)
+    repo.store.event(
+        "restore_main",
+        code="restored",
+        main_before=cur,
+        main_after=last.sha,
+        epoch=last.epoch,
+        symref=target,
+        hub=carried[0],
+        hub_stderr=carried[1] or None,
+    )
+    return _result(
+        repo,
+        "restored",
+        main_ref,
+        cur,
+        last,
+        target,
+        carried,
+        hub.path if hub is not None else None,
+    )
+
+
+def _result(
+    repo: Repo,
+    code: str,
+    main_ref: str,
+    before: str,
+    last: landed.Landed,
+    target: str | None,
+    carried: tuple[str, str],
+    hub: str | None = None,
+) -> RestoreMainResult:
+    res: RestoreMainResult = {
+        "ok": True,
+        "code": code,
+        "main": {
+            "branch": repo.main_branch,
+            "before": before,
+            "after": last.sha,
+            "was_symref_to": target,
+        },
+        "landed": {"epoch": last.epoch, "ref": last.ref, "sha": last.sha},
+        "hub": {"path": hub, "state": carried[0]},
+        "warnings": [],
+    }
+    if carried[0] == "failed" and hub is not None:
+        res["warnings"].append(
+            f"main is back at {last.sha[:12]}, but the hub {hub} could not be carried along "
+            f"({carried[1].strip()[:200]}): git -C {git.q(hub)} status"
+        )
+    return res
+
+
+def _moved_refusal(
+    repo: Repo, main_ref: str, cur: str, last: landed.Landed, rel: str, details: dict[str, object]
+) -> Refusal:
+    """main holds commits no land put there: name them; putting main back is the owner's call."""
+    extra = git.commits(repo.common_dir, f"{last.sha}..{cur}")
+    shown = ", ".join(f"{sha[:12]} {subject[:60]}" for sha, subject in extra[:5])
+    rescue = f"rescue-main-{cur[:12]}"
+    by_hand = (
+        f"git branch {rescue} {cur} && "
+        f"git -c core.hooksPath=/dev/null update-ref -m 'git-lane: main put back by hand' {main_ref} {last.sha} {cur}"
+    )
+    message = (
+        f"the last landed tip {last.sha[:12]} (land {last.epoch}): commits no land put there "
+        f"({shown}); restore-main only fast-forwards main back, so nothing was changed "
+        "(git lane doctor explains what moved it)"
+    )
+    nxt = [f"git log --oneline {last.sha}..{cur}", "git lane doctor"]
+    more = {**details, "relation": rel, "commits": [sha for sha, _ in extra]}
+    if rel == "ahead":
+        n = f"{len(extra)}{'+' if len(extra) >= 20 else ''}"
+        return Refusal(
+            "main_ahead",
+            f"{main_ref} is {n} commit(s) ahead of {message}",
+            next=nxt,
+            alternatives=[by_hand],
+            details=more,
+        )
+    return Refusal(
+        "main_diverged",
+        f"{main_ref} ({cur[:12]}) has left the history of {message}",
+        next=nxt,
+        alternatives=[by_hand],
+        details=more,
+    )

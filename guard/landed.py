@@ -1,0 +1,138 @@
+"""The landed refs: every tip a land put on main, kept reachable as
+`refs/git-lane/landed/<epoch>` (the epoch zero-padded to 10 digits), so that nothing which
+moves main outside a ref transaction (a reflog rewind, a branch copy, a symbolic ref),
+followed by `git gc --prune=now`, can delete landed commits.
+
+Land writes one per land, right after main moved (landing.finish, which recovery reruns),
+as a compare-and-swap create while it holds the integration lock with the lock record's
+tip equal to the new value. Nothing here ever moves or deletes one.
+
+Zero-padded so that git's own order (for-each-ref, `git log --all --source`) is land
+order, and the newest is one `for-each-ref --sort=-refname --count=1` away; names are
+still read as numbers, and a name that is not exactly 10 digits is not ours."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from guard import git
+from guard.repo import Repo
+
+PREFIX = "refs/git-lane/landed/"
+WIDTH = 10
+
+
+def ref_name(epoch: int) -> str:
+    return f"{PREFIX}{epoch:0{WIDTH}d}"
+
+
+def parse(ref: str) -> int | None:
+    """The epoch of a landed ref name, or None when the name is not one of ours."""
+    if not ref.startswith(PREFIX):
+        return None
+    tail = ref[len(PREFIX) :]
+    if len(tail) != WIDTH or not tail.isascii() or not tail.isdigit():
+        return None
+    return int(tail)
+
+
+@dataclass(frozen=True)
+class Landed:
+    """One land: its epoch and the tip it left main at. `ref` is None when only
+    epoch.json knows it (a land made before landed refs existed, or one whose ref
+    could not be written)."""
+
+    epoch: int
+    sha: str
+    ref: str | None
+
+
+def from_refs(found: dict[str, str]) -> list[Landed]:
+    """The landed refs among `found` (full ref name -> sha), oldest first."""
+    out = [Landed(e, sha, ref) for ref, sha in found.items() if (e := parse(ref)) is not None]
+    return sorted(out, key=lambda x: x.epoch)
+
+
+def all_landed(repo: Repo) -> list[Landed]:
+    return from_refs(git.refs(repo.common_dir, PREFIX))
+
+
+def newest_ref(repo: Repo) -> Landed | None:
+    """The newest landed ref, in one git call that prints one line (a name git sorts
+    above the newest but that is not ours costs a full listing)."""
+    res = git.run(
+        [
+            "for-each-ref",
+            "--sort=-refname",
+            "--count=1",
+            "--format=%(objectname) %(refname)",
+            PREFIX,
+        ],
+        repo.common_dir,
+    )
+    sha, _, ref = res.stdout.strip().partition(" ")
+    e = parse(ref)
+    if e is not None:
+        return Landed(e, sha, ref)
+    if not ref:
+        return None
+    found = all_landed(repo)
+    return found[-1] if found else None
+
+
+def last(repo: Repo, refs: list[Landed] | None = None) -> Landed | None:
+    """Where the last land left main: the newest landed ref, or epoch.json when it names
+    a newer land (one from before landed refs, or whose ref is missing)."""
+    best = (refs[-1] if refs else None) if refs is not None else newest_ref(repo)
+    ep = repo.store.read_epoch()
+    if ep.epoch and ep.main_after and (best is None or ep.epoch > best.epoch):
+        return Landed(ep.epoch, ep.main_after, None)
+    return best
+
+
+def next_epoch(repo: Repo) -> int:
+    """The epoch the next land takes: past both epoch.json and every landed ref, so a
+    rebuilt or lost epoch.json never makes a land reuse a landed ref's name."""
+    newest = newest_ref(repo)
+    return max(repo.store.read_epoch().epoch, newest.epoch if newest is not None else 0) + 1
+
+
+def keep(repo: Repo, epoch: int, tip: str, lane: str | None) -> str:
+    """Create `refs/git-lane/landed/<epoch>` at `tip` (compare-and-swap: it must not exist
+    yet). Idempotent: a ref already at `tip` is fine. Never raises: main has moved by now,
+    and a land must finish; a failure is logged and `git lane doctor` names it.
+    Returns "created", "present" or "failed"."""
+    ref = ref_name(epoch)
+    res = git.run(
+        ["update-ref", "-m", f"git-lane: landed {lane or ''}".rstrip(), ref, tip, ""],
+        repo.common_dir,
+        check=False,
+    )
+    if res.ok:
+        return "created"
+    now = git.ref_sha(repo.common_dir, ref)
+    if now == tip:
+        return "present"
+    repo.store.event(
+        "warning",
+        lane=lane,
+        code="landed_ref_failed",
+        ref=ref,
+        tip=tip,
+        found=now,
+        stderr=res.stderr.strip()[:500],
+    )
+    return "failed"
+
+
+def relation(repo: Repo, main_sha: str, tip: str) -> str:
+    """Where main stands against the landed tip: "at"; "behind" (main is an ancestor of
+    it: rewound, put back by a fast-forward); "ahead" (it is an ancestor of main: main has
+    commits no land put there); "diverged" (neither)."""
+    if main_sha == tip:
+        return "at"
+    if git.is_ancestor(repo.common_dir, main_sha, tip):
+        return "behind"
+    if git.is_ancestor(repo.common_dir, tip, main_sha):
+        return "ahead"
+    return "diverged"

@@ -1,0 +1,431 @@
+"""Nothing that bypasses ref transactions can lose landed work: every land keeps its tip
+under refs/git-lane/landed/<epoch>; a reflog rewind, a branch copy or a symbolic ref that
+moves main unseen, followed by `git gc --prune=now`, deletes no landed commit; doctor
+names the one command that puts each state right (`git lane restore-main` for main), and
+status says so on every run. Real repositories, real hooks, real git processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Repo, git
+from hookfix import assert_ok, commit_file, install, run, sha
+
+LANDED = "refs/git-lane/landed/"
+
+
+def landed_refs(repo: Repo) -> dict[str, str]:
+    out = git(repo.path, "for-each-ref", "--format=%(refname) %(objectname)", LANDED).stdout
+    return dict(ln.split(" ", 1) for ln in out.splitlines())
+
+
+def ref(epoch: int) -> str:
+    return f"{LANDED}{epoch:010d}"
+
+
+def land_one(repo: Repo, key: str, files: dict[str, str]) -> str:
+    """Create lane `key`, commit each file separately, sync, land; the landed tip."""
+    path = repo.create(key)
+    for name, text in files.items():
+        assert_ok(commit_file(path, name, text))
+    assert repo.jlane("sync", key).rc == 0
+    r = repo.jlane("land", key)
+    assert r.rc == 0 and r.code == "landed", r.stdout + r.stderr
+    return str(r.json["main_after"])
+
+
+@pytest.fixture
+def landed2(repo: Repo) -> tuple[Repo, list[str], list[str]]:
+    """Hooks installed, two lands (the second of two commits), both lanes released: the
+    landed tips, and every commit the lands put on main."""
+    install(repo)
+    repo.config("gate", "off")
+    base = repo.sha()
+    a = land_one(repo, "a", {"a.txt": "a\n"})
+    b = land_one(repo, "b", {"b1.txt": "b1\n", "b2.txt": "b2\n"})
+    commits = git(repo.path, "rev-list", f"{base}..{b}").stdout.split()
+    assert len(commits) == 3
+    for key in ("a", "b"):
+        assert repo.jlane("release", key).rc == 0
+    return repo, [a, b], commits
+
+
+def doctor(repo: Repo, cwd: Path | None = None) -> dict[str, list[dict[str, Any]]]:
+    r = repo.jlane("doctor", cwd=cwd)
+    assert r.rc in (0, 1) and "Traceback" not in r.stderr, r.stderr
+    out: dict[str, list[dict[str, Any]]] = {}
+    for c in r.json["checks"]:
+        out.setdefault(c["name"], []).append(c)
+    return out
+
+
+def failing(repo: Repo, name: str, cwd: Path | None = None) -> dict[str, Any]:
+    (c,) = [c for c in doctor(repo, cwd).get(name, []) if c["status"] == "fail"]
+    assert c["fix"], c
+    return c
+
+
+def run_fix(fix: str, cwd: Path) -> None:
+    cmd = fix.split("  (")[0]  # a fix may end in an explanation in two spaces and parentheses
+    res = subprocess.run(cmd, shell=True, cwd=cwd, capture_output=True, text=True)
+    assert res.returncode == 0, f"{cmd}\n{res.stdout}\n{res.stderr}"
+
+
+def gc_everything(repo: Repo) -> None:
+    """What a user (or `git maintenance`) can run: no reflog and no loose object survives."""
+    git(repo.path, "reflog", "expire", "--expire=now", "--expire-unreachable=now", "--all")
+    git(repo.path, "gc", "-q", "--prune=now")
+
+
+def alerts(repo: Repo, env: dict[str, str] | None = None) -> set[str]:
+    r = repo.jlane("status", env=env)
+    assert r.rc == 0, r.stderr
+    assert len(r.json["warnings"]) >= len(r.json["alerts"])
+    return {a["code"] for a in r.json["alerts"]}
+
+
+# -- land keeps every landed tip ----------------------------------------------------------
+def test_every_land_keeps_its_tip_under_a_landed_ref(
+    landed2: tuple[Repo, list[str], list[str]],
+) -> None:
+    repo, tips, _ = landed2
+    assert landed_refs(repo) == {ref(1): tips[0], ref(2): tips[1]}
+    assert sha(repo.path, "refs/heads/main") == tips[1]
+
+
+def test_a_lost_epoch_file_never_reuses_a_landed_ref(repo: Repo) -> None:
+    repo.config("gate", "off")
+    a = land_one(repo, "a", {"a.txt": "a\n"})
+    (repo.state_dir / "epoch.json").write_text("{ not json")
+    b = land_one(repo, "b", {"b.txt": "b\n"})
+    assert landed_refs(repo) == {ref(1): a, ref(2): b}
+    assert json.loads((repo.state_dir / "epoch.json").read_text())["epoch"] == 2
+
+
+# -- a reflog rewind, then gc ---------------------------------------------------------------
+def test_reflog_rewind_and_gc_lose_nothing_and_restore_main_puts_it_back(
+    landed2: tuple[Repo, list[str], list[str]],
+) -> None:
+    repo, (a, b), commits = landed2
+    res = run(repo.path, "reflog", "delete", "--updateref", "--rewrite", "main@{0}")
+    assert res.returncode == 0, res.stderr  # no ref transaction: no hook saw it
+    assert sha(repo.path, "refs/heads/main") == a
+    gc_everything(repo)
+    for c in commits:
+        assert git(repo.path, "cat-file", "-e", c, check=False).returncode == 0, c
+
+    assert "main_moved" in alerts(repo)
+    c = failing(repo, "main_moved")
+    assert c["fix"] == "git lane restore-main"
+    run_fix(c["fix"], repo.path)  # exactly as doctor prints it, through the hooks
+    assert sha(repo.path, "refs/heads/main") == b
+    assert git(repo.path, "status", "--porcelain").stdout == ""  # the hub is at b again
+    assert repo.jlane("doctor").rc == 0
+    assert "main_moved" not in alerts(repo)
+    r = repo.jlane("restore-main")
+    assert (r.rc, r.code) == (0, "unchanged")
+
+
+def test_a_branch_copy_onto_main_is_restored(landed2: tuple[Repo, list[str], list[str]]) -> None:
+    repo, (a, b), _ = landed2
+    git(repo.path, "branch", "old", a)
+    git(repo.path, "switch", "-q", "--detach")  # main checked out nowhere: git allows -C
+    assert run(repo.path, "branch", "-C", "old", "main").returncode == 0  # unseen by hooks
+    assert sha(repo.path, "refs/heads/main") == a
+    gc_everything(repo)
+    assert git(repo.path, "cat-file", "-e", b, check=False).returncode == 0
+    run_fix(failing(repo, "main_moved")["fix"], repo.path)
+    assert sha(repo.path, "refs/heads/main") == b
+
+
+def test_main_made_a_symbolic_ref_is_made_plain_at_the_landed_tip(
+    landed2: tuple[Repo, list[str], list[str]],
+) -> None:
+    repo, (a, b), _ = landed2
+    git(repo.path, "switch", "-q", "--detach")
+    git(repo.path, "branch", "side", a)
+    git(repo.path, "symbolic-ref", "refs/heads/main", "refs/heads/side")
+    c = failing(repo, "main")
+    assert c["fix"] == "git lane restore-main"
+    r = repo.jlane("restore-main")
+    assert (r.rc, r.code) == (0, "restored"), r.stdout + r.stderr
+    assert r.json["main"]["was_symref_to"] == "refs/heads/side"
+    assert git(repo.path, "symbolic-ref", "-q", "refs/heads/main", check=False).returncode != 0
+    assert sha(repo.path, "refs/heads/main") == b and sha(repo.path, "refs/heads/side") == a
+
+
+# -- restore-main refuses what it must not do ----------------------------------------------
+@pytest.mark.parametrize("env", [{"GITLANE_ROLE": "worker"}, {"GITLANE_LANE": "a"}])
+def test_restore_main_is_refused_to_workers(
+    landed2: tuple[Repo, list[str], list[str]], env: dict[str, str]
+) -> None:
+    repo, (a, _), _ = landed2
+    assert (
+        run(repo.path, "reflog", "delete", "--updateref", "--rewrite", "main@{0}").returncode == 0
+    )
+    r = repo.jlane("restore-main", env=env)
+    assert (r.rc, r.code) == (1, "role_forbidden")
+    assert sha(repo.path, "refs/heads/main") == a
+
+
+def _by_hand(repo: Repo, parent: str) -> str:
+    """A commit on `parent` put on main with the hooks switched off."""
+    c = git(
+        repo.path, "commit-tree", "-p", parent, "-m", "by hand", f"{parent}^{{tree}}"
+    ).stdout.strip()
+    git(repo.path, "-c", "core.hooksPath=/dev/null", "update-ref", "refs/heads/main", c)
+    return c
+
+
+@pytest.mark.parametrize("where", ["ahead", "diverged"])
+def test_restore_main_refuses_commits_no_land_put_there(
+    landed2: tuple[Repo, list[str], list[str]], where: str
+) -> None:
+    repo, (a, b), _ = landed2
+    moved = _by_hand(repo, b if where == "ahead" else a)
+    r = repo.jlane("restore-main")
+    assert r.rc == 1 and r.code == f"main_{where}", r.stdout + r.stderr
+    assert r.json["details"]["commits"] == [moved] and r.json["details"]["landed"] == b
+    assert sha(repo.path, "refs/heads/main") == moved
+    assert failing(repo, "main_moved")["fix"] != "git lane restore-main"
+    run_fix(r.json["next"][0], repo.path)
+    # the owner's other way out runs as written: main back, the commit kept on a branch
+    (by_hand,) = r.json["alternatives"]
+    run_fix(by_hand, repo.path)
+    assert sha(repo.path, "refs/heads/main") == b
+    assert sha(repo.path, f"refs/heads/rescue-main-{moved[:12]}") == moved
+
+
+def test_restore_main_with_nothing_landed(repo: Repo) -> None:
+    r = repo.jlane("restore-main")
+    assert (r.rc, r.code) == (1, "no_landed_tip")
+    assert "Traceback" not in r.stderr
+
+
+# -- what else hides main or its history ------------------------------------------------------
+@pytest.mark.parametrize("name", ["refs/tags/main", "refs/main", "main"])
+def test_a_symbolic_ref_shadowing_main_is_found_and_removed(
+    landed2: tuple[Repo, list[str], list[str]], name: str
+) -> None:
+    repo, (a, b), _ = landed2
+    git(repo.path, "branch", "side", a)
+    assert run(repo.path, "symbolic-ref", name, "refs/heads/side").returncode == 0  # unseen
+    c = failing(repo, "main shadowed")
+    run_fix(c["fix"], repo.path)
+    assert "main shadowed" not in {k for k, v in doctor(repo).items() if v[0]["status"] != "ok"}
+    assert (
+        git(repo.path, "rev-parse", "--symbolic-full-name", "main").stdout.strip()
+        == "refs/heads/main"
+    )
+    assert sha(repo.path, "refs/heads/main") == b and sha(repo.path, "refs/heads/side") == a
+
+
+def test_a_plain_tag_named_main_is_found_and_removed(
+    landed2: tuple[Repo, list[str], list[str]],
+) -> None:
+    repo, (a, b), _ = landed2
+    git(repo.path, "-c", "core.hooksPath=/dev/null", "tag", "main", a)
+    run_fix(failing(repo, "main shadowed")["fix"], repo.path)
+    assert git(repo.path, "rev-parse", "main").stdout.strip() == b
+
+
+def test_a_repository_made_shallow_is_found_and_fixed(
+    landed2: tuple[Repo, list[str], list[str]],
+) -> None:
+    repo, (_, b), commits = landed2
+    assert run(repo.path, "fetch", "-q", "--depth=1", f"file://{repo.path}", "main").returncode == 0
+    shallow = repo.common_dir / "shallow"
+    assert shallow.read_text().split() == [b]  # git now reads main's history as b alone
+    c = failing(repo, "shallow")
+    assert c["fix"].startswith("rm ")
+    run_fix(c["fix"], repo.path)
+    assert not shallow.exists()
+    assert doctor(repo)["shallow"][0]["status"] == "ok"
+    gc_everything(repo)
+    for commit in commits:
+        assert git(repo.path, "cat-file", "-e", commit, check=False).returncode == 0
+
+
+def test_a_shallow_clone_only_warns(
+    landed2: tuple[Repo, list[str], list[str]], tmp_path: Path
+) -> None:
+    repo, _, _ = landed2
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", "--depth=1", f"file://{repo.path}", str(clone))
+    r = subprocess.run(
+        [sys.executable, "-m", "guard", "doctor", "--json"],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+    )
+    checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
+    assert checks["shallow"]["status"] == "warn"
+
+
+def test_grafts_are_found_and_fixed(landed2: tuple[Repo, list[str], list[str]]) -> None:
+    repo, (_, b), _ = landed2
+    grafts = repo.common_dir / "info" / "grafts"
+    grafts.parent.mkdir(exist_ok=True)
+    grafts.write_text(f"{b}\n")  # b without parents: gc would take everything below it
+    run_fix(failing(repo, "grafts")["fix"], repo.path)
+    assert not grafts.exists()
+
+
+# -- hooks switched off by a config source only some worktrees see ------------------------------
+def test_hooks_path_from_an_included_file_is_found_and_unset(repo: Repo, tmp_path: Path) -> None:
+    install(repo)
+    inc = tmp_path / "inc dir" / "hooks.cfg"
+    inc.parent.mkdir()
+    inc.write_text("[core]\n\thooksPath = /dev/null\n")
+    git(repo.path, "config", "include.path", str(inc))
+    assert "hooks_off" in alerts(repo)
+    c = [c for cs in doctor(repo).values() for c in cs if c["status"] == "fail"]
+    assert c, "doctor saw nothing"
+    for check in c:
+        run_fix(check["fix"], repo.path)
+    assert repo.jlane("doctor").rc == 0
+    assert "hooks_off" not in alerts(repo)
+
+
+def test_hooks_path_only_lanes_see_is_found(repo: Repo, tmp_path: Path) -> None:
+    install(repo)
+    lane = repo.create("a")
+    inc = tmp_path / "lanes.cfg"
+    inc.write_text("[core]\n\thooksPath = /dev/null\n")
+    git(repo.path, "config", "includeIf.onbranch:lane/**.path", str(inc))
+    assert git(lane, "config", "core.hooksPath").stdout.strip() == "/dev/null"
+    c = failing(repo, "hooks path")
+    assert str(lane) in c["message"]
+    run_fix(c["fix"], repo.path)
+    assert git(lane, "config", "core.hooksPath", check=False).returncode == 1
+    assert repo.jlane("doctor").rc == 0
+
+
+# -- status, on every run -------------------------------------------------------------------
+def test_status_warns_while_hooks_are_missing_outdated_or_off(repo: Repo) -> None:
+    assert "hooks_missing" in alerts(repo)
+    text = repo.lane("status")
+    assert text.rc == 0 and "git-lane: warning:" in text.stderr
+    install(repo)
+    assert alerts(repo) == set()
+    hook = repo.common_dir / "hooks" / "pre-rebase"
+    hook.write_text(hook.read_text() + "\n# edited\n")
+    assert alerts(repo) == {"hooks_outdated"}
+    install(repo)
+    assert alerts(repo) == set()
+    assert alerts(repo, env={"GIT_CONFIG_PARAMETERS": "'core.hooksPath'='/dev/null'"}) == {
+        "hooks_off"
+    }
+    repo.config("enabled", "false")
+    assert alerts(repo) == {"disabled"}
+
+
+def test_status_warns_while_main_is_not_where_the_last_land_left_it(
+    landed2: tuple[Repo, list[str], list[str]],
+) -> None:
+    repo, (a, b), _ = landed2
+    assert alerts(repo) == set()
+    assert (
+        run(repo.path, "reflog", "delete", "--updateref", "--rewrite", "main@{0}").returncode == 0
+    )
+    assert sha(repo.path, "refs/heads/main") == a
+    assert alerts(repo) == {"main_moved"}
+    assert repo.jlane("restore-main").code == "restored"
+    assert sha(repo.path, "refs/heads/main") == b
+    assert alerts(repo) == set()
+
+
+# -- recovery writes the landed ref too -----------------------------------------------------
+@pytest.mark.parametrize("hooks", [False, True])
+def test_a_land_killed_after_main_moved_gets_its_landed_ref_from_reconcile(
+    repo: Repo, hooks: bool
+) -> None:
+    if hooks:
+        install(repo)
+    repo.config("gate", "off")
+    path = repo.create("a")
+    assert_ok(commit_file(path, "a.txt", "a\n"))
+    tip = sha(path, "HEAD")
+    r = subprocess.run(
+        [sys.executable, "-m", "guard", "land", "a", "--json"],
+        cwd=repo.path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "GITLANE_TEST_CRASH_AT": "main_moved"},
+        timeout=60,
+    )
+    assert r.returncode == -signal.SIGKILL
+    assert sha(repo.path, "refs/heads/main") == tip and landed_refs(repo) == {}
+    r2 = repo.jlane("reconcile")
+    assert r2.rc == 0, r2.stdout + r2.stderr
+    assert landed_refs(repo) == {ref(1): tip}
+    assert not (repo.state_dir / "locks" / "integration.owner").exists()
+
+
+def test_reconcile_gives_the_last_land_a_landed_ref_it_lacks(repo: Repo) -> None:
+    """A land from before landed refs existed (or whose ref write failed)."""
+    repo.config("gate", "off")
+    tip = land_one(repo, "a", {"a.txt": "a\n"})
+    git(repo.path, "update-ref", "-d", ref(1))
+    assert doctor(repo)["landed refs"][0]["status"] == "warn"
+    r = repo.jlane("reconcile")
+    assert r.rc == 0 and any(c["action"] == "landed_ref_written" for c in r.json["changes"])
+    assert landed_refs(repo) == {ref(1): tip}
+    assert repo.jlane("reconcile").json["changes"] == []
+
+
+# -- the contract the reference-transaction hook relies on ------------------------------------
+WATCH = """#!/bin/sh
+# records, for each landed ref git-lane writes, the lock record at that moment
+[ "$1" = prepared ] && [ -n "${WATCH_LOG-}" ] || exit 0
+rec="$(git rev-parse --path-format=absolute --git-common-dir)/git-lane/locks/integration.owner"
+while read -r old new ref; do
+	case $ref in refs/git-lane/*) ;; *) continue ;; esac
+	[ "$new" = 0000000000000000000000000000000000000000 ] && continue
+	gp=$(sed -n 's/^PPid:[[:space:]]*//p' "/proc/$PPID/status")
+	printf '%s %s %s %s %s %s\\n' "$ref" "$old" "$new" \\
+		"$(sed -n 's/^tip=//p' "$rec" 2>/dev/null)" "$(sed -n 's/^pid=//p' "$rec" 2>/dev/null)" "$gp" >>"$WATCH_LOG"
+done
+exit 0
+"""
+
+
+def test_landed_refs_are_written_under_a_lock_record_naming_them(
+    repo: Repo, tmp_path: Path
+) -> None:
+    hook = repo.common_dir / "hooks" / "reference-transaction"
+    hook.parent.mkdir(exist_ok=True)
+    hook.write_text(WATCH)
+    hook.chmod(0o755)
+    log = tmp_path / "watch.log"
+    env = {"WATCH_LOG": str(log)}
+    repo.config("gate", "off")
+    a = repo.create("a")
+    assert_ok(commit_file(a, "a.txt", "a\n"))
+    assert repo.jlane("land", "a", env=env).code == "landed"  # land writes ref 1
+    git(repo.path, "update-ref", "-d", ref(1))
+    assert repo.jlane("reconcile", env=env).rc == 0  # reconcile writes ref 1 again
+    b = repo.create("b")
+    assert_ok(commit_file(b, "b.txt", "b\n"))
+    r = subprocess.run(
+        [sys.executable, "-m", "guard", "land", "b"],
+        cwd=repo.path,
+        capture_output=True,
+        env={**os.environ, **env, "GITLANE_TEST_CRASH_AT": "main_moved"},
+        timeout=60,
+    )
+    assert r.returncode == -signal.SIGKILL
+    assert repo.jlane("reconcile", env=env).rc == 0  # recovery writes ref 2
+    lines = [ln.split() for ln in log.read_text().splitlines()]
+    assert [ln[0] for ln in lines] == [ref(1), ref(1), ref(2)]
+    for _name, old, new, tip, pid, writer in lines:
+        assert old == "0" * 40  # created, never moved
+        assert new == tip  # the lock record names the value written
+        assert pid == writer  # and the process that runs the git writing it
