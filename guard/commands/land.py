@@ -5,6 +5,7 @@ gate, named for it, called in order under the integration lock.
     g2_clean      the lane worktree is clean
     g3_fresh      main is an ancestor of the tip, re-derived from git under the lock
     g6_hub        the hub's own edits do not meet the paths this land changes
+    g4_exact      what the gate will see is the tip: no change hidden from `git status`
     g4_gate       the gate passes at the exact tip; the tip and worktree are re-checked after
     g5_move_main  main moves by compare-and-swap fast-forward, recorded first (landing.json)
     g7_epoch      hub carried along, epoch bumped, land logged, before the lock is released
@@ -22,6 +23,7 @@ from guard.results import GateSummary, LandResult
 
 PATHS_CAP = 500
 PATHSPEC_MAX = 1000
+PATHS_IN_NEXT = 20  # more paths than this, and a `next` names them by a git listing instead
 
 
 @dataclass(frozen=True)
@@ -108,13 +110,19 @@ def _land_locked(
         hits = policy.overlapping(hub_dirty(hub.path, changed), changed) if hub is not None else []
         return base, changed, hits
 
-    # The lane's status (G2) is the slow part in a big repository: the facts for G3 and G6
-    # are read beside it. Refusals are still decided in the order G2, G3, G6.
-    dirty, (base, changed, hub_hits) = git.both(lambda: git.dirty_paths(path), main_side)
+    def lane_side() -> tuple[list[str], git.Hidden]:
+        if tip is None:
+            return git.dirty_paths(path), git.Hidden()
+        return git.both(lambda: git.dirty_paths(path), lambda: git.hidden_differences(path, tip))
+
+    # The lane's status (G2) is the slow part in a big repository: the facts for G3, G6
+    # and G4's view of the tip are read beside it. Refusals are still decided in order.
+    (dirty, hidden), (base, changed, hub_hits) = git.both(lane_side, main_side)
     g2_clean(t, dirty)
     g3_fresh(t, base)
     assert tip is not None
     g6_hub(hub, hub_hits, key)
+    g4_exact(t, hidden, gate_in_lane=command is not None)
     summary: GateSummary = {"command": command, "status": "off", "seconds": 0.0}
     if command is not None:
         summary = g4_gate(repo, t, command, timeout, changed, output, tick)
@@ -208,6 +216,84 @@ def g6_hub(hub: git.Worktree | None, hits: list[str], key: str) -> None:
         )
 
 
+def g4_exact(t: Target, hidden: git.Hidden, gate_in_lane: bool) -> None:
+    """G4, before the gate runs: the lane's worktree holds nothing that `git status` hides
+    and the tip lacks. A file flagged assume-unchanged or skip-worktree is hashed and
+    compared with the tip's blob (refused only when it differs: the flags are also a
+    plain speed-up, e.g. core.ignoreStat, and then nothing is wrong); a submodule must be
+    at the commit the tip records, with no changes of its own. Both are uncommitted work
+    as much as what G2 sees, so they refuse whether and wherever a gate runs. Files a
+    sparse checkout left out are no one's work: they only matter to a gate in the lane."""
+    lq = git.q(t.path)
+    missing = hidden.missing if gate_in_lane else []
+    if hidden.changed or missing:
+        fix: list[str] = []
+        au, sw = hidden.assume_unchanged, hidden.skip_worktree
+        if missing and hidden.sparse:
+            fix.append(f"git -C {lq} sparse-checkout disable")  # every file back, no skip-worktree left
+        elif sw or missing:
+            fix.append(_unflag(lq, "--no-skip-worktree", sorted(set(sw) | set(missing))))
+        if au:
+            fix.append(_unflag(lq, "--no-assume-unchanged", au))
+        if missing and not hidden.sparse:  # checkout-index writes only what is not there
+            if len(missing) <= PATHS_IN_NEXT:
+                fix.append(f"git -C {lq} checkout-index -- {' '.join(git.q(p) for p in missing)}")
+            else:
+                fix.append(f"git -C {lq} ls-files -z --deleted | git -C {lq} checkout-index -z --stdin")
+        what = []
+        if hidden.changed:
+            what.append(
+                f"{len(hidden.changed)} file(s) flagged assume-unchanged or skip-worktree differ from the tip "
+                f"({', '.join(hidden.changed[:5])})"
+            )
+        if missing:
+            what.append(
+                f"{len(missing)} skip-worktree file(s) of the tip are not in the worktree"
+                f"{' (a sparse checkout)' if hidden.sparse else ''} ({', '.join(missing[:5])})"
+            )
+        raise Refusal(
+            "lane_index_flags",
+            f"in lane {t.key}, {' and '.join(what)}; `git status` does not show them, so the gate would "
+            "not see the tip. Clear the flags; what then shows as changed is committed or discarded as usual",
+            next=[*fix, f"git lane land {t.key}"],
+            details={
+                "lane": t.key,
+                "assume_unchanged": au[:100],
+                "skip_worktree": sw[:100],
+                "missing": missing[:100],
+                "sparse": hidden.sparse,
+            },
+        )
+    if hidden.submodules:
+        moved = [s.path for s in hidden.submodules if s.head != s.recorded]
+        dirty = [s.path for s in hidden.submodules if s.head == s.recorded]
+        fix = []
+        if moved:
+            fix.append(f"git -C {lq} submodule update --init --checkout -- {' '.join(git.q(p) for p in moved)}")
+        fix.extend(f"git -C {git.q(os.path.join(t.path, p))} stash push --include-untracked" for p in dirty)
+        raise Refusal(
+            "submodule_differs",
+            f"in lane {t.key}, submodule(s) {', '.join(s.path for s in hidden.submodules[:10])} are not what the "
+            "tip records (another commit checked out, or changes of their own) and their `ignore` setting "
+            "hides that from `git status`; record the new commit in the lane, or put the submodule back",
+            next=[*fix, f"git lane land {t.key}"],
+            details={
+                "lane": t.key,
+                "submodules": [
+                    {"path": s.path, "recorded": s.recorded, "head": s.head, "dirty_paths": s.dirty[:50]}
+                    for s in hidden.submodules
+                ],
+            },
+        )
+
+
+def _unflag(lq: str, flag: str, paths: list[str]) -> str:
+    # update-index applies only the first of several flag options: one command per flag
+    if len(paths) <= PATHS_IN_NEXT:
+        return f"git -C {lq} update-index {flag} -- {' '.join(git.q(p) for p in paths)}"
+    return f"git -C {lq} ls-files -z | git -C {lq} update-index -z {flag} --stdin"
+
+
 def g4_gate(
     repo: Repo,
     t: Target,
@@ -217,8 +303,9 @@ def g4_gate(
     output: gate.Output | None,
     tick: gate.Tick | None,
 ) -> GateSummary:
-    """G4: the gate passes at the exact tip; after it, the tip and the worktree are what
-    they were (else what passed is not what would land), and the hub is looked at again."""
+    """G4: the gate passes at the exact tip; after it, the tip and the worktree (what
+    `git status` hides included) are what they were (else what passed is not what would
+    land), and the hub is looked at again."""
     assert t.tip is not None
     g = gate.run(command, t.path, timeout, t.key, output, tick)
     if g.status == "timeout":
@@ -236,14 +323,21 @@ def g4_gate(
             details={"lane": t.key, "gate": g.to_dict(), "tail": g.tail},
         )
     after = repo.ref_sha(f"refs/heads/{t.branch}")
-    still_dirty = git.dirty_paths(t.path)
-    if after != t.tip or still_dirty:
+    still_dirty, hidden = git.both(lambda: git.dirty_paths(t.path), lambda: git.hidden_differences(t.path, t.tip or ""))
+    unseen = hidden.changed + hidden.missing + [s.path for s in hidden.submodules]
+    if after != t.tip or still_dirty or unseen:
         raise Refusal(
             "lane_changed_during_gate",
-            f"lane {t.key} changed while its gate ran (tip {str(after)[:12]}, {len(still_dirty)} dirty path(s)); "
-            "what passed is not what would land",
+            f"lane {t.key} changed while its gate ran (tip {str(after)[:12]}, "
+            f"{len(still_dirty) + len(unseen)} changed path(s)); what passed is not what would land",
             next=[f"git -C {git.q(t.path)} status", f"git lane land {t.key}"],
-            details={"lane": t.key, "tip_before": t.tip, "tip_after": after, "dirty_paths": still_dirty[:50]},
+            details={
+                "lane": t.key,
+                "tip_before": t.tip,
+                "tip_after": after,
+                "dirty_paths": still_dirty[:50],
+                "hidden_paths": unseen[:50],
+            },
         )
     # G6 again: the hub may have been edited (or switched) while the gate ran, and an
     # overlapping edit found only after main moved would leave the hub half updated
