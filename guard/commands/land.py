@@ -76,7 +76,8 @@ def run(
         landing.crash_point("locked")
         if repo.store.landing_path.exists():
             landing.recover_locked(repo)
-        return _land_locked(repo, rec.key, rec.branch, rec.path, held, command, cfg["gate_timeout"], output, tick)
+        clean = cfg["gate_worktree"] == "clean"
+        return _land_locked(repo, rec.key, rec.branch, rec.path, held, command, cfg["gate_timeout"], clean, output, tick)
     finally:
         lock.release(repo, held)
 
@@ -89,6 +90,7 @@ def _land_locked(
     held: lock.Held,
     command: str | None,
     timeout: int,
+    clean: bool,
     output: gate.Output | None,
     tick: gate.Tick | None,
 ) -> LandResult:
@@ -96,6 +98,7 @@ def _land_locked(
     t = Target(key, branch, path, main_before, tip)
     wts = repo.worktrees()
     _check_worktree(t, git.by_path(wts).get(os.path.realpath(path)))
+    gate.sweep(repo.common_dir, wts)  # clean gate worktrees a killed land left behind
     hub = repo.hub(wts)
 
     def main_side() -> tuple[str | None, list[str], list[str]]:
@@ -122,10 +125,10 @@ def _land_locked(
     g3_fresh(t, base)
     assert tip is not None
     g6_hub(hub, hub_hits, key)
-    g4_exact(t, hidden, gate_in_lane=command is not None)
+    g4_exact(t, hidden, gate_in_lane=command is not None and not clean)
     summary: GateSummary = {"command": command, "status": "off", "seconds": 0.0}
     if command is not None:
-        summary = g4_gate(repo, t, command, timeout, changed, output, tick)
+        summary = g4_gate(repo, t, command, timeout, clean, changed, output, tick)
     # Only now, with the gate passed and the tip re-checked, does the lock record name the
     # move the reference-transaction hook may let through: no git run earlier under this
     # land (nor anything the gate started) could have made it.
@@ -263,6 +266,7 @@ def g4_exact(t: Target, hidden: git.Hidden, gate_in_lane: bool) -> None:
                 "missing": missing[:100],
                 "sparse": hidden.sparse,
             },
+            alternatives=["git lane config set gate_worktree clean"] if missing and not hidden.changed else [],
         )
     if hidden.submodules:
         moved = [s.path for s in hidden.submodules if s.head != s.recorded]
@@ -299,15 +303,21 @@ def g4_gate(
     t: Target,
     command: str,
     timeout: int,
+    clean: bool,
     changed: list[str],
     output: gate.Output | None,
     tick: gate.Tick | None,
 ) -> GateSummary:
-    """G4: the gate passes at the exact tip; after it, the tip and the worktree (what
-    `git status` hides included) are what they were (else what passed is not what would
-    land), and the hub is looked at again."""
+    """G4: the gate passes at the exact tip (in the lane, or with gate_worktree = "clean" in
+    a fresh worktree of the tip, removed after); after it, the tip is what it was, and in
+    the lane so is its worktree (else what passed is not what would land); the hub is
+    looked at again."""
     assert t.tip is not None
-    g = gate.run(command, t.path, timeout, t.key, output, tick)
+    if clean:
+        with gate.clean_worktree(repo.common_dir, t.tip) as where:
+            g = gate.run(command, where, timeout, t.key, output, tick)
+    else:
+        g = gate.run(command, t.path, timeout, t.key, output, tick)
     if g.status == "timeout":
         raise Refusal(
             "gate_timeout",
@@ -323,7 +333,10 @@ def g4_gate(
             details={"lane": t.key, "gate": g.to_dict(), "tail": g.tail},
         )
     after = repo.ref_sha(f"refs/heads/{t.branch}")
-    still_dirty, hidden = git.both(lambda: git.dirty_paths(t.path), lambda: git.hidden_differences(t.path, t.tip or ""))
+    still_dirty: list[str] = []
+    hidden = git.Hidden()
+    if not clean:  # a clean gate never looked at the lane's worktree
+        still_dirty, hidden = git.both(lambda: git.dirty_paths(t.path), lambda: git.hidden_differences(t.path, t.tip or ""))
     unseen = hidden.changed + hidden.missing + [s.path for s in hidden.submodules]
     if after != t.tip or still_dirty or unseen:
         raise Refusal(
