@@ -504,3 +504,32 @@ def hidden_differences(path: str, tree: str) -> Hidden:
     sparse = bool(missing) and config_bool(path, "core.sparseCheckout", False)
     return Hidden(sorted(set(assume)), sorted(set(skip)), sorted(missing), subs, sparse)
 
+
+def pickaxe_patch(cwd: Where, a: str, b: str, regex: str) -> bytes:
+    """The -U0 patch from `a` to `b` of the text files whose added or removed lines match
+    `regex` (`git diff -G`; binary files never match), paths unquoted where git allows."""
+    res = run(
+        [
+            "-c",
+            "core.quotePath=false",
+            "diff",
+            "-U0",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-renames",
+            "--src-prefix=a/",  # whatever diff.noprefix / diff.mnemonicPrefix say
+            "--dst-prefix=b/",
+            "--diff-filter=d",
+            f"-G{regex}",
+            a,
+            b,
+            "--",
+        ],
+        cwd,
+    )
+    return res.stdout.encode("utf-8", "surrogateescape")
+
+
+def blob(cwd: Where, rev: str, path: str) -> bytes:
+    return run(["cat-file", "blob", f"{rev}:{path}"], cwd).stdout.encode("utf-8", "surrogateescape")

@@ -1,6 +1,7 @@
 """`git lane land` ships exactly the commit its gate tested (issue 8 section 3): nothing that
 `git status` hides (index flags, sparse checkouts, ignored submodules) reaches the gate,
-and `gate_worktree = "clean"` gates a fresh worktree of the tip."""
+`gate_worktree = "clean"` gates a fresh worktree of the tip, and conflict markers committed
+past the hook stop at the door (G9)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hookfix import install
 
 from conftest import Repo, git
 from enginehelp import epoch, head, owner_file, ready_lane, spawn_lane, status_porcelain, wait_for
@@ -340,3 +342,73 @@ def test_gate_worktree_is_a_validated_key(repo: Repo) -> None:
     repo.config("gate_worktree", "clean")
     r = repo.jlane("config", "set", "gate_worktree", "elsewhere")
     assert r.rc == 1 and r.code == "invalid_config"
+
+
+# -- G9 at the door: markers committed past the hook ----------------------------------------------
+CONFLICT = "<<<<<<< ours\nmine\n=======\ntheirs\n>>>>>>> theirs\n"
+
+
+def commit_no_verify(path: Path, name: str, text: str) -> None:
+    (path / name).parent.mkdir(parents=True, exist_ok=True)
+    (path / name).write_text(text)
+    git(path, "add", "--", name)
+    git(path, "commit", "-q", "--no-verify", "-m", f"add {name}")
+
+
+def test_markers_committed_with_no_verify_are_refused(repo: Repo, tmp_path: Path) -> None:
+    install(repo)
+    gate(repo, "true")
+    path = repo.create("alpha")
+    # the hook refuses the commit ...
+    (path / "m.txt").write_text("top\n" + CONFLICT)
+    git(path, "add", "m.txt")
+    assert git(path, "commit", "-q", "-m", "markers", check=False).returncode != 0
+    # ... --no-verify gets past it, and land refuses instead
+    git(path, "commit", "-q", "--no-verify", "-m", "markers")
+    j = refused(repo, "conflict_markers_present", "alpha")
+    assert j["details"]["markers"] == ["m.txt:2"]  # type: ignore[index]
+    assert epoch(repo) == 0
+    # resolve, and the next records it; the land goes through with the markers gone
+    (path / "m.txt").write_text("top\nmine\n")
+    run_next(j, tmp_path)
+    assert "<<<<<<<" not in git(repo.path, "show", f"{landed(repo, 'alpha')['main_after']}:m.txt").stdout
+
+
+def test_markers_of_the_wrong_size_for_the_attribute_land(repo: Repo) -> None:
+    install(repo)
+    gate(repo, "true")
+    path = repo.create("alpha")
+    commit_no_verify(path, ".gitattributes", "doc.txt conflict-marker-size=12\n")
+    commit_no_verify(path, "doc.txt", CONFLICT)  # 7-character lines are text here
+    landed(repo, "alpha")
+
+
+def test_markers_of_the_attribute_size_are_refused(repo: Repo) -> None:
+    gate(repo, "true")
+    path = repo.create("alpha")
+    commit_no_verify(path, ".gitattributes", "doc.txt conflict-marker-size=12\n")
+    big = "<" * 12 + " a\nx\n" + "=" * 12 + "\ny\n" + ">" * 12 + " b\n"
+    commit_no_verify(path, "doc.txt", big)
+    j = refused(repo, "conflict_markers_present", "alpha")
+    assert j["details"]["markers"] == ["doc.txt:1"]  # type: ignore[index]
+
+
+def test_markers_main_already_had_and_binary_files_do_not_refuse(repo: Repo) -> None:
+    commit = repo.commit(repo.path, "old.txt", CONFLICT + "tail\n")  # before any guard
+    assert commit
+    gate(repo, "true")
+    path = repo.create("alpha")
+    commit_no_verify(path, "old.txt", CONFLICT + "tail changed\n")  # a line outside the block
+    (path / "blob.bin").write_bytes(b"\0\1" + CONFLICT.encode())
+    git(path, "add", "blob.bin")
+    git(path, "commit", "-q", "--no-verify", "-m", "binary")
+    landed(repo, "alpha")
+
+
+def test_a_marker_line_added_into_an_existing_block_is_refused(repo: Repo) -> None:
+    repo.commit(repo.path, "old.txt", "<<<<<<< a\nx\n=======\ny\n")  # no closer: not a block
+    gate(repo, "true")
+    path = repo.create("alpha")
+    commit_no_verify(path, "old.txt", "<<<<<<< a\nx\n=======\ny\n>>>>>>> b\n")
+    j = refused(repo, "conflict_markers_present", "alpha")
+    assert j["details"]["markers"] == ["old.txt:1"]  # type: ignore[index]

@@ -5,6 +5,7 @@ gate, named for it, called in order under the integration lock.
     g2_clean      the lane worktree is clean
     g3_fresh      main is an ancestor of the tip, re-derived from git under the lock
     g6_hub        the hub's own edits do not meet the paths this land changes
+    g9_markers    main..tip adds no conflict block (a `commit --no-verify` skipped the hook)
     g4_exact      what the gate will see is the tip: no change hidden from `git status`
     g4_gate       the gate passes at the exact tip; the tip and worktree are re-checked after
     g5_move_main  main moves by compare-and-swap fast-forward, recorded first (landing.json)
@@ -18,6 +19,8 @@ from dataclasses import dataclass
 
 from guard import gate, git, landing, lane, lock, policy
 from guard.errors import GitError, Refusal
+from guard.hookcheck import _PICKAXE as MARKER_PICKAXE  # one marker pre-filter, hook and land
+from guard.hookcheck import added_blocks, added_lines
 from guard.repo import Repo
 from guard.results import GateSummary, LandResult
 
@@ -101,30 +104,34 @@ def _land_locked(
     gate.sweep(repo.common_dir, wts)  # clean gate worktrees a killed land left behind
     hub = repo.hub(wts)
 
-    def main_side() -> tuple[str | None, list[str], list[str]]:
+    def main_side() -> tuple[str | None, list[str], list[str], list[str]]:
         # one merge-base answers two questions: it is the tip when the lane has nothing
         # main lacks, and main itself exactly when main is an ancestor of the tip
         base = tip
         if tip is not None and tip != main_before:
             base = git.merge_base(repo.common_dir, main_before, tip) or ""
         if tip is None or base != main_before:
-            return base, [], []
-        changed = git.changed_paths(repo.common_dir, main_before, tip)
+            return base, [], [], []
+        changed, markers = git.both(
+            lambda: git.changed_paths(repo.common_dir, main_before, tip),
+            lambda: marker_hits(path, main_before, tip),
+        )
         hits = policy.overlapping(hub_dirty(hub.path, changed), changed) if hub is not None else []
-        return base, changed, hits
+        return base, changed, hits, markers
 
     def lane_side() -> tuple[list[str], git.Hidden]:
         if tip is None:
             return git.dirty_paths(path), git.Hidden()
         return git.both(lambda: git.dirty_paths(path), lambda: git.hidden_differences(path, tip))
 
-    # The lane's status (G2) is the slow part in a big repository: the facts for G3, G6
-    # and G4's view of the tip are read beside it. Refusals are still decided in order.
-    (dirty, hidden), (base, changed, hub_hits) = git.both(lane_side, main_side)
+    # The lane's status (G2) is the slow part in a big repository: the facts for G3, G6,
+    # G9 and G4's view of the tip are read beside it. Refusals are still decided in order.
+    (dirty, hidden), (base, changed, hub_hits, markers) = git.both(lane_side, main_side)
     g2_clean(t, dirty)
     g3_fresh(t, base)
     assert tip is not None
     g6_hub(hub, hub_hits, key)
+    g9_markers(t, markers)
     g4_exact(t, hidden, gate_in_lane=command is not None and not clean)
     summary: GateSummary = {"command": command, "status": "off", "seconds": 0.0}
     if command is not None:
@@ -217,6 +224,29 @@ def g6_hub(hub: git.Worktree | None, hits: list[str], key: str) -> None:
             ],
             details={"lane": key, "paths": hits},
         )
+
+
+def g9_markers(t: Target, markers: list[str]) -> None:
+    """G9 at the door: the pre-commit hook refuses a commit that adds a conflict block,
+    but `git commit --no-verify` skips it. The blocks main..tip adds (same rules as
+    `continue`: the file's conflict-marker-size, text files only) refuse the land."""
+    if not markers:
+        return
+    files = sorted({m.rsplit(":", 1)[0] for m in markers})
+    lq = git.q(t.path)
+    # G2 held the lane clean, so what is modified now is the marker fix
+    stage = f"add -- {' '.join(git.q(f) for f in files)}" if len(files) <= PATHS_IN_NEXT else "add -u"
+    raise Refusal(
+        "conflict_markers_present",
+        f"lane {t.key} would bring conflict markers into main at {', '.join(markers[:10])}"
+        f"{' ...' if len(markers) > 10 else ''} (committed past the pre-commit hook); "
+        f"remove those blocks in {t.path}, then commit",
+        next=[
+            f"git -C {lq} {stage} && git -C {lq} commit -m 'Remove conflict markers'",
+            f"git lane land {t.key}",
+        ],
+        details={"lane": t.key, "markers": markers[:100], "files": files},
+    )
 
 
 def g4_exact(t: Target, hidden: git.Hidden, gate_in_lane: bool) -> None:
@@ -388,6 +418,26 @@ def g7_epoch(repo: Repo, txn: landing.Landing) -> None:
 
 
 # -- facts --------------------------------------------------------------------------------
+def marker_hits(path: str, base: str, tip: str) -> list[str]:
+    """`file:line` of each conflict block in the tip's blobs that has a marker line
+    base..tip adds. The -G pre-filter makes the common case one diff that prints nothing;
+    attributes come from the lane's index, which G2 holds equal to the tip."""
+    touched = {
+        p.decode("utf-8", "surrogateescape"): a
+        for p, a in added_lines(git.pickaxe_patch(path, base, tip, MARKER_PICKAXE)).items()
+        if a
+    }
+    if not touched:
+        return []
+    attr = git.run(["check-attr", "--cached", "-z", "conflict-marker-size", "--", *sorted(touched)], path)
+    sizes = policy.marker_sizes(attr.stdout)
+    hits: list[str] = []
+    for name, added in sorted(touched.items()):
+        size = sizes.get(name, policy.MARKER_SIZE)
+        hits.extend(f"{name}:{n}" for n in added_blocks(git.blob(path, tip, name), added, size))
+    return hits
+
+
 def hub_dirty(hub: str, changed: list[str]) -> list[str]:
     """The hub's uncommitted paths that can meet `changed`. A whole-worktree `git status`
     costs a stat of every file (tens of ms in a big repository, for each land); a status
