@@ -505,6 +505,15 @@ def hidden_differences(path: str, tree: str) -> Hidden:
     return Hidden(sorted(set(assume)), sorted(set(skip)), sorted(missing), subs, sparse)
 
 
+def index_matches(cwd: Where, tree: str, paths: Sequence[str]) -> bool:
+    """Does the index of the worktree at `cwd` hold exactly `tree`'s entries at `paths`?"""
+    args = ["--literal-pathspecs", "diff-index", "--cached", "--quiet", "--no-renames", tree, "--", *paths]
+    res = run(args, cwd, check=False, env={"GIT_OPTIONAL_LOCKS": "0"})
+    if res.returncode not in (0, 1):
+        raise GitError(res.argv, res.returncode, res.stdout, res.stderr)
+    return res.returncode == 0
+
+
 def pickaxe_patch(cwd: Where, a: str, b: str, regex: str) -> bytes:
     """The -U0 patch from `a` to `b` of the text files whose added or removed lines match
     `regex` (`git diff -G`; binary files never match), paths unquoted where git allows."""

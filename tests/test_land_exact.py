@@ -1,7 +1,7 @@
 """`git lane land` ships exactly the commit its gate tested (issue 8 section 3): nothing that
 `git status` hides (index flags, sparse checkouts, ignored submodules) reaches the gate,
-`gate_worktree = "clean"` gates a fresh worktree of the tip, and conflict markers committed
-past the hook stop at the door (G9)."""
+`gate_worktree = "clean"` gates a fresh worktree of the tip, conflict markers committed
+past the hook stop at the door (G9), and a hub that git could not carry along is reported."""
 
 from __future__ import annotations
 
@@ -412,3 +412,36 @@ def test_a_marker_line_added_into_an_existing_block_is_refused(repo: Repo) -> No
     commit_no_verify(path, "old.txt", "<<<<<<< a\nx\n=======\ny\n>>>>>>> b\n")
     j = refused(repo, "conflict_markers_present", "alpha")
     assert j["details"]["markers"] == ["old.txt:1"]  # type: ignore[index]
+
+
+# -- a hub git could not carry along is reported ----------------------------------------------------
+def test_hub_update_failure_is_reported_and_status_shows_it(repo: Repo, tmp_path: Path) -> None:
+    gate(repo, "true")
+    path = ready_lane(repo, "alpha", {"new.txt": "new\n"})
+    lock = repo.common_dir / "index.lock"  # another git process holds the hub's index
+    lock.write_text("")
+
+    j = landed(repo, "alpha")
+    assert repo.sha() == head(path)  # the land happened
+    hub = j["hub"]
+    assert hub["updated"] is False and "index.lock" in hub["stderr"]  # type: ignore[index]
+    assert j["warnings"]
+    assert not (repo.path / "new.txt").exists()
+    st = repo.jlane("status").json
+    assert st["hub"]["out_of_step"] is True and st["warnings"]
+
+    lock.unlink()  # that process is done
+    for cmd in hub["next"]:  # type: ignore[index]
+        sh(cmd, tmp_path)
+    assert (repo.path / "new.txt").read_text() == "new\n"
+    assert status_porcelain(repo.path) == ""
+    st = repo.jlane("status").json
+    assert st["hub"]["out_of_step"] is False and st["warnings"] == []
+
+
+def test_hub_update_success_is_reported_too(repo: Repo) -> None:
+    gate(repo, "true")
+    ready_lane(repo, "alpha")
+    j = landed(repo, "alpha")
+    assert j["hub"] == {"path": str(repo.path), "updated": True} and j["warnings"] == []
+    assert repo.jlane("status").json["hub"]["out_of_step"] is False

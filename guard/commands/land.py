@@ -9,7 +9,8 @@ gate, named for it, called in order under the integration lock.
     g4_exact      what the gate will see is the tip: no change hidden from `git status`
     g4_gate       the gate passes at the exact tip; the tip and worktree are re-checked after
     g5_move_main  main moves by compare-and-swap fast-forward, recorded first (landing.json)
-    g7_epoch      hub carried along, epoch bumped, land logged, before the lock is released
+    g7_epoch      hub carried along, epoch bumped, land logged, before the lock is released;
+                  a hub git could not carry along is reported, not only logged
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from guard.errors import GitError, Refusal
 from guard.hookcheck import _PICKAXE as MARKER_PICKAXE  # one marker pre-filter, hook and land
 from guard.hookcheck import added_blocks, added_lines
 from guard.repo import Repo
-from guard.results import GateSummary, LandResult
+from guard.results import GateSummary, HubUpdate, LandResult
 
 PATHS_CAP = 500
 PATHSPEC_MAX = 1000
@@ -157,7 +158,14 @@ def _land_locked(
     )
     txn = landing.stage(repo, txn, "prepared")
     g5_move_main(repo, t, tip)
-    g7_epoch(repo, txn)
+    hub_update = g7_epoch(repo, txn)
+    warnings = []
+    if hub_update is not None and not hub_update["updated"]:
+        why = (hub_update.get("stderr") or "").strip().splitlines()[:1]
+        warnings.append(
+            f"main moved, but git could not bring the hub {hub_update['path']} along"
+            f"{' (' + why[0] + ')' if why else ''}; once that is out of the way: {hub_update['next'][0]}"
+        )
     return {
         "ok": True,
         "code": "landed",
@@ -167,6 +175,8 @@ def _land_locked(
         "epoch": repo.store.read_epoch().epoch,
         "paths": changed[:PATHS_CAP],
         "gate": summary,
+        "hub": hub_update,
+        "warnings": warnings,
     }
 
 
@@ -411,10 +421,49 @@ def g5_move_main(repo: Repo, t: Target, tip: str) -> None:
         # git reported a failure after the ref did move (e.g. a hook's complaint): finish
 
 
-def g7_epoch(repo: Repo, txn: landing.Landing) -> None:
+def g7_epoch(repo: Repo, txn: landing.Landing) -> HubUpdate | None:
     """G7: hub carried along, epoch bumped and the land logged, all before the caller
-    releases the lock (landing.finish is idempotent: reconcile reruns what a crash left)."""
+    releases the lock (landing.finish is idempotent: reconcile reruns what a crash left).
+    Main has moved by now, so a hub git could not carry along does not undo the land: it
+    is reported (with the command that brings it in step) instead of only logged."""
     landing.finish(repo, txn)
+    return hub_update(txn)
+
+
+def hub_update(txn: landing.Landing) -> HubUpdate | None:
+    """Was the hub carried from main_before to the tip? Its index still holding main_before's
+    entries at the paths this land changed says it was not (G6 made sure the hub had no
+    edits of its own there). Then the same two-tree read-tree is tried once more, so the
+    answer carries git's own reason (and a lock another git process held for a moment
+    is over by then). None when there is no hub, or it has switched away from main."""
+    hub = txn.hub
+    if hub is None or not txn.paths or not _on_main(hub, txn.main_ref):
+        return None
+    if not git.index_matches(hub, txn.main_before, txn.paths):
+        return {"path": hub, "updated": True}
+    res = git.run(["read-tree", "-m", "-u", txn.main_before, txn.tip], hub, check=False)
+    if res.ok:
+        return {"path": hub, "updated": True, "retried": True}
+    return {
+        "path": hub,
+        "updated": False,
+        "stderr": res.stderr,
+        "next": [hub_next(hub, txn.main_before, txn.tip)],
+    }
+
+
+def hub_next(hub: str, before: str, after: str) -> str:
+    """What brings a hub whose update failed in step: the two-tree merge land runs (a
+    `reset --keep` would not do: HEAD is main, which already names the tip)."""
+    return f"git -C {git.q(hub)} read-tree -m -u {before} {after}"
+
+
+def _on_main(hub: str, main_ref: str) -> bool:
+    gd = git.worktree_git_dir(hub)
+    try:
+        return gd is not None and (gd / "HEAD").read_text().strip() == f"ref: {main_ref}"
+    except OSError:
+        return False
 
 
 # -- facts --------------------------------------------------------------------------------
