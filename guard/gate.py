@@ -198,7 +198,16 @@ def clean_worktree(common_dir: str | os.PathLike[str], tip: str) -> Iterator[str
         # otherwise
         admin = git.worktree_git_dir(where)
         if admin is not None and (admin / "config.worktree").exists():
-            git.run(["config", "--file", str(admin / "config.worktree"), "core.sparseCheckout", "false"], where)
+            git.run(
+                [
+                    "config",
+                    "--file",
+                    str(admin / "config.worktree"),
+                    "core.sparseCheckout",
+                    "false",
+                ],
+                where,
+            )
         yield where
     finally:
         remove_worktree(common_dir, where)
@@ -234,7 +243,11 @@ def _force_rm(fn: Any, path: str, exc: Any) -> None:
 def sweep(common_dir: str | os.PathLike[str], wts: list[git.Worktree]) -> list[str]:
     """Remove clean gate worktrees that a killed land left behind. Only under the lock:
     then no gate of this repository is running, so every such worktree is a leftover."""
-    left = [w.path for w in wts if w.branch is None and os.path.basename(w.path).startswith(CLEAN_PREFIX)]
+    left = [
+        w.path
+        for w in wts
+        if w.branch is None and os.path.basename(w.path).startswith(CLEAN_PREFIX)
+    ]
     for where in left:
         remove_worktree(common_dir, where)
     return left

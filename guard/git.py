@@ -507,7 +507,16 @@ def hidden_differences(path: str, tree: str) -> Hidden:
 
 def index_matches(cwd: Where, tree: str, paths: Sequence[str]) -> bool:
     """Does the index of the worktree at `cwd` hold exactly `tree`'s entries at `paths`?"""
-    args = ["--literal-pathspecs", "diff-index", "--cached", "--quiet", "--no-renames", tree, "--", *paths]
+    args = [
+        "--literal-pathspecs",
+        "diff-index",
+        "--cached",
+        "--quiet",
+        "--no-renames",
+        tree,
+        "--",
+        *paths,
+    ]
     res = run(args, cwd, check=False, env={"GIT_OPTIONAL_LOCKS": "0"})
     if res.returncode not in (0, 1):
         raise GitError(res.argv, res.returncode, res.stdout, res.stderr)

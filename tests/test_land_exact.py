@@ -24,7 +24,9 @@ def gate(repo: Repo, command: str, timeout: int | None = None) -> None:
         repo.config("gate_timeout", str(timeout))
 
 
-def refused(repo: Repo, code: str, key: str, env: dict[str, str] | None = None) -> dict[str, object]:
+def refused(
+    repo: Repo, code: str, key: str, env: dict[str, str] | None = None
+) -> dict[str, object]:
     """A land that must be refused with `code`, leaving main and the lock as they were."""
     before = repo.sha()
     r = repo.jlane("land", key, env=env)
@@ -104,7 +106,9 @@ def test_skip_worktree_file_that_differs_is_refused(repo: Repo, tmp_path: Path) 
     refused(repo, "lane_dirty", "alpha")
 
 
-def test_skip_worktree_file_missing_is_refused_and_the_next_restores_it(repo: Repo, tmp_path: Path) -> None:
+def test_skip_worktree_file_missing_is_refused_and_the_next_restores_it(
+    repo: Repo, tmp_path: Path
+) -> None:
     gate(repo, "test -f a.txt")
     path = ready_lane(repo, "alpha", {"a.txt": "tip\n"})
     git(path, "update-index", "--skip-worktree", "--", "a.txt")
@@ -116,7 +120,9 @@ def test_skip_worktree_file_missing_is_refused_and_the_next_restores_it(repo: Re
     landed(repo, "alpha")
 
 
-def test_many_flagged_paths_get_a_next_that_lists_them_through_git(repo: Repo, tmp_path: Path) -> None:
+def test_many_flagged_paths_get_a_next_that_lists_them_through_git(
+    repo: Repo, tmp_path: Path
+) -> None:
     gate(repo, "true")
     files = {f"d/f{i:02d} 'q'.txt": f"{i}\n" for i in range(30)}
     path = repo.create("alpha")
@@ -217,7 +223,9 @@ def test_submodule_at_another_commit_hidden_by_ignore_all_is_refused(
     landed(repo, "alpha")
 
 
-def test_submodule_with_changes_hidden_by_ignore_is_refused(repo: Repo, with_submodule: Path, tmp_path: Path) -> None:
+def test_submodule_with_changes_hidden_by_ignore_is_refused(
+    repo: Repo, with_submodule: Path, tmp_path: Path
+) -> None:
     gate(repo, "true")
     path = ready_lane(repo, "alpha")
     git(path, "submodule", "update", "--init", "-q")
@@ -248,7 +256,9 @@ def tmpdir_env(tmp_path: Path) -> dict[str, str]:
     return {"TMPDIR": str(d)}
 
 
-def test_clean_gate_sees_exactly_the_tip_and_is_removed(repo: Repo, tmp_path: Path, tmpdir_env: dict[str, str]) -> None:
+def test_clean_gate_sees_exactly_the_tip_and_is_removed(
+    repo: Repo, tmp_path: Path, tmpdir_env: dict[str, str]
+) -> None:
     seen = tmp_path / "seen"
     repo.config("gate_worktree", "clean")
     gate(
@@ -308,7 +318,9 @@ def test_clean_gate_worktree_is_removed_when_land_is_interrupted(
     ready_lane(repo, "alpha")
     wts = worktree_paths(repo)
     proc = spawn_lane("land", "alpha", "--json", cwd=repo.path, env=tmpdir_env)
-    wait_for(lambda: started.exists() and started.read_text().strip() != "", 20, "the gate to start")
+    wait_for(
+        lambda: started.exists() and started.read_text().strip() != "", 20, "the gate to start"
+    )
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=30)
     assert proc.returncode != 0
@@ -371,7 +383,10 @@ def test_markers_committed_with_no_verify_are_refused(repo: Repo, tmp_path: Path
     # resolve, and the next records it; the land goes through with the markers gone
     (path / "m.txt").write_text("top\nmine\n")
     run_next(j, tmp_path)
-    assert "<<<<<<<" not in git(repo.path, "show", f"{landed(repo, 'alpha')['main_after']}:m.txt").stdout
+    assert (
+        "<<<<<<<"
+        not in git(repo.path, "show", f"{landed(repo, 'alpha')['main_after']}:m.txt").stdout
+    )
 
 
 def test_markers_of_the_wrong_size_for_the_attribute_land(repo: Repo) -> None:
