@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -187,6 +186,8 @@ def clean_worktree(common_dir: str | os.PathLike[str], tip: str) -> Iterator[str
     """A fresh detached worktree of `tip` for one gate run, removed on the way out (gate
     passed, failed, timed out, or this process interrupted). It holds the whole tip, even
     when the hub (whose settings `worktree add` copies) is a sparse checkout."""
+    import tempfile  # here: land imports this module, and only "clean" needs it
+
     where = tempfile.mkdtemp(prefix=CLEAN_PREFIX)
     try:
         git.run(
