@@ -74,6 +74,12 @@ KEYS: dict[str, Key] = {
         Key("gate_command", None, _str, "check run with sh -c in the lane at the tip to land"),
         Key("gate", "on", _one_of("on", "off"), '"off": land without a gate (recorded)'),
         Key("gate_timeout", 900, _pos_int, "seconds before the gate is killed"),
+        Key(
+            "gate_worktree",
+            "lane",
+            _one_of("lane", "clean"),
+            '"clean": the gate runs in a fresh detached worktree of the tip, not in the lane',
+        ),
         Key("max_lanes", 5, _pos_int, "active lanes at most"),
         Key("worktrees_root", None, _str, "where lane checkouts live"),
         Key("allow_in_repo_worktrees", False, _bool, "allow worktrees_root inside the repository"),

@@ -54,6 +54,8 @@ CODES: dict[str, Code] = _codes(
     ("gate_failed", "engine", "G4", "the gate failed at the tip"),
     ("gate_timeout", "engine", "G4", "the gate ran past gate_timeout"),
     ("lane_changed_during_gate", "engine", "G4", "the lane changed while its gate ran"),
+    ("lane_index_flags", "engine", "G4", "assume-unchanged/skip-worktree files differ from the tip"),
+    ("submodule_differs", "engine", "G4", "a submodule is not at the commit the tip records"),
     ("hub_dirty", "engine", "G6", "the hub has uncommitted changes to paths the land changes"),
     ("lock_busy", "engine", "G1", "another land holds the integration lock"),
     ("lock_lost", "engine", "G1", "the lock record changed under a running land"),

@@ -3,7 +3,11 @@ its own, its output handed to a callback as it comes, the whole process group ki
 the timeout, when the gate's shell exits (nothing it started outlives it), and when this
 process is interrupted. The reference-transaction hook tells land from its gate by that
 session: nothing the gate starts can share land's session, so nothing it runs can move
-main."""
+main.
+
+With `gate_worktree = "clean"` the gate runs instead in a fresh detached worktree of the
+tip, made under $TMPDIR for the one run and removed after it whatever happened (a land
+killed outright leaves it to the next land, which sweeps such leftovers under the lock)."""
 
 from __future__ import annotations
 
@@ -12,13 +16,16 @@ import signal
 import subprocess
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from guard import git
 from guard.results import GateSummary
 
 TAIL_LINES = 40
+CLEAN_PREFIX = "git-lane-gate-"  # the basename of every clean gate worktree
 
 Output = Callable[[bytes], None]
 Tick = Callable[[float], None]
@@ -171,3 +178,77 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=5.0)
     except subprocess.TimeoutExpired:
         pass
+
+
+# -- gate_worktree = "clean" ----------------------------------------------------------------
+@contextmanager
+def clean_worktree(common_dir: str | os.PathLike[str], tip: str) -> Iterator[str]:
+    """A fresh detached worktree of `tip` for one gate run, removed on the way out (gate
+    passed, failed, timed out, or this process interrupted). It holds the whole tip, even
+    when the hub (whose settings `worktree add` copies) is a sparse checkout."""
+    import tempfile  # here: land imports this module, and only "clean" needs it
+
+    where = tempfile.mkdtemp(prefix=CLEAN_PREFIX)
+    try:
+        git.run(
+            ["-c", "core.sparseCheckout=false", "worktree", "add", "--detach", where, tip],
+            common_dir,
+        )
+        # git copies a sparse hub's config.worktree into the new worktree: the checkout
+        # above was full anyway (the -c), and this keeps the gate's own git from thinking
+        # otherwise
+        admin = git.worktree_git_dir(where)
+        if admin is not None and (admin / "config.worktree").exists():
+            git.run(
+                [
+                    "config",
+                    "--file",
+                    str(admin / "config.worktree"),
+                    "core.sparseCheckout",
+                    "false",
+                ],
+                where,
+            )
+        yield where
+    finally:
+        remove_worktree(common_dir, where)
+
+
+def remove_worktree(common_dir: str | os.PathLike[str], where: str) -> None:
+    """Remove a gate worktree and git's record of it. `worktree remove` refuses one that
+    holds submodules (a gate may init them), so the directory then goes first and git
+    forgets the missing worktree; never a repository-wide `worktree prune`, which would
+    also drop the records of lanes whose directories are only missing for now."""
+    import shutil
+
+    args = ["worktree", "remove", "--force", "--force", where]
+    if git.run(args, common_dir, check=False).ok:
+        return
+    shutil.rmtree(where, onerror=_force_rm)
+    if os.path.isdir(where):  # something in it could not be removed; keep git's record of it
+        return
+    git.run(args, common_dir, check=False)
+
+
+def _force_rm(fn: Any, path: str, exc: Any) -> None:
+    """A gate may leave read-only directories behind: make them writable and retry."""
+    try:
+        os.chmod(os.path.dirname(path), 0o700)
+        if os.path.isdir(path) and not os.path.islink(path):
+            os.chmod(path, 0o700)
+        fn(path)
+    except OSError:
+        pass
+
+
+def sweep(common_dir: str | os.PathLike[str], wts: list[git.Worktree]) -> list[str]:
+    """Remove clean gate worktrees that a killed land left behind. Only under the lock:
+    then no gate of this repository is running, so every such worktree is a leftover."""
+    left = [
+        w.path
+        for w in wts
+        if w.branch is None and os.path.basename(w.path).startswith(CLEAN_PREFIX)
+    ]
+    for where in left:
+        remove_worktree(common_dir, where)
+    return left

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -376,3 +376,222 @@ def unmerged(path: Where) -> dict[str, Unmerged]:
         mode, sha, stage = meta.split()
         out.setdefault(p, Unmerged(p, {})).stages[int(stage)] = (mode, sha)
     return out
+
+
+# -- what `git status` does not show --------------------------------------------------------
+@dataclass(frozen=True)
+class IndexEntry:
+    """One stage-0 index entry as `git ls-files -s -v` shows it."""
+
+    path: str
+    mode: str
+    sha: str
+    tag: str  # H plain, S skip-worktree; lowercase: assume-unchanged as well
+
+    @property
+    def assume_unchanged(self) -> bool:
+        return self.tag.islower()
+
+    @property
+    def skip_worktree(self) -> bool:
+        return self.tag.upper() == "S"
+
+    @property
+    def gitlink(self) -> bool:
+        return self.mode == "160000"
+
+
+def unseen_entries(path: Where) -> list[IndexEntry]:
+    """Index entries whose worktree side `git status` may not look at: files flagged
+    assume-unchanged or skip-worktree (a sparse checkout sets the latter), and gitlinks (a
+    submodule's `ignore` setting can hide it). One `ls-files`; when every entry is a plain
+    file (the common case) two counts over its output say so and nothing is parsed."""
+    out = run(["ls-files", "-s", "-v", "-z"], path).stdout
+    framed = "\0" + out
+    if framed.count("\0H ") == out.count("\0") and "\0H 160000 " not in framed:
+        return []
+    entries: list[IndexEntry] = []
+    for rec in out.split("\0"):
+        meta, _, p = rec.partition("\t")
+        parts = meta.split(" ")
+        if len(parts) != 4 or parts[3] != "0":
+            continue  # the trailing empty field; an unmerged stage is G2's business
+        e = IndexEntry(p, parts[1], parts[2], parts[0])
+        if e.gitlink or e.assume_unchanged or e.skip_worktree:
+            entries.append(e)
+    return entries
+
+
+def tree_entries(cwd: Where, tree: str) -> dict[str, tuple[str, str]]:
+    """Every entry of `tree`, recursively: path -> (mode, sha)."""
+    out: dict[str, tuple[str, str]] = {}
+    for rec in run(["ls-tree", "-r", "-z", "--full-tree", tree], cwd).z():
+        meta, _, p = rec.partition("\t")
+        mode, _type, sha = meta.split(" ")
+        out[p] = (mode, sha)
+    return out
+
+
+def hash_files(path: str, files: Sequence[str]) -> dict[str, str]:
+    """The blob git would store for each worktree file (its clean filters applied), in one
+    `hash-object --stdin-paths` (a name with a newline in it is hashed on its own)."""
+    plain = [f for f in files if "\n" not in f]
+    out: dict[str, str] = {}
+    if plain:
+        res = run(["hash-object", "--stdin-paths"], path, input="\n".join(plain) + "\n")
+        out.update(zip(plain, res.stdout.split(), strict=True))
+    for f in files:
+        if "\n" in f:
+            out[f] = run(["hash-object", "--", f], path).stdout.strip()
+    return out
+
+
+def hash_link(path: str, target: str) -> str:
+    """The blob of a symbolic link whose target is `target`."""
+    return run(["hash-object", "--no-filters", "--stdin"], path, input=target).stdout.strip()
+
+
+def config_bool(path: Where, key: str, default: bool) -> bool:
+    res = run(["config", "--type=bool", "--get", key], path, check=False)
+    return res.stdout.strip() == "true" if res.returncode == 0 else default
+
+
+@dataclass(frozen=True)
+class SubmoduleState:
+    """A populated submodule that is not what the superproject's tree records."""
+
+    path: str
+    recorded: str | None  # the commit the tree records (None: the tree has no gitlink there)
+    head: str | None  # what the submodule has checked out
+    dirty: list[str]  # its own uncommitted paths (when it is at the recorded commit)
+
+
+@dataclass(frozen=True)
+class Hidden:
+    """Where a worktree differs from a tree without `git status` saying so."""
+
+    assume_unchanged: list[str] = field(default_factory=list)  # content (or type) differs
+    skip_worktree: list[str] = field(default_factory=list)  # present, and differs
+    missing: list[str] = field(default_factory=list)  # skip-worktree and absent (sparse)
+    submodules: list[SubmoduleState] = field(default_factory=list)
+    sparse: bool = False  # core.sparseCheckout is on (only looked up when files are missing)
+
+    @property
+    def changed(self) -> list[str]:
+        return sorted(set(self.assume_unchanged) | set(self.skip_worktree))
+
+
+def hidden_differences(path: str, tree: str) -> Hidden:
+    """What the worktree at `path` holds that is not `tree` and that `git status` hides:
+    flagged files whose content, type or executable bit differ from the tree's (hashed as
+    `git add` would), skip-worktree files that are not there at all, and submodules at
+    another commit than the tree records or with changes of their own. An unpopulated
+    submodule is as a checkout of the tree leaves it, so it is no difference."""
+    entries = unseen_entries(path)
+    if not entries:
+        return Hidden()
+    want = tree_entries(path, tree)
+    assume: list[str] = []
+    skip: list[str] = []
+    missing: list[str] = []
+    to_hash: list[IndexEntry] = []
+    exec_checked: list[tuple[IndexEntry, bool]] = []
+
+    def differs(e: IndexEntry) -> None:
+        if e.assume_unchanged:
+            assume.append(e.path)
+        if e.skip_worktree:
+            skip.append(e.path)
+
+    for e in entries:
+        if e.gitlink:
+            continue
+        full = os.path.join(path, e.path)
+        mode, sha = want.get(e.path, ("", ""))
+        if not os.path.lexists(full):
+            if e.skip_worktree:
+                missing.append(e.path)
+            if e.assume_unchanged:
+                assume.append(e.path)  # deleted, and the flag hides that
+            continue
+        if mode == "120000":
+            if not os.path.islink(full) or hash_link(path, os.readlink(full)) != sha:
+                differs(e)
+        elif mode in ("100644", "100755") and os.path.isfile(full) and not os.path.islink(full):
+            to_hash.append(e)
+            exec_checked.append((e, mode == "100755"))
+        else:
+            differs(e)  # not in the tree, or a file where a link (or a directory) should be
+    if to_hash:
+        hashes = hash_files(path, [e.path for e in to_hash])
+        for e in to_hash:
+            if hashes[e.path] != want[e.path][1]:
+                differs(e)
+        if config_bool(path, "core.fileMode", True):  # as git add: the owner's x bit
+            for e, executable in exec_checked:
+                if bool(os.lstat(os.path.join(path, e.path)).st_mode & 0o100) != executable:
+                    differs(e)
+
+    def sub_state(e: IndexEntry) -> SubmoduleState | None:
+        full = os.path.join(path, e.path)
+        if not os.path.lexists(os.path.join(full, ".git")):
+            return None  # not populated: what a checkout of the tree gives
+        mode, recorded = want.get(e.path, ("", ""))
+        rec = recorded if mode == "160000" else None
+        head = ref_sha(full, "HEAD")
+        if head != rec:
+            return SubmoduleState(e.path, rec, head, [])
+        dirty = dirty_paths(full)
+        return SubmoduleState(e.path, rec, head, dirty) if dirty else None
+
+    subs = [s for s in parallel(sub_state, [e for e in entries if e.gitlink]) if s is not None]
+    sparse = bool(missing) and config_bool(path, "core.sparseCheckout", False)
+    return Hidden(sorted(set(assume)), sorted(set(skip)), sorted(missing), subs, sparse)
+
+
+def index_matches(cwd: Where, tree: str, paths: Sequence[str]) -> bool:
+    """Does the index of the worktree at `cwd` hold exactly `tree`'s entries at `paths`?"""
+    args = [
+        "--literal-pathspecs",
+        "diff-index",
+        "--cached",
+        "--quiet",
+        "--no-renames",
+        tree,
+        "--",
+        *paths,
+    ]
+    res = run(args, cwd, check=False, env={"GIT_OPTIONAL_LOCKS": "0"})
+    if res.returncode not in (0, 1):
+        raise GitError(res.argv, res.returncode, res.stdout, res.stderr)
+    return res.returncode == 0
+
+
+def pickaxe_patch(cwd: Where, a: str, b: str, regex: str) -> bytes:
+    """The -U0 patch from `a` to `b` of the text files whose added or removed lines match
+    `regex` (`git diff -G`; binary files never match), paths unquoted where git allows."""
+    res = run(
+        [
+            "-c",
+            "core.quotePath=false",
+            "diff",
+            "-U0",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-renames",
+            "--src-prefix=a/",  # whatever diff.noprefix / diff.mnemonicPrefix say
+            "--dst-prefix=b/",
+            "--diff-filter=d",
+            f"-G{regex}",
+            a,
+            b,
+            "--",
+        ],
+        cwd,
+    )
+    return res.stdout.encode("utf-8", "surrogateescape")
+
+
+def blob(cwd: Where, rev: str, path: str) -> bytes:
+    return run(["cat-file", "blob", f"{rev}:{path}"], cwd).stdout.encode("utf-8", "surrogateescape")

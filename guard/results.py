@@ -34,6 +34,7 @@ class MainView(TypedDict):
 class HubView(TypedDict):
     path: str | None
     dirty_paths: list[str]
+    out_of_step: bool  # the last land's paths still hold main_before in the hub's index
 
 
 class LockView(TypedDict):
@@ -131,6 +132,16 @@ class GateSummary(TypedDict):
     seconds: float
 
 
+class HubUpdate(TypedDict, total=False):
+    """Whether land carried the hub along (`next` brings it in step when it did not)."""
+
+    path: str
+    updated: bool
+    retried: bool  # the first try failed, a second one went through
+    stderr: str
+    next: list[str]
+
+
 class LandResult(TypedDict):
     ok: bool
     code: str
@@ -140,6 +151,8 @@ class LandResult(TypedDict):
     epoch: int
     paths: list[str]
     gate: GateSummary
+    hub: HubUpdate | None  # None: no hub, or it is not on main
+    warnings: list[str]
 
 
 class RestoredMain(TypedDict):

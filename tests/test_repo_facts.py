@@ -119,7 +119,7 @@ def test_main_checked_out_nowhere(repo: Repo) -> None:
     repo.git("checkout", "-q", "--detach")
     r = repo.jlane("status")
     assert r.rc == 0, r.stderr
-    assert r.json["hub"] == {"path": None, "dirty_paths": []}
+    assert r.json["hub"] == {"path": None, "dirty_paths": [], "out_of_step": False}
     assert r.json["main"]["sha"] == repo.sha()
     r = repo.jlane("create", "beta")
     assert r.rc == 0, r.stderr

@@ -48,7 +48,7 @@ def test_top_level_shape(repo: Repo) -> None:
     assert (d["ok"], d["code"]) == (True, "ok")
     assert d["epoch"] == 0
     assert d["main"] == {"branch": "main", "sha": repo.sha()}
-    assert d["hub"] == {"path": str(repo.path), "dirty_paths": []}
+    assert d["hub"] == {"path": str(repo.path), "dirty_paths": [], "out_of_step": False}
     assert d["lock"] is None
     assert d["lanes"] == []
 

@@ -5,9 +5,12 @@ gate, named for it, called in order under the integration lock.
     g2_clean      the lane worktree is clean
     g3_fresh      main is an ancestor of the tip, re-derived from git under the lock
     g6_hub        the hub's own edits do not meet the paths this land changes
+    g9_markers    main..tip adds no conflict block (a `commit --no-verify` skipped the hook)
+    g4_exact      what the gate will see is the tip: no change hidden from `git status`
     g4_gate       the gate passes at the exact tip; the tip and worktree are re-checked after
     g5_move_main  main moves by compare-and-swap fast-forward, recorded first (landing.json)
-    g7_epoch      hub carried along, epoch bumped, land logged, before the lock is released
+    g7_epoch      hub carried along, epoch bumped, land logged, before the lock is released;
+                  a hub git could not carry along is reported, not only logged
 """
 
 from __future__ import annotations
@@ -17,11 +20,14 @@ from dataclasses import dataclass
 
 from guard import gate, git, landed, landing, lane, lock, policy
 from guard.errors import GitError, Refusal
+from guard.hookcheck import _PICKAXE as MARKER_PICKAXE  # one marker pre-filter, hook and land
+from guard.hookcheck import added_blocks, added_lines
 from guard.repo import Repo
-from guard.results import GateSummary, LandResult
+from guard.results import GateSummary, HubUpdate, LandResult
 
 PATHS_CAP = 500
 PATHSPEC_MAX = 1000
+PATHS_IN_NEXT = 20  # more paths than this, and a `next` names them by a git listing instead
 
 
 @dataclass(frozen=True)
@@ -74,7 +80,8 @@ def run(
         landing.crash_point("locked")
         if repo.store.landing_path.exists():
             landing.recover_locked(repo, held)
-        return _land_locked(repo, rec.key, rec.branch, rec.path, held, command, cfg["gate_timeout"], output, tick)
+        clean = cfg["gate_worktree"] == "clean"
+        return _land_locked(repo, rec.key, rec.branch, rec.path, held, command, cfg["gate_timeout"], clean, output, tick)
     finally:
         lock.release(repo, held)
 
@@ -87,6 +94,7 @@ def _land_locked(
     held: lock.Held,
     command: str | None,
     timeout: int,
+    clean: bool,
     output: gate.Output | None,
     tick: gate.Tick | None,
 ) -> LandResult:
@@ -94,30 +102,41 @@ def _land_locked(
     t = Target(key, branch, path, main_before, tip)
     wts = repo.worktrees()
     _check_worktree(t, git.by_path(wts).get(os.path.realpath(path)))
+    gate.sweep(repo.common_dir, wts)  # clean gate worktrees a killed land left behind
     hub = repo.hub(wts)
 
-    def main_side() -> tuple[str | None, list[str], list[str]]:
+    def main_side() -> tuple[str | None, list[str], list[str], list[str]]:
         # one merge-base answers two questions: it is the tip when the lane has nothing
         # main lacks, and main itself exactly when main is an ancestor of the tip
         base = tip
         if tip is not None and tip != main_before:
             base = git.merge_base(repo.common_dir, main_before, tip) or ""
         if tip is None or base != main_before:
-            return base, [], []
-        changed = git.changed_paths(repo.common_dir, main_before, tip)
+            return base, [], [], []
+        changed, markers = git.both(
+            lambda: git.changed_paths(repo.common_dir, main_before, tip),
+            lambda: marker_hits(path, main_before, tip),
+        )
         hits = policy.overlapping(hub_dirty(hub.path, changed), changed) if hub is not None else []
-        return base, changed, hits
+        return base, changed, hits, markers
 
-    # The lane's status (G2) is the slow part in a big repository: the facts for G3 and G6
-    # are read beside it. Refusals are still decided in the order G2, G3, G6.
-    dirty, (base, changed, hub_hits) = git.both(lambda: git.dirty_paths(path), main_side)
+    def lane_side() -> tuple[list[str], git.Hidden]:
+        if tip is None:
+            return git.dirty_paths(path), git.Hidden()
+        return git.both(lambda: git.dirty_paths(path), lambda: git.hidden_differences(path, tip))
+
+    # The lane's status (G2) is the slow part in a big repository: the facts for G3, G6,
+    # G9 and G4's view of the tip are read beside it. Refusals are still decided in order.
+    (dirty, hidden), (base, changed, hub_hits, markers) = git.both(lane_side, main_side)
     g2_clean(t, dirty)
     g3_fresh(t, base)
     assert tip is not None
     g6_hub(hub, hub_hits, key)
+    g9_markers(t, markers)
+    g4_exact(t, hidden, gate_in_lane=command is not None and not clean)
     summary: GateSummary = {"command": command, "status": "off", "seconds": 0.0}
     if command is not None:
-        summary = g4_gate(repo, t, command, timeout, changed, output, tick)
+        summary = g4_gate(repo, t, command, timeout, clean, changed, output, tick)
     # Only now, with the gate passed and the tip re-checked, does the lock record name the
     # move the reference-transaction hook may let through: no git run earlier under this
     # land (nor anything the gate started) could have made it.
@@ -139,7 +158,14 @@ def _land_locked(
     )
     txn = landing.stage(repo, txn, "prepared")
     g5_move_main(repo, t, tip)
-    g7_epoch(repo, txn)
+    hub_update = g7_epoch(repo, txn)
+    warnings = []
+    if hub_update is not None and not hub_update["updated"]:
+        why = (hub_update.get("stderr") or "").strip().splitlines()[:1]
+        warnings.append(
+            f"main moved, but git could not bring the hub {hub_update['path']} along"
+            f"{' (' + why[0] + ')' if why else ''}; once that is out of the way: {hub_update['next'][0]}"
+        )
     return {
         "ok": True,
         "code": "landed",
@@ -149,6 +175,8 @@ def _land_locked(
         "epoch": repo.store.read_epoch().epoch,
         "paths": changed[:PATHS_CAP],
         "gate": summary,
+        "hub": hub_update,
+        "warnings": warnings,
     }
 
 
@@ -208,19 +236,128 @@ def g6_hub(hub: git.Worktree | None, hits: list[str], key: str) -> None:
         )
 
 
+def g9_markers(t: Target, markers: list[str]) -> None:
+    """G9 at the door: the pre-commit hook refuses a commit that adds a conflict block,
+    but `git commit --no-verify` skips it. The blocks main..tip adds (same rules as
+    `continue`: the file's conflict-marker-size, text files only) refuse the land."""
+    if not markers:
+        return
+    files = sorted({m.rsplit(":", 1)[0] for m in markers})
+    lq = git.q(t.path)
+    # G2 held the lane clean, so what is modified now is the marker fix
+    stage = f"add -- {' '.join(git.q(f) for f in files)}" if len(files) <= PATHS_IN_NEXT else "add -u"
+    raise Refusal(
+        "conflict_markers_present",
+        f"lane {t.key} would bring conflict markers into main at {', '.join(markers[:10])}"
+        f"{' ...' if len(markers) > 10 else ''} (committed past the pre-commit hook); "
+        f"remove those blocks in {t.path}, then commit",
+        next=[
+            f"git -C {lq} {stage} && git -C {lq} commit -m 'Remove conflict markers'",
+            f"git lane land {t.key}",
+        ],
+        details={"lane": t.key, "markers": markers[:100], "files": files},
+    )
+
+
+def g4_exact(t: Target, hidden: git.Hidden, gate_in_lane: bool) -> None:
+    """G4, before the gate runs: the lane's worktree holds nothing that `git status` hides
+    and the tip lacks. A file flagged assume-unchanged or skip-worktree is hashed and
+    compared with the tip's blob (refused only when it differs: the flags are also a
+    plain speed-up, e.g. core.ignoreStat, and then nothing is wrong); a submodule must be
+    at the commit the tip records, with no changes of its own. Both are uncommitted work
+    as much as what G2 sees, so they refuse whether and wherever a gate runs. Files a
+    sparse checkout left out are no one's work: they only matter to a gate in the lane."""
+    lq = git.q(t.path)
+    missing = hidden.missing if gate_in_lane else []
+    if hidden.changed or missing:
+        fix: list[str] = []
+        au, sw = hidden.assume_unchanged, hidden.skip_worktree
+        if missing and hidden.sparse:
+            fix.append(f"git -C {lq} sparse-checkout disable")  # every file back, no skip-worktree left
+        elif sw or missing:
+            fix.append(_unflag(lq, "--no-skip-worktree", sorted(set(sw) | set(missing))))
+        if au:
+            fix.append(_unflag(lq, "--no-assume-unchanged", au))
+        if missing and not hidden.sparse:  # checkout-index writes only what is not there
+            if len(missing) <= PATHS_IN_NEXT:
+                fix.append(f"git -C {lq} checkout-index -- {' '.join(git.q(p) for p in missing)}")
+            else:
+                fix.append(f"git -C {lq} ls-files -z --deleted | git -C {lq} checkout-index -z --stdin")
+        what = []
+        if hidden.changed:
+            what.append(
+                f"{len(hidden.changed)} file(s) flagged assume-unchanged or skip-worktree differ from the tip "
+                f"({', '.join(hidden.changed[:5])})"
+            )
+        if missing:
+            what.append(
+                f"{len(missing)} skip-worktree file(s) of the tip are not in the worktree"
+                f"{' (a sparse checkout)' if hidden.sparse else ''} ({', '.join(missing[:5])})"
+            )
+        raise Refusal(
+            "lane_index_flags",
+            f"in lane {t.key}, {' and '.join(what)}; `git status` does not show them, so the gate would "
+            "not see the tip. Clear the flags; what then shows as changed is committed or discarded as usual",
+            next=[*fix, f"git lane land {t.key}"],
+            details={
+                "lane": t.key,
+                "assume_unchanged": au[:100],
+                "skip_worktree": sw[:100],
+                "missing": missing[:100],
+                "sparse": hidden.sparse,
+            },
+            alternatives=["git lane config set gate_worktree clean"] if missing and not hidden.changed else [],
+        )
+    if hidden.submodules:
+        moved = [s.path for s in hidden.submodules if s.head != s.recorded]
+        dirty = [s.path for s in hidden.submodules if s.head == s.recorded]
+        fix = []
+        if moved:
+            fix.append(f"git -C {lq} submodule update --init --checkout -- {' '.join(git.q(p) for p in moved)}")
+        fix.extend(f"git -C {git.q(os.path.join(t.path, p))} stash push --include-untracked" for p in dirty)
+        raise Refusal(
+            "submodule_differs",
+            f"in lane {t.key}, submodule(s) {', '.join(s.path for s in hidden.submodules[:10])} are not what the "
+            "tip records (another commit checked out, or changes of their own) and their `ignore` setting "
+            "hides that from `git status`; record the new commit in the lane, or put the submodule back",
+            next=[*fix, f"git lane land {t.key}"],
+            details={
+                "lane": t.key,
+                "submodules": [
+                    {"path": s.path, "recorded": s.recorded, "head": s.head, "dirty_paths": s.dirty[:50]}
+                    for s in hidden.submodules
+                ],
+            },
+        )
+
+
+def _unflag(lq: str, flag: str, paths: list[str]) -> str:
+    # update-index applies only the first of several flag options: one command per flag
+    if len(paths) <= PATHS_IN_NEXT:
+        return f"git -C {lq} update-index {flag} -- {' '.join(git.q(p) for p in paths)}"
+    return f"git -C {lq} ls-files -z | git -C {lq} update-index -z {flag} --stdin"
+
+
 def g4_gate(
     repo: Repo,
     t: Target,
     command: str,
     timeout: int,
+    clean: bool,
     changed: list[str],
     output: gate.Output | None,
     tick: gate.Tick | None,
 ) -> GateSummary:
-    """G4: the gate passes at the exact tip; after it, the tip and the worktree are what
-    they were (else what passed is not what would land), and the hub is looked at again."""
+    """G4: the gate passes at the exact tip (in the lane, or with gate_worktree = "clean" in
+    a fresh worktree of the tip, removed after); after it, the tip is what it was, and in
+    the lane so is its worktree (else what passed is not what would land); the hub is
+    looked at again."""
     assert t.tip is not None
-    g = gate.run(command, t.path, timeout, t.key, output, tick)
+    if clean:
+        with gate.clean_worktree(repo.common_dir, t.tip) as where:
+            g = gate.run(command, where, timeout, t.key, output, tick)
+    else:
+        g = gate.run(command, t.path, timeout, t.key, output, tick)
     if g.status == "timeout":
         raise Refusal(
             "gate_timeout",
@@ -236,14 +373,24 @@ def g4_gate(
             details={"lane": t.key, "gate": g.to_dict(), "tail": g.tail},
         )
     after = repo.ref_sha(f"refs/heads/{t.branch}")
-    still_dirty = git.dirty_paths(t.path)
-    if after != t.tip or still_dirty:
+    still_dirty: list[str] = []
+    hidden = git.Hidden()
+    if not clean:  # a clean gate never looked at the lane's worktree
+        still_dirty, hidden = git.both(lambda: git.dirty_paths(t.path), lambda: git.hidden_differences(t.path, t.tip or ""))
+    unseen = hidden.changed + hidden.missing + [s.path for s in hidden.submodules]
+    if after != t.tip or still_dirty or unseen:
         raise Refusal(
             "lane_changed_during_gate",
-            f"lane {t.key} changed while its gate ran (tip {str(after)[:12]}, {len(still_dirty)} dirty path(s)); "
-            "what passed is not what would land",
+            f"lane {t.key} changed while its gate ran (tip {str(after)[:12]}, "
+            f"{len(still_dirty) + len(unseen)} changed path(s)); what passed is not what would land",
             next=[f"git -C {git.q(t.path)} status", f"git lane land {t.key}"],
-            details={"lane": t.key, "tip_before": t.tip, "tip_after": after, "dirty_paths": still_dirty[:50]},
+            details={
+                "lane": t.key,
+                "tip_before": t.tip,
+                "tip_after": after,
+                "dirty_paths": still_dirty[:50],
+                "hidden_paths": unseen[:50],
+            },
         )
     # G6 again: the hub may have been edited (or switched) while the gate ran, and an
     # overlapping edit found only after main moved would leave the hub half updated
@@ -274,13 +421,72 @@ def g5_move_main(repo: Repo, t: Target, tip: str) -> None:
         # git reported a failure after the ref did move (e.g. a hook's complaint): finish
 
 
-def g7_epoch(repo: Repo, txn: landing.Landing) -> None:
+def g7_epoch(repo: Repo, txn: landing.Landing) -> HubUpdate | None:
     """G7: hub carried along, epoch bumped and the land logged, all before the caller
-    releases the lock (landing.finish is idempotent: reconcile reruns what a crash left)."""
+    releases the lock (landing.finish is idempotent: reconcile reruns what a crash left).
+    Main has moved by now, so a hub git could not carry along does not undo the land: it
+    is reported (with the command that brings it in step) instead of only logged."""
     landing.finish(repo, txn)
+    return hub_update(txn)
+
+
+def hub_update(txn: landing.Landing) -> HubUpdate | None:
+    """Was the hub carried from main_before to the tip? Its index still holding main_before's
+    entries at the paths this land changed says it was not (G6 made sure the hub had no
+    edits of its own there). Then the same two-tree read-tree is tried once more, so the
+    answer carries git's own reason (and a lock another git process held for a moment
+    is over by then). None when there is no hub, or it has switched away from main."""
+    hub = txn.hub
+    if hub is None or not txn.paths or not _on_main(hub, txn.main_ref):
+        return None
+    if not git.index_matches(hub, txn.main_before, txn.paths):
+        return {"path": hub, "updated": True}
+    res = git.run(["read-tree", "-m", "-u", txn.main_before, txn.tip], hub, check=False)
+    if res.ok:
+        return {"path": hub, "updated": True, "retried": True}
+    return {
+        "path": hub,
+        "updated": False,
+        "stderr": res.stderr,
+        "next": [hub_next(hub, txn.main_before, txn.tip)],
+    }
+
+
+def hub_next(hub: str, before: str, after: str) -> str:
+    """What brings a hub whose update failed in step: the two-tree merge land runs (a
+    `reset --keep` would not do: HEAD is main, which already names the tip)."""
+    return f"git -C {git.q(hub)} read-tree -m -u {before} {after}"
+
+
+def _on_main(hub: str, main_ref: str) -> bool:
+    gd = git.worktree_git_dir(hub)
+    try:
+        return gd is not None and (gd / "HEAD").read_text().strip() == f"ref: {main_ref}"
+    except OSError:
+        return False
 
 
 # -- facts --------------------------------------------------------------------------------
+def marker_hits(path: str, base: str, tip: str) -> list[str]:
+    """`file:line` of each conflict block in the tip's blobs that has a marker line
+    base..tip adds. The -G pre-filter makes the common case one diff that prints nothing;
+    attributes come from the lane's index, which G2 holds equal to the tip."""
+    touched = {
+        p.decode("utf-8", "surrogateescape"): a
+        for p, a in added_lines(git.pickaxe_patch(path, base, tip, MARKER_PICKAXE)).items()
+        if a
+    }
+    if not touched:
+        return []
+    attr = git.run(["check-attr", "--cached", "-z", "conflict-marker-size", "--", *sorted(touched)], path)
+    sizes = policy.marker_sizes(attr.stdout)
+    hits: list[str] = []
+    for name, added in sorted(touched.items()):
+        size = sizes.get(name, policy.MARKER_SIZE)
+        hits.extend(f"{name}:{n}" for n in added_blocks(git.blob(path, tip, name), added, size))
+    return hits
+
+
 def hub_dirty(hub: str, changed: list[str]) -> list[str]:
     """The hub's uncommitted paths that can meet `changed`. A whole-worktree `git status`
     costs a stat of every file (tens of ms in a big repository, for each land); a status

@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 from guard import git, landed, lane, lock
+from guard.commands.land import hub_next
 from guard.repo import Repo
 from guard.results import Alert, LaneView, LockView, StatusResult
 
@@ -44,10 +45,20 @@ def run(repo: Repo, key: str | None = None) -> StatusResult:
     jobs: list[Any] = [("hub", hub.path)] if hub is not None else []
     jobs.extend(("lane", r) for r in records)
 
+    # Out of step: the last land moved main but git could not carry the hub along, so the
+    # hub's index still holds main_before's entries at the paths that land changed (G6 had
+    # made sure the hub had no edits of its own there). Only asked while main is where
+    # that land left it, and a hub is there.
+    step = hub is not None and ep.main_after == main_sha and bool(ep.main_before) and bool(ep.paths)
+    if step:
+        jobs.insert(1, ("step", hub))
+
     def one(job: Any) -> Any:
         kind, arg = job
         if kind == "hub":
             return git.dirty_paths(arg)
+        if kind == "step":
+            return git.index_matches(arg.path, str(ep.main_before), ep.paths)
         return lane.view(repo, arg, main_sha, idx, tips)
 
     results = git.parallel(one, jobs)
@@ -66,16 +77,23 @@ def run(repo: Repo, key: str | None = None) -> StatusResult:
                     "next": "git lane doctor",
                 }
             )
+    out_of_step = bool(results[1]) if step else False
+    warnings = [*repo.config.warnings, *(f"{a['message']} (next: {a['next']})" for a in alerts)]
+    if out_of_step and hub is not None:
+        warnings.append(
+            f"the hub {hub.path} is out of step with main: the land of {ep.lane} moved main but git could not "
+            f"update the hub; run: {hub_next(hub.path, str(ep.main_before), main_sha)}"
+        )
     return {
         "ok": True,
         "code": "ok",
         "epoch": ep.epoch,
         "main": {"branch": repo.main_branch, "sha": main_sha},
-        "hub": {"path": hub.path if hub else None, "dirty_paths": hub_dirty},
+        "hub": {"path": hub.path if hub else None, "dirty_paths": hub_dirty, "out_of_step": out_of_step},
         "lock": lock_view(repo),
         "landing": landing_open,
         "lanes": lanes,
-        "warnings": [*repo.config.warnings, *(f"{a['message']} (next: {a['next']})" for a in alerts)],
+        "warnings": warnings,
         "alerts": alerts,
     }
 
