@@ -61,14 +61,24 @@ def is_worker() -> bool:
     return policy.is_worker(os.environ)
 
 
-def forbid_worker(action: str) -> None:
+OWNER_NOTE = "  # as the repository owner, outside the lane"
+
+
+def forbid_worker(action: str, command: str | None = None) -> None:
+    """Refuse a worker (GITLANE_LANE or GITLANE_ROLE=worker) an owner act. `next` is the
+    owner's own command (default `git lane ACTION`), exactly as the owner runs it outside
+    any lane; the trailing shell comment says who, and leaves it runnable as written.
+    Callers pass the plain command: a discard or force flag the worker asked for is the
+    owner's own decision, after seeing what the plain command refuses."""
     if is_worker():
         who = f"lane {bound_lane()}" if bound_lane() else "a GITLANE_ROLE=worker process"
+        cmd = command or f"git lane {action}"
         raise Refusal(
             "role_forbidden",
-            f"{action} is for the repository owner, not for a worker ({who})",
-            next=[f"ask the owner to run: git lane {action}"],
-            details={"action": action, "lane": bound_lane()},
+            f"{action} is for the repository owner, not for a worker ({who}); "
+            f"the owner runs `{cmd}` outside the lane",
+            next=[cmd + OWNER_NOTE],
+            details={"action": action, "lane": bound_lane(), "owner_command": cmd},
         )
 
 
