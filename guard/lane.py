@@ -114,12 +114,13 @@ def owner_conflict(repo: Repo, rec: LaneRecord, action: str) -> None:
         lineage = {me.pid, *(p.pid for p in me.parents())}
     except psutil.Error:
         lineage = {os.getpid()}
-    if rec.owner_pid in lineage or os.environ.get("GITLANE_OWNER_PID") == str(rec.owner_pid):
+    if rec.owner_pid in lineage:
         return
     raise Refusal(
         "lane_owner_conflict",
         f"lane {rec.key} belongs to live process {rec.owner_pid}; only it may {action} the lane",
-        next=[f"let process {rec.owner_pid} run: git lane {action} {rec.key}", f"kill {rec.owner_pid} (then retry)"],
+        next=[f"git lane {action} {rec.key}  # from process {rec.owner_pid} or a process it started"],
+        alternatives=[f"kill {rec.owner_pid} && git lane {action} {rec.key}"],
         details={"lane": rec.key, "owner_pid": rec.owner_pid},
     )
 
