@@ -42,6 +42,8 @@ def check_key(key: str) -> None:
 def get(repo: Repo, key: str) -> LaneRecord:
     check_key(key)
     rec = repo.store.read_lane(key)
+    if rec is None and repo.store.lane_file_exists(key):
+        raise corrupt_refusal(repo, key)
     if rec is None:
         raise Refusal(
             "unknown_lane",
@@ -50,6 +52,18 @@ def get(repo: Repo, key: str) -> LaneRecord:
             details={"lane": key},
         )
     return rec
+
+
+def corrupt_refusal(repo: Repo, key: str) -> Refusal:
+    """The lane's record is there but unreadable: nothing may act on the lane (which
+    worktree, which branch?) until reconcile sets the record aside and re-derives it
+    from git."""
+    return Refusal(
+        "state_corrupt",
+        f"the record of lane {key} ({repo.store.lane_path(key)}) is unreadable or not a lane record",
+        next=["git lane reconcile", f"git lane status {key}"],
+        details={"lane": key, "file": str(repo.store.lane_path(key))},
+    )
 
 
 # -- roles ------------------------------------------------------------------------------

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from guard.policy import KEY_RE
+
 EVENTS_MAX_BYTES = 4 * 1024 * 1024
 LANE_SCHEMA = 1
 EPOCH_SCHEMA = 1
@@ -93,6 +95,13 @@ class LaneRecord:
         for req in ("key", "branch", "path", "created_at"):
             if not isinstance(kw.get(req), str):
                 raise ValueError(f"lane record without {req}")
+        if not KEY_RE.fullmatch(kw["key"]):
+            raise ValueError("lane record key is not a lane key")
+        path = kw["path"]
+        if not path or "\0" in path or not os.path.isabs(path):
+            # every command acts in this directory (release removes it): an empty or
+            # relative path would name the cwd, wherever the command was started
+            raise ValueError(f"lane record path {path!r} is not an absolute path")
         if kw.get("status", "active") not in ("active", "orphaned", "released"):
             raise ValueError("bad status")
         if kw["branch"] != f"lane/{kw['key']}":
@@ -182,6 +191,10 @@ class Store:
     # -- lanes -----------------------------------------------------------------
     def lane_path(self, key: str) -> Path:
         return self.lanes_dir / f"{key}.json"
+
+    def lane_file_exists(self, key: str) -> bool:
+        """Is there anything at the lane's record path (readable or not)?"""
+        return os.path.lexists(self.lane_path(key))
 
     def read_lane(self, key: str) -> LaneRecord | None:
         d = self.read_json(self.lane_path(key), lane=key)

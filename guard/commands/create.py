@@ -52,6 +52,8 @@ def run(repo: Repo, key: str | None = None, goal: str | None = None, owner_pid: 
         if key is None:
             key = policy.auto_key(prefix, taken)
             lane.check_key(key)
+        if key not in records and repo.store.lane_file_exists(key):
+            raise lane.corrupt_refusal(repo, key)  # a record is there, unreadable: not free
         rec = records.get(key)
         if rec is not None and rec.status != "released":
             raise Refusal(
