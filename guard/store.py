@@ -24,6 +24,30 @@ def now_iso(t: float | None = None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if t is None else t))
 
 
+def set_aside(path: Path) -> Path | None:
+    """Move a directory that sits where a state or lock file belongs out of the way, to
+    `<name>.corrupt-<pid>[-n]` beside it (kept, never deleted); None when `path` is not a
+    directory. The move is a rename onto a fresh empty directory, which the kernel allows
+    only for a directory: a file that a racing process put there meanwhile (and may hold
+    a lock on) is never moved."""
+    if not path.is_dir() or path.is_symlink():
+        return None
+    n = 0
+    while True:
+        aside = path.with_name(f"{path.name}.corrupt-{os.getpid()}" + (f"-{n}" if n else ""))
+        try:
+            aside.mkdir()
+            break
+        except FileExistsError:
+            n += 1
+    try:
+        os.rename(path, aside)
+    except OSError:  # a file now (EISDIR/ENOTDIR), or gone: nothing of ours to move
+        aside.rmdir()
+        return None
+    return aside
+
+
 def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
     import tempfile  # writers only: `status` never needs it
 
@@ -35,7 +59,13 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError:
+            # a directory where the file belongs (read as absent): set it aside, once
+            if set_aside(path) is None:
+                raise
+            os.replace(tmp, path)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -268,12 +298,16 @@ class Store:
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             self._rotate_if_needed(len(line))
-            fd = os.open(self.events_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(self.events_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            except IsADirectoryError:
+                set_aside(self.events_path)  # a directory in the log's place: keep it, log on
+                fd = os.open(self.events_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 os.write(fd, line)
             finally:
                 os.close(fd)
-        except OSError:
+        except (OSError, ValueError):
             pass
 
     def _rotate_if_needed(self, incoming: int) -> None:
@@ -306,8 +340,31 @@ class Store:
                             continue
                         if isinstance(obj, dict):
                             yield obj
-            except FileNotFoundError:
+            except OSError:  # missing, or not a file: no events there
                 continue
+
+    # -- repair ----------------------------------------------------------------
+    def layout_paths(self) -> list[Path]:
+        """Every fixed path where git-lane keeps a file (lane records are per key)."""
+        return [
+            self.config_path,
+            self.epoch_path,
+            self.events_path,
+            self.landing_path,
+            self.locks_dir / "integration.owner",
+            self.locks_dir / "integration.flock",
+            self.locks_dir / "registry.flock",
+            self.locks_dir / "events.flock",
+        ]
+
+    def repair_layout(self) -> list[dict[str, Any]]:
+        """reconcile: set aside any directory that sits where a state file belongs."""
+        out: list[dict[str, Any]] = []
+        for p in self.layout_paths():
+            aside = set_aside(p)
+            if aside is not None:
+                out.append({"action": "directory_set_aside", "path": str(p), "to": str(aside)})
+        return out
 
 
 class FileLock:
@@ -321,7 +378,13 @@ class FileLock:
         import fcntl
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except IsADirectoryError:
+            # a directory where the lock file belongs: no one can hold a lock on it
+            # through us, so it is set aside (kept) and the lock file made
+            set_aside(self.path)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             try:
