@@ -118,7 +118,10 @@ def resolve_key(key: str | None, action: str) -> str | None:
 
 
 def owner_conflict(repo: Repo, rec: LaneRecord, action: str) -> None:
-    """Refuse when the lane's recorded owner is a different, still-live process."""
+    """Refuse when the lane's recorded owner is a different, still-live process. Who the
+    owner is comes only from what the engine recorded (pid + start time); the caller is
+    that owner when the recorded process is itself or one of its ancestors. No
+    environment variable says otherwise: any process can set one."""
     if not rec.owner_pid or not procs.alive(rec.owner_pid, rec.owner_start):
         return
     import psutil
