@@ -23,6 +23,21 @@ def _str(v: Any) -> str | None:
     return None if isinstance(v, str) and v.strip() else "must be a non-empty string"
 
 
+# One argument of an exec is at most 128 KiB on Linux (MAX_ARG_STRLEN): a longer gate
+# command cannot even start (E2BIG). Far below that, a command belongs in a script.
+COMMAND_MAX_BYTES = 65536
+
+
+def _command(v: Any) -> str | None:
+    if _str(v):
+        return _str(v)
+    if "\0" in v:
+        return "must not contain a NUL character"
+    if len(v.encode("utf-8", "surrogateescape")) > COMMAND_MAX_BYTES:
+        return f"must be at most {COMMAND_MAX_BYTES} bytes (put a longer command in a script and run that)"
+    return None
+
+
 def _pos_int(v: Any) -> str | None:
     ok = isinstance(v, int) and not isinstance(v, bool) and v > 0
     return None if ok else "must be a positive integer"
@@ -71,7 +86,7 @@ KEYS: dict[str, Key] = {
             _one_of("on_land_mandatory", "overlap_mandatory", "land_time_only"),
             "when a stale lane must sync before it writes again",
         ),
-        Key("gate_command", None, _str, "check run with sh -c in the lane at the tip to land"),
+        Key("gate_command", None, _command, "check run with sh -c in the lane at the tip to land"),
         Key("gate", "on", _one_of("on", "off"), '"off": land without a gate (recorded)'),
         Key("gate_timeout", 900, _pos_int, "seconds before the gate is killed"),
         Key(
@@ -122,7 +137,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise Refusal(
             "invalid_config",
             f"cannot read {path}: {exc.strerror}",
-            next=[f"ls -l '{path}'"],
+            next=[f"ls -l {_q(path)}"],
             details={"file": str(path)},
         ) from None
     try:
@@ -131,7 +146,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise Refusal(
             "invalid_config",
             f"{path} is not valid TOML ({exc})",
-            next=[f"${{EDITOR:-vi}} '{path}'"],
+            next=[f"${{EDITOR:-vi}} {_q(path)}"],
             details={"file": str(path)},
         ) from None
 
@@ -194,9 +209,21 @@ def check_hook_view(path: Path, data: dict[str, Any]) -> None:
                 f"{path}: the git hooks read {key} as {shown!r} but TOML means {wanted!r}; "
                 f'write it on one line as {key} = "value" (bare true/false for enabled), '
                 "outside multi-line strings and tables",
-                next=[f"${{EDITOR:-vi}} '{path}'", f"git lane config set {key} <value>"],
+                next=[f"${{EDITOR:-vi}} {_q(path)}", f"git lane config set {key} <value>"],
                 details={"file": str(path), "key": key, "hooks_see": seen[key], "toml": meant[key]},
             )
+
+
+def _q(path: Path | str) -> str:
+    import shlex
+
+    return shlex.quote(str(path))
+
+
+def _shown(value: Any) -> Any:
+    """A value as a refusal's details hold it: a huge one (a 3 MB gate command) cut short."""
+    text = repr(value)
+    return value if len(text) <= 200 else text[:200] + f"... ({len(text)} characters)"
 
 
 def validate(key: str, value: Any, path: Path | str) -> None:
@@ -204,9 +231,9 @@ def validate(key: str, value: Any, path: Path | str) -> None:
     if problem:
         raise Refusal(
             "invalid_config",
-            f"{path}: key {key} {problem} (got {value!r})",
-            next=[f"git lane config set {key} <value>", f"${{EDITOR:-vi}} '{path}'"],
-            details={"file": str(path), "key": key, "value": value},
+            f"{path}: key {key} {problem} (got {repr(value)[:200]})",
+            next=[f"git lane config set {key} <value>", f"${{EDITOR:-vi}} {_q(path)}"],
+            details={"file": str(path), "key": key, "value": _shown(value)},
         )
 
 

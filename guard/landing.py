@@ -10,17 +10,30 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from guard import git, landed, lock
+from pathlib import Path
+
+from guard import git, landed, lock, policy
 from guard.errors import Refusal
 from guard.repo import Repo
-from guard.store import Epoch, FileLock, atomic_write_json, now_iso
+from guard.store import Epoch, FileLock, atomic_write_json, now_iso, set_aside
 
 STAGES = ("prepared", "main_moved", "hub_updated", "epoch_bumped")
 SCHEMA = 1
+PATHS_CAP = 500  # as land's: a recovered land records its changed paths the same way
+SHA_RE = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+LAND_MESSAGE = "git-lane: land "  # update-ref -m of every land: main's reflog names it
+
+
+def _main_ref_ok(ref: str) -> bool:
+    name = ref.removeprefix("refs/heads/")
+    return ref.startswith("refs/heads/") and bool(name) and not name.startswith("-") and not any(
+        c.isspace() or c in "~^:?*[\\" for c in name
+    ) and ".." not in name
 
 
 @dataclass(frozen=True)
@@ -71,6 +84,13 @@ class Landing:
             raise ValueError(f"landing record: unknown stage {kw.get('stage')!r}")
         if not all(isinstance(p, str) for p in kw.get("paths", [])):
             raise ValueError("landing record: paths must be strings")
+        # recovery hands these to git (read-tree, update-ref): an option or a stray
+        # ref name in their place would be obeyed
+        for name in ("main_before", "tip"):
+            if name in kw and not SHA_RE.fullmatch(kw[name]):
+                raise ValueError(f"landing record: {name} is not a commit id")
+        if "main_ref" in kw and not _main_ref_ok(kw["main_ref"]):
+            raise ValueError("landing record: main_ref is not a branch ref")
         try:
             return cls(**kw)
         except TypeError as exc:  # a required field is missing
@@ -185,16 +205,27 @@ def recover(repo: Repo) -> list[dict[str, Any]]:
 
 
 def recover_locked(repo: Repo, held: lock.Held) -> list[dict[str, Any]]:
-    """Finish or roll back the recorded land, holding the lock (`held`)."""
-    raw = repo.store.read_json(repo.store.landing_path)
+    """Finish or roll back the land that landing.json records (the integration lock held).
+
+    An unreadable record (bad JSON, wrong types, missing keys, an unknown stage, a
+    directory) is never simply dropped: main may have moved for it, and then the hub and
+    the epoch still wait for it. What git can tell is used instead: the record's own
+    main_before/tip when those are intact, else main's reflog, whose newest entry names a
+    land (`git-lane: land KEY`) with its old and new value. main at the tip: the land is
+    finished. main at the old value, or last moved by something other than an unfinished
+    land: the record is set aside (kept, as landing.json.corrupt-*). When neither the
+    record nor a reflog can tell, it is refused and left in place."""
+    path = repo.store.landing_path
+    raw = repo.store.read_json(path)
     try:
         txn = Landing.from_dict(raw) if raw is not None else None
     except ValueError as exc:
-        repo.store.event("warning", code="state_corrupt", path=str(repo.store.landing_path), error=str(exc))
+        repo.store.event("warning", code="state_corrupt", path=str(path), error=str(exc))
         txn = None
     if txn is None:
-        repo.store.landing_path.unlink(missing_ok=True)
-        return [{"action": "landing_discarded", "reason": "unreadable landing record"}]
+        if not os.path.lexists(path):
+            return []
+        return _recover_unreadable(repo, raw, held)
     now = repo.ref_sha(txn.main_ref)
     if now == txn.tip:
         # the record names the dead land's move while its steps are rerun (the hooks
@@ -207,16 +238,12 @@ def recover_locked(repo: Repo, held: lock.Held) -> list[dict[str, Any]]:
         repo.store.landing_path.unlink(missing_ok=True)
         repo.store.event("landing_rolled_back", lane=txn.lane, code="rolled_back", main=now)
         return [{"action": "landing_rolled_back", "lane": txn.lane}]
-    raise Refusal(
-        "reconcile_ambiguous",
+    raise _ambiguous(
+        repo,
         f"a land of lane {txn.lane} died, and {txn.main_ref} is now {str(now)[:12]}: neither the "
         f"recorded old value {txn.main_before[:12]} nor the tip {txn.tip[:12]}; nothing was changed",
-        next=[
-            f"git log --oneline -5 {txn.main_ref}",
-            f"git reflog {txn.main_ref}",
-            f"cat {git.q(repo.store.landing_path)}  (then remove it once main is as it should be)",
-        ],
-        details={"landing": txn.to_dict(), "main": now},
+        txn.main_ref,
+        {"landing": txn.to_dict(), "main": now},
     )
 
 
@@ -245,6 +272,130 @@ def keep_last(repo: Repo) -> list[dict[str, Any]]:
     if done != "created":
         return []
     return [{"action": "landed_ref_written", "ref": landed.ref_name(ep.epoch), "sha": ep.main_after}]
+
+
+def _ambiguous(repo: Repo, message: str, main_ref: str, details: dict[str, Any]) -> Refusal:
+    """reconcile_ambiguous: the owner looks at main and the hub; once they are as they
+    should be, the record is moved aside (kept) and reconcile goes on."""
+    hub = repo.hub()
+    path = repo.store.landing_path
+    return Refusal(
+        "reconcile_ambiguous",
+        message + ". Look at main and the hub; once they are as they should be, move the record aside",
+        next=[
+            f"git log --oneline -5 {main_ref}",
+            *([f"git -C {git.q(hub.path)} status --short"] if hub is not None else []),
+            f"mv {git.q(path)} {git.q(_aside_name(path))}",
+            "git lane reconcile",
+        ],
+        details={**details, "file": str(path)},
+    )
+
+
+def _aside_name(path: Path) -> Path:
+    n = 0
+    while True:
+        cand = path.with_name(f"{path.name}.corrupt-{os.getpid()}" + (f"-{n}" if n else ""))
+        if not os.path.lexists(cand):
+            return cand
+        n += 1
+
+
+def _set_aside(repo: Repo) -> Path | None:
+    """Keep the unreadable record beside, out of the way (a directory or a file)."""
+    path = repo.store.landing_path
+    aside = set_aside(path)
+    if aside is None and os.path.lexists(path):
+        aside = _aside_name(path)
+        os.replace(path, aside)
+    return aside
+
+
+def _salvage(raw: dict[str, Any] | None) -> tuple[str | None, str | None, str | None, str | None]:
+    """main_ref, main_before, tip and lane from an unreadable record, each when intact."""
+    d = raw or {}
+
+    def field_(name: str, ok: Any) -> str | None:
+        v = d.get(name)
+        return v if isinstance(v, str) and ok(v) else None
+
+    return (
+        field_("main_ref", _main_ref_ok),
+        field_("main_before", SHA_RE.fullmatch),
+        field_("tip", SHA_RE.fullmatch),
+        field_("lane", policy.valid_key),
+    )
+
+
+def _reflog_land(repo: Repo, main_ref: str, now: str | None) -> tuple[str, str] | bool | None:
+    """From main's newest reflog entry: (main_before, lane) when a land moved main to where
+    it is now and was never finished (no epoch and no land event for it); None when main
+    was last moved otherwise or by a finished land; False when main has no reflog."""
+    res = git.run(["log", "-g", "-n1", "--format=%H%x00%gs", main_ref, "--"], repo.common_dir, check=False)
+    new, sep, subject = res.stdout.rstrip("\n").partition("\0")
+    if not res.ok or not sep or now is None:
+        return False
+    key = subject.removeprefix(LAND_MESSAGE)
+    if new != now or not subject.startswith(LAND_MESSAGE) or not policy.valid_key(key):
+        return None
+    if repo.store.read_epoch().main_after == now or any(
+        ev.get("kind") == "land" and ev.get("main_after") == now for ev in repo.store.events()
+    ):
+        return None
+    before = repo.ref_sha(f"{main_ref}@{{1}}")
+    return (before, key) if before is not None else False
+
+
+def _recover_unreadable(repo: Repo, raw: dict[str, Any] | None, held: lock.Held) -> list[dict[str, Any]]:
+    ref, before, tip, key = _salvage(raw)
+    main_ref = ref or repo.main_ref
+    now = repo.ref_sha(main_ref)
+    if before is not None and tip is not None:
+        moved: tuple[str, str] | bool | None = (before, key or "unknown") if now == tip else None
+        if now not in (before, tip):
+            raise _ambiguous(
+                repo,
+                f"a land died leaving an unreadable landing record, and {main_ref} is now "
+                f"{str(now)[:12]}: neither its old value {before[:12]} nor its tip {tip[:12]}; nothing was changed",
+                main_ref,
+                {"main": now, "main_before": before, "tip": tip},
+            )
+    else:
+        moved = _reflog_land(repo, main_ref, now)
+        if moved is False:
+            raise _ambiguous(
+                repo,
+                f"a land died leaving an unreadable landing record, and {main_ref} has no reflog to "
+                "tell whether it moved for that land; nothing was changed",
+                main_ref,
+                {"main": now},
+            )
+    aside = _set_aside(repo)
+    if not isinstance(moved, tuple) or now is None:
+        repo.store.event("landing_set_aside", code="state_corrupt", main=now, to=str(aside))
+        return [{"action": "landing_set_aside", "reason": "unreadable landing record", "to": str(aside)}]
+    main_before, lane = moved
+    d = raw or {}
+    changed = git.changed_paths(repo.common_dir, main_before, now)
+    ep = repo.store.read_epoch()
+    hub = repo.hub()
+    txn = Landing(
+        token=d["token"] if isinstance(d.get("token"), str) else "",
+        pid=d["pid"] if isinstance(d.get("pid"), int) and not isinstance(d.get("pid"), bool) else 0,
+        lane=lane,
+        main_ref=main_ref,
+        main_before=main_before,
+        tip=now,
+        hub=hub.path if hub is not None else None,
+        paths=changed[:PATHS_CAP],
+        truncated=len(changed) > PATHS_CAP,
+        epoch_after=ep.epoch if ep.main_after == now else ep.epoch + 1,
+        gate=d["gate"] if isinstance(d.get("gate"), dict) else {"command": None, "status": "unknown", "seconds": 0.0},
+    )
+    lock.name_move(repo, held, main_before=main_before, tip=now)
+    finish(repo, txn, recovered=True)
+    lock.name_move(repo, held, main_before="", tip="")
+    return [{"action": "landing_completed", "lane": lane, "main_after": now, "record_set_aside": str(aside)}]
 
 
 def repair_epoch(repo: Repo) -> None:

@@ -42,6 +42,8 @@ def check_key(key: str) -> None:
 def get(repo: Repo, key: str) -> LaneRecord:
     check_key(key)
     rec = repo.store.read_lane(key)
+    if rec is None and repo.store.lane_file_exists(key):
+        raise corrupt_refusal(repo, key)
     if rec is None:
         raise Refusal(
             "unknown_lane",
@@ -50,6 +52,18 @@ def get(repo: Repo, key: str) -> LaneRecord:
             details={"lane": key},
         )
     return rec
+
+
+def corrupt_refusal(repo: Repo, key: str) -> Refusal:
+    """The lane's record is there but unreadable: nothing may act on the lane (which
+    worktree, which branch?) until reconcile sets the record aside and re-derives it
+    from git."""
+    return Refusal(
+        "state_corrupt",
+        f"the record of lane {key} ({repo.store.lane_path(key)}) is unreadable or not a lane record",
+        next=["git lane reconcile", f"git lane status {key}"],
+        details={"lane": key, "file": str(repo.store.lane_path(key))},
+    )
 
 
 # -- roles ------------------------------------------------------------------------------
@@ -61,14 +75,24 @@ def is_worker() -> bool:
     return policy.is_worker(os.environ)
 
 
-def forbid_worker(action: str) -> None:
+OWNER_NOTE = "  # as the repository owner, outside the lane"
+
+
+def forbid_worker(action: str, command: str | None = None) -> None:
+    """Refuse a worker (GITLANE_LANE or GITLANE_ROLE=worker) an owner act. `next` is the
+    owner's own command (default `git lane ACTION`), exactly as the owner runs it outside
+    any lane; the trailing shell comment says who, and leaves it runnable as written.
+    Callers pass the plain command: a discard or force flag the worker asked for is the
+    owner's own decision, after seeing what the plain command refuses."""
     if is_worker():
         who = f"lane {bound_lane()}" if bound_lane() else "a GITLANE_ROLE=worker process"
+        cmd = command or f"git lane {action}"
         raise Refusal(
             "role_forbidden",
-            f"{action} is for the repository owner, not for a worker ({who})",
-            next=[f"ask the owner to run: git lane {action}"],
-            details={"action": action, "lane": bound_lane()},
+            f"{action} is for the repository owner, not for a worker ({who}); "
+            f"the owner runs `{cmd}` outside the lane",
+            next=[cmd + OWNER_NOTE],
+            details={"action": action, "lane": bound_lane(), "owner_command": cmd},
         )
 
 
@@ -94,7 +118,10 @@ def resolve_key(key: str | None, action: str) -> str | None:
 
 
 def owner_conflict(repo: Repo, rec: LaneRecord, action: str) -> None:
-    """Refuse when the lane's recorded owner is a different, still-live process."""
+    """Refuse when the lane's recorded owner is a different, still-live process. Who the
+    owner is comes only from what the engine recorded (pid + start time); the caller is
+    that owner when the recorded process is itself or one of its ancestors. No
+    environment variable says otherwise: any process can set one."""
     if not rec.owner_pid or not procs.alive(rec.owner_pid, rec.owner_start):
         return
     import psutil
@@ -104,12 +131,13 @@ def owner_conflict(repo: Repo, rec: LaneRecord, action: str) -> None:
         lineage = {me.pid, *(p.pid for p in me.parents())}
     except psutil.Error:
         lineage = {os.getpid()}
-    if rec.owner_pid in lineage or os.environ.get("GITLANE_OWNER_PID") == str(rec.owner_pid):
+    if rec.owner_pid in lineage:
         return
     raise Refusal(
         "lane_owner_conflict",
         f"lane {rec.key} belongs to live process {rec.owner_pid}; only it may {action} the lane",
-        next=[f"let process {rec.owner_pid} run: git lane {action} {rec.key}", f"kill {rec.owner_pid} (then retry)"],
+        next=[f"git lane {action} {rec.key}  # from process {rec.owner_pid} or a process it started"],
+        alternatives=[f"kill {rec.owner_pid} && git lane {action} {rec.key}"],
         details={"lane": rec.key, "owner_pid": rec.owner_pid},
     )
 

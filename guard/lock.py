@@ -16,7 +16,7 @@ from typing import Any
 from guard import procs
 from guard.errors import Refusal
 from guard.repo import Repo
-from guard.store import FileLock, now_iso
+from guard.store import FileLock, now_iso, set_aside
 
 
 @dataclass(frozen=True)
@@ -73,9 +73,16 @@ def flock_path(repo: Repo) -> Path:
 
 def read_owner(repo: Repo) -> OwnerRecord | None:
     try:
-        text = owner_path(repo).read_bytes().decode("utf-8", "replace")
-    except OSError:
+        raw = owner_path(repo).read_bytes()
+    except OSError:  # missing, or not a file (a directory is set aside at the next write)
         return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        # Not written by a land (which writes ASCII): garbage, read as a record of no live
+        # owner on this host, so the next land or reconcile takes it over. Decoded
+        # leniently instead, its garbled host would pass for another host's live land.
+        return OwnerRecord()
     return OwnerRecord.from_text(text)
 
 
@@ -97,7 +104,13 @@ def _write_owner(repo: Repo, rec: OwnerRecord) -> None:
         os.write(fd, rec.to_text().encode())
     finally:
         os.close(fd)
-    os.replace(tmp, path)
+    try:
+        os.replace(tmp, path)
+    except OSError:
+        if set_aside(path) is None:  # a directory in the record's place is kept aside
+            os.unlink(tmp)
+            raise
+        os.replace(tmp, path)
 
 
 @dataclass

@@ -17,15 +17,31 @@ from guard.store import Store
 class Repo:
     """Facts about one repository, discovered from any directory inside it."""
 
-    def __init__(self, common_dir: Path, git_dir: Path, toplevel: Path | None, hooks_dir: Path | None = None) -> None:
+    def __init__(self, common_dir: Path, git_dir: Path | None, toplevel: Path | None, cwd: str | None = None) -> None:
         self.common_dir = common_dir
-        self.git_dir = git_dir
+        self._git_dir = git_dir
+        self._cwd = cwd
         self.toplevel = toplevel
-        # where git runs hooks from for this process (core.hooksPath from any config
-        # source, else <common-dir>/hooks); asked in the same call as the rest
-        self.hooks_dir = hooks_dir
         self.state_dir = common_dir / "git-lane"
         self.store = Store(self.state_dir)
+
+    @cached_property
+    def hooks_dir(self) -> Path | None:
+        """Where git runs hooks from for this process (core.hooksPath from any config
+        source, else <common-dir>/hooks); one path per rev-parse call (it may hold a newline)."""
+        res = git.run(["rev-parse", "--path-format=absolute", "--git-path", "hooks"], self._cwd or self.common_dir, check=False)
+        if not res.ok or not res.stdout.endswith("\n") or len(res.stdout) < 2:
+            return None
+        return Path(res.stdout[:-1])
+
+    @property
+    def git_dir(self) -> Path:
+        """The git dir of the worktree the repository was discovered from (asked of git
+        only when needed: most commands never do)."""
+        if self._git_dir is None:
+            res = git.run(["rev-parse", "--path-format=absolute", "--git-dir"], self._cwd or self.common_dir)
+            self._git_dir = Path(res.stdout[:-1] if res.stdout.endswith("\n") else res.stdout)
+        return self._git_dir
 
     @classmethod
     def discover(cls, start: str | os.PathLike[str] | None = None) -> Repo:
@@ -37,38 +53,37 @@ class Repo:
                 next=["git lane status"],
                 details={"path": cwd},
             )
-        res = git.run(
-            [
-                "rev-parse",
-                "--path-format=absolute",
-                "--git-common-dir",
-                "--git-dir",
-                "--is-bare-repository",
-                "--git-path",
-                "hooks",
-            ],
-            cwd,
-            check=False,
-        )
-        if not res.ok:
+        # A path may hold any byte but NUL, a newline included, and rev-parse has no -z:
+        # so each call asks for at most one path, after answers of a fixed form
+        # (true/false), and exactly one trailing newline is taken off.
+        res = git.run(["rev-parse", "--is-bare-repository", "--path-format=absolute", "--git-common-dir"], cwd, check=False)
+        bare, sep, common = res.stdout.partition("\n")
+        if not res.ok or not sep or bare not in ("true", "false") or not common.endswith("\n"):
             raise Refusal(
                 "not_a_git_repo",
                 f"{cwd} is not inside a git repository",
                 next=["git init"],
                 details={"path": cwd},
             )
-        common, gdir, bare, hooks = [*res.stdout.splitlines(), ""][:4]
         top: Path | None = None
         if bare != "true":
             t = git.run(["rev-parse", "--show-toplevel"], cwd, check=False)
-            if t.ok and t.stdout.strip():
-                top = Path(t.stdout.rstrip("\n"))
-        return cls(Path(common), Path(gdir), top, Path(hooks) if hooks else None)
+            if t.ok and t.stdout.endswith("\n") and len(t.stdout) > 1:
+                top = Path(t.stdout[:-1])
+        return cls(Path(common[:-1]), None, top, cwd=cwd)
 
     # -- config and main ---------------------------------------------------------
     @cached_property
     def config(self) -> Config:
-        return load(self.store.config_path)
+        path = self.store.config_path
+        if path.is_dir() and not path.is_symlink():
+            raise Refusal(
+                "state_corrupt",
+                f"{path} is a directory, not the owner's config file",
+                next=["git lane reconcile"],  # sets it aside (kept), then defaults apply
+                details={"file": str(path)},
+            )
+        return load(path)
 
     def reload_config(self) -> Config:
         self.__dict__.pop("config", None)

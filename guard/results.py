@@ -82,6 +82,9 @@ class ReleaseResult(TypedDict):
     discarded_detached: NotRequired[list[str]]
     recover: NotRequired[str | None]
     recover_detached: NotRequired[str | None]
+    discarded_ignored: NotRequired[list[str]]
+    discarded_worktree_refs: NotRequired[list[dict[str, object]]]
+    recover_worktree_refs: NotRequired[list[str]]
 
 
 class ReconcileResult(TypedDict):

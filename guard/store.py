@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from guard.policy import KEY_RE
+
 EVENTS_MAX_BYTES = 4 * 1024 * 1024
 LANE_SCHEMA = 1
 EPOCH_SCHEMA = 1
@@ -20,6 +22,30 @@ EPOCH_SCHEMA = 1
 
 def now_iso(t: float | None = None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if t is None else t))
+
+
+def set_aside(path: Path) -> Path | None:
+    """Move a directory that sits where a state or lock file belongs out of the way, to
+    `<name>.corrupt-<pid>[-n]` beside it (kept, never deleted); None when `path` is not a
+    directory. The move is a rename onto a fresh empty directory, which the kernel allows
+    only for a directory: a file that a racing process put there meanwhile (and may hold
+    a lock on) is never moved."""
+    if not path.is_dir() or path.is_symlink():
+        return None
+    n = 0
+    while True:
+        aside = path.with_name(f"{path.name}.corrupt-{os.getpid()}" + (f"-{n}" if n else ""))
+        try:
+            aside.mkdir()
+            break
+        except FileExistsError:
+            n += 1
+    try:
+        os.rename(path, aside)
+    except OSError:  # a file now (EISDIR/ENOTDIR), or gone: nothing of ours to move
+        aside.rmdir()
+        return None
+    return aside
 
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
@@ -33,7 +59,13 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError:
+            # a directory where the file belongs (read as absent): set it aside, once
+            if set_aside(path) is None:
+                raise
+            os.replace(tmp, path)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -93,6 +125,13 @@ class LaneRecord:
         for req in ("key", "branch", "path", "created_at"):
             if not isinstance(kw.get(req), str):
                 raise ValueError(f"lane record without {req}")
+        if not KEY_RE.fullmatch(kw["key"]):
+            raise ValueError("lane record key is not a lane key")
+        path = kw["path"]
+        if not path or "\0" in path or not os.path.isabs(path):
+            # every command acts in this directory (release removes it): an empty or
+            # relative path would name the cwd, wherever the command was started
+            raise ValueError(f"lane record path {path!r} is not an absolute path")
         if kw.get("status", "active") not in ("active", "orphaned", "released"):
             raise ValueError("bad status")
         if kw["branch"] != f"lane/{kw['key']}":
@@ -183,6 +222,10 @@ class Store:
     def lane_path(self, key: str) -> Path:
         return self.lanes_dir / f"{key}.json"
 
+    def lane_file_exists(self, key: str) -> bool:
+        """Is there anything at the lane's record path (readable or not)?"""
+        return os.path.lexists(self.lane_path(key))
+
     def read_lane(self, key: str) -> LaneRecord | None:
         d = self.read_json(self.lane_path(key), lane=key)
         if d is None:
@@ -255,12 +298,16 @@ class Store:
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             self._rotate_if_needed(len(line))
-            fd = os.open(self.events_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(self.events_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            except IsADirectoryError:
+                set_aside(self.events_path)  # a directory in the log's place: keep it, log on
+                fd = os.open(self.events_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 os.write(fd, line)
             finally:
                 os.close(fd)
-        except OSError:
+        except (OSError, ValueError):
             pass
 
     def _rotate_if_needed(self, incoming: int) -> None:
@@ -293,8 +340,31 @@ class Store:
                             continue
                         if isinstance(obj, dict):
                             yield obj
-            except FileNotFoundError:
+            except OSError:  # missing, or not a file: no events there
                 continue
+
+    # -- repair ----------------------------------------------------------------
+    def layout_paths(self) -> list[Path]:
+        """Every fixed path where git-lane keeps a file (lane records are per key)."""
+        return [
+            self.config_path,
+            self.epoch_path,
+            self.events_path,
+            self.landing_path,
+            self.locks_dir / "integration.owner",
+            self.locks_dir / "integration.flock",
+            self.locks_dir / "registry.flock",
+            self.locks_dir / "events.flock",
+        ]
+
+    def repair_layout(self) -> list[dict[str, Any]]:
+        """reconcile: set aside any directory that sits where a state file belongs."""
+        out: list[dict[str, Any]] = []
+        for p in self.layout_paths():
+            aside = set_aside(p)
+            if aside is not None:
+                out.append({"action": "directory_set_aside", "path": str(p), "to": str(aside)})
+        return out
 
 
 class FileLock:
@@ -308,7 +378,13 @@ class FileLock:
         import fcntl
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except IsADirectoryError:
+            # a directory where the lock file belongs: no one can hold a lock on it
+            # through us, so it is set aside (kept) and the lock file made
+            set_aside(self.path)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -199,17 +200,29 @@ def test_unknown_lane(repo: Repo) -> None:
 
 def test_lane_owner_conflict(repo: Repo) -> None:
     repo.config("gate", "off")
-    owner = subprocess.Popen(["sleep", "60"])
+    # the owner: a shell that, when told to, lands from a process it starts (a child of
+    # the recorded owner, which owner_conflict accepts through the process lineage)
+    owner = subprocess.Popen(
+        ["sh", "-c", f"read go; {shlex.quote(sys.executable)} -m guard land alpha --json; sleep 60"],
+        cwd=repo.path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         r = repo.jlane("create", "alpha", "--owner-pid", str(owner.pid))
         assert r.rc == 0, r.stderr
         path = Path(r.json["lane"]["path"])
-        repo.commit(path, "a.txt", "a\n")
+        tip = repo.commit(path, "a.txt", "a\n")
         j = refused(repo, "lane_owner_conflict", "alpha")
         assert j["details"]["owner_pid"] == owner.pid  # type: ignore[index]
         # the owner itself (or a process it started) may land
-        me = repo.jlane("land", "alpha", env={"GITLANE_OWNER_PID": str(owner.pid)})
-        assert me.code == "landed", me.stdout
+        assert owner.stdin is not None and owner.stdout is not None
+        owner.stdin.write("go\n")
+        owner.stdin.flush()
+        me = json.loads(owner.stdout.readline())
+        assert me["code"] == "landed", me
+        assert repo.sha() == tip
     finally:
         owner.kill()
         owner.wait()

@@ -271,8 +271,10 @@ def test_corrupt_state_never_crashes_and_reconcile_repairs(repo: Repo) -> None:
     r = repo.jlane("create")
     assert r.rc == 0, r.stderr
     assert r.json["lane"]["key"] == "adhoc-1"
+    # alpha's record is there, unreadable: the key is not free, reconcile re-derives it
     r = repo.jlane("create", "alpha")
-    assert (r.rc, r.code) == (1, "branch_exists")
+    assert (r.rc, r.code) == (1, "state_corrupt")
+    assert r.json["next"][0] == "git lane reconcile"
     assert repo.sha("refs/heads/lane/alpha") == repo.sha()
 
     warned = {(e["code"], e["path"]) for e in events(repo) if e["kind"] == "warning"}
@@ -305,7 +307,8 @@ lane_records = st.builds(
     LaneRecord,
     key=st.from_regex(r"\A[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\Z"),
     branch=st.just(""),  # filled in below: always lane/<key>
-    path=texts,
+    # a lane's worktree: an absolute path without NUL (anything else is corrupt)
+    path=texts.filter(lambda t: "\0" not in t).map(lambda t: "/" + t),
     created_at=texts,
     status=st.sampled_from(["active", "orphaned", "released"]),
     goal=opt_texts,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from guard import config as cfgmod
 from guard import lane
+from guard.git import q
 from guard.errors import Refusal
 from guard.repo import Repo
 from guard.results import ConfigList, ConfigValue
@@ -18,6 +19,10 @@ def _file(repo: Repo | None, user: bool) -> Path:
     return repo.store.config_path
 
 
+def _user(user: bool) -> str:
+    return "--user " if user else ""
+
+
 def get(repo: Repo, key: str) -> ConfigValue:
     if key not in cfgmod.KEYS:
         raise Refusal("invalid_config", f"unknown key {key}", next=["git lane config list"], details={"key": key})
@@ -27,7 +32,7 @@ def get(repo: Repo, key: str) -> ConfigValue:
 
 def set_(repo: Repo | None, key: str, value: str, user: bool) -> ConfigValue:
     """`repo` is None for `--user` outside any repository (nothing to log into then)."""
-    lane.forbid_worker("config set")
+    lane.forbid_worker("config set", f"git lane config set {_user(user)}{q(key)} {q(value)}")
     parsed = cfgmod.parse_value(key, value)
     path = _file(repo, user)
     cfgmod.write(path, key, parsed)
@@ -37,7 +42,7 @@ def set_(repo: Repo | None, key: str, value: str, user: bool) -> ConfigValue:
 
 
 def unset(repo: Repo | None, key: str, user: bool) -> ConfigValue:
-    lane.forbid_worker("config unset")
+    lane.forbid_worker("config unset", f"git lane config unset {_user(user)}{q(key)}")
     cfgmod.parse_value(key, "x")  # unknown key refusal
     path = _file(repo, user)
     cfgmod.write(path, key, None)

@@ -3,8 +3,6 @@ under worktrees_root, registered under the registry lock."""
 
 from __future__ import annotations
 
-import os
-
 from guard import git, lane, policy, procs
 from guard.errors import Refusal
 from guard.repo import Repo
@@ -22,8 +20,8 @@ def run(repo: Repo, key: str | None = None, goal: str | None = None, owner_pid: 
     cfg = repo.config
     main_sha = repo.main_sha()
     root = lane.worktrees_root(repo)
-    if owner_pid is None and os.environ.get("GITLANE_OWNER_PID", "").isdigit():
-        owner_pid = int(os.environ["GITLANE_OWNER_PID"])
+    # the owner is only what the owner names here (checked live); never taken from the
+    # environment, which any process can set
     owner_start = procs.start_time(owner_pid) if owner_pid else None
     if owner_pid and owner_start is None:
         raise Refusal(
@@ -54,6 +52,8 @@ def run(repo: Repo, key: str | None = None, goal: str | None = None, owner_pid: 
         if key is None:
             key = policy.auto_key(prefix, taken)
             lane.check_key(key)
+        if key not in records and repo.store.lane_file_exists(key):
+            raise lane.corrupt_refusal(repo, key)  # a record is there, unreadable: not free
         rec = records.get(key)
         if rec is not None and rec.status != "released":
             raise Refusal(

@@ -92,11 +92,11 @@ def run(keep: bool = False, quiet: bool = False) -> DemoResult:
         d.git("init", "-q", "-b", "main")
         (d.hub / "greet.py").write_text(GREET_V0)
         (d.hub / "check.py").write_text(CHECK)
-        (d.hub / ".gitignore").write_text("__pycache__/\n")  # the gate's imports write bytecode
+        (d.hub / ".gitignore").write_text("__pycache__/\n")  # bytecode a gate without -B would write
         d.git("add", "greet.py", "check.py", ".gitignore")
         d.git("commit", "-q", "-m", "greet: first version")
         d.lane("config", "set", "worktrees_root", str(root / "lanes"))
-        d.lane("config", "set", "gate_command", f"{shlex.quote(sys.executable)} check.py")
+        d.lane("config", "set", "gate_command", f"{shlex.quote(sys.executable)} -B check.py")
         d.say("Install the hooks: from now on nothing but `git lane land` moves main.")
         d.lane("install")
         (d.hub / "greet.py").write_text(GREET_A)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from guard import git
+from guard import git, lane
 from guard.errors import Refusal
 from guard.hookcheck import PY_LINE, render_hook
 from guard.repo import Repo
@@ -228,6 +228,10 @@ def plan(d: Path, name: str) -> Plan:
 
 
 def run(repo: Repo, force: bool = False, use_hooks_path: bool = False) -> InstallResult:
+    # Refused to workers even without --force: the hooks embed the Python that runs
+    # them, so a worker re-installing "the same" hooks from its own interpreter (a venv
+    # in its lane) would have every later hook run code the lane controls.
+    lane.forbid_worker("install", "git lane install" + (" --hooks-path" if use_hooks_path else ""))
     d = target_dir(repo, use_hooks_path)
     plans = [plan(d, n) for n in HOOKS]
     conflicts = [c for p in plans for c in p.conflicts]
@@ -341,6 +345,7 @@ def _uninstall_dir(d: Path) -> list[dict[str, Any]]:
 
 
 def uninstall(repo: Repo) -> InstallResult:
+    lane.forbid_worker("uninstall")
     dirs = [common_hooks_dir(repo)]
     hp = hooks_path_setting(repo)
     if hp is not None and Path(hp.value).is_absolute() and Path(hp.value).is_dir():

@@ -18,7 +18,7 @@ from guard.store import LaneRecord, now_iso
 
 def run(repo: Repo) -> ReconcileResult:
     lane.forbid_worker("reconcile")
-    changes: list[dict[str, Any]] = []
+    changes: list[dict[str, Any]] = repo.store.repair_layout()  # directories where files belong
     changes.extend(landing.recover(repo))
     changes.extend(lock.clear_dead(repo))
     with lane.registry_lock(repo):

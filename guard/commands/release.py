@@ -1,85 +1,195 @@
 """`git lane release KEY`: remove a lane's worktree and branch (G11: never while it holds
-unlanded or uncommitted work, unless `--confirm yes-discard-lane`; a dirty lane that is
-kept is `git worktree lock`ed)."""
+unlanded or uncommitted work, ignored files or commits kept only under its per-worktree
+refs, unless `--confirm yes-discard-lane`; a lane with such work that is kept is
+`git worktree lock`ed).
+
+Release works on what it inspected, and only on that: it runs under the registry lock
+(one release, create or reconcile at a time; a second release of the lane finds it
+released) and the integration lock (no land of any lane meanwhile: a land whose worktree
+vanished under its gate would fail), and it freezes the lane while it looks and removes
+(it holds the worktree's `index.lock`, so no `git commit`, `add` or `checkout` in the lane
+can slip in between). The branch is deleted by compare-and-swap against the tip it
+inspected; if anything moved the branch meanwhile, the removed worktree is put back and
+nothing is deleted."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
-from guard import git, lane
+from guard import git, lane, lock
 from guard.errors import Refusal
 from guard.lane import CONFIRM, LOCK_REASON
 from guard.repo import Repo
 from guard.results import ReleaseResult
-from guard.store import now_iso
+from guard.store import FileLock, LaneRecord, now_iso
 
-ZERO = "0" * 40
+
+@dataclass
+class Work:
+    """What releasing the lane would lose, as inspected (frozen) just before removal."""
+
+    tip: str | None
+    unlanded: list[str] = field(default_factory=list)
+    dirty: list[str] = field(default_factory=list)
+    rebase: bool = False
+    head: str | None = None  # a detached HEAD's commit
+    detached: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+    worktree_refs: list[dict[str, object]] = field(default_factory=list)
+
+    def any(self) -> bool:
+        return bool(
+            self.unlanded
+            or self.dirty
+            or self.rebase
+            or self.detached
+            or self.ignored
+            or self.worktree_refs
+        )
 
 
 def run(repo: Repo, key: str | None, confirm: str | None = None) -> ReleaseResult:
-    lane.forbid_worker("release")
+    own = key or lane.bound_lane()
+    lane.forbid_worker("release", f"git lane release {git.q(own)}" if own else "git lane status")
     if key is None:
-        raise Refusal("unknown_lane", "release needs a lane key", next=["git lane status", "git lane release <KEY>"])
-    rec = lane.get(repo, key)
-    if rec.status == "released":
-        return {"ok": True, "code": "already_released", "lane": key}
-    lane.owner_conflict(repo, rec, "release")
-    common = repo.common_dir
+        raise Refusal(
+            "unknown_lane",
+            "release needs a lane key",
+            next=["git lane status", "git lane release <KEY>"],
+        )
+    lane.check_key(key)
+    with lane.registry_lock(repo):
+        # read under the lock: a release that ran meanwhile left the record released
+        rec = lane.get(repo, key)
+        if rec.status == "released":
+            return {"ok": True, "code": "already_released", "lane": key}
+        lane.owner_conflict(repo, rec, "release")
+        integration = FileLock(lock.flock_path(repo))
+        if not integration.acquire(timeout=0):
+            raise Refusal(
+                "lock_busy",
+                f"a land holds the integration lock; lane {key} is not released while a land runs",
+                next=["git lane status", f"git lane release {key}"],
+                details={
+                    "lane": key,
+                    "holder": h.public() if (h := lock.read_owner(repo)) is not None else None,
+                },
+            )
+        try:
+            return _release(repo, rec, confirm == CONFIRM)
+        finally:
+            integration.release()
+
+
+def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
+    key, common = rec.key, repo.common_dir
     main_sha = repo.main_sha()
     branch_ref = f"refs/heads/{rec.branch}"
-    tip = repo.ref_sha(branch_ref)
     wt = git.by_path(repo.worktrees()).get(os.path.realpath(rec.path))
     present = wt is not None and wt.exists
-    unlanded: list[str] = []
-    if tip is not None and not git.is_ancestor(common, tip, main_sha):
-        unlanded = git.run(["log", "--format=%h %s", f"{main_sha}..{tip}"], common).lines()
-    dirty = git.dirty_paths(rec.path) if present else []
-    rebase = present and git.rebase_in_progress(rec.path)
-    # commits made on a detached HEAD in the lane are on no branch: removing the worktree
-    # (and with it HEAD's reflog) would lose them silently
-    head = wt.head if present and wt is not None and wt.branch is None and not rebase else None
-    detached: list[str] = []
-    if head and head.strip("0"):
-        detached = git.run(["log", "--format=%h %s", head, "--not", main_sha, *([tip] if tip else [])], common).lines()
-    g11_keep_work(repo, key, rec.path, rec.branch, present, confirm == CONFIRM, unlanded, dirty, rebase, detached, tip, head)
-    if present:
-        if confirm == CONFIRM:
-            git.run(["worktree", "unlock", rec.path], common, check=False)
-            git.run(["worktree", "remove", "--force", "--force", rec.path], common)
-        else:
-            _remove_clean_worktree(repo, key, rec.path)
-    elif wt is not None:
-        git.run(["worktree", "remove", "--force", rec.path], common, check=False)
-    if tip is not None:
-        hub = repo.hub()
-        if not unlanded and hub is not None:
-            git.run(["branch", "-d", rec.branch], hub.path)
-        else:
-            # CAS delete: only the tip we inspected above is dropped
-            git.run(["update-ref", "-m", f"git-lane: release {key}", "-d", branch_ref, tip], common)
-    new = replace(rec, status="released", released_at=now_iso(), released_tip=tip, owner_pid=None, owner_start=None)
+    frozen = _freeze(repo, key, rec.path, confirmed) if present else None
+    try:
+        work = _inspect(repo, rec, wt if present else None, main_sha)
+        g11_keep_work(repo, key, rec.path, rec.branch, present, confirmed, work)
+        if present:
+            if confirmed:
+                git.run(["worktree", "unlock", rec.path], common, check=False)
+                res = git.run(
+                    ["worktree", "remove", "--force", "--force", rec.path], common, check=False
+                )
+                if not res.ok:
+                    raise _remove_failed(key, rec.path, res.stderr)
+            else:
+                _remove_clean_worktree(repo, key, rec.path)
+        elif wt is not None:
+            git.run(["worktree", "remove", "--force", rec.path], common, check=False)
+        if work.tip is not None:
+            # CAS delete: only the tip inspected above is dropped
+            res = git.run(
+                ["update-ref", "-m", f"git-lane: release {key}", "-d", branch_ref, work.tip],
+                common,
+                check=False,
+            )
+            if not res.ok:
+                raise _changed(repo, rec, work.tip, present)
+    finally:
+        _thaw(frozen)
+    new = replace(
+        rec,
+        status="released",
+        released_at=now_iso(),
+        released_tip=work.tip,
+        owner_pid=None,
+        owner_start=None,
+    )
     repo.store.write_lane(new)
+    detached_head = work.head if work.detached else None
     repo.store.event(
         "release",
         lane=key,
         code="released",
-        tip=tip,
-        discarded_commits=unlanded,
-        discarded_paths=dirty[:200],
-        discarded_head=head if detached else None,
+        tip=work.tip,
+        discarded_commits=work.unlanded,
+        discarded_paths=work.dirty[:200],
+        discarded_head=detached_head,
+        discarded_ignored=work.ignored[:200],
+        discarded_worktree_refs=work.worktree_refs,
     )
     return {
         "ok": True,
         "code": "released",
         "lane": key,
-        "tip": tip,
-        "discarded_commits": unlanded,
-        "discarded_paths": dirty,
-        "discarded_detached": detached,
-        "recover": f"git branch {rec.branch} {tip}" if unlanded and tip else None,
-        "recover_detached": f"git branch {rec.branch}-detached {head}" if detached else None,
+        "tip": work.tip,
+        "discarded_commits": work.unlanded,
+        "discarded_paths": work.dirty,
+        "discarded_detached": work.detached,
+        "discarded_ignored": work.ignored,
+        "discarded_worktree_refs": work.worktree_refs,
+        "recover": f"git branch {rec.branch} {work.tip}" if work.unlanded and work.tip else None,
+        "recover_detached": f"git branch {rec.branch}-detached {detached_head}"
+        if detached_head
+        else None,
+        "recover_worktree_refs": [
+            f"git branch {git.q(rec.branch + '-' + str(r['ref']).removeprefix('refs/worktree/').replace('/', '-'))} {r['sha']}"
+            for r in work.worktree_refs
+        ],
     }
+
+
+def _inspect(repo: Repo, rec: LaneRecord, wt: git.Worktree | None, main_sha: str) -> Work:
+    common = repo.common_dir
+    work = Work(tip=repo.ref_sha(f"refs/heads/{rec.branch}"))
+    if work.tip is not None and not git.is_ancestor(common, work.tip, main_sha):
+        work.unlanded = git.run(
+            ["log", "--format=%h %s", f"{main_sha}..{work.tip}"], common
+        ).lines()
+    if wt is None:
+        return work
+    keep = [main_sha, *([work.tip] if work.tip else [])]
+    work.dirty = git.dirty_paths(rec.path)
+    work.rebase = git.rebase_in_progress(rec.path)
+    # commits made on a detached HEAD in the lane are on no branch: removing the worktree
+    # (and with it HEAD's reflog) would lose them silently
+    work.head = wt.head if wt.branch is None and not work.rebase else None
+    if work.head and work.head.strip("0"):
+        work.detached = git.run(
+            ["log", "--format=%h %s", work.head, "--not", *keep], common
+        ).lines()
+    # ignored files (.env, build outputs) are in no commit and `worktree remove` deletes
+    # them without a word; an ignored directory is named once, with its trailing slash
+    work.ignored = git.run(
+        ["ls-files", "--others", "--ignored", "--exclude-standard", "--directory", "-z"],
+        rec.path,
+        env={"GIT_OPTIONAL_LOCKS": "0"},
+    ).z()
+    # refs/worktree/* belong to this worktree alone: they go with it
+    for ref, sha in git.refs(rec.path, "refs/worktree/").items():
+        n = int(git.run(["rev-list", "--count", sha, "--not", *keep], common).stdout.strip() or 0)
+        if n:
+            work.worktree_refs.append({"ref": ref, "sha": sha, "commits": n})
+    return work
 
 
 def g11_keep_work(
@@ -89,40 +199,121 @@ def g11_keep_work(
     branch: str,
     present: bool,
     confirmed: bool,
-    unlanded: list[str],
-    dirty: list[str],
-    rebase: bool,
-    detached: list[str],
-    tip: str | None,
-    head: str | None,
+    work: Work,
 ) -> None:
-    """G11: a lane with unlanded or uncommitted work is never removed unconfirmed; a dirty
-    one that is kept is `git worktree lock`ed so no prune takes it either."""
-    if not (unlanded or dirty or rebase or detached) or confirmed:
+    """G11: a lane with unlanded commits, uncommitted or ignored files, or commits only its
+    per-worktree refs hold is never removed unconfirmed; one that is kept is `git worktree
+    lock`ed so no prune takes it either."""
+    if not work.any() or confirmed:
         return
-    if dirty and present:
+    if (work.dirty or work.ignored or work.worktree_refs) and present:
         git.run(["worktree", "lock", "--reason", LOCK_REASON, path], repo.common_dir, check=False)
     what = []
-    if unlanded:
-        what.append(f"{len(unlanded)} unlanded commit(s) on {branch}")
-    if dirty:
-        what.append(f"{len(dirty)} uncommitted path(s) in {path}")
-    if rebase:
+    if work.unlanded:
+        what.append(f"{len(work.unlanded)} unlanded commit(s) on {branch}")
+    if work.dirty:
+        what.append(f"{len(work.dirty)} uncommitted path(s) in {path}")
+    if work.rebase:
         what.append("a sync in progress")
-    if detached:
-        what.append(f"{len(detached)} commit(s) on a detached HEAD in {path}")
+    if work.detached:
+        what.append(f"{len(work.detached)} commit(s) on a detached HEAD in {path}")
+    if work.ignored:
+        what.append(f"{len(work.ignored)} ignored path(s) ({', '.join(work.ignored[:5])})")
+    if work.worktree_refs:
+        refs = ", ".join(str(r["ref"]) for r in work.worktree_refs[:5])
+        what.append(f"commits that only its per-worktree refs hold ({refs})")
     raise Refusal(
         "unlanded_work",
         f"lane {key} has " + " and ".join(what) + "; releasing would lose them",
         next=[f"git lane land {key}", f"git lane release {key} --confirm {CONFIRM}"],
         details={
             "lane": key,
-            "commits": unlanded[:50],
-            "dirty_paths": dirty[:50],
-            "detached_commits": detached[:50],
-            "tip": tip,
-            "head": head,
+            "commits": work.unlanded[:50],
+            "dirty_paths": work.dirty[:50],
+            "detached_commits": work.detached[:50],
+            "ignored_paths": work.ignored[:50],
+            "worktree_refs": work.worktree_refs[:50],
+            "tip": work.tip,
+            "head": work.head,
         },
+    )
+
+
+# -- freezing the lane while it is looked at and removed --------------------------------------
+def _freeze(repo: Repo, key: str, path: str, confirmed: bool) -> tuple[Path, int] | None:
+    """Take the lane worktree's index.lock (what every git command that writes the index
+    or HEAD of the lane takes first), so nothing committed there after the inspection can
+    be lost by the removal. A lock already there means a git command is at work in the
+    lane: refused, unless the owner confirmed the discard."""
+    gd = git.worktree_git_dir(path)
+    if gd is None:
+        return None
+    lk = gd / "index.lock"
+    try:
+        fd = os.open(lk, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        if confirmed:
+            return None
+        raise Refusal(
+            "lane_busy",
+            f"a git command is writing in lane {key} (its {lk} exists); nothing was released",
+            next=[f"git lane release {key}"],
+            alternatives=[f"rm {git.q(lk)} && git lane release {key}"],
+            details={"lane": key, "index_lock": str(lk)},
+        ) from None
+    except OSError:
+        return None  # an admin dir we cannot write: git's own checks still apply
+    try:
+        ino = os.fstat(fd).st_ino
+    finally:
+        os.close(fd)
+    return lk, ino
+
+
+def _thaw(frozen: tuple[Path, int] | None) -> None:
+    """Drop the index.lock taken by _freeze, if it is still ours (removal took the admin
+    directory, and with it the lock, when the release went through)."""
+    if frozen is None:
+        return
+    lk, ino = frozen
+    try:
+        if os.lstat(lk).st_ino == ino:
+            os.unlink(lk)
+    except OSError:
+        pass
+
+
+# -- refusals after the inspection ----------------------------------------------------------
+def _changed(repo: Repo, rec: LaneRecord, tip: str, removed: bool) -> Refusal:
+    """The branch moved after it was inspected: it is kept, and a worktree already removed
+    (it was clean, or its discard confirmed) is checked out again at the branch."""
+    now = repo.ref_sha(f"refs/heads/{rec.branch}")
+    restored = False
+    if removed and now is not None:
+        res = git.run(["worktree", "add", "-q", rec.path, rec.branch], repo.common_dir, check=False)
+        restored = res.ok
+        if restored:
+            lane.write_marker(repo, rec.path, rec.key)
+    return Refusal(
+        "lane_changed_during_release",
+        f"lane {rec.key}'s branch moved from {tip[:12]} to {str(now)[:12]} while it was being released; "
+        "the branch was kept" + (" and its worktree put back" if restored else ""),
+        next=[f"git lane status {rec.key}", f"git lane release {rec.key}"],
+        details={
+            "lane": rec.key,
+            "tip_inspected": tip,
+            "tip_now": now,
+            "worktree_restored": restored,
+        },
+    )
+
+
+def _remove_failed(key: str, path: str, stderr: str) -> Refusal:
+    return Refusal(
+        "worktree_remove_failed",
+        f"git could not remove the worktree of lane {key}: {stderr.strip()[:300]}",
+        next=[f"git -C {git.q(path)} status", f"git lane release {key} --confirm {CONFIRM}"],
+        details={"lane": key, "path": path, "stderr": stderr},
     )
 
 
@@ -132,7 +323,11 @@ def _remove_clean_worktree(repo: Repo, key: str, path: str) -> None:
     respected; whatever else makes git refuse is a refusal, not a crash."""
     gd = git.worktree_git_dir(path)
     try:
-        reason = (gd / "locked").read_text().strip() if gd is not None and (gd / "locked").is_file() else None
+        reason = (
+            (gd / "locked").read_text().strip()
+            if gd is not None and (gd / "locked").is_file()
+            else None
+        )
     except OSError:
         reason = ""
     common = repo.common_dir
@@ -149,9 +344,4 @@ def _remove_clean_worktree(repo: Repo, key: str, path: str) -> None:
     if not res.ok:
         if reason == LOCK_REASON:
             git.run(["worktree", "lock", "--reason", LOCK_REASON, path], common, check=False)
-        raise Refusal(
-            "worktree_remove_failed",
-            f"git could not remove the worktree of lane {key}: {res.stderr.strip()[:300]}",
-            next=[f"git -C {git.q(path)} status", f"git lane release {key} --confirm {CONFIRM}"],
-            details={"lane": key, "path": path, "stderr": res.stderr},
-        )
+        raise _remove_failed(key, path, res.stderr)
