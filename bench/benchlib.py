@@ -11,7 +11,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def sh(argv: list[str], cwd: Path, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[bytes]:
+def sh(
+    argv: list[str], cwd: Path, env: dict[str, str], check: bool = True
+) -> subprocess.CompletedProcess[bytes]:
     res = subprocess.run(argv, cwd=cwd, env=env, capture_output=True)
     if check and res.returncode != 0:
         sys.exit(f"failed: {' '.join(argv)} in {cwd}\n{res.stderr.decode(errors='replace')}")

@@ -65,14 +65,20 @@ class Bench:
         self._make_repo(files)
 
     def git(self, *args: str, cwd: Path | None = None) -> str:
-        res = subprocess.run([GIT, *args], cwd=cwd or self.hub, env=self.env, capture_output=True, text=True)
+        res = subprocess.run(
+            [GIT, *args], cwd=cwd or self.hub, env=self.env, capture_output=True, text=True
+        )
         if res.returncode != 0:
             raise SystemExit(f"git {' '.join(args)} failed:\n{res.stderr}")
         return res.stdout.strip()
 
     def lane(self, *args: str) -> dict[str, object]:
         res = subprocess.run(
-            [sys.executable, "-m", "guard", *args, "--json"], cwd=self.hub, env=self.env, capture_output=True, text=True
+            [sys.executable, "-m", "guard", *args, "--json"],
+            cwd=self.hub,
+            env=self.env,
+            capture_output=True,
+            text=True,
         )
         out: dict[str, object] = json.loads(res.stdout)
         if not out.get("ok"):
@@ -123,14 +129,29 @@ class Bench:
         old = self.git("rev-parse", "refs/heads/main")
         idx = self.root / f"floor-{tag}.index"
         env = {**self.env, "GIT_INDEX_FILE": str(idx)}
-        blob = subprocess.run([GIT, "hash-object", "-w", "--stdin"], cwd=self.hub, env=env, input=f"{tag}\n",
-                              capture_output=True, text=True, check=True).stdout.strip()
-        for args in (["read-tree", old], ["update-index", "--add", "--cacheinfo",
-                                          f"100644,{blob},d{self.n % 100:03d}/floor-{tag}.txt"]):
+        blob = subprocess.run(
+            [GIT, "hash-object", "-w", "--stdin"],
+            cwd=self.hub,
+            env=env,
+            input=f"{tag}\n",
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for args in (
+            ["read-tree", old],
+            [
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                f"100644,{blob},d{self.n % 100:03d}/floor-{tag}.txt",
+            ],
+        ):
             subprocess.run([GIT, *args], cwd=self.hub, env=env, check=True)
         self.n += 1
-        tree = subprocess.run([GIT, "write-tree"], cwd=self.hub, env=env, capture_output=True, text=True,
-                              check=True).stdout.strip()
+        tree = subprocess.run(
+            [GIT, "write-tree"], cwd=self.hub, env=env, capture_output=True, text=True, check=True
+        ).stdout.strip()
         tip = self.git("commit-tree", "-p", old, "-m", f"floor {tag}", tree)
         idx.unlink()
         t0 = time.perf_counter()
@@ -186,7 +207,9 @@ class Bench:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--files", type=int, default=20_000)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--lanes", type=int, default=10)
@@ -209,20 +232,28 @@ def main() -> None:
         print(f"floor (is-ancestor + update-ref CAS + read-tree -m -u): {mf * 1000:7.1f} ms")
         print(f"ratio: {mo / mf:.2f}x (target <= 2x)")
         py, st = b.context(args.reps)
-        print(f"  context, same run: interpreter start {py * 1000:.1f} ms; lane `git status` (G2) "
-              f"{st * 1000:.1f} ms; floor + both {(mf + py + st) * 1000:.1f} ms -> ratio to that "
-              f"{mo / (mf + py + st):.2f}x")
+        print(
+            f"  context, same run: interpreter start {py * 1000:.1f} ms; lane `git status` (G2) "
+            f"{st * 1000:.1f} ms; floor + both {(mf + py + st) * 1000:.1f} ms -> ratio to that "
+            f"{mo / (mf + py + st):.2f}x"
+        )
 
         if args.lanes <= 0:
             return
         total = b.ours_lanes(args.lanes)
         ftotal = b.floor_lanes(args.lanes)
-        print(f"{args.lanes} lanes synced + landed back to back: {total:.2f}s "
-              f"({total / args.lanes * 1000:.0f} ms per lane)")
-        print(f"{args.lanes} by hand (rebase + floor): {ftotal:.2f}s "
-              f"({ftotal / args.lanes * 1000:.0f} ms per lane)")
-        print(f"overhead per land over the floor: {(total - ftotal) / args.lanes * 1000:.0f} ms "
-              f"(ratio {total / ftotal:.2f}x)")
+        print(
+            f"{args.lanes} lanes synced + landed back to back: {total:.2f}s "
+            f"({total / args.lanes * 1000:.0f} ms per lane)"
+        )
+        print(
+            f"{args.lanes} by hand (rebase + floor): {ftotal:.2f}s "
+            f"({ftotal / args.lanes * 1000:.0f} ms per lane)"
+        )
+        print(
+            f"overhead per land over the floor: {(total - ftotal) / args.lanes * 1000:.0f} ms "
+            f"(ratio {total / ftotal:.2f}x)"
+        )
     finally:
         if args.keep:
             print(f"kept {root}")

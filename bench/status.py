@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 from benchlib import hermetic_env, sh  # noqa: E402
+
 TARGET = 1.5
 # not needed to show status (psutil only when a lane records an owner; none does here)
 UNUSED = ("plumbum", "psutil", "tomli_w", "secrets", "hmac", "tempfile", "traceback", "hashlib")

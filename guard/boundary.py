@@ -20,7 +20,9 @@ EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 StateDir = Callable[[], Path | None]
 
 
-def guarded(body: Callable[[], int], argv: Sequence[str], want_json: Callable[[], bool], state_dir: StateDir) -> int:
+def guarded(
+    body: Callable[[], int], argv: Sequence[str], want_json: Callable[[], bool], state_dir: StateDir
+) -> int:
     """Run `body` (which returns an exit status) behind the boundary."""
     try:
         return body()
@@ -33,10 +35,17 @@ def guarded(body: Callable[[], int], argv: Sequence[str], want_json: Callable[[]
         where = crash(exc, argv, state_dir)
         if want_json():
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            out = {"ok": False, "code": "internal_error", "message": first, "next": [f"cat {_q(where)}"],
-                   "details": {"crash_file": where}}
+            out = {
+                "ok": False,
+                "code": "internal_error",
+                "message": first,
+                "next": [f"cat {_q(where)}"],
+                "details": {"crash_file": where},
+            }
             sys.stdout.write(json.dumps(out) + "\n")
-        sys.stderr.write(f"git-lane: internal error ({type(exc).__name__}); details written to {where}\n")
+        sys.stderr.write(
+            f"git-lane: internal error ({type(exc).__name__}); details written to {where}\n"
+        )
         return EXIT_BUG
 
 
@@ -48,7 +57,12 @@ def refuse(r: Refusal, argv: Sequence[str], as_json: bool, state_dir: Path | Non
         from guard.store import Store
 
         Store(state_dir).event(
-            "refusal", lane=r.details.get("lane"), code=r.code, message=r.message, argv=list(argv), details=r.details
+            "refusal",
+            lane=r.details.get("lane"),
+            code=r.code,
+            message=r.message,
+            argv=list(argv),
+            details=r.details,
         )
 
 

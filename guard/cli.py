@@ -41,7 +41,9 @@ class Ctx:
 _state: dict[str, Ctx] = {}
 
 
-def emit(ctx: Ctx, result: Mapping[str, Any], how: Callable[[Mapping[str, Any]], str] = render.generic) -> None:
+def emit(
+    ctx: Ctx, result: Mapping[str, Any], how: Callable[[Mapping[str, Any]], str] = render.generic
+) -> None:
     if ctx.json:
         sys.stdout.write(json.dumps(result, sort_keys=True, default=str) + "\n")
         return
@@ -57,7 +59,14 @@ def json_option(f: Callable[..., Any]) -> Callable[..., Any]:
         if value:
             c.find_object(Ctx).json = True  # type: ignore[union-attr]
 
-    return click.option("--json", "as_json", is_flag=True, expose_value=False, callback=cb, help="Print one JSON object.")(f)
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        expose_value=False,
+        callback=cb,
+        help="Print one JSON object.",
+    )(f)
 
 
 pass_ctx = click.make_pass_decorator(Ctx)
@@ -168,8 +177,16 @@ def _gate_tick(seconds: float) -> None:
 
 @cli.command()
 @click.argument("key", required=False)
-@click.option("--wait", "wait", is_flag=False, flag_value=-1.0, type=float, default=None, metavar="[SECONDS]",
-              help="Wait for the integration lock (for ever, or SECONDS).")
+@click.option(
+    "--wait",
+    "wait",
+    is_flag=False,
+    flag_value=-1.0,
+    type=float,
+    default=None,
+    metavar="[SECONDS]",
+    help="Wait for the integration lock (for ever, or SECONDS).",
+)
 @json_option
 @pass_ctx
 def land(ctx: Ctx, key: str | None, wait: float | None) -> None:
@@ -257,13 +274,19 @@ def log_cmd(ctx: Ctx, lane: str | None, since: str | None, limit: int | None) ->
     if since is not None:
         t0 = cmd.parse_since(since)
         if t0 is None:
-            raise click.BadParameter("use a duration (30m, 2h, 1d) or an ISO time (2026-11-30T10:00)")
+            raise click.BadParameter(
+                "use a duration (30m, 2h, 1d) or an ISO time (2026-11-30T10:00)"
+            )
     emit(ctx, cmd.run(ctx.repo, lane, t0, limit), render.log)
 
 
 # -- hooks and health ---------------------------------------------------------------------
 @cli.command()
-@click.option("--force", is_flag=True, help="When a foreign <hook> and <hook>.legacy both exist, move the .legacy aside (.bak) and chain the hook.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="When a foreign <hook> and <hook>.legacy both exist, move the .legacy aside (.bak) and chain the hook.",
+)
 @click.option("--hooks-path", is_flag=True, help="Install into core.hooksPath when it is set.")
 @json_option
 @pass_ctx
@@ -318,8 +341,18 @@ def _click(args: list[str], want_json: bool) -> int:
         return boundary.EXIT_INTERRUPTED
     except click.ClickException as e:
         if want_json:
-            sys.stdout.write(json.dumps({"ok": False, "code": "usage_error", "message": e.format_message(),
-                                         "next": ["git lane -h"], "details": {}}) + "\n")
+            sys.stdout.write(
+                json.dumps(
+                    {
+                        "ok": False,
+                        "code": "usage_error",
+                        "message": e.format_message(),
+                        "next": ["git lane -h"],
+                        "details": {},
+                    }
+                )
+                + "\n"
+            )
         e.show()
         return boundary.EXIT_USAGE
     ctx = _state.get("ctx")

@@ -62,7 +62,12 @@ def _branch(v: Any) -> str | None:
     if _str(v):
         return _str(v)
     bad = (" ", "~", "^", ":", "?", "*", "[", "\\", "..", "@{", '"', "'")
-    if any(b in v for b in bad) or any(ord(c) < 32 or ord(c) == 127 for c in v) or v.startswith(("-", "/", "refs/")) or v.endswith((".", "/", ".lock")):
+    if (
+        any(b in v for b in bad)
+        or any(ord(c) < 32 or ord(c) == 127 for c in v)
+        or v.startswith(("-", "/", "refs/"))
+        or v.endswith((".", "/", ".lock"))
+    ):
         return "must be a plain branch name such as main"
     return None
 
@@ -98,7 +103,12 @@ KEYS: dict[str, Key] = {
         Key("max_lanes", 5, _pos_int, "active lanes at most"),
         Key("worktrees_root", None, _str, "where lane checkouts live"),
         Key("allow_in_repo_worktrees", False, _bool, "allow worktrees_root inside the repository"),
-        Key("worker_land", "deny", _one_of("deny", "allow"), '"allow": a worker may land its own lane'),
+        Key(
+            "worker_land",
+            "deny",
+            _one_of("deny", "allow"),
+            '"allow": a worker may land its own lane',
+        ),
         Key("sandbox", "off", _one_of("off", "best-effort", "required"), "default for exec"),
         Key("sandbox_writable", [], _str_list, "extra writable paths for sandboxed CLIs"),
     )

@@ -238,7 +238,11 @@ def shallow_cut(cwd: Where, shas: Sequence[str]) -> list[str]:
     if not shas:
         return []
     # --shallow-file "": git reads commits as they are, not as the shallow file cuts them
-    res = run(["--shallow-file", "", "log", "--no-walk", "--ignore-missing", "--format=%H %P", *shas], cwd, check=False)
+    res = run(
+        ["--shallow-file", "", "log", "--no-walk", "--ignore-missing", "--format=%H %P", *shas],
+        cwd,
+        check=False,
+    )
     parents: dict[str, list[str]] = {}
     for ln in res.lines():
         sha, *ps = ln.split()
@@ -246,7 +250,11 @@ def shallow_cut(cwd: Where, shas: Sequence[str]) -> list[str]:
     wanted = sorted({p for ps in parents.values() for p in ps})
     if not wanted:
         return []
-    check = run(["cat-file", "--batch-check=%(objectname) %(objecttype)"], cwd, input="\n".join(wanted) + "\n")
+    check = run(
+        ["cat-file", "--batch-check=%(objectname) %(objecttype)"],
+        cwd,
+        input="\n".join(wanted) + "\n",
+    )
     present = {ln.split()[0] for ln in check.lines() if ln.endswith(" commit")}
     return [sha for sha, ps in parents.items() if any(p in present for p in ps)]
 

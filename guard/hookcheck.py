@@ -161,7 +161,9 @@ def staged_marker_hits(cwd: str | None = None) -> list[MarkerHit]:
         if not blob.ok:
             continue
         data = blob.stdout.encode("utf-8", "surrogateescape")
-        hits.extend(MarkerHit(name, n) for n in added_blocks(data, added, sizes.get(name, MARKER_SIZE)))
+        hits.extend(
+            MarkerHit(name, n) for n in added_blocks(data, added, sizes.get(name, MARKER_SIZE))
+        )
     return hits
 
 
@@ -222,9 +224,7 @@ def cmd_notice(key: str, main: str) -> int:
 
     repo = Repo.discover(os.getcwd())
     main_sha = repo.ref_sha(f"refs/heads/{main}")
-    head = git.run(
-        ["rev-parse", "-q", "--verify", "HEAD^{commit}"], None, check=False, scrub=False
-    )
+    head = git.run(["rev-parse", "-q", "--verify", "HEAD^{commit}"], None, check=False, scrub=False)
     tip = head.stdout.strip() if head.ok else None  # this worktree's HEAD, not the hub's
     if main_sha is None or tip is None:
         return 0
@@ -318,7 +318,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # a bug here exits 3 with a crash file: the sh hook treats any status but 0 and
     # REFUSED as "could not check"
-    return boundary.guarded(lambda: _dispatch(args[0], args[1:]), ["git-lane-hook", *args], lambda: False, state_dir)
+    return boundary.guarded(
+        lambda: _dispatch(args[0], args[1:]), ["git-lane-hook", *args], lambda: False, state_dir
+    )
 
 
 def entry() -> None:

@@ -31,9 +31,13 @@ LAND_MESSAGE = "git-lane: land "  # update-ref -m of every land: main's reflog n
 
 def _main_ref_ok(ref: str) -> bool:
     name = ref.removeprefix("refs/heads/")
-    return ref.startswith("refs/heads/") and bool(name) and not name.startswith("-") and not any(
-        c.isspace() or c in "~^:?*[\\" for c in name
-    ) and ".." not in name
+    return (
+        ref.startswith("refs/heads/")
+        and bool(name)
+        and not name.startswith("-")
+        and not any(c.isspace() or c in "~^:?*[\\" for c in name)
+        and ".." not in name
+    )
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,9 @@ class Landing:
         names = {f.name for f in fields(cls)}
         kw = {k: v for k, v in d.items() if k in names}
         for name, ok in types.items():
-            if name in kw and (not isinstance(kw[name], ok) or (isinstance(kw[name], bool) and bool not in ok)):
+            if name in kw and (
+                not isinstance(kw[name], ok) or (isinstance(kw[name], bool) and bool not in ok)
+            ):
                 raise ValueError(f"landing record: {name} has a bad value {kw[name]!r}")
         if kw.get("stage", "prepared") not in STAGES:
             raise ValueError(f"landing record: unknown stage {kw.get('stage')!r}")
@@ -258,20 +264,34 @@ def keep_last(repo: Repo) -> list[dict[str, Any]]:
     if newest is not None and newest.epoch >= ep.epoch:
         return []
     if not git.has_commit(repo.common_dir, ep.main_after):
-        return [{"action": "landed_ref_missing", "epoch": ep.epoch, "reason": f"commit {ep.main_after} is gone"}]
+        return [
+            {
+                "action": "landed_ref_missing",
+                "epoch": ep.epoch,
+                "reason": f"commit {ep.main_after} is gone",
+            }
+        ]
     try:
         held = lock.acquire(repo, ep.lane or "", "", ep.main_after)
     except Refusal as busy:
         if busy.code != "lock_busy":
             raise
-        return [{"action": "landed_ref_left", "epoch": ep.epoch, "reason": "the integration lock is held"}]
+        return [
+            {
+                "action": "landed_ref_left",
+                "epoch": ep.epoch,
+                "reason": "the integration lock is held",
+            }
+        ]
     try:
         done = landed.keep(repo, ep.epoch, ep.main_after, ep.lane)
     finally:
         lock.release(repo, held)
     if done != "created":
         return []
-    return [{"action": "landed_ref_written", "ref": landed.ref_name(ep.epoch), "sha": ep.main_after}]
+    return [
+        {"action": "landed_ref_written", "ref": landed.ref_name(ep.epoch), "sha": ep.main_after}
+    ]
 
 
 def _ambiguous(repo: Repo, message: str, main_ref: str, details: dict[str, Any]) -> Refusal:
@@ -281,7 +301,8 @@ def _ambiguous(repo: Repo, message: str, main_ref: str, details: dict[str, Any])
     path = repo.store.landing_path
     return Refusal(
         "reconcile_ambiguous",
-        message + ". Look at main and the hub; once they are as they should be, move the record aside",
+        message
+        + ". Look at main and the hub; once they are as they should be, move the record aside",
         next=[
             f"git log --oneline -5 {main_ref}",
             *([f"git -C {git.q(hub.path)} status --short"] if hub is not None else []),
@@ -331,7 +352,9 @@ def _reflog_land(repo: Repo, main_ref: str, now: str | None) -> tuple[str, str] 
     """From main's newest reflog entry: (main_before, lane) when a land moved main to where
     it is now and was never finished (no epoch and no land event for it); None when main
     was last moved otherwise or by a finished land; False when main has no reflog."""
-    res = git.run(["log", "-g", "-n1", "--format=%H%x00%gs", main_ref, "--"], repo.common_dir, check=False)
+    res = git.run(
+        ["log", "-g", "-n1", "--format=%H%x00%gs", main_ref, "--"], repo.common_dir, check=False
+    )
     new, sep, subject = res.stdout.rstrip("\n").partition("\0")
     if not res.ok or not sep or now is None:
         return False
@@ -346,7 +369,9 @@ def _reflog_land(repo: Repo, main_ref: str, now: str | None) -> tuple[str, str] 
     return (before, key) if before is not None else False
 
 
-def _recover_unreadable(repo: Repo, raw: dict[str, Any] | None, held: lock.Held) -> list[dict[str, Any]]:
+def _recover_unreadable(
+    repo: Repo, raw: dict[str, Any] | None, held: lock.Held
+) -> list[dict[str, Any]]:
     ref, before, tip, key = _salvage(raw)
     main_ref = ref or repo.main_ref
     now = repo.ref_sha(main_ref)
@@ -373,7 +398,9 @@ def _recover_unreadable(repo: Repo, raw: dict[str, Any] | None, held: lock.Held)
     aside = _set_aside(repo)
     if not isinstance(moved, tuple) or now is None:
         repo.store.event("landing_set_aside", code="state_corrupt", main=now, to=str(aside))
-        return [{"action": "landing_set_aside", "reason": "unreadable landing record", "to": str(aside)}]
+        return [
+            {"action": "landing_set_aside", "reason": "unreadable landing record", "to": str(aside)}
+        ]
     main_before, lane = moved
     d = raw or {}
     changed = git.changed_paths(repo.common_dir, main_before, now)
@@ -390,12 +417,21 @@ def _recover_unreadable(repo: Repo, raw: dict[str, Any] | None, held: lock.Held)
         paths=changed[:PATHS_CAP],
         truncated=len(changed) > PATHS_CAP,
         epoch_after=ep.epoch if ep.main_after == now else ep.epoch + 1,
-        gate=d["gate"] if isinstance(d.get("gate"), dict) else {"command": None, "status": "unknown", "seconds": 0.0},
+        gate=d["gate"]
+        if isinstance(d.get("gate"), dict)
+        else {"command": None, "status": "unknown", "seconds": 0.0},
     )
     lock.name_move(repo, held, main_before=main_before, tip=now)
     finish(repo, txn, recovered=True)
     lock.name_move(repo, held, main_before="", tip="")
-    return [{"action": "landing_completed", "lane": lane, "main_after": now, "record_set_aside": str(aside)}]
+    return [
+        {
+            "action": "landing_completed",
+            "lane": lane,
+            "main_after": now,
+            "record_set_aside": str(aside),
+        }
+    ]
 
 
 def repair_epoch(repo: Repo) -> None:

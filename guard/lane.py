@@ -136,7 +136,9 @@ def owner_conflict(repo: Repo, rec: LaneRecord, action: str) -> None:
     raise Refusal(
         "lane_owner_conflict",
         f"lane {rec.key} belongs to live process {rec.owner_pid}; only it may {action} the lane",
-        next=[f"git lane {action} {rec.key}  # from process {rec.owner_pid} or a process it started"],
+        next=[
+            f"git lane {action} {rec.key}  # from process {rec.owner_pid} or a process it started"
+        ],
         alternatives=[f"kill {rec.owner_pid} && git lane {action} {rec.key}"],
         details={"lane": rec.key, "owner_pid": rec.owner_pid},
     )
@@ -160,7 +162,11 @@ def worktrees_root(repo: Repo) -> Path:
                 "git lane config set worktrees_root ~/.cache/git-lane/worktrees",
                 "git lane config set allow_in_repo_worktrees true",
             ],
-            details={"key": "worktrees_root", "file": cfg.sources.get("worktrees_root"), "value": str(real)},
+            details={
+                "key": "worktrees_root",
+                "file": cfg.sources.get("worktrees_root"),
+                "value": str(real),
+            },
         )
     return real
 
@@ -188,7 +194,10 @@ def dirty_refusal(key: str, path: str, dirty: list[str], action: str) -> Refusal
     return Refusal(
         "lane_dirty",
         f"lane {key} has {len(dirty)} uncommitted path(s): {', '.join(dirty[:5])}",
-        next=[f"git -C {git.q(path)} add -A && git -C {git.q(path)} commit", f"git lane {action} {key}"],
+        next=[
+            f"git -C {git.q(path)} add -A && git -C {git.q(path)} commit",
+            f"git lane {action} {key}",
+        ],
         details={"lane": key, "dirty_paths": dirty[:100]},
     )
 
@@ -226,7 +235,9 @@ def overlap(repo: Repo, main_sha: str, tip: str) -> tuple[list[str], list[str]]:
     mb = git.merge_base(repo.common_dir, main_sha, tip)
     if not mb:
         return [], []
-    return git.changed_paths(repo.common_dir, mb, tip), git.changed_paths(repo.common_dir, mb, main_sha)
+    return git.changed_paths(repo.common_dir, mb, tip), git.changed_paths(
+        repo.common_dir, mb, main_sha
+    )
 
 
 def sync_required(repo: Repo, main_sha: str, tip: str | None, fresh: bool) -> bool:

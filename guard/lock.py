@@ -155,7 +155,9 @@ def acquire(repo: Repo, lane: str, main_before: str, tip: str, wait: float | Non
             old = read_owner(repo)
             if old is None or not owner_alive(old):
                 if old is not None:
-                    repo.store.event("lock_takeover", lane=lane, code="lock_taken_over", previous=old.public())
+                    repo.store.event(
+                        "lock_takeover", lane=lane, code="lock_taken_over", previous=old.public()
+                    )
                 rec = _own_record(lane, main_before, tip, secrets.token_hex(8))
                 _write_owner(repo, rec)
                 # with lock_released, the audit log shows who held the lock when (and
@@ -212,7 +214,11 @@ def update(repo: Repo, held: Held, *, tip: str, main_before: str | None = None) 
             next=["git lane reconcile", "git lane status"],
             details={"record": cur.public() if cur is not None else None},
         )
-    held.record = replace(held.record, main_before=held.record.main_before if main_before is None else main_before, tip=tip)
+    held.record = replace(
+        held.record,
+        main_before=held.record.main_before if main_before is None else main_before,
+        tip=tip,
+    )
     _write_owner(repo, held.record)
 
 
@@ -242,7 +248,9 @@ def clear_dead(repo: Repo) -> list[dict[str, Any]]:
         if cur is None or owner_alive(cur) or cur.token != rec.token:
             return []
         owner_path(repo).unlink()
-        repo.store.event("lock_cleared", lane=rec.lane, code="lock_taken_over", previous=rec.public())
+        repo.store.event(
+            "lock_cleared", lane=rec.lane, code="lock_taken_over", previous=rec.public()
+        )
         return [{"action": "lock_cleared", "pid": rec.pid, "lane": rec.lane}]
     finally:
         fl.release()

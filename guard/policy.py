@@ -77,7 +77,11 @@ def overlapping(a: Iterable[str], b: Iterable[str]) -> list[str]:
     prefixes = {p.rstrip("/") + "/" for p in bset}
     hits = []
     for p in a:
-        if p in bset or any(p.startswith(x) for x in prefixes) or any(q.startswith(p.rstrip("/") + "/") for q in bset):
+        if (
+            p in bset
+            or any(p.startswith(x) for x in prefixes)
+            or any(q.startswith(p.rstrip("/") + "/") for q in bset)
+        ):
             hits.append(p)
     return hits
 

@@ -7,7 +7,6 @@ import os
 import socket
 
 
-
 def hostname() -> str:
     return socket.gethostname()
 

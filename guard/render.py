@@ -118,7 +118,11 @@ def abort(r: Result) -> str:
 
 def land(r: Result) -> str:
     g = r["gate"]
-    gate = "gate off" if g["status"] == "off" else f"gate `{g['command']}` {g['status']} in {g['seconds']:.1f}s"
+    gate = (
+        "gate off"
+        if g["status"] == "off"
+        else f"gate `{g['command']}` {g['status']} in {g['seconds']:.1f}s"
+    )
     return f"landed {r['lane']}: main {r['main_before'][:12]} -> {r['main_after'][:12]}, epoch {r['epoch']}, {gate}"
 
 
@@ -146,15 +150,25 @@ def config_unset(r: Result) -> str:
 
 def config_list(r: Result) -> str:
     w = max(len(k) for k in r["config"])
-    return "\n".join(f"{k.ljust(w)}  {json.dumps(v['value'])}   # {v['source']}" for k, v in r["config"].items())
+    return "\n".join(
+        f"{k.ljust(w)}  {json.dumps(v['value'])}   # {v['source']}" for k, v in r["config"].items()
+    )
 
 
 def log(r: Result) -> str:
     out = []
     for e in r["events"]:
-        extra = {k: v for k, v in e.items() if k not in ("time", "ts", "pid", "host", "kind", "lane", "code")}
-        brief = " ".join(f"{k}={json.dumps(v, default=str)[:60]}" for k, v in list(extra.items())[:4])
-        out.append(f"{e.get('time')}  {e.get('kind')!s:<12} {e.get('lane') or '-'!s:<14} {e.get('code')!s:<24} {brief}")
+        extra = {
+            k: v
+            for k, v in e.items()
+            if k not in ("time", "ts", "pid", "host", "kind", "lane", "code")
+        }
+        brief = " ".join(
+            f"{k}={json.dumps(v, default=str)[:60]}" for k, v in list(extra.items())[:4]
+        )
+        out.append(
+            f"{e.get('time')}  {e.get('kind')!s:<12} {e.get('lane') or '-'!s:<14} {e.get('code')!s:<24} {brief}"
+        )
     return "\n".join(out) or "no events"
 
 
@@ -168,7 +182,7 @@ def install(r: Result) -> str:
         lines.append(f"  moved aside: {dp['from']} -> {dp['to']}")
     if r.get("pinned"):
         p = r["pinned"]
-        lines.append(f"  pinned: {p['key']} = \"{p['value']}\" in {p['file']}")
+        lines.append(f'  pinned: {p["key"]} = "{p["value"]}" in {p["file"]}')
     return "\n".join(lines)
 
 

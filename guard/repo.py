@@ -17,7 +17,9 @@ from guard.store import Store
 class Repo:
     """Facts about one repository, discovered from any directory inside it."""
 
-    def __init__(self, common_dir: Path, git_dir: Path | None, toplevel: Path | None, cwd: str | None = None) -> None:
+    def __init__(
+        self, common_dir: Path, git_dir: Path | None, toplevel: Path | None, cwd: str | None = None
+    ) -> None:
         self.common_dir = common_dir
         self._git_dir = git_dir
         self._cwd = cwd
@@ -29,7 +31,11 @@ class Repo:
     def hooks_dir(self) -> Path | None:
         """Where git runs hooks from for this process (core.hooksPath from any config
         source, else <common-dir>/hooks); one path per rev-parse call (it may hold a newline)."""
-        res = git.run(["rev-parse", "--path-format=absolute", "--git-path", "hooks"], self._cwd or self.common_dir, check=False)
+        res = git.run(
+            ["rev-parse", "--path-format=absolute", "--git-path", "hooks"],
+            self._cwd or self.common_dir,
+            check=False,
+        )
         if not res.ok or not res.stdout.endswith("\n") or len(res.stdout) < 2:
             return None
         return Path(res.stdout[:-1])
@@ -39,7 +45,9 @@ class Repo:
         """The git dir of the worktree the repository was discovered from (asked of git
         only when needed: most commands never do)."""
         if self._git_dir is None:
-            res = git.run(["rev-parse", "--path-format=absolute", "--git-dir"], self._cwd or self.common_dir)
+            res = git.run(
+                ["rev-parse", "--path-format=absolute", "--git-dir"], self._cwd or self.common_dir
+            )
             self._git_dir = Path(res.stdout[:-1] if res.stdout.endswith("\n") else res.stdout)
         return self._git_dir
 
@@ -56,7 +64,11 @@ class Repo:
         # A path may hold any byte but NUL, a newline included, and rev-parse has no -z:
         # so each call asks for at most one path, after answers of a fixed form
         # (true/false), and exactly one trailing newline is taken off.
-        res = git.run(["rev-parse", "--is-bare-repository", "--path-format=absolute", "--git-common-dir"], cwd, check=False)
+        res = git.run(
+            ["rev-parse", "--is-bare-repository", "--path-format=absolute", "--git-common-dir"],
+            cwd,
+            check=False,
+        )
         bare, sep, common = res.stdout.partition("\n")
         if not res.ok or not sep or bare not in ("true", "false") or not common.endswith("\n"):
             raise Refusal(
@@ -100,7 +112,9 @@ class Repo:
             name = configured if self.ref_sha(f"refs/heads/{configured}") else None
         else:
             found = git.refs(self.common_dir, "refs/heads/main", "refs/heads/master")
-            name = policy.choose_main(None, "refs/heads/main" in found, "refs/heads/master" in found)
+            name = policy.choose_main(
+                None, "refs/heads/main" in found, "refs/heads/master" in found
+            )
         if name:
             return str(name)
         raise Refusal(

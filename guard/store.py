@@ -207,7 +207,9 @@ class Store:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            self.event("warning", lane=lane, code="state_unreadable", path=str(path), error=str(exc))
+            self.event(
+                "warning", lane=lane, code="state_unreadable", path=str(path), error=str(exc)
+            )
             return None
         try:
             obj = json.loads(raw)
@@ -233,10 +235,22 @@ class Store:
         try:
             rec = LaneRecord.from_dict(d)
         except (TypeError, ValueError) as exc:
-            self.event("warning", lane=key, code="state_corrupt", path=str(self.lane_path(key)), error=str(exc))
+            self.event(
+                "warning",
+                lane=key,
+                code="state_corrupt",
+                path=str(self.lane_path(key)),
+                error=str(exc),
+            )
             return None
         if rec.key != key:
-            self.event("warning", lane=key, code="state_corrupt", path=str(self.lane_path(key)), error="key mismatch")
+            self.event(
+                "warning",
+                lane=key,
+                code="state_corrupt",
+                path=str(self.lane_path(key)),
+                error="key mismatch",
+            )
             return None
         return rec
 

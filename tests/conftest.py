@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(autouse=True)
-def hermetic_seal(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+def hermetic_seal(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     home = tmp_path_factory.mktemp("home")
     for k in list(os.environ):
         if k.startswith(("GITLANE_", "GIT_")) or k in ("NO_COLOR",):
@@ -44,13 +46,17 @@ def hermetic_seal(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     return home
 
 
-def git(cwd: Path | str, *args: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def git(
+    cwd: Path | str, *args: str, check: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     full = dict(os.environ)
     if env:
         full.update(env)
     res = subprocess.run(["git", *args], cwd=cwd, text=True, capture_output=True, env=full)
     if check and res.returncode != 0:
-        raise AssertionError(f"git {' '.join(args)} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
+        raise AssertionError(
+            f"git {' '.join(args)} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}"
+        )
     return res
 
 
@@ -69,7 +75,9 @@ class LaneRun:
         return str(self.json["code"])
 
 
-def lane(*args: str, cwd: Path | str, env: dict[str, str] | None = None, timeout: float = 120) -> LaneRun:
+def lane(
+    *args: str, cwd: Path | str, env: dict[str, str] | None = None, timeout: float = 120
+) -> LaneRun:
     """Run `git lane ARGS` as a real process (python -m guard)."""
     full = dict(os.environ)
     if env:
@@ -91,22 +99,30 @@ class Repo:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def git(self, *args: str, cwd: Path | str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def git(
+        self, *args: str, cwd: Path | str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         return git(cwd or self.path, *args, check=check)
 
     def sha(self, ref: str = "refs/heads/main") -> str | None:
         res = git(self.path, "rev-parse", "-q", "--verify", ref, check=False)
         return res.stdout.strip() or None
 
-    def lane(self, *args: str, cwd: Path | str | None = None, env: dict[str, str] | None = None) -> LaneRun:
+    def lane(
+        self, *args: str, cwd: Path | str | None = None, env: dict[str, str] | None = None
+    ) -> LaneRun:
         return lane(*args, cwd=cwd or self.path, env=env)
 
-    def jlane(self, *args: str, cwd: Path | str | None = None, env: dict[str, str] | None = None) -> LaneRun:
+    def jlane(
+        self, *args: str, cwd: Path | str | None = None, env: dict[str, str] | None = None
+    ) -> LaneRun:
         return lane(*args, "--json", cwd=cwd or self.path, env=env)
 
     @property
     def common_dir(self) -> Path:
-        return Path(git(self.path, "rev-parse", "--path-format=absolute", "--git-common-dir").stdout.strip())
+        return Path(
+            git(self.path, "rev-parse", "--path-format=absolute", "--git-common-dir").stdout.strip()
+        )
 
     @property
     def state_dir(self) -> Path:

@@ -76,7 +76,9 @@ def assert_linear(repo: Repo, ref: str = "refs/heads/main") -> None:
     assert git(repo.path, "rev-list", "--merges", ref).stdout == ""
 
 
-def spawn_lane(*args: str, cwd: Path | str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+def spawn_lane(
+    *args: str, cwd: Path | str, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
     """`git lane ARGS` started in the background (real process)."""
     full = dict(os.environ)
     if env:

@@ -40,14 +40,19 @@ def _imports(path: Path) -> set[str]:
 
 def _graph() -> dict[str, set[str]]:
     names = {_modname(p) for p in MODULES}
-    return {_modname(p): {m for m in _imports(p) if m in names and m != _modname(p)} for p in MODULES}
+    return {
+        _modname(p): {m for m in _imports(p) if m in names and m != _modname(p)} for p in MODULES
+    }
 
 
 def test_every_refusal_uses_a_registered_code() -> None:
     bad = []
     for path in MODULES:
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "Refusal":
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", getattr(node.func, "attr", None)) == "Refusal"
+            ):
                 arg = node.args[0] if node.args else None
                 if not (isinstance(arg, ast.Constant) and arg.value in CODES):
                     bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
@@ -126,16 +131,29 @@ def test_hot_path_modules_import_only_the_standard_library() -> None:
             a.name.split(".")[0]
             for node in ast.parse(path.read_text()).body
             if isinstance(node, (ast.Import, ast.ImportFrom))
-            for a in (node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")])
+            for a in (
+                node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")]
+            )
         }
         assert not (top_level & heavy), f"{mod} imports {top_level & heavy} at module level"
         for name in top_level:
-            assert name == "guard" or name == "__future__" or name in sys.stdlib_module_names, (mod, name)
+            assert name == "guard" or name == "__future__" or name in sys.stdlib_module_names, (
+                mod,
+                name,
+            )
 
 
 def test_land_calls_its_gates_in_order() -> None:
     src = (GUARD / "commands" / "land.py").read_text()
-    order = ["g1_lock(", "g2_clean(", "g3_fresh(", "g6_hub(", "g4_gate(", "g5_move_main(", "g7_epoch("]
+    order = [
+        "g1_lock(",
+        "g2_clean(",
+        "g3_fresh(",
+        "g6_hub(",
+        "g4_gate(",
+        "g5_move_main(",
+        "g7_epoch(",
+    ]
     body = src.split("\ndef run(", 1)[1].split("\n# -- the gates", 1)[0]
     pos = [body.find(g) for g in order]
     assert all(p >= 0 for p in pos) and pos == sorted(pos), dict(zip(order, pos, strict=True))

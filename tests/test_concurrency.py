@@ -12,7 +12,16 @@ import threading
 import pytest
 
 from conftest import Repo
-from enginehelp import assert_linear, epoch, events, head, is_ancestor, landing_file, owner_file, ready_lane
+from enginehelp import (
+    assert_linear,
+    epoch,
+    events,
+    head,
+    is_ancestor,
+    landing_file,
+    owner_file,
+    ready_lane,
+)
 
 pytestmark = pytest.mark.slow
 

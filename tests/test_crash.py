@@ -163,7 +163,9 @@ def test_ambiguous_state_is_refused_and_nothing_changes(repo: Repo) -> None:
     beta = ready_lane(repo, "beta")
     crash_land(repo, "alpha", "prepared")
     # main moved by hand (no hooks installed) to neither the recorded old value nor the tip
-    elsewhere = git(repo.path, "commit-tree", "-p", base, "-m", "by hand", f"{base}^{{tree}}").stdout.strip()
+    elsewhere = git(
+        repo.path, "commit-tree", "-p", base, "-m", "by hand", f"{base}^{{tree}}"
+    ).stdout.strip()
     git(repo.path, "update-ref", "refs/heads/main", elsewhere, base)
     snap: dict[str, Any] = {
         "landing": landing_file(repo).read_text(),

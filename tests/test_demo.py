@@ -39,13 +39,17 @@ def test_demo_keep_leaves_the_repository() -> None:
     kept = Path(json.loads(res.stdout)["path"])
     try:
         hub = kept / "project"
-        log = subprocess.run(["git", "log", "--format=%s", "main"], cwd=hub, text=True, capture_output=True)
+        log = subprocess.run(
+            ["git", "log", "--format=%s", "main"], cwd=hub, text=True, capture_output=True
+        )
         assert log.stdout.splitlines() == [
             "greet: title-case the name",
             "greet: exclaim",
             "greet: first version",
         ]
-        merges = subprocess.run(["git", "rev-list", "--merges", "main"], cwd=hub, text=True, capture_output=True)
+        merges = subprocess.run(
+            ["git", "rev-list", "--merges", "main"], cwd=hub, text=True, capture_output=True
+        )
         assert merges.stdout == ""
     finally:
         shutil.rmtree(kept, ignore_errors=True)

@@ -53,7 +53,9 @@ def refused(
 # -- success --------------------------------------------------------------------------------
 def test_land_fast_forwards_main_and_brings_the_hub_along(repo: Repo, tmp_path: Path) -> None:
     seen = tmp_path / "gate-saw.txt"
-    gate(repo, f"git rev-parse HEAD > '{seen}'; pwd -P >> '{seen}'; echo GATE-OUT; echo GATE-ERR >&2")
+    gate(
+        repo, f"git rev-parse HEAD > '{seen}'; pwd -P >> '{seen}'; echo GATE-OUT; echo GATE-ERR >&2"
+    )
     path = ready_lane(repo, "alpha", {"a.txt": "a\n", "src/b.txt": "b\n"})
     before, tip = repo.sha(), head(path)
 
@@ -203,7 +205,11 @@ def test_lane_owner_conflict(repo: Repo) -> None:
     # the owner: a shell that, when told to, lands from a process it starts (a child of
     # the recorded owner, which owner_conflict accepts through the process lineage)
     owner = subprocess.Popen(
-        ["sh", "-c", f"read go; {shlex.quote(sys.executable)} -m guard land alpha --json; sleep 60"],
+        [
+            "sh",
+            "-c",
+            f"read go; {shlex.quote(sys.executable)} -m guard land alpha --json; sleep 60",
+        ],
         cwd=repo.path,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -339,8 +345,11 @@ def test_lock_busy_then_wait_succeeds_once_freed(repo: Repo) -> None:
     beta = ready_lane(repo, "beta")
     holder = spawn_lane("land", "alpha", "--json", cwd=repo.path)
     try:
-        wait_for(lambda: "tip=" in (owner_file(repo).read_text() if owner_file(repo).exists() else ""),
-                 20, "alpha's land to take the lock")
+        wait_for(
+            lambda: "tip=" in (owner_file(repo).read_text() if owner_file(repo).exists() else ""),
+            20,
+            "alpha's land to take the lock",
+        )
         j = refused(repo, "lock_busy", "beta", lock_free=False)
         h = j["details"]["holder"]  # type: ignore[index]
         assert h["pid"] == holder.pid and h["lane"] == "alpha"
@@ -401,7 +410,9 @@ def test_land_cli_wait_takes_an_optional_value(repo: Repo) -> None:
     ready_lane(repo, "alpha")
     r = subprocess.run(
         [sys.executable, "-m", "guard", "land", "alpha", "--wait", "--json"],
-        cwd=repo.path, capture_output=True, text=True,
+        cwd=repo.path,
+        capture_output=True,
+        text=True,
     )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["code"] == "landed"
@@ -420,7 +431,9 @@ def test_interrupting_a_land_kills_its_gate_and_frees_the_lock(repo: Repo, tmp_p
         key = f"lane-{n}"
         ready_lane(repo, key)
         proc = spawn_lane("land", key, "--json", cwd=repo.path)
-        wait_for(lambda p=pidfile: p.exists() and p.read_text().strip() != "", 20, "the gate to start")
+        wait_for(
+            lambda p=pidfile: p.exists() and p.read_text().strip() != "", 20, "the gate to start"
+        )
         grandchild = int(pidfile.read_text())
         proc.send_signal(sig)
         proc.communicate(timeout=30)
@@ -455,7 +468,9 @@ def test_main_moved_by_hand_during_the_gate(repo: Repo) -> None:
     keeps the hand-made value, and no landing record is left to block every later land."""
     path = ready_lane(repo, "alpha")
     base = repo.sha()
-    moved = git(repo.path, "commit-tree", "-p", str(base), "-m", "by hand", f"{base}^{{tree}}").stdout.strip()
+    moved = git(
+        repo.path, "commit-tree", "-p", str(base), "-m", "by hand", f"{base}^{{tree}}"
+    ).stdout.strip()
     gate(repo, f"git update-ref refs/heads/main {moved}")
     r = repo.jlane("land", "alpha")
     assert r.rc == 1 and r.code == "main_update_failed", r.stdout

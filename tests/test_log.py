@@ -31,7 +31,9 @@ def test_log_records_actions_and_refusals(repo: Repo) -> None:
     for e in r.json["events"]:
         assert {"time", "ts", "pid", "host", "kind", "lane", "code"} <= set(e)
     (land,) = [e for e in r.json["events"] if e["kind"] == "land"]
-    assert land["main_after"] == repo.sha() and land["epoch"] == 1 and land["paths"] == ["alpha.txt"]
+    assert (
+        land["main_after"] == repo.sha() and land["epoch"] == 1 and land["paths"] == ["alpha.txt"]
+    )
 
 
 def test_log_filters_by_lane(repo: Repo) -> None:

@@ -26,11 +26,26 @@ def test_sync_required_in_status_under_each_policy(repo: Repo) -> None:
     repo.commit(fresh, "f.txt", "f\n")
 
     expected = {
-        "on_land_mandatory": {"overlapping": True, "elsewhere": True, "indir": True, "fresh": False},
+        "on_land_mandatory": {
+            "overlapping": True,
+            "elsewhere": True,
+            "indir": True,
+            "fresh": False,
+        },
         # only the lane whose own paths (since its merge-base) meet main's must sync;
         # a new file next to a changed one is no overlap
-        "overlap_mandatory": {"overlapping": True, "elsewhere": False, "indir": False, "fresh": False},
-        "land_time_only": {"overlapping": False, "elsewhere": False, "indir": False, "fresh": False},
+        "overlap_mandatory": {
+            "overlapping": True,
+            "elsewhere": False,
+            "indir": False,
+            "fresh": False,
+        },
+        "land_time_only": {
+            "overlapping": False,
+            "elsewhere": False,
+            "indir": False,
+            "fresh": False,
+        },
     }
     for pol, want in expected.items():
         repo.config("sync_policy", pol)
@@ -109,10 +124,12 @@ def test_sync_required_properties(policy: str, fresh: bool, lp: list[str], mp: l
 # -- conflict markers -----------------------------------------------------------------------
 # Lines free of any marker shape, and "noise" lines that look like parts of a block but
 # cannot open one (a setext underline, a stray closer or base line).
-plain = st.text(st.characters(blacklist_characters="\n\r", blacklist_categories=["Cs"]), max_size=30).filter(
-    lambda s: not s.startswith(("<<<<<<<", "=======", ">>>>>>>", "|||||||"))
+plain = st.text(
+    st.characters(blacklist_characters="\n\r", blacklist_categories=["Cs"]), max_size=30
+).filter(lambda s: not s.startswith(("<<<<<<<", "=======", ">>>>>>>", "|||||||")))
+noise = st.sampled_from(
+    ["=======", ">>>>>>> theirs", ">>>>>>>", "||||||| base", "Title", "<<<<<<<<", "<<<<<<x"]
 )
-noise = st.sampled_from(["=======", ">>>>>>> theirs", ">>>>>>>", "||||||| base", "Title", "<<<<<<<<", "<<<<<<x"])
 no_opener = st.lists(st.one_of(plain, noise), max_size=30)
 
 
@@ -137,7 +154,13 @@ def test_text_without_an_opener_is_never_flagged(lines: list[str], crlf: bool) -
     st.data(),
 )
 def test_a_real_block_is_flagged_at_its_line(
-    around: list[str], ours: list[str], base: list[str], theirs: list[str], diff3: bool, crlf: bool, data: st.DataObject
+    around: list[str],
+    ours: list[str],
+    base: list[str],
+    theirs: list[str],
+    diff3: bool,
+    crlf: bool,
+    data: st.DataObject,
 ) -> None:
     at = data.draw(st.integers(0, len(around)))
     block = ["<<<<<<< HEAD", *ours]

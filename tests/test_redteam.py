@@ -161,8 +161,12 @@ def test_marker_sizes_from_check_attr() -> None:
     assert marker_sizes(out) == {"m.txt": 10, "n.txt": 7}
 
 
-def two_lanes_that_conflict(repo: Repo, files: dict[str, bytes | None], main_side: dict[str, bytes | None],
-                            lane_side: dict[str, bytes | None]) -> Path:
+def two_lanes_that_conflict(
+    repo: Repo,
+    files: dict[str, bytes | None],
+    main_side: dict[str, bytes | None],
+    lane_side: dict[str, bytes | None],
+) -> Path:
     """A base commit with `files`, lane b lands `main_side`, lane a commits `lane_side`
     (None deletes a file) and is left stale; returns lane a's path."""
     for name, data in files.items():
@@ -248,7 +252,9 @@ def test_continue_refuses_binary_and_delete_conflicts_nobody_decided(repo: Repo)
 
 
 def test_continue_takes_a_binary_file_the_user_replaced(repo: Repo) -> None:
-    a = two_lanes_that_conflict(repo, {"b.bin": b"bin\0base"}, {"b.bin": b"bin\0main"}, {"b.bin": b"bin\0lane"})
+    a = two_lanes_that_conflict(
+        repo, {"b.bin": b"bin\0base"}, {"b.bin": b"bin\0main"}, {"b.bin": b"bin\0lane"}
+    )
     assert repo.jlane("sync", "a").json["state"] == "conflicts"
     (a / "b.bin").write_bytes(b"bin\0merged")  # changed, not staged: a decision
     r = repo.jlane("continue", "a")
@@ -325,7 +331,10 @@ def test_refs_that_shadow_main_are_refused(repo: Repo, args: tuple[str, ...]) ->
     lane = make_lane(repo, "a")
     assert_ok(commit_file(lane, "a.txt", "a\n"))
     assert_refused(run(lane, *args))
-    assert git(repo.path, "rev-parse", "--symbolic-full-name", "main").stdout.strip() == "refs/heads/main"
+    assert (
+        git(repo.path, "rev-parse", "--symbolic-full-name", "main").stdout.strip()
+        == "refs/heads/main"
+    )
     assert not (repo.common_dir / "main").exists()
 
 
@@ -437,7 +446,9 @@ def test_create_beside_a_branch_that_leaves_no_room_is_refused(repo: Repo, exist
     assert r.json["details"]["conflicts_with"] == f"refs/heads/{existing}"
 
 
-def test_create_under_a_worktrees_root_that_is_a_file_is_refused(repo: Repo, tmp_path: Path) -> None:
+def test_create_under_a_worktrees_root_that_is_a_file_is_refused(
+    repo: Repo, tmp_path: Path
+) -> None:
     f = tmp_path / "a-file"
     f.write_text("x\n")
     repo.config("worktrees_root", str(f))

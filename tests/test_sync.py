@@ -94,7 +94,9 @@ def test_sync_rebases_onto_the_main_read_at_start(repo: Repo) -> None:
     path = repo.create("alpha")
     repo.commit(path, "a.txt", "a\n", "lane a")
     pinned = repo.commit(repo.path, "m1.txt", "1\n", "main 1")
-    later = git(repo.path, "commit-tree", "-p", pinned, "-m", "moved meanwhile", f"{pinned}^{{tree}}").stdout.strip()
+    later = git(
+        repo.path, "commit-tree", "-p", pinned, "-m", "moved meanwhile", f"{pinned}^{{tree}}"
+    ).stdout.strip()
     hook = repo.common_dir / "hooks" / "pre-rebase"
     hook.parent.mkdir(exist_ok=True)
     hook.write_text(f"#!/bin/sh\ngit update-ref refs/heads/main {later} {pinned}\n")
@@ -244,7 +246,10 @@ def test_continue_refuses_while_markers_remain_even_when_staged(repo: Repo) -> N
     path, _ = conflicting(repo)
     repo.jlane("sync", "alpha")
     text = (path / "f.txt").read_text()
-    opener = text.splitlines().index(next(ln for ln in text.splitlines() if ln.startswith("<<<<<<<"))) + 1
+    opener = (
+        text.splitlines().index(next(ln for ln in text.splitlines() if ln.startswith("<<<<<<<")))
+        + 1
+    )
     r = repo.jlane("continue", "alpha")
     assert r.rc == 1 and r.code == "conflict_markers_present"
     assert r.json["details"]["markers"] == [f"f.txt:{opener}"]
@@ -262,7 +267,9 @@ def test_continue_flags_markers_in_any_file_the_step_changed(repo: Repo) -> None
     path, _ = conflicting(repo)
     repo.jlane("sync", "alpha")
     (path / "f.txt").write_text("resolved\n")
-    (path / "other.txt").write_text("x\n<<<<<<< ours\na\n||||||| base\nb\n=======\nc\n>>>>>>> theirs\n")
+    (path / "other.txt").write_text(
+        "x\n<<<<<<< ours\na\n||||||| base\nb\n=======\nc\n>>>>>>> theirs\n"
+    )
     r = repo.jlane("continue", "alpha")
     assert r.rc == 1 and r.code == "conflict_markers_present"
     assert r.json["details"]["markers"] == ["other.txt:2"]
@@ -271,7 +278,9 @@ def test_continue_flags_markers_in_any_file_the_step_changed(repo: Repo) -> None
 def test_continue_accepts_setext_underlines_and_lone_separators(repo: Repo) -> None:
     path, _ = conflicting(repo, name="doc.md")
     repo.jlane("sync", "alpha")
-    (path / "doc.md").write_text("Title\n=======\n\ntext\n\n=======\n\n>>>>>>> not a closer either\n")
+    (path / "doc.md").write_text(
+        "Title\n=======\n\ntext\n\n=======\n\n>>>>>>> not a closer either\n"
+    )
     r = repo.jlane("continue", "alpha")
     assert r.rc == 0, r.stdout + r.stderr
     assert r.json["state"] == "fresh"
@@ -428,5 +437,8 @@ def test_continue_goes_again_when_main_moved_during_the_resolution(repo: Repo) -
     assert r.rc == 0, r.stderr
     assert r.json["state"] == "fresh"
     main = repo.sha()
-    assert repo.git("merge-base", "--is-ancestor", main, "refs/heads/lane/b1", check=False).returncode == 0
+    assert (
+        repo.git("merge-base", "--is-ancestor", main, "refs/heads/lane/b1", check=False).returncode
+        == 0
+    )
     assert (b / "other.txt").read_text() == "from c\n"

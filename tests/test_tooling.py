@@ -14,7 +14,9 @@ from conftest import ROOT
 
 
 def _tool(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", *argv], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", *argv], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_ruff_lint() -> None:
@@ -37,4 +39,6 @@ def test_shellcheck_present_when_required() -> None:
     """.ci/run installs shellcheck from the distribution and sets this variable."""
     if os.environ.get("GITLANE_REQUIRE_SHELLCHECK") != "1":
         pytest.skip("GITLANE_REQUIRE_SHELLCHECK is not set (only .ci/run promises shellcheck)")
-    assert shutil.which("shellcheck"), "shellcheck is not installed: the hooks' shellcheck test would skip"
+    assert shutil.which("shellcheck"), (
+        "shellcheck is not installed: the hooks' shellcheck test would skip"
+    )

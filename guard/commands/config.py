@@ -25,7 +25,12 @@ def _user(user: bool) -> str:
 
 def get(repo: Repo, key: str) -> ConfigValue:
     if key not in cfgmod.KEYS:
-        raise Refusal("invalid_config", f"unknown key {key}", next=["git lane config list"], details={"key": key})
+        raise Refusal(
+            "invalid_config",
+            f"unknown key {key}",
+            next=["git lane config list"],
+            details={"key": key},
+        )
     cfg = repo.config
     return {"ok": True, "code": "ok", "key": key, "value": cfg.get(key), "source": cfg.sources[key]}
 
@@ -54,6 +59,7 @@ def unset(repo: Repo | None, key: str, user: bool) -> ConfigValue:
 def list_(repo: Repo) -> ConfigList:
     cfg = repo.config
     items = {
-        k: {"value": cfg.get(k), "source": cfg.sources[k], "help": spec.help} for k, spec in cfgmod.KEYS.items()
+        k: {"value": cfg.get(k), "source": cfg.sources[k], "help": spec.help}
+        for k, spec in cfgmod.KEYS.items()
     }
     return {"ok": True, "code": "ok", "config": items, "warnings": cfg.warnings}

@@ -10,7 +10,9 @@ from guard.results import CreateResult
 from guard.store import LaneRecord, now_iso
 
 
-def run(repo: Repo, key: str | None = None, goal: str | None = None, owner_pid: int | None = None) -> CreateResult:
+def run(
+    repo: Repo, key: str | None = None, goal: str | None = None, owner_pid: int | None = None
+) -> CreateResult:
     lane.forbid_worker("create")
     prefix = goal or "adhoc"
     if goal is not None:
@@ -37,7 +39,11 @@ def run(repo: Repo, key: str | None = None, goal: str | None = None, owner_pid: 
             raise Refusal(
                 "max_lanes",
                 f"{len(active)} active lanes already (max_lanes = {cfg['max_lanes']})",
-                next=["git lane status", "git lane release <KEY>", "git lane config set max_lanes <N>"],
+                next=[
+                    "git lane status",
+                    "git lane release <KEY>",
+                    "git lane config set max_lanes <N>",
+                ],
                 details={"active": [r.key for r in active], "max_lanes": cfg["max_lanes"]},
             )
 
@@ -67,7 +73,10 @@ def run(repo: Repo, key: str | None = None, goal: str | None = None, owner_pid: 
             raise Refusal(
                 "branch_exists",
                 f"branch {branch} exists already and is not a registered lane; it was left as it is",
-                next=["git lane create <another key>", f"git branch -m {branch} <new name>  (then retry)"],
+                next=[
+                    "git lane create <another key>",
+                    f"git branch -m {branch} <new name>  (then retry)",
+                ],
                 details={"lane": key, "branch": branch},
             )
         path = root / repo.slug / key
@@ -79,7 +88,8 @@ def run(repo: Repo, key: str | None = None, goal: str | None = None, owner_pid: 
                 details={"lane": key, "path": str(path)},
             )
         under = git.run(
-            ["for-each-ref", "--count=1", "--format=%(refname)", f"refs/heads/{branch}/"], repo.common_dir
+            ["for-each-ref", "--count=1", "--format=%(refname)", f"refs/heads/{branch}/"],
+            repo.common_dir,
         ).stdout.strip()
         if not under and repo.ref_sha("refs/heads/lane") is not None:
             under = "refs/heads/lane"  # a branch named `lane` leaves no room for lane/<key>
@@ -88,7 +98,10 @@ def run(repo: Repo, key: str | None = None, goal: str | None = None, owner_pid: 
             raise Refusal(
                 "branch_exists",
                 f"branch {short} exists, so git cannot create {branch} beside it; it was left as it is",
-                next=["git lane create <another key>", f"git branch -m {short} <new name>  (then retry)"],
+                next=[
+                    "git lane create <another key>",
+                    f"git branch -m {short} <new name>  (then retry)",
+                ],
                 details={"lane": key, "branch": branch, "conflicts_with": under},
             )
         try:
@@ -97,7 +110,10 @@ def run(repo: Repo, key: str | None = None, goal: str | None = None, owner_pid: 
             raise Refusal(
                 "invalid_config",
                 f"cannot make the lane directory {path.parent}: {exc.strerror}",
-                next=["git lane config set worktrees_root ~/.cache/git-lane/worktrees", "git lane config get worktrees_root"],
+                next=[
+                    "git lane config set worktrees_root ~/.cache/git-lane/worktrees",
+                    "git lane config get worktrees_root",
+                ],
                 details={"key": "worktrees_root", "path": str(path.parent)},
             ) from None
         git.run(["worktree", "add", "-q", "-b", branch, str(path), main_sha], repo.common_dir)
@@ -113,4 +129,8 @@ def run(repo: Repo, key: str | None = None, goal: str | None = None, owner_pid: 
         lane.write_marker(repo, str(path), key)
         repo.store.write_lane(rec)
     repo.store.event("create", lane=key, main=main_sha, path=str(path), owner_pid=owner_pid)
-    return {"ok": True, "code": "created", "lane": lane.view(repo, rec, main_sha, git.by_path(repo.worktrees()))}
+    return {
+        "ok": True,
+        "code": "created",
+        "lane": lane.view(repo, rec, main_sha, git.by_path(repo.worktrees())),
+    }

@@ -56,26 +56,46 @@ class Demo:
         self.out.write(f"\n# {text}\n")
         self.out.flush()
 
-    def sh(self, argv: list[str], cwd: Path, expect: int = 0, show: str | None = None) -> subprocess.CompletedProcess[str]:
+    def sh(
+        self, argv: list[str], cwd: Path, expect: int = 0, show: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         shown = show or " ".join(shlex.quote(a) for a in argv)
         where = "" if cwd == self.hub else f"(in {cwd.name}) "
         self.out.write(f"{where}$ {shown}\n")
-        res = subprocess.run(argv, cwd=cwd, env=self.env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        res = subprocess.run(
+            argv, cwd=cwd, env=self.env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
         if res.stdout.strip():
             self.out.write("".join(f"  {ln}\n" for ln in res.stdout.rstrip("\n").splitlines()))
         self.out.flush()
         self.steps.append({"cmd": shown, "exit": res.returncode})
         if res.returncode != expect:
-            raise DemoStepFailed(f"demo step `{shown}` exited {res.returncode}, expected {expect}:\n{res.stdout}")
+            raise DemoStepFailed(
+                f"demo step `{shown}` exited {res.returncode}, expected {expect}:\n{res.stdout}"
+            )
         return res
 
-    def git(self, *args: str, cwd: Path | None = None, expect: int = 0) -> subprocess.CompletedProcess[str]:
+    def git(
+        self, *args: str, cwd: Path | None = None, expect: int = 0
+    ) -> subprocess.CompletedProcess[str]:
         from guard.git import real_git
 
-        return self.sh([real_git(), *args], cwd or self.hub, expect, show="git " + " ".join(shlex.quote(a) for a in args))
+        return self.sh(
+            [real_git(), *args],
+            cwd or self.hub,
+            expect,
+            show="git " + " ".join(shlex.quote(a) for a in args),
+        )
 
-    def lane(self, *args: str, cwd: Path | None = None, expect: int = 0) -> subprocess.CompletedProcess[str]:
-        return self.sh([sys.executable, "-m", "guard", *args], cwd or self.hub, expect, show="git lane " + " ".join(args))
+    def lane(
+        self, *args: str, cwd: Path | None = None, expect: int = 0
+    ) -> subprocess.CompletedProcess[str]:
+        return self.sh(
+            [sys.executable, "-m", "guard", *args],
+            cwd or self.hub,
+            expect,
+            show="git lane " + " ".join(args),
+        )
 
     def write(self, path: Path, text: str) -> None:
         path.write_text(text)
@@ -92,7 +112,9 @@ def run(keep: bool = False, quiet: bool = False) -> DemoResult:
         d.git("init", "-q", "-b", "main")
         (d.hub / "greet.py").write_text(GREET_V0)
         (d.hub / "check.py").write_text(CHECK)
-        (d.hub / ".gitignore").write_text("__pycache__/\n")  # bytecode a gate without -B would write
+        (d.hub / ".gitignore").write_text(
+            "__pycache__/\n"
+        )  # bytecode a gate without -B would write
         d.git("add", "greet.py", "check.py", ".gitignore")
         d.git("commit", "-q", "-m", "greet: first version")
         d.lane("config", "set", "worktrees_root", str(root / "lanes"))
@@ -145,5 +167,13 @@ def run(keep: bool = False, quiet: bool = False) -> DemoResult:
             d.out.write(f"\nkept: {root}\n")
         else:
             shutil.rmtree(root, ignore_errors=True)
-    summary = f"{len(d.steps)} steps, two lanes landed" + (f", kept at {root}" if keep else ", nothing left behind")
-    return {"ok": ok, "code": "ok", "summary": summary, "path": str(root) if keep else None, "steps": d.steps}
+    summary = f"{len(d.steps)} steps, two lanes landed" + (
+        f", kept at {root}" if keep else ", nothing left behind"
+    )
+    return {
+        "ok": ok,
+        "code": "ok",
+        "summary": summary,
+        "path": str(root) if keep else None,
+        "steps": d.steps,
+    }

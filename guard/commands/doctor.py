@@ -57,7 +57,9 @@ def check_main(repo: Repo) -> list[Check]:
     if last is None or sha == last.sha or repo.store.landing_path.exists():
         return out
     where = f"{last.ref}" if last.ref else f"epoch.json (land {last.epoch})"
-    reflog = git.run(["reflog", "-1", "--format=%gs", repo.main_ref], repo.common_dir, check=False).stdout.strip()
+    reflog = git.run(
+        ["reflog", "-1", "--format=%gs", repo.main_ref], repo.common_dir, check=False
+    ).stdout.strip()
     said = f" (its reflog says: {reflog})" if reflog else ""
     if not git.has_commit(repo.common_dir, last.sha):
         out.append(
@@ -77,7 +79,8 @@ def check_main(repo: Repo) -> list[Check]:
             finding(
                 "main_moved",
                 FAIL,
-                msg + ": it was moved back outside any ref transaction (a reflog rewind, a branch copy)",
+                msg
+                + ": it was moved back outside any ref transaction (a reflog rewind, a branch copy)",
                 "git lane restore-main",
             )
         )
@@ -87,7 +90,8 @@ def check_main(repo: Repo) -> list[Check]:
         finding(
             "main_moved",
             FAIL,
-            msg + f": it is {what} no land put there; restore-main refuses that, keeping them is the owner's call",
+            msg
+            + f": it is {what} no land put there; restore-main refuses that, keeping them is the owner's call",
             f"git branch rescue-main-{sha[:12]} {sha} && git -c core.hooksPath=/dev/null update-ref "
             f"{repo.main_ref} {last.sha} {sha}  (owner only: keeps those commits on rescue-main-{sha[:12]}, "
             "then land them from a lane)",
@@ -123,7 +127,10 @@ def check_shadows(repo: Repo) -> list[Check]:
     name = repo.main_branch
     out: list[Check] = []
     shadows = (f"refs/{name}", f"refs/tags/{name}")
-    res = git.run(["for-each-ref", "--format=%(refname)%00%(symref)%00%(objectname)", *shadows], repo.common_dir)
+    res = git.run(
+        ["for-each-ref", "--format=%(refname)%00%(symref)%00%(objectname)", *shadows],
+        repo.common_dir,
+    )
     for ln in res.lines():
         ref, sym, obj = [*ln.split("\0"), "", ""][:3]
         if ref not in shadows:
@@ -156,7 +163,9 @@ def check_shadows(repo: Repo) -> list[Check]:
                 f"rm {q(root)}",
             )
         )
-    return out or [finding("main shadowed", OK, f"nothing is read for `{name}` before {repo.main_ref}")]
+    return out or [
+        finding("main shadowed", OK, f"nothing is read for `{name}` before {repo.main_ref}")
+    ]
 
 
 def check_shallow(repo: Repo) -> list[Check]:
@@ -187,7 +196,9 @@ def check_shallow(repo: Repo) -> list[Check]:
         "git gc would delete every commit behind them, landed ones included"
     )
     if git.complete_without_shallow(repo.common_dir):
-        return [finding("shallow", FAIL, msg, f"rm {q(path)}  (every commit it hides is still here)")]
+        return [
+            finding("shallow", FAIL, msg, f"rm {q(path)}  (every commit it hides is still here)")
+        ]
     return [
         finding(
             "shallow",
@@ -261,7 +272,15 @@ def check_hooks_paths(repo: Repo) -> list[Check]:
         if wt.bare or not wt.exists:
             continue
         res = git.run(
-            ["config", "-z", "--show-origin", "--show-scope", "--type=path", "--get", "core.hooksPath"],
+            [
+                "config",
+                "-z",
+                "--show-origin",
+                "--show-scope",
+                "--type=path",
+                "--get",
+                "core.hooksPath",
+            ],
             wt.path,
             check=False,
         )
@@ -271,7 +290,10 @@ def check_hooks_paths(repo: Repo) -> list[Check]:
         if (scope, value) in seen:
             continue
         d = Path(value) if os.path.isabs(value) else Path(wt.path) / value
-        if d.is_dir() and (os.path.realpath(d) == os.path.realpath(common) or all(_find_ours(d, n) for n in hookinstall.HOOKS)):
+        if d.is_dir() and (
+            os.path.realpath(d) == os.path.realpath(common)
+            or all(_find_ours(d, n) for n in hookinstall.HOOKS)
+        ):
             continue
         out.append(
             finding(
@@ -376,7 +398,11 @@ def _imports_guard(python: str | None) -> bool:
 def check_worktree_config(repo: Repo) -> list[Check]:
     out: list[Check] = []
     on = (
-        git.run(["config", "--type=bool", "--get", "extensions.worktreeConfig"], repo.common_dir, check=False).stdout.strip()
+        git.run(
+            ["config", "--type=bool", "--get", "extensions.worktreeConfig"],
+            repo.common_dir,
+            check=False,
+        ).stdout.strip()
         == "true"
     )
     common = Path(os.path.realpath(repo.common_dir))
@@ -574,7 +600,9 @@ def check_landlock(repo: Repo) -> list[Check]:
     abi, why = landlock_abi()
     if abi is not None:
         return [
-            finding("landlock", OK, f"Landlock ABI {abi}: git lane exec --sandbox can confine lanes")
+            finding(
+                "landlock", OK, f"Landlock ABI {abi}: git lane exec --sandbox can confine lanes"
+            )
         ]
     required = repo.config.get("sandbox") == "required"
     return [
@@ -611,7 +639,9 @@ def run(repo: Repo) -> DoctorResult:
         try:
             checks.extend(fn(repo))
         except Refusal as r:
-            checks.append(finding(name, FAIL, f"[{r.code}] {r.message}", " ; ".join(r.next) or None))
+            checks.append(
+                finding(name, FAIL, f"[{r.code}] {r.message}", " ; ".join(r.next) or None)
+            )
         except GitError as exc:
             checks.append(finding(name, FAIL, f"git failed: {exc.stderr.strip()[:300]}", None))
     ok = not any(c["status"] == FAIL for c in checks)

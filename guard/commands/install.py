@@ -294,7 +294,9 @@ def run(repo: Repo, force: bool = False, use_hooks_path: bool = False) -> Instal
         res["pinned"] = pinned
         res["code"] = "installed"
     if changed or displaced or pinned:
-        repo.store.event("install", hooks_dir=str(d), hooks=results, displaced=displaced, pinned=pinned)
+        repo.store.event(
+            "install", hooks_dir=str(d), hooks=results, displaced=displaced, pinned=pinned
+        )
     return res
 
 

@@ -53,11 +53,16 @@ def run(
         raise Refusal(
             "role_forbidden",
             'workers may not land (worker_land = "deny")',
-            next=["ask the owner to run: git lane land " + (key or "<KEY>"), "git lane config set worker_land allow  (owner)"],
+            next=[
+                "ask the owner to run: git lane land " + (key or "<KEY>"),
+                "git lane config set worker_land allow  (owner)",
+            ],
             details={"lane": key},
         )
     if key is None:
-        raise Refusal("unknown_lane", "land needs a lane key", next=["git lane status", "git lane land <KEY>"])
+        raise Refusal(
+            "unknown_lane", "land needs a lane key", next=["git lane status", "git lane land <KEY>"]
+        )
     rec = lane.get(repo, key)
     if rec.status != "active":
         raise Refusal(
@@ -73,7 +78,10 @@ def run(
         raise Refusal(
             "gate_command_unset",
             "the gate is on but no gate_command is set",
-            next=['git lane config set gate_command "pytest -q"', "git lane config set gate off  (land without a check)"],
+            next=[
+                'git lane config set gate_command "pytest -q"',
+                "git lane config set gate off  (land without a check)",
+            ],
         )
     held = g1_lock(repo, key, wait)
     try:
@@ -81,7 +89,18 @@ def run(
         if repo.store.landing_path.exists():
             landing.recover_locked(repo, held)
         clean = cfg["gate_worktree"] == "clean"
-        return _land_locked(repo, rec.key, rec.branch, rec.path, held, command, cfg["gate_timeout"], clean, output, tick)
+        return _land_locked(
+            repo,
+            rec.key,
+            rec.branch,
+            rec.path,
+            held,
+            command,
+            cfg["gate_timeout"],
+            clean,
+            output,
+            tick,
+        )
     finally:
         lock.release(repo, held)
 
@@ -245,7 +264,9 @@ def g9_markers(t: Target, markers: list[str]) -> None:
     files = sorted({m.rsplit(":", 1)[0] for m in markers})
     lq = git.q(t.path)
     # G2 held the lane clean, so what is modified now is the marker fix
-    stage = f"add -- {' '.join(git.q(f) for f in files)}" if len(files) <= PATHS_IN_NEXT else "add -u"
+    stage = (
+        f"add -- {' '.join(git.q(f) for f in files)}" if len(files) <= PATHS_IN_NEXT else "add -u"
+    )
     raise Refusal(
         "conflict_markers_present",
         f"lane {t.key} would bring conflict markers into main at {', '.join(markers[:10])}"
@@ -273,7 +294,9 @@ def g4_exact(t: Target, hidden: git.Hidden, gate_in_lane: bool) -> None:
         fix: list[str] = []
         au, sw = hidden.assume_unchanged, hidden.skip_worktree
         if missing and hidden.sparse:
-            fix.append(f"git -C {lq} sparse-checkout disable")  # every file back, no skip-worktree left
+            fix.append(
+                f"git -C {lq} sparse-checkout disable"
+            )  # every file back, no skip-worktree left
         elif sw or missing:
             fix.append(_unflag(lq, "--no-skip-worktree", sorted(set(sw) | set(missing))))
         if au:
@@ -282,7 +305,9 @@ def g4_exact(t: Target, hidden: git.Hidden, gate_in_lane: bool) -> None:
             if len(missing) <= PATHS_IN_NEXT:
                 fix.append(f"git -C {lq} checkout-index -- {' '.join(git.q(p) for p in missing)}")
             else:
-                fix.append(f"git -C {lq} ls-files -z --deleted | git -C {lq} checkout-index -z --stdin")
+                fix.append(
+                    f"git -C {lq} ls-files -z --deleted | git -C {lq} checkout-index -z --stdin"
+                )
         what = []
         if hidden.changed:
             what.append(
@@ -306,15 +331,21 @@ def g4_exact(t: Target, hidden: git.Hidden, gate_in_lane: bool) -> None:
                 "missing": missing[:100],
                 "sparse": hidden.sparse,
             },
-            alternatives=["git lane config set gate_worktree clean"] if missing and not hidden.changed else [],
+            alternatives=["git lane config set gate_worktree clean"]
+            if missing and not hidden.changed
+            else [],
         )
     if hidden.submodules:
         moved = [s.path for s in hidden.submodules if s.head != s.recorded]
         dirty = [s.path for s in hidden.submodules if s.head == s.recorded]
         fix = []
         if moved:
-            fix.append(f"git -C {lq} submodule update --init --checkout -- {' '.join(git.q(p) for p in moved)}")
-        fix.extend(f"git -C {git.q(os.path.join(t.path, p))} stash push --include-untracked" for p in dirty)
+            fix.append(
+                f"git -C {lq} submodule update --init --checkout -- {' '.join(git.q(p) for p in moved)}"
+            )
+        fix.extend(
+            f"git -C {git.q(os.path.join(t.path, p))} stash push --include-untracked" for p in dirty
+        )
         raise Refusal(
             "submodule_differs",
             f"in lane {t.key}, submodule(s) {', '.join(s.path for s in hidden.submodules[:10])} are not what the "
@@ -324,7 +355,12 @@ def g4_exact(t: Target, hidden: git.Hidden, gate_in_lane: bool) -> None:
             details={
                 "lane": t.key,
                 "submodules": [
-                    {"path": s.path, "recorded": s.recorded, "head": s.head, "dirty_paths": s.dirty[:50]}
+                    {
+                        "path": s.path,
+                        "recorded": s.recorded,
+                        "head": s.head,
+                        "dirty_paths": s.dirty[:50],
+                    }
                     for s in hidden.submodules
                 ],
             },
@@ -376,7 +412,9 @@ def g4_gate(
     still_dirty: list[str] = []
     hidden = git.Hidden()
     if not clean:  # a clean gate never looked at the lane's worktree
-        still_dirty, hidden = git.both(lambda: git.dirty_paths(t.path), lambda: git.hidden_differences(t.path, t.tip or ""))
+        still_dirty, hidden = git.both(
+            lambda: git.dirty_paths(t.path), lambda: git.hidden_differences(t.path, t.tip or "")
+        )
     unseen = hidden.changed + hidden.missing + [s.path for s in hidden.submodules]
     if after != t.tip or still_dirty or unseen:
         raise Refusal(
@@ -403,7 +441,10 @@ def g4_gate(
 def g5_move_main(repo: Repo, t: Target, tip: str) -> None:
     """G5: main moves from exactly main_before to exactly the tip, or not at all."""
     try:
-        git.run(["update-ref", "-m", f"git-lane: land {t.key}", repo.main_ref, tip, t.main_before], repo.common_dir)
+        git.run(
+            ["update-ref", "-m", f"git-lane: land {t.key}", repo.main_ref, tip, t.main_before],
+            repo.common_dir,
+        )
     except GitError as exc:
         now = repo.ref_sha(repo.main_ref)
         if now != tip:
@@ -415,8 +456,19 @@ def g5_move_main(repo: Repo, t: Target, tip: str) -> None:
                 "main_update_failed",
                 f"git refused to move {repo.main_ref} from {t.main_before[:12]} to {tip[:12]} "
                 f"(it is now {str(now)[:12]}): {exc.stderr.strip()}",
-                next=[f"git reflog -5 {repo.main_ref}", "git lane doctor", f"git lane sync {t.key}", f"git lane land {t.key}"],
-                details={"lane": t.key, "main_before": t.main_before, "main": now, "tip": tip, "stderr": exc.stderr},
+                next=[
+                    f"git reflog -5 {repo.main_ref}",
+                    "git lane doctor",
+                    f"git lane sync {t.key}",
+                    f"git lane land {t.key}",
+                ],
+                details={
+                    "lane": t.key,
+                    "main_before": t.main_before,
+                    "main": now,
+                    "tip": tip,
+                    "stderr": exc.stderr,
+                },
             ) from None
         # git reported a failure after the ref did move (e.g. a hook's complaint): finish
 
@@ -478,7 +530,9 @@ def marker_hits(path: str, base: str, tip: str) -> list[str]:
     }
     if not touched:
         return []
-    attr = git.run(["check-attr", "--cached", "-z", "conflict-marker-size", "--", *sorted(touched)], path)
+    attr = git.run(
+        ["check-attr", "--cached", "-z", "conflict-marker-size", "--", *sorted(touched)], path
+    )
     sizes = policy.marker_sizes(attr.stdout)
     hits: list[str] = []
     for name, added in sorted(touched.items()):
@@ -513,4 +567,3 @@ def _main_and_tip(repo: Repo, branch: str) -> tuple[str, str | None]:
     if main_ref not in found:
         return repo.main_sha(), found.get(lane_ref)  # raises no_main_branch
     return found[main_ref], found.get(lane_ref)
-

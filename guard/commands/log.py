@@ -27,7 +27,9 @@ def parse_since(text: str) -> float | None:
     return dt.timestamp()
 
 
-def run(repo: Repo, lane: str | None = None, since: float | None = None, limit: int | None = None) -> LogResult:
+def run(
+    repo: Repo, lane: str | None = None, since: float | None = None, limit: int | None = None
+) -> LogResult:
     evs = [
         e
         for e in map(typed, repo.store.events())
@@ -52,7 +54,12 @@ def typed(e: dict[str, Any]) -> dict[str, Any]:
         out["ts"] = 0.0
         if "ts" in e:
             bad["ts"] = repr(ts) if isinstance(ts, float) else ts  # NaN/Infinity are not JSON
-    for name, default, optional in (("kind", "invalid", False), ("code", "invalid", False), ("lane", None, True), ("time", None, True)):
+    for name, default, optional in (
+        ("kind", "invalid", False),
+        ("code", "invalid", False),
+        ("lane", None, True),
+        ("time", None, True),
+    ):
         v = e.get(name)
         if isinstance(v, str) or (optional and v is None):
             out[name] = v

@@ -45,7 +45,9 @@ def run(repo: Repo) -> ReconcileResult:
                 continue
             if k in known and known[k].status != "released":
                 continue
-            repo.store.write_lane(LaneRecord(key=k, branch=lane.branch_of(k), path=wt.path, created_at=now_iso()))
+            repo.store.write_lane(
+                LaneRecord(key=k, branch=lane.branch_of(k), path=wt.path, created_at=now_iso())
+            )
             lane.write_marker(repo, wt.path, k)
             changes.append({"action": "adopted", "lane": k, "path": wt.path})
     if not repo.store.epoch_is_valid():
@@ -57,7 +59,9 @@ def run(repo: Repo) -> ReconcileResult:
     return {"ok": True, "code": "reconciled" if changes else "ok", "changes": changes}
 
 
-def _reconcile_lane(repo: Repo, rec: LaneRecord, idx: dict[str, git.Worktree]) -> list[dict[str, Any]]:
+def _reconcile_lane(
+    repo: Repo, rec: LaneRecord, idx: dict[str, git.Worktree]
+) -> list[dict[str, Any]]:
     changes: list[dict[str, Any]] = []
     wt = idx.get(os.path.realpath(rec.path))
     # the worktree is there (whatever it has checked out: status and land name a wrong

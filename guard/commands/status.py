@@ -22,7 +22,13 @@ def lock_view(repo: Repo) -> LockView | None:
     rec = lock.read_owner(repo)
     if rec is None:
         return None
-    return {"pid": rec.pid, "lane": rec.lane, "since": rec.since, "host": rec.host, "alive": lock.owner_alive(rec)}
+    return {
+        "pid": rec.pid,
+        "lane": rec.lane,
+        "since": rec.since,
+        "host": rec.host,
+        "alive": lock.owner_alive(rec),
+    }
 
 
 def run(repo: Repo, key: str | None = None) -> StatusResult:
@@ -40,7 +46,9 @@ def run(repo: Repo, key: str | None = None) -> StatusResult:
     idx = git.by_path(wts)
     ep = repo.store.read_epoch()
     # the lane tips and the last land's landed ref, in one git call
-    tips = git.refs(repo.common_dir, "refs/heads/lane/", *([landed.ref_name(ep.epoch)] if ep.epoch else []))
+    tips = git.refs(
+        repo.common_dir, "refs/heads/lane/", *([landed.ref_name(ep.epoch)] if ep.epoch else [])
+    )
     # the hub first: with a worktree as big as any lane's, it should not be the straggler
     jobs: list[Any] = [("hub", hub.path)] if hub is not None else []
     jobs.extend(("lane", r) for r in records)
@@ -89,7 +97,11 @@ def run(repo: Repo, key: str | None = None) -> StatusResult:
         "code": "ok",
         "epoch": ep.epoch,
         "main": {"branch": repo.main_branch, "sha": main_sha},
-        "hub": {"path": hub.path if hub else None, "dirty_paths": hub_dirty, "out_of_step": out_of_step},
+        "hub": {
+            "path": hub.path if hub else None,
+            "dirty_paths": hub_dirty,
+            "out_of_step": out_of_step,
+        },
         "lock": lock_view(repo),
         "landing": landing_open,
         "lanes": lanes,

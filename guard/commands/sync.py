@@ -14,11 +14,16 @@ from guard.results import AbortResult, SyncResult, Worklist, WorklistFile
 
 # Passed with -c on every rebase: never written into the repository's config.
 REBASE_CFG = [
-    "-c", "rerere.enabled=true",
-    "-c", "rerere.autoUpdate=true",
-    "-c", "merge.conflictStyle=zdiff3",
-    "-c", "core.editor=true",
-    "-c", "advice.mergeConflict=false",
+    "-c",
+    "rerere.enabled=true",
+    "-c",
+    "rerere.autoUpdate=true",
+    "-c",
+    "merge.conflictStyle=zdiff3",
+    "-c",
+    "core.editor=true",
+    "-c",
+    "advice.mergeConflict=false",
 ]
 REBASE_ENV = {"GIT_EDITOR": "true", "GIT_SEQUENCE_EDITOR": "true"}
 MAX_AUTO_STEPS = 10_000
@@ -69,7 +74,9 @@ def _step_files(path: str) -> list[str]:
     staged with it (left out, the lane would end dirty with a commit missing a file)."""
     files = set(git.unmerged(path))
     files.update(git.run(["diff", "--name-only", "-z", "HEAD"], path, check=False).z())
-    files.update(git.run(["ls-files", "--others", "--exclude-standard", "-z"], path, check=False).z())
+    files.update(
+        git.run(["ls-files", "--others", "--exclude-standard", "-z"], path, check=False).z()
+    )
     return sorted(files)
 
 
@@ -95,9 +102,13 @@ def _undecided(path: str) -> list[str]:
         if 2 in st and 3 in st:
             (mode2, ours), (mode3, theirs) = st[2], st[3]
             if mode2 in ("100644", "100755") and mode3 in ("100644", "100755"):
-                num = git.run(["diff", "--numstat", "--no-renames", ours, theirs], path, check=False)
+                num = git.run(
+                    ["diff", "--numstat", "--no-renames", ours, theirs], path, check=False
+                )
                 attr = git.run(["check-attr", "merge", "--", p], path, check=False).stdout
-                binary = num.stdout.startswith("-\t-\t") or attr.rstrip().endswith((": unset", ": binary"))
+                binary = num.stdout.startswith("-\t-\t") or attr.rstrip().endswith(
+                    (": unset", ": binary")
+                )
                 if not binary:
                     continue  # a text conflict: the marker check decides
             left = ours
@@ -107,7 +118,9 @@ def _undecided(path: str) -> list[str]:
             continue  # deleted on both sides: nothing to lose
         full = os.path.join(path, p)
         if os.path.islink(full):
-            now = git.run(["hash-object", "--stdin"], path, input=os.readlink(full), check=False).stdout.strip()
+            now = git.run(
+                ["hash-object", "--stdin"], path, input=os.readlink(full), check=False
+            ).stdout.strip()
         elif os.path.isfile(full):
             now = git.run(["hash-object", "--", p], path, check=False).stdout.strip()
         else:
@@ -119,7 +132,11 @@ def _undecided(path: str) -> list[str]:
 
 def _markers(path: str, files: list[str]) -> list[str]:
     hits: list[str] = []
-    attr = git.run(["check-attr", "-z", "conflict-marker-size", "--", *files], path, check=False) if files else None
+    attr = (
+        git.run(["check-attr", "-z", "conflict-marker-size", "--", *files], path, check=False)
+        if files
+        else None
+    )
     sizes = marker_sizes(attr.stdout) if attr is not None and attr.ok else {}
     for f in files:
         p = Path(path) / f
@@ -150,16 +167,21 @@ def worklist(path: str) -> Worklist:
             step, total = int(msg or 0), int(end or 0)
             break
     sha = git.run(["rev-parse", "-q", "--verify", "REBASE_HEAD"], path, check=False).stdout.strip()
-    subject = git.run(["log", "-1", "--format=%s", sha], path, check=False).stdout.strip() if sha else ""
+    subject = (
+        git.run(["log", "-1", "--format=%s", sha], path, check=False).stdout.strip() if sha else ""
+    )
     files: list[WorklistFile] = [
-        {"path": p, "kind": KINDS.get(frozenset(um.stages), "unmerged")} for p, um in sorted(git.unmerged(path).items())
+        {"path": p, "kind": KINDS.get(frozenset(um.stages), "unmerged")}
+        for p, um in sorted(git.unmerged(path).items())
     ]
     return {"step": step, "total": total, "commit": sha or None, "subject": subject, "files": files}
 
 
 def _conflicts(repo: Repo, key: str, path: str, stderr: str | None = None) -> SyncResult:
     wl = worklist(path)
-    repo.store.event("sync", lane=key, code="conflicts", step=wl["step"], total=wl["total"], files=wl["files"])
+    repo.store.event(
+        "sync", lane=key, code="conflicts", step=wl["step"], total=wl["total"], files=wl["files"]
+    )
     res: SyncResult = {
         "ok": True,
         "code": "conflicts",
@@ -197,7 +219,14 @@ def _drive(
                     continue
                 tip = git.run(["rev-parse", "HEAD"], path).stdout.strip()
                 repo.store.event("sync", lane=key, code="fresh", main=main_sha, tip=tip)
-                return {"ok": True, "code": "synced", "lane": key, "state": "fresh", "tip": tip, "main": main_sha}
+                return {
+                    "ok": True,
+                    "code": "synced",
+                    "lane": key,
+                    "state": "fresh",
+                    "tip": tip,
+                    "main": main_sha,
+                }
             raise Refusal(
                 "sync_failed",
                 f"git rebase failed in lane {key}: {result.stderr.strip()[:500]}",
@@ -224,7 +253,9 @@ def _drive(
 def sync(repo: Repo, key: str | None) -> SyncResult:
     key, branch, path = _lane(repo, key, "sync")
     if git.rebase_in_progress(path):
-        raise lane.rebase_refusal(key, "already in the middle of a sync", {"worklist": worklist(path)})
+        raise lane.rebase_refusal(
+            key, "already in the middle of a sync", {"worklist": worklist(path)}
+        )
     head = git.run(["symbolic-ref", "-q", "HEAD"], path, check=False).stdout.strip()
     if head != f"refs/heads/{branch}":
         raise lane.branch_mismatch_refusal(key, path, branch, head or None)
@@ -234,7 +265,14 @@ def sync(repo: Repo, key: str | None) -> SyncResult:
     main_sha = repo.main_sha()  # pinned: the rebase targets this sha, whatever lands meanwhile
     before = git.run(["rev-parse", "HEAD"], path).stdout.strip()
     if git.is_ancestor(repo.common_dir, main_sha, before):
-        return {"ok": True, "code": "already_fresh", "lane": key, "state": "fresh", "tip": before, "main": main_sha}
+        return {
+            "ok": True,
+            "code": "already_fresh",
+            "lane": key,
+            "state": "fresh",
+            "tip": before,
+            "main": main_sha,
+        }
     repo.store.event("sync_start", lane=key, main=main_sha, tip_before=before)
     res = _git(path, ["rebase", main_sha])
     return _drive(repo, key, path, main_sha, res)
@@ -258,7 +296,10 @@ def continue_(repo: Repo, key: str | None) -> SyncResult:
         raise Refusal(
             "conflict_markers_present",
             f"conflict markers are still in {', '.join(hits[:10])}",
-            next=[f"edit those files in {git.q(path)} to remove the markers", f"git lane continue {key}"],
+            next=[
+                f"edit those files in {git.q(path)} to remove the markers",
+                f"git lane continue {key}",
+            ],
             details={"lane": key, "markers": hits},
         )
     undecided = _undecided(path)
@@ -295,4 +336,10 @@ def abort(repo: Repo, key: str | None) -> AbortResult:
     tip = git.run(["rev-parse", "HEAD"], path).stdout.strip()
     fresh = git.is_ancestor(repo.common_dir, repo.main_sha(), tip)
     repo.store.event("abort", lane=key, tip=tip)
-    return {"ok": True, "code": "aborted", "lane": key, "state": "fresh" if fresh else "stale", "tip": tip}
+    return {
+        "ok": True,
+        "code": "aborted",
+        "lane": key,
+        "state": "fresh" if fresh else "stale",
+        "tip": tip,
+    }
