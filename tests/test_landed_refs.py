@@ -429,3 +429,23 @@ def test_landed_refs_are_written_under_a_lock_record_naming_them(
         assert old == "0" * 40  # created, never moved
         assert new == tip  # the lock record names the value written
         assert pid == writer  # and the process that runs the git writing it
+
+
+# -- the hooks protect the namespace like main ------------------------------------------
+def test_hooks_refuse_moving_deleting_or_forging_a_landed_ref(landed2: tuple[Repo, list[str], list[str]]) -> None:
+    from hookfix import assert_refused
+
+    repo, (a, b), _ = landed2
+    before = landed_refs(repo)
+    assert_refused(run(repo.path, "update-ref", ref(1), b))  # move
+    assert_refused(run(repo.path, "update-ref", "-d", ref(2)))  # delete
+    assert_refused(run(repo.path, "update-ref", ref(99), a))  # forge a new one
+    assert_refused(run(repo.path, "update-ref", "refs/git-lane/other", a))  # anything else there
+    assert landed_refs(repo) == before
+    # packing and gc move nothing and pass
+    assert_ok(run(repo.path, "pack-refs", "--all"))
+    assert_ok(run(repo.path, "gc", "-q", "--prune=now"))
+    assert landed_refs(repo) == before
+    # and the next land still writes its own
+    land_one(repo, "c", {"c.txt": "c\n"})
+    assert ref(3) in landed_refs(repo)
