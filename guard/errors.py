@@ -102,6 +102,7 @@ CODES: dict[str, Code] = _codes(
         "a state file is unreadable, of the wrong form, or a directory",
     ),
     ("main_mutation_refused", "hooks", "G10", "something other than land tried to move main"),
+    ("hook_facts_unknown", "hooks", None, "a hook could not establish a fact, so it refused"),
     ("sync_required", "shims", "G8", "a stale lane under a mandatory policy tried to write"),
     ("path_outside_lane", "shims", None, "a write outside the lane worktree"),
     ("hooks_disabled", "shims", None, "an attempt to switch the hooks off"),

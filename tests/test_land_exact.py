@@ -443,7 +443,7 @@ def test_hub_update_failure_is_reported_and_status_shows_it(repo: Repo, tmp_path
     assert j["warnings"]
     assert not (repo.path / "new.txt").exists()
     st = repo.jlane("status").json
-    assert st["hub"]["out_of_step"] is True and st["warnings"]
+    assert st["hub"]["out_of_step"] is True and [w for w in st["warnings"] if "out of step" in w]
 
     lock.unlink()  # that process is done
     for cmd in hub["next"]:  # type: ignore[index]
@@ -451,7 +451,9 @@ def test_hub_update_failure_is_reported_and_status_shows_it(repo: Repo, tmp_path
     assert (repo.path / "new.txt").read_text() == "new\n"
     assert status_porcelain(repo.path) == ""
     st = repo.jlane("status").json
-    assert st["hub"]["out_of_step"] is False and st["warnings"] == []
+    assert st["hub"]["out_of_step"] is False and not [
+        w for w in st["warnings"] if "out of step" in w
+    ]
 
 
 def test_hub_update_success_is_reported_too(repo: Repo) -> None:

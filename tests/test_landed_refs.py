@@ -432,7 +432,9 @@ def test_landed_refs_are_written_under_a_lock_record_naming_them(
 
 
 # -- the hooks protect the namespace like main ------------------------------------------
-def test_hooks_refuse_moving_deleting_or_forging_a_landed_ref(landed2: tuple[Repo, list[str], list[str]]) -> None:
+def test_hooks_refuse_moving_deleting_or_forging_a_landed_ref(
+    landed2: tuple[Repo, list[str], list[str]],
+) -> None:
     from hookfix import assert_refused
 
     repo, (a, b), _ = landed2

@@ -243,17 +243,17 @@ def test_owner_record_sh_equals_read_owner(
     ticks: str,
 ) -> None:
     g = grepo(repo)
-    rec = {
-        "pid": pid,
-        "start": start,
-        "host": host,
-        "token": token,
-        "lane": lane,
-        "main_before": before,
-        "tip": tip,
-        "since": "2026-01-01T00:00:00Z",
-        "start_ticks": ticks,
-    }
+    rec = lock.OwnerRecord(
+        pid=pid,
+        start=start,
+        host=host,
+        token=token,
+        lane=lane,
+        main_before=before or "",
+        tip=tip or "",
+        since="2026-01-01T00:00:00Z",
+        start_ticks=ticks,
+    )
     lock._write_owner(g, rec)
     py = lock.read_owner(g)
     assert py is not None
@@ -263,10 +263,10 @@ def test_owner_record_sh_equals_read_owner(
     )
     assert res.returncode == 0, res.stderr
     assert res.stdout.split("\0") == [
-        str(py["pid"]),
-        py["start_ticks"],
-        py["tip"],
-        py["main_before"],
+        str(py.pid),
+        py.start_ticks,
+        py.tip,
+        py.main_before,
     ]
 
 
