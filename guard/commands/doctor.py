@@ -356,7 +356,7 @@ def _check_hook(d: Path, name: str) -> Check:
     py = hookinstall.embedded_python(text)
     if name == "pre-commit" and (py is None or not os.access(py, os.X_OK)):
         return finding(label, FAIL, f"{path} names Python {py}, which is gone", "git lane install")
-    if name == "pre-commit" and not _imports_guard(py):
+    if name == "pre-commit" and not _imports_guard(py, _embedded_pypath(text)):
         return finding(
             label,
             FAIL,
@@ -378,14 +378,33 @@ def _check_hook(d: Path, name: str) -> Check:
     return finding(label, OK, f"{path}{chained}")
 
 
-def _imports_guard(python: str | None) -> bool:
+def _embedded_pypath(text: str) -> str:
+    import shlex
+
+    for ln in text.splitlines():
+        if ln.startswith("GITLANE_PYPATH="):
+            words = shlex.split(ln[len("GITLANE_PYPATH=") :]) if "${" not in ln else []
+            return words[0] if words else ""
+    return ""
+
+
+def _imports_guard(python: str | None, pypath: str) -> bool:
+    """Can the hook's Python import guard as the hook does: isolated (-I: neither the
+    current directory, perhaps a lane with a guard/ of its own, nor PYTHONPATH counts),
+    from the directory install recorded?"""
     import subprocess
 
     if python is None:
         return False
     try:
         res = subprocess.run(
-            [python, "-c", "import guard.hookcheck"],
+            [
+                python,
+                "-I",
+                "-c",
+                "import sys; p = sys.argv[1]; sys.path[:0] = [p] if p else []; import guard.hookcheck",
+                pypath,
+            ],
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=30,
