@@ -191,6 +191,26 @@ def refs(cwd: Where, *patterns: str) -> dict[str, str]:
     return out
 
 
+def plain_refs(cwd: Where, *patterns: str) -> dict[str, str]:
+    """Like `refs`, leaving out symbolic refs: `git symbolic-ref` writes outside any ref
+    transaction (no hook sees it), so a symbolic ref under a namespace the hooks guard is
+    a forgery, never something to trust."""
+    res = run(["for-each-ref", "--format=%(objectname) %(refname) %(symref)", *patterns], cwd)
+    out: dict[str, str] = {}
+    for ln in res.lines():
+        sha, _, rest = ln.partition(" ")
+        ref, _, sym = rest.partition(" ")
+        if not sym:
+            out[ref] = sha
+    return out
+
+
+def symbolic_refs(cwd: Where, *patterns: str) -> list[str]:
+    """The symbolic refs among `patterns`."""
+    res = run(["for-each-ref", "--format=%(refname) %(symref)", *patterns], cwd)
+    return [ln.partition(" ")[0] for ln in res.lines() if ln.partition(" ")[2]]
+
+
 def is_ancestor(cwd: Where, a: str, b: str) -> bool:
     res = run(["merge-base", "--is-ancestor", a, b], cwd, check=False)
     if res.returncode not in (0, 1):

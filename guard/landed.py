@@ -54,7 +54,7 @@ def from_refs(found: dict[str, str]) -> list[Landed]:
 
 
 def all_landed(repo: Repo) -> list[Landed]:
-    return from_refs(git.refs(repo.common_dir, PREFIX))
+    return from_refs(git.plain_refs(repo.common_dir, PREFIX))
 
 
 def newest_ref(repo: Repo) -> Landed | None:
@@ -65,14 +65,15 @@ def newest_ref(repo: Repo) -> Landed | None:
             "for-each-ref",
             "--sort=-refname",
             "--count=1",
-            "--format=%(objectname) %(refname)",
+            "--format=%(objectname) %(refname) %(symref)",
             PREFIX,
         ],
         repo.common_dir,
     )
-    sha, _, ref = res.stdout.strip().partition(" ")
+    sha, _, rest = res.stdout.strip().partition(" ")
+    ref, _, sym = rest.partition(" ")
     e = parse(ref)
-    if e is not None:
+    if e is not None and not sym:
         return Landed(e, sha, ref)
     if not ref:
         return None
@@ -104,7 +105,15 @@ def keep(repo: Repo, epoch: int, tip: str, lane: str | None) -> str:
     Returns "created", "present" or "failed"."""
     ref = ref_name(epoch)
     res = git.run(
-        ["update-ref", "-m", f"git-lane: landed {lane or ''}".rstrip(), ref, tip, ""],
+        [
+            "update-ref",
+            "--create-reflog",
+            "-m",
+            f"git-lane: landed {lane or ''}".rstrip(),
+            ref,
+            tip,
+            "",
+        ],
         repo.common_dir,
         check=False,
     )

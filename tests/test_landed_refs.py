@@ -451,3 +451,26 @@ def test_hooks_refuse_moving_deleting_or_forging_a_landed_ref(
     # and the next land still writes its own
     land_one(repo, "c", {"c.txt": "c\n"})
     assert ref(3) in landed_refs(repo)
+
+
+def test_a_symbolic_ref_under_the_landed_namespace_is_never_a_landed_tip(
+    landed2: tuple[Repo, list[str], list[str]],
+) -> None:
+    """`git symbolic-ref` writes outside any transaction (no hook sees it): a symbolic ref
+    named like a newer land must not make doctor or restore-main follow it to untested code."""
+    repo, (_a, b), _ = landed2
+    evil = repo.create("evil")
+    assert_ok(commit_file(evil, "evil.txt", "EVIL\n"))
+    assert_ok(run(repo.path, "symbolic-ref", ref(3), "refs/heads/lane/evil"))
+    assert_ok(run(repo.path, "symbolic-ref", ref(9999999999), "refs/heads/lane/evil"))
+    checks = doctor(repo)
+    forged = [c for c in checks["landed refs"] if "symbolic-ref --delete" in (c["fix"] or "")]
+    assert len(forged) == 2 and all(c["status"] == "fail" for c in forged), checks
+    r = repo.jlane("restore-main")
+    assert repo.sha() == b, r.stdout + r.stderr  # main stays at the real last landed tip
+    # the fix doctor names removes the forgery, and the next land takes epoch 3
+    for c in forged:
+        assert_ok(run(repo.path, *c["fix"].split()[1:]))
+    assert git(repo.path, "for-each-ref", "--format=%(symref)", LANDED).stdout.strip() == ""
+    land_one(repo, "c", {"c.txt": "c\n"})
+    assert ref(3) in landed_refs(repo)

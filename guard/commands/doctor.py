@@ -478,6 +478,17 @@ def check_worktree_config(repo: Repo) -> list[Check]:
 
 def check_replace(repo: Repo) -> list[Check]:
     out = []
+    forged = git.symbolic_refs(repo.common_dir, "refs/git-lane/")
+    for r in forged:
+        out.append(
+            finding(
+                "landed refs",
+                FAIL,
+                f"{r} is a symbolic ref: git-lane never writes one (git symbolic-ref bypasses the hooks); "
+                "it is ignored as a landed tip",
+                f"git symbolic-ref --delete {r}",
+            )
+        )
     refs = list(git.refs(repo.common_dir, "refs/replace/"))
     if refs:
         names = " ".join(r.removeprefix("refs/replace/") for r in refs[:20])

@@ -46,7 +46,7 @@ def run(repo: Repo, key: str | None = None) -> StatusResult:
     idx = git.by_path(wts)
     ep = repo.store.read_epoch()
     # the lane tips and the last land's landed ref, in one git call
-    tips = git.refs(
+    tips = git.plain_refs(
         repo.common_dir, "refs/heads/lane/", *([landed.ref_name(ep.epoch)] if ep.epoch else [])
     )
     # the hub first: with a worktree as big as any lane's, it should not be the straggler
