@@ -191,6 +191,19 @@ def refs(cwd: Where, *patterns: str) -> dict[str, str]:
     return out
 
 
+# A plain, parseable patch whatever the user's diff config says (used by land and the hook).
+PATCH_ARGS = (
+    "-U0",
+    "--no-color",
+    "--no-ext-diff",
+    "--no-textconv",
+    "--no-renames",
+    "--src-prefix=a/",  # whatever diff.noprefix / diff.mnemonicPrefix say
+    "--dst-prefix=b/",
+    "--diff-filter=d",
+)
+
+
 def plain_refs(cwd: Where, *patterns: str) -> dict[str, str]:
     """Like `refs`, leaving out symbolic refs: `git symbolic-ref` writes outside any ref
     transaction (no hook sees it), so a symbolic ref under a namespace the hooks guard is
@@ -603,14 +616,7 @@ def pickaxe_patch(cwd: Where, a: str, b: str, regex: str) -> bytes:
             "-c",
             "core.quotePath=false",
             "diff",
-            "-U0",
-            "--no-color",
-            "--no-ext-diff",
-            "--no-textconv",
-            "--no-renames",
-            "--src-prefix=a/",  # whatever diff.noprefix / diff.mnemonicPrefix say
-            "--dst-prefix=b/",
-            "--diff-filter=d",
+            *PATCH_ARGS,
             f"-G{regex}",
             a,
             b,
