@@ -316,8 +316,3 @@ def view(
         )
     )
     return v
-
-
-def tips(repo: Repo) -> dict[str, str]:
-    """Every lane branch and its sha, in one git call."""
-    return git.refs(repo.common_dir, "refs/heads/lane/")
