@@ -143,6 +143,17 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raw = path.read_bytes()
     except FileNotFoundError:
         return {}
+    except NotADirectoryError:
+        if path.parent.name == "git-lane" and not path.parent.is_dir():  # the state dir
+            from guard.store import not_a_directory
+
+            raise not_a_directory(path.parent) from None
+        raise Refusal(
+            "invalid_config",
+            f"cannot read {path}: a component of its directory is not a directory",
+            next=[f"ls -ld {_q(path.parent)}"],
+            details={"file": str(path)},
+        ) from None
     except OSError as exc:
         raise Refusal(
             "invalid_config",

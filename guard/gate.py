@@ -65,15 +65,21 @@ def run(
     env["GITLANE_GATE_LANE"] = lane  # the gate may want to know which lane it checks
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     start = time.monotonic()
-    proc = subprocess.Popen(
-        ["sh", "-c", command],
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    try:
+        proc = subprocess.Popen(
+            ["sh", "-c", command],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as exc:  # E2BIG (a huge environment), ENOENT (no sh), EACCES...: failed
+        why = f"git-lane: the gate could not be started: {exc.strerror or exc}"
+        if output is not None:
+            output((why + "\n").encode())
+        return GateRun(command, "failed", 126, round(time.monotonic() - start, 3), [why])
     assert proc.stdout is not None
     os.set_blocking(proc.stdout.fileno(), False)
     timed_out = False

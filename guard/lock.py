@@ -16,7 +16,7 @@ from typing import Any
 from guard import procs
 from guard.errors import Refusal
 from guard.repo import Repo
-from guard.store import FileLock, now_iso, set_aside
+from guard.store import FileLock, ensure_dir, not_a_directory, now_iso, set_aside
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,8 @@ def flock_path(repo: Repo) -> Path:
 def read_owner(repo: Repo) -> OwnerRecord | None:
     try:
         raw = owner_path(repo).read_bytes()
+    except NotADirectoryError:  # locks/ is a file: whether a land runs cannot be told
+        raise not_a_directory(owner_path(repo).parent) from None
     except OSError:  # missing, or not a file (a directory is set aside at the next write)
         return None
     try:
@@ -97,7 +99,7 @@ def _write_owner(repo: Repo, rec: OwnerRecord) -> None:
     lives (after a power loss the flock is gone and the recorded pid and start time name
     no live process, so it is taken over), and two fsyncs per land are measurable."""
     path = owner_path(repo)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    ensure_dir(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:

@@ -38,6 +38,16 @@ def is_worker(env: Mapping[str, str]) -> bool:
     return bound_lane(env) is not None or env.get("GITLANE_ROLE") == "worker"
 
 
+def brief(text: str, width: int = 80) -> str:
+    """One line for a message: a long or multi-line value (a gate command) is cut at a
+    word boundary and says how long it was; the whole value stays in --json."""
+    one = " ".join(text.split())
+    if len(one) <= width and "\n" not in text:
+        return text
+    cut = one[:width].rsplit(" ", 1)[0] if " " in one[:width] else one[:width]
+    return f"{cut} … ({len(text)} characters)"
+
+
 def valid_key(key: str) -> bool:
     return bool(KEY_RE.fullmatch(key))
 

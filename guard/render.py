@@ -9,6 +9,9 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+
+from guard import policy
+
 Result = Mapping[str, Any]
 
 
@@ -121,7 +124,7 @@ def land(r: Result) -> str:
     gate = (
         "gate off"
         if g["status"] == "off"
-        else f"gate `{g['command']}` {g['status']} in {g['seconds']:.1f}s"
+        else f"gate `{policy.brief(g['command'])}` {g['status']} in {g['seconds']:.1f}s"
     )
     return f"landed {r['lane']}: main {r['main_before'][:12]} -> {r['main_after'][:12]}, epoch {r['epoch']}, {gate}"
 

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from guard.errors import Refusal
 from guard.policy import KEY_RE
 
 EVENTS_MAX_BYTES = 4 * 1024 * 1024
@@ -48,10 +49,49 @@ def set_aside(path: Path) -> Path | None:
     return aside
 
 
+def not_a_directory(path: Path) -> Refusal:
+    """The refusal for a file (or anything else) where a state directory belongs: nothing
+    under it can be read or written until `reconcile` moves it aside (kept, not deleted)."""
+    return Refusal(
+        "state_corrupt",
+        f"{path} should be a directory of git-lane's state but is not; "
+        "reconcile moves it aside (kept) and makes the directory",
+        next=["git lane reconcile"],
+        details={"path": str(path)},
+    )
+
+
+def ensure_dir(path: Path) -> None:
+    """mkdir -p, refusing (state_corrupt) when a non-directory sits on the way."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        bad = path
+        for p in [path, *path.parents]:
+            if os.path.lexists(p) and not p.is_dir():
+                bad = p
+        raise not_a_directory(bad) from None
+
+
+def set_aside_file(path: Path) -> Path | None:
+    """Move a non-directory that sits where a state directory belongs to
+    `<name>.corrupt-<pid>[-n]` beside it (kept); None when there is nothing to move."""
+    if not os.path.lexists(path) or (path.is_dir() and not path.is_symlink()):
+        return None
+    n = 0
+    while True:
+        aside = path.with_name(f"{path.name}.corrupt-{os.getpid()}" + (f"-{n}" if n else ""))
+        if not os.path.lexists(aside):
+            break
+        n += 1
+    os.rename(path, aside)
+    return aside
+
+
 def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
     import tempfile  # writers only: `status` never needs it
 
-    path.parent.mkdir(parents=True, exist_ok=True)
+    ensure_dir(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -262,6 +302,8 @@ class Store:
             names = os.listdir(self.lanes_dir)
         except FileNotFoundError:
             return []
+        except NotADirectoryError:
+            raise not_a_directory(self.lanes_dir) from None
         return sorted(n[:-5] for n in names if n.endswith(".json") and not n.startswith("."))
 
     def lanes(self) -> list[LaneRecord]:
@@ -333,7 +375,7 @@ class Store:
             return
         import fcntl
 
-        self.locks_dir.mkdir(parents=True, exist_ok=True)
+        ensure_dir(self.locks_dir)
         with open(self.locks_dir / "events.flock", "a") as lf:
             fcntl.flock(lf, fcntl.LOCK_EX)
             try:
@@ -372,8 +414,13 @@ class Store:
         ]
 
     def repair_layout(self) -> list[dict[str, Any]]:
-        """reconcile: set aside any directory that sits where a state file belongs."""
+        """reconcile: set aside anything that is not a directory where a state directory
+        belongs, and any directory that sits where a state file belongs."""
         out: list[dict[str, Any]] = []
+        for d in (self.dir, self.lanes_dir, self.locks_dir):
+            moved = set_aside_file(d)
+            if moved is not None:
+                out.append({"action": "file_set_aside", "path": str(d), "to": str(moved)})
         for p in self.layout_paths():
             aside = set_aside(p)
             if aside is not None:
@@ -391,7 +438,7 @@ class FileLock:
     def acquire(self, timeout: float | None = None) -> bool:
         import fcntl
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        ensure_dir(self.path.parent)
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except IsADirectoryError:

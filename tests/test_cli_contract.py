@@ -5,11 +5,14 @@ error files its traceback under `<common-dir>/git-lane/crash/` and says only whe
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import Repo, lane
+from conftest import LaneRun, Repo, lane
 
 REFUSAL_LINE = re.compile(r"^git-lane: refused \[([a-z_]+)\]: .+\. Next: .+$")
 
@@ -146,13 +149,35 @@ def test_not_a_repo_with_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert list(tmp_path.iterdir()) == []  # nothing written outside a repository
 
 
+BUGGY = (
+    "import guard.commands.create as c\n"
+    "def run(*a, **k):\n"
+    "    raise RuntimeError('an injected bug')\n"
+    "c.run = run\n"
+    "from guard.cli import main\n"
+    "main()\n"
+)
+
+
+def buggy_lane(*args: str, cwd: Path, env: dict[str, str] | None = None) -> LaneRun:
+    """The real CLI with one bug put into `create` (no repository state is a bug any
+    more: every broken state is a refusal, so a crash has to be planted)."""
+    res = subprocess.run(
+        [sys.executable, "-c", BUGGY, *args],
+        cwd=cwd,
+        text=True,
+        capture_output=True,
+        env={**os.environ, **(env or {})},
+        timeout=60,
+    )
+    return LaneRun(res.returncode, res.stdout, res.stderr)
+
+
 def test_internal_error_files_a_crash_report(repo: Repo) -> None:
-    repo.state_dir.mkdir()
-    (repo.state_dir / "lanes").write_text("not a directory\n")  # the registry cannot be listed
     crash_dir = repo.state_dir / "crash"
     before = repo.worktrees(), repo.git("for-each-ref").stdout
 
-    r = repo.lane("create", "alpha")
+    r = buggy_lane("create", "alpha", cwd=repo.path)
     assert r.rc == 3
     assert r.stdout == ""
     (line,) = r.stderr.splitlines()
@@ -160,9 +185,9 @@ def test_internal_error_files_a_crash_report(repo: Repo) -> None:
     files = sorted(crash_dir.iterdir())
     assert len(files) == 1 and str(files[0]) in line
     report = files[0].read_text()
-    assert "Traceback (most recent call last)" in report and "NotADirectoryError" in report
+    assert "Traceback (most recent call last)" in report and "an injected bug" in report
 
-    r = repo.lane("create", "alpha", "--json")
+    r = buggy_lane("create", "alpha", "--json", cwd=repo.path)
     assert r.rc == 3 and "Traceback" not in r.stderr
     obj = one_object(r.stdout)
     assert (obj["ok"], obj["code"]) == (False, "internal_error")
@@ -175,14 +200,13 @@ def test_internal_error_files_a_crash_report(repo: Repo) -> None:
 
 def test_crash_report_falls_back_when_the_state_dir_is_broken(repo: Repo, tmp_path: Path) -> None:
     repo.state_dir.mkdir()
-    (repo.state_dir / "lanes").write_text("not a directory\n")
-    (repo.state_dir / "crash").write_text("not a directory either\n")
+    (repo.state_dir / "crash").write_text("not a directory\n")
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    r = repo.lane("create", "alpha", "--json", env={"TMPDIR": str(tmp)})
+    r = buggy_lane("create", "alpha", "--json", cwd=repo.path, env={"TMPDIR": str(tmp)})
     assert r.rc == 3 and "Traceback" not in r.stderr
     obj = one_object(r.stdout)
     assert obj["code"] == "internal_error"
     (report,) = (tmp / "git-lane-crash").iterdir()
     assert isinstance(obj["details"], dict) and obj["details"]["crash_file"] == str(report)
-    assert "NotADirectoryError" in report.read_text()
+    assert "an injected bug" in report.read_text()

@@ -20,9 +20,11 @@ import pytest
 from conftest import LaneRun, Repo, git
 from enginehelp import (
     epoch,
+    is_ancestor,
     events,
     landing_file,
     owner_file,
+    rebase_dir,
     spawn_lane,
     status_porcelain,
     wait_for,
@@ -364,6 +366,40 @@ def test_a_directory_where_a_state_file_should_be(repo: Repo, rel: str) -> None:
     assert repo.jlane("status").rc == 0
 
 
+@pytest.mark.parametrize("rel", ["lanes", "locks", "."])
+def test_a_file_where_a_state_directory_should_be(
+    repo: Repo, rel: str, gitlane_on_path: Path
+) -> None:
+    repo.config("gate", "off")
+    lp = repo.create("alpha")
+    tip = repo.commit(lp, "a.txt", "a\n")
+    target = (repo.state_dir / rel).resolve()
+    data = b"someone's file\n"
+    if target.exists():  # "." is the whole state directory, the owner's config with it
+        shutil.rmtree(target)
+    target.write_bytes(data)
+    for cmd in (("status",), ("create", "beta"), ("land", "alpha"), ("release", "alpha")):
+        r = repo.jlane(*cmd)
+        ok_or_refused(r, *cmd)
+        if r.rc == 1 and r.code == "state_corrupt":
+            assert r.json["next"] == ["git lane reconcile"], r.stdout
+    r = repo.jlane("status")
+    assert (r.rc, r.code) == (1, "state_corrupt"), r.stdout
+    assert repo.sha() != tip
+    # the refusal's next, run as written, repairs it and keeps the file
+    done = sh(r.json["next"][0], cwd=repo.path)
+    assert done.returncode == 0, done.stderr
+    kept = [p for p in target.parent.glob(target.name + ".corrupt-*") if p.read_bytes() == data]
+    assert kept, sorted(str(p) for p in target.parent.iterdir())
+    assert repo.jlane("status").rc == 0
+    if rel == ".":
+        repo.git("worktree", "remove", "--force", str(lp))  # its record went aside too
+        return
+    repo.config("gate", "off")
+    assert repo.jlane("land", "alpha").code == "landed"
+    assert repo.sha() == tip
+
+
 # -- 5. events of the wrong types ----------------------------------------------------------------
 def test_events_of_the_wrong_types(repo: Repo) -> None:
     repo.create("alpha")
@@ -411,6 +447,32 @@ def test_a_gate_command_too_long_to_exec(repo: Repo) -> None:
     assert (r.rc, r.code) in ((1, "invalid_config"), (1, "gate_failed")), r.stdout
     assert repo.sha() == main and not owner_file(repo).exists()
     cfg.write_text('gate_command = "true"\n')
+    assert repo.jlane("land", "alpha").code == "landed"
+
+
+def test_an_environment_too_big_for_the_gate_is_a_failed_gate(repo: Repo) -> None:
+    """E2BIG at the gate's exec (the environment plus the command past ARG_MAX, which is a
+    quarter of the stack limit) is the gate failing, not a crash, and main stays."""
+    lp = repo.create("alpha")
+    repo.commit(lp, "a.txt", "a\n")
+    main = repo.sha()
+    repo.config("gate_command", "true " + "y" * 60_000)
+    big = "x" * 100_000
+    cmd = f"ulimit -s 1024 && exec {shlex.quote(sys.executable)} -m guard land alpha --json"
+    r = subprocess.run(
+        ["sh", "-c", cmd],
+        cwd=repo.path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "BIG1": big, "BIG2": big},
+        timeout=120,
+    )
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    obj = json.loads(r.stdout)
+    assert obj["code"] == "gate_failed", r.stdout[:500]
+    assert "could not be started" in r.stderr and len(r.stderr) < 2_000
+    assert repo.sha() == main and not owner_file(repo).exists()
+    repo.config("gate_command", "true")
     assert repo.jlane("land", "alpha").code == "landed"
 
 
@@ -526,6 +588,36 @@ def test_two_releases_of_one_lane(repo: Repo, tmp_path: Path) -> None:
     second = json.loads(other.read_text().strip().splitlines()[-1])
     assert sorted([r.code, second["code"]]) == ["already_released", "released"], (r.stdout, second)
     assert repo.sha("refs/heads/lane/alpha") is None and not lp.exists()
+
+
+def test_sync_racing_a_release_loses_nothing(repo: Repo, tmp_path: Path) -> None:
+    """A sync of the lane started while release is removing it: either the sync is refused
+    (the lane is frozen) and the release goes on, or release sees the lane change and keeps
+    it. Never a crash, never a half-rebased lane deleted."""
+    lp = repo.create("alpha")
+    tip = repo.commit(lp, "a.txt", "a\n")
+    repo.commit(repo.path, "m.txt", "m\n")  # main moves: alpha is stale, sync has work
+    other = tmp_path / "sync.json"
+    race = (
+        f"{shlex.quote(sys.executable)} -m guard sync alpha --json "
+        f"> {shlex.quote(str(other))} 2>{shlex.quote(str(tmp_path / 'sync.err'))}"
+    )
+    r = repo.jlane("release", "alpha", *CONFIRM, env=racing_git(tmp_path, race))
+    ok_or_refused(r, "release")
+    assert (tmp_path / "raced").is_dir(), "the race never ran"
+    synced = json.loads(other.read_text())
+    assert "Traceback" not in (tmp_path / "sync.err").read_text()
+    assert synced["code"] != "internal_error", synced
+    if r.rc == 0:  # the release won: the sync must have been refused, not half-done
+        assert synced["ok"] is False, synced
+        assert r.code == "released" and not lp.exists()
+    else:  # the lane stays, whole: on its old tip or cleanly rebased
+        assert lp.is_dir() and (lp / "a.txt").is_file()
+        head = repo.sha("refs/heads/lane/alpha")
+        assert head == tip or is_ancestor(repo.path, "main", str(head))
+        assert not rebase_dir(lp)
+    # the work is still reachable from somewhere git keeps it, or release was confirmed
+    assert r.rc == 0 or repo.sha("refs/heads/lane/alpha") is not None
 
 
 def test_release_while_the_lane_lands_is_refused(repo: Repo) -> None:

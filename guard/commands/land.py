@@ -397,14 +397,14 @@ def g4_gate(
     if g.status == "timeout":
         raise Refusal(
             "gate_timeout",
-            f"the gate `{command}` ran past {timeout}s and was killed",
+            f"the gate `{policy.brief(command)}` ran past {timeout}s and was killed",
             next=[f"git lane land {t.key}", "git lane config set gate_timeout <seconds>"],
             details={"lane": t.key, "gate": g.to_dict()},
         )
     if g.status != "passed":
         raise Refusal(
             "gate_failed",
-            f"the gate `{command}` failed with exit {g.exit} at {t.tip[:12]}",
+            f"the gate `{policy.brief(command)}` failed with exit {g.exit} at {t.tip[:12]}",
             next=[f"fix the failure in {t.path}, commit, then: git lane land {t.key}"],
             details={"lane": t.key, "gate": g.to_dict(), "tail": g.tail},
         )
