@@ -58,6 +58,36 @@ gl_context() {
 	state=$common/git-lane
 }
 
+# gl_framework HOOK: one verdict per hook run under the pre-commit framework. Behind its
+# script (`pre-commit install` and `git lane install`, either order) this hook is
+# HOOK.legacy: the framework's hook-impl runs it (PRE_COMMIT_RUNNING_LEGACY=1), then the
+# git-lane-* hook ids of .pre-commit-config.yaml (PRE_COMMIT=1), the same checks again,
+# and each refusal would print twice. The legacy run records its parent, hook-impl, in
+# $gd/gitlane-framework-HOOK (a refusal marks it "refused", gl_fw_refused); a hook-id run
+# whose parent is that very process consumes the record and returns 0 (gl_fw_verdict =
+# the legacy run's: '' passed, refused) instead of checking again. Anything else (no
+# record, another parent: `pre-commit run`, the framework alone) returns 1: check.
+gl_fw_rec=
+gl_framework() {
+	gl_fw=$gd/gitlane-framework-$1
+	if [ "${PRE_COMMIT_RUNNING_LEGACY:-}" = 1 ]; then
+		printf '%s\n' "$PPID" >"$gl_fw" 2>/dev/null && gl_fw_rec=$gl_fw
+		return 1
+	fi
+	[ "${PRE_COMMIT:-}" = 1 ] && [ -f "$gl_fw" ] || return 1
+	gl_c=
+	IFS= read -r gl_c <"$gl_fw" 2>/dev/null
+	rm -f "$gl_fw"
+	gl_fw_verdict=${gl_c#* }
+	[ "$gl_fw_verdict" = "$gl_c" ] && gl_fw_verdict=
+	[ -n "$gl_c" ] && [ "${gl_c%% *}" = "$PPID" ]
+}
+
+# gl_fw_refused: mark gl_framework's record (if this run left one): the run refused.
+gl_fw_refused() {
+	[ -z "$gl_fw_rec" ] || printf '%s refused\n' "$PPID" >"$gl_fw_rec" 2>/dev/null || :
+}
+
 # gl_cfg_file FILE: read the keys the hooks need from flat TOML (no tables, no Python).
 # No FILE: nothing configured. A FILE that is there but cannot be read: returns 1.
 gl_cfg_file() {
@@ -197,6 +227,7 @@ gl_refuse() {
 		case $gl_m in *.) gl_m=${gl_m%.} ;; *) break ;; esac
 	done
 	printf 'git-lane: refused [%s]: %s. Next: %s\n' "$2" "$gl_m" "${4:-nothing to run}" >&2
+	gl_fw_refused
 	if [ -d "$state" ]; then
 		gl_lane
 		gl_host=

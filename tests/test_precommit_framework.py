@@ -1,16 +1,18 @@
 """git-lane through the real pre-commit framework: the hook ids of .pre-commit-hooks.yaml
 refuse a commit and a rebase on main and conflict markers in a lane, through
-`pre-commit install`'s own hook scripts; and `git lane install` coexists with them in
-either order (the framework's script in front, ours behind it as <hook>.legacy).
+`pre-commit install`'s own hook scripts; `pre-commit run` on main (no commit) passes; and
+`git lane install` coexists with them in either order (the framework's script in front,
+ours behind it as <hook>.legacy), each refusal printed once.
 
-Offline by default: the hooks are declared `repo: local` / `language: system` with the
-entries of .pre-commit-hooks.yaml, run by this environment's git-lane-hook. The test of
-the published form (`language: python`, pre-commit pip-installing a clone of this
+The configuration is README.md's own `.pre-commit-config.yaml` block, read from README.md:
+`repo: local` / `language: system`, run by this environment's git-lane-hook, offline. The
+README's clone form (`language: python`, pre-commit pip-installing a clone of this
 repository) needs PyPI and runs with GITLANE_TEST_NETWORK=1."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,7 +21,7 @@ from typing import Any
 
 import pytest
 import yaml  # type: ignore[import-untyped]
-from conftest import ROOT, Repo, git
+from conftest import ROOT, Repo, git, lane
 from hookfix import assert_ok, grepo, install, make_lane, sha
 
 from guard.commands import doctor
@@ -27,6 +29,34 @@ from guard.commands import install as hookinstall
 
 pytest.importorskip("pre_commit")
 NETWORK = os.environ.get("GITLANE_TEST_NETWORK") == "1"  # read before the hermetic seal
+
+
+@pytest.fixture(autouse=True)
+def _framework_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pre-commit's store in tmp_path; no PRE_COMMIT*, SKIP or CI from the caller's run."""
+    for k in list(os.environ):
+        if k.startswith("PRE_COMMIT") or k in ("SKIP", "CI"):
+            monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("PRE_COMMIT_HOME", str(tmp_path / "pre-commit-home"))
+
+
+def readme_blocks() -> list[str]:
+    """The ```yaml blocks of README.md's "With the pre-commit framework" section, verbatim."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index("### With the pre-commit framework\n")
+    section = text[start : text.index("\n## ", start)]
+    return re.findall(r"```yaml\n(.*?)```", section, re.S)
+
+
+def readme_config(form: str) -> str:
+    """The README block whose first line names `form` ("installed" or "clone")."""
+    first = {
+        "installed": "# .pre-commit-config.yaml: the git-lane installed in this environment\n",
+        "clone": "# .pre-commit-config.yaml: a clone of git-lane at a tag or commit\n",
+    }[form]
+    found = [b for b in readme_blocks() if b.startswith(first)]
+    assert len(found) == 1, readme_blocks()
+    return found[0]
 
 
 def hook_defs() -> list[dict[str, Any]]:
@@ -61,25 +91,30 @@ def test_manifest_validates_with_pre_commit() -> None:
     assert res.returncode == 0, res.stdout + res.stderr
 
 
-def _env() -> dict[str, str]:
+def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     bindir = str(Path(sys.executable).parent)  # where git-lane-hook and pre-commit live
     env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+    env.update(extra or {})
     return env
 
 
-def pre_commit(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def pre_commit(
+    cwd: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pre_commit", *args],
         cwd=cwd,
-        env=_env(),
+        env=_env(env),
         capture_output=True,
         text=True,
     )
 
 
-def gitx(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", *args], cwd=cwd, env=_env(), capture_output=True, text=True)
+def gitx(
+    cwd: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], cwd=cwd, env=_env(env), capture_output=True, text=True)
 
 
 @pytest.fixture
@@ -119,17 +154,19 @@ def test_rebase_of_main_refused_through_the_framework(framework: Repo) -> None:
 
 
 def test_framework_in_a_lane(framework: Repo) -> None:
-    lane = make_lane(framework, "a")
-    (lane / "ok.txt").write_text("fine\n")
-    git(lane, "add", "ok.txt")
-    assert_ok(gitx(lane, "commit", "-q", "-m", "fine"))
-    (lane / "bad.txt").write_text("<<<<<<< a\n1\n=======\n2\n>>>>>>> b\n")
-    git(lane, "add", "bad.txt")
-    refused(gitx(lane, "commit", "-q", "-m", "bad"), "conflict_markers_present")
+    lane_dir = make_lane(framework, "a")
+    (lane_dir / "ok.txt").write_text("fine\n")
+    git(lane_dir, "add", "ok.txt")
+    assert_ok(gitx(lane_dir, "commit", "-q", "-m", "fine"))
+    (lane_dir / "bad.txt").write_text("<<<<<<< a\n1\n=======\n2\n>>>>>>> b\n")
+    git(lane_dir, "add", "bad.txt")
+    refused(gitx(lane_dir, "commit", "-q", "-m", "bad"), "conflict_markers_present")
+    # `pre-commit run` checks the staged diff in a lane too (no commit in progress)
+    refused(pre_commit(lane_dir, "run", "git-lane-guard"), "conflict_markers_present")
     # pre-commit install run inside a lane writes the same shared hooks
-    res = pre_commit(lane, "install", "--hook-type", "pre-commit")
+    res = pre_commit(lane_dir, "install", "--hook-type", "pre-commit")
     assert res.returncode == 0, res.stdout + res.stderr
-    assert str(framework.common_dir / "hooks") in res.stdout or "pre-commit installed" in res.stdout
+    assert hookinstall.kind(framework.common_dir / "hooks" / "pre-commit") == "framework"
 
 
 @pytest.mark.parametrize("order", ["framework first", "git-lane first"])
@@ -170,10 +207,8 @@ def test_git_lane_install_coexists_with_the_framework(repo: Repo, order: str) ->
 
 
 def _commit_config(repo: Repo) -> None:
-    hooks = [dict(d, language="system") for d in hook_defs()]
-    (repo.path / ".pre-commit-config.yaml").write_text(
-        yaml.safe_dump({"repos": [{"repo": "local", "hooks": hooks}]})
-    )
+    """README.md's `repo: local` block, exactly as written there."""
+    (repo.path / ".pre-commit-config.yaml").write_text(readme_config("installed"))
     git(repo.path, "add", ".pre-commit-config.yaml")
     git(repo.path, "commit", "-q", "-m", "use pre-commit")
 
@@ -181,6 +216,166 @@ def _commit_config(repo: Repo) -> None:
 def _framework_install(repo: Repo) -> None:
     res = pre_commit(repo.path, "install", "--hook-type", "pre-commit", "--hook-type", "pre-rebase")
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def refusals(res: subprocess.CompletedProcess[str]) -> list[str]:
+    """Every refusal line the user sees: git's stderr and pre-commit's report on stdout."""
+    out = res.stdout + res.stderr
+    return [ln for ln in out.splitlines() if "git-lane: refused [" in ln]
+
+
+def test_readme_config_matches_the_manifest(tmp_path: Path) -> None:
+    defs = {d["id"]: d for d in hook_defs()}
+    local = yaml.safe_load(readme_config("installed"))
+    [entry] = local["repos"]
+    assert entry["repo"] == "local" and set(entry) == {"repo", "hooks"}
+    assert [h["id"] for h in entry["hooks"]] == list(defs)
+    for h in entry["hooks"]:
+        assert h["language"] == "system"  # the manifest's python, already installed here
+        for k, v in h.items():
+            if k not in ("name", "language"):
+                assert v == defs[h["id"]][k], (h["id"], k)
+        for k in ("entry", "stages", "pass_filenames", "always_run"):
+            assert k in h, (h["id"], k)
+    clone = yaml.safe_load(readme_config("clone"))
+    [entry] = clone["repos"]
+    assert entry["repo"] == "/path/to/git-lane" and entry["rev"] == "v0.1.0"
+    assert [h["id"] for h in entry["hooks"]] == list(defs)
+    for form in ("installed", "clone"):
+        cfg = tmp_path / f"{form}.yaml"
+        cfg.write_text(readme_config(form))
+        res = pre_commit(tmp_path, "validate-config", str(cfg))
+        assert res.returncode == 0, res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("with_lane_install", [False, True], ids=["framework only", "both"])
+def test_pre_commit_run_on_main_passes_and_commits_stay_refused(
+    framework: Repo, with_lane_install: bool
+) -> None:
+    if with_lane_install:
+        assert lane("install", cwd=framework.path).rc == 0
+    main = sha(framework.path, "refs/heads/main")
+    (framework.path / "f.txt").write_text("x\n")
+    git(framework.path, "add", "f.txt")
+    for env in ({}, {"CI": "true"}):
+        for args in (["--all-files"], ["git-lane-guard"], ["git-lane-guard", "--all-files"]):
+            res = pre_commit(framework.path, "run", *args, env=env)
+            assert res.returncode == 0, res.stdout + res.stderr
+            assert "refused" not in res.stdout + res.stderr
+            assert re.search(r"git-lane guard\.+Passed", res.stdout), res.stdout
+    # a commit is still refused: through the framework, in CI, and with the env of a run
+    for env in ({}, {"CI": "true"}, {"PRE_COMMIT": "1"}):
+        res = gitx(framework.path, "commit", "-q", "-m", "on main", env=env)
+        refused(res, "main_mutation_refused")
+        assert len(refusals(res)) == 1, res.stdout + res.stderr
+    if with_lane_install:  # --no-verify skips the framework, not the reference-transaction hook
+        res = gitx(framework.path, "commit", "-q", "--no-verify", "-m", "x", env={"CI": "true"})
+        refused(res, "main_mutation_refused")
+        assert len(refusals(res)) == 1, res.stdout + res.stderr
+    assert sha(framework.path, "refs/heads/main") == main
+
+
+def test_the_installed_hook_refuses_a_commit_on_main_whatever_the_env(repo: Repo) -> None:
+    """The leniency for `pre-commit run` cannot be borrowed by a commit: git sets
+    GIT_INDEX_FILE for the hook whatever the caller's environment says."""
+    install(repo)
+    main = sha(repo.path, "refs/heads/main")
+    (repo.path / "f.txt").write_text("x\n")
+    git(repo.path, "add", "f.txt")
+    for env in ({"PRE_COMMIT": "1"}, {"PRE_COMMIT": "1", "CI": "true"}):
+        res = gitx(repo.path, "commit", "-q", "-m", "x", env=env)
+        refused(res, "main_mutation_refused")
+        assert "committing on main is refused" in res.stderr  # the pre-commit hook's line
+    assert sha(repo.path, "refs/heads/main") == main
+
+
+def _both_installed(repo: Repo, order: str) -> None:
+    _commit_config(repo)
+    if order == "git-lane first":
+        assert lane("install", cwd=repo.path).rc == 0
+        _framework_install(repo)
+    else:
+        _framework_install(repo)
+        assert lane("install", cwd=repo.path).rc == 0
+    hooks = repo.common_dir / "hooks"
+    for name in ("pre-commit", "pre-rebase"):
+        assert hookinstall.kind(hooks / name) == "framework"
+        assert hookinstall.kind(hooks / f"{name}.legacy") == "ours"
+
+
+def _no_records(*gitdirs: Path) -> None:
+    for gd in gitdirs:
+        assert not list(gd.glob("gitlane-framework-*")), list(gd.iterdir())
+
+
+@pytest.mark.parametrize("order", ["framework first", "git-lane first"])
+def test_each_refusal_prints_once_with_both_installed(repo: Repo, order: str) -> None:
+    _both_installed(repo, order)
+    main = sha(repo.path, "refs/heads/main")
+    res = gitx(repo.path, "commit", "-q", "--allow-empty", "-m", "x")
+    refused(res, "main_mutation_refused")
+    assert len(refusals(res)) == 1, res.stdout + res.stderr
+    out = res.stdout + res.stderr  # git hands a hook's stdout to stderr
+    assert re.search(r"git-lane guard\.+Failed", out), out  # the legacy's verdict
+    res = gitx(repo.path, "commit", "-q", "--allow-empty", "--no-verify", "-m", "x")
+    refused(res, "main_mutation_refused")
+    assert len(refusals(res)) == 1, res.stdout + res.stderr
+    _no_records(repo.path / ".git")
+
+    lane_dir = make_lane(repo, "a")
+    assert_ok(gitx(lane_dir, "commit", "-q", "--allow-empty", "-m", "lane work"))
+    res = gitx(repo.path, "rebase", "lane/a")
+    refused(res, "main_mutation_refused")
+    assert len(refusals(res)) == 1, res.stdout + res.stderr
+    assert sha(repo.path, "refs/heads/main") == main
+
+    (lane_dir / "bad.txt").write_text("<<<<<<< a\n1\n=======\n2\n>>>>>>> b\n")
+    git(lane_dir, "add", "bad.txt")
+    res = gitx(lane_dir, "commit", "-q", "-m", "bad")
+    refused(res, "conflict_markers_present")
+    assert len(refusals(res)) == 1, res.stdout + res.stderr
+    assert re.search(r"git-lane guard\.+Failed", res.stdout + res.stderr), res.stderr
+    git(lane_dir, "switch", "-q", "-c", "other")
+    res = gitx(lane_dir, "commit", "-q", "-m", "bad")
+    refused(res, "lane_branch_mismatch")
+    assert len(refusals(res)) == 1, res.stdout + res.stderr
+    lane_gd = Path(git(lane_dir, "rev-parse", "--absolute-git-dir").stdout.strip())
+    _no_records(repo.path / ".git", lane_gd)
+
+
+def test_a_record_from_another_run_does_not_stand_in_for_the_check(framework: Repo) -> None:
+    """The hook id skips only after the legacy run of the same framework process."""
+    lane_dir = make_lane(framework, "a")
+    lane_gd = Path(git(lane_dir, "rev-parse", "--absolute-git-dir").stdout.strip())
+    (lane_dir / "bad.txt").write_text("<<<<<<< a\n1\n=======\n2\n>>>>>>> b\n")
+    git(lane_dir, "add", "bad.txt")
+    (lane_gd / "gitlane-framework-pre-commit").write_text(f"{os.getpid()}\n")
+    refused(pre_commit(lane_dir, "run", "git-lane-guard"), "conflict_markers_present")
+    _no_records(lane_gd)
+    refused(gitx(lane_dir, "commit", "-q", "-m", "bad"), "conflict_markers_present")
+
+
+def test_pre_commit_install_in_a_lane(repo: Repo) -> None:
+    """From a lane (a linked worktree) both installs write the shared <common-dir>/hooks."""
+    _commit_config(repo)
+    lane_dir = make_lane(repo, "a")
+    res = pre_commit(lane_dir, "install", "--hook-type", "pre-commit", "--hook-type", "pre-rebase")
+    assert res.returncode == 0, res.stdout + res.stderr
+    hooks = repo.common_dir / "hooks"
+    assert hookinstall.kind(hooks / "pre-commit") == "framework"
+    assert hookinstall.kind(hooks / "pre-rebase") == "framework"
+    assert lane("install", cwd=lane_dir).rc == 0
+    assert hookinstall.kind(hooks / "pre-commit.legacy") == "ours"
+    assert_ok(gitx(lane_dir, "commit", "-q", "--allow-empty", "-m", "lane work"))
+    res = gitx(repo.path, "commit", "-q", "--allow-empty", "-m", "x")
+    refused(res, "main_mutation_refused")
+    assert len(refusals(res)) == 1, res.stdout + res.stderr
+    # with core.hooksPath git reads neither: both installs refuse rather than write unread hooks
+    git(repo.path, "config", "core.hooksPath", str(repo.path / "elsewhere"))
+    res = pre_commit(lane_dir, "install", "--hook-type", "pre-commit")
+    assert res.returncode != 0 and "core.hooksPath" in res.stdout + res.stderr
+    r = lane("install", cwd=lane_dir)
+    assert r.rc == 1 and "[hooks_path_set]" in r.stderr, r.stderr
 
 
 @pytest.mark.slow
@@ -200,21 +395,21 @@ def test_published_hooks_install_from_a_clone(repo: Repo, tmp_path: Path) -> Non
     git(tmp_path, "init", "-q", str(src))
     git(src, "add", "-A")
     git(src, "commit", "-q", "-m", "snapshot")
-    rev = git(src, "rev-parse", "HEAD").stdout.strip()
-    cfg = {
-        "repos": [
-            {
-                "repo": str(src),
-                "rev": rev,
-                "hooks": [{"id": "git-lane-guard"}, {"id": "git-lane-pre-rebase"}],
-            }
-        ]
-    }
-    (repo.path / ".pre-commit-config.yaml").write_text(yaml.safe_dump(cfg))
+    git(src, "tag", "v0.1.0")  # the README's rev, as written
+    # README.md's clone block with only what it says to replace: the clone's path
+    cfg = readme_config("clone")
+    assert cfg.count("/path/to/git-lane") == 1
+    (repo.path / ".pre-commit-config.yaml").write_text(cfg.replace("/path/to/git-lane", str(src)))
     git(repo.path, "add", ".pre-commit-config.yaml")
     git(repo.path, "commit", "-q", "-m", "use pre-commit")
     res = pre_commit(repo.path, "install", "--hook-type", "pre-commit", "--hook-type", "pre-rebase")
     assert res.returncode == 0, res.stdout + res.stderr
     main = sha(repo.path, "refs/heads/main")
     refused(gitx(repo.path, "commit", "-q", "--allow-empty", "-m", "x"), "main_mutation_refused")
+    res = pre_commit(repo.path, "run", "--all-files")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert lane("install", cwd=repo.path).rc == 0
+    res = gitx(repo.path, "commit", "-q", "--allow-empty", "-m", "x")
+    refused(res, "main_mutation_refused")
+    assert len(refusals(res)) == 1, res.stdout + res.stderr
     assert sha(repo.path, "refs/heads/main") == main
