@@ -266,6 +266,8 @@ def config() -> None:
 @json_option
 @pass_ctx
 def config_get(ctx: Ctx, key: str) -> None:
+    """Print the value of KEY (and, with --json, the file it comes from)."""
+
     from guard.commands import config as cmd
 
     emit(ctx, cmd.get(ctx.repo, key), render.config_get)
@@ -279,6 +281,8 @@ def config_get(ctx: Ctx, key: str) -> None:
 @json_option
 @pass_ctx
 def config_set(ctx: Ctx, key: str, value: str, user: bool) -> None:
+    """Set KEY to VALUE, read as TOML (true, 5, ["a"]), else as a string."""
+
     from guard.commands import config as cmd
 
     # `--user` works outside any repository: then there is nothing to log into
@@ -292,6 +296,8 @@ def config_set(ctx: Ctx, key: str, value: str, user: bool) -> None:
 @json_option
 @pass_ctx
 def config_unset(ctx: Ctx, key: str, user: bool) -> None:
+    """Remove KEY from the file: its default (or the other file's value) applies."""
+
     from guard.commands import config as cmd
 
     repo = ctx.peek_repo() if user else ctx.repo
@@ -302,6 +308,8 @@ def config_unset(ctx: Ctx, key: str, user: bool) -> None:
 @json_option
 @pass_ctx
 def config_list(ctx: Ctx) -> None:
+    """Every key with its value and where the value comes from."""
+
     from guard.commands import config as cmd
 
     emit(ctx, cmd.list_(ctx.repo), render.config_list)

@@ -164,10 +164,13 @@ def acquire(
 
     began = time.monotonic()
     deadline = None if wait is None else began + wait
+    every = progress_interval()
     told: float | None = None
     while True:
         fl = FileLock(flock_path(repo))
         remaining = 0.0 if deadline is None else max(0.0, deadline - time.monotonic())
+        if waiting is not None:  # wake up to say whom we wait for: first at once, then each `every`
+            remaining = 0.0 if told is None else min(remaining, every)
         if fl.acquire(timeout=remaining):
             old = read_owner(repo)
             if old is None or not owner_alive(old):
@@ -188,7 +191,7 @@ def acquire(
         now = time.monotonic()
         if deadline is None or now >= deadline:
             raise busy
-        if waiting is not None and (told is None or now - told >= progress_interval()):
+        if waiting is not None and (told is None or now - told >= every):
             told = now
             waiting(busy.details.get("holder"), now - began)
         time.sleep(0.05)

@@ -100,23 +100,23 @@ def status(r: Result) -> str:
     if not r["lanes"]:
         out.append(more or "no lanes yet: git lane create")
         return "\n".join(out)
-    rows = [("LANE", "STATE", "FRESH", "DIRTY", "AHEAD", "BEHIND", "PATH")]
+    # A/B: commits ahead of main / behind it
+    rows = [("LANE", "STATE", "FRESH", "DIRTY", "A/B", "PATH")]
     for ln in r["lanes"]:
         state = str(ln.get("state") or "?")
-        known = state in ("active", "orphaned")
-        if not known:
-            fresh = dirty = ahead = behind = "-"
+        if state not in ("active", "orphaned"):
+            fresh = dirty = ab = "-"
         else:
             fresh = "yes" if ln.get("fresh") else ("SYNC" if ln.get("sync_required") else "no")
             dirty = "yes" if ln.get("dirty") else ("-" if state == "orphaned" else "no")
-            ahead, behind = str(ln.get("ahead", "-")), str(ln.get("behind", "-"))
-        if ln.get("rebase_in_progress"):
-            state += " (rebase)"
-        rows.append((str(ln.get("key")), state, fresh, dirty, ahead, behind, tilde(ln.get("path"))))
+            ab = f"{ln.get('ahead', '-')}/{ln.get('behind', '-')}"
+        if ln.get("rebase_in_progress") and state == "active":
+            state = "rebasing"  # a sync stopped on conflicts
+        rows.append((str(ln.get("key")), state, fresh, dirty, ab, tilde(ln.get("path"))))
     lines = table(rows)
     out.append(_style(lines[0], bold=True))
     for ln, row, line in zip(r["lanes"], rows[1:], lines[1:], strict=True):
-        warn = row[2] == "SYNC" or row[1].split()[0] not in ("active", "released")
+        warn = row[2] == "SYNC" or row[1] not in ("active", "released")
         out.append(_style(line, fg="yellow") if warn else line)
         if ln.get("advice"):
             out.append(f"  {ln['advice']}")
@@ -264,17 +264,18 @@ def log(r: Result) -> str:
         for e in events
     ]
     used = sum(max(len(row[i]) for row in [head, *rows]) + 2 for i in range(4))
-    room = max(WIDTH - used, _LOG_VALUE)
+    room = WIDTH - used  # long lane keys can leave none: then only the count of fields
     out: list[tuple[str, ...]] = [(*head, "SUMMARY")]
     for e, row in zip(events, rows, strict=True):
-        said: list[str] = []
         parts = _log_summary(e)
-        for i, p in enumerate(parts):
-            tail = f" (+{len(parts) - i - 1})" if i < len(parts) - 1 else ""
-            if len(" ".join([*said, p])) + len(tail) > room:
-                said.append(f"(+{len(parts) - i})")
-                break
-            said.append(p)
+        said: list[str] = []
+        if len(" ".join(parts)) <= room:
+            said = parts
+        else:  # what fits, whole, with room left for the count of the rest: `(+2)`
+            for p in parts:
+                if len(" ".join([*said, p])) <= room - 5:
+                    said.append(p)
+            said.append(f"(+{len(parts) - len(said)})")
         out.append((*row, " ".join(said)))
     return "\n".join(table(out))
 
