@@ -51,7 +51,8 @@ def emit(
     if text:
         sys.stdout.write(text.rstrip("\n") + "\n")
     for w in result.get("warnings") or []:
-        sys.stderr.write(f"git-lane: warning: {w}\n")
+        one_line = " ".join(str(w).splitlines())  # one warning, one line
+        sys.stderr.write(f"git-lane: warning: {one_line}\n")
 
 
 def json_option(f: Callable[..., Any]) -> Callable[..., Any]:

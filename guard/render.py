@@ -127,7 +127,9 @@ def status(r: Result) -> str:
 
 def create(r: Result) -> str:
     ln = r["lane"]
-    return f"created lane {ln['key']}: branch {ln['branch']} at {ln['path']}\n  {ln['advice']}"
+    return (
+        f"created lane {ln['key']}: branch {ln['branch']} at {tilde(ln['path'])}\n  {ln['advice']}"
+    )
 
 
 def release(r: Result) -> str:
