@@ -52,7 +52,11 @@ def guarded(
 def refuse(r: Refusal, argv: Sequence[str], as_json: bool, state_dir: Path | None) -> None:
     if as_json:
         sys.stdout.write(json.dumps(r.to_dict(), sort_keys=True, default=str) + "\n")
-    sys.stderr.write(r.line() + "\n")
+        sys.stderr.write(r.line() + "\n")
+    else:
+        from guard.render import refused  # standard library only, like this module
+
+        sys.stderr.write(refused(r.line(), sys.stderr) + "\n")
     if state_dir is not None and r.code != "not_a_git_repo":
         from guard.store import Store
 

@@ -51,7 +51,8 @@ def emit(
     if text:
         sys.stdout.write(text.rstrip("\n") + "\n")
     for w in result.get("warnings") or []:
-        sys.stderr.write(f"git-lane: warning: {w}\n")
+        one_line = " ".join(str(w).splitlines())  # one warning, one line
+        sys.stderr.write(f"git-lane: warning: {one_line}\n")
 
 
 def json_option(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -87,13 +88,14 @@ def cli(c: click.Context, directory: str | None, as_json: bool) -> None:
 # -- lanes --------------------------------------------------------------------------------
 @cli.command()
 @click.argument("key", required=False)
+@click.option("--all", "all_", is_flag=True, help="List released lanes too.")
 @json_option
 @pass_ctx
-def status(ctx: Ctx, key: str | None) -> None:
+def status(ctx: Ctx, key: str | None, all_: bool) -> None:
     """Show main, the hub, the lock and every lane with the next command to run."""
     from guard.commands import status as cmd
 
-    emit(ctx, cmd.run(ctx.repo, key), render.status)
+    emit(ctx, cmd.run(ctx.repo, key, all_), render.status)
 
 
 @cli.command()
@@ -170,9 +172,30 @@ def _gate_output(chunk: bytes) -> None:
     sys.stderr.flush()
 
 
-def _gate_tick(seconds: float) -> None:
-    if sys.stderr.isatty():
-        sys.stderr.write(f"git-lane: gate running for {int(seconds)}s\n")
+def _gate_tick(seconds: float, command: str) -> None:
+    # on stderr whatever it is: an agent reading a pipe wants to know the gate still runs
+    shown = f" ({command})" if len(command) <= 40 and "\n" not in command else ""
+    sys.stderr.write(f"git-lane: gate running {int(seconds)} s{shown}\n")
+    sys.stderr.flush()
+
+
+def _waiting(holder: Mapping[str, Any] | None, seconds: float) -> None:
+    if holder is None:
+        who = "another git lane process"
+    else:
+        host = "" if holder.get("host") in ("", None, _hostname()) else f" on {holder['host']}"
+        who = f"lane {holder.get('lane') or '?'} (pid {holder.get('pid')}{host})"
+        if holder.get("since"):
+            who += f" since {holder['since']}"
+    again = f" ({int(seconds)} s so far)" if seconds >= 1 else ""
+    sys.stderr.write(f"git-lane: waiting for the integration lock held by {who}{again}\n")
+    sys.stderr.flush()
+
+
+def _hostname() -> str:
+    import socket
+
+    return socket.gethostname()
 
 
 @cli.command()
@@ -196,7 +219,7 @@ def land(ctx: Ctx, key: str | None, wait: float | None) -> None:
     if wait is not None and wait != wait:  # NaN: no deadline could ever be compared
         raise click.BadParameter("SECONDS must be a number", param_hint="--wait")
     w = None if wait is None else (10**9 if wait < 0 else wait)
-    emit(ctx, cmd.run(ctx.repo, key, w, _gate_output, _gate_tick), render.land)
+    emit(ctx, cmd.run(ctx.repo, key, w, _gate_output, _gate_tick, _waiting), render.land)
 
 
 @cli.command("restore-main")
@@ -210,28 +233,57 @@ def restore_main(ctx: Ctx) -> None:
 
 
 # -- config and log -----------------------------------------------------------------------
-@cli.group()
+def _format_keys(formatter: click.HelpFormatter) -> None:
+    """The valid keys with type and default, from guard/config.py's one table."""
+    from guard import config as cfgmod
+
+    rows = [
+        (name, f"{cfgmod.type_of(name)}, default {cfgmod.default_shown(name)}: {spec.help}")
+        for name, spec in cfgmod.KEYS.items()
+    ]
+    with formatter.section("Keys (type, default: meaning)"):
+        formatter.write_dl(rows)
+
+
+class _KeysGroup(click.Group):
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        _format_keys(formatter)
+        super().format_epilog(ctx, formatter)
+
+
+class _KeysCommand(click.Command):
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        _format_keys(formatter)
+        super().format_epilog(ctx, formatter)
+
+
+@cli.group(cls=_KeysGroup)
 def config() -> None:
     """Read and write owner settings (config.toml)."""
 
 
-@config.command("get")
+@config.command("get", cls=_KeysCommand)
 @click.argument("key")
 @json_option
 @pass_ctx
 def config_get(ctx: Ctx, key: str) -> None:
+    """Print the value of KEY (and, with --json, the file it comes from)."""
+
     from guard.commands import config as cmd
 
     emit(ctx, cmd.get(ctx.repo, key), render.config_get)
 
 
-@config.command("set")
+# a value may start with `-` (`config set max_lanes -3` is a bad value, not an option)
+@config.command("set", cls=_KeysCommand, context_settings={"ignore_unknown_options": True})
 @click.argument("key")
 @click.argument("value")
 @click.option("--user", is_flag=True, help="Write the user file, not the repository's.")
 @json_option
 @pass_ctx
 def config_set(ctx: Ctx, key: str, value: str, user: bool) -> None:
+    """Set KEY to VALUE, read as TOML (true, 5, ["a"]), else as a string."""
+
     from guard.commands import config as cmd
 
     # `--user` works outside any repository: then there is nothing to log into
@@ -239,22 +291,26 @@ def config_set(ctx: Ctx, key: str, value: str, user: bool) -> None:
     emit(ctx, cmd.set_(repo, key, value, user), render.config_set)
 
 
-@config.command("unset")
+@config.command("unset", cls=_KeysCommand)
 @click.argument("key")
 @click.option("--user", is_flag=True, help="Write the user file, not the repository's.")
 @json_option
 @pass_ctx
 def config_unset(ctx: Ctx, key: str, user: bool) -> None:
+    """Remove KEY from the file: its default (or the other file's value) applies."""
+
     from guard.commands import config as cmd
 
     repo = ctx.peek_repo() if user else ctx.repo
     emit(ctx, cmd.unset(repo, key, user), render.config_unset)
 
 
-@config.command("list")
+@config.command("list", cls=_KeysCommand)
 @json_option
 @pass_ctx
 def config_list(ctx: Ctx) -> None:
+    """Every key with its value and where the value comes from."""
+
     from guard.commands import config as cmd
 
     emit(ctx, cmd.list_(ctx.repo), render.config_list)
@@ -332,6 +388,17 @@ def demo(ctx: Ctx, keep: bool) -> None:
 
 
 # -- the entry point ----------------------------------------------------------------------
+def _show_usage_error(e: click.ClickException) -> None:
+    """click's error, with the hint naming `-h`: git turns `git lane --help` into
+    `man git-lane`, which is not what the hint means."""
+    if not isinstance(e, click.UsageError) or e.ctx is None:
+        e.show()
+        return
+    hint = f"Try '{e.ctx.command_path} -h' for help.\n"
+    click.echo(f"{e.ctx.get_usage()}\n{hint}", file=sys.stderr, color=e.ctx.color)
+    click.echo(f"Error: {e.format_message()}", file=sys.stderr, color=e.ctx.color)
+
+
 def _click(args: list[str], want_json: bool) -> int:
     try:
         cli.main(args=args, prog_name="git lane", standalone_mode=False)
@@ -347,13 +414,17 @@ def _click(args: list[str], want_json: bool) -> int:
                         "ok": False,
                         "code": "usage_error",
                         "message": e.format_message(),
-                        "next": ["git lane -h"],
+                        "next": [
+                            f"{e.ctx.command_path} -h"
+                            if isinstance(e, click.UsageError) and e.ctx is not None
+                            else "git lane -h"
+                        ],
                         "details": {},
                     }
                 )
                 + "\n"
             )
-        e.show()
+        _show_usage_error(e)
         return boundary.EXIT_USAGE
     ctx = _state.get("ctx")
     return ctx.exit if ctx is not None else 0

@@ -49,6 +49,7 @@ def _one_of(*choices: str) -> Validator:
             return None
         return "must be one of " + ", ".join(f'"{c}"' for c in choices)
 
+    check.choices = choices  # type: ignore[attr-defined]  # what type_of shows
     return check
 
 
@@ -113,6 +114,43 @@ KEYS: dict[str, Key] = {
         Key("sandbox_writable", [], _str_list, "extra writable paths for sandboxed CLIs"),
     )
 }
+
+
+def type_of(key: str) -> str:
+    """A key's type as help and the man page show it, from its validator."""
+    check = KEYS[key].check
+    choices = getattr(check, "choices", None)
+    if choices:
+        return "|".join(choices)
+    names: dict[Validator, str] = {
+        _bool: "bool",
+        _str: "string",
+        _command: "command",
+        _pos_int: "positive integer",
+        _str_list: "list of strings",
+        _branch: "branch name",
+    }
+    return names.get(check, "value")
+
+
+def default_shown(key: str) -> str:
+    """A key's default as help shows it (TOML-like; `unset` for none)."""
+    d = KEYS[key].default
+    if d is None:
+        return "auto" if key == "main_branch" else "unset"
+    if isinstance(d, bool):
+        return str(d).lower()
+    return f'"{d}"' if isinstance(d, str) else str(d)
+
+
+def progress_interval() -> float:
+    """Seconds between progress lines of a long step (a silent gate, `land --wait`):
+    GITLANE_PROGRESS_INTERVAL when it is a positive number, else 10."""
+    try:
+        v = float(os.environ.get("GITLANE_PROGRESS_INTERVAL", ""))
+    except ValueError:
+        return 10.0
+    return v if 0 < v < float("inf") else 10.0
 
 
 def user_config_path() -> Path:
@@ -255,6 +293,20 @@ def validate(key: str, value: Any, path: Path | str) -> None:
             f"{path}: key {key} {problem} (got {repr(value)[:200]})",
             next=[f"git lane config set {key} <value>", f"${{EDITOR:-vi}} {_q(path)}"],
             details={"file": str(path), "key": key, "value": _shown(value)},
+        )
+
+
+def check_value(key: str, value: Any) -> None:
+    """A value given on the command line (`config set`): refused as such, never blaming
+    a file, which is fine."""
+    problem = KEYS[key].check(value)
+    if problem:
+        raise Refusal(
+            "invalid_config",
+            f"{key} {problem} (got {repr(value)[:200]}; default {default_shown(key)})",
+            next=[f"git lane config set {key} <value>"],
+            alternatives=["git lane config set -h  # every key with its type and default"],
+            details={"key": key, "value": _shown(value), "type": type_of(key)},
         )
 
 

@@ -28,7 +28,7 @@ TAIL_LINES = 40
 CLEAN_PREFIX = "git-lane-gate-"  # the basename of every clean gate worktree
 
 Output = Callable[[bytes], None]
-Tick = Callable[[float], None]
+Tick = Callable[[float, str], None]  # (seconds so far, the gate command)
 
 
 @dataclass(frozen=True)
@@ -54,11 +54,16 @@ def run(
     output: Output | None = None,
     tick: Tick | None = None,
 ) -> GateRun:
-    """Run the gate; `output` gets its bytes as they come, `tick` the seconds so far about
-    every 5 s. Interrupted (KeyboardInterrupt, or SIGTERM turned into one), the gate's
+    """Run the gate; `output` gets its bytes as they come; `tick` the seconds so far and
+    the command, each time the gate has been silent for config.progress_interval()
+    seconds (10 s), so that a reader of stderr, a pipe included, knows it still runs.
+    Interrupted (KeyboardInterrupt, or SIGTERM turned into one), the gate's
     whole group is killed before the exception goes on."""
     import selectors
 
+    from guard.config import progress_interval
+
+    every = progress_interval()
     env = dict(os.environ)
     for k in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
         env.pop(k, None)
@@ -91,7 +96,8 @@ def run(
     old_term = _term_as_interrupt()
 
     def emit(chunk: bytes) -> None:
-        nonlocal buf
+        nonlocal buf, last_tick
+        last_tick = time.monotonic()  # the gate spoke: no progress line needed for a while
         if output is not None:
             output(chunk)
         buf += chunk
@@ -121,9 +127,9 @@ def run(
                 if rest:
                     emit(rest)
                 break
-            if tick is not None and time.monotonic() - last_tick >= 5:
+            if tick is not None and time.monotonic() - last_tick >= every:
                 last_tick = time.monotonic()
-                tick(last_tick - start)
+                tick(last_tick - start, command)
     finally:
         _restore_term(old_term)
         sel.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import asdict, dataclass, fields, replace
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -145,14 +146,33 @@ def _busy(repo: Repo, rec: OwnerRecord | None, lane: str) -> Refusal:
     )
 
 
-def acquire(repo: Repo, lane: str, main_before: str, tip: str, wait: float | None = None) -> Held:
-    """Take the lock or raise lock_busy; with `wait`, keep trying for that many seconds."""
+# Told whom a `land --wait` waits for: (the holder's public record or None, seconds waited)
+Waiting = Callable[[dict[str, Any] | None, float], None]
+
+
+def acquire(
+    repo: Repo,
+    lane: str,
+    main_before: str,
+    tip: str,
+    wait: float | None = None,
+    waiting: Waiting | None = None,
+) -> Held:
+    """Take the lock or raise lock_busy; with `wait`, keep trying for that many seconds,
+    calling `waiting` when the wait starts and every config.progress_interval() after."""
     import secrets  # pulls in OpenSSL via hmac: only a land needs it, never `status`
 
-    deadline = None if wait is None else time.monotonic() + wait
+    from guard.config import progress_interval
+
+    began = time.monotonic()
+    deadline = None if wait is None else began + wait
+    every = progress_interval()
+    told: float | None = None
     while True:
         fl = FileLock(flock_path(repo))
         remaining = 0.0 if deadline is None else max(0.0, deadline - time.monotonic())
+        if waiting is not None:  # wake up to say whom we wait for: first at once, then each `every`
+            remaining = 0.0 if told is None else min(remaining, every)
         if fl.acquire(timeout=remaining):
             old = read_owner(repo)
             if old is None or not owner_alive(old):
@@ -170,8 +190,12 @@ def acquire(repo: Repo, lane: str, main_before: str, tip: str, wait: float | Non
             busy = _busy(repo, old, lane)
         else:
             busy = _busy(repo, read_owner(repo), lane)
-        if deadline is None or time.monotonic() >= deadline:
+        now = time.monotonic()
+        if deadline is None or now >= deadline:
             raise busy
+        if waiting is not None and (told is None or now - told >= every):
+            told = now
+            waiting(busy.details.get("holder"), now - began)
         time.sleep(0.05)
 
 

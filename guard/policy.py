@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import re
-import shlex
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -50,6 +49,20 @@ def brief(text: str, width: int = 80) -> str:
 
 def valid_key(key: str) -> bool:
     return bool(KEY_RE.fullmatch(key))
+
+
+GOAL_SLUG_MAX = 55  # leaves room for `-<n>` within a key's 63 characters
+
+
+def goal_slug(goal: str) -> str:
+    """A goal as the prefix of a lane key: accents dropped, lowercase, every run of other
+    characters one `-`, trimmed, at most GOAL_SLUG_MAX characters ("Fix Login" -> "fix-login");
+    empty when nothing usable is left."""
+    import unicodedata
+
+    plain = unicodedata.normalize("NFKD", goal).encode("ascii", "ignore").decode().lower()
+    slug = re.sub(r"[^a-z0-9]+", "-", plain).strip("-")
+    return slug[:GOAL_SLUG_MAX].rstrip("-")
 
 
 def auto_key(prefix: str, taken: Callable[[str], bool] | Iterable[str]) -> str:
@@ -165,29 +178,25 @@ class LaneFacts:
 
 
 def advice(f: LaneFacts) -> str:
+    """The next step for a lane, in one short sentence: no paths (they are in the lane's
+    `path`, the PATH column of status), so that status fits a 100-column terminal."""
     k = f.key
     if f.state == "released":
-        return "Released; nothing to do (git lane create to start new work)."
+        return "Released; nothing to do."
     if not f.exists or f.state == "orphaned":
-        return (
-            f"The worktree {f.path} is missing: run `git lane reconcile`, "
-            f"or `git lane release {k} --confirm yes-discard-lane` to drop the lane."
-        )
+        return f"Worktree missing: `git lane reconcile` (or `git lane release {k} --confirm yes-discard-lane`)."
     if f.rebase:
-        return (
-            f"A sync is in progress: resolve the conflicts in {f.path}, "
-            f"then `git lane continue {k}` (or `git lane abort {k}`)."
-        )
+        return f"Sync stopped on conflicts: resolve them, then `git lane continue {k}`."
     if f.branch and f.exists and f.head != f"refs/heads/{f.branch}":
         shown = f.head.removeprefix("refs/heads/") if f.head else "a detached HEAD"
-        return f"The worktree has {shown} checked out, not {f.branch}: `git -C {shlex.quote(f.path)} switch {f.branch}`."
+        return f"{shown} is checked out: `git switch {f.branch}` in the lane."
     if f.dirty:
         then = f"`git lane sync {k}`" if not f.fresh else f"`git lane land {k}`"
-        return f"Uncommitted changes: commit them in {f.path}, then {then}."
+        return f"Uncommitted changes: commit them, then {then}."
     if not f.fresh:
         if f.sync_required:
-            return f"Stale: main moved; run `git lane sync {k}` before writing or landing."
-        return f"Behind main by {f.behind}; run `git lane sync {k}` before landing."
+            return f"Stale: `git lane sync {k}` before writing or landing."
+        return f"Behind main by {f.behind}: `git lane sync {k}` before landing."
     if f.ahead > 0:
         return f"Ready: `git lane land {k}`."
-    return f"Nothing to land: commit work in {f.path}, or `git lane release {k}` when done."
+    return f"Nothing to land yet: commit in the lane, or `git lane release {k}`."

@@ -1,22 +1,63 @@
 """Every human rendering of a command's result (the JSON form is the result itself).
-Colour only on a terminal, never with NO_COLOR or TERM=dumb."""
+Colour only on a terminal, never with NO_COLOR (any non-empty value) or TERM=dumb; never in
+JSON. Lines are laid out to fit 100 columns: long facts (paths, full shas, gate output)
+belong in `--json`."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
-from collections.abc import Mapping
-from typing import Any
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
 
 
 from guard import policy
 
 Result = Mapping[str, Any]
+WIDTH = 100  # what a line of status or log is laid out to fit
 
 
-def color() -> bool:
-    return sys.stdout.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+def color(stream: TextIO | None = None) -> bool:
+    """Colour for `stream` (stdout by default): a terminal, NO_COLOR empty or unset
+    (no-color.org), TERM not dumb."""
+    s = sys.stdout if stream is None else stream
+    try:
+        tty = s.isatty()
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        return False
+    return tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
+def refused(line: str, stream: TextIO) -> str:
+    """A refusal line with `refused` in red when `stream` is a terminal."""
+    if not color(stream):
+        return line
+    return line.replace("refused", "\033[31mrefused\033[0m", 1)
+
+
+def tilde(path: str | None) -> str:
+    """`path` with the home directory shown as `~` (for a person; JSON keeps it whole)."""
+    if not path:
+        return ""
+    home = os.path.expanduser("~").rstrip("/")
+    if home and (path == home or path.startswith(home + "/")):
+        return "~" + path[len(home) :]
+    return path
+
+
+def table(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Rows as columns two spaces apart, each as wide as its widest cell; the last column
+    is not padded."""
+    if not rows:
+        return []
+    n = max(len(r) for r in rows)
+    widths = [max((len(r[i]) for r in rows if i < len(r)), default=0) for i in range(n)]
+    return [
+        "  ".join(c.ljust(widths[i]) if i < len(r) - 1 else c for i, c in enumerate(r)).rstrip()
+        for r in rows
+    ]
 
 
 _SGR = {"bold": "1", "red": "31", "yellow": "33"}
@@ -39,52 +80,59 @@ def generic(r: Result) -> str:
 
 
 def status(r: Result) -> str:
+    """`main at 9b98106 · epoch 2 · hub ~/src/project`, the lock and landing lines, then
+    one row per lane (PATH with `~`) and its advice on the line below. A state this
+    version does not know is shown as it is, its facts as `-`."""
     out = []
     hub = r["hub"]
-    out.append(
-        f"main {r['main']['branch']} at {r['main']['sha'][:12]}   epoch {r['epoch']}   "
-        f"hub {hub['path'] or '(main is not checked out)'}"
-        + (f" ({len(hub['dirty_paths'])} dirty)" if hub["dirty_paths"] else "")
-    )
+    head = f"{r['main']['branch']} at {r['main']['sha'][:7]} · epoch {r['epoch']} · "
+    if hub.get("path"):
+        head += f"hub {tilde(hub['path'])}"
+        if hub.get("dirty_paths"):
+            head += f" ({len(hub['dirty_paths'])} dirty)"
+    else:
+        head += "no hub (main is not checked out)"
+    out.append(head)
     lk = r.get("lock")
     if lk:
-        out.append(f"lock: held by pid {lk['pid']} landing {lk['lane']} since {lk['since']}")
+        out.append(f"lock: lane {lk['lane']} is landing (pid {lk['pid']}, since {lk['since']})")
     if r.get("landing"):
         out.append("landing: an unfinished land is recorded; run `git lane reconcile`")
+    hidden = int(r.get("released_hidden") or 0)
+    more = f"{hidden} released lane(s) hidden: git lane status --all" if hidden else ""
     if not r["lanes"]:
-        out.append("no lanes yet: git lane create")
+        out.append(more or "no lanes yet: git lane create")
         return "\n".join(out)
-    rows = [("LANE", "STATE", "FRESH", "DIRTY", "AHEAD", "BEHIND", "ADVICE")]
+    # A/B: commits ahead of main / behind it
+    rows = [("LANE", "STATE", "FRESH", "DIRTY", "A/B", "PATH")]
     for ln in r["lanes"]:
-        if ln["state"] == "released":
-            fresh = "-"
+        state = str(ln.get("state") or "?")
+        if state not in ("active", "orphaned"):
+            fresh = dirty = ab = "-"
         else:
-            fresh = "yes" if ln["fresh"] else ("SYNC" if ln["sync_required"] else "no")
-        rows.append(
-            (
-                ln["key"],
-                ln["state"] + (" (rebase)" if ln["rebase_in_progress"] else ""),
-                fresh,
-                "yes" if ln["dirty"] else "no",
-                str(ln["ahead"]),
-                str(ln["behind"]),
-                ln["advice"],
-            )
-        )
-    widths = [max(len(row[i]) for row in rows) for i in range(6)]
-    for n, row in enumerate(rows):
-        line = "  ".join([row[i].ljust(widths[i]) for i in range(6)] + [row[6]])
-        if n == 0:
-            line = _style(line, bold=True)
-        elif row[2] == "SYNC" or row[1].startswith("orphaned"):
-            line = _style(line, fg="yellow")
-        out.append(line)
+            fresh = "yes" if ln.get("fresh") else ("SYNC" if ln.get("sync_required") else "no")
+            dirty = "yes" if ln.get("dirty") else ("-" if state == "orphaned" else "no")
+            ab = f"{ln.get('ahead', '-')}/{ln.get('behind', '-')}"
+        if ln.get("rebase_in_progress") and state == "active":
+            state = "rebasing"  # a sync stopped on conflicts
+        rows.append((str(ln.get("key")), state, fresh, dirty, ab, tilde(ln.get("path"))))
+    lines = table(rows)
+    out.append(_style(lines[0], bold=True))
+    for ln, row, line in zip(r["lanes"], rows[1:], lines[1:], strict=True):
+        warn = row[2] == "SYNC" or row[1] not in ("active", "released")
+        out.append(_style(line, fg="yellow") if warn else line)
+        if ln.get("advice"):
+            out.append(f"  {ln['advice']}")
+    if more:
+        out.append(more)
     return "\n".join(out)
 
 
 def create(r: Result) -> str:
     ln = r["lane"]
-    return f"created lane {ln['key']}: branch {ln['branch']} at {ln['path']}\n  {ln['advice']}"
+    return (
+        f"created lane {ln['key']}: branch {ln['branch']} at {tilde(ln['path'])}\n  {ln['advice']}"
+    )
 
 
 def release(r: Result) -> str:
@@ -158,21 +206,83 @@ def config_list(r: Result) -> str:
     )
 
 
+# fields every event has (shown in columns) or that say nothing to a reader of the log
+_LOG_SKIP = frozenset(
+    ("time", "ts", "pid", "host", "kind", "lane", "code", "token", "message", "details", "argv")
+)
+_LOG_VALUE = 40  # a longer value is left to --json, never cut in the middle
+
+
+def _brief(v: Any) -> str | None:
+    """A value as the log shows it whole, or None to leave it to --json."""
+    if v is None or v == [] or v == {} or v is False:
+        return None
+    if isinstance(v, bool | int | float):
+        return str(v).lower() if isinstance(v, bool) else str(v)
+    if isinstance(v, str):
+        if len(v) == 40 and all(c in "0123456789abcdef" for c in v):
+            return v[:12]  # a sha, abbreviated as git does
+        return shlex.quote(tilde(v)) if len(tilde(v)) <= _LOG_VALUE else None
+    if isinstance(v, list):
+        return f"{len(v)} item(s)" if len(v) > 1 else _brief(v[0])
+    return None
+
+
+def _log_code(e: Mapping[str, Any]) -> str:
+    """The code, with the one number that says most: a gate's exit status."""
+    code = str(e.get("code"))
+    gate = (e.get("details") or {}).get("gate") if isinstance(e.get("details"), dict) else None
+    if isinstance(gate, dict) and code == "gate_failed" and isinstance(gate.get("exit"), int):
+        return f"{code} (exit {gate['exit']})"
+    if isinstance(gate, dict) and code == "landed" and gate.get("status"):
+        return f"{code} (gate {gate['status']})"
+    return code
+
+
+def _log_summary(e: Mapping[str, Any]) -> list[str]:
+    parts = []
+    argv = e.get("argv")
+    if e.get("kind") == "refusal" and isinstance(argv, list):
+        cmd = "git lane " + shlex.join(str(a) for a in argv if a != "--json")
+        if len(cmd) <= 2 * _LOG_VALUE:
+            parts.append(cmd)
+    for k, v in e.items():
+        if k in _LOG_SKIP:
+            continue
+        if k == "gate" and isinstance(v, dict):
+            v = v.get("status")
+        b = _brief(v)
+        if b is not None:
+            parts.append(f"{k}={b}")
+    return parts
+
+
 def log(r: Result) -> str:
-    out = []
-    for e in r["events"]:
-        extra = {
-            k: v
-            for k, v in e.items()
-            if k not in ("time", "ts", "pid", "host", "kind", "lane", "code")
-        }
-        brief = " ".join(
-            f"{k}={json.dumps(v, default=str)[:60]}" for k, v in list(extra.items())[:4]
-        )
-        out.append(
-            f"{e.get('time')}  {e.get('kind')!s:<12} {e.get('lane') or '-'!s:<14} {e.get('code')!s:<24} {brief}"
-        )
-    return "\n".join(out) or "no events"
+    """TIME KIND LANE CODE in aligned columns, then as many whole values of a summary as
+    fit in 100 columns; the rest of each event is in `git lane log --json`."""
+    events = r["events"]
+    if not events:
+        return "no events"
+    head = ("TIME", "KIND", "LANE", "CODE")
+    rows = [
+        (str(e.get("time")), str(e.get("kind")), str(e.get("lane") or "-"), _log_code(e))
+        for e in events
+    ]
+    used = sum(max(len(row[i]) for row in [head, *rows]) + 2 for i in range(4))
+    room = WIDTH - used  # long lane keys can leave none: then only the count of fields
+    out: list[tuple[str, ...]] = [(*head, "SUMMARY")]
+    for e, row in zip(events, rows, strict=True):
+        parts = _log_summary(e)
+        said: list[str] = []
+        if len(" ".join(parts)) <= room:
+            said = parts
+        else:  # what fits, whole, with room left for the count of the rest: `(+2)`
+            for p in parts:
+                if len(" ".join([*said, p])) <= room - 5:
+                    said.append(p)
+            said.append(f"(+{len(parts) - len(said)})")
+        out.append((*row, " ".join(said)))
+    return "\n".join(table(out))
 
 
 def install(r: Result) -> str:

@@ -62,6 +62,7 @@ class StatusResult(TypedDict):
     lock: LockView | None
     landing: bool
     lanes: list[LaneView]
+    released_hidden: int  # released lanes left out (`status --all` lists them)
     warnings: list[str]
     alerts: list[Alert]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -65,6 +66,10 @@ def test_wheel_installs_into_a_fresh_venv_and_runs(repo: Repo, tmp_path: Path) -
             assert shims >= DESIGN_SHIMS, f"shims missing: {sorted(DESIGN_SHIMS - shims)}"
         ep = zf.read(next(n for n in entries if n.endswith(".dist-info/entry_points.txt"))).decode()
         assert "git-lane = guard.cli:main" in ep
+        # the man page, as wheel data that installs into <prefix>/share/man/man1
+        page = [n for n in entries if n.endswith(".data/data/share/man/man1/git-lane.1")]
+        assert len(page) == 1, "the wheel carries no share/man/man1/git-lane.1"
+        assert zf.read(page[0]) == (ROOT / "man" / "git-lane.1").read_bytes()
 
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", str(venv)])
@@ -94,3 +99,12 @@ def test_wheel_installs_into_a_fresh_venv_and_runs(repo: Repo, tmp_path: Path) -
     installed = Path(res.stdout.strip()).parent / "_data" / "hooks"
     for name in DESIGN_HOOKS:
         assert os.access(installed / name, os.X_OK), name
+    # where man finds it for a program in <prefix>/bin: `man git-lane` and `git lane --help`
+    assert (venv / "share" / "man" / "man1" / "git-lane.1").is_file()
+    if shutil.which("man") is not None:
+        on_path = {k: v for k, v in env.items() if k != "MANPATH"}
+        on_path.update(PATH=f"{venv / 'bin'}:{env['PATH']}", MANPAGER="cat", GIT_PAGER="cat")
+        res = run(["man", "-w", "git-lane"], env=on_path)
+        assert Path(res.stdout.strip()) == venv / "share" / "man" / "man1" / "git-lane.1"
+        res = run(["git", "lane", "--help"], env=on_path, cwd=repo.path)
+        assert "git lane land" in res.stdout

@@ -39,6 +39,7 @@ def set_(repo: Repo | None, key: str, value: str, user: bool) -> ConfigValue:
     """`repo` is None for `--user` outside any repository (nothing to log into then)."""
     lane.forbid_worker("config set", f"git lane config set {_user(user)}{q(key)} {q(value)}")
     parsed = cfgmod.parse_value(key, value)
+    cfgmod.check_value(key, parsed)
     path = _file(repo, user)
     cfgmod.write(path, key, parsed)
     if repo is not None:

@@ -14,9 +14,17 @@ def run(
     repo: Repo, key: str | None = None, goal: str | None = None, owner_pid: int | None = None
 ) -> CreateResult:
     lane.forbid_worker("create")
-    prefix = goal or "adhoc"
-    if goal is not None:
-        lane.check_key(f"{goal}-1")
+    prefix = "adhoc"
+    if goal is not None and key is None:
+        prefix = policy.goal_slug(goal)
+        if not prefix:
+            raise Refusal(
+                "invalid_lane_key",
+                f"the goal {goal!r} has no letter or digit to make a lane key of",
+                next=["git lane create"],
+                details={"goal": goal},
+            )
+        lane.check_key(f"{prefix}-1")
     if key is not None:
         lane.check_key(key)
     cfg = repo.config

@@ -47,6 +47,7 @@ def run(
     wait: float | None = None,
     output: gate.Output | None = None,
     tick: gate.Tick | None = None,
+    waiting: lock.Waiting | None = None,
 ) -> LandResult:
     key = lane.resolve_key(key, "land")
     if lane.is_worker() and repo.config["worker_land"] != "allow":
@@ -83,7 +84,7 @@ def run(
                 "git lane config set gate off  (land without a check)",
             ],
         )
-    held = g1_lock(repo, key, wait)
+    held = g1_lock(repo, key, wait, waiting)
     try:
         landing.crash_point("locked")
         if repo.store.landing_path.exists():
@@ -200,10 +201,12 @@ def _land_locked(
 
 
 # -- the gates, in order ------------------------------------------------------------------
-def g1_lock(repo: Repo, key: str, wait: float | None) -> lock.Held:
+def g1_lock(
+    repo: Repo, key: str, wait: float | None, waiting: lock.Waiting | None = None
+) -> lock.Held:
     """G1: one land at a time. main_before and tip stay empty in the lock record until G4
     passed, so until then the record lets no ref move."""
-    return lock.acquire(repo, key, "", "", wait)
+    return lock.acquire(repo, key, "", "", wait, waiting)
 
 
 def _check_worktree(t: Target, wt: git.Worktree | None) -> None:

@@ -31,7 +31,9 @@ def lock_view(repo: Repo) -> LockView | None:
     }
 
 
-def run(repo: Repo, key: str | None = None) -> StatusResult:
+def run(repo: Repo, key: str | None = None, all_: bool = False) -> StatusResult:
+    """Released lanes are left out (counted in `released_hidden`) unless `all_`, or the
+    lane is named by `key`: text and JSON list the same lanes."""
     if lane.bound_lane() is not None or key is not None:
         key = lane.resolve_key(key, "status")  # status is read-only: an unbound worker sees all
     main_sha = repo.main_sha()
@@ -43,6 +45,11 @@ def run(repo: Repo, key: str | None = None) -> StatusResult:
         records = [r for r in records if r.key == key]
         if not records:
             lane.get(repo, key)  # raises unknown_lane
+    released_hidden = 0
+    if key is None and not all_:
+        kept = [r for r in records if r.status != "released"]
+        released_hidden = len(records) - len(kept)
+        records = kept
     idx = git.by_path(wts)
     ep = repo.store.read_epoch()
     # the lane tips and the last land's landed ref, in one git call
@@ -105,6 +112,7 @@ def run(repo: Repo, key: str | None = None) -> StatusResult:
         "lock": lock_view(repo),
         "landing": landing_open,
         "lanes": lanes,
+        "released_hidden": released_hidden,
         "warnings": warnings,
         "alerts": alerts,
     }
