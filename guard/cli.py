@@ -106,7 +106,32 @@ def create(ctx: Ctx, key: str | None, goal: str | None, owner_pid: int | None) -
     """Create a lane: branch lane/KEY off main, in its own worktree."""
     from guard.commands import create as cmd
 
-    emit(ctx, cmd.run(ctx.repo, key, goal, owner_pid), render.create)
+    res = cmd.run(ctx.repo, key, goal, owner_pid, _include_progress, _gate_output, _setup_tick)
+    emit(ctx, res, render.create)
+
+
+@cli.command()
+@click.argument("key", required=False)
+@json_option
+@pass_ctx
+def setup(ctx: Ctx, key: str | None) -> None:
+    """Set a lane up again: copy missing .worktreeinclude files, run setup_command."""
+    from guard.commands import setup as cmd
+
+    res = cmd.run(ctx.repo, key, _include_progress, _gate_output, _setup_tick)
+    emit(ctx, res, render.setup)
+
+
+def _include_progress(files: int, size: int) -> None:
+    sys.stderr.write(
+        f"git-lane: copying .worktreeinclude files: {files:,} files, {size // 1_000_000:,} MB\n"
+    )
+    sys.stderr.flush()
+
+
+def _setup_tick(seconds: float) -> None:
+    if sys.stderr.isatty():
+        sys.stderr.write(f"git-lane: setup running for {int(seconds)}s\n")
 
 
 @cli.command()
