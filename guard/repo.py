@@ -91,10 +91,10 @@ class Repo:
         tree below them (never a lane's or the hub's worktree copy)."""
         owner = self.owner_config
         try:
-            sha = self.main_sha()
+            main = self.main_ref
         except Refusal:
             return owner  # no main yet: no committed project file either
-        return with_project(owner, self.committed_file(sha, PROJECT_FILE), PROJECT_FILE)
+        return with_project(owner, self.committed_file(main, PROJECT_FILE), PROJECT_FILE)
 
     def committed_file(self, rev: str, path: str) -> bytes | None:
         """A file of `rev`'s tree, or None when it has none there (or not a file)."""

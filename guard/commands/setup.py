@@ -94,6 +94,8 @@ def prepare(
     ran: SetupRun | None = None
     if command:
         ran = _run_command(repo, key, path, command, output, tick)
+    if patterns is None and ran is None:
+        return included, ran, warnings  # nothing to set up: nothing to log
     repo.store.event(
         "setup",
         lane=key,
