@@ -10,7 +10,10 @@ import os
 import time
 from pathlib import Path
 
+import signal
+
 from conftest import Repo
+from enginehelp import pid_alive, spawn_lane, wait_for
 
 INCLUDE = ".env\nnode_modules/\n.venv/\n"
 
@@ -178,16 +181,40 @@ def test_setup_timeout_kills_the_group(repo: Repo, tmp_path: Path) -> None:
     assert time.monotonic() - t0 < 30
     assert r.json["details"]["setup"]["status"] == "timeout"
     assert r.json["next"] == ["git lane setup alpha"]
-    pid = int(pidfile.read_text())
-    try:
-        os.kill(pid, 0)
-        alive = Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except ProcessLookupError:
-        alive = False
-    assert not alive
+    assert not pid_alive(int(pidfile.read_text()))
     assert repo.jlane("status", "alpha").json["lanes"][0]["setup"] == "timeout"
     repo.config("setup_command", "true")
     assert repo.jlane("setup", "alpha").rc == 0
+
+
+def test_interrupted_setup_kills_the_group_and_reads_as_failed(repo: Repo, tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    repo.config("setup_command", json.dumps(f"sleep 300 & echo $! > '{pidfile}'; wait"))
+    proc = spawn_lane("create", "alpha", "--json", cwd=repo.path)
+    wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), what="setup started")
+    st = repo.jlane("status", "alpha").json["lanes"][0]
+    assert st["setup"] == "running"
+    proc.send_signal(signal.SIGTERM)  # as Ctrl-C: the setup's group is killed on the way out
+    proc.communicate(timeout=30)
+    assert proc.returncode != 0
+    assert not pid_alive(int(pidfile.read_text()))
+    st = repo.jlane("status", "alpha").json["lanes"][0]
+    assert (st["state"], st["setup"]) == ("active", "failed")
+
+
+def test_a_setup_whose_create_was_killed_reads_as_failed(repo: Repo, tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    repo.config("setup_command", json.dumps(f"sleep 300 & echo $! > '{pidfile}'; wait"))
+    proc = spawn_lane("create", "alpha", "--json", cwd=repo.path)
+    wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), what="setup started")
+    proc.kill()  # SIGKILL: nothing of create runs to record the outcome
+    proc.communicate(timeout=30)
+    try:
+        st = repo.jlane("status", "alpha").json["lanes"][0]
+        assert (st["state"], st["setup"]) == ("active", "failed")
+        assert "git lane setup alpha" in st["advice"]
+    finally:
+        os.kill(int(pidfile.read_text()), signal.SIGKILL)  # the setup's own session lives on
 
 
 def test_setup_resolves_the_lane_from_env_and_cwd(repo: Repo) -> None:
