@@ -100,7 +100,9 @@ def _setup_lines(r: Result) -> str:
         out += f", {inc['kept']:,} already there" if inc["kept"] else ""
     run = r.get("setup")
     if run:
-        out += f"\n  setup `{run['command']}` {run['status']} in {run['seconds']:.1f}s"
+        out += (
+            f"\n  setup `{policy.brief(run['command'])}` {run['status']} in {run['seconds']:.1f}s"
+        )
     return out
 
 

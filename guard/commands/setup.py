@@ -166,7 +166,7 @@ def failed_refusal(
         alternatives = []
     return Refusal(
         "setup_failed",
-        f"lane {key} is created at {path}, but its setup `{ran['command']}` {what}; "
+        f"lane {key} is created at {path}, but its setup `{policy.brief(ran['command'])}` {what}; "
         "fix the cause, then run the setup again",
         next=[f"git lane setup {key}"],
         alternatives=alternatives,
