@@ -100,7 +100,9 @@ def status(ctx: Ctx, key: str | None, all_: bool) -> None:
 
 @cli.command()
 @click.argument("key", required=False)
-@click.option("--goal", metavar="ID", help="Goal id: the auto key becomes <goal>-<n>.")
+@click.option(
+    "--goal", metavar="GOAL", help="What the lane is for: the auto key becomes <goal as a key>-<n>."
+)
 @click.option("--owner-pid", type=int, help="Record this live process as the lane's owner.")
 @json_option
 @pass_ctx
@@ -108,7 +110,34 @@ def create(ctx: Ctx, key: str | None, goal: str | None, owner_pid: int | None) -
     """Create a lane: branch lane/KEY off main, in its own worktree."""
     from guard.commands import create as cmd
 
-    emit(ctx, cmd.run(ctx.repo, key, goal, owner_pid), render.create)
+    res = cmd.run(ctx.repo, key, goal, owner_pid, _include_progress, _gate_output, _setup_tick)
+    emit(ctx, res, render.create)
+
+
+@cli.command()
+@click.argument("key", required=False)
+@json_option
+@pass_ctx
+def setup(ctx: Ctx, key: str | None) -> None:
+    """Set a lane up again: copy missing .worktreeinclude files, run setup_command."""
+    from guard.commands import setup as cmd
+
+    res = cmd.run(ctx.repo, key, _include_progress, _gate_output, _setup_tick)
+    emit(ctx, res, render.setup)
+
+
+def _include_progress(files: int, size: int) -> None:
+    sys.stderr.write(
+        f"git-lane: copying .worktreeinclude files: {files:,} files, {size // 1_000_000:,} MB\n"
+    )
+    sys.stderr.flush()
+
+
+def _setup_tick(seconds: float, command: str) -> None:
+    # on stderr whatever it is, like the gate's: an agent reading a pipe wants to know
+    shown = f" ({command})" if len(command) <= 40 and "\n" not in command else ""
+    sys.stderr.write(f"git-lane: setup running {int(seconds)} s{shown}\n")
+    sys.stderr.flush()
 
 
 @cli.command()

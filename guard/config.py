@@ -1,5 +1,8 @@
-"""Owner settings in TOML: `<common-dir>/git-lane/config.toml` (wins) over
-`$XDG_CONFIG_HOME/git-lane/config.toml`. Validated on every read."""
+"""Settings in TOML, in layers (the first that sets a key wins): the repository owner's
+`<common-dir>/git-lane/config.toml`, the user's `$XDG_CONFIG_HOME/git-lane/config.toml`,
+then the project's `.git-lane.toml` from main's committed tree (only PROJECT_KEYS), then
+the defaults. The owner files are validated on every read (a bad value refuses); the
+project file only ever adds warnings."""
 
 from __future__ import annotations
 
@@ -112,8 +115,16 @@ KEYS: dict[str, Key] = {
         ),
         Key("sandbox", "off", _one_of("off", "best-effort", "required"), "default for exec"),
         Key("sandbox_writable", [], _str_list, "extra writable paths for sandboxed CLIs"),
+        Key("setup_command", None, _command, "run with sh -c in each new lane after creation"),
+        Key("setup_timeout", 900, _pos_int, "seconds before the setup command is killed"),
     )
 }
+
+# What a tracked `.git-lane.toml` may set: commands and timeouts a team reviews. Anything
+# that weakens protection (enabled, gate, sync_policy, worker_land, sandbox, ...) is the
+# owner's alone, and ignored there with a warning.
+PROJECT_FILE = ".git-lane.toml"
+PROJECT_KEYS = ("gate_command", "setup_command", "setup_timeout", "gate_timeout")
 
 
 def type_of(key: str) -> str:
@@ -166,8 +177,9 @@ def cache_home() -> Path:
 @dataclass(frozen=True)
 class Config:
     values: dict[str, Any]
-    sources: dict[str, str]
+    sources: dict[str, str]  # key -> "repo" | "user" | "project" | "default"
     warnings: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)  # key -> the file that set it
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -311,13 +323,15 @@ def check_value(key: str, value: Any) -> None:
 
 
 def load(repo_config: Path | None) -> Config:
+    """The owner's two files over the defaults (no project layer: see with_project)."""
     values = {k: v.default for k, v in KEYS.items()}
     sources = {k: "default" for k in KEYS}
+    where: dict[str, str] = {}
     warnings: list[str] = []
-    files = [user_config_path()]
+    files = [(user_config_path(), "user")]
     if repo_config is not None:
-        files.append(repo_config)
-    for path in files:  # later wins
+        files.append((repo_config, "repo"))
+    for path, layer in files:  # later wins
         data = _read_toml(path)
         if data or path.exists():
             check_hook_view(path, data)
@@ -327,8 +341,43 @@ def load(repo_config: Path | None) -> Config:
                 continue
             validate(k, v, path)
             values[k] = v
-            sources[k] = str(path)
-    return Config(values, sources, warnings)
+            sources[k] = layer
+            where[k] = str(path)
+    return Config(values, sources, warnings, where)
+
+
+def with_project(owner: Config, text: bytes | None, name: str) -> Config:
+    """`owner` with the project file's allowed keys slotted in below it (where the owner
+    files left the default). `text` is the file from main's committed tree (None: there
+    is none), `name` how warnings name it. Never refuses: anything wrong in a file that
+    any committer can change is a warning, and the key keeps its owner or default value."""
+    if text is None:
+        return owner
+    values, sources = dict(owner.values), dict(owner.sources)
+    where, warnings = dict(owner.files), list(owner.warnings)
+    try:
+        data = tomllib.loads(text.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        warnings.append(f"{name} is not valid TOML ({exc}); it was ignored")
+        return Config(values, sources, warnings, where)
+    for k, v in data.items():
+        if k not in PROJECT_KEYS:
+            why = "an unknown key" if k not in KEYS else "for the owner's config only"
+            warnings.append(
+                f"{name}: {k} is {why} (ignored; `git lane config set {k} ...` sets it)"
+                if k in KEYS
+                else f"{name}: {k} is {why} (ignored)"
+            )
+            continue
+        problem = KEYS[k].check(v)
+        if problem:
+            warnings.append(f"{name}: key {k} {problem} (got {repr(v)[:200]}; ignored)")
+            continue
+        if sources[k] == "default":
+            values[k] = v
+            sources[k] = "project"
+            where[k] = name
+    return Config(values, sources, warnings, where)
 
 
 def parse_value(key: str, text: str) -> Any:

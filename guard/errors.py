@@ -38,6 +38,7 @@ CODES: dict[str, Code] = _codes(
     ("worktree_path_exists", "engine", None, "the lane's worktree directory exists already"),
     ("unknown_process", "engine", None, "the named owner process is not running"),
     ("max_lanes", "engine", None, "max_lanes active lanes exist"),
+    ("setup_failed", "engine", None, "setup_command failed or timed out in a created lane"),
     ("role_forbidden", "engine", None, "a worker asked for what only the owner may do"),
     ("lane_owner_conflict", "engine", None, "the lane belongs to another live process"),
     ("lane_not_active", "engine", None, "the lane is released or orphaned"),

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -53,12 +53,14 @@ def run(
     lane: str,
     output: Output | None = None,
     tick: Tick | None = None,
+    extra_env: Mapping[str, str] | None = None,
 ) -> GateRun:
     """Run the gate; `output` gets its bytes as they come; `tick` the seconds so far and
     the command, each time the gate has been silent for config.progress_interval()
     seconds (10 s), so that a reader of stderr, a pipe included, knows it still runs.
     Interrupted (KeyboardInterrupt, or SIGTERM turned into one), the gate's
-    whole group is killed before the exception goes on."""
+    whole group is killed before the exception goes on. `extra_env` replaces the gate's
+    GITLANE_GATE_LANE (setup_command runs through here with its own variables)."""
     import selectors
 
     from guard.config import progress_interval
@@ -67,7 +69,8 @@ def run(
     env = dict(os.environ)
     for k in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
         env.pop(k, None)
-    env["GITLANE_GATE_LANE"] = lane  # the gate may want to know which lane it checks
+    # the gate may want to know which lane it checks
+    env.update(extra_env if extra_env is not None else {"GITLANE_GATE_LANE": lane})
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     start = time.monotonic()
     try:

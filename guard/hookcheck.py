@@ -226,7 +226,7 @@ def cmd_notice(key: str, main: str) -> int:
         ["diff", "--cached", "--name-only", "--no-renames", "-z"], None, check=False, scrub=False
     )
     paths = set(lane_paths) | set(staged.z())
-    if policy.sync_required(repo.config["sync_policy"], False, paths, main_paths):
+    if policy.sync_required(repo.owner_config["sync_policy"], False, paths, main_paths):
         shared = sorted(paths & set(main_paths))
         sys.stderr.write(
             f"git-lane: notice [sync_required]: main changed {', '.join(shared[:3])}"

@@ -164,7 +164,7 @@ def worktrees_root(repo: Repo) -> Path:
             ],
             details={
                 "key": "worktrees_root",
-                "file": cfg.sources.get("worktrees_root"),
+                "file": cfg.files.get("worktrees_root"),
                 "value": str(real),
             },
         )
@@ -283,6 +283,8 @@ def view(
         "tip": None,
         "head": None,
         "advice": "",
+        "port": policy.lane_port(rec.key),
+        "setup": setup_state(rec),
     }
     if state != "released":
         tip = tips.get(branch_ref) if tips is not None else repo.ref_sha(branch_ref)
@@ -315,4 +317,14 @@ def view(
             branch=v["branch"],
         )
     )
+    if v["setup"] in ("failed", "timeout") and state == "active":
+        v["advice"] += f" Setup {v['setup']}: `git lane setup {rec.key}`."
     return v
+
+
+def setup_state(rec: LaneRecord) -> str | None:
+    """The setup's outcome as recorded; a setup recorded as running whose process is gone
+    (killed with its create) failed."""
+    if rec.setup == "running" and not procs.alive(rec.setup_pid, rec.setup_start):
+        return "failed"
+    return rec.setup

@@ -74,6 +74,19 @@ def auto_key(prefix: str, taken: Callable[[str], bool] | Iterable[str]) -> str:
     return f"{prefix}-{n}"
 
 
+PORT_BASE = 20000
+PORT_SPAN = 10  # ports per lane: GITLANE_PORT .. GITLANE_PORT + 9
+PORT_SLOTS = 2000  # so every base is in 20000..39990
+
+
+def lane_port(key: str) -> int:
+    """The lane's port base (GITLANE_PORT): the same for a key on every machine and every
+    run (crc32, not Python's salted hash), a multiple of 10, so a lane owns 10 ports."""
+    import zlib
+
+    return PORT_BASE + (zlib.crc32(key.encode("utf-8")) % PORT_SLOTS) * PORT_SPAN
+
+
 def sync_required(
     policy: str,
     fresh: bool,

@@ -131,8 +131,28 @@ def status(r: Result) -> str:
 def create(r: Result) -> str:
     ln = r["lane"]
     return (
-        f"created lane {ln['key']}: branch {ln['branch']} at {tilde(ln['path'])}\n  {ln['advice']}"
+        f"created lane {ln['key']}: branch {ln['branch']} at {tilde(ln['path'])}"
+        f" (GITLANE_PORT {ln['port']})" + _setup_lines(r) + f"\n  {ln['advice']}"
     )
+
+
+def _setup_lines(r: Result) -> str:
+    out = ""
+    inc = r.get("included")
+    if inc and (inc["files"] or inc["kept"]):
+        out += f"\n  .worktreeinclude: {inc['files']:,} file(s), {inc['bytes']:,} bytes copied"
+        out += f" ({inc['reflinked']:,} copy-on-write)" if inc["reflinked"] else ""
+        out += f", {inc['kept']:,} already there" if inc["kept"] else ""
+    run = r.get("setup")
+    if run:
+        out += (
+            f"\n  setup `{policy.brief(run['command'])}` {run['status']} in {run['seconds']:.1f}s"
+        )
+    return out
+
+
+def setup(r: Result) -> str:
+    return f"lane {r['lane']['key']} set up" + (_setup_lines(r) or "\n  nothing to do")
 
 
 def release(r: Result) -> str:
@@ -202,7 +222,9 @@ def config_unset(r: Result) -> str:
 def config_list(r: Result) -> str:
     w = max(len(k) for k in r["config"])
     return "\n".join(
-        f"{k.ljust(w)}  {json.dumps(v['value'])}   # {v['source']}" for k, v in r["config"].items()
+        f"{k.ljust(w)}  {json.dumps(v['value'])}   # {v['source']}"
+        + (f" ({v['file']})" if v.get("file") else "")
+        for k, v in r["config"].items()
     )
 
 

@@ -9,7 +9,7 @@ from functools import cached_property
 from pathlib import Path
 
 from guard import git, policy
-from guard.config import Config, load
+from guard.config import PROJECT_FILE, Config, load, with_project
 from guard.errors import Refusal
 from guard.store import Store
 
@@ -87,6 +87,23 @@ class Repo:
     # -- config and main ---------------------------------------------------------
     @cached_property
     def config(self) -> Config:
+        """The owner's files, with the project's `.git-lane.toml` from main's committed
+        tree below them (never a lane's or the hub's worktree copy)."""
+        owner = self.owner_config
+        try:
+            main = self.main_ref
+        except Refusal:
+            return owner  # no main yet: no committed project file either
+        return with_project(owner, self.committed_file(main, PROJECT_FILE), PROJECT_FILE)
+
+    def committed_file(self, rev: str, path: str) -> bytes | None:
+        """A file of `rev`'s tree, or None when it has none there (or not a file)."""
+        res = git.run(["cat-file", "blob", f"{rev}:{path}"], self.common_dir, check=False)
+        return res.stdout.encode("utf-8", "surrogateescape") if res.ok else None
+
+    @cached_property
+    def owner_config(self) -> Config:
+        """The owner's two files only: what decides protection (main_branch, enabled...)."""
         path = self.store.config_path
         if path.is_dir() and not path.is_symlink():
             raise Refusal(
@@ -99,6 +116,7 @@ class Repo:
 
     def reload_config(self) -> Config:
         self.__dict__.pop("config", None)
+        self.__dict__.pop("owner_config", None)
         self.__dict__.pop("main_branch", None)
         return self.config
 
@@ -107,7 +125,7 @@ class Repo:
 
     @cached_property
     def main_branch(self) -> str:
-        configured = self.config.get("main_branch")
+        configured = self.owner_config.get("main_branch")
         if configured:
             name = configured if self.ref_sha(f"refs/heads/{configured}") else None
         else:

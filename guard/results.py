@@ -24,6 +24,8 @@ class LaneView(TypedDict):
     tip: str | None
     head: str | None
     advice: str
+    port: int  # GITLANE_PORT: the lane's 10 ports start here
+    setup: str | None  # setup_command's outcome: ok | failed | timeout | running; None: none ran
 
 
 class MainView(TypedDict):
@@ -67,10 +69,40 @@ class StatusResult(TypedDict):
     alerts: list[Alert]
 
 
+class Included(TypedDict):
+    """What `.worktreeinclude` copied from the hub into a lane."""
+
+    files: int
+    bytes: int
+    reflinked: int  # of `files`, shared copy-on-write with the hub's
+    kept: int  # matched, but the lane has the path already: left as it is
+    skipped: list[dict[str, str]]  # {path, reason}: not copied (a path that escapes, ...)
+
+
+class SetupRun(TypedDict):
+    command: str
+    status: str  # ok | failed | timeout
+    exit: int
+    seconds: float
+    tail: list[str]
+
+
 class CreateResult(TypedDict):
     ok: bool
     code: str
     lane: LaneView
+    included: NotRequired[Included]
+    setup: NotRequired[SetupRun | None]
+    warnings: NotRequired[list[str]]
+
+
+class SetupResult(TypedDict):
+    ok: bool
+    code: str
+    lane: LaneView
+    included: Included
+    setup: SetupRun | None
+    warnings: list[str]
 
 
 class ReleaseResult(TypedDict):
@@ -217,8 +249,9 @@ class ConfigValue(TypedDict):
     code: str
     key: str
     value: Any
-    source: NotRequired[str]
+    source: NotRequired[str]  # repo | user | project | default
     file: NotRequired[str]
+    warnings: NotRequired[list[str]]
 
 
 class ConfigList(TypedDict):

@@ -153,6 +153,11 @@ class LaneRecord:
     owner_start: float | None = None
     released_at: str | None = None
     released_tip: str | None = None
+    # setup_command's outcome: None (none ran), running, ok, failed, timeout; while it
+    # runs, the process running it (a `running` whose process is gone reads as failed)
+    setup: str | None = None
+    setup_pid: int | None = None
+    setup_start: float | None = None
     schema: int = LANE_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
@@ -185,6 +190,9 @@ class LaneRecord:
                 "owner_start": lambda v: v is None or _is_int(v) or isinstance(v, float),
                 "released_at": _opt_str,
                 "released_tip": _opt_str,
+                "setup": lambda v: v in (None, "running", "ok", "failed", "timeout"),
+                "setup_pid": lambda v: v is None or (_is_int(v) and v > 0),
+                "setup_start": lambda v: v is None or _is_int(v) or isinstance(v, float),
                 "schema": _is_int,
             },
             "lane record",

@@ -29,6 +29,8 @@ DEFAULTS: dict[str, Any] = {
     "worker_land": "deny",
     "sandbox": "off",
     "sandbox_writable": [],
+    "setup_command": None,
+    "setup_timeout": 900,
 }
 
 # (key, a value that must be refused, a value that must be accepted), as TOML source
@@ -58,6 +60,8 @@ TABLE = [
     ("sandbox", "false", '"required"'),
     ("sandbox_writable", '"/tmp"', '["/tmp", "~/.codex"]'),
     ("sandbox_writable", "[1]", "[]"),
+    ("setup_command", "false", '"npm ci"'),
+    ("setup_timeout", "0", "60"),
 ]
 
 
@@ -93,7 +97,7 @@ def test_validation_table(tmp_path: Path, key: str, bad: str, good: str, level: 
     write(target, f"{key} = {good}\n")
     cfg = cfgmod.load(repo_file)
     assert cfg[key] == tomllib.loads(f"v = {good}")["v"]
-    assert cfg.sources[key] == str(target)
+    assert (cfg.sources[key], cfg.files[key]) == (level, str(target))
 
 
 def test_invalid_value_refused_by_every_command_naming_file_and_key(repo: Repo) -> None:
@@ -150,10 +154,10 @@ def test_set_get_unset_list_round_trip(repo: Repo) -> None:
         assert tomllib.loads(path.read_text())[key] == value
         last[key] = value
     r = repo.jlane("config", "get", "sandbox_writable")
-    assert (r.json["value"], r.json["source"]) == (["/x", "/y"], str(path))
+    assert (r.json["value"], r.json["source"], r.json["file"]) == (["/x", "/y"], "repo", str(path))
     cfg = repo.jlane("config", "list").json["config"]
-    assert {k: (cfg[k]["value"], cfg[k]["source"]) for k in last} == {
-        k: (v, str(path)) for k, v in last.items()
+    assert {k: (cfg[k]["value"], cfg[k]["source"], cfg[k]["file"]) for k in last} == {
+        k: (v, "repo", str(path)) for k, v in last.items()
     }
     r = repo.jlane("config", "unset", "max_lanes")
     assert r.rc == 0, r.stderr
@@ -187,18 +191,16 @@ def test_repo_file_wins_over_user_file(repo: Repo) -> None:
     assert r.rc == 0 and r.json["file"] == str(user_file())
     write(user_file(), user_file().read_text() + 'gate_command = "make check"\n')
     r = repo.jlane("config", "get", "max_lanes")
-    assert (r.json["value"], r.json["source"]) == (9, str(user_file()))
+    assert (r.json["value"], r.json["source"], r.json["file"]) == (9, "user", str(user_file()))
     repo.config("max_lanes", "3")
     r = repo.jlane("config", "list")
     cfg = r.json["config"]
-    assert (cfg["max_lanes"]["value"], cfg["max_lanes"]["source"]) == (
+    assert (cfg["max_lanes"]["value"], cfg["max_lanes"]["source"], cfg["max_lanes"]["file"]) == (
         3,
+        "repo",
         str(repo.state_dir / "config.toml"),
     )
-    assert (cfg["gate_command"]["value"], cfg["gate_command"]["source"]) == (
-        "make check",
-        str(user_file()),
-    )
+    assert (cfg["gate_command"]["value"], cfg["gate_command"]["source"]) == ("make check", "user")
     assert repo.jlane("config", "unset", "max_lanes").rc == 0
     assert repo.jlane("config", "get", "max_lanes").json["value"] == 9
 

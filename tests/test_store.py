@@ -30,6 +30,11 @@ IDENTITY = {
     "owner_start",
     "released_at",
     "released_tip",
+    # setup_command's recorded outcome (and who runs it while it runs): not derivable
+    # from git
+    "setup",
+    "setup_pid",
+    "setup_start",
     "schema",
 }
 
@@ -316,6 +321,9 @@ lane_records = st.builds(
     owner_start=st.none() | st.floats(allow_nan=False, allow_infinity=False),
     released_at=opt_texts,
     released_tip=st.none() | st.from_regex(r"\A[0-9a-f]{40}\Z"),
+    setup=st.sampled_from([None, "running", "ok", "failed", "timeout"]),
+    setup_pid=st.none() | st.integers(min_value=1, max_value=2**31),
+    setup_start=st.none() | st.floats(allow_nan=False, allow_infinity=False),
 ).map(lambda r: LaneRecord(**{**r.to_dict(), "branch": f"lane/{r.key}"}))
 epochs = st.builds(
     Epoch,

@@ -32,7 +32,17 @@ def get(repo: Repo, key: str) -> ConfigValue:
             details={"key": key},
         )
     cfg = repo.config
-    return {"ok": True, "code": "ok", "key": key, "value": cfg.get(key), "source": cfg.sources[key]}
+    out: ConfigValue = {
+        "ok": True,
+        "code": "ok",
+        "key": key,
+        "value": cfg.get(key),
+        "source": cfg.sources[key],
+        "warnings": cfg.warnings,
+    }
+    if key in cfg.files:
+        out["file"] = cfg.files[key]
+    return out
 
 
 def set_(repo: Repo | None, key: str, value: str, user: bool) -> ConfigValue:
@@ -60,7 +70,12 @@ def unset(repo: Repo | None, key: str, user: bool) -> ConfigValue:
 def list_(repo: Repo) -> ConfigList:
     cfg = repo.config
     items = {
-        k: {"value": cfg.get(k), "source": cfg.sources[k], "help": spec.help}
+        k: {
+            "value": cfg.get(k),
+            "source": cfg.sources[k],
+            "file": cfg.files.get(k),
+            "help": spec.help,
+        }
         for k, spec in cfgmod.KEYS.items()
     }
     return {"ok": True, "code": "ok", "config": items, "warnings": cfg.warnings}

@@ -1,9 +1,11 @@
 """`git lane create [KEY]`: branch lane/KEY off main's tip, in a worktree of its own
-under worktrees_root, registered under the registry lock."""
+under worktrees_root, registered under the registry lock; then set up (outside that lock)
+as `git lane setup` does: `.worktreeinclude` files copied, `setup_command` run."""
 
 from __future__ import annotations
 
-from guard import git, lane, policy, procs
+from guard import gate, git, include, lane, policy, procs
+from guard.commands import setup
 from guard.errors import Refusal
 from guard.repo import Repo
 from guard.results import CreateResult
@@ -11,7 +13,13 @@ from guard.store import LaneRecord, now_iso
 
 
 def run(
-    repo: Repo, key: str | None = None, goal: str | None = None, owner_pid: int | None = None
+    repo: Repo,
+    key: str | None = None,
+    goal: str | None = None,
+    owner_pid: int | None = None,
+    progress: include.Progress | None = None,
+    output: gate.Output | None = None,
+    tick: gate.Tick | None = None,
 ) -> CreateResult:
     lane.forbid_worker("create")
     prefix = "adhoc"
@@ -137,8 +145,16 @@ def run(
         lane.write_marker(repo, str(path), key)
         repo.store.write_lane(rec)
     repo.store.event("create", lane=key, main=main_sha, path=str(path), owner_pid=owner_pid)
+    included, ran, warnings = setup.prepare(repo, key, str(path), main_sha, progress, output, tick)
+    rec = repo.store.read_lane(key) or rec
+    view = lane.view(repo, rec, main_sha, git.by_path(repo.worktrees()))
+    if ran is not None and ran["status"] != "ok":
+        raise setup.failed_refusal(repo, key, str(path), ran, included, view, warnings)
     return {
         "ok": True,
         "code": "created",
-        "lane": lane.view(repo, rec, main_sha, git.by_path(repo.worktrees())),
+        "lane": view,
+        "included": included,
+        "setup": ran,
+        "warnings": warnings,
     }

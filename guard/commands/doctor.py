@@ -216,7 +216,7 @@ def check_enabled(repo: Repo) -> list[Check]:
             finding(
                 "enabled",
                 WARN,
-                f"enabled = false ({cfg.sources['enabled']}): hooks and shims pass everything through",
+                f"enabled = false ({cfg.files.get('enabled')}): hooks and shims pass everything through",
                 "git lane config set enabled true",
             )
         ]

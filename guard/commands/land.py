@@ -179,7 +179,7 @@ def _land_locked(
     txn = landing.stage(repo, txn, "prepared")
     g5_move_main(repo, t, tip)
     hub_update = g7_epoch(repo, txn)
-    warnings = []
+    warnings = list(repo.config.warnings)  # a project file's ignored keys, say
     if hub_update is not None and not hub_update["updated"]:
         why = (hub_update.get("stderr") or "").strip().splitlines()[:1]
         warnings.append(

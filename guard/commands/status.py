@@ -124,7 +124,7 @@ def switched_off(repo: Repo) -> list[Alert]:
     return [
         {
             "code": "disabled",
-            "message": f"git-lane is switched off (enabled = false in {repo.config.sources['enabled']}): "
+            "message": f"git-lane is switched off (enabled = false in {repo.config.files.get('enabled')}): "
             "the hooks and shims let everything through",
             "next": "git lane config set enabled true",
         }

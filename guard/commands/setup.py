@@ -1,0 +1,181 @@
+"""`git lane setup [KEY]`: make a lane ready to work in, as `create` does after it made
+the worktree: the `.worktreeinclude` files of main's tree copied from the hub (those the
+lane lacks), then `setup_command` run with `sh -c` in the lane (through the gate's runner:
+a session of its own, output streamed, the whole group killed at `setup_timeout` or on
+Ctrl-C), with GITLANE_LANE and GITLANE_PORT set. The outcome is kept in the lane's record
+(`setup`: running, ok, failed, timeout); a failure leaves the lane as it is and refuses
+`setup_failed`, whose `next` runs the setup again."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import Any
+
+from guard import gate, git, include, lane, policy, procs
+from guard.errors import Refusal
+from guard.repo import Repo
+from guard.results import Included, LaneView, SetupResult, SetupRun
+
+INTERRUPTED = -2  # the exit recorded for a setup stopped by Ctrl-C or SIGTERM
+
+
+def run(
+    repo: Repo,
+    key: str | None,
+    progress: include.Progress | None = None,
+    output: gate.Output | None = None,
+    tick: gate.Tick | None = None,
+) -> SetupResult:
+    key = lane.resolve_key(key, "setup") or _cwd_lane(repo)
+    rec = lane.get(repo, key)
+    wt = git.by_path(repo.worktrees()).get(os.path.realpath(rec.path))
+    if rec.status != "active" or wt is None or not wt.exists:
+        raise lane.not_active_refusal(
+            key, f"is {rec.status}" if rec.status != "active" else "has no worktree"
+        )
+    main_sha = repo.main_sha()
+    included, ran, warnings = prepare(repo, key, rec.path, main_sha, progress, output, tick)
+    view = lane.view(repo, lane.get(repo, key), main_sha, git.by_path(repo.worktrees()))
+    if ran is not None and ran["status"] != "ok":
+        raise failed_refusal(repo, key, rec.path, ran, included, view, warnings)
+    return {
+        "ok": True,
+        "code": "ok",
+        "lane": view,
+        "included": included,
+        "setup": ran,
+        "warnings": warnings,
+    }
+
+
+def _cwd_lane(repo: Repo) -> str:
+    """No key named and no GITLANE_LANE: the lane whose worktree the command runs in."""
+    try:
+        key = (repo.git_dir / lane.KEY_FILE).read_text().strip()
+    except OSError:
+        key = ""
+    if not policy.valid_key(key):
+        raise Refusal(
+            "unknown_lane",
+            "setup needs a lane key (this directory is in no lane)",
+            next=["git lane status"],
+        )
+    return key
+
+
+def prepare(
+    repo: Repo,
+    key: str,
+    path: str,
+    main_sha: str,
+    progress: include.Progress | None,
+    output: gate.Output | None,
+    tick: gate.Tick | None,
+) -> tuple[Included, SetupRun | None, list[str]]:
+    """The copy, then the setup command; the outcome recorded in the lane's record."""
+    warnings = list(repo.config.warnings)
+    included = include.empty()
+    patterns = repo.committed_file(main_sha, include.FILE)
+    if patterns is not None:
+        hub = repo.hub()
+        if hub is None:
+            warnings.append(
+                f"{include.FILE}: main is checked out in no worktree, so there is no hub to copy from"
+            )
+        else:
+            included = include.copy(hub.path, path, patterns, progress)
+            if included["skipped"]:
+                warnings.append(
+                    f"{include.FILE}: {len(included['skipped'])} path(s) not copied "
+                    f"(first: {included['skipped'][0]['path']}: {included['skipped'][0]['reason']})"
+                )
+    command = repo.config.get("setup_command")
+    ran: SetupRun | None = None
+    if command:
+        ran = _run_command(repo, key, path, command, output, tick)
+    if patterns is None and ran is None:
+        return included, ran, warnings  # nothing to set up: nothing to log
+    repo.store.event(
+        "setup",
+        lane=key,
+        code="ok" if ran is None or ran["status"] == "ok" else "setup_failed",
+        included={k: v for k, v in included.items() if k != "skipped"},
+        setup=None if ran is None else {k: v for k, v in ran.items() if k != "tail"},
+    )
+    return included, ran, warnings
+
+
+def _run_command(
+    repo: Repo,
+    key: str,
+    path: str,
+    command: str,
+    output: gate.Output | None,
+    tick: gate.Tick | None,
+) -> SetupRun:
+    timeout = repo.config["setup_timeout"]
+    _record(
+        repo,
+        key,
+        path,
+        setup="running",
+        setup_pid=os.getpid(),
+        setup_start=procs.start_time(os.getpid()),
+    )
+    env = {"GITLANE_LANE": key, "GITLANE_PORT": str(policy.lane_port(key))}
+    try:
+        g = gate.run(command, path, timeout, key, output, tick, extra_env=env)
+    except BaseException:  # Ctrl-C, SIGTERM: the group is killed; the lane says so
+        _record(repo, key, path, setup="failed", setup_pid=None, setup_start=None)
+        raise
+    status = {"passed": "ok", "failed": "failed", "timeout": "timeout"}[g.status]
+    _record(repo, key, path, setup=status, setup_pid=None, setup_start=None)
+    return {
+        "command": command,
+        "status": status,
+        "exit": g.exit,
+        "seconds": g.seconds,
+        "tail": g.tail,
+    }
+
+
+def _record(repo: Repo, key: str, path: str, **changes: Any) -> None:
+    """Update the lane's record under the registry lock, if it is still this lane's."""
+    with lane.registry_lock(repo):
+        rec = repo.store.read_lane(key)
+        if rec is not None and rec.path == path and rec.status == "active":
+            repo.store.write_lane(replace(rec, **changes))
+
+
+def failed_refusal(
+    repo: Repo,
+    key: str,
+    path: str,
+    ran: SetupRun,
+    included: Included,
+    view: LaneView,
+    warnings: list[str],
+) -> Refusal:
+    timeout = repo.config["setup_timeout"]
+    if ran["status"] == "timeout":
+        what = f"ran past setup_timeout ({timeout}s) and was killed"
+        alternatives = [f"git lane config set setup_timeout {timeout * 2} && git lane setup {key}"]
+    else:
+        what = f"failed with exit {ran['exit']}"
+        alternatives = []
+    return Refusal(
+        "setup_failed",
+        f"lane {key} is created at {path}, but its setup `{policy.brief(ran['command'])}` {what}; "
+        "fix the cause, then run the setup again",
+        next=[f"git lane setup {key}"],
+        alternatives=alternatives,
+        details={
+            "lane": key,
+            "path": path,
+            "setup": ran,
+            "included": included,
+            "view": view,
+            "warnings": warnings,
+        },
+    )
