@@ -190,3 +190,44 @@ def _clone_or_copy(sfd: int, dfd: int) -> bool:
         while view:
             view = view[os.write(dfd, view) :]
     return False
+
+
+UNCHANGED_MAX_FILES = 100_000  # past this, a directory is not compared: it counts as work
+
+
+def unchanged_copy(hub: str, lane: str, rel: str) -> bool:
+    """Is the lane's ignored path `rel` (a directory when it ends with /) the same as the
+    hub's, entry for entry, byte for byte, symlinks as links? Then removing it loses
+    nothing: it is what `.worktreeinclude` copied (or an identical build). Never follows a
+    symlink; anything it cannot compare counts as different, so release asks."""
+    import filecmp
+
+    seen = 0
+
+    def same(a: str, b: str) -> bool:
+        nonlocal seen
+        seen += 1
+        if seen > UNCHANGED_MAX_FILES:
+            return False
+        try:
+            sa, sb = os.lstat(a), os.lstat(b)
+        except OSError:
+            return False
+        if stat.S_IFMT(sa.st_mode) != stat.S_IFMT(sb.st_mode):
+            return False
+        if stat.S_ISLNK(sa.st_mode):
+            return os.readlink(a) == os.readlink(b)
+        if stat.S_ISREG(sa.st_mode):
+            return sa.st_size == sb.st_size and filecmp.cmp(a, b, shallow=False)
+        if stat.S_ISDIR(sa.st_mode):
+            try:
+                names = os.listdir(a)
+            except OSError:
+                return False
+            return all(same(os.path.join(a, n), os.path.join(b, n)) for n in names)
+        return False
+
+    clean = rel.rstrip("/")
+    if not clean or clean.startswith("/") or ".." in clean.split("/"):
+        return False
+    return same(os.path.join(lane, clean), os.path.join(hub, clean))

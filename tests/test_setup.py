@@ -68,6 +68,27 @@ def test_worktreeinclude_copies_ignored_files_only(repo: Repo) -> None:
     assert st["dirty"] is False and st["setup"] is None and st["state"] == "active"
 
 
+def test_release_asks_only_for_ignored_files_that_differ_from_the_hub(repo: Repo) -> None:
+    """What .worktreeinclude copied and nobody changed is not work: release goes on. An
+    ignored file the lane changed or made is work: release asks for the confirmation."""
+    ignored_hub(repo)
+    create(repo, "alpha")
+    r = repo.jlane("release", "alpha")
+    assert (r.rc, r.code) == (0, "released"), r.stdout
+    lane = Path(str(create(repo, "beta")["lane"]["path"]))  # type: ignore[index]
+    (lane / "node_modules/left-pad/index.js").write_text("module.exports = 2\n")
+    (lane / "build").mkdir()
+    (lane / "build/new.o").write_text("made in the lane\n")
+    r = repo.jlane("release", "beta")
+    assert (r.rc, r.code) == (1, "unlanded_work"), r.stdout
+    assert sorted(r.json["details"]["ignored_paths"]) == ["build/", "node_modules/"]
+    assert (lane / "build/new.o").is_file()
+    (lane / "node_modules/left-pad/index.js").write_text("module.exports = 1\n")
+    os.symlink("/etc/passwd", lane / "node_modules/left-pad/link")  # a link the hub lacks
+    r = repo.jlane("release", "beta")
+    assert r.json["details"]["ignored_paths"] == ["build/", "node_modules/"], r.stdout
+
+
 def test_tracked_files_are_never_copied_over(repo: Repo) -> None:
     track(repo, {".gitignore": "node_modules/\n", ".worktreeinclude": "*.txt\nnode_modules/\n"})
     track(repo, {"notes.txt": "committed\n"})

@@ -184,6 +184,19 @@ def _inspect(repo: Repo, rec: LaneRecord, wt: git.Worktree | None, main_sha: str
         rec.path,
         env={"GIT_OPTIONAL_LOCKS": "0"},
     ).z()
+    # ...except what is the same as the hub's, byte for byte (what .worktreeinclude copied
+    # and nobody changed since): removing it loses nothing
+    hub = repo.hub()
+    if (
+        hub is not None
+        and work.ignored
+        and os.path.realpath(hub.path) != os.path.realpath(rec.path)
+    ):
+        from guard import include
+
+        work.ignored = [
+            p for p in work.ignored if not include.unchanged_copy(hub.path, rec.path, p)
+        ]
     # refs/worktree/* belong to this worktree alone: they go with it
     for ref, sha in git.refs(rec.path, "refs/worktree/").items():
         n = int(git.run(["rev-list", "--count", sha, "--not", *keep], common).stdout.strip() or 0)
