@@ -67,6 +67,12 @@ CODES: dict[str, Code] = _codes(
         "assume-unchanged/skip-worktree files differ from the tip",
     ),
     ("submodule_differs", "engine", "G4", "a submodule is not at the commit the tip records"),
+    (
+        "untrusted_git_config",
+        "engine",
+        "G4",
+        "a filter or attributes file set in the repository's own config could change what the gate tests",
+    ),
     ("hub_dirty", "engine", "G6", "the hub has uncommitted changes to paths the land changes"),
     ("lock_busy", "engine", "G1", "another land holds the integration lock"),
     ("lock_lost", "engine", "G1", "the lock record changed under a running land"),

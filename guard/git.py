@@ -389,14 +389,35 @@ def parse_status_z(out: str) -> list[str]:
     return paths
 
 
+RISKY_CONFIG = r"^(filter\..*|core\.attributesfile)$"
+
+
+def risky_config(path: Where) -> list[tuple[str, str]]:
+    """(scope, key) of the settings that change what a checkout holds against what is
+    committed, when they come from the repository's own config (local or worktree scope),
+    which any process working in a lane can write: a clean/smudge filter pair that are not
+    inverses lets the gate test one content while main gets another; an attributes file
+    can give any path such a filter. Owner-wide ones (global, system: `git lfs install`)
+    are the owner's choice and not listed."""
+    res = run(["config", "--show-scope", "-z", "--get-regexp", RISKY_CONFIG], path, check=False)
+    if res.returncode not in (0, 1):
+        raise GitError(res.argv, res.returncode, res.stdout, res.stderr)
+    fields = res.z()  # scope, then "key\nvalue", for each setting
+    pairs = zip(fields[0::2], fields[1::2], strict=False)
+    return [(sc, kv.partition("\n")[0]) for sc, kv in pairs if sc in ("local", "worktree")]
+
+
 def dirty_paths(path: Where, pathspecs: Sequence[str] | None = None) -> list[str]:
     """Changed, staged, unmerged and untracked (not ignored) paths of a worktree; with
     `pathspecs`, only those (taken literally)."""
     # GIT_OPTIONAL_LOCKS=0: no opportunistic index refresh, so looking at a lane never holds
     # its index.lock and never makes the agent's own `git add`/`git commit` there fail
+    # core.fsmonitor=false: a monitor (any command the repository's config names) could
+    # report a changed file unchanged, and G2 would pass a dirty lane
     args = ["status", "--porcelain=v1", "-z", "--untracked-files=all"]
     if pathspecs is not None:
         args = ["--literal-pathspecs", *args, "--", *pathspecs]
+    args = ["-c", "core.fsmonitor=false", *args]
     res = run(args, path, env={"GIT_OPTIONAL_LOCKS": "0"})
     return parse_status_z(res.stdout)
 
@@ -609,13 +630,17 @@ def index_matches(cwd: Where, tree: str, paths: Sequence[str]) -> bool:
 
 
 def pickaxe_patch(cwd: Where, a: str, b: str, regex: str) -> bytes:
-    """The -U0 patch from `a` to `b` of the text files whose added or removed lines match
-    `regex` (`git diff -G`; binary files never match), paths unquoted where git allows."""
+    """The -U0 patch from `a` to `b` of the files whose added or removed lines match
+    `regex` (`git diff -G`), paths unquoted where git allows. Every file is read as text
+    (--text): a `binary` or `-diff` attribute, which an attributes file outside the tree
+    can give any path, must not hide a conflict block from land (which then looks at the
+    blob's content itself)."""
     res = run(
         [
             "-c",
             "core.quotePath=false",
             "diff",
+            "--text",
             *PATCH_ARGS,
             f"-G{regex}",
             a,

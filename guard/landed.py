@@ -3,9 +3,12 @@
 moves main outside a ref transaction (a reflog rewind, a branch copy, a symbolic ref),
 followed by `git gc --prune=now`, can delete landed commits.
 
-Land writes one per land, right after main moved (landing.finish, which recovery reruns),
-as a compare-and-swap create while it holds the integration lock with the lock record's
-tip equal to the new value. Nothing here ever moves or deletes one.
+Land writes one per land in the same ref transaction that moves main (so neither exists
+without the other), as a create (never through a symbolic ref: symbolic refs someone
+planted under refs/git-lane/ are removed first) while it holds the integration lock with
+the lock record's tip equal to the new value; landing.finish, which recovery reruns,
+writes it again when missing (a land from before landed refs). Nothing here ever moves
+or deletes one.
 
 Zero-padded so that git's own order (for-each-ref, `git log --all --source`) is land
 order, and the newest is one `for-each-ref --sort=-refname --count=1` away; names are
@@ -98,6 +101,42 @@ def next_epoch(repo: Repo) -> int:
     return max(repo.store.read_epoch().epoch, newest.epoch if newest is not None else 0) + 1
 
 
+def forgeries(repo: Repo) -> list[str]:
+    """Symbolic refs under refs/git-lane/ (loose files that say `ref: `). git-lane never
+    makes one, and `git symbolic-ref` writes them outside any ref transaction, so no hook
+    stops them; one at a landed ref's name would make land write through it (or, dangling,
+    be skipped by for-each-ref). Found by reading the loose ref files: a symbolic ref is
+    never packed."""
+    import os
+
+    root = os.path.join(str(repo.common_dir), "refs", "git-lane")
+    out: list[str] = []
+    for d, dirs, files in os.walk(root):
+        dirs[:] = [n for n in dirs if not os.path.islink(os.path.join(d, n))]
+        for n in files:
+            p = os.path.join(d, n)
+            try:
+                with open(p, "rb") as f:
+                    head = f.read(5)
+            except OSError:
+                continue
+            if head == b"ref: ":
+                out.append("refs/" + os.path.relpath(p, os.path.join(str(repo.common_dir), "refs")))
+    return sorted(out)
+
+
+def clear_forgeries(repo: Repo, lane: str | None) -> list[str]:
+    """Delete every symbolic ref under refs/git-lane/ (the hook lets a symbolic ref there
+    go: it holds nothing landed). Each removal is logged. Returns what was removed."""
+    gone = []
+    for ref in forgeries(repo):
+        res = git.run(["update-ref", "--no-deref", "-d", ref], repo.common_dir, check=False)
+        if res.ok:
+            gone.append(ref)
+            repo.store.event("warning", lane=lane, code="landed_ref_forgery_removed", ref=ref)
+    return gone
+
+
 def keep(repo: Repo, epoch: int, tip: str, lane: str | None) -> str:
     """Create `refs/git-lane/landed/<epoch>` at `tip` (compare-and-swap: it must not exist
     yet). Idempotent: a ref already at `tip` is fine. Never raises: main has moved by now,
@@ -107,6 +146,7 @@ def keep(repo: Repo, epoch: int, tip: str, lane: str | None) -> str:
     res = git.run(
         [
             "update-ref",
+            "--no-deref",  # never through a symbolic ref someone put at this name
             "--create-reflog",
             "-m",
             f"git-lane: landed {lane or ''}".rstrip(),

@@ -337,9 +337,12 @@ class Store:
         if not self.epoch_path.exists():
             return True
         try:
-            Epoch.from_dict(json.loads(self.epoch_path.read_bytes()))
+            obj = json.loads(self.epoch_path.read_bytes())
+            if not isinstance(obj, dict):  # valid JSON, but a list, a string, null...
+                return False
+            Epoch.from_dict(obj)
             return True
-        except (OSError, TypeError, ValueError):
+        except (OSError, TypeError, ValueError, RecursionError):
             return False
 
     def write_epoch(self, ep: Epoch) -> None:

@@ -462,3 +462,60 @@ def test_hub_update_success_is_reported_too(repo: Repo) -> None:
     j = landed(repo, "alpha")
     assert j["hub"] == {"path": str(repo.path), "updated": True} and j["warnings"] == []
     assert repo.jlane("status").json["hub"]["out_of_step"] is False
+
+
+# -- the gate sees the tip: what the repository's own config can change -------------------
+def test_a_filter_in_the_repository_config_is_refused(repo: Repo, tmp_path: Path) -> None:
+    """clean and smudge that are not inverses: `git status` is clean, the gate runs one
+    content and main would get another. Refused until the setting is gone."""
+    lp = repo.create("alpha")
+    gate(repo, "sh test.sh")
+    attrs = tmp_path / "attrs"
+    attrs.write_text("test.sh filter=x\n")
+    git(lp, "config", "core.attributesFile", str(attrs))
+    git(lp, "config", "filter.x.clean", "sed s/exit.0/exit\\ 1/")
+    git(lp, "config", "filter.x.smudge", "sed s/exit.1/exit\\ 0/")
+    (lp / "test.sh").write_text("exit 0\n")
+    git(lp, "add", "test.sh")
+    git(lp, "commit", "-q", "-m", "t")
+    assert status_porcelain(lp) == ""
+    j = refused(repo, "untrusted_git_config", "alpha")
+    keys = {s["key"] for s in j["details"]["settings"]}  # type: ignore[index]
+    assert keys == {"core.attributesfile", "filter.x.clean", "filter.x.smudge"}
+    run_next(j, repo.path)
+    # without the filter the file is what was committed, and the gate fails on it
+    git(lp, "checkout", "--", "test.sh")
+    assert refused(repo, "gate_failed", "alpha")
+
+
+def test_a_lying_fsmonitor_does_not_hide_a_change(repo: Repo, tmp_path: Path) -> None:
+    lp = repo.create("alpha")
+    gate(repo, "sh test.sh")
+    (lp / "test.sh").write_text("exit 1\n")
+    git(lp, "add", "test.sh")
+    git(lp, "commit", "-q", "-m", "t")
+    fsm = tmp_path / "fsm"
+    fsm.write_text('#!/bin/sh\nprintf "tok\\0"\n')
+    fsm.chmod(0o755)
+    git(lp, "config", "core.fsmonitor", str(fsm))
+    git(lp, "config", "core.fsmonitorHookVersion", "2")
+    git(lp, "update-index", "--fsmonitor")
+    git(lp, "status")
+    (lp / "test.sh").write_text("exit 0\n")
+    assert git(lp, "status", "--short").stdout == ""  # the monitor hides it from git
+    refused(repo, "lane_dirty", "alpha")
+
+
+@pytest.mark.parametrize("attr", ["c.txt binary", "* conflict-marker-size=99", "c.txt -diff"])
+def test_attributes_outside_the_tree_do_not_hide_markers(
+    repo: Repo, tmp_path: Path, attr: str
+) -> None:
+    lp = repo.create("alpha")
+    repo.config("gate", "off")
+    (lp / "c.txt").write_text("<<<<<<< HEAD\nours\n=======\ntheirs\n>>>>>>> x\n")
+    git(lp, "add", "c.txt")
+    git(lp, "commit", "-q", "--no-verify", "-m", "m")
+    info = repo.common_dir / "info"
+    info.mkdir(exist_ok=True)
+    (info / "attributes").write_text(attr + "\n")
+    refused(repo, "conflict_markers_present", "alpha")

@@ -344,9 +344,9 @@ def test_status_warns_while_main_is_not_where_the_last_land_left_it(
 
 # -- recovery writes the landed ref too -----------------------------------------------------
 @pytest.mark.parametrize("hooks", [False, True])
-def test_a_land_killed_after_main_moved_gets_its_landed_ref_from_reconcile(
-    repo: Repo, hooks: bool
-) -> None:
+def test_a_land_killed_after_main_moved_has_its_landed_ref(repo: Repo, hooks: bool) -> None:
+    """main and the landed ref move in one ref transaction: no moment has one without
+    the other, so a land killed right after sees its tip kept already."""
     if hooks:
         install(repo)
     repo.config("gate", "off")
@@ -362,7 +362,7 @@ def test_a_land_killed_after_main_moved_gets_its_landed_ref_from_reconcile(
         timeout=60,
     )
     assert r.returncode == -signal.SIGKILL
-    assert sha(repo.path, "refs/heads/main") == tip and landed_refs(repo) == {}
+    assert sha(repo.path, "refs/heads/main") == tip and landed_refs(repo) == {ref(1): tip}
     r2 = repo.jlane("reconcile")
     assert r2.rc == 0, r2.stdout + r2.stderr
     assert landed_refs(repo) == {ref(1): tip}
@@ -474,3 +474,56 @@ def test_a_symbolic_ref_under_the_landed_namespace_is_never_a_landed_tip(
     assert git(repo.path, "for-each-ref", "--format=%(symref)", LANDED).stdout.strip() == ""
     land_one(repo, "c", {"c.txt": "c\n"})
     assert ref(3) in landed_refs(repo)
+
+
+def test_land_never_writes_its_landed_ref_through_a_planted_symbolic_ref(
+    landed2: tuple[Repo, list[str], list[str]],
+) -> None:
+    """A worker plants symbolic refs at the next landed ref's name (dangling) and below it
+    (a directory in the way): land removes them, writes the landed ref in the same
+    transaction as main, says so, and the landed commit survives a rewind + gc."""
+    repo, _, _ = landed2
+    path = repo.create("c")
+    assert_ok(commit_file(path, "c.txt", "c\n"))
+    tip = sha(path, "HEAD")
+    worker = {"GITLANE_LANE": "c"}
+    assert_ok(run(repo.path, "symbolic-ref", ref(3), "refs/heads/nope", env=worker))
+    assert_ok(run(repo.path, "symbolic-ref", ref(4) + "/x", "refs/heads/lane/c", env=worker))
+    names = {c["message"].split()[0] for c in doctor(repo)["landed refs"] if c["status"] == "fail"}
+    assert names == {ref(3), ref(4) + "/x"}  # the dangling one too
+    r = repo.jlane("land", "c")
+    assert r.code == "landed", r.stdout + r.stderr
+    assert any("symbolic ref" in w for w in r.json["warnings"]), r.json["warnings"]
+    assert landed_refs(repo)[ref(3)] == tip
+    assert (
+        git(repo.path, "rev-parse", "-q", "--verify", "refs/heads/nope", check=False).stdout == ""
+    )
+    git(repo.path, "reflog", "delete", "--updateref", "--rewrite", "main@{0}")
+    gc_everything(repo)
+    assert git(repo.path, "cat-file", "-t", tip).stdout.strip() == "commit"
+
+
+def test_reconcile_removes_a_planted_symbolic_ref(repo: Repo) -> None:
+    install(repo)
+    assert_ok(run(repo.path, "symbolic-ref", ref(1), "refs/heads/nowhere"))
+    r = repo.jlane("reconcile")
+    assert (
+        r.rc == 0 and {"action": "forged_symbolic_ref_removed", "ref": ref(1)} in r.json["changes"]
+    ), r.stdout
+    assert not (repo.common_dir / ref(1)).exists()
+
+
+def test_doctor_finds_landed_history_a_shallow_file_pruned(
+    landed2: tuple[Repo, list[str], list[str]], tmp_path: Path
+) -> None:
+    """`git --shallow-file F prune` deletes history no ref rule can guard (this layer only
+    detects it): doctor fails on the missing landed commits."""
+    repo, (_a, b), commits = landed2
+    cut = tmp_path / "cut"
+    cut.write_text(b + "\n")
+    git(repo.path, "reflog", "expire", "--expire=now", "--expire-unreachable=now", "--all")
+    run(repo.path, "--shallow-file", str(cut), "prune", "--expire=now")  # git exits 128 after
+    gone = [c for c in commits if git(repo.path, "cat-file", "-e", c, check=False).returncode]
+    assert gone, "the prune deleted nothing: the test does not test anything"
+    c = failing(repo, "landed history")
+    assert c["fix"] == "git fsck --connectivity-only"

@@ -116,7 +116,30 @@ def check_landed(repo: Repo) -> list[Check]:
                 "git lane reconcile",
             )
         ]
-    return [finding("landed refs", OK, f"{len(refs)} landed tip(s) kept under {landed.PREFIX}")]
+    out: list[Check] = []
+    # every landed commit must still be there: a prune run with a shallow file of the
+    # caller's choosing (`git --shallow-file F prune`) deletes history no ref rule guards
+    if refs:
+        walk = git.run(
+            ["rev-list", "--quiet", *(r.ref for r in refs if r.ref)],
+            repo.common_dir,
+            check=False,
+        )
+        if not walk.ok:
+            out.append(
+                finding(
+                    "landed history",
+                    FAIL,
+                    "commits behind the landed refs are missing from the object store "
+                    f"({walk.stderr.strip().splitlines()[0] if walk.stderr.strip() else 'git rev-list failed'}): "
+                    "landed work was deleted (a prune with a shallow file, or by hand); only a "
+                    "clone or backup has it now",
+                    "git fsck --connectivity-only",
+                )
+            )
+    return out or [
+        finding("landed refs", OK, f"{len(refs)} landed tip(s) kept under {landed.PREFIX}")
+    ]
 
 
 def check_shadows(repo: Repo) -> list[Check]:
@@ -478,7 +501,7 @@ def check_worktree_config(repo: Repo) -> list[Check]:
 
 def check_replace(repo: Repo) -> list[Check]:
     out = []
-    forged = git.symbolic_refs(repo.common_dir, "refs/git-lane/")
+    forged = landed.forgeries(repo)  # dangling ones too, which for-each-ref skips
     for r in forged:
         out.append(
             finding(

@@ -143,6 +143,7 @@ def _land_locked(
     def lane_side() -> tuple[list[str], git.Hidden]:
         if tip is None:
             return git.dirty_paths(path), git.Hidden()
+        g4_trusted_config(t, git.risky_config(path))
         return git.both(lambda: git.dirty_paths(path), lambda: git.hidden_differences(path, tip))
 
     # The lane's status (G2) is the slow part in a big repository: the facts for G3, G6,
@@ -177,9 +178,15 @@ def _land_locked(
         gate=dict(summary),
     )
     txn = landing.stage(repo, txn, "prepared")
-    g5_move_main(repo, t, tip)
+    forged = landed.clear_forgeries(repo, key)  # so the landed ref is written, not through one
+    g5_move_main(repo, t, tip, txn.epoch_after)
     hub_update = g7_epoch(repo, txn)
     warnings = list(repo.config.warnings)  # a project file's ignored keys, say
+    if forged:
+        warnings.append(
+            f"removed {len(forged)} symbolic ref(s) someone put under refs/git-lane/ "
+            f"({', '.join(forged[:3])}): git-lane never makes one; see `git lane log`"
+        )
     if hub_update is not None and not hub_update["updated"]:
         why = (hub_update.get("stderr") or "").strip().splitlines()[:1]
         warnings.append(
@@ -280,6 +287,35 @@ def g9_markers(t: Target, markers: list[str]) -> None:
             f"git lane land {t.key}",
         ],
         details={"lane": t.key, "markers": markers[:100], "files": files},
+    )
+
+
+def g4_trusted_config(t: Target, risky: list[tuple[str, str]]) -> None:
+    """G4: what the gate tests and what main gets are the same bytes only while git's
+    checkout of a blob is the blob. Filters (and an attributes file that assigns them)
+    set in the repository's own config, which anything working in a lane can write, could
+    make them differ: refused until the owner moves them to the global config or drops
+    them (global and system ones, like `git lfs install`'s, are the owner's choice)."""
+    if not risky:
+        return
+    keys = sorted({k for _, k in risky})
+    raise Refusal(
+        "untrusted_git_config",
+        f"the repository's own git config sets {', '.join(keys[:5])}"
+        f"{' ...' if len(keys) > 5 else ''}: a filter there can make the gate test other bytes "
+        "than main gets, and any process in a lane can write it",
+        next=[
+            " && ".join(
+                f"git -C {git.q(t.path)} config --{sc} --unset-all {git.q(k)}"
+                for sc, k in sorted(set(risky))
+            ),
+            f"git lane land {t.key}",
+        ],
+        alternatives=[
+            "git config --global filter.NAME.clean ...  (an owner-wide filter you trust, e.g. "
+            "`git lfs install`, is not refused)"
+        ],
+        details={"lane": t.key, "settings": [{"scope": sc, "key": k} for sc, k in risky]},
     )
 
 
@@ -441,12 +477,25 @@ def g4_gate(
     return g.summary()
 
 
-def g5_move_main(repo: Repo, t: Target, tip: str) -> None:
-    """G5: main moves from exactly main_before to exactly the tip, or not at all."""
+def g5_move_main(repo: Repo, t: Target, tip: str, epoch: int) -> None:
+    """G5: main moves from exactly main_before to exactly the tip, or not at all; in the
+    same ref transaction the landed ref of this epoch is created at the tip (never
+    through a symbolic ref: --no-deref), so main never moves without its landed ref."""
     try:
         git.run(
-            ["update-ref", "-m", f"git-lane: land {t.key}", repo.main_ref, tip, t.main_before],
+            [
+                "update-ref",
+                "--no-deref",
+                "--create-reflog",
+                "-m",
+                f"git-lane: land {t.key}",
+                "--stdin",
+            ],
             repo.common_dir,
+            input=(
+                f"update {repo.main_ref} {tip} {t.main_before}\n"
+                f"create {landed.ref_name(epoch)} {tip}\n"
+            ),
         )
     except GitError as exc:
         now = repo.ref_sha(repo.main_ref)
@@ -524,8 +573,12 @@ def _on_main(hub: str, main_ref: str) -> bool:
 # -- facts --------------------------------------------------------------------------------
 def marker_hits(path: str, base: str, tip: str) -> list[str]:
     """`file:line` of each conflict block in the tip's blobs that has a marker line
-    base..tip adds. The -G pre-filter makes the common case one diff that prints nothing;
-    attributes come from the lane's index, which G2 holds equal to the tip."""
+    base..tip adds. The -G pre-filter makes the common case one diff that prints nothing.
+    Nothing outside the tip's tree decides what is checked: every file is diffed as text
+    (an attribute could call any file binary) and only a NUL byte in the tip's blob (git's
+    own test of content) makes a file binary; the marker size is the conflict-marker-size
+    the tip's own .gitattributes give, else git's 7 (never from info/attributes or
+    core.attributesFile, which a process in a lane can write)."""
     touched = {
         p.decode("utf-8", "surrogateescape"): a
         for p, a in added_lines(git.pickaxe_patch(path, base, tip, MARKER_PICKAXE)).items()
@@ -533,15 +586,50 @@ def marker_hits(path: str, base: str, tip: str) -> list[str]:
     }
     if not touched:
         return []
-    attr = git.run(
-        ["check-attr", "--cached", "-z", "conflict-marker-size", "--", *sorted(touched)], path
-    )
-    sizes = policy.marker_sizes(attr.stdout)
+    sizes = _tree_marker_sizes(path, tip, sorted(touched))
     hits: list[str] = []
     for name, added in sorted(touched.items()):
+        data = git.blob(path, tip, name)
+        if b"\0" in data[:8000]:
+            continue  # binary by content, as git's merge sees it: it never writes markers there
         size = sizes.get(name, policy.MARKER_SIZE)
-        hits.extend(f"{name}:{n}" for n in added_blocks(git.blob(path, tip, name), added, size))
+        hits.extend(f"{name}:{n}" for n in added_blocks(data, added, size))
     return hits
+
+
+def _tree_marker_sizes(path: str, tip: str, names: list[str]) -> dict[str, int]:
+    """conflict-marker-size of `names` from the .gitattributes files of `tip`'s tree alone:
+    asked of a throwaway bare repository that borrows the objects and holds nothing but an
+    index of the tip (no info/attributes, no attributes file, no system file)."""
+    import tempfile
+
+    common = git.run(["rev-parse", "--path-format=absolute", "--git-common-dir"], path)
+    objects = os.path.join(common.stdout.strip(), "objects")
+    with tempfile.TemporaryDirectory(prefix="git-lane-attr-") as tmp:
+        git.run(["init", "-q", "--bare", tmp], path)
+        with open(os.path.join(tmp, "objects", "info", "alternates"), "w") as f:
+            f.write(objects + "\n")
+        env = {
+            "GIT_DIR": tmp,
+            "GIT_INDEX_FILE": os.path.join(tmp, "index"),
+            "GIT_ATTR_NOSYSTEM": "1",
+        }
+        git.run(["read-tree", tip], tmp, env=env)
+        attr = git.run(
+            [
+                "-c",
+                "core.attributesFile=/dev/null",
+                "check-attr",
+                "--cached",
+                "-z",
+                "conflict-marker-size",
+                "--",
+                *names,
+            ],
+            tmp,
+            env=env,
+        )
+    return policy.marker_sizes(attr.stdout)
 
 
 def hub_dirty(hub: str, changed: list[str]) -> list[str]:

@@ -10,7 +10,7 @@ import os
 from dataclasses import replace
 from typing import Any
 
-from guard import git, landing, lane, lock, policy, procs
+from guard import git, landed, landing, lane, lock, policy, procs
 from guard.repo import Repo
 from guard.results import ReconcileResult
 from guard.store import LaneRecord, now_iso
@@ -54,6 +54,8 @@ def run(repo: Repo) -> ReconcileResult:
         landing.repair_epoch(repo)
         changes.append({"action": "epoch_repaired"})
     changes.extend(landing.keep_last(repo))
+    for ref in landed.clear_forgeries(repo, None):
+        changes.append({"action": "forged_symbolic_ref_removed", "ref": ref})
     if changes:
         repo.store.event("reconcile", changes=changes)
     return {"ok": True, "code": "reconciled" if changes else "ok", "changes": changes}
