@@ -48,7 +48,8 @@ def get(repo: Repo, key: str) -> LaneRecord:
         raise Refusal(
             "unknown_lane",
             f"there is no lane {key}",
-            next=["git lane status", f"git lane create {key}"],
+            next=["git lane status"],
+            alternatives=[f"git lane create {key}"],
             details={"lane": key},
         )
     return rec
@@ -100,12 +101,6 @@ def resolve_key(key: str | None, action: str) -> str | None:
     """A worker may only name its own lane; with no key it gets its own."""
     own = bound_lane()
     if own is None:
-        if key is None and is_worker():
-            raise Refusal(
-                "role_forbidden",
-                f"a GITLANE_ROLE=worker process must name its lane for {action}",
-                next=[f"git lane {action} <KEY>"],
-            )
         return key
     if key is not None and key != own:
         raise Refusal(
@@ -115,6 +110,49 @@ def resolve_key(key: str | None, action: str) -> str | None:
             details={"lane": key, "bound": own},
         )
     return own
+
+
+def lane_at(repo: Repo) -> str | None:
+    """The lane whose worktree the command runs in (the cwd, or `-C PATH`; any
+    subdirectory of it): the registered, unreleased lane whose path is that worktree's
+    top level. None in the hub, outside any worktree, or in an unregistered one."""
+    if repo.toplevel is None:
+        return None
+    real = os.path.realpath(repo.toplevel)
+    for rec in repo.store.lanes():
+        if rec.status != "released" and os.path.realpath(rec.path) == real:
+            return rec.key
+    return None
+
+
+def current(repo: Repo, key: str | None, action: str, usage: str = "") -> str:
+    """The lane a command acts on, for every command that takes [KEY]: the argument, else
+    GITLANE_LANE, else the lane worktree the cwd (or `-C PATH`) is in. A worker may name
+    only its own lane (resolve_key). With none found: unknown_lane, listing the active
+    lanes, with `git lane status` to run and the command for each lane as alternatives.
+    `usage` is what follows `git lane ACTION KEY` in those alternatives (e.g. ` --sync`)."""
+    key = resolve_key(key, action)
+    if key is None:
+        key = lane_at(repo)
+    if key is not None:
+        check_key(key)
+        return key
+    active = sorted(r.key for r in repo.store.lanes() if r.status == "active")
+    where = f"{repo.toplevel or os.getcwd()} is not a lane worktree and GITLANE_LANE is not set"
+    role = " (a GITLANE_ROLE=worker process names its own lane)" if is_worker() else ""
+    listed = f"active lanes: {', '.join(active)}" if active else "there are no active lanes"
+    return _raise_unknown(
+        f"{action} needs a lane{role}: {where}; {listed}",
+        ["git lane status"] if active else ["git lane status", "git lane create"],
+        [f"git lane {action} {k}{usage}" for k in active],
+        {"action": action, "active": active},
+    )
+
+
+def _raise_unknown(
+    message: str, nxt: list[str], alternatives: list[str], details: dict[str, object]
+) -> str:
+    raise Refusal("unknown_lane", message, next=nxt, alternatives=alternatives, details=details)
 
 
 def owner_conflict(repo: Repo, rec: LaneRecord, action: str) -> None:
@@ -195,7 +233,8 @@ def dirty_refusal(key: str, path: str, dirty: list[str], action: str) -> Refusal
         "lane_dirty",
         f"lane {key} has {len(dirty)} uncommitted path(s): {', '.join(dirty[:5])}",
         next=[
-            f"git -C {git.q(path)} add -A && git -C {git.q(path)} commit",
+            f"git -C {git.q(path)} add -A && git -C {git.q(path)} commit -q -m "
+            + git.q(f"Work in lane {key} before {action}"),
             f"git lane {action} {key}",
         ],
         details={"lane": key, "dirty_paths": dirty[:100]},
@@ -215,7 +254,8 @@ def rebase_refusal(key: str, what: str, details: dict[str, object] | None = None
     return Refusal(
         "rebase_in_progress",
         f"lane {key} is {what}",
-        next=[f"git lane continue {key}", f"git lane abort {key}"],
+        next=[f"git lane continue {key}"],
+        alternatives=[f"git lane abort {key}"],
         details={"lane": key, **(details or {})},
     )
 
