@@ -241,12 +241,34 @@ def dirty_refusal(key: str, path: str, dirty: list[str], action: str) -> Refusal
     )
 
 
-def not_active_refusal(key: str, why: str) -> Refusal:
+def not_active_refusal(repo: Repo, rec: LaneRecord, why: str) -> Refusal:
+    """lane_not_active. A lane whose worktree vanished but whose branch is there gets its
+    worktree back (prune the stale entry, check the branch out again at the recorded
+    path, reconcile marks it active); a released lane or a lost branch has nothing to
+    act on: status, and a new lane of that key as the other way."""
+    key = rec.key
+    branch_there = repo.ref_sha(f"refs/heads/{rec.branch}") is not None
+    if rec.status != "released" and branch_there and not os.path.lexists(rec.path):
+        return Refusal(
+            "lane_not_active",
+            f"lane {key} {why}; its branch {rec.branch} is there, so the worktree can be "
+            "checked out again",
+            next=[
+                "git worktree prune",
+                f"git worktree add {git.q(rec.path)} {rec.branch}",
+                "git lane reconcile",
+            ],
+            alternatives=[f"git lane release {key} --confirm {CONFIRM}"],
+            details={"lane": key, "state": rec.status, "path": rec.path},
+        )
     return Refusal(
         "lane_not_active",
         f"lane {key} {why}",
-        next=["git lane reconcile", "git lane status"],
-        details={"lane": key},
+        next=["git lane reconcile", "git lane status"]
+        if rec.status != "released"
+        else ["git lane status"],
+        alternatives=[f"git lane create {key}"] if rec.status == "released" else [],
+        details={"lane": key, "state": rec.status},
     )
 
 

@@ -66,12 +66,7 @@ def run(
         )
     rec = lane.get(repo, key)
     if rec.status != "active":
-        raise Refusal(
-            "lane_not_active",
-            f"lane {key} is {rec.status}",
-            next=["git lane reconcile", "git lane status"],
-            details={"lane": key, "state": rec.status},
-        )
+        raise lane.not_active_refusal(repo, rec, f"is {rec.status}")
     lane.owner_conflict(repo, rec, "land")
     cfg = repo.config
     command: str | None = cfg.get("gate_command") if cfg["gate"] == "on" else None
@@ -143,7 +138,7 @@ def _land_locked(
     main_before, tip = _main_and_tip(repo, branch)
     t = Target(key, branch, path, main_before, tip)
     wts = repo.worktrees()
-    _check_worktree(t, git.by_path(wts).get(os.path.realpath(path)))
+    _check_worktree(repo, t, git.by_path(wts).get(os.path.realpath(path)))
     gate.sweep(repo.common_dir, wts)  # clean gate worktrees a killed land left behind
     hub = repo.hub(wts)
 
@@ -238,10 +233,12 @@ def g1_lock(repo: Repo, key: str, wait: float | None, sync: bool = False) -> loc
     return lock.acquire(repo, key, "", "", wait, retry=retry)
 
 
-def _check_worktree(t: Target, wt: git.Worktree | None) -> None:
+def _check_worktree(repo: Repo, t: Target, wt: git.Worktree | None) -> None:
     """The lane's worktree is there, not mid-sync, and has the lane's branch checked out."""
     if wt is None or not wt.exists:
-        raise lane.not_active_refusal(t.key, f"has no worktree (missing: {t.path})")
+        raise lane.not_active_refusal(
+            repo, lane.get(repo, t.key), f"has no worktree (missing: {t.path})"
+        )
     if git.rebase_in_progress(t.path):
         raise lane.rebase_refusal(t.key, "in the middle of a sync")
     if wt.branch != f"refs/heads/{t.branch}":

@@ -12,5 +12,5 @@ def run(repo: Repo, key: str | None) -> PathResult:
     key = lane.current(repo, key, "path")
     rec = lane.get(repo, key)
     if rec.status == "released":
-        raise lane.not_active_refusal(key, "is released: it has no worktree")
+        raise lane.not_active_refusal(repo, rec, "is released: it has no worktree")
     return {"ok": True, "code": "ok", "key": key, "path": rec.path}

@@ -44,7 +44,7 @@ def _lane(repo: Repo, key: str | None, action: str) -> tuple[str, str, str]:
     rec = lane.get(repo, key)
     wt = git.by_path(repo.worktrees()).get(os.path.realpath(rec.path))
     if rec.status != "active" or wt is None or not wt.exists:
-        raise lane.not_active_refusal(key, f"has no worktree ({rec.status})")
+        raise lane.not_active_refusal(repo, rec, f"has no worktree ({rec.status})")
     return key, rec.branch, rec.path
 
 
