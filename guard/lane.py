@@ -282,12 +282,24 @@ def rebase_refusal(key: str, what: str, details: dict[str, object] | None = None
     )
 
 
-def branch_mismatch_refusal(key: str, path: str, branch: str, head: str | None) -> Refusal:
+def branch_mismatch_refusal(
+    repo: Repo, key: str, path: str, branch: str, head: str | None
+) -> Refusal:
+    """The lane worktree has another branch (or a detached HEAD) checked out: switch back
+    to the lane branch, or, when that branch is gone, make it again at what is checked out
+    (a `git switch` to a deleted branch would fail)."""
+    there = repo.ref_sha(f"refs/heads/{branch}") is not None
+    switch = (
+        f"git -C {git.q(path)} switch {branch}"
+        if there
+        else (f"git -C {git.q(path)} switch -c {branch}")
+    )
     return Refusal(
         "lane_branch_mismatch",
-        f"the worktree of lane {key} has {head or 'a detached HEAD'} checked out, not {branch}",
-        next=[f"git -C {git.q(path)} switch {branch}"],
-        details={"lane": key, "head": head},
+        f"the worktree of lane {key} has {head or 'a detached HEAD'} checked out, not {branch}"
+        + ("" if there else f" (and {branch} no longer exists)"),
+        next=[switch],
+        details={"lane": key, "head": head, "branch_exists": there},
     )
 
 

@@ -213,6 +213,14 @@ def test_lane_branch_mismatch(gated: Repo) -> None:
     r = refusal(gated, "lane_branch_mismatch", "land", "alpha")
     ok(run_next(r, gated.path))
     assert gated.jlane("land", "alpha").code == "landed"
+    # the lane branch deleted meanwhile: a switch to it would fail; next makes it again
+    gated.commit(path, "b.txt", "b\n")
+    git(path, "switch", "-q", "--detach")
+    git(gated.path, "branch", "-D", "lane/alpha")
+    r = refusal(gated, "lane_branch_mismatch", "sync", "alpha")
+    ok(run_next(r, gated.path))
+    assert gated.jlane("land", "alpha").code == "landed"
+    assert git(gated.path, "show", "main:b.txt").stdout == "b\n"
 
 
 def test_worktree_locked(gated: Repo) -> None:
@@ -267,3 +275,20 @@ def test_state_corrupt(gated: Repo) -> None:
     r = refusal(gated, "state_corrupt", "land", "alpha")
     ok(run_next(r, gated.path))
     assert gated.jlane("land", "alpha").code != "state_corrupt"
+
+
+def test_no_placeholder_in_any_command_the_code_prints() -> None:
+    """`next`/`alternatives` entries are built from real values: no `<KEY>`-style
+    placeholder is left anywhere in the engine, the hooks or the install scripts (the
+    sentences that describe the key pattern say `lane/<key>` and are not commands)."""
+    root = Path(__file__).resolve().parent.parent
+    found = []
+    for d in ("guard", "hooks", "install"):
+        for p in sorted((root / d).rglob("*")):
+            if not p.is_file() or p.suffix in (".pyc",):
+                continue
+            for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
+                text = line.replace("lane/<key>", "")
+                if any(ph in text for ph in PLACEHOLDERS):
+                    found.append(f"{p.relative_to(root)}:{n}: {line.strip()}")
+    assert found == []

@@ -242,7 +242,7 @@ def _check_worktree(repo: Repo, t: Target, wt: git.Worktree | None) -> None:
     if git.rebase_in_progress(t.path):
         raise lane.rebase_refusal(t.key, "in the middle of a sync")
     if wt.branch != f"refs/heads/{t.branch}":
-        raise lane.branch_mismatch_refusal(t.key, t.path, t.branch, wt.branch)
+        raise lane.branch_mismatch_refusal(repo, t.key, t.path, t.branch, wt.branch)
 
 
 def g2_clean(t: Target, dirty: list[str]) -> None:

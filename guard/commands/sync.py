@@ -260,7 +260,7 @@ def sync(repo: Repo, key: str | None) -> SyncResult:
         )
     head = git.run(["symbolic-ref", "-q", "HEAD"], path, check=False).stdout.strip()
     if head != f"refs/heads/{branch}":
-        raise lane.branch_mismatch_refusal(key, path, branch, head or None)
+        raise lane.branch_mismatch_refusal(repo, key, path, branch, head or None)
     dirty = git.dirty_paths(path)
     if dirty:
         raise lane.dirty_refusal(key, path, dirty, "sync")
