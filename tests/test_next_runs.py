@@ -281,9 +281,12 @@ def test_no_placeholder_in_any_command_the_code_prints() -> None:
     """`next`/`alternatives` entries are built from real values: no `<KEY>`-style
     placeholder is left anywhere in the engine, the hooks or the install scripts (the
     sentences that describe the key pattern say `lane/<key>` and are not commands)."""
-    root = Path(__file__).resolve().parent.parent
+    import guard
+
+    root = Path(guard.__file__).resolve().parent.parent
     found = []
     for d in ("guard", "hooks", "install"):
+        assert (root / d).is_dir(), root / d
         for p in sorted((root / d).rglob("*")):
             if not p.is_file() or p.suffix in (".pyc",):
                 continue
