@@ -45,12 +45,14 @@ def get(repo: Repo, key: str) -> LaneRecord:
     if rec is None and repo.store.lane_file_exists(key):
         raise corrupt_refusal(repo, key)
     if rec is None:
+        active = sorted(r.key for r in repo.store.lanes() if r.status == "active")
+        listed = f"active lanes: {', '.join(active)}" if active else "there are no active lanes"
         raise Refusal(
             "unknown_lane",
-            f"there is no lane {key}",
+            f"there is no lane {key}; {listed}",
             next=["git lane status"],
             alternatives=[f"git lane create {key}"],
-            details={"lane": key},
+            details={"lane": key, "active": active},
         )
     return rec
 

@@ -121,5 +121,7 @@ def test_path_of_a_released_lane_is_refused(two: tuple[Repo, Path, Path]) -> Non
     assert repo.jlane("release", "beta", "--confirm", "yes-discard-lane").rc == 0
     r = repo.jlane("path", "beta")
     assert (r.rc, r.code) == (1, "lane_not_active")
-    assert repo.jlane("path", "nope").code == "unknown_lane"
+    r = repo.jlane("path", "nope")
+    assert r.code == "unknown_lane" and r.json["details"]["active"] == ["alpha"]
+    assert r.json["next"] == ["git lane status"]
     assert repo.jlane("path", "No_Such").code == "invalid_lane_key"

@@ -56,7 +56,7 @@ def check_stale_lane_lands(repo: Repo, install: bool = False) -> None:
     assert (r.rc, r.code) == (0, "landed"), r.stdout + r.stderr
     assert r.json["main_before"] == main_before
     assert r.json["main_after"] == expect == repo.sha() == head(path)
-    assert old_tip != expect and is_ancestor(repo.path, main_before, expect)
+    assert old_tip != expect and is_ancestor(repo.path, str(main_before), expect)
     # the lane is left as `git lane sync` leaves it: its branch checked out, clean, no rebase
     assert git(path, "symbolic-ref", "HEAD").stdout.strip() == "refs/heads/lane/alpha"
     assert status_porcelain(path) == "" and not rebase_dir(path)
