@@ -171,7 +171,10 @@ def sync(ctx: Ctx, key: str | None) -> None:
     """Rebase the lane onto main's tip; on conflicts, print the worklist."""
     from guard.commands import sync as cmd
 
-    emit(ctx, cmd.sync(ctx.repo, key), render.sync)
+    res = cmd.sync(ctx.repo, key)
+    emit(ctx, res, render.sync)
+    if res["code"] == "sync_conflicts":  # like `git rebase`: stopped, exit 1
+        ctx.exit = boundary.EXIT_REFUSED
 
 
 @cli.command("continue")
@@ -182,7 +185,10 @@ def continue_cmd(ctx: Ctx, key: str | None) -> None:
     """After resolving conflicts: check for markers, stage, continue the rebase."""
     from guard.commands import sync as cmd
 
-    emit(ctx, cmd.continue_(ctx.repo, key), render.sync)
+    res = cmd.continue_(ctx.repo, key)
+    emit(ctx, res, render.sync)
+    if res["code"] == "sync_conflicts":
+        ctx.exit = boundary.EXIT_REFUSED
 
 
 @cli.command()
@@ -239,16 +245,33 @@ def _hostname() -> str:
     metavar="[SECONDS]",
     help="Wait for the integration lock (for ever, or SECONDS).",
 )
+@click.option(
+    "--sync", "sync", is_flag=True, help="Rebase a stale lane onto main first, under the lock."
+)
 @json_option
 @pass_ctx
-def land(ctx: Ctx, key: str | None, wait: float | None) -> None:
+def land(ctx: Ctx, key: str | None, wait: float | None, sync: bool) -> None:
     """Land the lane: locked, clean, fresh, gate passing, fast-forward of main."""
     from guard.commands import land as cmd
 
     if wait is not None and wait != wait:  # NaN: no deadline could ever be compared
         raise click.BadParameter("SECONDS must be a number", param_hint="--wait")
     w = None if wait is None else (10**9 if wait < 0 else wait)
-    emit(ctx, cmd.run(ctx.repo, key, w, _gate_output, _gate_tick, _waiting), render.land)
+    res = cmd.run(ctx.repo, key, w, _gate_output, _gate_tick, _waiting, sync=sync)
+    emit(ctx, res, render.land)
+    if res["code"] == "sync_conflicts":  # --sync stopped on conflicts, as `sync` does
+        ctx.exit = boundary.EXIT_REFUSED
+
+
+@cli.command("path")
+@click.argument("key", required=False)
+@json_option
+@pass_ctx
+def path_cmd(ctx: Ctx, key: str | None) -> None:
+    """Print the lane's worktree path (cd "$(git lane path KEY)")."""
+    from guard.commands import path as cmd
+
+    emit(ctx, cmd.run(ctx.repo, key), render.path)
 
 
 @cli.command("restore-main")

@@ -6,6 +6,8 @@ project file only ever adds warnings."""
 
 from __future__ import annotations
 
+import json
+
 import os
 import tomllib
 from collections.abc import Callable
@@ -280,7 +282,8 @@ def check_hook_view(path: Path, data: dict[str, Any]) -> None:
                 f"{path}: the git hooks read {key} as {shown!r} but TOML means {wanted!r}; "
                 f'write it on one line as {key} = "value" (bare true/false for enabled), '
                 "outside multi-line strings and tables",
-                next=[f"${{EDITOR:-vi}} {_q(path)}", f"git lane config set {key} <value>"],
+                next=[f"git lane config set {key} {_q(json.dumps(meant[key]))}"],
+                alternatives=[f"${{EDITOR:-vi}} {_q(path)}"],
                 details={"file": str(path), "key": key, "hooks_see": seen[key], "toml": meant[key]},
             )
 
@@ -297,13 +300,22 @@ def _shown(value: Any) -> Any:
     return value if len(text) <= 200 else text[:200] + f"... ({len(text)} characters)"
 
 
+def _reset(key: str) -> str:
+    """The command that puts a key back to a valid value: its default."""
+    default = KEYS[key].default
+    if default is None:
+        return f"git lane config unset {key}"
+    return f"git lane config set {key} {_q(json.dumps(default))}"
+
+
 def validate(key: str, value: Any, path: Path | str) -> None:
     problem = KEYS[key].check(value)
     if problem:
         raise Refusal(
             "invalid_config",
             f"{path}: key {key} {problem} (got {repr(value)[:200]})",
-            next=[f"git lane config set {key} <value>", f"${{EDITOR:-vi}} {_q(path)}"],
+            next=[_reset(key)],
+            alternatives=[f"${{EDITOR:-vi}} {_q(path)}"],
             details={"file": str(path), "key": key, "value": _shown(value)},
         )
 

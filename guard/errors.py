@@ -47,6 +47,12 @@ CODES: dict[str, Code] = _codes(
     ("rebase_in_progress", "engine", "G9", "a sync stopped on conflicts is not finished"),
     ("no_sync_in_progress", "engine", None, "there is no sync to continue or abort"),
     (
+        "sync_conflicts",
+        "engine",
+        "G9",
+        "a sync stopped on conflicts: the worklist says what to resolve",
+    ),
+    (
         "sync_failed",
         "engine",
         None,

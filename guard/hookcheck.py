@@ -188,12 +188,9 @@ def cmd_markers(key: str) -> int:
     quoted = " ".join("'" + f.replace("'", "'\\''") + "'" for f in files)
     ref = Refusal(
         "conflict_markers_present",
-        f"the commit adds conflict markers at {where}",
-        next=[
-            f"remove the <<<<<<< ======= >>>>>>> blocks in {quoted}",
-            f"git add -- {quoted}",
-            "git commit",
-        ],
+        f"the commit adds conflict markers at {where}: remove those blocks, then stage and "
+        "commit again",
+        next=[f"git add -- {quoted}", "git commit"],
         details={"lane": key, "markers": [str(h) for h in hits]},
     )
     sys.stderr.write(ref.line() + "\n")

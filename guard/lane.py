@@ -45,11 +45,14 @@ def get(repo: Repo, key: str) -> LaneRecord:
     if rec is None and repo.store.lane_file_exists(key):
         raise corrupt_refusal(repo, key)
     if rec is None:
+        active = sorted(r.key for r in repo.store.lanes() if r.status == "active")
+        listed = f"active lanes: {', '.join(active)}" if active else "there are no active lanes"
         raise Refusal(
             "unknown_lane",
-            f"there is no lane {key}",
-            next=["git lane status", f"git lane create {key}"],
-            details={"lane": key},
+            f"there is no lane {key}; {listed}",
+            next=["git lane status"],
+            alternatives=[f"git lane create {key}"],
+            details={"lane": key, "active": active},
         )
     return rec
 
@@ -100,12 +103,6 @@ def resolve_key(key: str | None, action: str) -> str | None:
     """A worker may only name its own lane; with no key it gets its own."""
     own = bound_lane()
     if own is None:
-        if key is None and is_worker():
-            raise Refusal(
-                "role_forbidden",
-                f"a GITLANE_ROLE=worker process must name its lane for {action}",
-                next=[f"git lane {action} <KEY>"],
-            )
         return key
     if key is not None and key != own:
         raise Refusal(
@@ -115,6 +112,49 @@ def resolve_key(key: str | None, action: str) -> str | None:
             details={"lane": key, "bound": own},
         )
     return own
+
+
+def lane_at(repo: Repo) -> str | None:
+    """The lane whose worktree the command runs in (the cwd, or `-C PATH`; any
+    subdirectory of it): the registered, unreleased lane whose path is that worktree's
+    top level. None in the hub, outside any worktree, or in an unregistered one."""
+    if repo.toplevel is None:
+        return None
+    real = os.path.realpath(repo.toplevel)
+    for rec in repo.store.lanes():
+        if rec.status != "released" and os.path.realpath(rec.path) == real:
+            return rec.key
+    return None
+
+
+def current(repo: Repo, key: str | None, action: str, usage: str = "") -> str:
+    """The lane a command acts on, for every command that takes [KEY]: the argument, else
+    GITLANE_LANE, else the lane worktree the cwd (or `-C PATH`) is in. A worker may name
+    only its own lane (resolve_key). With none found: unknown_lane, listing the active
+    lanes, with `git lane status` to run and the command for each lane as alternatives.
+    `usage` is what follows `git lane ACTION KEY` in those alternatives (e.g. ` --sync`)."""
+    key = resolve_key(key, action)
+    if key is None:
+        key = lane_at(repo)
+    if key is not None:
+        check_key(key)
+        return key
+    active = sorted(r.key for r in repo.store.lanes() if r.status == "active")
+    where = f"{repo.toplevel or os.getcwd()} is not a lane worktree and GITLANE_LANE is not set"
+    role = " (a GITLANE_ROLE=worker process names its own lane)" if is_worker() else ""
+    listed = f"active lanes: {', '.join(active)}" if active else "there are no active lanes"
+    return _raise_unknown(
+        f"{action} needs a lane{role}: {where}; {listed}",
+        ["git lane status"] if active else ["git lane status", "git lane create"],
+        [f"git lane {action} {k}{usage}" for k in active],
+        {"action": action, "active": active},
+    )
+
+
+def _raise_unknown(
+    message: str, nxt: list[str], alternatives: list[str], details: dict[str, object]
+) -> str:
+    raise Refusal("unknown_lane", message, next=nxt, alternatives=alternatives, details=details)
 
 
 def owner_conflict(repo: Repo, rec: LaneRecord, action: str) -> None:
@@ -195,19 +235,42 @@ def dirty_refusal(key: str, path: str, dirty: list[str], action: str) -> Refusal
         "lane_dirty",
         f"lane {key} has {len(dirty)} uncommitted path(s): {', '.join(dirty[:5])}",
         next=[
-            f"git -C {git.q(path)} add -A && git -C {git.q(path)} commit",
+            f"git -C {git.q(path)} add -A && git -C {git.q(path)} commit -q -m "
+            + git.q(f"Work in lane {key} before {action}"),
             f"git lane {action} {key}",
         ],
         details={"lane": key, "dirty_paths": dirty[:100]},
     )
 
 
-def not_active_refusal(key: str, why: str) -> Refusal:
+def not_active_refusal(repo: Repo, rec: LaneRecord, why: str) -> Refusal:
+    """lane_not_active. A lane whose worktree vanished but whose branch is there gets its
+    worktree back (prune the stale entry, check the branch out again at the recorded
+    path, reconcile marks it active); a released lane or a lost branch has nothing to
+    act on: status, and a new lane of that key as the other way."""
+    key = rec.key
+    branch_there = repo.ref_sha(f"refs/heads/{rec.branch}") is not None
+    if rec.status != "released" and branch_there and not os.path.lexists(rec.path):
+        return Refusal(
+            "lane_not_active",
+            f"lane {key} {why}; its branch {rec.branch} is there, so the worktree can be "
+            "checked out again",
+            next=[
+                "git worktree prune",
+                f"git worktree add {git.q(rec.path)} {rec.branch}",
+                "git lane reconcile",
+            ],
+            alternatives=[f"git lane release {key} --confirm {CONFIRM}"],
+            details={"lane": key, "state": rec.status, "path": rec.path},
+        )
     return Refusal(
         "lane_not_active",
         f"lane {key} {why}",
-        next=["git lane reconcile", "git lane status"],
-        details={"lane": key},
+        next=["git lane reconcile", "git lane status"]
+        if rec.status != "released"
+        else ["git lane status"],
+        alternatives=[f"git lane create {key}"] if rec.status == "released" else [],
+        details={"lane": key, "state": rec.status},
     )
 
 
@@ -215,17 +278,30 @@ def rebase_refusal(key: str, what: str, details: dict[str, object] | None = None
     return Refusal(
         "rebase_in_progress",
         f"lane {key} is {what}",
-        next=[f"git lane continue {key}", f"git lane abort {key}"],
+        next=[f"git lane continue {key}"],
+        alternatives=[f"git lane abort {key}"],
         details={"lane": key, **(details or {})},
     )
 
 
-def branch_mismatch_refusal(key: str, path: str, branch: str, head: str | None) -> Refusal:
+def branch_mismatch_refusal(
+    repo: Repo, key: str, path: str, branch: str, head: str | None
+) -> Refusal:
+    """The lane worktree has another branch (or a detached HEAD) checked out: switch back
+    to the lane branch, or, when that branch is gone, make it again at what is checked out
+    (a `git switch` to a deleted branch would fail)."""
+    there = repo.ref_sha(f"refs/heads/{branch}") is not None
+    switch = (
+        f"git -C {git.q(path)} switch {branch}"
+        if there
+        else (f"git -C {git.q(path)} switch -c {branch}")
+    )
     return Refusal(
         "lane_branch_mismatch",
-        f"the worktree of lane {key} has {head or 'a detached HEAD'} checked out, not {branch}",
-        next=[f"git -C {git.q(path)} switch {branch}"],
-        details={"lane": key, "head": head},
+        f"the worktree of lane {key} has {head or 'a detached HEAD'} checked out, not {branch}"
+        + ("" if there else f" (and {branch} no longer exists)"),
+        next=[switch],
+        details={"lane": key, "head": head, "branch_exists": there},
     )
 
 

@@ -126,22 +126,24 @@ class Held:
         return self.record.token
 
 
-def _busy(repo: Repo, rec: OwnerRecord | None, lane: str) -> Refusal:
+def _busy(repo: Repo, rec: OwnerRecord | None, lane: str, retry: str | None = None) -> Refusal:
     if rec is None:
         who, since = "another git lane process", "just now"
     else:
         who = f"pid {rec.pid} on {rec.host} landing lane {rec.lane}"
         since = rec.since or "?"
     foreign = rec is not None and rec.host not in ("", procs.hostname())
-    nxt = [f"git lane land {lane} --wait", "git lane status"]
+    nxt = [retry or f"git lane land {lane} --wait"]
+    alt = [] if retry is None or "--sync" in retry else [f"{retry} --sync"]
     if foreign:
         from guard.git import q
 
-        nxt.append(f"(if that host's land is gone for good) rm {q(owner_path(repo))}")
+        alt.append(f"rm {q(owner_path(repo))}  # only if that host's land is gone for good")
     return Refusal(
         "lock_busy",
         f"the integration lock is held by {who} since {since}",
         next=nxt,
+        alternatives=alt,
         details={"holder": rec.public() if rec is not None else None, "foreign_host": foreign},
     )
 
@@ -157,9 +159,11 @@ def acquire(
     tip: str,
     wait: float | None = None,
     waiting: Waiting | None = None,
+    retry: str | None = None,
 ) -> Held:
     """Take the lock or raise lock_busy; with `wait`, keep trying for that many seconds,
-    calling `waiting` when the wait starts and every config.progress_interval() after."""
+    calling `waiting` when the wait starts and every config.progress_interval() after.
+    `retry` is the command lock_busy names (the caller's own, with --wait)."""
     import secrets  # pulls in OpenSSL via hmac: only a land needs it, never `status`
 
     from guard.config import progress_interval
@@ -187,9 +191,9 @@ def acquire(
                 repo.store.event("lock_acquired", lane=lane, token=rec.token)
                 return Held(fl, rec)
             fl.release()  # a live (or foreign) owner record without the flock: respect it
-            busy = _busy(repo, old, lane)
+            busy = _busy(repo, old, lane, retry)
         else:
-            busy = _busy(repo, read_owner(repo), lane)
+            busy = _busy(repo, read_owner(repo), lane, retry)
         now = time.monotonic()
         if deadline is None or now >= deadline:
             raise busy

@@ -159,6 +159,8 @@ def release(r: Result) -> str:
     s = f"{r['code']}: lane {r['lane']}"
     if r.get("recover"):
         s += f"\n  discarded {len(r['discarded_commits'])} commit(s); to get them back: {r['recover']}"
+    if r.get("next"):
+        s += f"\n  you were in the lane's worktree, which is gone; go to the hub: {r['next'][0]}"
     return s
 
 
@@ -171,7 +173,10 @@ def reconcile(r: Result) -> str:
 def sync(r: Result) -> str:
     if r["state"] == "fresh":
         main = str(r.get("main") or "")[:12]
-        return f"lane {r['lane']} is fresh" + (f" (on main {main})" if main else "")
+        out = [f"lane {r['lane']} is fresh" + (f" (on main {main})" if main else "")]
+        if r.get("next"):
+            out.append("Next: " + " ; ".join(r["next"]))
+        return "\n".join(out)
     wl = r["worklist"]
     out = [
         f"lane {r['lane']}: conflicts at step {wl['step']} of {wl['total']}: "
@@ -179,7 +184,10 @@ def sync(r: Result) -> str:
     ]
     for f in wl["files"]:
         out.append(f"  {f['kind']:<16} {f['path']}")
+    out.append(f"resolve them in {r['path']}, then:")
     out.append("Next: " + " ; ".join(r["next"]))
+    if r.get("alternatives"):
+        out.append("  Or: " + " ; ".join(r["alternatives"]))
     return "\n".join(out)
 
 
@@ -188,13 +196,24 @@ def abort(r: Result) -> str:
 
 
 def land(r: Result) -> str:
+    if "gate" not in r:  # land --sync stopped on conflicts: the sync's worklist
+        return sync(r)
     g = r["gate"]
     gate = (
         "gate off"
         if g["status"] == "off"
         else f"gate `{policy.brief(g['command'])}` {g['status']} in {g['seconds']:.1f}s"
     )
-    return f"landed {r['lane']}: main {r['main_before'][:12]} -> {r['main_after'][:12]}, epoch {r['epoch']}, {gate}"
+    out = [
+        f"landed {r['lane']}: main {r['main_before'][:12]} -> {r['main_after'][:12]}, epoch {r['epoch']}, {gate}"
+    ]
+    for k in r.get("made_stale") or []:
+        out.append(f"  lane {k} is stale now: git lane sync {k}")
+    return "\n".join(out)
+
+
+def path(r: Result) -> str:
+    return str(r["path"])
 
 
 def restore_main(r: Result) -> str:

@@ -118,6 +118,8 @@ class ReleaseResult(TypedDict):
     discarded_ignored: NotRequired[list[str]]
     discarded_worktree_refs: NotRequired[list[dict[str, object]]]
     recover_worktree_refs: NotRequired[list[str]]
+    hub: NotRequired[str | None]  # where to go when the command ran inside the lane
+    next: NotRequired[list[str]]
 
 
 class ReconcileResult(TypedDict):
@@ -150,7 +152,9 @@ class SyncResult(TypedDict):
     main: NotRequired[str]
     path: NotRequired[str]
     worklist: NotRequired[Worklist]
+    message: NotRequired[str]
     next: NotRequired[list[str]]
+    alternatives: NotRequired[list[str]]
     stderr: NotRequired[str]
 
 
@@ -189,6 +193,8 @@ class LandResult(TypedDict):
     gate: GateSummary
     hub: HubUpdate | None  # None: no hub, or it is not on main
     warnings: list[str]
+    made_stale: NotRequired[list[str]]  # the other lanes this land made stale
+    next: NotRequired[list[str]]  # `git lane sync KEY` for each of them
 
 
 class RestoredMain(TypedDict):
@@ -273,3 +279,12 @@ class DemoResult(TypedDict):
     summary: str
     path: str | None
     steps: list[dict[str, Any]]
+
+
+class PathResult(TypedDict):
+    """`git lane path [KEY]`: the lane's worktree."""
+
+    ok: bool
+    code: str
+    key: str
+    path: str

@@ -194,7 +194,7 @@ def test_sync_with_conflicts_continue_and_land(repo: Repo, lane: Path) -> None:
     assert repo.jlane("land", "b").rc == 0
     assert_ok(commit_file(lane, "README.md", "from a\n"))
     r = repo.jlane("sync", "a")
-    assert r.rc == 0, r.stderr
+    assert r.rc == 1, r.stderr
     assert r.json["state"] == "conflicts"
     # the hooks do not get in the way of resolving: a commit attempt with markers is refused
     res = run(lane, "commit", "-q", "-am", "with markers")

@@ -68,7 +68,7 @@ def test_overlap_counts_every_land_since_the_merge_base(repo: Repo) -> None:
     assert repo.jlane("land", "second").code == "landed"
     # the newest land (z.txt) does not overlap, the earlier one (a.txt) does
     assert lane_status(repo, "slow")["sync_required"] is True
-    assert repo.jlane("sync", "slow").code == "conflicts"
+    assert repo.jlane("sync", "slow").code == "sync_conflicts"
 
 
 def test_land_is_refused_stale_under_every_policy(repo: Repo) -> None:

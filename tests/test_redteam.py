@@ -197,7 +197,7 @@ def test_continue_refuses_markers_of_a_larger_conflict_marker_size(repo: Repo) -
         {"m.txt": b"lane\n"},
     )
     r = repo.jlane("sync", "a")
-    assert r.rc == 0 and r.json["state"] == "conflicts", r.stderr
+    assert r.rc == 1 and r.json["state"] == "conflicts", r.stderr
     assert b"<<<<<<<<<< " in (a / "m.txt").read_bytes()
     r = repo.jlane("continue", "a")
     assert (r.rc, r.code) == (1, "conflict_markers_present"), r.stderr
@@ -237,7 +237,7 @@ def test_continue_refuses_binary_and_delete_conflicts_nobody_decided(repo: Repo)
         {"b.bin": b"bin\0lane", "gone-on-main": b"changed in lane\n", "gone-in-lane": None},
     )
     r = repo.jlane("sync", "a")
-    assert r.rc == 0 and r.json["state"] == "conflicts", r.stderr
+    assert r.rc == 1 and r.json["state"] == "conflicts", r.stderr
     r = repo.jlane("continue", "a")
     assert (r.rc, r.code) == (1, "conflicts_unresolved"), r.stderr
     assert sorted(r.json["details"]["paths"]) == ["b.bin", "gone-in-lane", "gone-on-main"]

@@ -152,9 +152,12 @@ def test_a_commit_that_becomes_empty_is_dropped(repo: Repo) -> None:
 def test_conflict_leaves_the_rebase_in_progress_with_a_worklist(repo: Repo) -> None:
     path, lane_tip = conflicting(repo)
     r = repo.jlane("sync", "alpha")
-    assert r.rc == 0, r.stderr
-    assert r.json["ok"] is True
+    # stopped, like `git rebase`: exit 1 with a stable code, the worklist still printed
+    assert (r.rc, r.code) == (1, "sync_conflicts"), r.stderr
+    assert r.json["ok"] is False
     assert r.json["state"] == "conflicts"
+    assert r.json["next"] == ["git lane continue alpha"]
+    assert r.json["alternatives"] == ["git lane abort alpha"]
     wl = r.json["worklist"]
     assert wl["step"] == 1 and wl["total"] == 1
     assert wl["commit"] == lane_tip
@@ -224,7 +227,7 @@ def test_continue_walks_every_conflicting_commit(repo: Repo) -> None:
 
     r = repo.jlane("sync", "alpha")
     for step, n in enumerate("abc", 1):
-        assert r.rc == 0, r.stderr
+        assert (r.rc, r.code) == (1, "sync_conflicts"), r.stderr
         assert r.json["state"] == "conflicts"
         wl = r.json["worklist"]
         assert (wl["step"], wl["total"]) == (step, 3)
@@ -309,10 +312,13 @@ def test_continue_without_a_sync_in_progress(repo: Repo) -> None:
     path = repo.create("alpha")
     repo.commit(path, "a.txt", "a\n")
     r = repo.jlane("continue", "alpha")
-    assert r.rc == 0 and r.json["state"] == "fresh"  # nothing to do: already fresh
+    # refused like abort with no sync, even when fresh: the next step is to land
+    assert (r.rc, r.code) == (1, "no_sync_in_progress")
+    assert r.json["next"] == ["git lane land alpha"]
     repo.commit(repo.path, "m.txt", "m\n")
     r = repo.jlane("continue", "alpha")
     assert r.rc == 1 and r.code == "no_sync_in_progress"
+    assert r.json["next"] == ["git lane sync alpha"]
 
 
 # -- abort --------------------------------------------------------------------------------
@@ -407,7 +413,7 @@ def test_sync_continue_abort_with_the_hooks_installed(repo: Repo) -> None:
     path, lane_tip = conflicting(repo)  # main moved by hand: before the hooks are in
     assert repo.jlane("install").rc == 0
     r = repo.jlane("sync", "alpha")
-    assert r.rc == 0 and r.json["state"] == "conflicts", r.stdout + r.stderr
+    assert r.rc == 1 and r.json["state"] == "conflicts", r.stdout + r.stderr
     assert repo.jlane("abort", "alpha").json["tip"] == lane_tip
     assert repo.jlane("sync", "alpha").json["state"] == "conflicts"
     (path / "f.txt").write_text("merged\n")

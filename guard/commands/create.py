@@ -55,10 +55,9 @@ def run(
             raise Refusal(
                 "max_lanes",
                 f"{len(active)} active lanes already (max_lanes = {cfg['max_lanes']})",
-                next=[
-                    "git lane status",
-                    "git lane release <KEY>",
-                    "git lane config set max_lanes <N>",
+                next=[f"git lane config set max_lanes {cfg['max_lanes'] + 1}" + lane.OWNER_NOTE],
+                alternatives=[
+                    f"git lane release {r.key}" for r in sorted(active, key=lambda r: r.key)
                 ],
                 details={"active": [r.key for r in active], "max_lanes": cfg["max_lanes"]},
             )
@@ -89,10 +88,8 @@ def run(
             raise Refusal(
                 "branch_exists",
                 f"branch {branch} exists already and is not a registered lane; it was left as it is",
-                next=[
-                    "git lane create <another key>",
-                    f"git branch -m {branch} <new name>  (then retry)",
-                ],
+                next=["git lane create"],
+                alternatives=[f"git branch -m {branch} old/{branch} && git lane create {key}"],
                 details={"lane": key, "branch": branch},
             )
         path = root / repo.slug / key
@@ -100,7 +97,8 @@ def run(
             raise Refusal(
                 "worktree_path_exists",
                 f"{path} exists already; it was left as it is",
-                next=["git lane create <another key>", "git lane reconcile"],
+                next=["git lane create"],
+                alternatives=["git lane reconcile"],
                 details={"lane": key, "path": str(path)},
             )
         under = git.run(
@@ -114,10 +112,8 @@ def run(
             raise Refusal(
                 "branch_exists",
                 f"branch {short} exists, so git cannot create {branch} beside it; it was left as it is",
-                next=[
-                    "git lane create <another key>",
-                    f"git branch -m {short} <new name>  (then retry)",
-                ],
+                next=["git lane create"],
+                alternatives=[f"git branch -m {short} old/{short} && git lane create {key}"],
                 details={"lane": key, "branch": branch, "conflicts_with": under},
             )
         try:

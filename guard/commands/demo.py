@@ -146,7 +146,7 @@ def run(keep: bool = False, quiet: bool = False) -> DemoResult:
         d.lane("land", "beta", expect=1)
 
         d.say("sync rebases beta onto main and stops on the conflict with a worklist.")
-        d.lane("sync", "beta")
+        d.lane("sync", "beta", expect=1)
         d.say("continue refuses while conflict markers are left in the file.")
         d.lane("continue", "beta", expect=1)
         d.say("Resolve it by keeping both ideas, then continue.")

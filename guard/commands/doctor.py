@@ -274,7 +274,7 @@ def check_hooks(repo: Repo) -> list[Check]:
                     "core.hooksPath",
                     FAIL,
                     f"set to {hp.value} ({hp.scope} config): git runs hooks from there, not from {common}",
-                    f"{unset} && git lane install  (or: git lane install --hooks-path)",
+                    f"{unset} && git lane install  # or: git lane install --hooks-path",
                 )
             )
             return out

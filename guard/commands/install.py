@@ -139,10 +139,21 @@ def _unset_cmd(hp: HooksPath) -> str:
     if hp.scope in ("global", "system", "worktree"):
         return f"git config --{hp.scope} --unset core.hooksPath"
     if hp.scope == "command":
-        return "unset GIT_CONFIG_COUNT GIT_CONFIG_PARAMETERS  (core.hooksPath comes from the environment)"
+        # core.hooksPath comes from the environment: what follows runs without it
+        return "unset GIT_CONFIG_COUNT GIT_CONFIG_PARAMETERS"
     if hp.included:
         return f"git config --file {git.q(hp.included)} --unset-all core.hooksPath"
     return "git config --unset core.hooksPath"
+
+
+def _absolute_hooks_path(repo: Repo, hp: HooksPath, unset: str) -> list[str]:
+    """Keep core.hooksPath, made absolute the way git resolves it in this worktree."""
+    if hp.scope == "command" or repo.toplevel is None:
+        return []
+    where = git.q(str(Path(os.path.realpath(repo.toplevel)) / hp.value))
+    set_ = unset.replace("--unset-all core.hooksPath", f"core.hooksPath {where}")
+    set_ = set_.replace("--unset core.hooksPath", f"core.hooksPath {where}")
+    return [f"{set_} && git lane install --hooks-path"]
 
 
 def common_hooks_dir(repo: Repo) -> Path:
@@ -168,10 +179,8 @@ def target_dir(repo: Repo, use_hooks_path: bool) -> Path:
             "hooks_path_relative",
             f"core.hooksPath is the relative path {hp.value}; git resolves it in each worktree, so "
             "lanes would not share the hooks installed there",
-            next=[
-                f"{unset} && git lane install",
-                "git config core.hooksPath <absolute path> && git lane install --hooks-path",
-            ],
+            next=[f"{unset} && git lane install"],
+            alternatives=_absolute_hooks_path(repo, hp, unset),
             details={"hooks_path": hp.value, "scope": hp.scope},
         )
     if path.exists() and not path.is_dir():
@@ -239,13 +248,15 @@ def run(repo: Repo, force: bool = False, use_hooks_path: bool = False) -> Instal
         raise Refusal(
             "hook_conflict",
             "to chain the existing hooks git-lane would have to overwrite "
-            + ", ".join(str(c) for c in conflicts),
+            + ", ".join(str(c) for c in conflicts)
+            + "; merge those hooks by hand and remove the extra file, then install again, or let "
+            "--force move the one in the way aside",
             next=[
-                "git lane install --force  (renames "
+                "git lane install --force  # renames "
                 + ", ".join(c.name for c in conflicts)
-                + " to *.bak)",
-                "merge those hooks by hand, remove the extra file, then: git lane install",
+                + " to *.bak"
             ],
+            alternatives=["git lane install"],
             details={"conflicts": [str(c) for c in conflicts], "hooks_dir": str(d)},
         )
     d.mkdir(parents=True, exist_ok=True)

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import cast
 
 from guard import gate, git, landed, landing, lane, lock, policy
 from guard.errors import GitError, Refusal
 from guard.hookcheck import _PICKAXE as MARKER_PICKAXE  # one marker pre-filter, hook and land
 from guard.hookcheck import added_blocks, added_lines
 from guard.repo import Repo
-from guard.results import GateSummary, HubUpdate, LandResult
+from guard.results import GateSummary, HubUpdate, LandResult, SyncResult
 
 PATHS_CAP = 500
 PATHSPEC_MAX = 1000
@@ -48,30 +49,25 @@ def run(
     output: gate.Output | None = None,
     tick: gate.Tick | None = None,
     waiting: lock.Waiting | None = None,
-) -> LandResult:
-    key = lane.resolve_key(key, "land")
+    sync: bool = False,
+) -> LandResult | SyncResult:
+    """Land the lane. With `sync`, a stale lane is first rebased onto main under the same
+    lock hold (exactly as `git lane sync` would); a rebase that stops on conflicts is
+    left as `sync` leaves it and its result (`sync_conflicts`) is returned, the lock
+    released."""
+    usage = " --sync" if sync else ""
+    key = lane.current(repo, key, "land", usage)
     if lane.is_worker() and repo.config["worker_land"] != "allow":
         raise Refusal(
             "role_forbidden",
             'workers may not land (worker_land = "deny")',
-            next=[
-                "ask the owner to run: git lane land " + (key or "<KEY>"),
-                "git lane config set worker_land allow  (owner)",
-            ],
-            details={"lane": key},
-        )
-    if key is None:
-        raise Refusal(
-            "unknown_lane", "land needs a lane key", next=["git lane status", "git lane land <KEY>"]
+            next=[f"git lane land {key}{usage}" + lane.OWNER_NOTE],
+            alternatives=["git lane config set worker_land allow" + lane.OWNER_NOTE],
+            details={"lane": key, "owner_command": f"git lane land {key}{usage}"},
         )
     rec = lane.get(repo, key)
     if rec.status != "active":
-        raise Refusal(
-            "lane_not_active",
-            f"lane {key} is {rec.status}",
-            next=["git lane reconcile", "git lane status"],
-            details={"lane": key, "state": rec.status},
-        )
+        raise lane.not_active_refusal(repo, rec, f"is {rec.status}")
     lane.owner_conflict(repo, rec, "land")
     cfg = repo.config
     command: str | None = cfg.get("gate_command") if cfg["gate"] == "on" else None
@@ -79,18 +75,16 @@ def run(
         raise Refusal(
             "gate_command_unset",
             "the gate is on but no gate_command is set",
-            next=[
-                'git lane config set gate_command "pytest -q"',
-                "git lane config set gate off  (land without a check)",
-            ],
+            next=['git lane config set gate_command "pytest -q"' + lane.OWNER_NOTE],
+            alternatives=["git lane config set gate off  # land without a check"],
         )
-    held = g1_lock(repo, key, wait, waiting)
+    held = g1_lock(repo, key, wait, waiting, sync)
     try:
         landing.crash_point("locked")
         if repo.store.landing_path.exists():
             landing.recover_locked(repo, held)
         clean = cfg["gate_worktree"] == "clean"
-        return _land_locked(
+        res = _land_locked(
             repo,
             rec.key,
             rec.branch,
@@ -101,9 +95,32 @@ def run(
             clean,
             output,
             tick,
+            sync,
         )
     finally:
         lock.release(repo, held)
+    if res["code"] != "landed":
+        return res
+    done = cast(LandResult, res)
+    done["made_stale"] = made_stale(repo, key, done["main_before"], done["main_after"])
+    done["next"] = [f"git lane sync {k}" for k in done["made_stale"]]
+    return done
+
+
+def made_stale(repo: Repo, key: str, before: str, after: str) -> list[str]:
+    """The other active lanes this land made stale: main_before was an ancestor of their
+    tip (they were fresh) and the new main is not."""
+    out: list[str] = []
+    tips = git.plain_refs(repo.common_dir, "refs/heads/lane/")
+    for rec in repo.store.lanes():
+        tip = tips.get(f"refs/heads/{rec.branch}")
+        if rec.key == key or rec.status != "active" or tip is None:
+            continue
+        if git.is_ancestor(repo.common_dir, before, tip) and not git.is_ancestor(
+            repo.common_dir, after, tip
+        ):
+            out.append(rec.key)
+    return sorted(out)
 
 
 def _land_locked(
@@ -117,11 +134,12 @@ def _land_locked(
     clean: bool,
     output: gate.Output | None,
     tick: gate.Tick | None,
-) -> LandResult:
+    sync: bool = False,
+) -> LandResult | SyncResult:
     main_before, tip = _main_and_tip(repo, branch)
     t = Target(key, branch, path, main_before, tip)
     wts = repo.worktrees()
-    _check_worktree(t, git.by_path(wts).get(os.path.realpath(path)))
+    _check_worktree(repo, t, git.by_path(wts).get(os.path.realpath(path)))
     gate.sweep(repo.common_dir, wts)  # clean gate worktrees a killed land left behind
     hub = repo.hub(wts)
 
@@ -150,6 +168,14 @@ def _land_locked(
     # G9 and G4's view of the tip are read beside it. Refusals are still decided in order.
     (dirty, hidden), (base, changed, hub_hits, markers) = git.both(lane_side, main_side)
     g2_clean(t, dirty)
+    if sync and tip is not None and base not in (main_before, tip):
+        synced = g3_sync(repo, t)
+        if synced["state"] != "fresh":
+            return synced  # stopped on conflicts, left exactly as `git lane sync` leaves it
+        # everything is read again at the rebased tip, under the same lock hold
+        return _land_locked(
+            repo, key, branch, path, held, command, timeout, clean, output, tick, sync=False
+        )
     g3_fresh(t, base)
     assert tip is not None
     g6_hub(hub, hub_hits, key)
@@ -209,21 +235,28 @@ def _land_locked(
 
 # -- the gates, in order ------------------------------------------------------------------
 def g1_lock(
-    repo: Repo, key: str, wait: float | None, waiting: lock.Waiting | None = None
+    repo: Repo,
+    key: str,
+    wait: float | None,
+    waiting: lock.Waiting | None = None,
+    sync: bool = False,
 ) -> lock.Held:
     """G1: one land at a time. main_before and tip stay empty in the lock record until G4
     passed, so until then the record lets no ref move."""
-    return lock.acquire(repo, key, "", "", wait, waiting)
+    retry = f"git lane land {key} --wait" + (" --sync" if sync else "")
+    return lock.acquire(repo, key, "", "", wait, waiting, retry=retry)
 
 
-def _check_worktree(t: Target, wt: git.Worktree | None) -> None:
+def _check_worktree(repo: Repo, t: Target, wt: git.Worktree | None) -> None:
     """The lane's worktree is there, not mid-sync, and has the lane's branch checked out."""
     if wt is None or not wt.exists:
-        raise lane.not_active_refusal(t.key, f"has no worktree (missing: {t.path})")
+        raise lane.not_active_refusal(
+            repo, lane.get(repo, t.key), f"has no worktree (missing: {t.path})"
+        )
     if git.rebase_in_progress(t.path):
         raise lane.rebase_refusal(t.key, "in the middle of a sync")
     if wt.branch != f"refs/heads/{t.branch}":
-        raise lane.branch_mismatch_refusal(t.key, t.path, t.branch, wt.branch)
+        raise lane.branch_mismatch_refusal(repo, t.key, t.path, t.branch, wt.branch)
 
 
 def g2_clean(t: Target, dirty: list[str]) -> None:
@@ -237,17 +270,28 @@ def g3_fresh(t: Target, base: str | None) -> None:
     if t.tip is None or base == t.tip:
         raise Refusal(
             "nothing_to_land",
-            f"lane {t.key} has no commits that main lacks",
-            next=[f"commit work in {t.path}", f"git lane release {t.key}"],
-            details={"lane": t.key},
+            f"lane {t.key} has no commits that main lacks: commit work in {t.path} and land "
+            "again, or release the lane when it is done",
+            next=[f"git lane release {t.key}"],
+            details={"lane": t.key, "path": t.path},
         )
     if base != t.main_before:
         raise Refusal(
             "stale_lane",
             f"main moved since lane {t.key} was last synced; it must be rebased first",
             next=[f"git lane sync {t.key}", f"git lane land {t.key}"],
+            alternatives=[f"git lane land {t.key} --sync"],
             details={"lane": t.key, "main": t.main_before, "tip": t.tip},
         )
+
+
+def g3_sync(repo: Repo, t: Target) -> SyncResult:
+    """G3 with `land --sync`: a stale lane (clean, G2) is rebased onto the main this land
+    read, under the lock, exactly as `git lane sync` rebases it (same rebase, same
+    worklist and result when it stops on conflicts)."""
+    from guard.commands import sync as sync_cmd
+
+    return sync_cmd.rebase(repo, t.key, t.path, t.main_before)
 
 
 def g6_hub(hub: git.Worktree | None, hits: list[str], key: str) -> None:
@@ -437,14 +481,18 @@ def g4_gate(
         raise Refusal(
             "gate_timeout",
             f"the gate `{policy.brief(command)}` ran past {timeout}s and was killed",
-            next=[f"git lane land {t.key}", "git lane config set gate_timeout <seconds>"],
+            next=[f"git lane land {t.key}"],
+            alternatives=[
+                f"git lane config set gate_timeout {timeout * 2} && git lane land {t.key}"
+            ],
             details={"lane": t.key, "gate": g.to_dict()},
         )
     if g.status != "passed":
         raise Refusal(
             "gate_failed",
-            f"the gate `{policy.brief(command)}` failed with exit {g.exit} at {t.tip[:12]}",
-            next=[f"fix the failure in {t.path}, commit, then: git lane land {t.key}"],
+            f"the gate `{policy.brief(command)}` failed with exit {g.exit} at {t.tip[:12]}: "
+            f"fix the failure in {t.path} and commit, then land again",
+            next=[f"git lane land {t.key}"],
             details={"lane": t.key, "gate": g.to_dict(), "tail": g.tail},
         )
     after = repo.ref_sha(f"refs/heads/{t.branch}")

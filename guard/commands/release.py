@@ -51,14 +51,9 @@ class Work:
 
 
 def run(repo: Repo, key: str | None, confirm: str | None = None) -> ReleaseResult:
-    own = key or lane.bound_lane()
+    own = key or lane.bound_lane() or lane.lane_at(repo)
     lane.forbid_worker("release", f"git lane release {git.q(own)}" if own else "git lane status")
-    if key is None:
-        raise Refusal(
-            "unknown_lane",
-            "release needs a lane key",
-            next=["git lane status", "git lane release <KEY>"],
-        )
+    key = lane.current(repo, key, "release")
     lane.check_key(key)
     with lane.registry_lock(repo):
         # read under the lock: a release that ran meanwhile left the record released
@@ -77,10 +72,28 @@ def run(repo: Repo, key: str | None, confirm: str | None = None) -> ReleaseResul
                     "holder": h.public() if (h := lock.read_owner(repo)) is not None else None,
                 },
             )
+        inside = _stands_in(rec.path)
         try:
-            return _release(repo, rec, confirm == CONFIRM)
+            res = _release(repo, rec, confirm == CONFIRM)
         finally:
             integration.release()
+    hub = repo.hub()
+    where = hub.path if hub is not None else str(repo.repo_root())
+    res["hub"] = where
+    if inside:
+        # the shell that ran this stands in a directory that is gone now
+        res["next"] = [f"cd {git.q(where)}"]
+    return res
+
+
+def _stands_in(path: str) -> bool:
+    """Does the calling process's cwd lie inside the lane worktree at `path`?"""
+    try:
+        cwd = os.path.realpath(os.getcwd())
+    except OSError:
+        return False
+    real = os.path.realpath(path)
+    return cwd == real or cwd.startswith(real.rstrip(os.sep) + os.sep)
 
 
 def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:

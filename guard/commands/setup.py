@@ -27,12 +27,12 @@ def run(
     output: gate.Output | None = None,
     tick: gate.Tick | None = None,
 ) -> SetupResult:
-    key = lane.resolve_key(key, "setup") or _cwd_lane(repo)
+    key = lane.current(repo, key, "setup")
     rec = lane.get(repo, key)
     wt = git.by_path(repo.worktrees()).get(os.path.realpath(rec.path))
     if rec.status != "active" or wt is None or not wt.exists:
         raise lane.not_active_refusal(
-            key, f"is {rec.status}" if rec.status != "active" else "has no worktree"
+            repo, rec, f"is {rec.status}" if rec.status != "active" else "has no worktree"
         )
     main_sha = repo.main_sha()
     included, ran, warnings = prepare(repo, key, rec.path, main_sha, progress, output, tick)
@@ -47,21 +47,6 @@ def run(
         "setup": ran,
         "warnings": warnings,
     }
-
-
-def _cwd_lane(repo: Repo) -> str:
-    """No key named and no GITLANE_LANE: the lane whose worktree the command runs in."""
-    try:
-        key = (repo.git_dir / lane.KEY_FILE).read_text().strip()
-    except OSError:
-        key = ""
-    if not policy.valid_key(key):
-        raise Refusal(
-            "unknown_lane",
-            "setup needs a lane key (this directory is in no lane)",
-            next=["git lane status"],
-        )
-    return key
 
 
 def prepare(

@@ -40,27 +40,12 @@ KINDS = {
 
 
 def _lane(repo: Repo, key: str | None, action: str) -> tuple[str, str, str]:
-    key = lane.resolve_key(key, action)
-    if key is None:
-        key = _lane_from_cwd(repo)
+    key = lane.current(repo, key, action)
     rec = lane.get(repo, key)
     wt = git.by_path(repo.worktrees()).get(os.path.realpath(rec.path))
     if rec.status != "active" or wt is None or not wt.exists:
-        raise lane.not_active_refusal(key, f"has no worktree ({rec.status})")
+        raise lane.not_active_refusal(repo, rec, f"has no worktree ({rec.status})")
     return key, rec.branch, rec.path
-
-
-def _lane_from_cwd(repo: Repo) -> str:
-    if repo.toplevel is not None:
-        real = os.path.realpath(repo.toplevel)
-        for rec in repo.store.lanes():
-            if rec.status == "active" and os.path.realpath(rec.path) == real:
-                return rec.key
-    raise Refusal(
-        "unknown_lane",
-        "name the lane (this directory is not a lane worktree)",
-        next=["git lane status", "git lane sync <KEY>"],
-    )
 
 
 def _git(path: str, args: list[str], check: bool = False) -> git.GitResult:
@@ -178,26 +163,51 @@ def worklist(path: str) -> Worklist:
 
 
 def _conflicts(repo: Repo, key: str, path: str, stderr: str | None = None) -> SyncResult:
+    """The rebase stopped on conflicts: the worklist, exit 1 (`sync_conflicts`, as `git
+    rebase` exits non-zero), `continue` to run once the files are resolved, `abort` as
+    the other way out."""
     wl = worklist(path)
     repo.store.event(
-        "sync", lane=key, code="conflicts", step=wl["step"], total=wl["total"], files=wl["files"]
+        "sync",
+        lane=key,
+        code="sync_conflicts",
+        step=wl["step"],
+        total=wl["total"],
+        files=wl["files"],
     )
     res: SyncResult = {
-        "ok": True,
-        "code": "conflicts",
+        "ok": False,
+        "code": "sync_conflicts",
         "lane": key,
         "state": "conflicts",
         "path": path,
         "worklist": wl,
-        "next": [
-            f"resolve the conflicts in {path} (remove every <<<<<<< ======= >>>>>>> block)",
-            f"git lane continue {key}",
-            f"git lane abort {key}",
-        ],
+        "message": f"the sync of lane {key} stopped on conflicts at step {wl['step']} of "
+        f"{wl['total']}: resolve the files of the worklist in {path} (remove every "
+        "<<<<<<< ======= >>>>>>> block), then continue",
+        "next": [f"git lane continue {key}"],
+        "alternatives": [f"git lane abort {key}"],
     }
     if stderr is not None:
         res["stderr"] = stderr
     return res
+
+
+def _fresh(
+    repo: Repo, key: str, code: str, tip: str, main_sha: str, event: bool = True
+) -> SyncResult:
+    """The lane ends fresh: the next step is to land it (when it has anything to land)."""
+    if event:
+        repo.store.event("sync", lane=key, code="fresh", main=main_sha, tip=tip)
+    return {
+        "ok": True,
+        "code": code,
+        "lane": key,
+        "state": "fresh",
+        "tip": tip,
+        "main": main_sha,
+        "next": [f"git lane land {key}"] if tip != main_sha else [],
+    }
 
 
 def _drive(
@@ -218,15 +228,7 @@ def _drive(
                     result = _git(path, ["rebase", main_sha])
                     continue
                 tip = git.run(["rev-parse", "HEAD"], path).stdout.strip()
-                repo.store.event("sync", lane=key, code="fresh", main=main_sha, tip=tip)
-                return {
-                    "ok": True,
-                    "code": "synced",
-                    "lane": key,
-                    "state": "fresh",
-                    "tip": tip,
-                    "main": main_sha,
-                }
+                return _fresh(repo, key, "synced", tip, main_sha)
             raise Refusal(
                 "sync_failed",
                 f"git rebase failed in lane {key}: {result.stderr.strip()[:500]}",
@@ -258,21 +260,22 @@ def sync(repo: Repo, key: str | None) -> SyncResult:
         )
     head = git.run(["symbolic-ref", "-q", "HEAD"], path, check=False).stdout.strip()
     if head != f"refs/heads/{branch}":
-        raise lane.branch_mismatch_refusal(key, path, branch, head or None)
+        raise lane.branch_mismatch_refusal(repo, key, path, branch, head or None)
     dirty = git.dirty_paths(path)
     if dirty:
         raise lane.dirty_refusal(key, path, dirty, "sync")
     main_sha = repo.main_sha()  # pinned: the rebase targets this sha, whatever lands meanwhile
     before = git.run(["rev-parse", "HEAD"], path).stdout.strip()
     if git.is_ancestor(repo.common_dir, main_sha, before):
-        return {
-            "ok": True,
-            "code": "already_fresh",
-            "lane": key,
-            "state": "fresh",
-            "tip": before,
-            "main": main_sha,
-        }
+        return _fresh(repo, key, "already_fresh", before, main_sha, event=False)
+    return rebase(repo, key, path, main_sha, before)
+
+
+def rebase(repo: Repo, key: str, path: str, main_sha: str, before: str | None = None) -> SyncResult:
+    """Rebase the (clean, on its branch, not mid-rebase) lane at `path` onto `main_sha`:
+    what `sync` does after its checks, and what `land --sync` does under the lock."""
+    if before is None:
+        before = git.run(["rev-parse", "HEAD"], path).stdout.strip()
     repo.store.event("sync_start", lane=key, main=main_sha, tip_before=before)
     res = _git(path, ["rebase", main_sha])
     return _drive(repo, key, path, main_sha, res)
@@ -282,37 +285,42 @@ def continue_(repo: Repo, key: str | None) -> SyncResult:
     key, branch, path = _lane(repo, key, "continue")
     if not git.rebase_in_progress(path):
         main_sha = repo.main_sha()
-        if git.is_ancestor(repo.common_dir, main_sha, f"refs/heads/{branch}"):
-            return {"ok": True, "code": "synced", "lane": key, "state": "fresh"}
+        fresh = git.is_ancestor(repo.common_dir, main_sha, f"refs/heads/{branch}")
         raise Refusal(
             "no_sync_in_progress",
-            f"lane {key} has no sync to continue and is behind main",
-            next=[f"git lane sync {key}"],
-            details={"lane": key},
+            f"lane {key} has no sync to continue"
+            + (" (it is fresh)" if fresh else " and is behind main"),
+            next=[f"git lane land {key}" if fresh else f"git lane sync {key}"],
+            alternatives=["git lane status"],
+            details={"lane": key, "fresh": fresh},
         )
     files = _step_files(path)
     hits = _markers(path, files)
     if hits:
         raise Refusal(
             "conflict_markers_present",
-            f"conflict markers are still in {', '.join(hits[:10])}",
-            next=[
-                f"edit those files in {git.q(path)} to remove the markers",
-                f"git lane continue {key}",
-            ],
+            f"conflict markers are still in {', '.join(hits[:10])}: edit those files in {path} "
+            "to remove the markers, then continue",
+            next=[f"git lane continue {key}"],
+            alternatives=[f"git lane abort {key}"],
             details={"lane": key, "markers": hits},
         )
     undecided = _undecided(path)
     if undecided:
         quoted = " ".join(git.q(f) for f in undecided[:10])
+        lq = git.q(path)
         raise Refusal(
             "conflicts_unresolved",
             f"{len(undecided)} conflicted path(s) hold no conflict markers and were not resolved "
             f"(a deleted side, or a binary file still as git left it): {', '.join(undecided[:10])}; "
-            "continuing would silently keep one side",
-            next=[
-                f"in {git.q(path)}: git checkout --ours|--theirs -- {quoted} && git add -- {quoted}  (or git rm -- {quoted})",
-                f"git lane continue {key}",
+            "continuing would silently keep one side: decide each (keep ours, keep theirs, or "
+            "delete), then continue",
+            next=[f"git lane continue {key}"],
+            alternatives=[
+                f"git -C {lq} checkout --ours -- {quoted} && git -C {lq} add -- {quoted} && git lane continue {key}",
+                f"git -C {lq} checkout --theirs -- {quoted} && git -C {lq} add -- {quoted} && git lane continue {key}",
+                f"git -C {lq} rm -q -- {quoted} && git lane continue {key}",
+                f"git lane abort {key}",
             ],
             details={"lane": key, "paths": undecided[:100]},
         )

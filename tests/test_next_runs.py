@@ -1,0 +1,297 @@
+"""Every refusal's `next` runs as written. For each refusal code we can bring about through
+the CLI, the situation is set up in a real repository, the refusal's FIRST `next` entry is
+run with `sh -c` exactly as printed, from the same cwd, and it must make progress: exit 0,
+or the state moved toward landing, or the refused action now ends differently. Where the
+recovery needs a hand edit first (resolving a conflict, fixing what the gate found), the
+refusal's message says so; the test does that edit, then runs `next` as printed.
+
+Add a case per new refusal code: `refusal(...)` then `run_next(...)`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conftest import LaneRun, Repo, git
+from enginehelp import head, owner_file, ready_lane
+
+PLACEHOLDERS = ("<KEY>", "<key>", "<N>", "<value>", "<seconds>", "<another", "<new name>")
+
+
+@pytest.fixture(autouse=True)
+def gitlane_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """`git lane` in a `next` runs this checkout (git finds `git-lane` on PATH)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    exe = bindir / "git-lane"
+    exe.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m guard "$@"\n')
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    root = str(Path(__file__).resolve().parent.parent)
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    )
+    return bindir
+
+
+def refusal(
+    repo: Repo, code: str, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> LaneRun:
+    """Run `git lane ARGS --json`; it must be refused with `code`, and every `next` and
+    `alternatives` entry must be a command, not a placeholder."""
+    r = repo.jlane(*args, cwd=cwd, env=env)
+    assert (r.rc, r.code) == (1, code), (args, r.stdout, r.stderr)
+    assert r.json["next"], r.stdout
+    for cmd in r.json["next"] + r.json.get("alternatives", []):
+        assert not any(p in cmd for p in PLACEHOLDERS), cmd
+    return r
+
+
+def run_next(
+    r: LaneRun, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    full = dict(os.environ)
+    full.update(env or {})
+    return subprocess.run(
+        ["sh", "-c", r.json["next"][0]],
+        cwd=cwd,
+        text=True,
+        capture_output=True,
+        env=full,
+        timeout=120,
+    )
+
+
+def ok(res: subprocess.CompletedProcess[str]) -> None:
+    assert res.returncode == 0, (res.args, res.stdout, res.stderr)
+
+
+@pytest.fixture
+def gated(repo: Repo) -> Repo:
+    repo.config("gate", "off")
+    return repo
+
+
+def test_unknown_lane_from_the_hub(gated: Repo) -> None:
+    ready_lane(gated, "alpha")
+    for args in (("land",), ("land", "nope"), ("release",), ("sync", "nope"), ("path",)):
+        r = refusal(gated, "unknown_lane", *args)
+        ok(run_next(r, gated.path))
+    # its alternatives name real lanes and run
+    r = refusal(gated, "unknown_lane", "land")
+    assert r.json["alternatives"] == ["git lane land alpha"]
+    ok(run_next(LaneRun(0, json.dumps({"next": r.json["alternatives"]}), ""), gated.path))
+    assert gated.sha() == head(gated.lane("path", "alpha").stdout.strip())
+
+
+def test_invalid_lane_key(gated: Repo) -> None:
+    r = refusal(gated, "invalid_lane_key", "create", "Bad_Key")
+    ok(run_next(r, gated.path))
+    assert gated.jlane("status").json["lanes"]  # a lane (auto key) was created
+
+
+def test_lane_exists_and_branch_exists(gated: Repo) -> None:
+    gated.create("alpha")
+    r = refusal(gated, "lane_exists", "create", "alpha")
+    ok(run_next(r, gated.path))
+    git(gated.path, "branch", "lane/taken")
+    r = refusal(gated, "branch_exists", "create", "taken")
+    ok(run_next(r, gated.path))
+    ok(run_next(LaneRun(0, json.dumps({"next": r.json["alternatives"]}), ""), gated.path))
+    assert gated.jlane("path", "taken").rc == 0
+
+
+def test_max_lanes(gated: Repo) -> None:
+    gated.config("max_lanes", "1")
+    gated.create("alpha")
+    r = refusal(gated, "max_lanes", "create", "beta")
+    ok(run_next(r, gated.path))
+    assert gated.jlane("create", "beta").code == "created"
+
+
+def test_lane_dirty(gated: Repo) -> None:
+    path = ready_lane(gated, "alpha")
+    (path / "wip.txt").write_text("wip\n")
+    r = refusal(gated, "lane_dirty", "land", "alpha", cwd=path)
+    ok(run_next(r, path))
+    assert gated.jlane("land", "alpha").code == "landed"
+    assert git(gated.path, "show", "main:wip.txt").stdout == "wip\n"
+
+
+def test_stale_lane_and_no_sync_in_progress(gated: Repo) -> None:
+    path = ready_lane(gated, "alpha")
+    gated.commit(gated.path, "m.txt", "m\n")
+    r = refusal(gated, "stale_lane", "land", "alpha")
+    ok(run_next(r, gated.path))
+    r = refusal(gated, "no_sync_in_progress", "continue", "alpha", cwd=path)
+    ok(run_next(r, path))  # the lane is fresh: next is land
+    assert gated.sha() == head(path)
+
+
+def test_sync_conflicts_rebase_in_progress_and_conflict_markers(gated: Repo) -> None:
+    gated.commit(gated.path, "f.txt", "base\n")
+    path = gated.create("alpha")
+    gated.commit(path, "f.txt", "lane\n")
+    gated.commit(gated.path, "f.txt", "main\n")
+    r = gated.jlane("sync", "alpha")
+    assert (r.rc, r.code) == (1, "sync_conflicts")
+    # next as printed, before the hand edit: continue answers differently (markers)
+    res = run_next(r, gated.path)
+    assert res.returncode == 1 and "[conflict_markers_present]" in res.stderr
+    r = refusal(gated, "rebase_in_progress", "land", "alpha")
+    m = refusal(gated, "conflict_markers_present", "continue", "alpha")
+    (path / "f.txt").write_text("merged\n")  # the hand edit the message asks for
+    ok(run_next(m, gated.path))
+    assert gated.jlane("land", "alpha").code == "landed"
+    # rebase_in_progress's next is the same continue: it ran above as printed
+    assert r.json["next"] == m.json["next"] == ["git lane continue alpha"]
+
+
+def test_conflict_markers_at_land(gated: Repo) -> None:
+    path = gated.create("alpha")
+    gated.commit(path, "f.txt", "<<<<<<< ours\na\n=======\nb\n>>>>>>> theirs\n")
+    r = refusal(gated, "conflict_markers_present", "land", "alpha")
+    (path / "f.txt").write_text("a\nb\n")  # the hand edit
+    ok(run_next(r, gated.path))
+    assert gated.jlane("land", "alpha").code == "landed"
+
+
+def test_nothing_to_land(gated: Repo) -> None:
+    path = gated.create("alpha")
+    r = refusal(gated, "nothing_to_land", "land", "alpha", cwd=path)
+    ok(run_next(r, path))
+    assert gated.jlane("status").json["lanes"][0]["state"] == "released"
+
+
+def test_unlanded_work(gated: Repo) -> None:
+    path = ready_lane(gated, "alpha")
+    r = refusal(gated, "unlanded_work", "release", "alpha")
+    ok(run_next(r, gated.path))
+    assert gated.sha() == head(path)
+    assert gated.jlane("release", "alpha").code == "released"
+
+
+def test_gate_failed_and_gate_command_unset(repo: Repo) -> None:
+    path = ready_lane(repo, "alpha")
+    r = refusal(repo, "gate_command_unset", "land", "alpha")
+    ok(run_next(r, repo.path))
+    repo.config("gate_command", json.dumps("test -f ok.txt"))
+    r = refusal(repo, "gate_failed", "land", "alpha")
+    repo.commit(path, "ok.txt", "ok\n")  # the fix the message asks for
+    ok(run_next(r, repo.path))
+    assert repo.sha() == head(path)
+
+
+def test_hub_dirty(gated: Repo) -> None:
+    ready_lane(gated, "alpha", {"README.md": "lane\n"})
+    (gated.path / "README.md").write_text("hub edit\n")
+    r = refusal(gated, "hub_dirty", "land", "alpha")
+    ok(run_next(r, gated.path))
+    assert gated.jlane("land", "alpha").code == "landed"
+    assert git(gated.path, "stash", "list").stdout  # the hub's edit is kept
+
+
+def test_role_forbidden_names_the_own_lane(gated: Repo) -> None:
+    ready_lane(gated, "alpha")
+    ready_lane(gated, "beta")
+    env = {"GITLANE_LANE": "alpha"}
+    r = refusal(gated, "role_forbidden", "sync", "beta", env=env)
+    ok(run_next(r, gated.path, env))
+
+
+def test_lane_branch_mismatch(gated: Repo) -> None:
+    path = ready_lane(gated, "alpha")
+    git(path, "switch", "-q", "--detach")
+    r = refusal(gated, "lane_branch_mismatch", "land", "alpha")
+    ok(run_next(r, gated.path))
+    assert gated.jlane("land", "alpha").code == "landed"
+    # the lane branch deleted meanwhile: a switch to it would fail; next makes it again
+    gated.commit(path, "b.txt", "b\n")
+    git(path, "switch", "-q", "--detach")
+    git(gated.path, "branch", "-D", "lane/alpha")
+    r = refusal(gated, "lane_branch_mismatch", "sync", "alpha")
+    ok(run_next(r, gated.path))
+    assert gated.jlane("land", "alpha").code == "landed"
+    assert git(gated.path, "show", "main:b.txt").stdout == "b\n"
+
+
+def test_worktree_locked(gated: Repo) -> None:
+    path = ready_lane(gated, "alpha")
+    assert gated.jlane("land", "alpha").code == "landed"
+    git(gated.path, "worktree", "lock", "--reason", "mine", str(path))
+    r = refusal(gated, "worktree_locked", "release", "alpha")
+    ok(run_next(r, gated.path))
+    assert gated.jlane("release", "alpha").code == "released"
+
+
+def test_lock_busy_next_waits_and_lands(gated: Repo) -> None:
+    path = ready_lane(gated, "alpha")
+    holder = subprocess.Popen(["sleep", "60"])
+    try:
+        start = psutil.Process(holder.pid).create_time()
+        owner_file(gated).parent.mkdir(parents=True, exist_ok=True)
+        owner_file(gated).write_text(
+            f"pid={holder.pid}\nstart={start!r}\nhost={socket.gethostname()}\ntoken=x\n"
+            "lane=ghost\nmain_before=\ntip=\nsince=2026-01-01T00:00:00Z\n"
+        )
+        r = refusal(gated, "lock_busy", "land", "alpha")
+        cmd = r.json["next"][0]
+        waiting = subprocess.Popen(
+            ["sh", "-c", cmd], cwd=gated.path, text=True, stdout=subprocess.PIPE
+        )
+    finally:
+        holder.kill()
+        holder.wait()
+    waiting.communicate(timeout=60)
+    assert waiting.returncode == 0
+    assert gated.sha() == head(path)
+
+
+def test_lane_not_active(gated: Repo) -> None:
+    import shutil
+
+    path = ready_lane(gated, "alpha")
+    shutil.rmtree(path)  # the worktree vanished: the lane is orphaned
+    for args in (("sync", "alpha"), ("land", "alpha")):
+        r = refusal(gated, "lane_not_active", *args)
+    ok(run_next(r, gated.path))
+    for cmd in r.json["next"][1:]:  # the whole path, in order, brings the lane back
+        ok(run_next(LaneRun(0, json.dumps({"next": [cmd]}), ""), gated.path))
+    assert gated.jlane("land", "alpha").code == "landed"
+    assert gated.sha() == head(path)
+
+
+def test_state_corrupt(gated: Repo) -> None:
+    gated.create("alpha")
+    (gated.state_dir / "lanes" / "alpha.json").write_text("{not json")
+    r = refusal(gated, "state_corrupt", "land", "alpha")
+    ok(run_next(r, gated.path))
+    assert gated.jlane("land", "alpha").code != "state_corrupt"
+
+
+def test_no_placeholder_in_any_command_the_code_prints() -> None:
+    """`next`/`alternatives` entries are built from real values: no `<KEY>`-style
+    placeholder is left anywhere in the engine, the hooks or the install scripts (the
+    sentences that describe the key pattern say `lane/<key>` and are not commands)."""
+    import guard
+
+    root = Path(guard.__file__).resolve().parent.parent
+    found = []
+    for d in ("guard", "hooks", "install"):
+        assert (root / d).is_dir(), root / d
+        for p in sorted((root / d).rglob("*")):
+            if not p.is_file() or p.suffix in (".pyc",):
+                continue
+            for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
+                text = line.replace("lane/<key>", "")
+                if any(ph in text for ph in PLACEHOLDERS):
+                    found.append(f"{p.relative_to(root)}:{n}: {line.strip()}")
+    assert found == []
