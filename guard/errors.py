@@ -92,6 +92,12 @@ CODES: dict[str, Code] = _codes(
         "restore-main: the last landed commit is gone from the repository",
     ),
     (
+        "main_moved",
+        "engine",
+        "G5",
+        "land: main is behind the last landed tip (rewound outside any land)",
+    ),
+    (
         "main_ahead",
         "engine",
         "G10",

@@ -32,9 +32,11 @@ def bound_lane(env: Mapping[str, str]) -> str | None:
 
 
 def is_worker(env: Mapping[str, str]) -> bool:
-    """A bound process is a worker, and so is one with GITLANE_ROLE=worker; nothing in the
-    environment makes a bound process the owner again."""
-    return bound_lane(env) is not None or env.get("GITLANE_ROLE") == "worker"
+    """A bound process is a worker, and so is one with GITLANE_ROLE set to anything but
+    empty or `owner` (`WORKER`, ` worker`, a typo: a role we cannot read grants nothing);
+    nothing in the environment makes a bound process the owner again."""
+    role = env.get("GITLANE_ROLE") or ""
+    return bound_lane(env) is not None or role not in ("", "owner")
 
 
 def brief(text: str, width: int = 80) -> str:

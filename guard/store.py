@@ -254,6 +254,9 @@ class Store:
             raw = path.read_bytes()
         except FileNotFoundError:
             return None
+        except NotADirectoryError:  # lanes/ (or the state dir) is a file: nothing can be told
+            bad = next((p for p in path.parents if os.path.lexists(p) and not p.is_dir()), path)
+            raise not_a_directory(bad) from None
         except OSError as exc:
             self.event(
                 "warning", lane=lane, code="state_unreadable", path=str(path), error=str(exc)

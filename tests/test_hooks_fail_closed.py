@@ -190,6 +190,31 @@ def test_bootstrap_is_refused_when_git_cannot_say_there_is_no_main(tmp_path: Pat
     assert sha(path, "refs/heads/main") is None
 
 
+def test_bootstrap_is_over_once_main_or_a_land_existed(g1: Guarded, tmp_path: Path) -> None:
+    """The first-commit exception rests on files, not on git's "no such ref": a git that
+    answers so falsely (a two-line fake in the exec path) or a dangling symbolic main
+    (which git reads as no main) does not reopen it."""
+    fake = _fake(tmp_path, "fake-echo", "echo .git; exit 1")
+    for where in (g1.hub, g1.lane):
+        res = _git(
+            where,
+            [GIT, f"--exec-path={fake}"],
+            dict(os.environ),
+            "update-ref",
+            "refs/heads/main",
+            g1.lane_tip,
+        )
+        assert_refused(res)
+        main_is(g1, g1.main)
+    git(g1.hub, "switch", "-q", "--detach")
+    assert_ok(run(g1.hub, "symbolic-ref", "refs/heads/main", "refs/heads/nothere"))
+    empty_tree = run(g1.hub, "mktree", input="").stdout.strip()
+    evil = git(g1.hub, "commit-tree", "-m", "evil", empty_tree).stdout.strip()
+    res = run(g1.hub, "update-ref", "--no-deref", "refs/heads/main", evil)
+    assert_refused(res)
+    assert git(g1.hub, "symbolic-ref", "refs/heads/main").stdout.strip() == "refs/heads/nothere"
+
+
 # -- the marker check's Python failing ----------------------------------------------------
 def test_marker_check_refuses_when_its_python_is_broken(
     repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

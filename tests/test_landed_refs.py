@@ -527,3 +527,40 @@ def test_doctor_finds_landed_history_a_shallow_file_pruned(
     assert gone, "the prune deleted nothing: the test does not test anything"
     c = failing(repo, "landed history")
     assert c["fix"] == "git fsck --connectivity-only"
+
+
+def test_land_refuses_to_build_on_a_main_no_land_left(
+    landed2: tuple[Repo, list[str], list[str]],
+) -> None:
+    """A land starts where the last land left main: a rewound main is put back first
+    (restore-main, the refusal's next), a main with commits no land made is the owner's
+    call; either way nothing is built on it and it does not become landed history."""
+    repo, (_a, b), _ = landed2
+    path = repo.create("j")
+    assert_ok(commit_file(path, "j.txt", "j\n"))
+    git(repo.path, "reflog", "delete", "--updateref", "--rewrite", "main@{0}")
+    assert repo.sha() != b
+    r = repo.jlane("land", "j")
+    assert (r.rc, r.code) == (1, "main_moved"), r.stdout
+    run_fix(r.json["next"][0].split("  #")[0], repo.path)
+    assert repo.sha() == b
+    # commits put on main with the hooks switched off (outside what hooks guard)
+    git(repo.path, "-c", "core.hooksPath=/dev/null", "commit", "-q", "--allow-empty", "-m", "x")
+    r = repo.jlane("sync", "j")
+    r = repo.jlane("land", "j")
+    assert (r.rc, r.code) == (1, "main_ahead"), r.stdout
+    assert landed_refs(repo) == {ref(1): _a, ref(2): b}
+
+
+def test_a_dangling_symbolic_main_is_made_plain_at_the_landed_tip(
+    landed2: tuple[Repo, list[str], list[str]],
+) -> None:
+    """A symbolic main pointing nowhere reads as no main (no_main_branch everywhere, and
+    its `git commit` next is refused by the hooks): restore-main puts it right."""
+    repo, (_a, b), _ = landed2
+    git(repo.path, "switch", "-q", "--detach")
+    git(repo.path, "symbolic-ref", "refs/heads/main", "refs/heads/nothere")
+    r = repo.jlane("restore-main")
+    assert (r.rc, r.code) == (0, "restored"), r.stdout + r.stderr
+    assert repo.sha() == b
+    assert git(repo.path, "symbolic-ref", "-q", "refs/heads/main", check=False).stdout == ""

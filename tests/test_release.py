@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import Repo
+from conftest import Repo, git
 
 CONFIRM = ("--confirm", "yes-discard-lane")
 
@@ -209,3 +209,21 @@ def test_a_live_owner_keeps_its_lane(repo: Repo) -> None:
     # the owner is gone: the lane can be released
     assert repo.jlane("release", "alpha").code == "released"
     assert_removed(repo, lp)
+
+
+def test_commits_only_the_worktree_head_reflog_holds_are_work(repo: Repo) -> None:
+    """A commit made on a detached HEAD, then left by switching back to the branch, is on
+    no branch: only the lane's HEAD reflog (which goes with the worktree) holds it."""
+    path = repo.create("alpha")
+    repo.commit(path, "a.txt", "a\n")
+    repo.git("merge", "-q", "--ff-only", "lane/alpha")  # landed: nothing else to keep
+    git(path, "switch", "-q", "--detach")
+    precious = repo.commit(path, "p.txt", "p\n", "precious")
+    git(path, "switch", "-q", "lane/alpha")
+    r = repo.jlane("release", "alpha")
+    assert (r.rc, r.code) == (1, "unlanded_work"), r.stdout
+    assert any("precious" in c for c in r.json["details"]["detached_commits"]), r.stdout
+    assert path.is_dir()
+    r = repo.jlane("release", "alpha", "--confirm", "yes-discard-lane")
+    assert r.code == "released", r.stdout
+    assert git(repo.path, "cat-file", "-t", precious).stdout.strip() == "commit"

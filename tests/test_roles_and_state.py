@@ -381,8 +381,8 @@ def test_a_file_where_a_state_directory_should_be(
     for cmd in (("status",), ("create", "beta"), ("land", "alpha"), ("release", "alpha")):
         r = repo.jlane(*cmd)
         ok_or_refused(r, *cmd)
-        if r.rc == 1 and r.code == "state_corrupt":
-            assert r.json["next"] == ["git lane reconcile"], r.stdout
+        assert r.rc == 1 and r.code == "state_corrupt", (cmd, r.stdout)
+        assert r.json["next"] == ["git lane reconcile"], r.stdout
     r = repo.jlane("status")
     assert (r.rc, r.code) == (1, "state_corrupt"), r.stdout
     assert repo.sha() != tip
@@ -700,3 +700,10 @@ def test_a_repository_at_a_path_with_a_newline_quote_and_dash(
     assert repo.sha("refs/heads/lane/alpha") is None and not la.exists()
     assert refs(decoy) == decoy_refs and not (decoy.path / "git-lane").exists()
     assert not (decoy.path / ".git" / "git-lane").exists()
+
+
+@pytest.mark.parametrize("role", ["WORKER", " worker", "wrker"])
+def test_a_role_that_cannot_be_read_grants_nothing(repo: Repo, role: str) -> None:
+    r = repo.jlane("config", "set", "max_lanes", "4", env={"GITLANE_ROLE": role})
+    assert (r.rc, r.code) == (1, "role_forbidden"), r.stdout
+    assert repo.jlane("config", "set", "max_lanes", "4", env={"GITLANE_ROLE": "owner"}).rc == 0

@@ -137,6 +137,7 @@ def _land_locked(
     sync: bool = False,
 ) -> LandResult | SyncResult:
     main_before, tip = _main_and_tip(repo, branch)
+    g5_main_as_landed(repo, main_before)
     t = Target(key, branch, path, main_before, tip)
     wts = repo.worktrees()
     _check_worktree(repo, t, git.by_path(wts).get(os.path.realpath(path)))
@@ -525,6 +526,28 @@ def g4_gate(
     return g.summary()
 
 
+def g5_main_as_landed(repo: Repo, main_before: str) -> None:
+    """G5: a land starts from where the last land left main. Had something else moved it
+    (a reflog rewind, a branch copy, a commit with the hooks off), building on it would
+    make that unreviewed state landed history; so the owner puts main back first."""
+    last = landed.last(repo)
+    if last is None or last.sha == main_before:
+        return
+    rel = landed.relation(repo, main_before, last.sha)
+    details: dict[str, object] = {"main": main_before, "landed": last.sha, "epoch": last.epoch}
+    if rel == "behind":
+        raise Refusal(
+            "main_moved",
+            f"{repo.main_ref} ({main_before[:12]}) is behind the last landed tip "
+            f"{last.sha[:12]} (land {last.epoch}): something rewound it outside any land",
+            next=["git lane restore-main" + lane.OWNER_NOTE],
+            details={**details, "relation": rel},
+        )
+    from guard.commands.restore_main import moved_refusal
+
+    raise moved_refusal(repo, repo.main_ref, main_before, last, rel, details)
+
+
 def g5_move_main(repo: Repo, t: Target, tip: str, epoch: int) -> None:
     """G5: main moves from exactly main_before to exactly the tip, or not at all; in the
     same ref transaction the landed ref of this epoch is created at the tip (never
@@ -607,7 +630,10 @@ def hub_update(txn: landing.Landing) -> HubUpdate | None:
 def hub_next(hub: str, before: str, after: str) -> str:
     """What brings a hub whose update failed in step: the two-tree merge land runs (a
     `reset --keep` would not do: HEAD is main, which already names the tip)."""
-    return f"git -C {git.q(hub)} read-tree -m -u {before} {after}"
+    h = git.q(hub)
+    # the refresh first: a file only touched (same content, new mtime) makes read-tree
+    # refuse as "not uptodate" until git has looked at it again
+    return f"git -C {h} update-index -q --refresh && git -C {h} read-tree -m -u {before} {after}"
 
 
 def _on_main(hub: str, main_ref: str) -> bool:

@@ -190,6 +190,18 @@ def _inspect(repo: Repo, rec: LaneRecord, wt: git.Worktree | None, main_sha: str
         work.detached = git.run(
             ["log", "--format=%h %s", work.head, "--not", *keep], common
         ).lines()
+    # commits HEAD was on and left (a detached HEAD switched back to the branch) live only
+    # in this worktree's HEAD reflog, which goes with the worktree: they are work too
+    logged = git.run(["reflog", "show", "--format=%H", "HEAD"], rec.path, check=False)
+    shas = sorted({s for s in logged.lines() if s.strip("0")})[:2000] if logged.ok else []
+    if shas:
+        only = git.run(
+            ["log", "--ignore-missing", "--format=%h %s", *shas, "--not", "--all"],
+            common,
+            check=False,
+        )
+        found = only.lines() if only.ok else [f"(the HEAD reflog of {rec.path} could not be read)"]
+        work.detached = list(dict.fromkeys([*work.detached, *found]))
     # ignored files (.env, build outputs) are in no commit and `worktree remove` deletes
     # them without a word; an ignored directory is named once, with its trailing slash
     work.ignored = git.run(

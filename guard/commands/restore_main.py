@@ -21,7 +21,15 @@ LOCK_LABEL = "(restore-main)"  # the lock record's lane field: no lane is being 
 
 def run(repo: Repo) -> RestoreMainResult:
     lane.forbid_worker("restore-main")
-    main_ref = repo.main_ref
+    try:
+        main_ref = repo.main_ref
+    except Refusal as none:
+        # a symbolic main pointing nowhere reads as no main at all; with a landed tip to
+        # go back to, it is exactly what restore-main puts right
+        dangling = _dangling_main(repo)
+        if none.code != "no_main_branch" or dangling is None or landed.last(repo) is None:
+            raise
+        main_ref = dangling
     try:
         held = lock.acquire(repo, LOCK_LABEL, "", "")
     except Refusal as busy:
@@ -60,7 +68,7 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
             details={"epoch": last.epoch, "landed": last.sha, "from": where},
         )
     target = git.symref(repo.common_dir, main_ref)
-    cur = repo.main_sha()
+    cur = repo.ref_sha(main_ref) or "0" * len(last.sha)  # a dangling symbolic main: none
     details = {
         "main": cur,
         "landed": last.sha,
@@ -73,7 +81,7 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
         if rel == "at":
             return _result(repo, "unchanged", main_ref, cur, last, None, ("not_hub", ""))
         if rel != "behind":
-            raise _moved_refusal(repo, main_ref, cur, last, rel, details)
+            raise moved_refusal(repo, main_ref, cur, last, rel, details)
     # the lock record names exactly this move: the reference-transaction hook lets main
     # move only to the record's tip from its main_before, for this process
     lock.update(repo, held, main_before=cur, tip=last.sha)
@@ -87,6 +95,8 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
     ]
     if target is not None:
         args.insert(1, "--no-deref")  # replace the symbolic ref itself, not its target
+        if not cur.strip("0"):
+            args.pop()  # it points nowhere: there is no old value to compare with
     try:
         git.run(args, repo.common_dir)
     except GitError as exc:
@@ -123,6 +133,17 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
     )
 
 
+def _dangling_main(repo: Repo) -> str | None:
+    """refs/heads/main (or master, or the configured name) when it is a symbolic ref to a
+    ref that does not exist (git then sees no main); None otherwise."""
+    configured = repo.owner_config.get("main_branch")
+    for name in [configured] if configured else ["main", "master"]:
+        ref = f"refs/heads/{name}"
+        if git.symref(repo.common_dir, ref) is not None and repo.ref_sha(ref) is None:
+            return ref
+    return None
+
+
 def _result(
     repo: Repo,
     code: str,
@@ -154,7 +175,7 @@ def _result(
     return res
 
 
-def _moved_refusal(
+def moved_refusal(
     repo: Repo, main_ref: str, cur: str, last: landed.Landed, rel: str, details: dict[str, object]
 ) -> Refusal:
     """main holds commits no land put there: name them; putting main back is the owner's call."""
