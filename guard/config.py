@@ -328,7 +328,7 @@ def check_value(key: str, value: Any) -> None:
         raise Refusal(
             "invalid_config",
             f"{key} {problem} (got {repr(value)[:200]}; default {default_shown(key)})",
-            next=[f"git lane config set {key} <value>"],
+            next=[_reset(key)],
             alternatives=["git lane config set -h  # every key with its type and default"],
             details={"key": key, "value": _shown(value), "type": type_of(key)},
         )

@@ -168,7 +168,7 @@ def test_nothing_to_land(gated: Repo) -> None:
     path = gated.create("alpha")
     r = refusal(gated, "nothing_to_land", "land", "alpha", cwd=path)
     ok(run_next(r, path))
-    assert gated.jlane("status").json["lanes"][0]["state"] == "released"
+    assert gated.jlane("status", "--all").json["lanes"][0]["state"] == "released"
 
 
 def test_unlanded_work(gated: Repo) -> None:

@@ -255,7 +255,11 @@ def _check_worktree(repo: Repo, t: Target, wt: git.Worktree | None) -> None:
             repo, lane.get(repo, t.key), f"has no worktree (missing: {t.path})"
         )
     if git.rebase_in_progress(t.path):
-        raise lane.rebase_refusal(t.key, "in the middle of a sync")
+        from guard.commands.sync import worklist
+
+        raise lane.rebase_refusal(
+            t.key, "in the middle of a sync", {"path": t.path, "worklist": worklist(t.path)}
+        )
     if wt.branch != f"refs/heads/{t.branch}":
         raise lane.branch_mismatch_refusal(repo, t.key, t.path, t.branch, wt.branch)
 

@@ -192,11 +192,26 @@ def _inspect(repo: Repo, rec: LaneRecord, wt: git.Worktree | None, main_sha: str
         ).lines()
     # commits HEAD was on and left (a detached HEAD switched back to the branch) live only
     # in this worktree's HEAD reflog, which goes with the worktree: they are work too
-    logged = git.run(["reflog", "show", "--format=%H", "HEAD"], rec.path, check=False)
-    shas = sorted({s for s in logged.lines() if s.strip("0")})[:2000] if logged.ok else []
+    # (what a rebase made and dropped, and the branch's own earlier tips -- the commits a
+    # sync rebased away -- are not: their work is on the branch in another form)
+    logged = git.run(["reflog", "show", "--format=%H %gs", "HEAD"], rec.path, check=False)
+    shas = sorted(
+        {
+            sha
+            for sha, _, why in (ln.partition(" ") for ln in logged.lines())
+            if sha.strip("0") and not why.startswith("rebase")
+        }
+    )[:2000]
+    if not logged.ok:
+        shas = []
+        work.detached.append(f"(the HEAD reflog of {rec.path} could not be read)")
+    branch_log = git.run(
+        ["reflog", "show", "--format=%H", f"refs/heads/{rec.branch}"], common, check=False
+    )
+    earlier = sorted(set(branch_log.lines()))[:2000] if branch_log.ok else []
     if shas:
         only = git.run(
-            ["log", "--ignore-missing", "--format=%h %s", *shas, "--not", "--all"],
+            ["log", "--ignore-missing", "--format=%h %s", *shas, "--not", "--all", *earlier],
             common,
             check=False,
         )

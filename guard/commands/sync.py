@@ -303,7 +303,7 @@ def continue_(repo: Repo, key: str | None) -> SyncResult:
             "to remove the markers, then continue",
             next=[f"git lane continue {key}"],
             alternatives=[f"git lane abort {key}"],
-            details={"lane": key, "markers": hits},
+            details={"lane": key, "markers": hits, "path": path, "worklist": worklist(path)},
         )
     undecided = _undecided(path)
     if undecided:
