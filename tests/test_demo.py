@@ -31,6 +31,8 @@ def test_demo_tells_the_story_and_leaves_nothing_behind() -> None:
     assert exits.count(1) >= 3  # the commit on main, the stale land, continue with markers
     assert "main_mutation_refused" in res.stderr and "stale_lane" in res.stderr
     assert "conflict_markers_present" in res.stderr
+    assert "dev server port" in res.stderr  # setup_command ran in each new lane
+    assert any(s["cmd"].endswith("land gamma --sync") and s["exit"] == 0 for s in out["steps"])
 
 
 def test_demo_keep_leaves_the_repository() -> None:
@@ -43,6 +45,7 @@ def test_demo_keep_leaves_the_repository() -> None:
             ["git", "log", "--format=%s", "main"], cwd=hub, text=True, capture_output=True
         )
         assert log.stdout.splitlines() == [
+            "readme: say what it does",
             "greet: title-case the name",
             "greet: exclaim",
             "greet: first version",

@@ -112,27 +112,44 @@ def run(keep: bool = False, quiet: bool = False) -> DemoResult:
         d.git("init", "-q", "-b", "main")
         (d.hub / "greet.py").write_text(GREET_V0)
         (d.hub / "check.py").write_text(CHECK)
-        (d.hub / ".gitignore").write_text(
-            "__pycache__/\n"
-        )  # bytecode a gate without -B would write
-        d.git("add", "greet.py", "check.py", ".gitignore")
+        # bytecode a gate without -B would write; .env is the hub's, never committed
+        (d.hub / ".gitignore").write_text("__pycache__/\n.env\n")
+        (d.hub / ".worktreeinclude").write_text(".env\n")  # copy it into every new lane
+        (d.hub / "README.md").write_text("# greet\n")
+        d.git("add", "greet.py", "check.py", ".gitignore", ".worktreeinclude", "README.md")
         d.git("commit", "-q", "-m", "greet: first version")
+        (d.hub / ".env").write_text("GREETING_SECRET=not-in-git\n")
         d.lane("config", "set", "worktrees_root", str(root / "lanes"))
         d.lane("config", "set", "gate_command", f"{shlex.quote(sys.executable)} -B check.py")
+        d.say(
+            "Each new lane gets the hub's .env (named by .worktreeinclude) and runs the setup "
+            "command, with its own port."
+        )
+        d.lane(
+            "config",
+            "set",
+            "setup_command",
+            'test -f .env && echo "lane $GITLANE_LANE ready, dev server port $GITLANE_PORT"',
+        )
         d.say("Install the hooks: from now on nothing but `git lane land` moves main.")
         d.lane("install")
         (d.hub / "greet.py").write_text(GREET_A)
         d.git("commit", "-q", "-am", "sneak onto main", expect=1)
         d.git("checkout", "-q", "--", "greet.py")
 
-        d.say("Two writers, two lanes: each its own worktree on its own branch.")
+        d.say("Three writers, three lanes: each its own worktree on its own branch.")
         d.lane("create", "alpha")
         d.lane("create", "beta")
+        d.lane("create", "gamma")
         alpha = root / "lanes"
         alpha = next(p for p in alpha.rglob("alpha") if p.is_dir())
         beta = alpha.parent / "beta"
+        gamma = alpha.parent / "gamma"
+        d.say("A third writer changes something else: the README.")
+        d.write(gamma / "README.md", "# greet\n\nSays hello.\n")
+        d.git("commit", "-q", "-am", "readme: say what it does", cwd=gamma)
 
-        d.say("Both change the same line, differently.")
+        d.say("alpha and beta change the same line, differently.")
         d.write(alpha / "greet.py", GREET_A)
         d.git("commit", "-q", "-am", "greet: exclaim", cwd=alpha)
         d.write(beta / "greet.py", GREET_B)
@@ -155,11 +172,13 @@ def run(keep: bool = False, quiet: bool = False) -> DemoResult:
 
         d.say("beta lands on top: history stays linear, no merge commits.")
         d.lane("land", "beta")
+        d.say("gamma is stale too, but its rebase is clean: land --sync rebases, gates, lands.")
+        d.lane("land", "gamma", "--sync")
         d.lane("status")
         d.git("log", "--oneline", "--graph")
-        d.say("Both lanes are landed and clean, so they can go.")
-        d.lane("release", "alpha")
-        d.lane("release", "beta")
+        d.say("Every lane is landed and clean (the copied .env is the hub's), so they can go.")
+        for key in ("alpha", "beta", "gamma"):
+            d.lane("release", key)
         d.lane("log", "-n", "6")
         ok = True
     finally:
@@ -167,7 +186,7 @@ def run(keep: bool = False, quiet: bool = False) -> DemoResult:
             d.out.write(f"\nkept: {root}\n")
         else:
             shutil.rmtree(root, ignore_errors=True)
-    summary = f"{len(d.steps)} steps, two lanes landed" + (
+    summary = f"{len(d.steps)} steps, three lanes landed" + (
         f", kept at {root}" if keep else ", nothing left behind"
     )
     return {
