@@ -654,7 +654,10 @@ def check_landlock(repo: Repo) -> list[Check]:
     if abi is not None:
         return [
             finding(
-                "landlock", OK, f"Landlock ABI {abi}: git lane exec --sandbox can confine lanes"
+                "landlock",
+                OK,
+                f"Landlock ABI {abi}: the kernel can confine a lane's processes (the sandbox "
+                "layer, not in this version yet)",
             )
         ]
     required = repo.config.get("sandbox") == "required"
