@@ -111,6 +111,12 @@ CODES: dict[str, Code] = _codes(
     ("hooks_path_relative", "install", None, "core.hooksPath is relative"),
     ("hook_conflict", "install", None, "chaining the existing hooks would overwrite a file"),
     ("disabled", "engine", None, "enabled = false in config"),
+    (
+        "land_interrupted",
+        "engine",
+        "G1",
+        "SIGINT/SIGTERM stopped a land; its gate was killed and the lock released",
+    ),
 )
 
 
@@ -147,6 +153,44 @@ class Refusal(Exception):
             "message": self.message,
             "next": self.next,
             "alternatives": self.alternatives,
+            "details": self.details,
+        }
+
+
+class Interrupted(Exception):
+    """A command stopped by SIGINT or SIGTERM after it cleaned up: not a refusal (exit 1)
+    but, as a shell reports a process killed by the signal, exit 128 + its number (130,
+    143), with one line on stderr saying in what state it left things."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        signum: int,
+        next: Sequence[str] = (),
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(f"[{code}] {message}")
+        self.code = code
+        self.message = message.rstrip(".")
+        self.signum = signum
+        self.next = list(next)
+        self.details = dict(details or {})
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + self.signum
+
+    def line(self) -> str:
+        return f"git-lane: interrupted: {self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": False,
+            "code": self.code,
+            "message": self.message,
+            "next": self.next,
+            "alternatives": [],
             "details": self.details,
         }
 

@@ -152,6 +152,12 @@ def run(
     )
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, unwinding like Ctrl-C while a gate runs; `signum` says which it was."""
+
+    signum = signal.SIGTERM
+
+
 def _term_as_interrupt() -> Any:
     """While the gate runs, SIGTERM unwinds like Ctrl-C (so the gate is killed and the
     lock released) instead of ending this process on the spot."""
@@ -161,7 +167,7 @@ def _term_as_interrupt() -> Any:
         return None
 
     def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
+        raise Terminated
 
     return signal.signal(signal.SIGTERM, handler)
 

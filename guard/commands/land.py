@@ -16,10 +16,11 @@ gate, named for it, called in order under the integration lock.
 from __future__ import annotations
 
 import os
+import signal
 from dataclasses import dataclass
 
 from guard import gate, git, landed, landing, lane, lock, policy
-from guard.errors import GitError, Refusal
+from guard.errors import GitError, Interrupted, Refusal
 from guard.hookcheck import _PICKAXE as MARKER_PICKAXE  # one marker pre-filter, hook and land
 from guard.hookcheck import added_blocks, added_lines
 from guard.repo import Repo
@@ -102,8 +103,50 @@ def run(
             output,
             tick,
         )
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM while the gate ran (gate.Terminated)
+        lock.release(repo, held)  # the gate's group is dead already (gate.run killed it)
+        raise interrupted(repo, key, held, exc) from None
     finally:
         lock.release(repo, held)
+
+
+def interrupted(repo: Repo, key: str, held: lock.Held, exc: KeyboardInterrupt) -> Interrupted:
+    """What an interrupted land leaves, said from git (the lock is released already):
+    main where it was (the usual case: the gate was running), main at the tip (it landed
+    just before the signal), or a staged landing that reconcile finishes or rolls back."""
+    signum = int(getattr(exc, "signum", signal.SIGINT))
+    main = repo.ref_sha(repo.main_ref) or ""
+    if repo.store.landing_path.exists():
+        state = "part_way"
+        message = (
+            f"the land of {key} stopped part way with main at {main[:12]}; the integration lock "
+            "is released, and git lane reconcile finishes or rolls it back"
+        )
+        nxt = ["git lane reconcile", f"git lane status {key}"]
+    elif held.record.tip and main == held.record.tip:
+        state = "landed"
+        message = f"lane {key} had landed: main is at {main[:12]}; the integration lock is released"
+        nxt = [f"git lane status {key}"]
+    else:
+        state = "unchanged"
+        message = f"main unchanged at {main[:12]}; the integration lock is released"
+        nxt = [f"git lane land {key}"]
+    name = signal.Signals(signum).name
+    repo.store.event(
+        "land_interrupted",
+        lane=key,
+        code="land_interrupted",
+        signal=name,
+        main=main,
+        main_state=state,
+    )
+    return Interrupted(
+        "land_interrupted",
+        message,
+        signum,
+        next=nxt,
+        details={"lane": key, "signal": name, "main": main, "main_state": state},
+    )
 
 
 def _land_locked(
