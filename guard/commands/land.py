@@ -19,7 +19,7 @@ import os
 import signal
 from dataclasses import dataclass
 
-from guard import gate, git, landed, landing, lane, lock, policy
+from guard import gate, git, landed, landing, lane, lock, policy, recovery
 from guard.errors import GitError, Interrupted, Refusal
 from guard.hookcheck import _PICKAXE as MARKER_PICKAXE  # one marker pre-filter, hook and land
 from guard.hookcheck import added_blocks, added_lines
@@ -66,6 +66,8 @@ def run(
             "unknown_lane", "land needs a lane key", next=["git lane status", "git lane land <KEY>"]
         )
     rec = lane.get(repo, key)
+    if rec.status == "orphaned":
+        raise lane.missing_worktree_refusal(key, rec.path, "land")
     if rec.status != "active":
         raise Refusal(
             "lane_not_active",
@@ -165,6 +167,7 @@ def _land_locked(
     t = Target(key, branch, path, main_before, tip)
     wts = repo.worktrees()
     _check_worktree(t, git.by_path(wts).get(os.path.realpath(path)))
+    _check_branch(repo, t)
     gate.sweep(repo.common_dir, wts)  # clean gate worktrees a killed land left behind
     hub = repo.hub(wts)
 
@@ -255,11 +258,19 @@ def g1_lock(
 def _check_worktree(t: Target, wt: git.Worktree | None) -> None:
     """The lane's worktree is there, not mid-sync, and has the lane's branch checked out."""
     if wt is None or not wt.exists:
-        raise lane.not_active_refusal(t.key, f"has no worktree (missing: {t.path})")
+        raise lane.missing_worktree_refusal(t.key, t.path, "land")
     if git.rebase_in_progress(t.path):
         raise lane.rebase_refusal(t.key, "in the middle of a sync")
     if wt.branch != f"refs/heads/{t.branch}":
         raise lane.branch_mismatch_refusal(t.key, t.path, t.branch, wt.branch)
+
+
+def _check_branch(repo: Repo, t: Target) -> None:
+    """The lane branch is where its worktree left it: not deleted, not moved by hand
+    (else G2 would call the worktree's own commit "uncommitted changes")."""
+    facts = recovery.branch_facts(repo, t.path, t.branch, t.tip)
+    if facts.state != "ok":
+        raise recovery.branch_refusal(t.key, facts, "land")
 
 
 def g2_clean(t: Target, dirty: list[str]) -> None:

@@ -78,6 +78,10 @@ def run(repo: Repo, key: str | None = None, all_: bool = False) -> StatusResult:
 
     results = git.parallel(one, jobs)
     lanes: list[LaneView] = [r for j, r in zip(jobs, results, strict=True) if j[0] == "lane"]
+    if key is None:  # an unreadable record is shown, never dropped
+        seen = {r.key for r in records}
+        lanes.extend(corrupt_view(repo, k) for k in repo.store.lane_keys() if k not in seen)
+        lanes.sort(key=lambda v: v["key"])
     hub_dirty: list[str] = results[0] if hub is not None else []
     landing_open = repo.store.landing_path.exists()
     alerts = switched_off(repo) + hooks_alerts(repo)
@@ -115,6 +119,36 @@ def run(repo: Repo, key: str | None = None, all_: bool = False) -> StatusResult:
         "released_hidden": released_hidden,
         "warnings": warnings,
         "alerts": alerts,
+    }
+
+
+def corrupt_view(repo: Repo, key: str) -> LaneView:
+    """A lane whose record is unreadable (not JSON, wrong types, an empty path, a
+    directory): what can be said without it, and the command that rebuilds it."""
+    from guard import recovery
+
+    path = recovery.salvage(repo, key).get("path", "")
+    branch = lane.branch_of(key)
+    return {
+        "key": key,
+        "branch": branch,
+        "path": path,
+        "state": "corrupt",
+        "goal": None,
+        "fresh": False,
+        "sync_required": False,
+        "dirty": False,
+        "dirty_paths": [],
+        "ahead": 0,
+        "behind": 0,
+        "rebase_in_progress": False,
+        "owner_pid": None,
+        "owner_alive": False,
+        "tip": repo.ref_sha(f"refs/heads/{branch}"),
+        "head": None,
+        "advice": f"Its record {repo.store.lane_path(key)} is unreadable or not a lane record: "
+        "`git lane reconcile` rebuilds it from git (the file is kept beside it as *.corrupt-<time>).",
+        "branch_state": "unknown",
     }
 
 
