@@ -65,6 +65,34 @@ def test_interrupted_gate_leaves_main_and_frees_the_lock(
     assert (r.rc, r.code) == (0, "landed"), r.stdout + r.stderr
 
 
+def test_a_second_signal_does_not_cut_the_cleanup_short(repo: Repo, tmp_path: Path) -> None:
+    """A gate that ignores SIGTERM needs the SIGKILL two seconds later: a second Ctrl-C and
+    a SIGTERM meanwhile must not leave it running, nor the lock held."""
+    import time
+
+    pidfile = tmp_path / "gate.pid"
+    repo.config(
+        "gate_command", f"trap '' TERM; sleep 30 & echo $! > {shlex.quote(str(pidfile))}; wait"
+    )
+    ready_lane(repo, "alpha")
+    main = repo.sha()
+    assert main is not None
+    proc = spawn_lane("land", "alpha", cwd=repo.path)
+    wait_for(lambda: pidfile.exists() and pidfile.read_text().strip() != "", 20, "the gate")
+    sleeper = int(pidfile.read_text())
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, (proc.returncode, out, err)
+    assert err.splitlines() == [
+        f"git-lane: interrupted: main unchanged at {main[:12]}; the integration lock is released"
+    ], err
+    wait_for(lambda: not pid_alive(sleeper), 10, "the gate's child to die")
+    assert not owner_file(repo).exists() and repo.sha() == main
+
+
 # -- helpers ------------------------------------------------------------------------------------
 CONFIRM = ("--confirm", "yes-discard-lane")
 
