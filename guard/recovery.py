@@ -109,7 +109,7 @@ def branch_facts(repo: Repo, path: str, branch: str, tip: str | None) -> BranchF
         recorded = newest_head_log(admin)
     if tip is None:
         return BranchFacts("missing", None, recorded)
-    if recorded is not None and recorded != tip and os.path.isdir(path):
+    if recorded is not None and recorded != tip:
         return BranchFacts("moved", tip, recorded)
     return BranchFacts("ok", tip, recorded)
 

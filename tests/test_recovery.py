@@ -261,6 +261,28 @@ def test_moved_branch_is_put_back_and_other_work_kept(repo: Repo) -> None:
     assert repo.jlane("land", "alpha").code == "landed"
 
 
+def test_worktree_and_branch_both_deleted(repo: Repo) -> None:
+    """git's admin dir of the worktree (not pruned) still records the lane's commit."""
+    import shutil
+
+    setup(repo)
+    lp = repo.create("alpha")
+    tip = repo.commit(lp, "a.txt", "a\n")
+    shutil.rmtree(lp)
+    repo.git("update-ref", "-d", "refs/heads/lane/alpha")
+    ln = lane_view(repo, "alpha")
+    assert (ln["state"], ln["branch_state"]) == ("orphaned", "missing")
+    assert "git lane repair alpha" in str(ln["advice"])
+    r = repo.jlane("reconcile")
+    assert r.json["next"] == ["git lane repair alpha"], r.stdout
+    r = repo.jlane("repair", "alpha")
+    assert (r.rc, r.code) == (0, "repaired"), r.stdout + r.stderr
+    assert [c["action"] for c in r.json["changes"]][:2] == ["branch_restored", "worktree_restored"]
+    assert repo.sha("refs/heads/lane/alpha") == tip and (lp / "a.txt").exists()
+    assert repo.git("status", "--porcelain", cwd=lp).stdout == ""
+    assert repo.jlane("land", "alpha").code == "landed"
+
+
 def test_worktree_and_branch_gone_after_prune(repo: Repo) -> None:
     import shutil
 
