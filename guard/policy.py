@@ -202,9 +202,7 @@ def advice(f: LaneFacts) -> str:
         return f"Branch gone, and nothing records its commit: see `git lane repair {k}`."
     if f.branch_state == "missing":
         also = "" if f.exists else " and its worktree"
-        return (
-            f"Branch deleted by hand: `git lane repair {k}` restores it at {f.recorded[:12]}{also}."
-        )
+        return f"Branch deleted by hand: `git lane repair {k}` restores it at {(f.recorded or '')[:12]}{also}."
     if not f.exists or f.state == "orphaned":
         return f"Worktree missing: `git lane repair {k}` (or `git lane release {k} --confirm yes-discard-lane`)."
     if f.branch_state == "moved":

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from guard import git, landed, lane, lock
+from guard import git, landed, lane, lock, policy
 from guard.commands.land import hub_next
 from guard.repo import Repo
 from guard.results import Alert, LaneView, LockView, StatusResult
@@ -146,9 +146,10 @@ def corrupt_view(repo: Repo, key: str) -> LaneView:
         "owner_alive": False,
         "tip": repo.ref_sha(f"refs/heads/{branch}"),
         "head": None,
-        "advice": f"Its record {repo.store.lane_path(key)} is unreadable or not a lane record: "
-        "`git lane reconcile` rebuilds it from git (the file is kept beside it as *.corrupt-<time>).",
+        "advice": "Record unreadable: `git lane reconcile` rebuilds it from git (the file is kept).",
         "branch_state": "unknown",
+        "port": policy.lane_port(key),
+        "setup": None,
     }
 
 
