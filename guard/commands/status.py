@@ -40,6 +40,7 @@ def run(repo: Repo, key: str | None = None, all_: bool = False) -> StatusResult:
     wts = repo.worktrees()
     hub = repo.hub(wts)
     records = repo.store.lanes()
+    readable = {r.key for r in records}  # the rest of lane_keys() is corrupt
     if key is not None:
         lane.check_key(key)
         records = [r for r in records if r.key == key]
@@ -79,8 +80,7 @@ def run(repo: Repo, key: str | None = None, all_: bool = False) -> StatusResult:
     results = git.parallel(one, jobs)
     lanes: list[LaneView] = [r for j, r in zip(jobs, results, strict=True) if j[0] == "lane"]
     if key is None:  # an unreadable record is shown, never dropped
-        seen = {r.key for r in records}
-        lanes.extend(corrupt_view(repo, k) for k in repo.store.lane_keys() if k not in seen)
+        lanes.extend(corrupt_view(repo, k) for k in repo.store.lane_keys() if k not in readable)
         lanes.sort(key=lambda v: v["key"])
     hub_dirty: list[str] = results[0] if hub is not None else []
     landing_open = repo.store.landing_path.exists()
