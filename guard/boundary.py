@@ -1,6 +1,7 @@
 """The one error boundary, for every entry point (the CLI, the hooks' Python step, the
 install scripts): a Refusal becomes its line on stderr (and its JSON on stdout when asked),
-an audit event, exit 1; Ctrl-C exit 130; anything else is a bug: a crash file with the
+an audit event, exit 1; Ctrl-C exit 130 (an Interrupted that cleaned up: its one
+line, exit 128 + the signal); anything else is a bug: a crash file with the
 git-lane, git and Python versions and the traceback, one line naming it, exit 3. No
 traceback ever reaches the user. Standard library only: the hooks run through here."""
 
@@ -13,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from guard.errors import GitError, Refusal
+from guard.errors import GitError, Interrupted, Refusal
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -29,6 +30,11 @@ def guarded(
     except Refusal as r:
         refuse(r, argv, want_json(), state_dir())
         return EXIT_REFUSED
+    except Interrupted as i:  # cleaned up and said so (the engine logged it)
+        if want_json():
+            sys.stdout.write(json.dumps(i.to_dict(), sort_keys=True, default=str) + "\n")
+        sys.stderr.write(i.line() + "\n")
+        return i.exit_status
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except Exception as exc:  # the one place a bug is caught: file it, say where

@@ -162,6 +162,17 @@ def reconcile(ctx: Ctx) -> None:
     emit(ctx, cmd.run(ctx.repo), render.reconcile)
 
 
+@cli.command()
+@click.argument("key")
+@json_option
+@pass_ctx
+def repair(ctx: Ctx, key: str) -> None:
+    """Put a lane back from git: its record, a deleted or moved branch, a deleted worktree."""
+    from guard.commands import repair as cmd
+
+    emit(ctx, cmd.run(ctx.repo, key), render.repair)
+
+
 # -- sync and land ------------------------------------------------------------------------
 @cli.command()
 @click.argument("key", required=False)

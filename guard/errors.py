@@ -43,6 +43,9 @@ CODES: dict[str, Code] = _codes(
     ("lane_owner_conflict", "engine", None, "the lane belongs to another live process"),
     ("lane_not_active", "engine", None, "the lane is released or orphaned"),
     ("lane_branch_mismatch", "engine", None, "the lane worktree has another branch checked out"),
+    ("lane_branch_missing", "engine", None, "the lane branch was deleted outside git-lane"),
+    ("lane_branch_moved", "engine", None, "the lane branch was moved outside its worktree"),
+    ("worktree_restore_failed", "engine", None, "git could not check a lane out again"),
     ("lane_dirty", "engine", "G2", "the lane has uncommitted changes"),
     ("rebase_in_progress", "engine", "G9", "a sync stopped on conflicts is not finished"),
     ("no_sync_in_progress", "engine", None, "there is no sync to continue or abort"),
@@ -129,6 +132,12 @@ CODES: dict[str, Code] = _codes(
     ("hooks_path_relative", "install", None, "core.hooksPath is relative"),
     ("hook_conflict", "install", None, "chaining the existing hooks would overwrite a file"),
     ("disabled", "engine", None, "enabled = false in config"),
+    (
+        "land_interrupted",
+        "engine",
+        "G1",
+        "SIGINT/SIGTERM stopped a land; its gate was killed and the lock released",
+    ),
 )
 
 
@@ -165,6 +174,44 @@ class Refusal(Exception):
             "message": self.message,
             "next": self.next,
             "alternatives": self.alternatives,
+            "details": self.details,
+        }
+
+
+class Interrupted(Exception):
+    """A command stopped by SIGINT or SIGTERM after it cleaned up: not a refusal (exit 1)
+    but, as a shell reports a process killed by the signal, exit 128 + its number (130,
+    143), with one line on stderr saying in what state it left things."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        signum: int,
+        next: Sequence[str] = (),
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(f"[{code}] {message}")
+        self.code = code
+        self.message = message.rstrip(".")
+        self.signum = signum
+        self.next = list(next)
+        self.details = dict(details or {})
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + self.signum
+
+    def line(self) -> str:
+        return f"git-lane: interrupted: {self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": False,
+            "code": self.code,
+            "message": self.message,
+            "next": self.next,
+            "alternatives": [],
             "details": self.details,
         }
 

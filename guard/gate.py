@@ -59,7 +59,8 @@ def run(
     the command, each time the gate has been silent for config.progress_interval()
     seconds (10 s), so that a reader of stderr, a pipe included, knows it still runs.
     Interrupted (KeyboardInterrupt, or SIGTERM turned into one), the gate's
-    whole group is killed before the exception goes on. `extra_env` replaces the gate's
+    whole group is killed before the exception goes on, and further SIGINT/SIGTERM are
+    ignored until this process exits. `extra_env` replaces the gate's
     GITLANE_GATE_LANE (setup_command runs through here with its own variables)."""
     import selectors
 
@@ -97,6 +98,7 @@ def run(
     sel.register(proc.stdout, selectors.EVENT_READ)
     reading = True
     old_term = _term_as_interrupt()
+    interrupted = False
 
     def emit(chunk: bytes) -> None:
         nonlocal buf, last_tick
@@ -133,8 +135,13 @@ def run(
             if tick is not None and time.monotonic() - last_tick >= every:
                 last_tick = time.monotonic()
                 tick(last_tick - start, command)
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     finally:
         _restore_term(old_term)
+        if interrupted:
+            _ignore_signals()
         sel.close()
         if proc.poll() is None:  # interrupted (Ctrl-C, SIGTERM, a bug): stop the gate too
             _kill_group(proc)
@@ -152,6 +159,12 @@ def run(
     )
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, unwinding like Ctrl-C while a gate runs; `signum` says which it was."""
+
+    signum = signal.SIGTERM
+
+
 def _term_as_interrupt() -> Any:
     """While the gate runs, SIGTERM unwinds like Ctrl-C (so the gate is killed and the
     lock released) instead of ending this process on the spot."""
@@ -161,9 +174,20 @@ def _term_as_interrupt() -> Any:
         return None
 
     def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
+        raise Terminated
 
     return signal.signal(signal.SIGTERM, handler)
+
+
+def _ignore_signals() -> None:
+    """Once interrupted, what is left is cleanup (the gate's group killed, the lock
+    released, one line said) and the exit: a second Ctrl-C or SIGTERM must not cut it
+    short and leave the gate running or the lock held."""
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def _restore_term(old: Any) -> None:

@@ -310,7 +310,11 @@ class Worktree:
 
     @property
     def exists(self) -> bool:
-        return os.path.isdir(self.path)
+        """The checkout is there: its directory, with the .git that links it to the
+        repository (a directory someone made at a vanished worktree's path is not it)."""
+        return os.path.isdir(self.path) and (
+            self.bare or os.path.lexists(os.path.join(self.path, ".git"))
+        )
 
 
 def parse_worktrees(z: str) -> list[Worktree]:

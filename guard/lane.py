@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from guard import git, policy, procs
+from guard import git, policy, procs, recovery
 from guard.config import cache_home
 from guard.errors import Refusal
 from guard.repo import Repo
@@ -274,6 +274,18 @@ def not_active_refusal(repo: Repo, rec: LaneRecord, why: str) -> Refusal:
     )
 
 
+def missing_worktree_refusal(key: str, path: str, action: str) -> Refusal:
+    """The lane's worktree directory is gone (deleted or moved by hand): its branch still
+    holds the commits, and `git lane repair` checks it out there again."""
+    return Refusal(
+        "lane_not_active",
+        f"lane {key} has no worktree (missing: {path}); its branch {branch_of(key)} is kept",
+        next=[f"git lane repair {key}", f"git lane {action} {key}"],
+        alternatives=[f"git lane release {key} --confirm {CONFIRM}"],
+        details={"lane": key, "path": path, "state": "orphaned"},
+    )
+
+
 def rebase_refusal(key: str, what: str, details: dict[str, object] | None = None) -> Refusal:
     return Refusal(
         "rebase_in_progress",
@@ -341,6 +353,7 @@ def view(
     state = rec.status
     if state == "active" and not exists:
         state = "orphaned"
+    recorded: str | None = None
     v: LaneView = {
         "key": rec.key,
         "branch": rec.branch,
@@ -361,6 +374,7 @@ def view(
         "advice": "",
         "port": policy.lane_port(rec.key),
         "setup": setup_state(rec),
+        "branch_state": "ok",
     }
     if state != "released":
         tip = tips.get(branch_ref) if tips is not None else repo.ref_sha(branch_ref)
@@ -377,6 +391,9 @@ def view(
             v["rebase_in_progress"] = git.rebase_in_progress(rec.path)
             v["head"] = wt.branch
         v["sync_required"] = sync_required(repo, main_sha, tip, v["fresh"])
+        facts = recovery.branch_facts(repo, rec.path, rec.branch, tip)
+        v["branch_state"] = facts.state
+        recorded = facts.recorded
     v["advice"] = policy.advice(
         policy.LaneFacts(
             key=v["key"],
@@ -391,6 +408,8 @@ def view(
             behind=v["behind"],
             head=v["head"],
             branch=v["branch"],
+            branch_state=v["branch_state"] if state != "released" else "ok",
+            recorded=recorded,
         )
     )
     if v["setup"] in ("failed", "timeout") and state == "active":

@@ -190,6 +190,8 @@ class LaneFacts:
     behind: int
     head: str | None = None  # the worktree's checked-out branch (full ref); None if detached
     branch: str | None = None  # the lane branch, lane/<key>
+    branch_state: str = "ok"  # ok | missing | moved: deleted or moved outside the lane
+    recorded: str | None = None  # the commit the worktree last had on the lane branch
 
 
 def advice(f: LaneFacts) -> str:
@@ -198,8 +200,15 @@ def advice(f: LaneFacts) -> str:
     k = f.key
     if f.state == "released":
         return "Released; nothing to do."
+    if f.branch_state == "missing" and not f.recorded:
+        return f"Branch gone, and nothing records its commit: see `git lane repair {k}`."
+    if f.branch_state == "missing":
+        also = "" if f.exists else " and its worktree"
+        return f"Branch deleted by hand: `git lane repair {k}` restores it at {(f.recorded or '')[:12]}{also}."
     if not f.exists or f.state == "orphaned":
-        return f"Worktree missing: `git lane reconcile` (or `git lane release {k} --confirm yes-discard-lane`)."
+        return f"Worktree missing: `git lane repair {k}` (or `git lane release {k} --confirm yes-discard-lane`)."
+    if f.branch_state == "moved":
+        return f"Branch moved by hand: `git lane repair {k}` puts it back at {(f.recorded or '')[:12]}."
     if f.rebase:
         return f"Sync stopped on conflicts: resolve them, then `git lane continue {k}`."
     if f.branch and f.exists and f.head != f"refs/heads/{f.branch}":

@@ -170,6 +170,14 @@ def reconcile(r: Result) -> str:
     return "\n".join("  " + " ".join(f"{k}={v}" for k, v in ch.items()) for ch in r["changes"])
 
 
+def repair(r: Result) -> str:
+    if not r["changes"]:
+        return f"lane {r['lane']}: nothing to repair"
+    lines = [f"repaired lane {r['lane']}:"]
+    lines += ["  " + " ".join(f"{k}={v}" for k, v in ch.items()) for ch in r["changes"]]
+    return "\n".join(lines)
+
+
 def sync(r: Result) -> str:
     if r["state"] == "fresh":
         main = str(r.get("main") or "")[:12]

@@ -10,7 +10,7 @@ class LaneView(TypedDict):
     key: str
     branch: str
     path: str
-    state: str  # active | orphaned | released
+    state: str  # active | orphaned | released | corrupt (its record is unreadable)
     goal: str | None
     fresh: bool
     sync_required: bool
@@ -26,6 +26,7 @@ class LaneView(TypedDict):
     advice: str
     port: int  # GITLANE_PORT: the lane's 10 ports start here
     setup: str | None  # setup_command's outcome: ok | failed | timeout | running; None: none ran
+    branch_state: NotRequired[str]  # ok | missing | moved (recovery.branch_facts)
 
 
 class MainView(TypedDict):
@@ -122,10 +123,20 @@ class ReleaseResult(TypedDict):
     next: NotRequired[list[str]]
 
 
+class RepairResult(TypedDict):
+    ok: bool
+    code: str
+    lane: str
+    changes: list[dict[str, Any]]
+    warnings: NotRequired[list[str]]
+
+
 class ReconcileResult(TypedDict):
     ok: bool
     code: str
     changes: list[dict[str, Any]]
+    next: NotRequired[list[str]]  # `git lane repair KEY` for lanes reconcile leaves alone
+    warnings: NotRequired[list[str]]
 
 
 class WorklistFile(TypedDict):

@@ -45,6 +45,8 @@ ENGINE = [
     (("release", "nope"), 1, "unknown_lane"),
     (("release", "alpha"), 1, "unlanded_work"),
     (("reconcile",), 0, None),
+    (("repair", "alpha"), 0, "ok"),
+    (("repair", "nope"), 1, "unknown_lane"),
     (("sync", "alpha"), 0, None),
     (("continue", "alpha"), None, None),
     (("abort", "alpha"), None, None),
@@ -66,6 +68,7 @@ USAGE = [
     ("config", "set", "max_lanes"),
     ("log", "--since", "yesterday-ish"),
     ("release", "a", "b"),
+    ("repair",),
 ]
 
 

@@ -271,7 +271,12 @@ def test_corrupt_state_never_crashes_and_reconcile_repairs(repo: Repo) -> None:
 
     r = repo.jlane("status")
     assert r.rc == 0, r.stderr
-    assert r.json["epoch"] == 0 and r.json["lanes"] == []
+    assert r.json["epoch"] == 0
+    # shown, never dropped: nothing may act on them until reconcile rebuilds them
+    assert [(ln["key"], ln["state"]) for ln in r.json["lanes"]] == [
+        ("alpha", "corrupt"),
+        ("beta", "corrupt"),
+    ]
     # create does not trip over them and does not hand out a key whose branch exists
     r = repo.jlane("create")
     assert r.rc == 0, r.stderr
@@ -290,7 +295,11 @@ def test_corrupt_state_never_crashes_and_reconcile_repairs(repo: Repo) -> None:
     r = repo.jlane("reconcile")
     assert r.rc == 0, r.stderr
     actions = {(c["action"], c.get("lane")) for c in r.json["changes"]}
-    assert {("adopted", "alpha"), ("adopted", "beta"), ("epoch_repaired", None)} <= actions
+    assert {
+        ("record_rebuilt", "alpha"),
+        ("record_rebuilt", "beta"),
+        ("epoch_repaired", None),
+    } <= actions
     s = Store(repo.state_dir)
     alpha = s.read_lane("alpha")
     assert alpha is not None and (alpha.status, alpha.path) == ("active", str(lp))

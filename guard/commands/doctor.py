@@ -570,21 +570,57 @@ def check_lock(repo: Repo) -> list[Check]:
 def check_lanes(repo: Repo) -> list[Check]:
     from guard.lane import KEY_FILE
 
+    from guard import recovery
+
     out = []
     idx = git.by_path(repo.worktrees())
     active = 0
-    for rec in repo.store.lanes():
+    records = repo.store.lanes()
+    readable = {r.key for r in records}
+    for k in repo.store.lane_keys():
+        if k not in readable:  # never dropped silently: nothing may act on the lane
+            out.append(
+                finding(
+                    f"lane {k}",
+                    FAIL,
+                    f"its record {repo.store.lane_path(k)} is unreadable or not a lane record",
+                    "git lane reconcile",
+                )
+            )
+    for rec in records:
         if rec.status == "released":
             continue
         wt = idx.get(os.path.realpath(rec.path))
         present = wt is not None and wt.exists
+        facts = recovery.branch_facts(
+            repo, rec.path, rec.branch, repo.ref_sha(f"refs/heads/{rec.branch}")
+        )
+        if facts.state != "ok":
+            if facts.state == "moved":
+                what = (
+                    f"its branch {rec.branch} was moved outside the lane to {str(facts.tip)[:12]}; "
+                    f"its worktree has {str(facts.recorded)[:12]} checked out"
+                )
+            else:
+                what = f"its branch {rec.branch} is gone" + (
+                    f"; its worktree last had {facts.recorded[:12]} on it"
+                    if facts.recorded
+                    else "; nothing in git records its last commit"
+                )
+            fix = (
+                f"git lane repair {rec.key}"
+                if facts.recorded
+                else f"git lane release {rec.key} --confirm yes-discard-lane"
+            )
+            out.append(finding(f"lane {rec.key}", FAIL, what, fix))
+            continue
         if rec.status == "orphaned" or not present:
             out.append(
                 finding(
                     f"lane {rec.key}",
                     WARN,
-                    f"orphaned: its worktree {rec.path} is missing",
-                    f"git lane reconcile  (or: git lane release {rec.key} --confirm yes-discard-lane)",
+                    f"orphaned: its worktree {rec.path} is missing (branch {rec.branch} keeps the commits)",
+                    f"git lane repair {rec.key}  (or: git lane release {rec.key} --confirm yes-discard-lane)",
                 )
             )
             continue

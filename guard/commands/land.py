@@ -16,11 +16,12 @@ gate, named for it, called in order under the integration lock.
 from __future__ import annotations
 
 import os
+import signal
 from dataclasses import dataclass
 from typing import cast
 
-from guard import gate, git, landed, landing, lane, lock, policy
-from guard.errors import GitError, Refusal
+from guard import gate, git, landed, landing, lane, lock, policy, recovery
+from guard.errors import GitError, Interrupted, Refusal
 from guard.hookcheck import _PICKAXE as MARKER_PICKAXE  # one marker pre-filter, hook and land
 from guard.hookcheck import added_blocks, added_lines
 from guard.repo import Repo
@@ -66,6 +67,8 @@ def run(
             details={"lane": key, "owner_command": f"git lane land {key}{usage}"},
         )
     rec = lane.get(repo, key)
+    if rec.status == "orphaned":
+        raise lane.missing_worktree_refusal(key, rec.path, "land")
     if rec.status != "active":
         raise lane.not_active_refusal(repo, rec, f"is {rec.status}")
     lane.owner_conflict(repo, rec, "land")
@@ -97,6 +100,9 @@ def run(
             tick,
             sync,
         )
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM while the gate ran (gate.Terminated)
+        lock.release(repo, held)  # the gate's group is dead already (gate.run killed it)
+        raise interrupted(repo, key, held, exc) from None
     finally:
         lock.release(repo, held)
     if res["code"] != "landed":
@@ -123,6 +129,45 @@ def made_stale(repo: Repo, key: str, before: str, after: str) -> list[str]:
     return sorted(out)
 
 
+def interrupted(repo: Repo, key: str, held: lock.Held, exc: KeyboardInterrupt) -> Interrupted:
+    """What an interrupted land leaves, said from git (the lock is released already):
+    main where it was (the usual case: the gate was running), main at the tip (it landed
+    just before the signal), or a staged landing that reconcile finishes or rolls back."""
+    signum = int(getattr(exc, "signum", signal.SIGINT))
+    main = repo.ref_sha(repo.main_ref) or ""
+    if repo.store.landing_path.exists():
+        state = "part_way"
+        message = (
+            f"the land of {key} stopped part way with main at {main[:12]}; the integration lock "
+            "is released, and git lane reconcile finishes or rolls it back"
+        )
+        nxt = ["git lane reconcile", f"git lane status {key}"]
+    elif held.record.tip and main == held.record.tip:
+        state = "landed"
+        message = f"lane {key} had landed: main is at {main[:12]}; the integration lock is released"
+        nxt = [f"git lane status {key}"]
+    else:
+        state = "unchanged"
+        message = f"main unchanged at {main[:12]}; the integration lock is released"
+        nxt = [f"git lane land {key}"]
+    name = signal.Signals(signum).name
+    repo.store.event(
+        "land_interrupted",
+        lane=key,
+        code="land_interrupted",
+        signal=name,
+        main=main,
+        main_state=state,
+    )
+    return Interrupted(
+        "land_interrupted",
+        message,
+        signum,
+        next=nxt,
+        details={"lane": key, "signal": name, "main": main, "main_state": state},
+    )
+
+
 def _land_locked(
     repo: Repo,
     key: str,
@@ -141,6 +186,7 @@ def _land_locked(
     t = Target(key, branch, path, main_before, tip)
     wts = repo.worktrees()
     _check_worktree(repo, t, git.by_path(wts).get(os.path.realpath(path)))
+    _check_branch(repo, t)
     gate.sweep(repo.common_dir, wts)  # clean gate worktrees a killed land left behind
     hub = repo.hub(wts)
 
@@ -251,9 +297,7 @@ def g1_lock(
 def _check_worktree(repo: Repo, t: Target, wt: git.Worktree | None) -> None:
     """The lane's worktree is there, not mid-sync, and has the lane's branch checked out."""
     if wt is None or not wt.exists:
-        raise lane.not_active_refusal(
-            repo, lane.get(repo, t.key), f"has no worktree (missing: {t.path})"
-        )
+        raise lane.missing_worktree_refusal(t.key, t.path, "land")
     if git.rebase_in_progress(t.path):
         from guard.commands.sync import worklist
 
@@ -262,6 +306,14 @@ def _check_worktree(repo: Repo, t: Target, wt: git.Worktree | None) -> None:
         )
     if wt.branch != f"refs/heads/{t.branch}":
         raise lane.branch_mismatch_refusal(repo, t.key, t.path, t.branch, wt.branch)
+
+
+def _check_branch(repo: Repo, t: Target) -> None:
+    """The lane branch is where its worktree left it: not deleted, not moved by hand
+    (else G2 would call the worktree's own commit "uncommitted changes")."""
+    facts = recovery.branch_facts(repo, t.path, t.branch, t.tip)
+    if facts.state != "ok":
+        raise recovery.branch_refusal(t.key, facts, "land")
 
 
 def g2_clean(t: Target, dirty: list[str]) -> None:

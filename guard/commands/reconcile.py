@@ -1,7 +1,8 @@
 """`git lane reconcile`: bring the registry, the lock and a half-done land in line with git.
 Finishes or rolls back a land that died, clears a dead owner's lock record, marks lanes
 whose worktree vanished orphaned (and back), adopts lane worktrees nobody registered,
-sets aside corrupt records, rebuilds a corrupt epoch and gives the last land its landed
+sets aside corrupt records (kept as *.corrupt-<time>) and rebuilds them from git,
+rebuilds a corrupt epoch and gives the last land its landed
 ref when it has none."""
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import os
 from dataclasses import replace
 from typing import Any
 
-from guard import git, landed, landing, lane, lock, policy, procs
+from guard import git, landed, landing, lane, lock, policy, procs, recovery
+from guard.commands import repair
 from guard.repo import Repo
 from guard.results import ReconcileResult
 from guard.store import LaneRecord, now_iso
@@ -27,12 +29,11 @@ def run(repo: Repo) -> ReconcileResult:
         known: dict[str, LaneRecord] = {}
         for k in repo.store.lane_keys():
             rec = repo.store.read_lane(k)
-            if rec is None:
-                bad = repo.store.lane_path(k)
-                aside = bad.with_name(f"{bad.name}.corrupt-{os.getpid()}")
-                os.replace(bad, aside)
-                changes.append({"action": "corrupt_record_moved", "lane": k, "to": str(aside)})
-                continue
+            if rec is None:  # kept aside as *.corrupt-<time>, rebuilt from git when it can be
+                rec, done = recovery.rebuild_record(repo, k, wts, repair.default_path(repo, k))
+                changes.extend(done)
+                if rec is None:
+                    continue
             known[k] = rec
         for rec in known.values():
             changes.extend(_reconcile_lane(repo, rec, idx))
@@ -58,7 +59,49 @@ def run(repo: Repo) -> ReconcileResult:
         changes.append({"action": "forged_symbolic_ref_removed", "ref": ref})
     if changes:
         repo.store.event("reconcile", changes=changes)
-    return {"ok": True, "code": "reconciled" if changes else "ok", "changes": changes}
+    out: ReconcileResult = {
+        "ok": True,
+        "code": "reconciled" if changes else "ok",
+        "changes": changes,
+    }
+    nxt, warnings = _needs_repair(repo)
+    if warnings:
+        out["next"] = nxt
+        out["warnings"] = warnings
+    return out
+
+
+def _needs_repair(repo: Repo) -> tuple[list[str], list[str]]:
+    """Lanes reconcile leaves to `git lane repair` (the commands, and why): a worktree
+    that is missing may only have been moved (so nothing is checked out in its place
+    unasked), and a branch deleted or moved by hand is put back only when asked."""
+    nxt: list[str] = []
+    why: list[str] = []
+    for rec in repo.store.lanes():
+        if rec.status == "released":
+            continue
+        facts = recovery.branch_facts(
+            repo, rec.path, rec.branch, repo.ref_sha(f"refs/heads/{rec.branch}")
+        )
+        if facts.state == "missing" and facts.recorded is None:
+            why.append(
+                f"lane {rec.key}: its branch {rec.branch} is gone and nothing in git records its "
+                f"last commit; `git lane release {rec.key} --confirm yes-discard-lane` drops the lane"
+            )
+            continue
+        if facts.state == "missing":
+            what = f"its branch {rec.branch} was deleted"
+        elif facts.state == "moved":
+            what = f"its branch {rec.branch} was moved outside the lane"
+        elif rec.status == "orphaned":
+            what = f"its worktree {rec.path} is missing"
+        else:
+            continue
+        nxt.append(f"git lane repair {rec.key}")
+        why.append(
+            f"lane {rec.key}: {what}; reconcile does not guess, `git lane repair {rec.key}` puts it back"
+        )
+    return nxt, why
 
 
 def _reconcile_lane(

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from guard import git, lane, lock
+from guard import git, lane, lock, recovery
 from guard.errors import Refusal
 from guard.lane import CONFIRM, LOCK_REASON
 from guard.repo import Repo
@@ -61,6 +61,13 @@ def run(repo: Repo, key: str | None, confirm: str | None = None) -> ReleaseResul
         if rec.status == "released":
             return {"ok": True, "code": "already_released", "lane": key}
         lane.owner_conflict(repo, rec, "release")
+        if confirm != CONFIRM:
+            facts = recovery.branch_facts(
+                repo, rec.path, rec.branch, repo.ref_sha(f"refs/heads/{rec.branch}")
+            )
+            if facts.state != "ok" and facts.recorded is not None:
+                # the lane's last commit is known only to its worktree: repair, not release
+                raise recovery.branch_refusal(key, facts, "release")
         integration = FileLock(lock.flock_path(repo))
         if not integration.acquire(timeout=0):
             raise Refusal(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from guard import git, landed, lane, lock
+from guard import git, landed, lane, lock, policy
 from guard.commands.land import hub_next
 from guard.repo import Repo
 from guard.results import Alert, LaneView, LockView, StatusResult
@@ -40,6 +40,7 @@ def run(repo: Repo, key: str | None = None, all_: bool = False) -> StatusResult:
     wts = repo.worktrees()
     hub = repo.hub(wts)
     records = repo.store.lanes()
+    readable = {r.key for r in records}  # the rest of lane_keys() is corrupt
     if key is not None:
         lane.check_key(key)
         records = [r for r in records if r.key == key]
@@ -78,6 +79,9 @@ def run(repo: Repo, key: str | None = None, all_: bool = False) -> StatusResult:
 
     results = git.parallel(one, jobs)
     lanes: list[LaneView] = [r for j, r in zip(jobs, results, strict=True) if j[0] == "lane"]
+    if key is None:  # an unreadable record is shown, never dropped
+        lanes.extend(corrupt_view(repo, k) for k in repo.store.lane_keys() if k not in readable)
+        lanes.sort(key=lambda v: v["key"])
     hub_dirty: list[str] = results[0] if hub is not None else []
     landing_open = repo.store.landing_path.exists()
     alerts = switched_off(repo) + hooks_alerts(repo)
@@ -115,6 +119,37 @@ def run(repo: Repo, key: str | None = None, all_: bool = False) -> StatusResult:
         "released_hidden": released_hidden,
         "warnings": warnings,
         "alerts": alerts,
+    }
+
+
+def corrupt_view(repo: Repo, key: str) -> LaneView:
+    """A lane whose record is unreadable (not JSON, wrong types, an empty path, a
+    directory): what can be said without it, and the command that rebuilds it."""
+    from guard import recovery
+
+    path = recovery.salvage(repo, key).get("path", "")
+    branch = lane.branch_of(key)
+    return {
+        "key": key,
+        "branch": branch,
+        "path": path,
+        "state": "corrupt",
+        "goal": None,
+        "fresh": False,
+        "sync_required": False,
+        "dirty": False,
+        "dirty_paths": [],
+        "ahead": 0,
+        "behind": 0,
+        "rebase_in_progress": False,
+        "owner_pid": None,
+        "owner_alive": False,
+        "tip": repo.ref_sha(f"refs/heads/{branch}"),
+        "head": None,
+        "advice": "Record unreadable: `git lane reconcile` rebuilds it from git (the file is kept).",
+        "branch_state": "unknown",
+        "port": policy.lane_port(key),
+        "setup": None,
     }
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from guard import git, lane
+from guard import git, lane, recovery
 from guard.errors import Refusal
 from guard.policy import MARKER_SIZE, conflict_blocks, marker_sizes
 from guard.repo import Repo
@@ -43,8 +43,10 @@ def _lane(repo: Repo, key: str | None, action: str) -> tuple[str, str, str]:
     key = lane.current(repo, key, action)
     rec = lane.get(repo, key)
     wt = git.by_path(repo.worktrees()).get(os.path.realpath(rec.path))
-    if rec.status != "active" or wt is None or not wt.exists:
-        raise lane.not_active_refusal(repo, rec, f"has no worktree ({rec.status})")
+    if rec.status == "released":
+        raise lane.not_active_refusal(repo, rec, "is released")
+    if wt is None or not wt.exists:
+        raise lane.missing_worktree_refusal(key, rec.path, action)
     return key, rec.branch, rec.path
 
 
@@ -261,6 +263,9 @@ def sync(repo: Repo, key: str | None) -> SyncResult:
     head = git.run(["symbolic-ref", "-q", "HEAD"], path, check=False).stdout.strip()
     if head != f"refs/heads/{branch}":
         raise lane.branch_mismatch_refusal(repo, key, path, branch, head or None)
+    facts = recovery.branch_facts(repo, path, branch, repo.ref_sha(head))
+    if facts.state != "ok":  # deleted or moved by hand: a rebase would act on the wrong commits
+        raise recovery.branch_refusal(key, facts, "sync")
     dirty = git.dirty_paths(path)
     if dirty:
         raise lane.dirty_refusal(key, path, dirty, "sync")

@@ -1,0 +1,76 @@
+"""`git lane repair KEY`: put one lane back together from what git still knows, after
+something outside git-lane broke it. In order: an unreadable record is set aside and
+rebuilt from git; a branch deleted or moved by hand goes back to the commit the lane's
+worktree recorded (its HEAD reflog; a moved value with other commits is kept on a
+rescue branch); a worktree deleted by hand is checked out again at its path (linked
+back to git's admin dir when `git worktree prune` has not run, else `worktree add`).
+Owner only, under the registry lock. Nothing is ever discarded to get there."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import Any
+
+from guard import git, lane, recovery
+from guard.errors import Refusal
+from guard.repo import Repo
+from guard.results import RepairResult
+
+
+def default_path(repo: Repo, key: str) -> str | None:
+    """Where create puts the lane, when nothing else names its path."""
+    try:
+        return str(lane.worktrees_root(repo) / repo.slug / key)
+    except Refusal:
+        return None
+
+
+def run(repo: Repo, key: str) -> RepairResult:
+    lane.forbid_worker("repair", f"git lane repair {key}")
+    lane.check_key(key)
+    changes: list[dict[str, Any]] = []
+    with lane.registry_lock(repo):
+        if repo.store.read_lane(key) is None and repo.store.lane_file_exists(key):
+            _, changes = recovery.rebuild_record(
+                repo, key, repo.worktrees(), default_path(repo, key)
+            )
+            if repo.store.read_lane(key) is None:  # nothing in git to rebuild it from
+                repo.store.event("repair", lane=key, changes=changes)
+                return {"ok": True, "code": "repaired", "lane": key, "changes": changes}
+        rec = lane.get(repo, key)
+        if rec.status == "released":
+            raise Refusal(
+                "lane_not_active",
+                f"lane {key} is released; there is nothing to repair",
+                next=[f"git lane create {key}"],
+                details={"lane": key, "state": "released"},
+            )
+        ref = f"refs/heads/{rec.branch}"
+        facts = recovery.branch_facts(repo, rec.path, rec.branch, repo.ref_sha(ref))
+        changes.extend(recovery.restore_branch(repo, rec, facts))
+        wt = git.by_path(repo.worktrees()).get(os.path.realpath(rec.path))
+        if wt is None or not wt.exists:
+            changes.extend(recovery.restore_worktree(repo, rec))
+        if lane.read_marker(rec.path) != rec.key:
+            lane.write_marker(repo, rec.path, rec.key)  # the hooks tell a lane by it
+            if lane.read_marker(rec.path) == rec.key:
+                changes.append({"action": "marker_written", "lane": key})
+        if rec.status != "active":
+            repo.store.write_lane(replace(rec, status="active"))
+            changes.append({"action": "active", "lane": key, "from": rec.status})
+    if changes:
+        repo.store.event("repair", lane=key, changes=changes)
+    warnings = [
+        f"the moved value of {rec.branch} ({c['sha'][:12]}) had commits the lane's own tip lacks: "
+        f"kept as {c['ref'].removeprefix('refs/heads/')}"
+        for c in changes
+        if c["action"] == "moved_value_kept"
+    ]
+    return {
+        "ok": True,
+        "code": "repaired" if changes else "ok",
+        "lane": key,
+        "changes": changes,
+        "warnings": warnings,
+    }

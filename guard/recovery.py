@@ -1,0 +1,327 @@
+"""Recovery of a lane from what git still knows, after something outside git-lane broke
+it: its worktree deleted by hand (with or without `git worktree prune` since), its branch
+deleted or moved by hand, its record unreadable. Facts first (what status, doctor, land
+and sync ask), then the repairs (`git lane repair`, `git lane reconcile`). A repair never
+discards work: a branch value it replaces is kept on a rescue branch when it holds
+commits the restored value lacks, and an unreadable record is moved aside, never deleted.
+
+Where a lane's commit is recorded when its branch is gone: the HEAD reflog of its
+worktree (`<admin>/logs/HEAD`), which every commit, rebase and reset made in the lane
+writes, and which a ref update from any other worktree does not."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from guard import git
+from guard.errors import Refusal
+from guard.repo import Repo
+from guard.store import LaneRecord, now_iso
+
+ZERO = "0" * 40
+RESCUE_PREFIX = "refs/heads/git-lane-rescue/"
+
+
+# -- facts ----------------------------------------------------------------------------------
+def admin_dir(repo: Repo, path: str) -> Path | None:
+    """The administrative dir (`<common>/worktrees/<id>`) of the worktree registered at
+    `path`, found from the worktree's .git file, or, when the directory is gone, from the
+    `gitdir` file git keeps for it (until `git worktree prune` removes both)."""
+    gd = git.worktree_git_dir(path)
+    if gd is not None and gd.is_dir():
+        return gd
+    want = os.path.realpath(os.path.join(path, ".git"))
+    base = Path(os.path.realpath(repo.common_dir)) / "worktrees"
+    try:
+        entries = sorted(base.iterdir())
+    except OSError:
+        return None
+    for d in entries:
+        try:
+            got = (d / "gitdir").read_text().strip()
+        except OSError:
+            continue
+        if got and os.path.realpath(got) == want:
+            return d
+    return None
+
+
+def head_ref(admin: Path) -> str | None:
+    """What the worktree's HEAD names: a full ref when symbolic, else None."""
+    try:
+        text = (admin / "HEAD").read_text().strip()
+    except OSError:
+        return None
+    return text[len("ref: ") :] if text.startswith("ref: ") else None
+
+
+def newest_head_log(admin: Path) -> str | None:
+    """The new value of the newest entry of the worktree's HEAD reflog, read from the end
+    of the file (a reflog of years stays cheap), or None when there is none."""
+    p = admin / "logs" / "HEAD"
+    try:
+        with open(p, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            chunk = 4096
+            while True:
+                start = max(0, size - chunk)
+                f.seek(start)
+                data = f.read(size - start)
+                lines = [ln for ln in data.split(b"\n") if ln.strip()]
+                if lines and (start == 0 or len(lines) > 1):
+                    last = lines[-1]
+                    break
+                if start == 0:
+                    return None
+                chunk *= 4
+    except OSError:
+        return None
+    fields = last.split(b" ", 2)
+    if len(fields) < 2:
+        return None
+    new = fields[1].decode("ascii", "replace")
+    return new if len(new) == 40 and new != ZERO else None
+
+
+@dataclass(frozen=True)
+class BranchFacts:
+    """The lane branch against what its worktree recorded: "ok", "missing" (the ref is
+    gone), or "moved" (the ref names another commit than the worktree last had checked
+    out on it). `recorded` is that commit (None when nothing in git records it)."""
+
+    state: str
+    tip: str | None
+    recorded: str | None
+
+
+def branch_facts(repo: Repo, path: str, branch: str, tip: str | None) -> BranchFacts:
+    """Only a worktree whose HEAD names the lane branch speaks for it: a detached or
+    switched worktree is the branch-mismatch case, which status and land name themselves."""
+    admin = admin_dir(repo, path)
+    recorded = None
+    if admin is not None and head_ref(admin) == f"refs/heads/{branch}":
+        recorded = newest_head_log(admin)
+    if tip is None:
+        return BranchFacts("missing", None, recorded)
+    if recorded is not None and recorded != tip:
+        return BranchFacts("moved", tip, recorded)
+    return BranchFacts("ok", tip, recorded)
+
+
+def branch_refusal(key: str, facts: BranchFacts, action: str) -> Refusal:
+    """land and sync (and a plain release) on a lane whose branch was deleted or moved by
+    hand: acting would land, rebase or drop the wrong commits."""
+    rec = facts.recorded
+    if facts.state == "missing":
+        return Refusal(
+            "lane_branch_missing",
+            f"the branch lane/{key} is gone (deleted outside git-lane)"
+            + (
+                f"; its worktree last had {rec[:12]} checked out on it"
+                if rec
+                else "; nothing in git records its last commit"
+            ),
+            next=[f"git lane repair {key}", f"git lane {action} {key}"],
+            details={"lane": key, "recorded": rec},
+        )
+    return Refusal(
+        "lane_branch_moved",
+        f"the branch lane/{key} was moved outside the lane: it is at {str(facts.tip)[:12]}, "
+        f"but its worktree has {str(rec)[:12]} checked out on it",
+        next=[f"git lane repair {key}", f"git lane {action} {key}"],
+        details={"lane": key, "tip": facts.tip, "recorded": rec},
+    )
+
+
+# -- repairs --------------------------------------------------------------------------------
+def restore_branch(repo: Repo, rec: LaneRecord, facts: BranchFacts) -> list[dict[str, Any]]:
+    """Put the lane branch back at the commit its worktree recorded. A moved branch's value
+    is kept on `git-lane-rescue/<key>-<sha>` first when it holds commits the restored value
+    lacks; the move itself is a compare-and-swap, run in the lane's worktree when it is
+    there so its HEAD reflog records it."""
+    if facts.state == "ok":
+        return []
+    key, ref = rec.key, f"refs/heads/{rec.branch}"
+    target = facts.recorded
+    if target is None or not git.has_commit(repo.common_dir, target):
+        raise Refusal(
+            "lane_branch_missing",
+            f"the branch {rec.branch} is gone and nothing in git records the lane's last commit "
+            "(its worktree's HEAD reflog is gone or names a commit no longer here); nothing was changed",
+            next=[f"git lane release {key} --confirm yes-discard-lane"],
+            alternatives=[
+                "git fsck --no-reflogs --lost-found  # dangling commits; if the lane's is one: "
+                f"git branch {rec.branch} <sha> && git lane repair {key}"
+            ],
+            details={"lane": key, "recorded": target},
+        )
+    where: str | os.PathLike[str] = rec.path if os.path.isdir(rec.path) else repo.common_dir
+    out: list[dict[str, Any]] = []
+    old = facts.tip or ""
+    if facts.tip is not None and not _contains(repo, target, facts.tip):
+        rescue = f"{RESCUE_PREFIX}{key}-{facts.tip[:12]}"
+        if repo.ref_sha(rescue) != facts.tip:
+            git.run(
+                ["update-ref", "-m", f"git-lane: repair {key}: keep", rescue, facts.tip, ""],
+                repo.common_dir,
+            )
+        out.append({"action": "moved_value_kept", "lane": key, "ref": rescue, "sha": facts.tip})
+    res = git.run(
+        ["update-ref", "-m", f"git-lane: repair {key}", ref, target, old], where, check=False
+    )
+    if not res.ok:  # the compare-and-swap lost: something moved the branch meanwhile
+        raise Refusal(
+            "lane_branch_moved",
+            f"the branch {rec.branch} changed while repair ran ({res.stderr.strip()[:200]}); nothing was restored",
+            next=[f"git lane status {key}", f"git lane repair {key}"],
+            details={"lane": key, "tip": repo.ref_sha(ref), "recorded": target},
+        )
+    out.append(
+        {
+            "action": "branch_restored",
+            "lane": key,
+            "from": facts.tip,
+            "to": target,
+            "source": "the worktree's HEAD reflog",
+        }
+    )
+    return out
+
+
+def _contains(repo: Repo, tip: str, other: str) -> bool:
+    """Is `other` an ancestor of (or equal to) `tip`?"""
+    res = git.run(["merge-base", "--is-ancestor", other, tip], repo.common_dir, check=False)
+    return res.returncode == 0
+
+
+def restore_worktree(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
+    """Check the lane out again at its recorded path. While git still has the worktree's
+    admin dir (no `git worktree prune` since), the directory is linked back to it (the
+    .git file, then `git worktree repair`) and filled from its index: staged work, the
+    HEAD reflog, per-worktree refs and a lock all survive. Once pruned, a plain
+    `git worktree add <path> <branch>`."""
+    path = rec.path
+    if os.path.lexists(path) and (not os.path.isdir(path) or os.listdir(path)):
+        raise Refusal(
+            "worktree_path_exists",
+            f"{path} exists and is not lane {rec.key}'s worktree; it was left as it is",
+            next=[f"mv {git.q(path)} {git.q(path + '.moved-aside')}", f"git lane repair {rec.key}"],
+            details={"lane": rec.key, "path": path},
+        )
+    admin = admin_dir(repo, path)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise Refusal(
+            "worktree_restore_failed",
+            f"cannot make {path}: {exc.strerror}",
+            next=[f"mkdir -p {git.q(path)}", f"git lane repair {rec.key}"],
+            details={"lane": rec.key, "path": path},
+        ) from None
+    if admin is not None:
+        Path(path, ".git").write_text(f"gitdir: {admin}\n")
+        steps = [["worktree", "repair", path]]
+        if not (admin / "index").exists():
+            steps.append(["reset", "-q"])  # the index from HEAD, then the files from it
+        steps.append(["checkout-index", "-a"])
+        how = "relinked"
+    else:
+        os.rmdir(path)
+        steps = [["worktree", "add", "-q", path, rec.branch]]
+        how = "added"
+    for argv in steps:
+        cwd = repo.common_dir if argv[0] == "worktree" else path
+        res = git.run(argv, cwd, check=False)
+        if not res.ok:
+            raise Refusal(
+                "worktree_restore_failed",
+                f"git could not check lane {rec.key} out again at {path} "
+                f"(`git {' '.join(argv)}`: {res.stderr.strip()[:300]}); the branch {rec.branch} is untouched",
+                next=[f"git -C {git.q(path)} status", f"git lane repair {rec.key}"],
+                details={"lane": rec.key, "path": path, "stderr": res.stderr},
+            )
+    return [{"action": "worktree_restored", "lane": rec.key, "path": path, "how": how}]
+
+
+# -- corrupt records ------------------------------------------------------------------------
+def set_aside_record(repo: Repo, key: str) -> Path:
+    """Move `lanes/<key>.json` (a file or a directory) to `<key>.json.corrupt-<UTC time>`
+    beside it, never over an earlier one."""
+    bad = repo.store.lane_path(key)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    n = 0
+    while True:
+        aside = bad.with_name(f"{bad.name}.corrupt-{stamp}" + (f"-{n}" if n else ""))
+        if not os.path.lexists(aside):
+            break
+        n += 1
+    os.rename(bad, aside)
+    return aside
+
+
+def salvage(repo: Repo, key: str) -> dict[str, Any]:
+    """Whatever of an unreadable record is still intact (path, created_at, goal)."""
+    try:
+        d = json.loads(repo.store.lane_path(key).read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return {}
+    if not isinstance(d, dict):
+        return {}
+    out: dict[str, Any] = {}
+    p = d.get("path")
+    if isinstance(p, str) and p and "\0" not in p and os.path.isabs(p):
+        out["path"] = p
+    for k in ("created_at", "goal"):
+        if isinstance(d.get(k), str):
+            out[k] = d[k]
+    return out
+
+
+def rebuild_record(
+    repo: Repo, key: str, wts: list[git.Worktree], default_path: str | None
+) -> tuple[LaneRecord | None, list[dict[str, Any]]]:
+    """reconcile / repair: the unreadable record of `key` is set aside (kept), and a new
+    one derived from git: a worktree that has lane/<key> checked out (active when its
+    directory is there, orphaned when not), else the branch alone (orphaned, at the
+    path the old record named, else where create puts the lane). Nothing in git: no
+    record, and the change says so."""
+    old = salvage(repo, key)
+    aside = set_aside_record(repo, key)
+    changes: list[dict[str, Any]] = [
+        {"action": "corrupt_record_moved", "lane": key, "to": str(aside)}
+    ]
+    branch = f"lane/{key}"
+    on = [w for w in wts if w.branch == f"refs/heads/{branch}"]
+    on.sort(key=lambda w: not w.exists)  # a worktree that is there first
+    path: str | None = None
+    status = "orphaned"
+    if on:
+        path, status = on[0].path, "active" if on[0].exists else "orphaned"
+    elif repo.ref_sha(f"refs/heads/{branch}") is not None:
+        path = old.get("path") or default_path
+    if path is None:
+        changes.append(
+            {
+                "action": "record_not_rebuilt",
+                "lane": key,
+                "reason": f"git has no branch {branch} and no worktree on it",
+            }
+        )
+        return None, changes
+    rec = LaneRecord(
+        key=key,
+        branch=branch,
+        path=path,
+        created_at=old.get("created_at") or now_iso(),
+        status=status,
+        goal=old.get("goal"),
+    )
+    repo.store.write_lane(rec)
+    changes.append({"action": "record_rebuilt", "lane": key, "path": path, "status": status})
+    return rec, changes
