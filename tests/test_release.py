@@ -227,3 +227,33 @@ def test_commits_only_the_worktree_head_reflog_holds_are_work(repo: Repo) -> Non
     r = repo.jlane("release", "alpha", "--confirm", "yes-discard-lane")
     assert r.code == "released", r.stdout
     assert git(repo.path, "cat-file", "-t", precious).stdout.strip() == "commit"
+
+
+def test_a_commit_reset_away_is_work_but_a_rebased_one_is_not(repo: Repo) -> None:
+    """A tip the branch had before `reset --hard` (or an amend) lives only in the branch's
+    reflog, which release deletes with the branch: work. What a sync rebased is on the
+    branch in another form: not work."""
+    path = repo.create("alpha")
+    repo.commit(path, "a.txt", "a\n", "kept")
+    repo.commit(repo.path, "m.txt", "m\n")  # main moves: the sync rebases "kept"
+    assert repo.jlane("sync", "alpha").rc == 0
+    repo.git("merge", "-q", "--ff-only", "lane/alpha")  # landed
+    assert repo.jlane("release", "alpha").code == "released"
+    path = repo.create("beta")
+    valuable = repo.commit(path, "v.txt", "v\n", "valuable")
+    git(path, "reset", "-q", "--hard", "HEAD~1")
+    r = repo.jlane("release", "beta")
+    assert (r.rc, r.code) == (1, "unlanded_work"), r.stdout
+    assert any("valuable" in c for c in r.json["details"]["detached_commits"]), r.stdout
+    assert valuable
+
+
+def test_a_flagged_file_edited_in_the_lane_is_work(repo: Repo) -> None:
+    path = repo.create("alpha")
+    repo.commit(path, "f.txt", "one\n")
+    repo.git("merge", "-q", "--ff-only", "lane/alpha")
+    git(path, "update-index", "--assume-unchanged", "f.txt")
+    (path / "f.txt").write_text("WORK\n")
+    r = repo.jlane("release", "alpha")
+    assert (r.rc, r.code) == (1, "unlanded_work"), r.stdout
+    assert (path / "f.txt").read_text() == "WORK\n"

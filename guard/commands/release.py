@@ -197,33 +197,45 @@ def _inspect(repo: Repo, rec: LaneRecord, wt: git.Worktree | None, main_sha: str
         work.detached = git.run(
             ["log", "--format=%h %s", work.head, "--not", *keep], common
         ).lines()
-    # commits HEAD was on and left (a detached HEAD switched back to the branch) live only
-    # in this worktree's HEAD reflog, which goes with the worktree: they are work too
-    # (what a rebase made and dropped, and the branch's own earlier tips -- the commits a
-    # sync rebased away -- are not: their work is on the branch in another form)
-    logged = git.run(["reflog", "show", "--format=%H %gs", "HEAD"], rec.path, check=False)
-    shas = sorted(
-        {
-            sha
-            for sha, _, why in (ln.partition(" ") for ln in logged.lines())
-            if sha.strip("0") and not why.startswith("rebase")
-        }
-    )[:2000]
-    if not logged.ok:
-        shas = []
-        work.detached.append(f"(the HEAD reflog of {rec.path} could not be read)")
-    branch_log = git.run(
-        ["reflog", "show", "--format=%H", f"refs/heads/{rec.branch}"], common, check=False
-    )
-    earlier = sorted(set(branch_log.lines()))[:2000] if branch_log.ok else []
-    if shas:
+    # Commits HEAD was on and left (a detached HEAD switched back to the branch), and tips
+    # the lane's branch had before a reset or an amend, live only in this worktree's HEAD
+    # reflog and the branch's reflog, which go with the lane: they are work too. What a
+    # sync's rebase replaced is not (its work is on the branch in another form): the tip
+    # just before each `rebase` entry, and what a rebase made and then dropped.
+    wanted: set[str] = set()
+    replaced: set[str] = set()
+    for where, ref in ((rec.path, "HEAD"), (str(common), f"refs/heads/{rec.branch}")):
+        logged = git.run(["reflog", "show", "--format=%H %gs", ref], where, check=False)
+        if not logged.ok and ref == "HEAD":
+            work.detached.append(f"(the HEAD reflog of {rec.path} could not be read)")
+            continue
+        entries = [ln.partition(" ")[::2] for ln in logged.lines()]  # newest first
+        for n, (sha, why) in enumerate(entries):
+            if not sha.strip("0"):
+                continue
+            if why.startswith("rebase"):
+                older = entries[n + 1] if n + 1 < len(entries) else None
+                if older is not None and not older[1].startswith("rebase"):
+                    replaced.add(older[0])
+                continue
+            wanted.add(sha)
+    wanted -= replaced
+    if wanted:
+        # every sha through stdin, before --not: no argument list grows with the reflog
         only = git.run(
-            ["log", "--ignore-missing", "--format=%h %s", *shas, "--not", "--all", *earlier],
+            ["log", "--ignore-missing", "--format=%h %s", "--stdin", "--not", "--all"],
             common,
             check=False,
+            input="".join(f"{sha}\n" for sha in sorted(wanted))
+            + "".join(f"^{sha}\n" for sha in sorted(replaced)),
         )
-        found = only.lines() if only.ok else [f"(the HEAD reflog of {rec.path} could not be read)"]
+        found = only.lines() if only.ok else [f"(the reflogs of lane {rec.key} could not be read)"]
         work.detached = list(dict.fromkeys([*work.detached, *found]))
+    # files flagged assume-unchanged or skip-worktree: `git status` (and `git worktree
+    # remove`) do not see their edits, so they are looked at against the tip directly
+    if work.tip is not None:
+        hidden = git.hidden_differences(rec.path, work.tip)
+        work.dirty = list(dict.fromkeys([*work.dirty, *hidden.changed]))
     # ignored files (.env, build outputs) are in no commit and `worktree remove` deletes
     # them without a word; an ignored directory is named once, with its trailing slash
     work.ignored = git.run(
