@@ -127,6 +127,36 @@ def lane_at(repo: Repo) -> str | None:
     return None
 
 
+def _process_lane(repo: Repo) -> str | None:
+    """The lane whose worktree this process really runs in (its own cwd, not `-C`)."""
+    try:
+        here = os.path.realpath(os.getcwd())
+    except OSError:
+        return None
+    for rec in repo.store.lanes():
+        root = os.path.realpath(rec.path)
+        if rec.status != "released" and (here == root or here.startswith(root + os.sep)):
+            return rec.key
+    return None
+
+
+def _unbound_worker_may(repo: Repo, key: str, action: str) -> None:
+    """A GITLANE_ROLE=worker process without GITLANE_LANE is bound by where it runs: it
+    may act only on the lane its cwd is in (naming another, or reaching one with `-C`,
+    is refused; outside every lane it acts on none)."""
+    own = _process_lane(repo)
+    if own == key:
+        return
+    raise Refusal(
+        "role_forbidden",
+        "this GITLANE_ROLE=worker process runs in "
+        + (f"lane {own}" if own else "no lane's worktree")
+        + f" and may not {action} lane {key}",
+        next=[f"git lane {action} {own}" if own else "git lane status"],
+        details={"lane": key, "own": own},
+    )
+
+
 def current(repo: Repo, key: str | None, action: str, usage: str = "") -> str:
     """The lane a command acts on, for every command that takes [KEY]: the argument, else
     GITLANE_LANE, else the lane worktree the cwd (or `-C PATH`) is in. A worker may name
@@ -136,6 +166,8 @@ def current(repo: Repo, key: str | None, action: str, usage: str = "") -> str:
     key = resolve_key(key, action)
     if key is None:
         key = lane_at(repo)
+    if key is not None and is_worker() and bound_lane() is None:
+        _unbound_worker_may(repo, key, action)
     if key is not None:
         check_key(key)
         return key

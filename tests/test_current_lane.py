@@ -125,3 +125,18 @@ def test_path_of_a_released_lane_is_refused(two: tuple[Repo, Path, Path]) -> Non
     assert r.code == "unknown_lane" and r.json["details"]["active"] == ["alpha"]
     assert r.json["next"] == ["git lane status"]
     assert repo.jlane("path", "No_Such").code == "invalid_lane_key"
+
+
+def test_an_unbound_worker_acts_only_on_the_lane_it_runs_in(repo: Repo) -> None:
+    a = repo.create("alpha")
+    b = repo.create("beta")
+    env = {"GITLANE_ROLE": "worker"}
+    for args, cwd in (
+        (("abort", "beta"), a),
+        (("-C", str(b), "abort"), a),
+        (("sync", "alpha"), repo.path),
+    ):
+        r = repo.jlane(*args, cwd=cwd, env=env)
+        assert (r.rc, r.code) == (1, "role_forbidden"), (args, r.stdout)
+    r = repo.jlane("path", cwd=a, env=env)
+    assert (r.rc, r.json["path"]) == (0, str(a)), r.stdout
