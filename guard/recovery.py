@@ -142,7 +142,7 @@ def branch_refusal(key: str, facts: BranchFacts, action: str) -> Refusal:
 # -- repairs --------------------------------------------------------------------------------
 def restore_branch(repo: Repo, rec: LaneRecord, facts: BranchFacts) -> list[dict[str, Any]]:
     """Put the lane branch back at the commit its worktree recorded. A moved branch's value
-    is kept on `git-lane-rescue/<key>-<sha>` first when it holds commits the restored value
+    is kept on a `git-lane-rescue/` branch first when it holds commits the restored value
     lacks; the move itself is a compare-and-swap, run in the lane's worktree when it is
     there so its HEAD reflog records it."""
     if facts.state == "ok":
@@ -251,7 +251,7 @@ def restore_worktree(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
 
 # -- corrupt records ------------------------------------------------------------------------
 def set_aside_record(repo: Repo, key: str) -> Path:
-    """Move `lanes/<key>.json` (a file or a directory) to `<key>.json.corrupt-<UTC time>`
+    """Move the lane record (a file or a directory) to a `.corrupt-` name with the UTC time
     beside it, never over an earlier one."""
     bad = repo.store.lane_path(key)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())

@@ -265,7 +265,7 @@ def test_lane_not_active(gated: Repo) -> None:
     ok(run_next(r, gated.path))
     for cmd in r.json["next"][1:]:  # the whole path, in order, brings the lane back
         ok(run_next(LaneRun(0, json.dumps({"next": [cmd]}), ""), gated.path))
-    assert gated.jlane("land", "alpha").code == "landed"
+    assert gated.jlane("land", "alpha").code in ("landed", "nothing_to_land")  # next may land
     assert gated.sha() == head(path)
 
 
