@@ -218,12 +218,6 @@ def plain_refs(cwd: Where, *patterns: str) -> dict[str, str]:
     return out
 
 
-def symbolic_refs(cwd: Where, *patterns: str) -> list[str]:
-    """The symbolic refs among `patterns`."""
-    res = run(["for-each-ref", "--format=%(refname) %(symref)", *patterns], cwd)
-    return [ln.partition(" ")[0] for ln in res.lines() if ln.partition(" ")[2]]
-
-
 def is_ancestor(cwd: Where, a: str, b: str) -> bool:
     res = run(["merge-base", "--is-ancestor", a, b], cwd, check=False)
     if res.returncode not in (0, 1):

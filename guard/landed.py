@@ -16,6 +16,7 @@ still read as numbers, and a name that is not exactly 10 digits is not ours."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from guard import git
@@ -107,8 +108,6 @@ def forgeries(repo: Repo) -> list[str]:
     stops them; one at a landed ref's name would make land write through it (or, dangling,
     be skipped by for-each-ref). Found by reading the loose ref files: a symbolic ref is
     never packed."""
-    import os
-
     root = os.path.join(str(repo.common_dir), "refs", "git-lane")
     out: list[str] = []
     for d, dirs, files in os.walk(root):

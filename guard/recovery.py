@@ -253,16 +253,10 @@ def restore_worktree(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
 def set_aside_record(repo: Repo, key: str) -> Path:
     """Move the lane record (a file or a directory) to a `.corrupt-` name with the UTC time
     beside it, never over an earlier one."""
-    bad = repo.store.lane_path(key)
+    from guard.store import move_aside
+
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    n = 0
-    while True:
-        aside = bad.with_name(f"{bad.name}.corrupt-{stamp}" + (f"-{n}" if n else ""))
-        if not os.path.lexists(aside):
-            break
-        n += 1
-    os.rename(bad, aside)
-    return aside
+    return move_aside(repo.store.lane_path(key), stamp)
 
 
 def salvage(repo: Repo, key: str) -> dict[str, Any]:

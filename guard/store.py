@@ -73,19 +73,24 @@ def ensure_dir(path: Path) -> None:
         raise not_a_directory(bad) from None
 
 
-def set_aside_file(path: Path) -> Path | None:
-    """Move a non-directory that sits where a state directory belongs to
-    `<name>.corrupt-<pid>[-n]` beside it (kept); None when there is nothing to move."""
-    if not os.path.lexists(path) or (path.is_dir() and not path.is_symlink()):
-        return None
+def move_aside(path: Path, tag: str) -> Path:
+    """Rename `path` to `<name>.corrupt-<tag>[-n]` beside it, never over an earlier one."""
     n = 0
     while True:
-        aside = path.with_name(f"{path.name}.corrupt-{os.getpid()}" + (f"-{n}" if n else ""))
+        aside = path.with_name(f"{path.name}.corrupt-{tag}" + (f"-{n}" if n else ""))
         if not os.path.lexists(aside):
             break
         n += 1
     os.rename(path, aside)
     return aside
+
+
+def set_aside_file(path: Path) -> Path | None:
+    """Move a non-directory that sits where a state directory belongs to
+    `<name>.corrupt-<pid>[-n]` beside it (kept); None when there is nothing to move."""
+    if not os.path.lexists(path) or (path.is_dir() and not path.is_symlink()):
+        return None
+    return move_aside(path, str(os.getpid()))
 
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:

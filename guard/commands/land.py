@@ -200,7 +200,7 @@ def _land_locked(
             return base, [], [], []
         changed, markers = git.both(
             lambda: git.changed_paths(repo.common_dir, main_before, tip),
-            lambda: marker_hits(path, main_before, tip),
+            lambda: marker_hits(path, main_before, tip, str(repo.common_dir)),
         )
         hits = policy.overlapping(hub_dirty(hub.path, changed), changed) if hub is not None else []
         return base, changed, hits, markers
@@ -701,7 +701,7 @@ def _on_main(hub: str, main_ref: str) -> bool:
 
 
 # -- facts --------------------------------------------------------------------------------
-def marker_hits(path: str, base: str, tip: str) -> list[str]:
+def marker_hits(path: str, base: str, tip: str, common: str) -> list[str]:
     """`file:line` of each conflict block in the tip's blobs that has a marker line
     base..tip adds. The -G pre-filter makes the common case one diff that prints nothing.
     Nothing outside the tip's tree decides what is checked: every file is diffed as text
@@ -716,7 +716,7 @@ def marker_hits(path: str, base: str, tip: str) -> list[str]:
     }
     if not touched:
         return []
-    sizes = _tree_marker_sizes(path, tip, sorted(touched))
+    sizes = _tree_marker_sizes(path, common, tip, sorted(touched))
     hits: list[str] = []
     for name, added in sorted(touched.items()):
         data = git.blob(path, tip, name)
@@ -727,14 +727,13 @@ def marker_hits(path: str, base: str, tip: str) -> list[str]:
     return hits
 
 
-def _tree_marker_sizes(path: str, tip: str, names: list[str]) -> dict[str, int]:
+def _tree_marker_sizes(path: str, common: str, tip: str, names: list[str]) -> dict[str, int]:
     """conflict-marker-size of `names` from the .gitattributes files of `tip`'s tree alone:
     asked of a throwaway bare repository that borrows the objects and holds nothing but an
     index of the tip (no info/attributes, no attributes file, no system file)."""
     import tempfile
 
-    common = git.run(["rev-parse", "--path-format=absolute", "--git-common-dir"], path)
-    objects = os.path.join(common.stdout.strip(), "objects")
+    objects = os.path.join(common, "objects")
     with tempfile.TemporaryDirectory(prefix="git-lane-attr-") as tmp:
         git.run(["init", "-q", "--bare", tmp], path)
         with open(os.path.join(tmp, "objects", "info", "alternates"), "w") as f:
