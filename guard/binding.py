@@ -1,0 +1,75 @@
+"""What `git lane exec` (and `git lane shellenv`) hands a lane-bound process, by name.
+
+The one place these environment names are spelled in Python; the shims (shims/git, edit,
+write) spell them once in sh. Standard library only: the shims' slow path imports this.
+
+    GITLANE_LANE       the lane key (makes the process a worker)
+    GITLANE_ROLE       "worker"
+    GITLANE_REAL_GIT   absolute path of the real git, resolved when exec started (never a shim)
+    GITLANE_SHIMS_DIR  the directory of our shims, first on PATH
+    GITLANE_LANE_PATH  realpath of the lane's worktree
+    GITLANE_COMMON     realpath of the repository's git common dir (state: <it>/git-lane)
+    GITLANE_PYTHON     the interpreter that has this guard package (sys.executable at exec)
+    GITLANE_PYPATH     the directory holding the guard package (for `python -I`)
+    GITLANE_HOME       HOME when exec started ('' when unset)
+    GITLANE_XDG_CONFIG_HOME  XDG_CONFIG_HOME when exec started ('' when unset)
+    GITLANE_PORT       the lane's port base
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+LANE = "GITLANE_LANE"
+ROLE = "GITLANE_ROLE"
+REAL_GIT = "GITLANE_REAL_GIT"
+SHIMS_DIR = "GITLANE_SHIMS_DIR"
+LANE_PATH = "GITLANE_LANE_PATH"
+COMMON = "GITLANE_COMMON"
+PYTHON = "GITLANE_PYTHON"
+PYPATH = "GITLANE_PYPATH"
+HOME_AT_EXEC = "GITLANE_HOME"
+XDG_AT_EXEC = "GITLANE_XDG_CONFIG_HOME"
+PORT = "GITLANE_PORT"
+
+NAMES = (
+    LANE, ROLE, REAL_GIT, SHIMS_DIR, LANE_PATH, COMMON, PYTHON, PYPATH, HOME_AT_EXEC,
+    XDG_AT_EXEC, PORT,
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A bound process's view of its lane, as exec recorded it."""
+
+    lane: str
+    lane_path: str
+    common: str
+    real_git: str
+    shims_dir: str
+    home: str
+    xdg_config_home: str
+
+    @property
+    def state(self) -> str:
+        return os.path.join(self.common, "git-lane")
+
+
+def from_env(env: Mapping[str, str]) -> Binding | None:
+    """The binding in `env`, or None for an unbound process. A bound process whose binding
+    is incomplete gets a Binding with empty fields: callers must refuse on those (fail
+    closed), never treat the process as unbound."""
+    lane = env.get(LANE) or ""
+    if not lane:
+        return None
+    return Binding(
+        lane=lane,
+        lane_path=env.get(LANE_PATH, ""),
+        common=env.get(COMMON, ""),
+        real_git=env.get(REAL_GIT, ""),
+        shims_dir=env.get(SHIMS_DIR, ""),
+        home=env.get(HOME_AT_EXEC, ""),
+        xdg_config_home=env.get(XDG_AT_EXEC, ""),
+    )
