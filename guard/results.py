@@ -299,3 +299,11 @@ class PathResult(TypedDict):
     code: str
     key: str
     path: str
+
+
+class CheckGitResult(TypedDict):
+    ok: bool
+    code: str  # allowed
+    lane: str
+    argv: list[str]
+    enabled: bool  # false: enabled = false in config, so the shim lets everything through

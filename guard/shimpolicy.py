@@ -621,8 +621,12 @@ def _config_write(p: Parsed, f: GitFacts) -> Refusal | None:
         return None
     mode, words = _config_mode(p.args)
     if mode == "edit":
-        return _hooks_disabled(
-            p, f, "git config --edit (an editor could set core.hooksPath or hook.*)"
+        return Refusal(
+            "hooks_disabled",
+            "git config --edit lets an editor set core.hooksPath, hook.* or include.*, which "
+            f"lane {f.lane} may not change; set one key at a time with git config KEY VALUE",
+            next=["git config --show-origin --list"],
+            details={"lane": f.lane, "argv": ["config", *p.args]},
         )
     if mode != "write":
         return None
