@@ -36,13 +36,32 @@ from guard.errors import Refusal
 
 # -- what git's command line is made of -------------------------------------------------
 # Global options that take a value as the next word (or joined with `=` for the long ones).
-_GLOBAL_WITH_VALUE = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env",
-                      "--super-prefix", "--list-cmds", "--attr-source"}  # fmt: skip
+_GLOBAL_WITH_VALUE = {
+    "-C",
+    "-c",
+    "--git-dir",
+    "--work-tree",
+    "--namespace",
+    "--config-env",
+    "--super-prefix",
+    "--list-cmds",
+    "--attr-source",
+}
 _GLOBAL_FLAGS = {
-    "-p", "--paginate", "-P", "--no-pager", "--bare", "--no-replace-objects",
-    "--literal-pathspecs", "--glob-pathspecs", "--noglob-pathspecs", "--icase-pathspecs",
-    "--no-optional-locks", "--no-lazy-fetch", "--no-advice",
-}  # fmt: skip
+    "-p",
+    "--paginate",
+    "-P",
+    "--no-pager",
+    "--bare",
+    "--no-replace-objects",
+    "--literal-pathspecs",
+    "--glob-pathspecs",
+    "--noglob-pathspecs",
+    "--icase-pathspecs",
+    "--no-optional-locks",
+    "--no-lazy-fetch",
+    "--no-advice",
+}
 # Global options that end git's work without a command (git --version, git --help).
 _GLOBAL_ALONE = {"--version", "-v", "--help", "-h", "--html-path", "--man-path", "--info-path"}
 
@@ -397,11 +416,32 @@ def _is_rev_word(w: str) -> bool:
 
 
 _BRANCH_WRITE_SHORT = set("dDmMcCfut")
-_BRANCH_WRITE_LONG = ("--delete", "--move", "--copy", "--force", "--set-upstream-to",
-                      "--unset-upstream", "--track", "--no-track", "--edit-description",
-                      "--create-reflog", "--recurse-submodules", "--set-upstream")  # fmt: skip
-_BRANCH_VALUE_OPTS = ("--sort", "--format", "--contains", "--no-contains", "--merged",
-                      "--no-merged", "--points-at", "--color", "--column", "--abbrev")  # fmt: skip
+_BRANCH_WRITE_LONG = (
+    "--delete",
+    "--move",
+    "--copy",
+    "--force",
+    "--set-upstream-to",
+    "--unset-upstream",
+    "--track",
+    "--no-track",
+    "--edit-description",
+    "--create-reflog",
+    "--recurse-submodules",
+    "--set-upstream",
+)
+_BRANCH_VALUE_OPTS = (
+    "--sort",
+    "--format",
+    "--contains",
+    "--no-contains",
+    "--merged",
+    "--no-merged",
+    "--points-at",
+    "--color",
+    "--column",
+    "--abbrev",
+)
 
 
 def _branch_listing(args: Sequence[str]) -> bool:
@@ -450,12 +490,33 @@ def _tag_listing(args: Sequence[str]) -> bool:
             listing = True
         elif a.startswith("--"):
             name = a.split("=", 1)[0]
-            if name in ("--annotate", "--sign", "--local-user", "--force", "--delete",
-                        "--message", "--file", "--edit", "--cleanup", "--create-reflog",
-                        "--trailer"):  # fmt: skip
+            if name in (
+                "--annotate",
+                "--sign",
+                "--local-user",
+                "--force",
+                "--delete",
+                "--message",
+                "--file",
+                "--edit",
+                "--cleanup",
+                "--create-reflog",
+                "--trailer",
+            ):
                 return False
-            if name in ("--contains", "--no-contains", "--merged", "--no-merged",
-                        "--points-at", "--sort", "--format") and "=" not in a:  # fmt: skip
+            if (
+                name
+                in (
+                    "--contains",
+                    "--no-contains",
+                    "--merged",
+                    "--no-merged",
+                    "--points-at",
+                    "--sort",
+                    "--format",
+                )
+                and "=" not in a
+            ):
                 skip = True
         elif a.startswith("-") and len(a) > 1:
             if a[1] == "n":
@@ -577,10 +638,24 @@ def _hooks_disabled(
 
 def _config_mode(args: Sequence[str]) -> tuple[str, list[str]]:
     """`git config ARGS`: ("read" | "write" | "edit", the key words it names)."""
-    write_flags = {"--add", "--replace-all", "--unset", "--unset-all", "--rename-section",
-                   "--remove-section"}  # fmt: skip
-    read_flags = {"--get", "--get-all", "--get-regexp", "--get-urlmatch", "-l", "--list",
-                  "--get-color", "--get-colorbool"}  # fmt: skip
+    write_flags = {
+        "--add",
+        "--replace-all",
+        "--unset",
+        "--unset-all",
+        "--rename-section",
+        "--remove-section",
+    }
+    read_flags = {
+        "--get",
+        "--get-all",
+        "--get-regexp",
+        "--get-urlmatch",
+        "-l",
+        "--list",
+        "--get-color",
+        "--get-colorbool",
+    }
     value_opts = {"--file", "-f", "--blob", "--type", "--default", "--comment", "--value"}
     words: list[str] = []
     mode = None
@@ -632,9 +707,21 @@ def _config_write(p: Parsed, f: GitFacts) -> Refusal | None:
         return None
     for w in words[:2]:  # the key (or section, for --rename-section/--remove-section)
         k = w.lower()
-        if k in CONFIG_WRITE_KEYS or k.startswith(HOOK_SECTIONS) or (k.rstrip(".") in (
-            "core", "hook", "include", "includeif", "extensions",
-        ) and _section_op(p.args)):  # fmt: skip
+        if (
+            k in CONFIG_WRITE_KEYS
+            or k.startswith(HOOK_SECTIONS)
+            or (
+                k.rstrip(".")
+                in (
+                    "core",
+                    "hook",
+                    "include",
+                    "includeif",
+                    "extensions",
+                )
+                and _section_op(p.args)
+            )
+        ):
             return Refusal(
                 "hooks_disabled",
                 f"git config writing {w} would switch git-lane's hooks off or around them "

@@ -213,7 +213,7 @@ TABLE: list[tuple[str, dict[str, str], dict[str, Any], str | None]] = [
         },
         {},
         "hooks_disabled",
-    ),  # fmt: skip
+    ),
     ("commit", {"GIT_CONFIG_COUNT": "x"}, {}, "hooks_disabled"),
     ("commit", {"GIT_CONFIG_PARAMETERS": "'core.hooksPath'='/dev/null'"}, {}, "hooks_disabled"),
     ("status", {"GIT_CONFIG_PARAMETERS": "'core.hookspath'='/x'"}, {}, "hooks_disabled"),
@@ -293,8 +293,15 @@ def test_decide_git_table(
 
 def test_the_table_has_every_rule() -> None:
     codes = {row[3] for row in TABLE}
-    assert codes >= {None, "main_mutation_refused", "hooks_disabled", "path_outside_lane",
-                     "stash_shared", "sync_required", "shim_facts_unknown"}  # fmt: skip
+    assert codes >= {
+        None,
+        "main_mutation_refused",
+        "hooks_disabled",
+        "path_outside_lane",
+        "stash_shared",
+        "sync_required",
+        "shim_facts_unknown",
+    }
     assert len(TABLE) >= 150
 
 
@@ -341,18 +348,96 @@ def test_read_only_forms() -> None:
 
 
 # -- generated: no crash, and only a pass or a registered code ---------------------------
-WORDS = ["status", "commit", "checkout", "switch", "branch", "tag", "stash", "push", "fetch",
-         "config", "reset", "rebase", "update-ref", "symbolic-ref", "reflog", "worktree", "gc",
-         "notes", "replace", "lane", "co", "sh", "main", "lane/alpha", "-c", "-C", "--git-dir",
-         "--work-tree", "--exec-path=/x", "--config-env", "-d", "-D", "-f", "-m", "-b", "--",
-         "core.hooksPath=/dev/null", "HEAD", "..", "/tmp", "--onto", "--continue", "-l",
-         "pop", "list", "--depth=1", "x:main", "origin", "--stdin", "--all", "--updateref",
-         "-P", "--no-pager", "--bare", "=", "", "-", "--global", "hook.x", "!"]  # fmt: skip
-ENV_KEYS = ["HOME", "XDG_CONFIG_HOME", "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE",
-            "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY", "GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_0",
-            "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_GLOBAL", "GIT_EXEC_PATH"]  # fmt: skip
-VALUES = ["", "/tmp", LANE, GD, COMMON, "1", "x", "core.hooksPath", "'a'='b'", "'unclosed",
-          "/usr/lib/git-core", HOME]  # fmt: skip
+WORDS = [
+    "status",
+    "commit",
+    "checkout",
+    "switch",
+    "branch",
+    "tag",
+    "stash",
+    "push",
+    "fetch",
+    "config",
+    "reset",
+    "rebase",
+    "update-ref",
+    "symbolic-ref",
+    "reflog",
+    "worktree",
+    "gc",
+    "notes",
+    "replace",
+    "lane",
+    "co",
+    "sh",
+    "main",
+    "lane/alpha",
+    "-c",
+    "-C",
+    "--git-dir",
+    "--work-tree",
+    "--exec-path=/x",
+    "--config-env",
+    "-d",
+    "-D",
+    "-f",
+    "-m",
+    "-b",
+    "--",
+    "core.hooksPath=/dev/null",
+    "HEAD",
+    "..",
+    "/tmp",
+    "--onto",
+    "--continue",
+    "-l",
+    "pop",
+    "list",
+    "--depth=1",
+    "x:main",
+    "origin",
+    "--stdin",
+    "--all",
+    "--updateref",
+    "-P",
+    "--no-pager",
+    "--bare",
+    "=",
+    "",
+    "-",
+    "--global",
+    "hook.x",
+    "!",
+]
+ENV_KEYS = [
+    "HOME",
+    "XDG_CONFIG_HOME",
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_COMMON_DIR",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_CONFIG_COUNT",
+    "GIT_CONFIG_KEY_0",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_GLOBAL",
+    "GIT_EXEC_PATH",
+]
+VALUES = [
+    "",
+    "/tmp",
+    LANE,
+    GD,
+    COMMON,
+    "1",
+    "x",
+    "core.hooksPath",
+    "'a'='b'",
+    "'unclosed",
+    "/usr/lib/git-core",
+    HOME,
+]
 
 
 @settings(max_examples=400, deadline=None)
@@ -365,9 +450,13 @@ VALUES = ["", "/tmp", LANE, GD, COMMON, "1", "x", "core.hooksPath", "'a'='b'", "
     worker_land=st.booleans(),
 )
 def test_generated_command_lines_get_a_pass_or_a_registered_code(
-    argv: list[str], env: dict[str, str], stale: bool, head: str | None, rebasing: bool,
+    argv: list[str],
+    env: dict[str, str],
+    stale: bool,
+    head: str | None,
+    rebasing: bool,
     worker_land: bool,
-) -> None:  # fmt: skip
+) -> None:
     f = facts(
         must_sync=stale,
         head=head,
