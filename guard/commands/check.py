@@ -24,7 +24,7 @@ def git_(repo: Repo, argv: Sequence[str], cwd: str | None = None) -> CheckGitRes
         if r.code != "unknown_lane":
             raise
         raise Refusal(
-            r.code,
+            "unknown_lane",
             r.message,
             next=r.next,
             alternatives=[
