@@ -380,6 +380,8 @@ def decide_git(argv: Sequence[str], env: Mapping[str, str], facts: GitFacts) -> 
 def read_only(cmd: str, args: Sequence[str]) -> bool:
     """Does `git CMD ARGS` write nothing but git's own caches? (shims/git decides the
     plain forms of the same in sh.)"""
+    if _output_file(cmd, args) is not None:
+        return False  # diff/log/show --output=FILE, archive -o FILE: they write that file
     if cmd in READ_ONLY:
         return True
     first = args[0] if args else None
@@ -409,6 +411,21 @@ def read_only(cmd: str, args: Sequence[str]) -> bool:
     if cmd == "bisect":
         return first in ("log", "visualize", "view", "terms")
     return False
+
+
+def _output_file(cmd: str, args: Sequence[str]) -> str | None:
+    """The file a reading command was told to write (`--output=F`, `--output F`, and
+    `archive -o F`), if any."""
+    for i, a in enumerate(args):
+        if a == "--":
+            break
+        if a.startswith("--output="):
+            return a.partition("=")[2]
+        if (a == "--output" or (cmd == "archive" and a == "-o")) and i + 1 < len(args):
+            return args[i + 1]
+        if cmd == "archive" and a.startswith("-o") and len(a) > 2:
+            return a[2:]
+    return None
 
 
 def _is_rev_word(w: str) -> bool:
@@ -834,6 +851,9 @@ def _paths(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
         target = _init_clone_dir(p.cmd, p.args)
         if target is not None:
             checks.append((f"git {p.cmd}'s directory", target, (f.lane_path,)))
+    out = _output_file(p.cmd or "", p.args)
+    if out is not None:
+        checks.append((f"git {p.cmd}'s output file", out, (f.lane_path,)))
     for what, raw, roots in checks:
         real = raw if what in ("-C", "the working directory") else _clean(raw, f, cwd)
         if what == "GIT_COMMON_DIR":
@@ -845,7 +865,7 @@ def _paths(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
                 "path_outside_lane",
                 f"{what} ({real}) is outside lane {f.lane} ({f.lane_path}); git {p.cmd} "
                 "may write only in the lane",
-                next=[f"cd {_q(f.lane_path)}", _render(_drop_paths(p.globals), p.cmd, p.args)],
+                next=[f"cd {_q(f.lane_path)} && " + _render(_drop_paths(p.globals), p.cmd, p.args)],
                 details={"lane": f.lane, "what": what, "path": real, "lane_path": f.lane_path},
             )
     return None

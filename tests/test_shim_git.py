@@ -352,6 +352,8 @@ FAST_CASES: list[tuple[list[str], dict[str, str]]] = [
     (["-c", "a.b=c", "status"], {}),
     (["checkout", "main"], {}),
     (["lane", "status"], {}),
+    (["diff", "--output=/tmp/gitlane-x.patch"], {}),
+    (["log", "--output", "x.patch"], {}),
     (["rm", "--cached", "x"], {}),
     (["log"], {"GIT_DIR": "/tmp"}),
 ]

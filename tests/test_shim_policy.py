@@ -249,6 +249,11 @@ TABLE: list[tuple[str, dict[str, str], dict[str, Any], str | None]] = [
     ("commit -m x", {}, {"cwd": "/w/repo"}, "path_outside_lane"),
     ("init /tmp/other", {}, {}, "path_outside_lane"),
     ("clone https://example.com/x.git /tmp/x", {}, {}, "path_outside_lane"),
+    ("diff --output=/tmp/x.patch", {}, {}, "path_outside_lane"),
+    ("log -p --output ../x.patch", {}, {}, "path_outside_lane"),
+    ("archive -o /tmp/x.tar HEAD", {}, {}, "path_outside_lane"),
+    ("diff --output=x.patch main", {}, {}, None),
+    ("grep -o foo", {}, {}, None),
     # stash_shared
     ("stash", {}, {}, "stash_shared"),
     ("stash push -m wip", {}, {}, "stash_shared"),
