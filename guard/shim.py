@@ -301,6 +301,11 @@ def main_git(argv: list[str]) -> int:
     except OSError as exc:
         raise _unknown(b.lane, f"where it runs ({exc.strerror})") from None
     check_binding(b)
+    for name in (binding.HOME_AT_EXEC, binding.XDG_AT_EXEC):
+        if name not in env:  # exec sets both, '' for an unset one
+            raise _unknown(
+                b.lane, f"which user configuration exec started with ({name} is not set)"
+            )
     cfg = owner_config(b.lane, b)
     if cfg["enabled"] != "false":  # enabled = false: everything passes
         refusal = shimpolicy.decide_git(argv, env, gather_git(b, argv, env, cwd, cfg))

@@ -127,7 +127,8 @@ gs_broken() {
 		"git-lane doctor"
 }
 
-# gs_python TOOL ARGS...: the Python slow path (guard.shim.main), isolated (-I) with the
+# gs_python TOOL ARGS...: the Python slow path (guard.shim.main), isolated (-I; -S: it needs
+# nothing from site-packages, and their .pth files cost startup time) with the
 # guard package exec recorded first on sys.path; a Python that cannot load it refuses.
 gs_pycode='import sys
 sys.path.insert(0, sys.argv[1])
@@ -143,5 +144,5 @@ gs_python() {
 			"lane ${GITLANE_LANE}'s $1 shim cannot run its check: GITLANE_PYTHON=${GITLANE_PYTHON-} is not an executable Python, so it refuses rather than guess" \
 			"git-lane doctor"
 	fi
-	GITLANE_SHIM_SELF=$gs_self exec "$GITLANE_PYTHON" -I -c "$gs_pycode" "${GITLANE_PYPATH:-}" "$@"
+	GITLANE_SHIM_SELF=$gs_self exec "$GITLANE_PYTHON" -I -S -c "$gs_pycode" "${GITLANE_PYPATH:-}" "$@"
 }

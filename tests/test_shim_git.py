@@ -274,6 +274,8 @@ def test_broken_binding_refuses_shim_facts_unknown(alpha: Lane, tmp_path: Path) 
     refused(
         alpha.git("checkout", "main", env={binding.PYPATH: str(tmp_path)}), "shim_facts_unknown"
     )
+    del alpha.env[binding.HOME_AT_EXEC]  # exec always sets it ('' when HOME was unset)
+    refused(alpha.git("checkout", "main"), "shim_facts_unknown")
 
 
 def test_disabled_lets_everything_through(alpha: Lane) -> None:
