@@ -375,3 +375,90 @@ def test_sh_fast_passes_are_passes_of_the_policy(alpha: Lane, tmp_path: Path) ->
         decided = shimpolicy.decide_git(argv, env, facts)
         if fast:
             assert decided is None, (argv, extra, decided.line() if decided else None)
+
+
+# -- a scripted agent: a shell script that only runs git, as an agent CLI would ------------
+AGENT = r"""#!/bin/sh
+# one line per attempt: the command, its exit status and the [code] it was refused with
+try() {
+	git "$@" >/dev/null 2>"$ERR"
+	rc=$?
+	code=$(sed -n 's/^git-lane: refused \[\([a-z_]*\)\].*/\1/p' "$ERR" | head -n 1)
+	printf '%s|%s|%s\n' "$*" "$rc" "${code:-}"
+}
+echo agent >agent.txt
+try add agent.txt
+try commit -q -m agent
+try status --porcelain
+try log --oneline -1
+try diff HEAD~1
+try branch -a
+try checkout main
+try switch -c side
+try branch -f main HEAD
+try branch -D main
+try update-ref refs/heads/main HEAD
+try push . HEAD:main
+try tag v1
+try stash
+try -c core.hooksPath=/dev/null commit --allow-empty -m off
+try config core.hooksPath /dev/null
+try -C "$HUB" commit --allow-empty -m hub
+try worktree add ../elsewhere
+try reflog expire --updateref --expire=now lane/alpha
+try gc --prune=now
+try update-ref refs/worktree/keep HEAD
+try commit --allow-empty -q -m second
+"""
+
+WANT = {
+    "add agent.txt": (0, ""),
+    "commit -q -m agent": (0, ""),
+    "status --porcelain": (0, ""),
+    "log --oneline -1": (0, ""),
+    "diff HEAD~1": (0, ""),
+    "branch -a": (0, ""),
+    "checkout main": (1, "main_mutation_refused"),
+    "switch -c side": (1, "main_mutation_refused"),
+    "branch -f main HEAD": (1, "main_mutation_refused"),
+    "branch -D main": (1, "main_mutation_refused"),
+    "update-ref refs/heads/main HEAD": (1, "main_mutation_refused"),
+    "push . HEAD:main": (1, "main_mutation_refused"),
+    "tag v1": (1, "main_mutation_refused"),
+    "stash": (1, "stash_shared"),
+    "-c core.hooksPath=/dev/null commit --allow-empty -m off": (1, "hooks_disabled"),
+    "config core.hooksPath /dev/null": (1, "hooks_disabled"),
+    "worktree add ../elsewhere": (1, "main_mutation_refused"),
+    "reflog expire --updateref --expire=now lane/alpha": (1, "main_mutation_refused"),
+    "gc --prune=now": (1, "main_mutation_refused"),
+    "update-ref refs/worktree/keep HEAD": (0, ""),
+    "commit --allow-empty -q -m second": (0, ""),
+}
+
+
+def test_a_scripted_agent_meets_every_rule(alpha: Lane, tmp_path: Path) -> None:
+    script = tmp_path / "agent.sh"
+    script.write_text(AGENT)
+    main_before = alpha.repo.sha()
+    full = {**os.environ, **alpha.env, "ERR": str(tmp_path / "err"), "HUB": str(alpha.repo.path)}
+    res = subprocess.run(
+        ["sh", str(script)], cwd=alpha.path, env=full, capture_output=True, text=True, timeout=300
+    )
+    assert res.returncode == 0, res.stderr
+    got = {}
+    for line in res.stdout.splitlines():
+        cmd, rc, code = line.rsplit("|", 2)
+        got[cmd.replace(str(alpha.repo.path), "$HUB")] = (int(rc), code)
+    want = {**WANT, "-C $HUB commit --allow-empty -m hub": (1, "path_outside_lane")}
+    assert got == want
+    # git's state: main, the hub and every shared ref as they were; the lane moved
+    assert alpha.repo.sha() == main_before
+    assert git(alpha.repo.path, "log", "-1", "--format=%s").stdout.strip() == "init"
+    for ref in ("refs/heads/side", "refs/tags/v1", "refs/stash"):
+        assert alpha.repo.sha(ref) is None, ref
+    assert head_ref(alpha.path) == "refs/heads/lane/alpha"
+    assert git(alpha.path, "log", "-2", "--format=%s").stdout.split("\n")[:2] == ["second", "agent"]
+    assert alpha.repo.sha("refs/worktree/keep") is None  # per-worktree: seen only in the lane
+    assert git(alpha.path, "rev-parse", "-q", "--verify", "refs/worktree/keep", check=False).stdout
+    assert git(alpha.path, "config", "--get", "core.hooksPath", check=False).stdout == ""
+    assert "elsewhere" not in alpha.repo.worktrees()
