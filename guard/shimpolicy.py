@@ -20,10 +20,13 @@ facts the caller gathers (guard/shim.py for the PATH shim, guard/commands/check.
   main_mutation_refused  a write of main or of any ref but the lane's branch (and refs/worktree/*,
                          which are the lane's own), and commit-like commands off the lane branch
   sync_required          a stale lane under a mandatory policy writing files
+  shim_facts_unknown     a global option this parser does not know, an alias that does not parse
 Read-only commands (READ_ONLY, and the listing forms of branch/tag/stash/worktree/...)
 are decided before all of that but the explicit hook settings: they write nothing a lane
-could misuse, wherever they point. hooks shims/git decides the same commands in sh
-without Python; tests/test_shim_git.py holds the two equal."""
+could misuse, wherever they point (one told to write a file, `diff --output=F`, is a
+writer). A plain alias is judged as what it runs; an external git-NAME (git-lfs) as a
+writer. shims/git decides the plain read-only forms and the lane's own add/rm/commit in
+sh without Python; tests/test_shim_git.py holds every such sh pass to a pass here."""
 
 from __future__ import annotations
 
