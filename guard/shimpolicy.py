@@ -1080,8 +1080,10 @@ def _switch(cmd: str, args: Sequence[str], f: GitFacts) -> Refusal | None:
         if not pos:
             return None  # `git checkout` alone, `-p`: nothing moves
         want = pos[0]
-        if want in (f.branch, f.branch_ref):
-            return None
+        if want in (f.branch, f.branch_ref) or (want == "HEAD" and f.head == f.branch_ref):
+            return None  # stays on the lane branch
+        if cmd == "checkout" and len(pos) > 1:
+            return None  # checkout TREE-ISH PATHS: restores files from it
         if cmd == "checkout" and want != "-" and not f.is_rev(want):
             return None  # checkout FILE: restores a file
         target, why = want, "switch to"
