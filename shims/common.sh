@@ -1,6 +1,7 @@
-# shellcheck shell=sh disable=SC2034,SC3013,SC2154 # -ef: dash, bash, busybox ash and ksh have it; gl_*: hooks/common.sh
-# shims/common.sh: the sh every git-lane PATH shim (git, edit, write) shares, sourced as
-# "${0%/*}/common.sh". The binding it reads is what `git lane exec` hands a lane-bound
+# shellcheck shell=sh source-path=SCRIPTDIR disable=SC2034,SC3013,SC2154 # -ef: dash, bash, busybox ash and ksh have it; gl_*: hooks/common.sh
+# shims/common.sh: the sh every git-lane PATH shim (git, edit, write) shares on its hot
+# path, sourced as "${0%/*}/common.sh" (kept short: every git call parses it); what only
+# a refusal or the Python slow path needs is in shims/slow.sh, loaded by gs_slow. The binding it reads is what `git lane exec` hands a lane-bound
 # process (guard/binding.py names each variable). Fails closed: a bound process whose
 # binding is missing or broken is refused [shim_facts_unknown], never passed through.
 gs_self=$0
@@ -61,43 +62,8 @@ gs_run() {
 	exec "$gs_real" "$@"
 }
 
-gs_jstr() { printf '%s' "$1" | tr -d '\000-\037' | sed 's/[\\"]/\\&/g'; }
-
-# gs_refuse SHIM CODE WHAT NEXT: the refusal line (guard.errors.Refusal.line), an audit
-# event when the state directory is there, exit 1.
-gs_refuse() {
-	gs_m=$3
-	while :; do
-		case $gs_m in *.) gs_m=${gs_m%.} ;; *) break ;; esac
-	done
-	printf 'git-lane: refused [%s]: %s. Next: %s\n' "$2" "$gs_m" "${4:-nothing to run}" >&2
-	gs_state=${GITLANE_COMMON:-/nonexistent}/git-lane
-	if [ -d "$gs_state" ]; then
-		printf '{"code": "%s", "kind": "refusal", "lane": "%s", "message": "%s", "pid": %s, "shim": "%s", "source": "shim", "ts": %s}\n' \
-			"$2" "$(gs_jstr "${GITLANE_LANE:-}")" "$(gs_jstr "$gs_m")" "$$" "$1" "$(date +%s 2>/dev/null || echo null)" \
-			2>/dev/null >>"$gs_state/events.jsonl" || :
-	fi
-	exit 1
-}
-
-# gs_enabled_false: does the owner's config say enabled = false (hooks and shims let
-# everything through)? Read as the hooks read it (hooks/common.sh gl_config), with the
-# user configuration exec started with.
-gs_enabled_false() {
-	[ -f "$gs_dir/../hooks/common.sh" ] || return 1
-	# shellcheck source=/dev/null
-	. "$gs_dir/../hooks/common.sh"
-	state=${GITLANE_COMMON:-/nonexistent}/git-lane
-	gs_x=${XDG_CONFIG_HOME-} gs_h=${HOME-}
-	XDG_CONFIG_HOME=${GITLANE_XDG_CONFIG_HOME:-} HOME=${GITLANE_HOME:-}
-	gl_config
-	gs_rc=$?
-	XDG_CONFIG_HOME=$gs_x HOME=$gs_h
-	[ $gs_rc = 0 ] && [ "$gl_enabled" = false ]
-}
-
 # gs_bound TOOL: is the binding of this lane-bound process whole (lane worktree, common
-# dir, the recorded real TOOL)? Sets gs_real and gs_gd (the lane's own git dir); returns 1
+# dir, the recorded real TOOL)? Sets gs_real; returns 1
 # with gs_why saying what is missing (the caller passes the call only when the owner
 # switched git-lane off, gs_enabled_false, and refuses otherwise: gs_broken).
 gs_bound() {
@@ -107,42 +73,34 @@ gs_bound() {
 	elif [ -z "${GITLANE_COMMON:-}" ] || [ ! -d "$GITLANE_COMMON/refs" ]; then
 		gs_why="the repository (GITLANE_COMMON=${GITLANE_COMMON-} is not a git common dir)"
 	elif [ -z "${GITLANE_REAL_GIT:-}" ] || [ ! -f "$GITLANE_REAL_GIT" ] ||
-		[ ! -x "$GITLANE_REAL_GIT" ] || gs_is_shim "$GITLANE_REAL_GIT" || ! gs_find "$1" "$GITLANE_REAL_GIT"; then
+		[ ! -x "$GITLANE_REAL_GIT" ] || gs_is_shim "$GITLANE_REAL_GIT"; then
 		gs_why="which $1 to run (GITLANE_REAL_GIT=${GITLANE_REAL_GIT-} is not an executable $1 outside the shims)"
+	elif [ -z "${GITLANE_SHIM_VIA:-}" ]; then
+		gs_real=$GITLANE_REAL_GIT # checked just above: no PATH walk on the common path
 	else
-		gs_c=
-		{ IFS= read -r gs_c <"$GITLANE_LANE_PATH/.git"; } 2>/dev/null
-		case $gs_c in
-		"gitdir: "?*) gs_gd=${gs_c#gitdir: } ;;
-		*) gs_why="the lane's git dir ($GITLANE_LANE_PATH/.git has no gitdir line)" ;;
-		esac
+		gs_find "$1" "$GITLANE_REAL_GIT"
 	fi
 	[ -z "$gs_why" ]
 }
 
-# gs_broken TOOL: refuse a bound call whose binding gs_bound found broken.
-gs_broken() {
-	gs_refuse "$1" shim_facts_unknown \
-		"lane ${GITLANE_LANE}'s $1 shim cannot tell $gs_why, so it refuses rather than guess; start the command again with git lane exec ${GITLANE_LANE} -- COMMAND" \
-		"git-lane doctor"
+# gs_lane_gd: gs_gd = the lane's own git dir, from the gitdir line of its .git file
+# (returns 1, gs_why set, when there is none).
+gs_lane_gd() {
+	[ -n "$gs_gd" ] && return 0
+	gs_c=
+	{ IFS= read -r gs_c <"$GITLANE_LANE_PATH/.git"; } 2>/dev/null
+	case $gs_c in
+	"gitdir: "?*) gs_gd=${gs_c#gitdir: } ;;
+	*)
+		gs_why="the lane's git dir ($GITLANE_LANE_PATH/.git has no gitdir line)"
+		return 1
+		;;
+	esac
 }
 
-# gs_python TOOL ARGS...: the Python slow path (guard.shim.main), isolated (-I; -S: it needs
-# nothing from site-packages, and their .pth files cost startup time) with the
-# guard package exec recorded first on sys.path; a Python that cannot load it refuses.
-gs_pycode='import sys
-sys.path.insert(0, sys.argv[1])
-try:
-    from guard.shim import main
-except Exception as e:
-    sys.stderr.write("git-lane: refused [shim_facts_unknown]: the shim cannot load git-lane from %s (%s), so it refuses rather than guess. Next: git-lane doctor\n" % (sys.argv[1], e))
-    sys.exit(1)
-sys.exit(main(sys.argv[2:]))'
-gs_python() {
-	if [ -z "${GITLANE_PYTHON:-}" ] || [ ! -x "$GITLANE_PYTHON" ]; then
-		gs_refuse "$1" shim_facts_unknown \
-			"lane ${GITLANE_LANE}'s $1 shim cannot run its check: GITLANE_PYTHON=${GITLANE_PYTHON-} is not an executable Python, so it refuses rather than guess" \
-			"git-lane doctor"
-	fi
-	GITLANE_SHIM_SELF=$gs_self exec "$GITLANE_PYTHON" -I -S -c "$gs_pycode" "${GITLANE_PYPATH:-}" "$@"
+
+# gs_slow: load shims/slow.sh (gs_refuse, gs_broken, gs_enabled_false, gs_python).
+gs_slow() {
+	# shellcheck source=slow.sh
+	. "$gs_dir/slow.sh"
 }
