@@ -32,7 +32,7 @@ def main(argv: Sequence[str]) -> int:
 
         files = importlib.import_module("guard.files")  # write/edit: guard/files.py
         run = files.main_write if tool == "write" else files.main_edit
-        return int(run(rest))
+        return _guarded(lambda: int(run(rest)), [tool, *rest])
     sys.stderr.write("usage: python -m guard.shim git|write|edit ARGS...\n")
     return 2
 
