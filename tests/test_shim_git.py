@@ -356,6 +356,14 @@ FAST_CASES: list[tuple[list[str], dict[str, str]]] = [
     (["lane", "status"], {}),
     (["diff", "--output=/tmp/gitlane-x.patch"], {}),
     (["log", "--output", "x.patch"], {}),
+    (["-P", "diff", "--output=/tmp/gitlane-y.patch"], {}),
+    (["--no-pager"], {}),
+    (["-P", "stash"], {}),
+    (["-P", "branch", "-D", "main"], {}),
+    (["tag", "-l", "v*"], {}),
+    (["stash", "show"], {}),
+    (["worktree", "add", "../w"], {}),
+    (["rm", "-r", "sub"], {"GIT_DIR": "/tmp"}),
     (["rm", "--cached", "x"], {}),
     (["log"], {"GIT_DIR": "/tmp"}),
 ]
@@ -365,6 +373,7 @@ def test_sh_fast_passes_are_passes_of_the_policy(alpha: Lane, tmp_path: Path) ->
     fake, mark = recorder(tmp_path)
     b = binding.from_env(alpha.env)
     assert b is not None
+    fasts: set[tuple[str, ...]] = set()
     for argv, extra in FAST_CASES:
         if mark.exists():
             mark.unlink()
@@ -375,6 +384,10 @@ def test_sh_fast_passes_are_passes_of_the_policy(alpha: Lane, tmp_path: Path) ->
         decided = shimpolicy.decide_git(argv, env, facts)
         if fast:
             assert decided is None, (argv, extra, decided.line() if decided else None)
+            fasts.add(tuple(argv))
+    # not vacuous: the plain forms did decide in sh
+    assert {("status",), ("add", "-A"), ("branch", "-vv"), ("-P", "log", "-1")} <= fasts
+    assert ("checkout", "main") not in fasts and ("-P", "stash") not in fasts
 
 
 # -- a scripted agent: a shell script that only runs git, as an agent CLI would ------------
