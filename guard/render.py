@@ -194,8 +194,7 @@ def sync(r: Result) -> str:
         out.append(f"  {f['kind']:<16} {f['path']}")
     out.append(f"resolve them in {r['path']}, then:")
     out.append("Next: " + " ; ".join(r["next"]))
-    if r.get("alternatives"):
-        out.append("  Or: " + " ; ".join(r["alternatives"]))
+    out.extend(f"  Or: {a}" for a in r.get("alternatives") or [])
     return "\n".join(out)
 
 
