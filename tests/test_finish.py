@@ -171,7 +171,7 @@ def test_ignored_only_work_has_a_way_out_that_does_not_loop(repo: Repo) -> None:
     assert agent(repo, "land", "beta") == ["nothing_to_land", "unlanded_work", "released"]
     (kept,) = (repo.state_dir / "kept").iterdir()
     with tarfile.open(kept) as tar:
-        names = sorted(n.removeprefix("./") for n in tar.getnames())
+        names = sorted(m.name.removeprefix("./") for m in tar.getmembers() if m.isfile())
     assert names == ["new/a.log", "notes.log", "odd\nname.log"]
     assert not beta.exists()
 
@@ -196,3 +196,23 @@ def test_setup_rerun_does_not_absorb_an_edited_ignored_file(repo: Repo) -> None:
     r = repo.jlane("release", "beta")
     assert (r.rc, r.code) == (1, "unlanded_work"), r.stdout
     assert r.json["details"]["ignored_paths"] == [".env"]
+
+
+def test_a_big_ignored_dir_is_archived_as_one_word(repo: Repo) -> None:
+    (repo.path / ".gitignore").write_text("build/\n")
+    repo.git("add", ".gitignore")
+    repo.git("commit", "-q", "-m", "ignore")
+    path = repo.create("alpha")
+    (path / "build").mkdir()
+    for n in range(30):
+        (path / "build" / f"o{n}.o").write_text(f"{n}\n")
+    r = repo.jlane("release", "alpha")
+    assert (r.rc, r.code) == (1, "unlanded_work"), r.stdout
+    assert r.json["details"]["ignored_count"] == 30  # each file counted once
+    assert r.json["next"][0].endswith(" -- ./build"), r.json["next"]
+    assert not any("add -f" in c for c in r.json["alternatives"])  # 30 files: no quick commit
+    assert sh(r.json["next"][0], repo.path).returncode == 0
+    assert repo.jlane("release", *shlex.split(r.json["next"][1])[3:]).code == "released"
+    (kept,) = (repo.state_dir / "kept").iterdir()
+    with tarfile.open(kept) as tar:
+        assert len([m for m in tar.getmembers() if m.isfile()]) == 30

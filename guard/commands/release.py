@@ -312,20 +312,24 @@ def g11_keep_work(
         # are kept in an archive first, then the lane goes; or committed with add -f
         kept = repo.store.dir / "kept" / f"{key}-{now_iso().replace(':', '')}.tar"
         files = " ".join(git.q("./" + p.rstrip("/")) for p in work.ignored)
+        # the archive takes a whole ignored directory where one holds the files (a build
+        # dir of many files is one word; what setup left in it comes along, harmlessly)
+        tops = " ".join(git.q("./" + p.rstrip("/")) for p in _ignored_tops(path, work.ignored))
         message += (
             f". There is nothing to land: `--confirm {CONFIRM}` discards them; the first "
             f"command below keeps a copy in {git.shown(kept)}"
         )
         nxt = [
-            f"mkdir -p {git.q(kept.parent)} && tar -C {git.q(path)} -cf {git.q(kept)} -- {files}",
+            f"mkdir -p {git.q(kept.parent)} && tar -C {git.q(path)} -cf {git.q(kept)} -- {tops}",
             discard,
         ]
-        alternatives = [
-            discard,
-            f"git -C {git.q(path)} add -f -- {files} && git -C {git.q(path)} commit -q -m "
-            + git.q(f"Keep the ignored files of lane {key}")
-            + f" && git lane land {key}",
-        ]
+        alternatives = [discard]
+        if len(work.ignored) <= ADD_F_MAX:
+            alternatives.append(
+                f"git -C {git.q(path)} add -f -- {files} && git -C {git.q(path)} commit -q -m "
+                + git.q(f"Keep the ignored files of lane {key}")
+                + f" && git lane land {key}"
+            )
     raise Refusal(
         "unlanded_work",
         message,
@@ -343,6 +347,25 @@ def g11_keep_work(
             "head": work.head,
         },
     )
+
+
+ADD_F_MAX = 20  # past this many files, committing them is no quick way out: not offered
+
+
+def _ignored_tops(path: str, files: list[str]) -> list[str]:
+    """`files` with those under a wholly ignored directory of the lane (as `git ls-files
+    --directory` names it) replaced by that directory, each once, in order."""
+    dirs = [
+        d
+        for d in git.run(
+            ["ls-files", "--others", "--ignored", "--exclude-standard", "--directory", "-z"],
+            path,
+            env={"GIT_OPTIONAL_LOCKS": "0"},
+        ).z()
+        if d.endswith("/")
+    ]
+    out = [next((d for d in dirs if f.startswith(d)), f) for f in files]
+    return list(dict.fromkeys(out))
 
 
 # -- freezing the lane while it is looked at and removed --------------------------------------
