@@ -163,9 +163,9 @@ class Refusal(Exception):
     def line(self) -> str:
         nxt = " ; ".join(self.next) if self.next else "nothing to run"
         out = f"git-lane: refused [{self.code}]: {self.message}. Next: {nxt}"
-        if self.alternatives:
-            out += "\n  Or: " + " ; ".join(self.alternatives)
-        return out
+        # one line per alternative: each is a whole way out on its own, never a sequence
+        # to paste together with the others
+        return out + "".join(f"\n  Or: {a}" for a in self.alternatives)
 
     def to_dict(self) -> dict[str, Any]:
         return {
