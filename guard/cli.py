@@ -295,9 +295,7 @@ def path_cmd(ctx: Ctx, key: str | None) -> None:
 @click.option("--sandbox", is_flag=True, help="Run CMD in the kernel sandbox (not yet: refused).")
 @click.option("--goal", metavar="GOAL", help="With -c: what the lane is for.")
 @click.argument("key")
-@click.argument(
-    "command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD [ARGS]..."
-)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD [ARGS]")
 @json_option
 @pass_ctx
 def exec_cmd(
@@ -361,8 +359,8 @@ def shellenv(ctx: Ctx, key: str | None, shell: str) -> None:
     """Print the export lines that bind a shell to lane KEY: eval "$(git lane shellenv KEY)".
 
     Sets what exec sets (GITLANE_*, our shims first on PATH) and ends with a `# cd LANE`
-    hint. It records no owner: it cannot supervise a shell, so `land`/`release` from that
-    shell are not the owner's; to be the lane's owner, run `git lane exec KEY -- $SHELL`.
+    hint. It records no owner, since it cannot supervise the shell: an exec of the same
+    lane is not refused beside it. To hold the lane, run `git lane exec KEY -- $SHELL`.
     With --json: the env as one object."""
     from guard.commands import exec as cmd
 

@@ -234,7 +234,8 @@ def run(
         else:
             _lane(repo, key, "exec")
     except Refusal as r:
-        raise _for_exec(r, key, argv) from None
+        _for_exec(r, key, argv)
+        raise
     warnings = _sandbox(repo, key, sandbox, _command(key, argv, " -c" if create_first else ""))
     if create_first:
         try:
@@ -242,22 +243,20 @@ def run(
         except Refusal as r:
             if r.code != "lane_exists":
                 raise
-            raise Refusal(r.code, r.message, next=[retry], details=r.details) from None
+            raise Refusal("lane_exists", r.message, next=[retry], details=r.details) from None
     for w in warnings:
         if warn is not None:
             warn(w)
     return _supervise(repo, key, list(argv), retry)
 
 
-def _for_exec(r: Refusal, key: str, argv: Sequence[str]) -> Refusal:
+def _for_exec(r: Refusal, key: str, argv: Sequence[str]) -> None:
     """A lane refusal worded for exec: a `git lane exec K` in it gets the command, and an
     unknown lane can be created by exec itself."""
     tail = " -- " + shlex.join(argv)
-    nxt = [n + tail if n.startswith("git lane exec ") and " -- " not in n else n for n in r.next]
-    alt = list(r.alternatives)
+    r.next = [n + tail if n.startswith("git lane exec ") and " -- " not in n else n for n in r.next]
     if r.code == "unknown_lane":
-        alt.append(_command(key, argv, " -c"))
-    return Refusal(r.code, r.message, next=nxt, alternatives=alt, details=r.details)
+        r.alternatives.append(_command(key, argv, " -c"))
 
 
 def _claim(repo: Repo, key: str, retry: str) -> tuple[LaneRecord, LaneRecord]:
@@ -441,7 +440,7 @@ def script(env: Mapping[str, str], unset: Sequence[str], cwd: str, shell: str) -
     """What `eval` runs: the unsets, the exports (PATH last), then the cd hint."""
     names = [*sorted(k for k in env if k != "PATH"), "PATH"]
     if shell == "fish":
-        lines = [f"set -e {' '.join(unset)}"]
+        lines = [f"set -e {name}" for name in unset]
         lines += [f"set -gx {k} {_fish_quote(env[k])}" for k in names if k != "PATH"]
         lines.append("set -gx PATH " + " ".join(_fish_quote(p) for p in env["PATH"].split(":")))
     else:
