@@ -197,7 +197,8 @@ def _waiting_cmd(go: Path, ready: Path, on_term: int | None = None) -> list[str]
             if on_term is not None
             else ""
         )
-        + "open(ready, 'w').write(str(os.getpid()))\n"
+        + "open(ready + '.tmp', 'w').write(str(os.getpid()))\n"
+        "os.replace(ready + '.tmp', ready)\n"
         "deadline = time.time() + 60\n"
         "while not os.path.exists(go) and time.time() < deadline:\n"
         "    time.sleep(0.02)\n"
@@ -292,6 +293,20 @@ def test_sigterm_to_exec_is_forwarded_and_cmds_status_returned(repo: Repo, tmp_p
     assert proc.returncode == 128 + signal.SIGUSR1, err
     assert not pid_alive(child)
     assert lane_status(repo, "alpha")["owner_pid"] is None
+
+
+def test_a_killed_exec_takes_its_cmd_with_it(repo: Repo, tmp_path: Path) -> None:
+    """SIGKILL cannot be passed on: CMD gets SIGTERM from the kernel instead, so no CMD
+    writes on in a lane whose recorded owner is dead (the next exec takes it over)."""
+    repo.create("alpha")
+    go, ready = tmp_path / "go", tmp_path / "ready"
+    proc = spawn_lane("exec", "alpha", "--", *_waiting_cmd(go, ready), cwd=repo.path)
+    wait_for(ready.exists, what="CMD to start")
+    child = int(ready.read_text())
+    proc.kill()
+    proc.communicate(timeout=30)
+    wait_for(lambda: not pid_alive(child), what="CMD to end with its supervisor")
+    assert repo.lane("exec", "alpha", "--", "true").rc == 0
 
 
 def test_unknown_released_orphaned_and_invalid_lanes_are_refused(repo: Repo) -> None:

@@ -355,8 +355,7 @@ def _spawn_and_wait(
                 argv,
                 cwd=cwd,
                 env=env,
-                # CMD starts with the mask and dispositions a shell would give it
-                preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_SETMASK, set()),
+                preexec_fn=_in_child,
                 close_fds=True,
             )
         except FileNotFoundError:
@@ -389,6 +388,18 @@ def _spawn_and_wait(
     if rc < 0:
         return 128 - rc, -rc, child.pid
     return rc, None, child.pid
+
+
+def _in_child() -> None:
+    """In CMD's process before it execs: the signal mask a shell would give it, and (on
+    Linux) SIGTERM when the supervisor dies, so a killed `git lane exec` leaves no CMD
+    writing in a lane whose recorded owner is dead (which the next exec takes over)."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
 
 
 def _forward(child: subprocess.Popen[bytes], signum: int) -> None:
