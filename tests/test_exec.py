@@ -373,6 +373,8 @@ def test_sandbox_is_refused_until_it_exists(repo: Repo) -> None:
     repo.config("sandbox", "required")
     r = repo.lane("--json", "exec", "alpha", "--", "true")
     assert (r.rc, r.code) == (1, "sandbox_unavailable")
+    assert r.json["next"][0].startswith("git lane config set sandbox best-effort")
+    assert r.json["next"][1] == "git lane exec alpha -- true"
     assert repo.jlane("shellenv", "alpha").code == "sandbox_unavailable"
     repo.config("sandbox", "best-effort")
     r = repo.lane("exec", "alpha", "--", "echo", "ran")

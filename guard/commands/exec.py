@@ -174,9 +174,9 @@ def _sandbox(repo: Repo, key: str, asked: bool, retry: str) -> list[str]:
     mode = repo.config["sandbox"]
     if asked or mode == "required":
         why = "--sandbox was asked for" if asked else 'sandbox = "required" is configured'
-        nxt = [retry] if mode != "required" else []
-        if mode == "required":
-            nxt = ["git lane config set sandbox best-effort" + lane.OWNER_NOTE, retry]
+        nxt = [retry]
+        if mode == "required":  # retried without --sandbox, it still needs the owner's word
+            nxt.insert(0, "git lane config set sandbox best-effort" + lane.OWNER_NOTE)
         raise Refusal(
             "sandbox_unavailable",
             f"{why}, but this git-lane has no sandbox yet; nothing was run",
