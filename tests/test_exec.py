@@ -295,6 +295,25 @@ def test_sigterm_to_exec_is_forwarded_and_cmds_status_returned(repo: Repo, tmp_p
     assert lane_status(repo, "alpha")["owner_pid"] is None
 
 
+def test_without_sigwaitinfo_signals_are_still_passed_on(repo: Repo, tmp_path: Path) -> None:
+    """Where the OS has no sigwaitinfo (macOS), handlers pass signals on instead."""
+    repo.create("alpha")
+    go, ready = tmp_path / "go", tmp_path / "ready"
+    boot = "import signal, sys; del signal.sigwaitinfo; from guard.cli import main; main()"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", boot, "exec", "alpha", "--", *_waiting_cmd(go, ready, on_term=42)],
+        cwd=repo.path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    wait_for(ready.exists, what="CMD to start")
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 42, err
+    assert lane_status(repo, "alpha")["owner_pid"] is None
+
+
 def test_a_killed_exec_takes_its_cmd_with_it(repo: Repo, tmp_path: Path) -> None:
     """SIGKILL cannot be passed on: CMD gets SIGTERM from the kernel instead, so no CMD
     writes on in a lane whose recorded owner is dead (the next exec takes it over)."""
@@ -465,10 +484,14 @@ def test_shellenv_for_fish(repo: Repo) -> None:
         assert got[name] == via_exec[name], name
 
 
-def test_an_interactive_cmd_reads_the_tty_and_gets_one_ctrl_c(repo: Repo) -> None:
+@pytest.mark.parametrize("through_git", [False, True])
+def test_an_interactive_cmd_reads_the_tty_and_gets_one_ctrl_c(
+    repo: Repo, tmp_path: Path, through_git: bool
+) -> None:
     """On a tty, CMD is in the foreground process group (it can read the terminal), and
     the terminal's Ctrl-C, which reaches exec and CMD alike, is not passed on a second
-    time (Claude Code quits on a second Ctrl-C)."""
+    time (Claude Code quits on a second Ctrl-C). Through `git lane`, git is exec's parent
+    and passes its own Ctrl-C on to it as well: that copy is not passed on either."""
     import fcntl
     import pty
     import termios
@@ -493,9 +516,21 @@ def test_an_interactive_cmd_reads_the_tty_and_gets_one_ctrl_c(repo: Repo) -> Non
         os.setsid()
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
+    argv = [sys.executable, "-m", "guard", "exec", "alpha", "--", sys.executable, "-c", code]
+    env = dict(os.environ)
+    if through_git:
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir()
+        entry = bin_dir / "git-lane"
+        entry.write_text(f'#!/bin/sh\nexec {sys.executable} -m guard "$@"\n')
+        entry.chmod(0o755)
+        env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+        env["PYTHONPATH"] = str(ROOT)
+        argv = ["git", "lane", *argv[3:]]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "guard", "exec", "alpha", "--", sys.executable, "-c", code],
+        argv,
         cwd=repo.path,
+        env=env,
         stdin=slave,
         stdout=slave,
         stderr=slave,
@@ -535,4 +570,5 @@ def test_an_interactive_cmd_reads_the_tty_and_gets_one_ctrl_c(repo: Repo) -> Non
             proc.wait()
         os.close(master)
     assert b"sigints 1" in seen, seen
-    assert proc.returncode == 0, seen
+    # git re-raises a SIGINT it got once its dashed command (git-lane) is done
+    assert proc.returncode == (-signal.SIGINT if through_git else 0), seen

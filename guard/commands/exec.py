@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -363,15 +364,15 @@ def _spawn_and_wait(
         except (PermissionError, OSError):
             return 126, None, None
         if waitinfo is not None:
+            from_tty: dict[int, float] = {}
             while child.poll() is None:
                 info = waitinfo(watched)
-                if info.si_signo == signal.SIGCHLD:
-                    continue
-                sent = info.si_code in (_SI_USER, _SI_QUEUE, _SI_TKILL)
-                if sent and info.si_pid != child.pid:
+                if info.si_signo != signal.SIGCHLD and _pass_on(info, child.pid, from_tty):
                     _forward(child, info.si_signo)
-        else:  # no sigwaitinfo (macOS): pass on every one we get, tty's included
-            prev = {s: signal.signal(s, lambda n, _f: _forward(child, n)) for s in FORWARDED}
+        else:  # no sigwaitinfo (macOS): who sent it is unknown; in the foreground of a
+            # terminal, the ones a terminal sends reached CMD already
+            sent = set(FORWARDED) - (_TTY_SIGNALS if _foreground() else set())
+            prev = {s: signal.signal(s, lambda n, _f: _forward(child, n)) for s in sent}
             try:
                 child.wait()
             finally:
@@ -388,6 +389,34 @@ def _spawn_and_wait(
     if rc < 0:
         return 128 - rc, -rc, child.pid
     return rc, None, child.pid
+
+
+_TTY_SIGNALS = {signal.SIGINT, signal.SIGQUIT, signal.SIGWINCH}
+
+
+def _foreground() -> bool:
+    try:
+        return os.tcgetpgrp(0) == os.getpgrp()
+    except OSError:  # stdin is not a terminal
+        return False
+
+
+def _pass_on(info: signal.struct_siginfo, cmd: int, from_tty: dict[int, float]) -> bool:
+    """Is this signal for CMD? Not one the kernel sent (a terminal's Ctrl-C or resize goes
+    to the whole foreground group: CMD has it already), nor one CMD sent; nor a process
+    of our own group echoing the kernel's within a second: `git lane` runs us as git's
+    child, and git passes its own Ctrl-C on to us (which CMD has too)."""
+    now = time.monotonic()
+    if info.si_code not in (_SI_USER, _SI_QUEUE, _SI_TKILL):
+        from_tty[info.si_signo] = now
+        return False
+    if info.si_pid == cmd:
+        return False
+    try:
+        same_group = os.getpgid(info.si_pid) == os.getpgrp()
+    except OSError:  # the sender is gone already
+        same_group = False
+    return not (same_group and now - from_tty.get(info.si_signo, -10.0) < 1.0)
 
 
 def _in_child() -> None:
