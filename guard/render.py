@@ -231,6 +231,10 @@ def path(r: Result) -> str:
     return str(r["path"])
 
 
+def shellenv(r: Result) -> str:
+    return str(r["script"])
+
+
 def restore_main(r: Result) -> str:
     m, ld = r["main"], r["landed"]
     if r["code"] == "unchanged":
