@@ -285,6 +285,89 @@ def path_cmd(ctx: Ctx, key: str | None) -> None:
     emit(ctx, cmd.run(ctx.repo, key), render.path)
 
 
+@cli.command(
+    "exec",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+    epilog="Examples: git lane exec alpha -- claude ; git lane exec -c fix-login -- codex ; "
+    "git lane exec alpha -- aider ; git lane exec alpha -- opencode",
+)
+@click.option("-c", "--create", "create_first", is_flag=True, help="Create the lane first.")
+@click.option("--sandbox", is_flag=True, help="Run CMD in the kernel sandbox (not yet: refused).")
+@click.option("--goal", metavar="GOAL", help="With -c: what the lane is for.")
+@click.argument("key")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD [ARGS]")
+@json_option
+@pass_ctx
+def exec_cmd(
+    ctx: Ctx,
+    create_first: bool,
+    sandbox: bool,
+    goal: str | None,
+    key: str,
+    command: tuple[str, ...],
+) -> None:
+    """Run CMD bound to lane KEY: in its worktree, our shims first on PATH, GITLANE_* set.
+
+    git lane stays CMD's parent and is the lane's recorded owner while CMD runs (another
+    exec or shellenv of the lane is refused lane_owner_conflict); signals are passed on;
+    the exit status is CMD's (128+N when signal N killed it, 127 when it is not found).
+    CMD owns stdout: --json changes only a refusal, printed as one JSON object."""
+    from guard.commands import exec as cmd
+
+    if goal is not None and not create_first:
+        raise click.UsageError("--goal goes with -c (it is recorded when the lane is created)")
+    argv = list(command[1:] if command and command[0] == "--" else command)
+    if "--" in argv and argv[0].startswith("-"):
+        raise click.UsageError(f"{argv[0]} after KEY: options go before KEY")
+    if not argv:
+        raise click.UsageError("no CMD after --")
+    res = cmd.run(
+        ctx.repo,
+        key,
+        argv,
+        create_first=create_first,
+        sandbox=sandbox,
+        goal=goal,
+        warn=_warn,
+        progress=_include_progress,
+        output=_gate_output,
+        tick=_setup_tick,
+    )
+    if res["code"] == "command_not_found":
+        sys.stderr.write(f"git-lane: exec: {argv[0]}: command not found\n")
+    elif res["code"] == "not_runnable":
+        sys.stderr.write(f"git-lane: exec: {argv[0]}: cannot run it (permission denied)\n")
+    ctx.exit = res["exit_status"]
+
+
+def _warn(line: str) -> None:
+    sys.stderr.write(f"git-lane: warning: {line}\n")
+    sys.stderr.flush()
+
+
+@cli.command()
+@click.argument("key", required=False)
+@click.option(
+    "--shell",
+    type=click.Choice(["sh", "fish"]),
+    default="sh",
+    help="Output syntax (sh: bash, zsh...).",
+)
+@json_option
+@pass_ctx
+def shellenv(ctx: Ctx, key: str | None, shell: str) -> None:
+    """Print the export lines that bind a shell to lane KEY: eval "$(git lane shellenv KEY)".
+
+    Sets what exec sets (GITLANE_*, our shims first on PATH) and ends with a `# cd LANE`
+    hint. It records no owner, since it cannot supervise the shell: an exec of the same
+    lane is not refused beside it. To hold the lane, run `git lane exec KEY -- $SHELL`.
+    With --json: the env as one object."""
+    from guard.commands import exec as cmd
+
+    res = cmd.shellenv(ctx.repo, key, shell)
+    emit(ctx, res, render.shellenv)
+
+
 @cli.command("restore-main")
 @json_option
 @pass_ctx
@@ -521,15 +604,17 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     _state.clear()
 
+    own = args[: args.index("--")] if "--" in args else args  # exec's CMD has its own words
+
     def want_json() -> bool:
         ctx = _state.get("ctx")
-        return "--json" in args or (ctx is not None and ctx.json)
+        return "--json" in own or (ctx is not None and ctx.json)
 
     def state_dir() -> Path | None:
         ctx = _state.get("ctx")
         repo = ctx.peek_repo() if ctx is not None else None
         return repo.state_dir if repo is not None else None
 
-    code = boundary.guarded(lambda: _click(args, "--json" in args), args, want_json, state_dir)
+    code = boundary.guarded(lambda: _click(args, "--json" in own), args, want_json, state_dir)
     sys.stdout.flush()
     raise SystemExit(code)

@@ -123,6 +123,13 @@ CODES: dict[str, Code] = _codes(
         None,
         "a state file is unreadable, of the wrong form, or a directory",
     ),
+    (
+        "sandbox_unavailable",
+        "engine",
+        None,
+        "exec --sandbox (or sandbox = required) has no sandbox",
+    ),
+    ("real_git_unknown", "engine", None, "exec found no real git on PATH (only shims or wrappers)"),
     ("main_mutation_refused", "hooks", "G10", "something other than land tried to move main"),
     ("hook_facts_unknown", "hooks", None, "a hook could not establish a fact, so it refused"),
     ("sync_required", "shims", "G8", "a stale lane under a mandatory policy tried to write"),
@@ -171,9 +178,9 @@ class Refusal(Exception):
     def line(self) -> str:
         nxt = " ; ".join(self.next) if self.next else "nothing to run"
         out = f"git-lane: refused [{self.code}]: {self.message}. Next: {nxt}"
-        if self.alternatives:
-            out += "\n  Or: " + " ; ".join(self.alternatives)
-        return out
+        # one line per alternative: each is a whole way out on its own, never a sequence
+        # to paste together with the others
+        return out + "".join(f"\n  Or: {a}" for a in self.alternatives)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -6,6 +6,7 @@ know nothing of lanes or config: they take a directory and answer from git."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -37,8 +38,25 @@ Where = str | os.PathLike[str] | None
 
 
 def q(word: str | os.PathLike[str]) -> str:
-    """One shell word, for `next` commands: a path with a quote in it still runs."""
-    return shlex.quote(os.fspath(word))
+    """One shell word, for `next` commands: a path with a quote in it still runs. A word
+    with a control character (a newline in a file name) is spelled with POSIX printf's
+    octal escapes, so the command stays on one line and still names exactly that word
+    (command substitution drops trailing newlines: a word ending in one is quoted as it is)."""
+    s = os.fspath(word)
+    if s.isprintable() or s.endswith("\n"):
+        return shlex.quote(s)
+    fmt = "".join(f"\\{ord(c):03o}" if not c.isprintable() or c in "\\%" else c for c in s)
+    return '"$(printf ' + shlex.quote(fmt) + ')"'
+
+
+def shown(path: str | os.PathLike[str]) -> str:
+    """A path for a message, on one line: as it is when every character prints, else in
+    double quotes with C escapes (as git shows it with core.quotePath), so a name with a
+    newline cannot split a refusal over lines or pass for two names."""
+    s = os.fspath(path)
+    if s and ", " not in s and all(c.isprintable() and c not in '"\\' for c in s):
+        return s
+    return json.dumps(s, ensure_ascii=False)
 
 
 def _shim_dirs() -> set[str]:

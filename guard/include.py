@@ -231,3 +231,63 @@ def unchanged_copy(hub: str, lane: str, rel: str) -> bool:
     if not clean or clean.startswith("/") or ".." in clean.split("/"):
         return False
     return same(os.path.join(lane, clean), os.path.join(hub, clean))
+
+
+# -- what setup left: the ignored files of a lane just after its setup ------------------------
+Stamp = tuple[int, int, int]  # file type (S_IFMT), size, mtime_ns
+Manifest = dict[str, Stamp]
+
+
+def ignored_files(path: str) -> list[str]:
+    """Every ignored file of the worktree at `path`, each once, relative to it. git names
+    a directory it does not enter (a nested repository) once, with its trailing slash;
+    nothing under a directory so named is listed again."""
+    listed = git.run(
+        ["ls-files", "--others", "--ignored", "--exclude-standard", "-z"],
+        path,
+        env={"GIT_OPTIONAL_LOCKS": "0"},
+    ).z()
+    out: list[str] = []
+    dirs: list[str] = []
+    for rel in sorted(set(listed)):  # a directory sorts before what is under it
+        if any(rel.startswith(d) for d in dirs):
+            continue
+        if rel.endswith("/"):
+            dirs.append(rel)
+        out.append(rel)
+    return out
+
+
+def stamps(path: str, rels: list[str]) -> Manifest:
+    """Type, size and mtime of each regular file or symlink among `rels` (never followed);
+    a directory or what is gone has no stamp."""
+    out: Manifest = {}
+    for rel in rels:
+        if rel.endswith("/"):
+            continue
+        try:
+            st = os.lstat(os.path.join(path, rel))
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
+            out[rel] = (stat.S_IFMT(st.st_mode), st.st_size, st.st_mtime_ns)
+    return out
+
+
+def setup_left(before: Manifest, after: Manifest, old: Manifest | None) -> Manifest:
+    """What a setup left, for the lane's manifest: the files it made or changed (their
+    stamp moved between `before` and `after`), and those an earlier setup left (`old`)
+    that nobody touched since. A file that was there before the setup, untouched by it
+    and not an earlier setup's, is someone's work and stays out."""
+    return {
+        rel: st
+        for rel, st in after.items()
+        if before.get(rel) != st or (old is not None and old.get(rel) == st)
+    }
+
+
+def work(path: str, rels: list[str], manifest: Manifest) -> list[str]:
+    """The ignored paths among `rels` that are not as the lane's setup left them (new
+    since, or changed): only these are someone's work."""
+    now = stamps(path, [r for r in rels if r in manifest])
+    return [r for r in rels if r not in manifest or now.get(r) != manifest[r]]

@@ -47,11 +47,18 @@ def get(repo: Repo, key: str) -> LaneRecord:
     if rec is None:
         active = sorted(r.key for r in repo.store.lanes() if r.status == "active")
         listed = f"active lanes: {', '.join(active)}" if active else "there are no active lanes"
+        worker = is_worker()
         raise Refusal(
             "unknown_lane",
-            f"there is no lane {key}; {listed}",
+            f"there is no lane {key}; {listed}"
+            + (
+                "; this process is a worker: lanes are created by the repository owner"
+                if worker
+                else ""
+            ),
             next=["git lane status"],
-            alternatives=[f"git lane create {key}"],
+            # a worker's own `create` is refused (role_forbidden): the owner runs it
+            alternatives=[f"git lane create {key}" + (OWNER_NOTE if worker else "")],
             details={"lane": key, "active": active},
         )
     return rec
@@ -177,7 +184,7 @@ def current(repo: Repo, key: str | None, action: str, usage: str = "") -> str:
     listed = f"active lanes: {', '.join(active)}" if active else "there are no active lanes"
     return _raise_unknown(
         f"{action} needs a lane{role}: {where}; {listed}",
-        ["git lane status"] if active else ["git lane status", "git lane create"],
+        ["git lane status"] if active or is_worker() else ["git lane status", "git lane create"],
         [f"git lane {action} {k}{usage}" for k in active],
         {"action": action, "active": active},
     )
@@ -265,7 +272,7 @@ def dirty_refusal(key: str, path: str, dirty: list[str], action: str) -> Refusal
     """lane_dirty (G2), the same for every command that needs a clean lane."""
     return Refusal(
         "lane_dirty",
-        f"lane {key} has {len(dirty)} uncommitted path(s): {', '.join(dirty[:5])}",
+        f"lane {key} has {len(dirty)} uncommitted path(s): {', '.join(map(git.shown, dirty[:5]))}",
         next=[
             f"git -C {git.q(path)} add -A && git -C {git.q(path)} commit -q -m "
             + git.q(f"Work in lane {key} before {action}"),

@@ -17,6 +17,14 @@ from guard import policy
 
 Result = Mapping[str, Any]
 WIDTH = 100  # what a line of status or log is laid out to fit
+KEY_WIDTH = 20  # a lane key's column in a table: a longer key (up to 63) is cut, with `…`
+
+
+def key_cell(key: str) -> str:
+    """A lane key for a table column: whole when it fits KEY_WIDTH, else its start and
+    `…`, so one long key does not push every other row's columns (and log's summaries)
+    off the line. The advice lines and `--json` carry the key whole."""
+    return key if len(key) <= KEY_WIDTH else key[: KEY_WIDTH - 1] + "…"
 
 
 def color(stream: TextIO | None = None) -> bool:
@@ -115,7 +123,7 @@ def status(r: Result) -> str:
             ab = f"{ln.get('ahead', '-')}/{ln.get('behind', '-')}"
         if ln.get("rebase_in_progress") and state == "active":
             state = "rebasing"  # a sync stopped on conflicts
-        rows.append((str(ln.get("key")), state, fresh, dirty, ab, tilde(ln.get("path"))))
+        rows.append((key_cell(str(ln.get("key"))), state, fresh, dirty, ab, tilde(ln.get("path"))))
     lines = table(rows)
     out.append(_style(lines[0], bold=True))
     for ln, row, line in zip(r["lanes"], rows[1:], lines[1:], strict=True):
@@ -194,8 +202,7 @@ def sync(r: Result) -> str:
         out.append(f"  {f['kind']:<16} {f['path']}")
     out.append(f"resolve them in {r['path']}, then:")
     out.append("Next: " + " ; ".join(r["next"]))
-    if r.get("alternatives"):
-        out.append("  Or: " + " ; ".join(r["alternatives"]))
+    out.extend(f"  Or: {a}" for a in r.get("alternatives") or [])
     return "\n".join(out)
 
 
@@ -222,6 +229,10 @@ def land(r: Result) -> str:
 
 def path(r: Result) -> str:
     return str(r["path"])
+
+
+def shellenv(r: Result) -> str:
+    return str(r["script"])
 
 
 def restore_main(r: Result) -> str:
@@ -314,7 +325,7 @@ def log(r: Result) -> str:
         return "no events"
     head = ("TIME", "KIND", "LANE", "CODE")
     rows = [
-        (str(e.get("time")), str(e.get("kind")), str(e.get("lane") or "-"), _log_code(e))
+        (str(e.get("time")), str(e.get("kind")), key_cell(str(e.get("lane") or "-")), _log_code(e))
         for e in events
     ]
     used = sum(max(len(row[i]) for row in [head, *rows]) + 2 for i in range(4))

@@ -73,8 +73,12 @@ class Repo:
         if not res.ok or not sep or bare not in ("true", "false") or not common.endswith("\n"):
             raise Refusal(
                 "not_a_git_repo",
-                f"{cwd} is not inside a git repository",
-                next=["git init"],
+                f"{cwd} is not inside a git repository: cd into your repository (or pass "
+                "`-C PATH`) and run the command again",
+                # no command knows where the repository is; `git init` here would make a
+                # repository of whatever directory this is, so it is only the other way out
+                next=[],
+                alternatives=["git init && git lane install"],
                 details={"path": cwd},
             )
         top: Path | None = None

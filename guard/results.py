@@ -307,3 +307,29 @@ class CheckGitResult(TypedDict):
     lane: str
     argv: list[str]
     enabled: bool  # false: enabled = false in config, so the shim lets everything through
+
+
+class ExecResult(TypedDict):
+    """How `git lane exec`'s CMD ended (the audit event; CMD owns stdout, so no --json)."""
+
+    ok: bool  # False: CMD could not be started
+    code: str  # exited | signaled | command_not_found | not_runnable
+    lane: str
+    argv: list[str]
+    cwd: str
+    pid: int | None  # CMD's pid; None when it never started
+    exit_status: int  # git lane exec's own: CMD's, 128+N for signal N, 127 / 126
+    signal: int | None
+
+
+class ShellenvResult(TypedDict):
+    ok: bool
+    code: str
+    lane: str
+    path: str
+    cwd: str  # where `cd` goes: the lane, or the caller's subdirectory of it
+    shell: str  # sh | fish
+    env: dict[str, str]  # every binding name and PATH (shims first)
+    unset: list[str]  # names the script unsets (git's repository pointers, ...)
+    script: str  # what `eval` runs
+    warnings: list[str]

@@ -31,7 +31,13 @@ def assert_refusal_shape(obj: dict[str, object]) -> None:
     assert obj["ok"] is False
     assert isinstance(obj["message"], str) and obj["message"]
     nxt = obj["next"]
-    assert isinstance(nxt, list) and nxt and all(isinstance(x, str) and x for x in nxt)
+    assert isinstance(nxt, list) and all(isinstance(x, str) and x for x in nxt)
+    if obj["code"] == "not_a_git_repo":
+        # no command knows where the repository is (the message says to cd into it); the
+        # `git init` that would make one of the cwd is only an alternative
+        assert nxt == [] and obj["alternatives"]
+    else:
+        assert nxt
     assert isinstance(obj["details"], dict)
 
 

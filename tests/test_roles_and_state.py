@@ -485,13 +485,13 @@ def test_release_keeps_ignored_files_unless_confirmed(repo: Repo) -> None:
     (lp / "build" / "out.o").write_text("obj\n")
     r = repo.jlane("release", "alpha")
     assert (r.rc, r.code) == (1, "unlanded_work"), r.stdout
-    assert sorted(r.json["details"]["ignored_paths"]) == [".env", "build/"]
+    assert sorted(r.json["details"]["ignored_paths"]) == [".env", "build/out.o"]
     assert (lp / ".env").read_text() == "SECRET=1\n" and repo.sha(
         "refs/heads/lane/alpha"
     ) is not None
     r = repo.jlane("release", "alpha", *CONFIRM)
     assert (r.rc, r.code) == (0, "released"), r.stdout
-    assert sorted(r.json["discarded_ignored"]) == [".env", "build/"]
+    assert sorted(r.json["discarded_ignored"]) == [".env", "build/out.o"]
     assert not lp.exists()
 
 

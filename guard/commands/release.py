@@ -145,6 +145,7 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
         owner_start=None,
     )
     repo.store.write_lane(new)
+    repo.store.drop_setup_manifest(key)
     detached_head = work.head if work.detached else None
     repo.store.event(
         "release",
@@ -237,22 +238,23 @@ def _inspect(repo: Repo, rec: LaneRecord, wt: git.Worktree | None, main_sha: str
         hidden = git.hidden_differences(rec.path, work.tip)
         work.dirty = list(dict.fromkeys([*work.dirty, *hidden.changed]))
     # ignored files (.env, build outputs) are in no commit and `worktree remove` deletes
-    # them without a word; an ignored directory is named once, with its trailing slash
-    work.ignored = git.run(
-        ["ls-files", "--others", "--ignored", "--exclude-standard", "--directory", "-z"],
-        rec.path,
-        env={"GIT_OPTIONAL_LOCKS": "0"},
-    ).z()
-    # ...except what is the same as the hub's, byte for byte (what .worktreeinclude copied
-    # and nobody changed since): removing it loses nothing
+    # them without a word; each is counted once (a directory git does not enter, once,
+    # with its trailing slash) ...
+    from guard import include
+
+    work.ignored = include.ignored_files(rec.path)
+    # ...except what the lane's setup left and nobody changed since (a venv or
+    # node_modules that setup_command made, what .worktreeinclude copied)...
+    manifest = repo.store.read_setup_manifest(rec)
+    if manifest and work.ignored:
+        work.ignored = include.work(rec.path, work.ignored, manifest)
+    # ...and what is the same as the hub's, byte for byte: removing it loses nothing
     hub = repo.hub()
     if (
         hub is not None
         and work.ignored
         and os.path.realpath(hub.path) != os.path.realpath(rec.path)
     ):
-        from guard import include
-
         work.ignored = [
             p for p in work.ignored if not include.unchanged_copy(hub.path, rec.path, p)
         ]
@@ -284,31 +286,86 @@ def g11_keep_work(
     if work.unlanded:
         what.append(f"{len(work.unlanded)} unlanded commit(s) on {branch}")
     if work.dirty:
-        what.append(f"{len(work.dirty)} uncommitted path(s) in {path}")
+        what.append(f"{len(work.dirty)} uncommitted path(s) in {git.shown(path)}")
     if work.rebase:
         what.append("a sync in progress")
     if work.detached:
-        what.append(f"{len(work.detached)} commit(s) on a detached HEAD in {path}")
+        what.append(f"{len(work.detached)} commit(s) on a detached HEAD in {git.shown(path)}")
     if work.ignored:
-        what.append(f"{len(work.ignored)} ignored path(s) ({', '.join(work.ignored[:5])})")
+        names = ", ".join(map(git.shown, work.ignored[:5]))
+        more = ", ..." if len(work.ignored) > 5 else ""
+        what.append(f"{len(work.ignored)} ignored file(s) its setup did not leave ({names}{more})")
     if work.worktree_refs:
         refs = ", ".join(str(r["ref"]) for r in work.worktree_refs[:5])
         what.append(f"commits that only its per-worktree refs hold ({refs})")
+    message = f"lane {key} has " + " and ".join(what) + "; releasing would lose them"
+    discard = f"git lane release {key} --confirm {CONFIRM}"
+    nxt = [f"git lane land {key}", discard]
+    alternatives: list[str] = []
+    if work.rebase:
+        # the sync's rebase is half done: finish it (or undo it) before anything else;
+        # land would only refuse rebase_in_progress
+        nxt = [f"git lane continue {key}", f"git lane land {key}"]
+        alternatives = [f"git lane abort {key}", discard]
+    elif work.ignored and not (work.unlanded or work.dirty or work.detached or work.worktree_refs):
+        # nothing to land (land would say nothing_to_land and point back here): the files
+        # are kept in an archive first, then the lane goes; or committed with add -f
+        kept = repo.store.dir / "kept" / f"{key}-{now_iso().replace(':', '')}.tar"
+        files = " ".join(git.q("./" + p.rstrip("/")) for p in work.ignored)
+        # the archive takes a whole ignored directory where one holds the files (a build
+        # dir of many files is one word; what setup left in it comes along, harmlessly)
+        tops = " ".join(git.q("./" + p.rstrip("/")) for p in _ignored_tops(path, work.ignored))
+        message += (
+            f". There is nothing to land: `--confirm {CONFIRM}` discards them; the first "
+            f"command below keeps a copy in {git.shown(kept)}"
+        )
+        nxt = [
+            f"mkdir -p {git.q(kept.parent)} && tar -C {git.q(path)} -cf {git.q(kept)} -- {tops}",
+            discard,
+        ]
+        alternatives = [discard]
+        if len(work.ignored) <= ADD_F_MAX:
+            alternatives.append(
+                f"git -C {git.q(path)} add -f -- {files} && git -C {git.q(path)} commit -q -m "
+                + git.q(f"Keep the ignored files of lane {key}")
+                + f" && git lane land {key}"
+            )
     raise Refusal(
         "unlanded_work",
-        f"lane {key} has " + " and ".join(what) + "; releasing would lose them",
-        next=[f"git lane land {key}", f"git lane release {key} --confirm {CONFIRM}"],
+        message,
+        next=nxt,
+        alternatives=alternatives,
         details={
             "lane": key,
             "commits": work.unlanded[:50],
             "dirty_paths": work.dirty[:50],
             "detached_commits": work.detached[:50],
             "ignored_paths": work.ignored[:50],
+            "ignored_count": len(work.ignored),
             "worktree_refs": work.worktree_refs[:50],
             "tip": work.tip,
             "head": work.head,
         },
     )
+
+
+ADD_F_MAX = 20  # past this many files, committing them is no quick way out: not offered
+
+
+def _ignored_tops(path: str, files: list[str]) -> list[str]:
+    """`files` with those under a wholly ignored directory of the lane (as `git ls-files
+    --directory` names it) replaced by that directory, each once, in order."""
+    dirs = [
+        d
+        for d in git.run(
+            ["ls-files", "--others", "--ignored", "--exclude-standard", "--directory", "-z"],
+            path,
+            env={"GIT_OPTIONAL_LOCKS": "0"},
+        ).z()
+        if d.endswith("/")
+    ]
+    out = [next((d for d in dirs if f.startswith(d)), f) for f in files]
+    return list(dict.fromkeys(out))
 
 
 # -- freezing the lane while it is looked at and removed --------------------------------------

@@ -58,8 +58,11 @@ def prepare(
     output: gate.Output | None,
     tick: gate.Tick | None,
 ) -> tuple[Included, SetupRun | None, list[str]]:
-    """The copy, then the setup command; the outcome recorded in the lane's record."""
+    """The copy, then the setup command; the outcome recorded in the lane's record, and
+    what they left among the lane's ignored files in its setup manifest (release does not
+    count those as work)."""
     warnings = list(repo.config.warnings)
+    before = include.stamps(path, include.ignored_files(path))
     included = include.empty()
     patterns = repo.committed_file(main_sha, include.FILE)
     if patterns is not None:
@@ -79,8 +82,11 @@ def prepare(
     ran: SetupRun | None = None
     if command:
         ran = _run_command(repo, key, path, command, output, tick)
+    else:
+        warnings += _forget_failure(repo, key, path)
     if patterns is None and ran is None:
         return included, ran, warnings  # nothing to set up: nothing to log
+    _remember_what_setup_left(repo, key, path, before)
     repo.store.event(
         "setup",
         lane=key,
@@ -123,6 +129,32 @@ def _run_command(
         "seconds": g.seconds,
         "tail": g.tail,
     }
+
+
+def _forget_failure(repo: Repo, key: str, path: str) -> list[str]:
+    """No setup_command is configured (any more): a failure recorded by an earlier one no
+    longer says anything about the lane, so the mark is cleared, and the caller says so."""
+    rec = repo.store.read_lane(key)
+    if rec is None or lane.setup_state(rec) not in ("failed", "timeout"):
+        return []
+    _record(repo, key, path, setup=None, setup_pid=None, setup_start=None)
+    return [
+        f"setup_command is unset: the earlier setup {lane.setup_state(rec)} of lane {key} "
+        "no longer applies, and the lane is no longer marked so"
+    ]
+
+
+def _remember_what_setup_left(repo: Repo, key: str, path: str, before: include.Manifest) -> None:
+    """The lane's setup manifest: the ignored files this setup (and earlier ones, where
+    untouched since) left, so release does not take a venv or node_modules it made for
+    someone's work."""
+    after = include.stamps(path, include.ignored_files(path))
+    with lane.registry_lock(repo):
+        rec = repo.store.read_lane(key)
+        if rec is None or rec.path != path or rec.status != "active":
+            return
+        old = repo.store.read_setup_manifest(rec)
+        repo.store.write_setup_manifest(rec, include.setup_left(before, after, old))
 
 
 def _record(repo: Repo, key: str, path: str, **changes: Any) -> None:

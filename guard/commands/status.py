@@ -34,6 +34,7 @@ def lock_view(repo: Repo) -> LockView | None:
 def run(repo: Repo, key: str | None = None, all_: bool = False) -> StatusResult:
     """Released lanes are left out (counted in `released_hidden`) unless `all_`, or the
     lane is named by `key`: text and JSON list the same lanes."""
+    named = key
     if lane.bound_lane() is not None or key is not None:
         key = lane.resolve_key(key, "status")  # status is read-only: an unbound worker sees all
     main_sha = repo.main_sha()
@@ -43,9 +44,15 @@ def run(repo: Repo, key: str | None = None, all_: bool = False) -> StatusResult:
     readable = {r.key for r in records}  # the rest of lane_keys() is corrupt
     if key is not None:
         lane.check_key(key)
-        records = [r for r in records if r.key == key]
-        if not records:
-            lane.get(repo, key)  # raises unknown_lane
+        mine = [r for r in records if r.key == key]
+        if mine or named is not None or repo.store.lane_file_exists(key):
+            records = mine
+            if not records:
+                lane.get(repo, key)  # raises unknown_lane
+        else:
+            # a worker bound to a lane that does not exist (yet): it sees every lane, as
+            # the unknown_lane it got elsewhere tells it to look
+            key = None
     released_hidden = 0
     if key is None and not all_:
         kept = [r for r in records if r.status != "released"]

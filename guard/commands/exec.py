@@ -1,0 +1,490 @@
+"""`git lane exec [-c] [--sandbox] KEY -- CMD ARGS...` and `git lane shellenv [KEY]`: bind a
+process to a lane. exec runs CMD (argv as given, no shell) in the lane worktree with the
+binding environment of guard/binding.py (our shims first on PATH, the real git resolved and
+recorded), stays CMD's parent as the lane's recorded owner while it runs, forwards signals
+and exits with CMD's status. shellenv prints the same environment as `export` lines; it
+cannot supervise, so it records no owner."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import guard
+from guard import binding, git, include, lane, policy, procs, resources
+from guard.commands import create
+from guard.errors import Refusal
+from guard.gate import Output, Tick
+from guard.repo import Repo
+from guard.results import ExecResult, ShellenvResult
+from guard.store import LaneRecord
+
+# Signals a supervisor passes on (as a shell's `exec` would let CMD receive them).
+FORWARDED = (
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGWINCH,
+)
+# Never inherited by a bound process: git's own pointers at a repository (CMD works in the
+# lane, not wherever they point) and our internal marker (it lets our own git calls past
+# the hooks and shims).
+DROPPED = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_PREFIX",
+    "GIT_COMMON_DIR",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_NAMESPACE",
+    "GITLANE_INTERNAL",
+)
+_PROBE_TRAP = 97  # what the trap `git` of the probe exits with
+_SI_USER, _SI_QUEUE, _SI_TKILL = 0, -1, -6  # si_code of a signal some process sent
+
+
+# -- the binding ------------------------------------------------------------------------
+def shims_dir() -> str:
+    return os.path.realpath(resources.data_dir("shims"))
+
+
+def bound_path(path: str, shims: str, also: Sequence[str] = ()) -> str:
+    """PATH with `shims` first and exactly once: every other occurrence of it (or of the
+    shims dir an outer binding named, `also`) is dropped; the rest keeps its order."""
+    skip = {shims, *(os.path.realpath(a) for a in also if a)}
+    rest = [p for p in path.split(os.pathsep) if not (p and os.path.realpath(p) in skip)]
+    return os.pathsep.join([shims, *rest]) if path else shims
+
+
+def _is_shim(path: str) -> bool:
+    """A copy of a git-lane shim (another installation's): a script naming our binding."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8192)
+    except OSError:
+        return True  # unreadable: not something we can vouch for
+    return head.startswith(b"#!") and binding.REAL_GIT.encode() in head
+
+
+def _answers_as_git(path: str, trap: str) -> bool:
+    """Does `path --version` answer as git without running some other `git` off PATH? A
+    wrapper that calls `git` through PATH would, under a binding, call our shim, which
+    calls it again: the probe's PATH holds only a `git` that exits _PROBE_TRAP."""
+    try:
+        res = subprocess.run(
+            [path, "--version"],
+            env={"PATH": trap, "LC_ALL": "C"},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return res.returncode == 0 and res.stdout.startswith(b"git version ")
+
+
+def resolve_real_git(path: str, shims: Sequence[str], recorded: str | None = None) -> str | None:
+    """The real git for a binding: the first `git` on `path` that is not in a shims dir,
+    does not resolve (symlinks) into one, is not a copy of a shim and answers as git
+    without going back through PATH; then `recorded` (an outer binding's) on the same
+    terms. Its realpath, or None when there is none."""
+    skip = {os.path.realpath(s) for s in shims if s}
+    cands = [os.path.join(d, "git") for d in path.split(os.pathsep) if d and os.path.isabs(d)]
+    if recorded:
+        cands.append(recorded)
+    trap = tempfile.mkdtemp(prefix="git-lane-probe-")
+    try:
+        trap_git = Path(trap) / "git"
+        trap_git.write_text(f"#!/bin/sh\nexit {_PROBE_TRAP}\n")
+        trap_git.chmod(0o755)
+        seen: set[str] = set()
+        for cand in cands:
+            if not (os.path.isfile(cand) and os.access(cand, os.X_OK)):
+                continue
+            real = os.path.realpath(cand)
+            if real in seen or os.path.realpath(os.path.dirname(cand)) in skip:
+                continue
+            seen.add(real)
+            if os.path.dirname(real) in skip or _is_shim(real):
+                continue
+            if _answers_as_git(real, trap):
+                return real
+        return None
+    finally:
+        shutil.rmtree(trap, ignore_errors=True)
+
+
+def binding_env(repo: Repo, rec: LaneRecord, base: Mapping[str, str]) -> dict[str, str]:
+    """The binding names of guard/binding.py, and PATH with our shims first, over `base`."""
+    shims = shims_dir()
+    outer = base.get(binding.SHIMS_DIR, "")
+    path = base.get("PATH", os.defpath)
+    real = resolve_real_git(path, [shims, outer], base.get(binding.REAL_GIT) or None)
+    if real is None:
+        raise Refusal(
+            "real_git_unknown",
+            "no git on PATH that is not a shim and runs without going back through PATH "
+            f"(PATH={path}); put the real git's directory on PATH",
+            next=["type -a git"],
+            details={"lane": rec.key, "path": path},
+        )
+    return {
+        binding.LANE: rec.key,
+        binding.ROLE: "worker",
+        binding.REAL_GIT: real,
+        binding.SHIMS_DIR: shims,
+        binding.LANE_PATH: os.path.realpath(rec.path),
+        binding.COMMON: os.path.realpath(repo.common_dir),
+        binding.PYTHON: sys.executable,
+        binding.PYPATH: str(Path(guard.__file__).resolve().parent.parent),
+        binding.HOME_AT_EXEC: base.get("HOME", ""),
+        binding.XDG_AT_EXEC: base.get("XDG_CONFIG_HOME", ""),
+        binding.PORT: str(policy.lane_port(rec.key)),
+        "PATH": bound_path(path, shims, [outer]),
+    }
+
+
+# -- refusals shared by exec and shellenv ------------------------------------------------
+def _lane(repo: Repo, key: str | None, action: str) -> LaneRecord:
+    key = lane.current(repo, key, action)
+    rec = lane.get(repo, key)
+    if rec.status == "released":
+        raise lane.not_active_refusal(repo, rec, "is released: it has no worktree")
+    wt = git.by_path(repo.worktrees()).get(os.path.realpath(rec.path))
+    if rec.status == "orphaned" or wt is None or not wt.exists:
+        raise lane.missing_worktree_refusal(key, rec.path, action)
+    return rec
+
+
+def _sandbox(repo: Repo, key: str, asked: bool, retry: str) -> list[str]:
+    """sandbox_unavailable until the sandbox lands; `best-effort` runs without, warned."""
+    mode = repo.config["sandbox"]
+    if asked or mode == "required":
+        why = "--sandbox was asked for" if asked else 'sandbox = "required" is configured'
+        nxt = [retry]
+        if mode == "required":  # retried without --sandbox, it still needs the owner's word
+            nxt.insert(0, "git lane config set sandbox best-effort" + lane.OWNER_NOTE)
+        raise Refusal(
+            "sandbox_unavailable",
+            f"{why}, but this git-lane has no sandbox yet; nothing was run",
+            next=nxt,
+            details={"lane": key, "sandbox": mode, "asked": asked},
+        )
+    if mode == "best-effort":
+        return ['sandbox = "best-effort": this git-lane has no sandbox yet; running unsandboxed']
+    return []
+
+
+def _owner_check(repo: Repo, rec: LaneRecord, retry: str) -> None:
+    """lane_owner_conflict when another live process (not this one or an ancestor)
+    owns the lane; a dead owner is simply taken over."""
+    try:
+        lane.owner_conflict(repo, rec, "exec")
+    except Refusal as r:
+        pid = rec.owner_pid
+        raise Refusal(
+            "lane_owner_conflict",
+            f"lane {rec.key} is in use by live process {pid} (its recorded owner); "
+            "one supervisor per lane",
+            next=[f"git lane status {rec.key}", f"ps -o pid,etime,args -p {pid}"],
+            alternatives=[f"kill {pid} && {retry}"],
+            details=r.details,
+        ) from None
+
+
+def _command(key: str, argv: Sequence[str], flags: str = "") -> str:
+    return f"git lane exec{flags} {key} -- " + (shlex.join(argv) if argv else "$SHELL")
+
+
+# -- exec -------------------------------------------------------------------------------
+def run(
+    repo: Repo,
+    key: str,
+    argv: Sequence[str],
+    *,
+    create_first: bool = False,
+    sandbox: bool = False,
+    goal: str | None = None,
+    warn: Callable[[str], None] | None = None,
+    progress: include.Progress | None = None,
+    output: Output | None = None,
+    tick: Tick | None = None,
+) -> ExecResult:
+    """Run argv bound to lane `key`; returns how it ended (CMD's exit status)."""
+    if not argv:
+        raise ValueError("exec needs a command")  # the CLI requires one: a bug if missing
+    lane.check_key(key)
+    retry = _command(key, argv)
+    try:
+        if create_first:
+            lane.forbid_worker("create", f"git lane create {key}")
+        else:
+            _lane(repo, key, "exec")
+    except Refusal as r:
+        _for_exec(r, key, argv)
+        raise
+    warnings = _sandbox(repo, key, sandbox, _command(key, argv, " -c" if create_first else ""))
+    if create_first:
+        try:
+            create.run(repo, key, goal, None, progress, output, tick)
+        except Refusal as r:
+            if r.code != "lane_exists":
+                raise
+            raise Refusal("lane_exists", r.message, next=[retry], details=r.details) from None
+    for w in warnings:
+        if warn is not None:
+            warn(w)
+    return _supervise(repo, key, list(argv), retry)
+
+
+def _for_exec(r: Refusal, key: str, argv: Sequence[str]) -> None:
+    """A lane refusal worded for exec: a `git lane exec K` in it gets the command, and an
+    unknown lane can be created by exec itself."""
+    tail = " -- " + shlex.join(argv)
+    r.next = [n + tail if n.startswith("git lane exec ") and " -- " not in n else n for n in r.next]
+    if r.code == "unknown_lane":
+        r.alternatives.append(_command(key, argv, " -c"))
+
+
+def _claim(repo: Repo, key: str, retry: str) -> tuple[LaneRecord, LaneRecord]:
+    """Record this process as the lane's owner (under the registry lock); returns the
+    record as it was and as written."""
+    with lane.registry_lock(repo):
+        rec = _lane(repo, key, "exec")
+        _owner_check(repo, rec, retry)
+        me = os.getpid()
+        mine = replace(rec, owner_pid=me, owner_start=procs.start_time(me))
+        repo.store.write_lane(mine)
+    return rec, mine
+
+
+def _unclaim(repo: Repo, before: LaneRecord, mine: LaneRecord) -> bool:
+    """Give the lane back: the owner from before when it is still alive (an outer
+    supervisor), else none. Only while the record still names us: CMD may have released
+    the lane, or a reconcile moved on. True when the record was changed."""
+    with lane.registry_lock(repo):
+        now = repo.store.read_lane(before.key)
+        if now is None or (now.owner_pid, now.owner_start) != (mine.owner_pid, mine.owner_start):
+            return False
+        keep = before.owner_pid is not None and procs.alive(before.owner_pid, before.owner_start)
+        owner = (before.owner_pid, before.owner_start) if keep else (None, None)
+        repo.store.write_lane(replace(now, owner_pid=owner[0], owner_start=owner[1]))
+        return True
+
+
+def _cwd(lane_path: str) -> str:
+    """The lane directory CMD starts in: the caller's subdirectory when the caller is
+    inside the lane already, else the lane's top."""
+    root = os.path.realpath(lane_path)
+    try:
+        here = os.path.realpath(os.getcwd())
+    except OSError:
+        return root
+    return here if here == root or here.startswith(root + os.sep) else root
+
+
+def _supervise(repo: Repo, key: str, argv: list[str], retry: str) -> ExecResult:
+    before, mine = _claim(repo, key, retry)
+    env = {k: v for k, v in os.environ.items() if k not in DROPPED}
+    result: ExecResult = {
+        "ok": True,
+        "code": "exited",
+        "lane": key,
+        "argv": argv,
+        "cwd": "",
+        "pid": None,
+        "exit_status": 0,
+        "signal": None,
+    }
+    try:
+        env.update(binding_env(repo, mine, env))
+        cwd = _cwd(mine.path)
+        env["PWD"] = cwd
+        result["cwd"] = cwd
+        repo.store.event("exec", lane=key, argv=argv, pid=os.getpid())
+        status, sig, pid = _spawn_and_wait(argv, cwd, env)
+        result["pid"] = pid
+        if pid is None:
+            result["ok"] = False
+            result["code"] = "command_not_found" if status == 127 else "not_runnable"
+        elif sig is not None:
+            result["code"] = "signaled"
+            result["signal"] = sig
+        result["exit_status"] = status
+    finally:
+        _unclaim(repo, before, mine)
+    repo.store.event(
+        "exec_end",
+        lane=key,
+        code=result["code"],
+        exit_status=result["exit_status"],
+        signal=result["signal"],
+    )
+    return result
+
+
+def _spawn_and_wait(
+    argv: list[str], cwd: str, env: dict[str, str]
+) -> tuple[int, int | None, int | None]:
+    """Start argv (looked up on env's PATH, no shell) and wait for it, passing on the
+    signals in FORWARDED that some process sends us. Returns (exit status as a shell
+    reports it, the signal that killed it, its pid); pid None when it could not start
+    (127 not found, 126 not executable)."""
+    waitinfo = getattr(signal, "sigwaitinfo", None)
+    watched = {*FORWARDED, signal.SIGCHLD}
+    if waitinfo is not None:
+        # blocked, the signals queue for sigwaitinfo, which says who sent each: one the
+        # tty sent to the whole foreground group (Ctrl-C, a resize) reached CMD already
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
+    try:
+        try:
+            child = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                preexec_fn=_in_child,
+                close_fds=True,
+            )
+        except FileNotFoundError:
+            return 127, None, None
+        except (PermissionError, OSError):
+            return 126, None, None
+        if waitinfo is not None:
+            from_tty: dict[int, float] = {}
+            while child.poll() is None:
+                info = waitinfo(watched)
+                if info.si_signo != signal.SIGCHLD and _pass_on(info, child.pid, from_tty):
+                    _forward(child, info.si_signo)
+        else:  # no sigwaitinfo (macOS): who sent it is unknown; in the foreground of a
+            # terminal, the ones a terminal sends reached CMD already
+            sent = set(FORWARDED) - (_TTY_SIGNALS if _foreground() else set())
+            prev = {s: signal.signal(s, lambda n, _f: _forward(child, n)) for s in sent}
+            try:
+                child.wait()
+            finally:
+                for s, h in prev.items():
+                    signal.signal(s, h)
+        rc = child.wait()
+    finally:
+        if waitinfo is not None:
+            # what came in after CMD ended (the tty's Ctrl-C that ended it) was for CMD:
+            # let it not stop the supervisor on its way out
+            while watched & signal.sigpending():
+                signal.sigtimedwait(watched, 0)
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    if rc < 0:
+        return 128 - rc, -rc, child.pid
+    return rc, None, child.pid
+
+
+_TTY_SIGNALS = {signal.SIGINT, signal.SIGQUIT, signal.SIGWINCH}
+
+
+def _foreground() -> bool:
+    try:
+        return os.tcgetpgrp(0) == os.getpgrp()
+    except OSError:  # stdin is not a terminal
+        return False
+
+
+def _pass_on(info: signal.struct_siginfo, cmd: int, from_tty: dict[int, float]) -> bool:
+    """Is this signal for CMD? Not one the kernel sent (a terminal's Ctrl-C or resize goes
+    to the whole foreground group: CMD has it already), nor one CMD sent; nor a process
+    of our own group echoing the kernel's within a second: `git lane` runs us as git's
+    child, and git passes its own Ctrl-C on to us (which CMD has too)."""
+    now = time.monotonic()
+    if info.si_code not in (_SI_USER, _SI_QUEUE, _SI_TKILL):
+        from_tty[info.si_signo] = now
+        return False
+    if info.si_pid == cmd:
+        return False
+    try:
+        same_group = os.getpgid(info.si_pid) == os.getpgrp()
+    except OSError:  # the sender is gone already
+        same_group = False
+    return not (same_group and now - from_tty.get(info.si_signo, -10.0) < 1.0)
+
+
+def _in_child() -> None:
+    """In CMD's process before it execs: the signal mask a shell would give it, and (on
+    Linux) SIGTERM when the supervisor dies, so a killed `git lane exec` leaves no CMD
+    writing in a lane whose recorded owner is dead (which the next exec takes over)."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+
+
+def _forward(child: subprocess.Popen[bytes], signum: int) -> None:
+    try:
+        child.send_signal(signum)
+    except ProcessLookupError:
+        pass
+
+
+# -- shellenv ---------------------------------------------------------------------------
+def shellenv(repo: Repo, key: str | None, shell: str = "sh") -> ShellenvResult:
+    """The binding for an interactive shell, as `export` lines (or fish's `set -gx`)."""
+    rec = _lane(repo, key, "shellenv")
+    retry = f"git lane shellenv {rec.key}"
+    warnings = _sandbox(repo, rec.key, False, retry)
+    try:
+        lane.owner_conflict(repo, rec, "shellenv")
+    except Refusal as r:
+        pid = rec.owner_pid
+        raise Refusal(
+            "lane_owner_conflict",
+            f"lane {rec.key} is in use by live process {pid} (its recorded owner); "
+            "a shell bound beside it would be a second writer",
+            next=[f"git lane status {rec.key}", f"ps -o pid,etime,args -p {pid}"],
+            alternatives=[f"kill {pid} && {retry}"],
+            details=r.details,
+        ) from None
+    env = binding_env(repo, rec, os.environ)
+    cwd = _cwd(rec.path)
+    return {
+        "ok": True,
+        "code": "ok",
+        "lane": rec.key,
+        "path": os.path.realpath(rec.path),
+        "cwd": cwd,
+        "shell": shell,
+        "env": env,
+        "unset": list(DROPPED),
+        "script": script(env, list(DROPPED), cwd, shell),
+        "warnings": warnings,
+    }
+
+
+def _fish_quote(s: str) -> str:
+    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def script(env: Mapping[str, str], unset: Sequence[str], cwd: str, shell: str) -> str:
+    """What `eval` runs: the unsets, the exports (PATH last), then the cd hint."""
+    names = [*sorted(k for k in env if k != "PATH"), "PATH"]
+    if shell == "fish":
+        lines = [f"set -e {name}" for name in unset]
+        lines += [f"set -gx {k} {_fish_quote(env[k])}" for k in names if k != "PATH"]
+        lines.append("set -gx PATH " + " ".join(_fish_quote(p) for p in env["PATH"].split(":")))
+    else:
+        lines = [f"unset {' '.join(unset)}"]
+        lines += [f"export {k}={shlex.quote(env[k])}" for k in names]
+    lines.append(f"# cd {shlex.quote(cwd)}")
+    return "\n".join(lines) + "\n"
