@@ -449,13 +449,20 @@ WANT = {
 }
 
 
-def test_a_scripted_agent_meets_every_rule(alpha: Lane, tmp_path: Path) -> None:
+@pytest.mark.parametrize("launch", ["binding by hand", "git lane exec"])
+def test_a_scripted_agent_meets_every_rule(alpha: Lane, tmp_path: Path, launch: str) -> None:
     script = tmp_path / "agent.sh"
     script.write_text(AGENT)
     main_before = alpha.repo.sha()
-    full = {**os.environ, **alpha.env, "ERR": str(tmp_path / "err"), "HUB": str(alpha.repo.path)}
+    extra = {"ERR": str(tmp_path / "err"), "HUB": str(alpha.repo.path)}
+    if launch == "git lane exec":  # the real thing: exec binds the script to lane alpha
+        argv = [sys.executable, "-m", "guard", "exec", "alpha", "--", "sh", str(script)]
+        full = {**os.environ, **extra}
+    else:
+        argv = ["sh", str(script)]
+        full = {**os.environ, **alpha.env, **extra}
     res = subprocess.run(
-        ["sh", str(script)], cwd=alpha.path, env=full, capture_output=True, text=True, timeout=300
+        argv, cwd=alpha.path, env=full, capture_output=True, text=True, timeout=300
     )
     assert res.returncode == 0, res.stderr
     got = {}
