@@ -533,6 +533,30 @@ def demo(ctx: Ctx, keep: bool) -> None:
     emit(ctx, cmd.run(keep=keep, quiet=ctx.json), render.demo)
 
 
+# -- check: the shims' policy as a command ------------------------------------------------
+@cli.group()
+def check() -> None:
+    """Would a lane's shim allow it? (the shims' own decision, nothing is run)"""
+
+
+@check.command(
+    "git", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+@click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
+@json_option
+@pass_ctx
+def check_git(ctx: Ctx, argv: tuple[str, ...]) -> None:
+    """Exit 0 when the lane's git shim would run `git ARGV`, else its refusal (exit 1).
+
+    \b
+    git lane check git -- checkout main      # refused [main_mutation_refused]
+    git lane check git --json -- status      # {"ok": true, "code": "allowed", ...}
+    """
+    from guard.commands import check as cmd
+
+    emit(ctx, cmd.git_(ctx.repo, list(argv), ctx.directory), render.check_git)
+
+
 # -- the entry point ----------------------------------------------------------------------
 def _show_usage_error(e: click.ClickException) -> None:
     """click's error, with the hint naming `-h`: git turns `git lane --help` into

@@ -95,6 +95,7 @@ def base_env(extra: Mapping[str, str] | None = None, scrub: bool = True) -> dict
         for k in _SCRUB:
             env.pop(k, None)
     env.setdefault("GIT_TERMINAL_PROMPT", "0")
+    env["GITLANE_INTERNAL"] = "1"  # our own call: the git shim lets it through (shims/git)
     if extra:
         env.update(extra)
     return env

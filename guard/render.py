@@ -382,3 +382,8 @@ def doctor(r: Result) -> str:
 
 def demo(r: Result) -> str:
     return f"demo finished: {r['summary']}"
+
+
+def check_git(r: Result) -> str:
+    how = "" if r.get("enabled", True) else " (git-lane is disabled: enabled = false)"
+    return f"allowed in lane {r['lane']}: git {shlex.join(r['argv'])}{how}"

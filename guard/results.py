@@ -301,6 +301,14 @@ class PathResult(TypedDict):
     path: str
 
 
+class CheckGitResult(TypedDict):
+    ok: bool
+    code: str  # allowed
+    lane: str
+    argv: list[str]
+    enabled: bool  # false: enabled = false in config, so the shim lets everything through
+
+
 class ExecResult(TypedDict):
     """How `git lane exec`'s CMD ended (the audit event; CMD owns stdout, so no --json)."""
 

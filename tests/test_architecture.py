@@ -112,11 +112,12 @@ def test_the_import_graph_has_no_cycle() -> None:
 
 
 def test_hot_path_modules_import_only_the_standard_library() -> None:
-    """What the hooks' Python step loads (guard.hookcheck and all it reaches) may not pull
-    in click, plumbum or psutil at import time: they cost 50-150 ms each."""
+    """What the hooks' Python step and the shims' slow path load (guard.hookcheck,
+    guard.shim and all they reach) may not pull in click, plumbum or psutil at import
+    time: they cost 50-150 ms each."""
     graph = _graph()
     seen: set[str] = set()
-    todo = ["guard.hookcheck"]
+    todo = ["guard.hookcheck", "guard.shim", "guard.shimpolicy"]  # hooks' and shims' Python
     while todo:
         n = todo.pop()
         if n not in seen:

@@ -35,6 +35,24 @@ def test_mypy_strict() -> None:
     assert res.returncode == 0, res.stdout + res.stderr
 
 
+def test_shims_pass_shellcheck() -> None:
+    """The PATH shims run as they are (nothing renders them): shellcheck each one, as sh,
+    following what it sources (shims/common.sh, and hooks/common.sh from it)."""
+    if not shutil.which("shellcheck"):
+        pytest.skip("shellcheck is not installed")
+    shims = sorted(p for p in (ROOT / "shims").iterdir() if p.name != "README")
+    assert any(p.name == "git" for p in shims), shims
+    for path in shims:
+        res = subprocess.run(
+            ["shellcheck", "-s", "sh", "-x", str(path)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert res.returncode == 0, f"{path.name}:\n{res.stdout}{res.stderr}"
+
+
 def test_shellcheck_present_when_required() -> None:
     """.ci/run installs shellcheck from the distribution and sets this variable."""
     if os.environ.get("GITLANE_REQUIRE_SHELLCHECK") != "1":

@@ -1,0 +1,1373 @@
+"""The git shim's one decision: may this bound process run this git command? Pure, over
+facts the caller gathers (guard/shim.py for the PATH shim, guard/commands/check.py for
+`git lane check git`), so it is tested as a table (tests/test_shim_policy.py).
+
+`decide_git(argv, env, facts)` returns None (run it) or the Refusal. The rules, in order:
+  hooks_disabled         -c/--config-env/GIT_CONFIG_COUNT/GIT_CONFIG_PARAMETERS setting a
+                         hook key (core.hooksPath, hook.*, include.*, includeIf.*), --exec-path
+                         or GIT_EXEC_PATH pointing at another git than the real one, `git
+                         config` writing such a key (or extensions.worktreeConfig) in any
+                         scope; for commands that may run hooks or the engine: GIT_CONFIG_GLOBAL
+                         / GIT_CONFIG_SYSTEM redirected, HOME / XDG_CONFIG_HOME not the ones
+                         exec started with
+  shell_alias            an alias that runs a shell command (`!...`): git runs it with its own
+                         directory first on PATH, so the git calls in it would pass no shim
+  path_outside_lane      -C, --git-dir, --work-tree, GIT_DIR, GIT_WORK_TREE, GIT_INDEX_FILE,
+                         GIT_COMMON_DIR, GIT_OBJECT_DIRECTORY (realpath) outside what the lane's
+                         own git uses: its worktree, its git dir <common>/worktrees/<id>, the
+                         common dir's objects
+  stash_shared           stash push/save/pop/drop/clear/store/branch (refs/stash is shared)
+  main_mutation_refused  a write of main or of any ref but the lane's branch (and refs/worktree/*,
+                         which are the lane's own), and commit-like commands off the lane branch
+  sync_required          a stale lane under a mandatory policy writing files
+  shim_facts_unknown     a global option this parser does not know, an alias that does not parse
+Read-only commands (READ_ONLY, and the listing forms of branch/tag/stash/worktree/...)
+are decided before all of that but the explicit hook settings: they write nothing a lane
+could misuse, wherever they point (one told to write a file, `diff --output=F`, is a
+writer). A plain alias is judged as what it runs; an external git-NAME (git-lfs) as a
+writer. shims/git decides the plain read-only forms and the lane's own add/rm/commit in
+sh without Python; tests/test_shim_git.py holds every such sh pass to a pass here."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from guard.errors import Refusal
+
+# -- what git's command line is made of -------------------------------------------------
+# Global options that take a value as the next word (or joined with `=` for the long ones).
+_GLOBAL_WITH_VALUE = {
+    "-C",
+    "-c",
+    "--git-dir",
+    "--work-tree",
+    "--namespace",
+    "--config-env",
+    "--super-prefix",
+    "--list-cmds",
+    "--attr-source",
+}
+_GLOBAL_FLAGS = {
+    "-p",
+    "--paginate",
+    "-P",
+    "--no-pager",
+    "--bare",
+    "--no-replace-objects",
+    "--literal-pathspecs",
+    "--glob-pathspecs",
+    "--noglob-pathspecs",
+    "--icase-pathspecs",
+    "--no-optional-locks",
+    "--no-lazy-fetch",
+    "--no-advice",
+}
+# Global options that end git's work without a command (git --version, git --help).
+_GLOBAL_ALONE = {"--version", "-v", "--help", "-h", "--html-path", "--man-path", "--info-path"}
+
+# Commands that write nothing a lane could misuse (the sh fast path knows the same list:
+# shims/git gs_read_only).
+READ_ONLY = frozenset(
+    [
+        "status",
+        "diff",
+        "log",
+        "show",
+        "rev-parse",
+        "ls-files",
+        "ls-tree",
+        "grep",
+        "blame",
+        "annotate",
+        "cat-file",
+        "for-each-ref",
+        "merge-base",
+        "describe",
+        "shortlog",
+        "rev-list",
+        "name-rev",
+        "show-ref",
+        "show-branch",
+        "diff-files",
+        "diff-index",
+        "diff-tree",
+        "range-diff",
+        "whatchanged",
+        "cherry",
+        "count-objects",
+        "version",
+        "help",
+        "var",
+        "check-ignore",
+        "check-attr",
+        "check-mailmap",
+        "check-ref-format",
+        "ls-remote",
+        "verify-commit",
+        "verify-tag",
+        "verify-pack",
+        "fsck",
+        "get-tar-commit-id",
+        "archive",
+    ]
+)
+# Commands git runs itself (git ignores an alias with one of these names).
+BUILTINS = READ_ONLY | frozenset(
+    [
+        "add",
+        "am",
+        "apply",
+        "bisect",
+        "branch",
+        "bundle",
+        "checkout",
+        "checkout-index",
+        "cherry-pick",
+        "clean",
+        "clone",
+        "commit",
+        "commit-graph",
+        "commit-tree",
+        "config",
+        "credential",
+        "difftool",
+        "fast-export",
+        "fast-import",
+        "fetch",
+        "fetch-pack",
+        "filter-branch",
+        "format-patch",
+        "gc",
+        "hash-object",
+        "index-pack",
+        "init",
+        "interpret-trailers",
+        "maintenance",
+        "merge",
+        "merge-file",
+        "merge-tree",
+        "mergetool",
+        "mktag",
+        "mktree",
+        "multi-pack-index",
+        "mv",
+        "notes",
+        "pack-objects",
+        "pack-refs",
+        "prune",
+        "prune-packed",
+        "pull",
+        "push",
+        "read-tree",
+        "rebase",
+        "reflog",
+        "remote",
+        "repack",
+        "replace",
+        "request-pull",
+        "rerere",
+        "reset",
+        "restore",
+        "revert",
+        "rm",
+        "send-email",
+        "sparse-checkout",
+        "stash",
+        "stripspace",
+        "submodule",
+        "switch",
+        "symbolic-ref",
+        "tag",
+        "unpack-objects",
+        "update-index",
+        "update-ref",
+        "update-server-info",
+        "worktree",
+        "write-tree",
+    ]
+)
+# What a stale lane (mandatory policy) may still run: what leads to fresh, and what
+# writes no file of the lane.
+SYNC_OK = frozenset(
+    [
+        "add",
+        "rm",
+        "commit",
+        "lane",
+        "fetch",
+        "config",
+        "remote",
+        "gc",
+        "pack-refs",
+        "repack",
+        "maintenance",
+        "commit-graph",
+        "multi-pack-index",
+        "hash-object",
+        "mktree",
+        "mktag",
+    ]
+)
+# Commands that move HEAD's branch: refused while HEAD is not the lane's branch.
+COMMIT_LIKE = frozenset(
+    ["commit", "merge", "rebase", "reset", "cherry-pick", "revert", "am", "pull"]
+)
+
+HOOK_KEYS = ("core.hookspath",)
+HOOK_SECTIONS = ("hook.", "include.", "includeif.")
+CONFIG_WRITE_KEYS = (*HOOK_KEYS, "extensions.worktreeconfig")
+PATH_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY")
+
+
+@dataclass(frozen=True)
+class GitFacts:
+    """What the policy needs to know about the lane and the process (all paths realpaths)."""
+
+    lane: str  # the lane key
+    lane_path: str  # its worktree
+    lane_git_dir: str  # its own git dir, <common>/worktrees/<id>
+    common: str  # the repository's git common dir
+    cwd: str  # the process's working directory
+    head: str | None  # the lane worktree's checked-out ref (refs/heads/...), None when detached
+    main: str  # the protected branch's name
+    must_sync: bool  # stale under a mandatory sync policy
+    rebase_in_progress: bool = False
+    worker_land: bool = False  # the owner lets workers land (worker_land = "allow")
+    home: str = ""  # HOME when exec started
+    xdg_config_home: str = ""  # XDG_CONFIG_HOME when exec started
+    exec_path: str = ""  # the real git's --exec-path
+    aliases: Mapping[str, str] = field(default_factory=dict)  # alias.NAME -> its text
+    is_rev: Callable[[str], bool] = lambda _name: False  # does NAME name a commit?
+    realpath: Callable[[str], str] = os.path.realpath
+
+    @property
+    def branch(self) -> str:
+        return f"lane/{self.lane}"
+
+    @property
+    def branch_ref(self) -> str:
+        return f"refs/heads/lane/{self.lane}"
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A git command line split at its subcommand."""
+
+    globals: tuple[str, ...]  # the words before the subcommand, as given
+    cmd: str | None  # None: no subcommand (git --version, or nothing at all)
+    args: tuple[str, ...]
+    chdirs: tuple[str, ...] = ()  # -C values, in order
+    configs: tuple[str, ...] = ()  # -c values (key=value)
+    config_env: tuple[str, ...] = ()  # --config-env values (key=ENVVAR)
+    git_dir: str | None = None
+    work_tree: str | None = None
+    exec_path: str | None = None  # --exec-path=X (not the bare query)
+    unknown: str | None = None  # a global option this parser does not know
+
+
+def parse(argv: Sequence[str]) -> Parsed:
+    """Split `git [global options] command [args]` the way git's own handle_options does."""
+    out: dict[str, list[str]] = {"-C": [], "-c": [], "--config-env": []}
+    single: dict[str, str | None] = {"git_dir": None, "work_tree": None, "exec_path": None}
+    unknown = None
+    i = 0
+    while i < len(argv):
+        w = argv[i]
+        if not w.startswith("-") or w == "-":
+            break
+        name, eq, val = w.partition("=")
+        if w in _GLOBAL_FLAGS or w in _GLOBAL_ALONE:
+            i += 1
+            continue
+        if w == "--exec-path":
+            i += 1  # the bare form prints the path
+            continue
+        if name == "--exec-path" and eq:
+            single["exec_path"] = val
+            i += 1
+            continue
+        if w.startswith("-c") and len(w) > 2 and not w.startswith("--"):
+            out["-c"].append(w[2:])  # -ckey=value
+            i += 1
+            continue
+        if w.startswith("-C") and len(w) > 2 and not w.startswith("--"):
+            out["-C"].append(w[2:])
+            i += 1
+            continue
+        if name in _GLOBAL_WITH_VALUE:
+            if eq and name.startswith("--"):
+                value = val
+                i += 1
+            elif i + 1 < len(argv):
+                value = argv[i + 1]
+                i += 2
+            else:
+                unknown = w  # a value missing: git itself refuses this command line
+                i += 1
+                break
+            if name in out:
+                out[name].append(value)
+            elif name == "--git-dir":
+                single["git_dir"] = value
+            elif name == "--work-tree":
+                single["work_tree"] = value
+            continue
+        unknown = w
+        i += 1
+        break
+    rest = tuple(argv[i:])
+    return Parsed(
+        globals=tuple(argv[: len(argv) - len(rest)]),
+        cmd=rest[0] if rest else None,
+        args=rest[1:],
+        chdirs=tuple(out["-C"]),
+        configs=tuple(out["-c"]),
+        config_env=tuple(out["--config-env"]),
+        git_dir=single["git_dir"],
+        work_tree=single["work_tree"],
+        exec_path=single["exec_path"],
+        unknown=unknown,
+    )
+
+
+def alias_needed(argv: Sequence[str], known: Mapping[str, str]) -> str | None:
+    """The alias name the caller must look up (alias.NAME) before decide_git can decide,
+    or None when every alias on the way is in `known` (or none is involved)."""
+    seen: set[str] = set()
+    p = parse(argv)
+    while p.cmd is not None and p.cmd not in BUILTINS and p.cmd != "lane":
+        name = p.cmd.lower()
+        if name in seen:
+            return None
+        seen.add(name)
+        if name not in known:
+            return p.cmd
+        text = known[name]
+        if text.startswith("!") or text == "":
+            return None
+        try:
+            words = shlex.split(text)
+        except ValueError:
+            return None
+        p = parse([*p.globals, *words, *p.args])
+    return None
+
+
+# -- the decision ---------------------------------------------------------------------
+def decide_git(argv: Sequence[str], env: Mapping[str, str], facts: GitFacts) -> Refusal | None:
+    """None: let git run `argv`; else the refusal (the rules in the module docstring)."""
+    p = parse(argv)
+    if p.unknown is not None:
+        return _unknown_option(p, facts)
+    refusal = _explicit_hook_settings(p, env, facts)
+    if refusal is not None:
+        return refusal
+    p, refusal = _expand_aliases(p, facts)
+    if refusal is not None:
+        return refusal
+    if p.cmd is None or p.cmd == "lane" or read_only(p.cmd, p.args):
+        return None  # `git lane ...`: the engine enforces its own rules
+    return (
+        _hook_redirection(p, env, facts)
+        or _config_write(p, facts)
+        or _paths(p, env, facts)
+        or _stash(p, facts)
+        or _refs(p, facts)
+        or _stale(p, facts)
+    )
+
+
+def read_only(cmd: str, args: Sequence[str]) -> bool:
+    """Does `git CMD ARGS` write nothing but git's own caches? (shims/git decides the
+    plain forms of the same in sh.)"""
+    if _output_file(cmd, args) is not None:
+        return False  # diff/log/show --output=FILE, archive -o FILE: they write that file
+    if cmd in READ_ONLY:
+        return True
+    first = args[0] if args else None
+    if cmd == "branch":
+        return _branch_listing(args)
+    if cmd == "tag":
+        return _tag_listing(args)
+    if cmd == "stash":
+        return first in ("list", "show")
+    if cmd == "worktree":
+        return first == "list"
+    if cmd == "notes":
+        return first in (None, "list", "show", "get-ref")
+    if cmd == "reflog":
+        return first in (None, "show", "exists") or (first is not None and _is_rev_word(first))
+    if cmd == "remote":
+        return all(a in ("-v", "--verbose") for a in args) or first in ("show", "get-url")
+    if cmd == "replace":
+        return all(a in ("-l", "--list") or a.startswith("--format") for a in args) or (
+            len(args) >= 1 and args[0] in ("-l", "--list")
+        )
+    if cmd == "symbolic-ref":
+        rest = [a for a in args if a not in ("-q", "--quiet", "--short", "--no-recurse")]
+        return len(rest) <= 1 and not any(a in ("-d", "--delete") for a in args)
+    if cmd == "config":
+        return _config_mode(args)[0] == "read"
+    if cmd == "bisect":
+        return first in ("log", "visualize", "view", "terms")
+    return False
+
+
+def _output_file(cmd: str, args: Sequence[str]) -> str | None:
+    """The file a reading command was told to write (`--output=F`, `--output F`, and
+    `archive -o F`), if any."""
+    for i, a in enumerate(args):
+        if a == "--":
+            break
+        if a.startswith("--output="):
+            return a.partition("=")[2]
+        if (a == "--output" or (cmd == "archive" and a == "-o")) and i + 1 < len(args):
+            return args[i + 1]
+        if cmd == "archive" and a.startswith("-o") and len(a) > 2:
+            return a[2:]
+    return None
+
+
+def _is_rev_word(w: str) -> bool:
+    return not w.startswith("-") and w not in ("expire", "delete", "write")
+
+
+_BRANCH_WRITE_SHORT = set("dDmMcCfut")
+_BRANCH_WRITE_LONG = (
+    "--delete",
+    "--move",
+    "--copy",
+    "--force",
+    "--set-upstream-to",
+    "--unset-upstream",
+    "--track",
+    "--no-track",
+    "--edit-description",
+    "--create-reflog",
+    "--recurse-submodules",
+    "--set-upstream",
+)
+_BRANCH_VALUE_OPTS = (
+    "--sort",
+    "--format",
+    "--contains",
+    "--no-contains",
+    "--merged",
+    "--no-merged",
+    "--points-at",
+    "--color",
+    "--column",
+    "--abbrev",
+)
+
+
+def _branch_listing(args: Sequence[str]) -> bool:
+    """`git branch` with only listing options (names are patterns after --list/-l)."""
+    listing = False
+    positional = False
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a in ("-l", "--list", "--show-current"):
+            listing = True
+        elif a.startswith("--"):
+            name = a.split("=", 1)[0]
+            if name.startswith(_BRANCH_WRITE_LONG):
+                return False
+            if (
+                name in _BRANCH_VALUE_OPTS
+                and "=" not in a
+                and name not in ("--color", "--column", "--abbrev")
+            ):
+                skip = True  # --contains X
+        elif a.startswith("-") and len(a) > 1:
+            if set(a[1:]) & _BRANCH_WRITE_SHORT:
+                return False
+            if "l" in a[1:]:
+                listing = True
+        else:
+            positional = True
+    return listing or not positional
+
+
+_TAG_WRITE_SHORT = set("asufdmFe")
+
+
+def _tag_listing(args: Sequence[str]) -> bool:
+    listing = False
+    positional = False
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a in ("-l", "--list", "-v", "--verify"):
+            listing = True
+        elif a.startswith("--"):
+            name = a.split("=", 1)[0]
+            if name in (
+                "--annotate",
+                "--sign",
+                "--local-user",
+                "--force",
+                "--delete",
+                "--message",
+                "--file",
+                "--edit",
+                "--cleanup",
+                "--create-reflog",
+                "--trailer",
+            ):
+                return False
+            if (
+                name
+                in (
+                    "--contains",
+                    "--no-contains",
+                    "--merged",
+                    "--no-merged",
+                    "--points-at",
+                    "--sort",
+                    "--format",
+                )
+                and "=" not in a
+            ):
+                skip = True
+        elif a.startswith("-") and len(a) > 1:
+            if a[1] == "n":
+                continue  # -n<num>
+            if set(a[1:]) & _TAG_WRITE_SHORT:
+                return False
+            if "l" in a[1:] or "v" in a[1:]:
+                listing = True
+        else:
+            positional = True
+    return listing or not positional
+
+
+# -- hooks_disabled ---------------------------------------------------------------------
+def _hook_key(key: str) -> bool:
+    k = key.strip().lower()
+    return k in HOOK_KEYS or k.startswith(HOOK_SECTIONS)
+
+
+def _config_keys_from_env(env: Mapping[str, str]) -> tuple[list[str], bool]:
+    """Keys GIT_CONFIG_COUNT/KEY_n and GIT_CONFIG_PARAMETERS set; False when unreadable."""
+    keys: list[str] = []
+    ok = True
+    count = env.get("GIT_CONFIG_COUNT")
+    if count:
+        if not count.isdigit():
+            ok = False
+        else:
+            keys += [env.get(f"GIT_CONFIG_KEY_{n}", "") for n in range(int(count))]
+    params = env.get("GIT_CONFIG_PARAMETERS")
+    if params:
+        try:
+            words = shlex.split(params)
+        except ValueError:
+            return keys, False
+        for w in words:
+            keys.append(w.split("=", 1)[0])
+    return keys, ok
+
+
+def _explicit_hook_settings(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
+    """Hook settings given on the command line or in the environment: refused for every
+    command (they are an explicit attempt, whatever the command)."""
+    for kv in p.configs:
+        if _hook_key(kv.split("=", 1)[0]):
+            return _hooks_disabled(p, f, f"-c {kv}", drop=("-c", kv))
+    for kv in p.config_env:
+        if _hook_key(kv.split("=", 1)[0]):
+            return _hooks_disabled(p, f, f"--config-env {kv}", drop=("--config-env", kv))
+    keys, ok = _config_keys_from_env(env)
+    bad = [k for k in keys if _hook_key(k)]
+    if bad or not ok:
+        what = "GIT_CONFIG_COUNT/GIT_CONFIG_PARAMETERS " + (
+            f"setting {', '.join(bad)}" if bad else "that cannot be read"
+        )
+        return _hooks_disabled(p, f, what, env_vars=("GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS"))
+    real = _clean(f.exec_path, f)
+    if p.exec_path is not None and (not real or _clean(p.exec_path, f) != real):
+        return _hooks_disabled(p, f, f"--exec-path={p.exec_path}", drop=("--exec-path=",))
+    gep = env.get("GIT_EXEC_PATH")
+    if gep and (not real or _clean(gep, f) != real):
+        return _hooks_disabled(p, f, f"GIT_EXEC_PATH={gep}", env_vars=("GIT_EXEC_PATH",))
+    return None
+
+
+def _hook_redirection(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
+    """What would make this command's hooks (or the engine) read another configuration
+    than the one exec started with."""
+    for var in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM"):
+        if var in env:
+            return _hooks_disabled(p, f, f"{var}={env[var]}", env_vars=(var,))
+    for var, was in (("HOME", f.home), ("XDG_CONFIG_HOME", f.xdg_config_home)):
+        now = env.get(var, "")
+        if now != was:
+            return _hooks_disabled(
+                p,
+                f,
+                f"{var}={now or '(unset)'} (exec started with {was or '(unset)'}), which "
+                "makes git and git-lane read another user configuration",
+                env_vars=(var,),
+                restore=(var, was),
+            )
+    return None
+
+
+def _hooks_disabled(
+    p: Parsed,
+    f: GitFacts,
+    what: str,
+    drop: tuple[str, ...] = (),
+    env_vars: tuple[str, ...] = (),
+    restore: tuple[str, str] | None = None,
+) -> Refusal:
+    cmd = _without(p, drop) if drop else None
+    if restore is not None:
+        var, was = restore
+        prefix = f"{var}={_q(was)} " if was else f"env -u {var} "
+        nxt = [prefix + _render(p.globals, p.cmd, p.args)]
+    elif env_vars:
+        nxt = [
+            "env " + " ".join(f"-u {v}" for v in env_vars) + " " + _render(p.globals, p.cmd, p.args)
+        ]
+    elif cmd is not None:
+        nxt = [cmd]
+    else:
+        nxt = []
+    return Refusal(
+        "hooks_disabled",
+        f"{what} would switch git-lane's hooks off or around them in lane {f.lane}; "
+        "run the command without it",
+        next=nxt,
+        details={
+            "lane": f.lane,
+            "setting": what,
+            "argv": [*p.globals, *([p.cmd] if p.cmd else []), *p.args],
+        },
+    )
+
+
+def _config_mode(args: Sequence[str]) -> tuple[str, list[str]]:
+    """`git config ARGS`: ("read" | "write" | "edit", the key words it names)."""
+    write_flags = {
+        "--add",
+        "--replace-all",
+        "--unset",
+        "--unset-all",
+        "--rename-section",
+        "--remove-section",
+    }
+    read_flags = {
+        "--get",
+        "--get-all",
+        "--get-regexp",
+        "--get-urlmatch",
+        "-l",
+        "--list",
+        "--get-color",
+        "--get-colorbool",
+    }
+    value_opts = {"--file", "-f", "--blob", "--type", "--default", "--comment", "--value"}
+    words: list[str] = []
+    mode = None
+    skip = False
+    sub = args[0] if args else None
+    if sub in ("set", "unset", "rename-section", "remove-section"):
+        mode = "write"
+        args = args[1:]
+    elif sub in ("get", "list"):
+        mode = "read"
+        args = args[1:]
+    elif sub == "edit":
+        return "edit", []
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        name = a.split("=", 1)[0]
+        if a in ("-e", "--edit"):
+            return "edit", []
+        if a in write_flags:
+            mode = "write"
+        elif a in read_flags:
+            mode = mode or "read"
+        elif name in value_opts and "=" not in a:
+            skip = True
+        elif a.startswith("-"):
+            continue
+        else:
+            words.append(a)
+    if mode is None:
+        mode = "write" if len(words) >= 2 else "read"
+    return mode, words
+
+
+def _config_write(p: Parsed, f: GitFacts) -> Refusal | None:
+    if p.cmd != "config":
+        return None
+    mode, words = _config_mode(p.args)
+    if mode == "edit":
+        return Refusal(
+            "hooks_disabled",
+            "git config --edit lets an editor set core.hooksPath, hook.* or include.*, which "
+            f"lane {f.lane} may not change; set one key at a time with git config KEY VALUE",
+            next=["git config --show-origin --list"],
+            details={"lane": f.lane, "argv": ["config", *p.args]},
+        )
+    if mode != "write":
+        return None
+    for w in words[:2]:  # the key (or section, for --rename-section/--remove-section)
+        k = w.lower()
+        if (
+            k in CONFIG_WRITE_KEYS
+            or k.startswith(HOOK_SECTIONS)
+            or (
+                k.rstrip(".")
+                in (
+                    "core",
+                    "hook",
+                    "include",
+                    "includeif",
+                    "extensions",
+                )
+                and _section_op(p.args)
+            )
+        ):
+            return Refusal(
+                "hooks_disabled",
+                f"git config writing {w} would switch git-lane's hooks off or around them "
+                f"(in any scope); lane {f.lane} may not change it",
+                next=[f"git config --show-origin --get-all {_q(w)}"],
+                details={"lane": f.lane, "key": w, "argv": ["config", *p.args]},
+            )
+    return None
+
+
+def _section_op(args: Sequence[str]) -> bool:
+    return any(
+        a in ("--rename-section", "--remove-section", "rename-section", "remove-section")
+        for a in args
+    )
+
+
+# -- aliases ----------------------------------------------------------------------------
+def _expand_aliases(p: Parsed, f: GitFacts) -> tuple[Parsed, Refusal | None]:
+    seen: set[str] = set()
+    while p.cmd is not None and p.cmd not in BUILTINS and p.cmd != "lane":
+        name = p.cmd.lower()
+        text = f.aliases.get(name)
+        if text is None or name in seen:
+            return p, None  # an external git-NAME command (git-lfs, ...): judged as a writer
+        seen.add(name)
+        if text.startswith("!"):
+            shell = text[1:]
+            run = f"sh -c {_q(shell)}"
+            if p.args:  # as git runs it: the arguments follow the text as "$@"
+                with_args = shell + ' "$@"'
+                run = f"sh -c {_q(with_args)} {_q(shell)} " + " ".join(_q(a) for a in p.args)
+            return p, Refusal(
+                "shell_alias",
+                f"git {p.cmd} is an alias for a shell command ({shell}); git runs it with its "
+                "own git first on PATH, where lane "
+                f"{f.lane}'s shim does not see the git commands in it; run the command "
+                "itself instead",
+                next=[run],
+                details={"lane": f.lane, "alias": p.cmd, "text": text},
+            )
+        try:
+            words = shlex.split(text)
+        except ValueError:
+            return p, _facts_unknown(f, f"what alias {p.cmd} runs ({text!r} does not parse)")
+        p = parse([*p.globals, *words, *p.args])
+        if p.unknown is not None:
+            return p, _unknown_option(p, f)
+    return p, None
+
+
+def _unknown_option(p: Parsed, f: GitFacts) -> Refusal:
+    return _facts_unknown(
+        f,
+        f"what git's global option {p.unknown} does (this git-lane does not know it)",
+        argv=list(p.globals),
+    )
+
+
+def _facts_unknown(f: GitFacts, what: str, argv: list[str] | None = None) -> Refusal:
+    return Refusal(
+        "shim_facts_unknown",
+        f"the git shim of lane {f.lane} cannot tell {what}, so it refuses rather than guess",
+        next=["git lane doctor"],
+        details={"lane": f.lane, "fact": what, **({"argv": argv} if argv else {})},
+    )
+
+
+# -- path_outside_lane --------------------------------------------------------------------
+def _clean(path: str, f: GitFacts, base: str | None = None) -> str:
+    if not path:
+        return ""
+    return f.realpath(os.path.join(base or f.cwd, os.path.expanduser(path)))
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _paths(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
+    cwd = f.cwd
+    for d in p.chdirs:
+        if d:
+            cwd = _clean(d, f, cwd)
+    lane_roots = (f.lane_path, f.lane_git_dir)
+    checks: list[tuple[str, str, tuple[str, ...]]] = []
+    gd = p.git_dir if p.git_dir is not None else env.get("GIT_DIR")
+    wt = p.work_tree if p.work_tree is not None else env.get("GIT_WORK_TREE")
+    if gd:
+        checks.append(("--git-dir" if p.git_dir is not None else "GIT_DIR", gd, lane_roots))
+    else:
+        checks.append(("-C" if p.chdirs else "the working directory", cwd, lane_roots))
+    if wt:
+        checks.append(
+            ("--work-tree" if p.work_tree is not None else "GIT_WORK_TREE", wt, (f.lane_path,))
+        )
+    if env.get("GIT_INDEX_FILE"):
+        checks.append(("GIT_INDEX_FILE", env["GIT_INDEX_FILE"], lane_roots))
+    if env.get("GIT_COMMON_DIR"):
+        checks.append(("GIT_COMMON_DIR", env["GIT_COMMON_DIR"], (f.common,)))
+    if env.get("GIT_OBJECT_DIRECTORY"):
+        checks.append(
+            (
+                "GIT_OBJECT_DIRECTORY",
+                env["GIT_OBJECT_DIRECTORY"],
+                (os.path.join(f.common, "objects"),),
+            )
+        )
+    if p.cmd in ("init", "clone"):
+        target = _init_clone_dir(p.cmd, p.args)
+        if target is not None:
+            checks.append((f"git {p.cmd}'s directory", target, (f.lane_path,)))
+    out = _output_file(p.cmd or "", p.args)
+    if out is not None:
+        checks.append((f"git {p.cmd}'s output file", out, (f.lane_path,)))
+    for what, raw, roots in checks:
+        real = raw if what in ("-C", "the working directory") else _clean(raw, f, cwd)
+        if what == "GIT_COMMON_DIR":
+            ok = real == f.common
+        else:
+            ok = any(_inside(real, r) for r in roots if r)
+        if not ok:
+            return Refusal(
+                "path_outside_lane",
+                f"{what} ({real}) is outside lane {f.lane} ({f.lane_path}); git {p.cmd} "
+                "may write only in the lane",
+                next=[f"cd {_q(f.lane_path)} && " + _render(_drop_paths(p.globals), p.cmd, p.args)],
+                details={"lane": f.lane, "what": what, "path": real, "lane_path": f.lane_path},
+            )
+    return None
+
+
+def _init_clone_dir(cmd: str, args: Sequence[str]) -> str | None:
+    pos = [a for a in args if not a.startswith("-")]
+    if cmd == "init":
+        return pos[0] if pos else "."
+    if len(pos) >= 2:
+        return pos[1]
+    if pos:
+        base = pos[0].rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
+        return base.removesuffix(".git") or "."
+    return None
+
+
+def _drop_paths(globals_: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    skip = False
+    for w in globals_:
+        if skip:
+            skip = False
+            continue
+        if w in ("-C", "--git-dir", "--work-tree"):
+            skip = True
+            continue
+        if w.startswith(("--git-dir=", "--work-tree=")) or (w.startswith("-C") and len(w) > 2):
+            continue
+        out.append(w)
+    return out
+
+
+# -- stash_shared -----------------------------------------------------------------------
+def _stash(p: Parsed, f: GitFacts) -> Refusal | None:
+    if p.cmd != "stash":
+        return None
+    sub = p.args[0] if p.args and not p.args[0].startswith("-") else "push"
+    if sub in ("apply", "create", "list", "show"):
+        return None
+    details = {"lane": f.lane, "stash": sub}
+    if sub in ("push", "save"):
+        return Refusal(
+            "stash_shared",
+            f"git stash {sub} writes refs/stash, which every worktree of the repository "
+            f"shares (another lane's pop could take lane {f.lane}'s change); keep the work "
+            "in a commit on the lane instead",
+            next=["git add -A", "git commit -m WIP"],
+            alternatives=["git commit --amend  # fold it into the last commit later"],
+            details=details,
+        )
+    rest = [a for a in p.args[1:] if not a.startswith("-")]
+    entry = rest[0] if rest else "stash@{0}"
+    nxt = [f"git stash apply {_q(entry)}"] if sub in ("pop", "branch") else ["git stash list"]
+    return Refusal(
+        "stash_shared",
+        f"git stash {sub} changes refs/stash, which every worktree shares (its entries may be "
+        f"other lanes' work); lane {f.lane} may apply an entry, not remove it",
+        next=nxt,
+        details=details,
+    )
+
+
+# -- main_mutation_refused ----------------------------------------------------------------
+def _own_ref(name: str, f: GitFacts) -> bool:
+    return name in (f.branch_ref, f.branch) or name.startswith("refs/worktree/")
+
+
+def _land_next(f: GitFacts) -> list[str]:
+    return [f"git lane land {f.lane}"] if f.worker_land else [f"git lane status {f.lane}"]
+
+
+def _main_refusal(
+    f: GitFacts, what: str, nxt: list[str], alternatives: Sequence[str] = (), **details: object
+) -> Refusal:
+    return Refusal(
+        "main_mutation_refused",
+        what,
+        next=nxt,
+        alternatives=alternatives,
+        details={"lane": f.lane, **details},
+    )
+
+
+def _positional(args: Sequence[str], with_value: Sequence[str] = ()) -> list[str]:
+    """Non-option words before `--` (options in `with_value` eat the next word)."""
+    out: list[str] = []
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a == "--":
+            break
+        if a in with_value:
+            skip = True
+            continue
+        if a.startswith("-") and a != "-":
+            continue
+        out.append(a)
+    return out
+
+
+def _refs(p: Parsed, f: GitFacts) -> Refusal | None:
+    cmd, args = p.cmd or "", p.args
+    head_ok = f.head == f.branch_ref
+    if cmd in ("switch", "checkout"):
+        return _switch(cmd, args, f)
+    if cmd == "push":
+        return _main_refusal(
+            f,
+            f"git push writes refs (here or in a remote) that lane {f.lane} may not; "
+            "a lane's work reaches main only through git lane land",
+            _land_next(f),
+            argv=["push", *args],
+        )
+    if cmd == "branch":
+        return _branch_write(args, f)
+    if cmd == "tag":
+        return _main_refusal(
+            f,
+            f"git tag writes refs/tags, which every worktree shares; lane {f.lane} writes "
+            "only its own branch (and refs/worktree/*)",
+            _private_ref_next("tags/", _first(args), f),
+            argv=["tag", *args],
+        )
+    if cmd == "update-ref":
+        return _update_ref(args, f, head_ok)
+    if cmd == "symbolic-ref":
+        pos = _positional(args, ("-m",))
+        if any(a in ("-d", "--delete") for a in args) or (
+            len(pos) >= 2 and (pos[0] != "HEAD" or pos[1] != f.branch_ref)
+        ):
+            return _main_refusal(
+                f,
+                f"git symbolic-ref {' '.join(args)} would point a ref elsewhere than lane/{f.lane}",
+                [f"git switch {f.branch}"] if not head_ok else [f"git lane status {f.lane}"],
+                argv=["symbolic-ref", *args],
+            )
+        return None
+    if cmd == "reflog":
+        return _reflog(args, f)
+    if cmd == "fetch" or cmd == "pull":
+        r = _fetch(cmd, args, f)
+        if r is not None or cmd == "fetch":
+            return r
+    if cmd in ("replace", "notes", "filter-branch"):
+        return _main_refusal(
+            f,
+            f"git {cmd} rewrites what commits mean for every worktree (refs/replace, "
+            f"refs/notes, or branches); lane {f.lane} may not",
+            [f"git lane status {f.lane}"],
+            argv=[cmd, *args],
+        )
+    if cmd == "worktree":
+        return _main_refusal(
+            f,
+            f"git worktree {_first(args) or ''} changes the repository's worktrees; lanes are "
+            "made and removed by git lane create / git lane release, by the owner",
+            [f"git lane status {f.lane}"],
+            argv=["worktree", *args],
+        )
+    if cmd == "gc" and any(
+        a.startswith("--prune") and a not in ("--prune", "--no-prune") for a in args
+    ):
+        return _main_refusal(
+            f,
+            "git gc --prune=now could delete objects other lanes are writing this moment",
+            ["git gc"],
+            argv=["gc", *args],
+        )
+    if cmd == "prune" and not any(a in ("-n", "--dry-run") for a in args):
+        return _main_refusal(
+            f,
+            "git prune could delete objects other lanes are writing this moment",
+            ["git gc"],
+            argv=["prune", *args],
+        )
+    if cmd in COMMIT_LIKE:
+        return _commit_like(cmd, args, f, head_ok)
+    return None
+
+
+def _first(args: Sequence[str]) -> str | None:
+    pos = _positional(args)
+    return pos[0] if pos else None
+
+
+def _switch(cmd: str, args: Sequence[str], f: GitFacts) -> Refusal | None:
+    creates = ("-b", "-B", "-c", "-C", "--orphan", "--create", "--force-create")
+    value_opts = (*creates, "--conflict", "--pathspec-from-file")
+    if cmd == "checkout" and "--" in args:
+        before = _positional(args[: list(args).index("--")], value_opts)
+        if not any(a in creates or a == "--detach" for a in args):
+            return None  # checkout [TREE-ISH] -- PATHS: restores files
+        del before
+    target: str | None = None
+    why = None
+    for i, a in enumerate(args):
+        if a in creates or a.startswith(("--orphan=", "--create=", "--force-create=")):
+            new = args[i + 1] if "=" not in a and i + 1 < len(args) else a.partition("=")[2]
+            target, why = new, "create and check out"
+            break
+        if a in ("--detach", "-d") and (cmd == "switch" or a == "--detach"):
+            target, why = "a detached HEAD", "detach to"
+            break
+    if target is None:
+        pos = _positional(args, value_opts)
+        if not pos:
+            return None  # `git checkout` alone, `-p`: nothing moves
+        want = pos[0]
+        if want in (f.branch, f.branch_ref) or (want == "HEAD" and f.head == f.branch_ref):
+            return None  # stays on the lane branch
+        if cmd == "checkout" and len(pos) > 1:
+            return None  # checkout TREE-ISH PATHS: restores files from it
+        if cmd == "checkout" and want != "-" and not f.is_rev(want):
+            return None  # checkout FILE: restores a file
+        target, why = want, "switch to"
+    main_ish = target in (f.main, f"refs/heads/{f.main}")
+    nxt = [f"git switch {f.branch}"] if f.head != f.branch_ref else _land_next(f)
+    return _main_refusal(
+        f,
+        f"git {cmd} would {why} {target}; lane {f.lane} works on {f.branch} only"
+        + (" (main moves only by git lane land)" if main_ish else ""),
+        nxt,
+        alternatives=[f"git log {_q(target)}"] if why == "switch to" and target != "-" else [],
+        argv=[cmd, *args],
+        target=target,
+    )
+
+
+def _branch_write(args: Sequence[str], f: GitFacts) -> Refusal | None:
+    """`git branch` forms that write a ref: create NAME [START], -f, -d/-D NAMES,
+    -m/-M/-c/-C [OLD] NEW. Upstream and description settings write config only."""
+    pos = _positional(args, ("-u", "--set-upstream-to", "-t", "--track"))
+    long_names = {a.split("=", 1)[0] for a in args if a.startswith("--")}
+    short = set("".join(a[1:] for a in args if a.startswith("-") and not a.startswith("--")))
+    renames = bool(short & set("mMcC") or long_names & {"--move", "--copy"})
+    deletes = bool(short & set("dD") or "--delete" in long_names)
+    config_only = long_names & {"--set-upstream-to", "--unset-upstream", "--edit-description"}
+    if (config_only or "u" in short) and not (renames or deletes):
+        return None
+    if deletes:
+        written = pos
+        verb = "delete"
+    elif renames:
+        written = pos if len(pos) >= 2 else [f.branch, *pos]  # the old name, and the new
+        verb = "rename or copy"
+    else:
+        written = pos[:1]  # NAME [START-POINT]
+        verb = "create or move"
+    own = (f.branch, f.branch_ref)
+    if not written or (verb == "create or move" and written[0] in own):
+        return None  # branch -f lane/KEY REV: like reset, on its own branch
+    target = next((x for x in written if x not in own), written[0])
+    return _main_refusal(
+        f,
+        f"git branch would {verb} {target}: branches are shared by every worktree and "
+        f"lane {f.lane} writes only {f.branch} (a private ref may go under refs/worktree/)",
+        _private_ref_next("", target if verb == "create or move" else None, f),
+        argv=["branch", *args],
+        target=target,
+    )
+
+
+def _private_ref_next(prefix: str, name: str | None, f: GitFacts) -> list[str]:
+    """A ref only this worktree sees (refs/worktree/...), in place of a shared one."""
+    plain = (
+        name is not None
+        and all(c.isalnum() or c in "-_./" for c in name)
+        and ".." not in name
+        and not name.startswith(("refs/", "/", "-"))
+    )
+    if plain:
+        return [f"git update-ref refs/worktree/{prefix}{name} HEAD"]
+    return [f"git lane status {f.lane}"]
+
+
+def _update_ref(args: Sequence[str], f: GitFacts, head_ok: bool) -> Refusal | None:
+    if "--stdin" in args:
+        return _main_refusal(
+            f,
+            "git update-ref --stdin: the shim cannot see which refs it would write; lane "
+            f"{f.lane} writes only {f.branch_ref} and refs/worktree/*, one update-ref each",
+            [f"git lane status {f.lane}"],
+            argv=["update-ref", *args],
+        )
+    pos = _positional(args, ("-m",))
+    ref = pos[0] if pos else ""
+    no_deref = "--no-deref" in args
+    if _own_ref(ref, f) or (ref == "HEAD" and head_ok and not no_deref and "-d" not in args):
+        return None
+    return _main_refusal(
+        f,
+        f"git update-ref would write {ref or '(no ref)'}; lane {f.lane} writes only "
+        f"{f.branch_ref} and refs/worktree/*"
+        + (
+            " (main moves only by git lane land)" if ref in (f.main, f"refs/heads/{f.main}") else ""
+        ),
+        _land_next(f) if ref in (f.main, f"refs/heads/{f.main}") else [f"git lane status {f.lane}"],
+        argv=["update-ref", *args],
+        target=ref,
+    )
+
+
+def _reflog(args: Sequence[str], f: GitFacts) -> Refusal | None:
+    sub = args[0] if args else ""
+    if sub not in ("expire", "delete"):
+        return None
+    rest = args[1:]
+    refs = _positional(rest, ("--expire", "--expire-unreachable"))
+    others = [r for r in refs if r.split("@{", 1)[0] not in ("HEAD", f.branch, f.branch_ref)]
+    if "--updateref" in rest or "--all" in rest or others or not refs:
+        return _main_refusal(
+            f,
+            f"git reflog {sub} {' '.join(rest)} would rewrite "
+            + ("refs through --updateref" if "--updateref" in rest else "other refs' reflogs")
+            + f"; lane {f.lane} may change only {f.branch}'s",
+            [f"git lane status {f.lane}"],
+            argv=["reflog", *args],
+        )
+    return None
+
+
+def _fetch(cmd: str, args: Sequence[str], f: GitFacts) -> Refusal | None:
+    shallow = [
+        a
+        for a in args
+        if a.split("=", 1)[0]
+        in (
+            "--depth",
+            "--deepen",
+            "--unshallow",
+            "--shallow-since",
+            "--shallow-exclude",
+            "--update-shallow",
+        )
+    ]
+    if shallow:
+        return _main_refusal(
+            f,
+            f"git {cmd} {shallow[0]} changes the repository's shallow boundary, shared by "
+            "every worktree (and main's history with it)",
+            [
+                f"git {cmd} "
+                + " ".join(
+                    _q(a)
+                    for a in args
+                    if a not in shallow
+                    and a.split("=", 1)[0]
+                    not in ("--depth", "--deepen", "--shallow-since", "--shallow-exclude")
+                )
+            ],
+            argv=[cmd, *args],
+        )
+    pos = _positional(
+        args,
+        (
+            "-o",
+            "--server-option",
+            "--upload-pack",
+            "-j",
+            "--jobs",
+            "--refmap",
+            "--negotiation-tip",
+            "--filter",
+            "--recurse-submodules-default",
+            "--submodule-prefix",
+            "--depth",
+        ),
+    )
+    for spec in pos[1:]:
+        dst = spec.lstrip("+").partition(":")[2] if ":" in spec else ""
+        if (
+            dst
+            and (dst.startswith("refs/heads/") or not dst.startswith("refs/"))
+            and dst not in (f.branch, f.branch_ref)
+        ):
+            return _main_refusal(
+                f,
+                f"git {cmd} {spec} would write the branch {dst}; lane {f.lane} writes only "
+                f"{f.branch} (fetch into refs/remotes/ instead)",
+                [f"git fetch {_q(pos[0])} {_q(spec.partition(':')[0].lstrip('+'))}"],
+                argv=[cmd, *args],
+            )
+    if "--update-head-ok" in args:
+        return _main_refusal(
+            f,
+            f"git {cmd} --update-head-ok may write the checked-out branch",
+            [f"git lane status {f.lane}"],
+            argv=[cmd, *args],
+        )
+    return None
+
+
+def _commit_like(cmd: str, args: Sequence[str], f: GitFacts, head_ok: bool) -> Refusal | None:
+    in_rebase = f.rebase_in_progress and f.head is None
+    if cmd == "rebase":
+        if any(
+            a
+            in ("--continue", "--abort", "--skip", "--quit", "--edit-todo", "--show-current-patch")
+            for a in args
+        ):
+            return None
+        pos = _positional(
+            args,
+            (
+                "--onto",
+                "-s",
+                "--strategy",
+                "-X",
+                "--strategy-option",
+                "-x",
+                "--exec",
+                "-C",
+                "--whitespace",
+                "-S",
+            ),
+        )
+        if len(pos) >= 2 and pos[1] not in (f.branch, f.branch_ref):
+            return _main_refusal(
+                f,
+                f"git rebase {pos[0]} {pos[1]} would check out and rewrite {pos[1]}; lane "
+                f"{f.lane} rebases only {f.branch}",
+                [f"git rebase {_q(pos[0])}"] if head_ok else [f"git switch {f.branch}"],
+                argv=[cmd, *args],
+            )
+    if cmd == "reset" and not _reset_moves_head(args):
+        return None  # reset [-q] [TREE-ISH] -- PATHS only changes the index
+    if head_ok or (in_rebase and cmd in ("commit", "reset")):
+        return None
+    return _main_refusal(
+        f,
+        f"git {cmd} would write {f.head.removeprefix('refs/heads/') if f.head else 'a detached HEAD'}, "
+        f"which is checked out in lane {f.lane} instead of {f.branch}",
+        [f"git switch {f.branch}"],
+        argv=[cmd, *args],
+        head=f.head,
+    )
+
+
+def _reset_moves_head(args: Sequence[str]) -> bool:
+    return not ("--" in args or any(a in ("-p", "--patch") for a in args))
+
+
+# -- sync_required ------------------------------------------------------------------------
+def _stale(p: Parsed, f: GitFacts) -> Refusal | None:
+    if not f.must_sync or p.cmd in SYNC_OK:
+        return None
+    if p.cmd == "rebase":
+        if any(a in ("--continue", "--abort", "--skip", "--quit") for a in p.args):
+            return None
+        onto = None
+        args = list(p.args)
+        for i, a in enumerate(args):
+            if a == "--onto" and i + 1 < len(args):
+                onto = args[i + 1]
+            elif a.startswith("--onto="):
+                onto = a.partition("=")[2]
+        pos = _positional(
+            args, ("--onto", "-s", "--strategy", "-X", "--strategy-option", "-x", "--exec")
+        )
+        if (onto or (pos[0] if pos else None)) in (f.main, f"refs/heads/{f.main}"):
+            return None
+    return Refusal(
+        "sync_required",
+        f"lane {f.lane} is behind main and the sync policy requires a sync before it writes "
+        f"files again; git {p.cmd} would",
+        next=[f"git lane sync {f.lane}"],
+        details={"lane": f.lane, "argv": [p.cmd or "", *p.args]},
+    )
+
+
+# -- rendering ------------------------------------------------------------------------------
+def _q(word: str) -> str:
+    return shlex.quote(word)
+
+
+def _render(globals_: Sequence[str], cmd: str | None, args: Sequence[str]) -> str:
+    words = ["git", *globals_, *([cmd] if cmd else []), *args]
+    return " ".join(_q(w) if i else w for i, w in enumerate(words))
+
+
+def _without(p: Parsed, drop: tuple[str, ...]) -> str:
+    """The command line without the global option `drop` names (("-c", "k=v"), ...)."""
+    out: list[str] = []
+    g = list(p.globals)
+    i = 0
+    while i < len(g):
+        w = g[i]
+        if len(drop) == 2 and w == drop[0] and i + 1 < len(g) and g[i + 1] == drop[1]:
+            i += 2
+            continue
+        if len(drop) == 2 and (w == drop[0] + drop[1] or w == f"{drop[0]}={drop[1]}"):
+            i += 1
+            continue
+        if len(drop) == 1 and w.startswith(drop[0]):
+            i += 1
+            continue
+        out.append(w)
+        i += 1
+    return _render(out, p.cmd, p.args)

@@ -1,0 +1,484 @@
+"""The real git shim (shims/git) in front of a real lane: PATH holds the shims first and
+the binding is set by hand, as `git lane exec` sets it (guard/binding.py). Real git
+commands; asserts on exit status, `[code]` and git's state (main, refs, HEAD)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, Repo, git
+from hookfix import install, make_lane
+
+from guard import binding, shim, shimpolicy
+
+SHIMS = ROOT / "shims"
+SHIM = SHIMS / "git"
+REAL = os.path.realpath(shutil.which("git") or "/usr/bin/git")
+
+
+class Lane:
+    def __init__(self, repo: Repo, key: str, path: Path) -> None:
+        self.repo = repo
+        self.key = key
+        self.path = path
+        self.env = {
+            "PATH": f"{SHIMS}{os.pathsep}{os.environ['PATH']}",
+            binding.LANE: key,
+            binding.ROLE: "worker",
+            binding.REAL_GIT: REAL,
+            binding.SHIMS_DIR: str(SHIMS),
+            binding.LANE_PATH: os.path.realpath(path),
+            binding.COMMON: os.path.realpath(repo.common_dir),
+            binding.PYTHON: sys.executable,
+            binding.PYPATH: str(ROOT),
+            binding.HOME_AT_EXEC: os.environ["HOME"],
+            binding.XDG_AT_EXEC: os.environ["XDG_CONFIG_HOME"],
+            binding.PORT: "20000",
+        }
+
+    def git(
+        self, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        full = {**os.environ, **self.env, **(env or {})}
+        full = {k: v for k, v in full.items() if v is not None}
+        return subprocess.run(
+            [str(SHIM), *args],
+            cwd=cwd or self.path,
+            env=full,
+            text=True,
+            capture_output=True,
+            timeout=60,
+        )
+
+
+@pytest.fixture
+def alpha(repo: Repo) -> Lane:
+    install(repo)
+    return Lane(repo, "alpha", make_lane(repo, "alpha"))
+
+
+def refused(res: subprocess.CompletedProcess[str], code: str) -> None:
+    assert res.returncode == 1, (res.returncode, res.stdout, res.stderr)
+    assert f"git-lane: refused [{code}]" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr, res.stderr
+
+
+def ok(res: subprocess.CompletedProcess[str]) -> None:
+    assert res.returncode == 0, (res.returncode, res.stdout, res.stderr)
+    assert "refused" not in res.stderr, res.stderr
+
+
+def head_ref(where: Path) -> str:
+    return git(where, "symbolic-ref", "-q", "HEAD", check=False).stdout.strip()
+
+
+def recorder(tmp_path: Path) -> tuple[Path, Path]:
+    """A GITLANE_PYTHON that only records that it ran (exit 97)."""
+    mark = tmp_path / "python-ran"
+    fake = tmp_path / "fake-python"
+    fake.write_text(f"#!/bin/sh\necho ran >> '{mark}'\nexit 97\n")
+    fake.chmod(0o755)
+    return fake, mark
+
+
+# -- unbound and the real git ---------------------------------------------------------------
+def test_unbound_passes_straight_to_git(repo: Repo, tmp_path: Path) -> None:
+    fake, mark = recorder(tmp_path)
+    env = {
+        **os.environ,
+        "PATH": f"{SHIMS}{os.pathsep}{os.environ['PATH']}",
+        "GITLANE_PYTHON": str(fake),
+    }
+    res = subprocess.run(
+        [str(SHIM), "checkout", "-q", "-b", "feature"],
+        cwd=repo.path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    ok(res)
+    assert head_ref(repo.path) == "refs/heads/feature"
+    assert not mark.exists()
+
+
+@pytest.mark.parametrize("layout", ["twice", "wrapper", "relative"])
+def test_no_loop_whatever_path_holds(repo: Repo, tmp_path: Path, layout: str) -> None:
+    wrap = tmp_path / "wrap"
+    wrap.mkdir()
+    (wrap / "git").write_text(f"#!/bin/sh\necho wrapped >> '{tmp_path}/wrapped'\nexec git \"$@\"\n")
+    (wrap / "git").chmod(0o755)
+    real_dir = os.path.dirname(REAL)
+    path = {
+        "twice": [str(SHIMS), str(SHIMS), real_dir],
+        "wrapper": [str(SHIMS), str(wrap), str(SHIMS), real_dir],
+        "relative": [".", str(SHIMS), real_dir],
+    }[layout]
+    cwd = SHIMS if layout == "relative" else repo.path
+    env = {k: v for k, v in os.environ.items() if k != "GITLANE_REAL_GIT"}
+    env["PATH"] = os.pathsep.join(path)
+    res = subprocess.run(
+        ["git", "-C", str(repo.path), "rev-parse", "HEAD"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    ok(res)
+    assert res.stdout.strip() == repo.sha("HEAD")
+    if layout == "wrapper":
+        assert (tmp_path / "wrapped").read_text().count("wrapped") == 1
+
+
+def test_bound_read_only_commands_start_no_python(alpha: Lane, tmp_path: Path) -> None:
+    fake, mark = recorder(tmp_path)
+    env = {binding.PYTHON: str(fake)}
+    for args in (
+        ["status", "--porcelain"],
+        ["log", "--oneline"],
+        ["-P", "diff", "HEAD"],
+        ["branch", "-a"],
+        ["rev-parse", "HEAD"],
+        ["tag", "-l"],
+        ["stash", "list"],
+        ["worktree", "list"],
+    ):
+        ok(alpha.git(*args, env=env))
+    # the lane's own add and commit, on its branch, decide in sh too
+    (alpha.path / "new.txt").write_text("new\n")
+    ok(alpha.git("add", "new.txt", env=env))
+    ok(alpha.git("commit", "-q", "-m", "new", env=env))
+    assert not mark.exists(), "a read-only or plain lane command started Python"
+    # anything else goes to Python (here: the recorder, which exits 97)
+    assert alpha.git("checkout", "main", env=env).returncode == 97
+    assert mark.exists()
+
+
+# -- refusals with git's state unchanged ----------------------------------------------------
+def test_main_mutations_are_refused_and_nothing_moves(alpha: Lane) -> None:
+    main = alpha.repo.sha()
+    tip = alpha.repo.sha("refs/heads/lane/alpha")
+    refused(alpha.git("checkout", "main"), "main_mutation_refused")
+    refused(alpha.git("switch", "-c", "other"), "main_mutation_refused")
+    refused(alpha.git("branch", "-f", "main", "HEAD"), "main_mutation_refused")
+    refused(alpha.git("update-ref", "refs/heads/main", "HEAD"), "main_mutation_refused")
+    refused(alpha.git("push", ".", "HEAD:main"), "main_mutation_refused")
+    refused(alpha.git("branch", "-D", "main"), "main_mutation_refused")
+    refused(alpha.git("tag", "v1"), "main_mutation_refused")
+    refused(alpha.git("worktree", "add", "../x"), "main_mutation_refused")
+    refused(alpha.git("fetch", ".", "HEAD:refs/heads/main"), "main_mutation_refused")
+    assert alpha.repo.sha() == main
+    assert alpha.repo.sha("refs/heads/lane/alpha") == tip
+    assert head_ref(alpha.path) == "refs/heads/lane/alpha"
+    assert alpha.repo.sha("refs/heads/other") is None and alpha.repo.sha("refs/tags/v1") is None
+    # the lane's own refs are its to write
+    ok(alpha.git("update-ref", "refs/worktree/keep", "HEAD"))
+    # off its branch (detached by hand with the real git), commit-like commands are refused
+    git(alpha.path, "checkout", "-q", "--detach")
+    refused(alpha.git("commit", "--allow-empty", "-m", "x"), "main_mutation_refused")
+    res = alpha.git("commit", "--allow-empty", "-m", "x")
+    assert "git switch lane/alpha" in res.stderr
+    ok(alpha.git("switch", "-q", "lane/alpha"))
+    assert head_ref(alpha.path) == "refs/heads/lane/alpha"
+
+
+def test_hooks_disabled_paths_and_stash(alpha: Lane) -> None:
+    tip = alpha.repo.sha("refs/heads/lane/alpha")
+    hub_head = alpha.repo.sha("HEAD")
+    res = alpha.git("-c", "core.hooksPath=/dev/null", "commit", "--allow-empty", "-m", "x")
+    refused(res, "hooks_disabled")
+    assert "Next: git commit --allow-empty -m x" in res.stderr
+    refused(
+        alpha.git(
+            "commit",
+            "--allow-empty",
+            "-m",
+            "x",
+            env={
+                "GIT_CONFIG_COUNT": "1",
+                "GIT_CONFIG_KEY_0": "core.hooksPath",
+                "GIT_CONFIG_VALUE_0": "/dev/null",
+            },
+        ),
+        "hooks_disabled",
+    )
+    refused(alpha.git("config", "core.hooksPath", "/dev/null"), "hooks_disabled")
+    refused(alpha.git("config", "--global", "hook.x.command", "true"), "hooks_disabled")
+    refused(alpha.git("commit", "--allow-empty", "-m", "x", env={"HOME": "/tmp"}), "hooks_disabled")
+    refused(alpha.git("--exec-path=/tmp", "commit", "-m", "x"), "hooks_disabled")
+    assert git(alpha.path, "config", "--get", "core.hooksPath", check=False).stdout == ""
+    refused(
+        alpha.git("-C", str(alpha.repo.path), "commit", "--allow-empty", "-m", "x"),
+        "path_outside_lane",
+    )
+    refused(
+        alpha.git("commit", "--allow-empty", "-m", "x", cwd=alpha.repo.path), "path_outside_lane"
+    )
+    refused(
+        alpha.git("--git-dir", str(alpha.repo.common_dir), "commit", "--allow-empty", "-m", "x"),
+        "path_outside_lane",
+    )
+    refused(
+        alpha.git("add", "x", env={"GIT_INDEX_FILE": "/tmp/gitlane-index"}), "path_outside_lane"
+    )
+    assert alpha.repo.sha("HEAD") == hub_head
+    # stash: refs/stash is shared; the change stays where it is
+    (alpha.path / "README.md").write_text("changed\n")
+    res = alpha.git("stash")
+    refused(res, "stash_shared")
+    assert alpha.repo.sha("refs/stash") is None
+    assert (alpha.path / "README.md").read_text() == "changed\n"
+    assert alpha.repo.sha("refs/heads/lane/alpha") == tip
+    # its next runs as written and keeps the work in a commit
+    for cmd in ("git add -A", "git commit -m WIP"):
+        ok(alpha.git(*cmd.split()[1:]))
+    assert alpha.repo.sha("refs/heads/lane/alpha") != tip
+
+
+def test_shell_alias_is_refused_and_its_next_runs_through_the_shim(alpha: Lane) -> None:
+    git(alpha.repo.path, "config", "alias.bye", "!git checkout main")
+    git(alpha.repo.path, "config", "alias.co", "checkout")
+    res = alpha.git("bye")
+    refused(res, "shell_alias")
+    refused(alpha.git("co", "main"), "main_mutation_refused")
+    nxt = res.stderr.split("Next: ", 1)[1].strip()
+    assert nxt == "sh -c 'git checkout main'"
+    full = {**os.environ, **alpha.env}
+    again = subprocess.run(
+        nxt, shell=True, cwd=alpha.path, env=full, capture_output=True, text=True
+    )
+    assert "refused [main_mutation_refused]" in again.stderr
+    assert head_ref(alpha.path) == "refs/heads/lane/alpha"
+
+
+def test_broken_binding_refuses_shim_facts_unknown(alpha: Lane, tmp_path: Path) -> None:
+    for env in (
+        {binding.REAL_GIT: "/nonexistent/git"},
+        {binding.REAL_GIT: str(SHIM)},
+        {binding.REAL_GIT: ""},
+        {binding.LANE_PATH: str(tmp_path / "gone")},
+        {binding.COMMON: str(tmp_path)},
+    ):
+        refused(alpha.git("status", env=env), "shim_facts_unknown")
+    refused(
+        alpha.git("checkout", "main", env={binding.PYTHON: "/nonexistent/python"}),
+        "shim_facts_unknown",
+    )
+    refused(
+        alpha.git("checkout", "main", env={binding.PYPATH: str(tmp_path)}), "shim_facts_unknown"
+    )
+    del alpha.env[binding.HOME_AT_EXEC]  # exec always sets it ('' when HOME was unset)
+    refused(alpha.git("checkout", "main"), "shim_facts_unknown")
+
+
+def test_disabled_lets_everything_through(alpha: Lane) -> None:
+    alpha.repo.config("enabled", "false")
+    ok(alpha.git("branch", "feature"))
+    assert alpha.repo.sha("refs/heads/feature") is not None
+    ok(alpha.git("status", env={binding.REAL_GIT: "/nonexistent/git"}))
+
+
+def land_beta(repo: Repo) -> None:
+    beta = make_lane(repo, "beta")
+    (beta / "beta.txt").write_text("beta\n")
+    git(beta, "add", "beta.txt")
+    git(beta, "commit", "-q", "-m", "beta")
+    repo.config("gate", "off")
+    r = repo.lane("land", "beta")
+    assert r.rc == 0, r.stderr
+
+
+def test_stale_lane_and_the_epoch_notice(alpha: Lane) -> None:
+    ok(alpha.git("status"))  # the lane looks once: nothing to report yet
+    land_beta(alpha.repo)
+    first = alpha.git("status")
+    ok(first)
+    assert "lane beta landed" in first.stderr and "Next: git lane sync alpha" in first.stderr
+    assert "landed" not in alpha.git("status").stderr  # once
+    (alpha.path / "README.md").write_text("mine\n")
+    refused(alpha.git("checkout", "--", "README.md"), "sync_required")
+    assert (alpha.path / "README.md").read_text() == "mine\n"
+    refused(alpha.git("merge", "lane/beta"), "sync_required")
+    ok(alpha.git("add", "README.md"))
+    ok(alpha.git("commit", "-q", "-m", "mine"))
+    ok(alpha.git("lane", "sync", "alpha"))
+    ok(alpha.git("checkout", "HEAD~0", "--", "README.md"))
+
+
+def test_check_git_is_the_same_decision(alpha: Lane) -> None:
+    full = {**os.environ, **alpha.env}
+    run = [sys.executable, "-m", "guard", "check", "git", "--json", "--"]
+    res = subprocess.run(
+        [*run, "checkout", "main"], cwd=alpha.path, env=full, capture_output=True, text=True
+    )
+    assert res.returncode == 1 and json.loads(res.stdout)["code"] == "main_mutation_refused"
+    res = subprocess.run([*run, "status"], cwd=alpha.path, env=full, capture_output=True, text=True)
+    assert res.returncode == 0 and json.loads(res.stdout)["code"] == "allowed"
+    # unbound, from the lane's worktree (an agent adapter's hook)
+    plain = {k: v for k, v in os.environ.items() if not k.startswith("GITLANE_")}
+    res = subprocess.run([*run, "stash"], cwd=alpha.path, env=plain, capture_output=True, text=True)
+    assert res.returncode == 1 and json.loads(res.stdout)["code"] == "stash_shared"
+
+
+# -- one decision: every fast pass in sh is a pass of decide_git -----------------------------
+FAST_CASES: list[tuple[list[str], dict[str, str]]] = [
+    (["status"], {}),
+    (["-P", "log", "-1"], {}),
+    (["--no-pager", "--no-optional-locks", "diff"], {}),
+    (["branch"], {}),
+    (["branch", "-vv"], {}),
+    (["branch", "new"], {}),
+    (["branch", "-d", "x"], {}),
+    (["branch", "--list", "l*"], {}),
+    (["branch", "-f", "x"], {}),
+    (["branch", "--contains", "HEAD"], {}),
+    (["tag"], {}),
+    (["tag", "x"], {}),
+    (["stash"], {}),
+    (["stash", "list"], {}),
+    (["worktree", "list"], {}),
+    (["worktree", "prune"], {}),
+    (["add", "-A"], {}),
+    (["commit", "--allow-empty", "-m", "x"], {}),
+    (["commit", "-m", "x"], {"HOME": "/tmp"}),
+    (["add", "x"], {"GIT_INDEX_FILE": "/tmp/i"}),
+    (["status"], {"GIT_CONFIG_PARAMETERS": "'core.hookspath'='x'"}),
+    (["status"], {"GIT_EXEC_PATH": "/tmp"}),
+    (["-c", "a.b=c", "status"], {}),
+    (["checkout", "main"], {}),
+    (["lane", "status"], {}),
+    (["diff", "--output=/tmp/gitlane-x.patch"], {}),
+    (["log", "--output", "x.patch"], {}),
+    (["-P", "diff", "--output=/tmp/gitlane-y.patch"], {}),
+    (["--no-pager"], {}),
+    (["-P", "stash"], {}),
+    (["-P", "branch", "-D", "main"], {}),
+    (["tag", "-l", "v*"], {}),
+    (["stash", "show"], {}),
+    (["worktree", "add", "../w"], {}),
+    (["rm", "-r", "sub"], {"GIT_DIR": "/tmp"}),
+    (["rm", "--cached", "x"], {}),
+    (["log"], {"GIT_DIR": "/tmp"}),
+]
+
+
+def test_sh_fast_passes_are_passes_of_the_policy(alpha: Lane, tmp_path: Path) -> None:
+    fake, mark = recorder(tmp_path)
+    b = binding.from_env(alpha.env)
+    assert b is not None
+    fasts: set[tuple[str, ...]] = set()
+    for argv, extra in FAST_CASES:
+        if mark.exists():
+            mark.unlink()
+        res = alpha.git(*argv, env={binding.PYTHON: str(fake), **extra})
+        fast = res.returncode != 97 and not mark.exists()
+        env = {**os.environ, **alpha.env, **extra}
+        facts = shim.gather_git(b, argv, env, str(alpha.path))
+        decided = shimpolicy.decide_git(argv, env, facts)
+        if fast:
+            assert decided is None, (argv, extra, decided.line() if decided else None)
+            fasts.add(tuple(argv))
+    # not vacuous: the plain forms did decide in sh
+    assert {("status",), ("add", "-A"), ("branch", "-vv"), ("-P", "log", "-1")} <= fasts
+    assert ("checkout", "main") not in fasts and ("-P", "stash") not in fasts
+
+
+# -- a scripted agent: a shell script that only runs git, as an agent CLI would ------------
+AGENT = r"""#!/bin/sh
+# one line per attempt: the command, its exit status and the [code] it was refused with
+try() {
+	git "$@" >/dev/null 2>"$ERR"
+	rc=$?
+	code=$(sed -n 's/^git-lane: refused \[\([a-z_]*\)\].*/\1/p' "$ERR" | head -n 1)
+	printf '%s|%s|%s\n' "$*" "$rc" "${code:-}"
+}
+echo agent >agent.txt
+try add agent.txt
+try commit -q -m agent
+try status --porcelain
+try log --oneline -1
+try diff HEAD~1
+try branch -a
+try checkout main
+try switch -c side
+try branch -f main HEAD
+try branch -D main
+try update-ref refs/heads/main HEAD
+try push . HEAD:main
+try tag v1
+try stash
+try -c core.hooksPath=/dev/null commit --allow-empty -m off
+try config core.hooksPath /dev/null
+try -C "$HUB" commit --allow-empty -m hub
+try worktree add ../elsewhere
+try reflog expire --updateref --expire=now lane/alpha
+try gc --prune=now
+try update-ref refs/worktree/keep HEAD
+try commit --allow-empty -q -m second
+"""
+
+WANT = {
+    "add agent.txt": (0, ""),
+    "commit -q -m agent": (0, ""),
+    "status --porcelain": (0, ""),
+    "log --oneline -1": (0, ""),
+    "diff HEAD~1": (0, ""),
+    "branch -a": (0, ""),
+    "checkout main": (1, "main_mutation_refused"),
+    "switch -c side": (1, "main_mutation_refused"),
+    "branch -f main HEAD": (1, "main_mutation_refused"),
+    "branch -D main": (1, "main_mutation_refused"),
+    "update-ref refs/heads/main HEAD": (1, "main_mutation_refused"),
+    "push . HEAD:main": (1, "main_mutation_refused"),
+    "tag v1": (1, "main_mutation_refused"),
+    "stash": (1, "stash_shared"),
+    "-c core.hooksPath=/dev/null commit --allow-empty -m off": (1, "hooks_disabled"),
+    "config core.hooksPath /dev/null": (1, "hooks_disabled"),
+    "worktree add ../elsewhere": (1, "main_mutation_refused"),
+    "reflog expire --updateref --expire=now lane/alpha": (1, "main_mutation_refused"),
+    "gc --prune=now": (1, "main_mutation_refused"),
+    "update-ref refs/worktree/keep HEAD": (0, ""),
+    "commit --allow-empty -q -m second": (0, ""),
+}
+
+
+@pytest.mark.parametrize("launch", ["binding by hand", "git lane exec"])
+def test_a_scripted_agent_meets_every_rule(alpha: Lane, tmp_path: Path, launch: str) -> None:
+    script = tmp_path / "agent.sh"
+    script.write_text(AGENT)
+    main_before = alpha.repo.sha()
+    extra = {"ERR": str(tmp_path / "err"), "HUB": str(alpha.repo.path)}
+    if launch == "git lane exec":  # the real thing: exec binds the script to lane alpha
+        argv = [sys.executable, "-m", "guard", "exec", "alpha", "--", "sh", str(script)]
+        full = {**os.environ, **extra}
+    else:
+        argv = ["sh", str(script)]
+        full = {**os.environ, **alpha.env, **extra}
+    res = subprocess.run(
+        argv, cwd=alpha.path, env=full, capture_output=True, text=True, timeout=300
+    )
+    assert res.returncode == 0, res.stderr
+    got = {}
+    for line in res.stdout.splitlines():
+        cmd, rc, code = line.rsplit("|", 2)
+        got[cmd.replace(str(alpha.repo.path), "$HUB")] = (int(rc), code)
+    want = {**WANT, "-C $HUB commit --allow-empty -m hub": (1, "path_outside_lane")}
+    assert got == want
+    # git's state: main, the hub and every shared ref as they were; the lane moved
+    assert alpha.repo.sha() == main_before
+    assert git(alpha.repo.path, "log", "-1", "--format=%s").stdout.strip() == "init"
+    for ref in ("refs/heads/side", "refs/tags/v1", "refs/stash"):
+        assert alpha.repo.sha(ref) is None, ref
+    assert head_ref(alpha.path) == "refs/heads/lane/alpha"
+    assert git(alpha.path, "log", "-2", "--format=%s").stdout.split("\n")[:2] == ["second", "agent"]
+    assert alpha.repo.sha("refs/worktree/keep") is None  # per-worktree: seen only in the lane
+    assert git(alpha.path, "rev-parse", "-q", "--verify", "refs/worktree/keep", check=False).stdout
+    assert git(alpha.path, "config", "--get", "core.hooksPath", check=False).stdout == ""
+    assert "elsewhere" not in alpha.repo.worktrees()
