@@ -371,3 +371,7 @@ def doctor(r: Result) -> str:
 
 def demo(r: Result) -> str:
     return f"demo finished: {r['summary']}"
+
+
+def check_write(r: Result) -> str:
+    return f"allowed: {r['path']} (lane {r['lane']})"

@@ -299,3 +299,14 @@ class PathResult(TypedDict):
     code: str
     key: str
     path: str
+
+
+class CheckWriteResult(TypedDict):
+    """`git lane check write PATH`: allowed (a refusal is the standard refusal object)."""
+
+    ok: bool
+    code: str  # "allowed"
+    path: str  # where the write would really go (realpath)
+    given: str  # PATH as given
+    lane: str
+    lane_path: str
