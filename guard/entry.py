@@ -30,11 +30,17 @@ def _check_write(rest: Sequence[str]) -> int | None:
         return None
     import json
 
-    from guard import boundary, render
-    from guard.commands import check
+    from guard import boundary, files, render
 
     def body() -> int:
-        res = check.write(None, paths[0], os.getcwd())
+        cwd = os.getcwd()
+        b = files.exec_bound(os.environ)
+        if b is not None:  # the adapter's case: no engine module, no click
+            res = files.check_bound(b, paths[0], cwd)
+        else:
+            from guard.commands import check
+
+            res = dict(check.write(None, paths[0], cwd))
         if as_json:
             sys.stdout.write(json.dumps(res, sort_keys=True, default=str) + "\n")
         else:

@@ -373,6 +373,43 @@ def _common_of(gd: str) -> str | None:
     return os.path.realpath(os.path.join(gd, rel)) if rel else None
 
 
+# -- git lane check write ----------------------------------------------------------------
+def allowed(t: Target, lane: Lane) -> dict[str, object]:
+    """`git lane check write`'s answer (results.CheckWriteResult), or its refusal."""
+    if not t.given:
+        raise Refusal(
+            "not_a_file",
+            "check write needs a PATH (got an empty one)",
+            next=["git lane check write -h"],
+        )
+    refusal = decide_write(t, lane)
+    if refusal is not None:
+        raise refusal
+    return {
+        "ok": True,
+        "code": "allowed",
+        "path": t.real,
+        "given": t.given,
+        "lane": lane.key,
+        "lane_path": lane.path,
+    }
+
+
+def exec_bound(env: Mapping[str, str]) -> binding.Binding | None:
+    """The binding of a process `git lane exec` started (GITLANE_LANE and
+    GITLANE_LANE_PATH set): `check write` then checks it as the shims do. None otherwise
+    (GITLANE_LANE alone names a lane as for every `git lane` command)."""
+    b = binding.from_env(env)
+    return b if b is not None and env.get(binding.LANE_PATH) else None
+
+
+def check_bound(b: binding.Binding, path: str, cwd: str) -> dict[str, object]:
+    """`git lane check write PATH` for an exec-bound process: standard library only, so
+    guard.entry answers it without loading the CLI or the engine."""
+    t = target_facts(path, cwd)
+    return allowed(t, bound_lane(b, t))
+
+
 # -- the writers ------------------------------------------------------------------------
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 

@@ -505,6 +505,9 @@ def test_check_write_json_and_exit_codes(repo: Repo, lane: Path, outside: Path) 
     # text form: exit status and the refusal line
     r = repo.lane("check", "write", "a.txt", cwd=lane, env=env)
     assert r.rc == 1 and "[sync_required]" in r.stderr
+    for e in (env, None):  # an empty PATH is no path, bound or not
+        r = repo.jlane("check", "write", "", cwd=lane, env=e)
+        assert (r.rc, r.code) == (1, "not_a_file")
 
 
 def test_check_write_from_the_lane_cwd_without_a_binding(
@@ -539,7 +542,19 @@ def test_check_write_fast_path_and_click_agree(repo: Repo, lane: Path, outside: 
     )
     assert res.returncode == 0, res.stderr
     loaded = {ln.split("|")[-1].strip() for ln in res.stderr.splitlines() if "|" in ln}
-    assert "click" not in loaded and "guard.cli" not in loaded
+    assert not loaded & {"click", "guard.cli", "guard.repo", "guard.lane", "psutil"}, loaded
+
+
+def test_the_shims_python_step_runs_without_site_packages() -> None:
+    """-S: nothing but the standard library can be imported, so every shim test that
+    passes shows guard.files' hot path is standard library only; -I: no guard/ from the
+    cwd (a lane) or PYTHONPATH."""
+    for tool in ("write", "edit"):
+        lines = [
+            ln for ln in (SHIMS / tool).read_text().splitlines() if ln.lstrip().startswith("exec ")
+        ]
+        assert lines and all(" -I " in ln for ln in lines), tool
+        assert all(" -S " in ln for ln in lines if "$gl_path" in ln or "GITLANE_PYPATH" in ln)
 
 
 # -- the decision, as a property over real trees ----------------------------------------------

@@ -5,9 +5,9 @@ Each subcommand runs the very decision function its shim runs."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-from guard import binding, git
+from guard import git
 from guard.errors import Refusal
 
 if TYPE_CHECKING:  # not imported at run time: `check write` in a bound process needs neither
@@ -24,33 +24,15 @@ def write(repo: Repo | None, path: str, cwd: str) -> CheckWriteResult:
     with `allowed`, or the refusal. Answered without click (guard.entry): <= 50 ms."""
     from guard import files
 
-    if not path:
-        raise Refusal(
-            "not_a_file",
-            "check write needs a PATH (got an empty one)",
-            next=["git lane check write -h"],
-        )
-    t = files.target_facts(path, cwd)
-    b = binding.from_env(os.environ)
-    if b is not None and os.environ.get(binding.LANE_PATH):
-        lane = files.bound_lane(b, t)
-    else:
-        if repo is None:
-            from guard.repo import Repo
+    b = files.exec_bound(os.environ)
+    if b is not None:
+        return cast("CheckWriteResult", files.check_bound(b, path, cwd))
+    if repo is None:
+        from guard.repo import Repo
 
-            repo = Repo.discover(cwd)
-        lane = _repo_lane(repo, t, path)
-    refusal = files.decide_write(t, lane)
-    if refusal is not None:
-        raise refusal
-    return {
-        "ok": True,
-        "code": "allowed",
-        "path": t.real,
-        "given": path,
-        "lane": lane.key,
-        "lane_path": lane.path,
-    }
+        repo = Repo.discover(cwd)
+    t = files.target_facts(path, cwd)
+    return cast("CheckWriteResult", files.allowed(t, _repo_lane(repo, t, path)))
 
 
 def _repo_lane(repo: Repo, t: Target, path: str) -> Lane:
