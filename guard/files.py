@@ -28,8 +28,9 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from guard import binding, git, policy
 from guard.errors import GitError, Refusal
@@ -449,20 +450,23 @@ def _walk(base: str, directory: str, create: bool) -> tuple[int, list[str]]:
     return fd, made
 
 
-def _replace(dfd: int, name: str, data: bytes, mode: int | None) -> None:
-    """Atomically put `data` at `name` in the directory `dfd`: temp file, fsync, rename,
-    fsync of the directory. `mode` None: 0666 minus the umask (the kernel applies it)."""
+def _replace(dfd: int, name: str, chunks: Iterable[bytes], mode: int | None) -> int:
+    """Atomically put the bytes of `chunks` at `name` in the directory `dfd`: temp file,
+    fsync, rename, fsync of the directory; the byte count. `mode` None: 0666 minus the
+    umask (the kernel applies it to the O_CREAT)."""
     import secrets
 
     tmp = f".gitlane-{os.getpid()}-{secrets.token_hex(4)}.tmp"
-    fd = os.open(
-        tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=dfd
-    )
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o666, dir_fd=dfd)
+    size = 0
     try:
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            for data in chunks:
+                size += len(data)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
             if mode is not None:
                 os.fchmod(fd, mode)
             os.fsync(fd)
@@ -479,6 +483,7 @@ def _replace(dfd: int, name: str, data: bytes, mode: int | None) -> None:
         os.fsync(dfd)
     except OSError:
         pass  # some filesystems cannot fsync a directory; the rename is done
+    return size
 
 
 def _existing(dfd: int, name: str, t: Target, hardlinks: bool) -> os.stat_result | None:
@@ -523,20 +528,23 @@ def _os_refusal(t: Target, e: OSError) -> Refusal:
     )
 
 
-def write_file(t: Target, data: bytes, base: str, checks: bool) -> dict[str, object]:
-    """Write `data` at t.real, atomically. `base`: where the O_NOFOLLOW walk starts (the
-    lane's root when bound, `/` unbound)."""
+def write_file(t: Target, data: bytes | BinaryIO, base: str, checks: bool) -> dict[str, object]:
+    """Write `data` (bytes, or a stream copied 1 MiB at a time) at t.real, atomically.
+    `base`: where the O_NOFOLLOW walk starts (the lane's root when bound, `/` unbound)."""
+    chunks: Iterable[bytes] = (
+        [data] if isinstance(data, bytes) else iter(lambda: data.read(1 << 20), b"")
+    )
     try:
         dfd, made = _walk(base, os.path.dirname(t.real), create=True)
         try:
             st = _existing(dfd, os.path.basename(t.real), t, checks)
             mode = stat.S_IMODE(st.st_mode) if st is not None else None
-            _replace(dfd, os.path.basename(t.real), data, mode)
+            size = _replace(dfd, os.path.basename(t.real), chunks, mode)
         finally:
             os.close(dfd)
     except OSError as e:
         raise _os_refusal(t, e) from None
-    return {"path": t.real, "bytes": len(data), "created": made}
+    return {"path": t.real, "bytes": size, "created": made}
 
 
 def edit_file(
@@ -578,7 +586,7 @@ def edit_file(
         found = data.count(old)
         _check_count(t, old, found, count, all_)
         out = data.replace(old, new) if (all_ or count is not None) else data.replace(old, new, 1)
-        _replace(dfd, name, out, stat.S_IMODE(st.st_mode))
+        _replace(dfd, name, [out], stat.S_IMODE(st.st_mode))
     except OSError as e:
         raise _os_refusal(t, e) from None
     finally:
@@ -731,8 +739,7 @@ def main_write(argv: Sequence[str]) -> int:
         if len(pos) != 1 or not pos[0]:
             raise Usage("write takes exactly one PATH")
         t, base, checks = _prepare(pos[0])
-        data = sys.stdin.buffer.read()
-        res = write_file(t, data, base, checks)
+        res = write_file(t, sys.stdin.buffer, base, checks)
         return {"ok": True, "code": "written", **res}
 
     return _run("write", argv, body)
