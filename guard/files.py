@@ -711,7 +711,7 @@ def _run(tool: str, argv: Sequence[str], fn: Callable[[set[str]], dict[str, obje
     return boundary.guarded(go, [tool, *argv], want_json, state_dir)
 
 
-def _prepare(given: str) -> tuple[Target, str, bool]:
+def _prepare(given: str, tool: str) -> tuple[Target, str, bool]:
     """The target, the walk's base, and whether lane checks apply; refuses what the
     lane may not write."""
     try:
@@ -723,7 +723,7 @@ def _prepare(given: str) -> tuple[Target, str, bool]:
     if b is None:
         return t, "/", False
     lane = bound_lane(b, t)
-    r = decide_write(t, lane)
+    r = decide_write(t, lane, tool)
     if r is not None:
         raise r
     return t, (lane.path if lane.enabled else "/"), lane.enabled
@@ -738,7 +738,7 @@ def main_write(argv: Sequence[str]) -> int:
             return {}
         if len(pos) != 1 or not pos[0]:
             raise Usage("write takes exactly one PATH")
-        t, base, checks = _prepare(pos[0])
+        t, base, checks = _prepare(pos[0], "write")
         res = write_file(t, sys.stdin.buffer, base, checks)
         return {"ok": True, "code": "written", **res}
 
@@ -768,7 +768,7 @@ def main_edit(argv: Sequence[str]) -> int:
             if not opts["--count"].isdigit() or int(opts["--count"]) < 1:
                 raise Usage("--count needs a whole number >= 1")
             count = int(opts["--count"])
-        t, base, checks = _prepare(pos[0])
+        t, base, checks = _prepare(pos[0], "edit")
         res = edit_file(t, old, new, count, "--all" in flags, base, checks)
         return {"ok": True, "code": "edited", **res}
 

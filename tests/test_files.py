@@ -602,3 +602,44 @@ def test_every_allowed_path_is_in_the_lane_and_outside_git(
     else:
         assert r.code in ("path_outside_lane", "protected_path")
         assert r.next
+
+
+def _t(
+    real: str, kind: str = "missing", nlink: int = 0, absolute: str | None = None
+) -> files.Target:
+    return files.Target(real, absolute or real, real, kind, nlink, "/l", (), None)
+
+
+LANE = files.Lane(
+    "k", "/l", ("/r/.git", "/r/.git/worktrees/k"), True, "on_land_mandatory", False, "main"
+)
+
+
+@pytest.mark.parametrize(
+    ("target", "lane", "code"),
+    [
+        (_t("/l/a.txt"), LANE, None),
+        (_t("/l/a.txt", "file", 1), LANE, None),
+        (_t("/l/a.txt", "file", 2), LANE, "path_outside_lane"),
+        (_t("/l2/a.txt"), LANE, "path_outside_lane"),  # a sibling whose name starts alike
+        (_t("/elsewhere"), LANE, "path_outside_lane"),
+        (_t("/r/.git/config"), LANE, "protected_path"),  # outside and protected: protected
+        (_t("/r/.git/worktrees/k/HEAD"), LANE, "protected_path"),
+        (_t("/l/.git"), LANE, "protected_path"),
+        (_t("/l/sub/.Git/x"), LANE, "protected_path"),
+        (_t("/l/a.git"), LANE, None),
+        (_t("/l/x", absolute="/r/.git/../l/x"), LANE, None),
+        (_t("/l/a.txt"), files.Lane(**{**LANE.__dict__, "must_sync": True}), "sync_required"),
+        (
+            _t("/l/a", "file", 3),
+            files.Lane(**{**LANE.__dict__, "must_sync": True}),
+            "path_outside_lane",
+        ),
+        (_t("/r/.git/config"), files.Lane(**{**LANE.__dict__, "enabled": False}), None),
+    ],
+)
+def test_decide_write_table(target: files.Target, lane: files.Lane, code: str | None) -> None:
+    r = files.decide_write(target, lane)
+    assert (r.code if r else None) == code
+    if r is not None:
+        assert r.next and all("<" not in n for n in r.next)
