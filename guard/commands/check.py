@@ -44,11 +44,13 @@ def _repo_lane(repo: Repo, t: Target, path: str) -> Lane:
         if r.code != "unknown_lane":
             raise
         active = list(r.details.get("active") or [])
-        raise Refusal(
+        raise Refusal(  # its alternatives name the lane as check write takes it
             "unknown_lane",
-            f"check write needs a lane: {r.message.split(': ', 1)[-1]}",
-            next=["git lane status"],
-            alternatives=[f"GITLANE_LANE={k} git lane check write {git.q(path)}" for k in active],
+            r.message,
+            next=r.next,
+            alternatives=[
+                f'cd "$(git lane path {k})" && git lane check write {git.q(path)}' for k in active
+            ],
             details=r.details,
         ) from None
     rec = lanes.get(repo, key)
