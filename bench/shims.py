@@ -5,7 +5,8 @@
           no target);
   check:  `git lane check write PATH` in a bound lane, the adapter's cost per tool call
           (target < 50 ms): as `git lane ...` (git finding git-lane on PATH), as the
-          console script itself, and the floor of starting that Python (`-c pass`).
+          console script itself, the floor of starting that Python (`-c pass`), and
+          `write --check PATH`, the same answer through the shim (no site-packages).
 
 Runs alternate between the sides of each pair so drift hits both; figures are medians of
 --runs runs. Nothing is asserted: it prints.
@@ -123,6 +124,7 @@ def bench_check(base: Path, runs: int) -> None:
         "git lane": lambda: timed(["git", "lane", "check", "write", "src/a.py"], lane, env),
         "script": lambda: timed([*entry, "check", "write", "src/a.py"], lane, env),
         "python": lambda: timed([sys.executable, "-c", "pass"], lane, env),
+        "shim": lambda: timed(["write", "--check", "src/a.py"], lane, env),
     }
     m = medians(sides, runs)
     ours = m["script"]
@@ -132,6 +134,11 @@ def bench_check(base: Path, runs: int) -> None:
         f"{' '.join(Path(a).name for a in entry)} check write {ours * 1000:6.1f} ms (target < 50 ms: {verdict})   "
         f"python -c pass {m['python'] * 1000:6.1f} ms   "
         f"above interpreter start {(ours - m['python']) * 1000:6.1f} ms"
+    )
+    shim = m["shim"]
+    print(
+        f"check    write --check (the same answer through the shim, python -I -S) "
+        f"{shim * 1000:6.1f} ms ({'ok' if shim < 0.050 else 'OVER TARGET'})"
     )
 
 

@@ -37,6 +37,7 @@ from guard.errors import GitError, Refusal
 
 WRITE_HELP = """\
 usage: write [--json] PATH
+       write --check [--json] PATH
 
 Write standard input to PATH, atomically: a temporary file in PATH's directory,
 fsync, then rename over PATH. An existing file keeps its mode; a new one gets
@@ -50,12 +51,15 @@ outside any git dir [protected_path], and the lane need not sync first
 
 options:
   --json      print one JSON object (path, bytes, created directories)
+  --check     write nothing: exit 0 when the write would be allowed, else
+              the refusal (`git lane check write PATH` at the shim's cost)
   -h, --help  show this help
 
 examples:
   printf 'hello\\n' | write notes/hello.txt
   write src/app.py < /tmp/new-app.py
   git show main:README.md | write README.md
+  write --check --json src/app.py
 """
 
 EDIT_HELP = """\
@@ -731,18 +735,41 @@ def _prepare(given: str, tool: str) -> tuple[Target, str, bool]:
 
 def main_write(argv: Sequence[str]) -> int:
     def body(seen: set[str]) -> dict[str, object]:
-        _opts, flags, pos = _parse(argv, (), ("--json", "-h", "--help"))
+        _opts, flags, pos = _parse(argv, (), ("--json", "--check", "-h", "--help"))
         seen.update(flags, ["parsed"])
         if flags & {"-h", "--help"}:
             sys.stdout.write(WRITE_HELP)
             return {}
         if len(pos) != 1 or not pos[0]:
             raise Usage("write takes exactly one PATH")
+        if "--check" in flags:
+            return _check(pos[0], "--json" in flags)
         t, base, checks = _prepare(pos[0], "write")
         res = write_file(t, sys.stdin.buffer, base, checks)
         return {"ok": True, "code": "written", **res}
 
     return _run("write", argv, body)
+
+
+def _check(given: str, as_json: bool) -> dict[str, object]:
+    """`write --check PATH`: `git lane check write PATH` for a process bound by exec, at
+    the shim's cost (no site-packages, no engine); unbound, `write` checks nothing, so
+    every path is allowed (lane null). Nothing is written, stdin is not read."""
+    try:
+        cwd = os.getcwd()
+    except OSError as e:
+        raise Usage(f"the current directory is gone ({e.strerror})") from None
+    b = binding.from_env(os.environ)
+    if b is None:
+        t = target_facts(given, cwd)
+        res: dict[str, object] = {"ok": True, "code": "allowed", "path": t.real}
+        res.update(given=given, lane=None, lane_path=None)
+    else:
+        res = check_bound(b, given, cwd)
+    if not as_json:
+        who = f"lane {res['lane']}" if res["lane"] else "unbound: no lane checks"
+        sys.stdout.write(f"allowed: {res['path']} ({who})\n")
+    return res
 
 
 def main_edit(argv: Sequence[str]) -> int:

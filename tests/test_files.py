@@ -643,3 +643,51 @@ def test_decide_write_table(target: files.Target, lane: files.Lane, code: str | 
     assert (r.code if r else None) == code
     if r is not None:
         assert r.next and all("<" not in n for n in r.next)
+
+
+def test_write_check_answers_as_git_lane_check_write(repo: Repo, lane: Path, outside: Path) -> None:
+    """`write --check PATH`: the same answer as `git lane check write PATH` for a bound
+    process, nothing written and stdin not read; unbound, everything is allowed."""
+    env = bound_env(repo, "alpha", lane)
+    for target in ("new/a.txt", str(outside / "x"), ".git", "../x"):
+        mine = shim("write", "--check", "--json", target, cwd=lane, env=env, data=b"never")
+        theirs = repo.jlane("check", "write", target, cwd=lane, env=env)
+        assert (mine.rc, mine.json) == (theirs.rc, theirs.json), target
+    assert not (lane / "new").exists()
+    r = shim("write", "--check", "a.txt", cwd=lane, env=env)
+    assert r.rc == 0 and r.stdout.startswith("allowed: ")
+    r = shim("write", "--check", "--json", str(outside / "x"), cwd=lane, env=unbound_env())
+    assert (r.rc, r.code, r.json["lane"]) == (0, "allowed", None)
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+
+
+def test_files_reaches_only_standard_library_modules() -> None:
+    """Everything guard.files (the shims' step and check write's fast path) can import,
+    lazily included, imports only the standard library at module level."""
+    import ast
+
+    from test_architecture import _graph
+
+    graph = _graph()
+    seen: set[str] = set()
+    todo = ["guard.files", "guard.shim"]
+    while todo:
+        n = todo.pop()
+        if n not in seen:
+            seen.add(n)
+            todo.extend(graph.get(n, ()))
+    assert "guard.cli" not in seen and "guard.lane" not in seen, sorted(seen)
+    for mod in sorted(seen):
+        path = ROOT / (mod.replace(".", "/") + ".py")
+        if not path.exists():
+            path = ROOT / mod.replace(".", "/") / "__init__.py"
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                assert top in ("guard", "__future__") or top in sys.stdlib_module_names, (mod, name)
