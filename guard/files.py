@@ -422,9 +422,16 @@ _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 def _walk(base: str, directory: str, create: bool) -> tuple[int, list[str]]:
     """An fd on `directory` (a realpath at or under `base`), reached from `base` one
     component at a time, never through a symlink; missing ones made when `create`."""
+    rel = os.path.relpath(directory, base)
+    if rel == ".." or rel.startswith("../"):  # the decision keeps this from happening
+        raise Refusal(
+            "path_outside_lane",
+            f"{directory} is not under {base}; nothing was written",
+            next=[f"ls -ld -- {git.q(directory)}"],
+            details={"path": directory, "base": base},
+        )
     fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     made: list[str] = []
-    rel = os.path.relpath(directory, base)
     here = base
     try:
         for part in [] if rel == "." else rel.split("/"):
@@ -458,9 +465,7 @@ def _replace(dfd: int, name: str, chunks: Iterable[bytes], mode: int | None) -> 
     """Atomically put the bytes of `chunks` at `name` in the directory `dfd`: temp file,
     fsync, rename, fsync of the directory; the byte count. `mode` None: 0666 minus the
     umask (the kernel applies it to the O_CREAT)."""
-    import secrets
-
-    tmp = f".gitlane-{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    tmp = f".gitlane-{os.getpid()}-{os.urandom(4).hex()}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(tmp, flags, 0o666, dir_fd=dfd)
     size = 0

@@ -691,3 +691,11 @@ def test_files_reaches_only_standard_library_modules() -> None:
             for name in names:
                 top = name.split(".")[0]
                 assert top in ("guard", "__future__") or top in sys.stdlib_module_names, (mod, name)
+
+
+def test_the_walk_never_climbs_above_its_base(lane: Path, outside: Path) -> None:
+    t = files.target_facts(str(outside / "x.txt"), str(lane))
+    with pytest.raises(files.Refusal) as e:
+        files.write_file(t, b"x", str(lane), True)
+    assert e.value.code == "path_outside_lane"
+    assert not (outside / "x.txt").exists()
