@@ -699,3 +699,18 @@ def test_the_walk_never_climbs_above_its_base(lane: Path, outside: Path) -> None
         files.write_file(t, b"x", str(lane), True)
     assert e.value.code == "path_outside_lane"
     assert not (outside / "x.txt").exists()
+
+
+def test_a_user_config_swapped_after_exec_is_not_read(
+    repo: Repo, lane: Path, tmp_path: Path, outside: Path
+) -> None:
+    """The user config is the one exec recorded (GITLANE_XDG_CONFIG_HOME): pointing
+    XDG_CONFIG_HOME at a file that says `enabled = false` switches nothing off."""
+    mine = tmp_path / "agent-config"
+    (mine / "git-lane").mkdir(parents=True)
+    (mine / "git-lane" / "config.toml").write_text("enabled = false\n")
+    env = bound_env(repo, "alpha", lane, XDG_CONFIG_HOME=str(mine))
+    r = shim("write", str(outside / "x"), "--json", cwd=lane, env=env, data=b"x")
+    assert (r.rc, r.code) == (1, "path_outside_lane")
+    env = bound_env(repo, "alpha", lane, **{binding.XDG_AT_EXEC: str(mine)})  # exec saw it
+    assert shim("write", str(outside / "x"), cwd=lane, env=env, data=b"x").rc == 0
