@@ -12,6 +12,9 @@ medians of --runs runs of wall time, and beside them the mean CPU time (user + s
 the runs' processes used, which a busy machine disturbs less. Nothing is asserted: it
 prints the ratios.
 
+  write, check: bench/shims_files.py (run after the above, or alone): `write` of a 1 MB
+            file against `cat > file`, and `git lane check write PATH` in ms (target < 50 ms).
+
     python bench/shims.py
     python bench/shims.py --runs 41
 """
@@ -182,6 +185,10 @@ def main() -> None:
 
         a, b = compare(commit_with(str(SHIM)), commit_with(real), ns.runs)
         report("commit bound", a, b, 1.30, ("shims/git", "real git"))
+        from shims_files import bench_check, bench_write
+
+        bench_write(base, min(ns.runs, 11))
+        bench_check(base, min(ns.runs, 11))
     finally:
         if ns.keep:
             print(f"kept {base}")

@@ -1,3 +1,3 @@
-from guard.cli import main
+from guard.entry import main
 
 main()

@@ -557,6 +557,27 @@ def check_git(ctx: Ctx, argv: tuple[str, ...]) -> None:
     emit(ctx, cmd.git_(ctx.repo, list(argv), ctx.directory), render.check_git)
 
 
+@check.command("write")
+@click.argument("path")
+@json_option
+@pass_ctx
+def check_write(ctx: Ctx, path: str) -> None:
+    """Exit 0 when this process's lane may write PATH (the write and edit shims' checks:
+    path_outside_lane, protected_path, sync_required), else the refusal (exit 1).
+
+    \b
+    Examples:
+      git lane check write src/app.py
+      git lane check write --json /abs/path/in/lane/notes.md
+    """
+    import os
+
+    from guard.commands import check as cmd
+
+    cwd = ctx.directory or os.getcwd()
+    emit(ctx, cmd.write(ctx.peek_repo(), path, cwd), render.check_write)
+
+
 # -- the entry point ----------------------------------------------------------------------
 def _show_usage_error(e: click.ClickException) -> None:
     """click's error, with the hint naming `-h`: git turns `git lane --help` into

@@ -334,13 +334,15 @@ def check_value(key: str, value: Any) -> None:
         )
 
 
-def load(repo_config: Path | None) -> Config:
-    """The owner's two files over the defaults (no project layer: see with_project)."""
+def load(repo_config: Path | None, user_config: Path | None = None) -> Config:
+    """The owner's two files over the defaults (no project layer: see with_project).
+    `user_config` replaces the user file's usual place (a bound shim reads the one its
+    `git lane exec` started with, whatever XDG_CONFIG_HOME says now)."""
     values = {k: v.default for k, v in KEYS.items()}
     sources = {k: "default" for k in KEYS}
     where: dict[str, str] = {}
     warnings: list[str] = []
-    files = [(user_config_path(), "user")]
+    files = [(user_config or user_config_path(), "user")]
     if repo_config is not None:
         files.append((repo_config, "repo"))
     for path, layer in files:  # later wins

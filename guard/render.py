@@ -387,3 +387,7 @@ def demo(r: Result) -> str:
 def check_git(r: Result) -> str:
     how = "" if r.get("enabled", True) else " (git-lane is disabled: enabled = false)"
     return f"allowed in lane {r['lane']}: git {shlex.join(r['argv'])}{how}"
+
+
+def check_write(r: Result) -> str:
+    return f"allowed: {r['path']} (lane {r['lane']})"

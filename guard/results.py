@@ -333,3 +333,14 @@ class ShellenvResult(TypedDict):
     unset: list[str]  # names the script unsets (git's repository pointers, ...)
     script: str  # what `eval` runs
     warnings: list[str]
+
+
+class CheckWriteResult(TypedDict):
+    """`git lane check write PATH`: allowed (a refusal is the standard refusal object)."""
+
+    ok: bool
+    code: str  # "allowed"
+    path: str  # where the write would really go (realpath)
+    given: str  # PATH as given
+    lane: str
+    lane_path: str

@@ -65,7 +65,7 @@ def test_wheel_installs_into_a_fresh_venv_and_runs(repo: Repo, tmp_path: Path) -
         if shims & DESIGN_SHIMS:
             assert shims >= DESIGN_SHIMS, f"shims missing: {sorted(DESIGN_SHIMS - shims)}"
         ep = zf.read(next(n for n in entries if n.endswith(".dist-info/entry_points.txt"))).decode()
-        assert "git-lane = guard.cli:main" in ep
+        assert "git-lane = guard.entry:main" in ep
         # the man page, as wheel data that installs into <prefix>/share/man/man1
         page = [n for n in entries if n.endswith(".data/data/share/man/man1/git-lane.1")]
         assert len(page) == 1, "the wheel carries no share/man/man1/git-lane.1"

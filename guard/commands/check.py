@@ -1,21 +1,75 @@
-"""`git lane check git -- ARGV`: would the git shim let this lane run `git ARGV`? The
-same facts (guard.shim.gather_git) and the same decision (guard.shimpolicy.decide_git)
-as the shim, without running anything: for agent adapters whose tools do not go through
-PATH (a Claude Code PreToolUse hook asks it before each git command)."""
+"""`git lane check write|git`: the shims' decisions as commands, for the agent adapters
+(a Claude Code PreToolUse hook asks before each of its own file and shell tool calls).
+Each subcommand runs the very decision function its shim runs."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from typing import TYPE_CHECKING, cast
 
-from guard import binding, git, lane, shim, shimpolicy
+from guard import git
 from guard.errors import Refusal
-from guard.repo import Repo
-from guard.results import CheckGitResult
+
+if TYPE_CHECKING:  # not imported at run time: `check write` in a bound process needs neither
+    from collections.abc import Sequence
+
+    from guard.files import Lane, Target
+    from guard.repo import Repo
+    from guard.results import CheckGitResult, CheckWriteResult
+
+
+def write(repo: Repo | None, path: str, cwd: str) -> CheckWriteResult:
+    """May this process's lane write PATH? The same facts and decision as the write and
+    edit shims (guard.files.decide_write). The lane: an exec binding (GITLANE_LANE with
+    GITLANE_LANE_PATH: checked as the shims check it, exec-time user config), else
+    GITLANE_LANE or the lane worktree the cwd is in (facts from the repository). Exit 0
+    with `allowed`, or the refusal. Answered without click (guard.entry): <= 50 ms."""
+    from guard import files
+
+    b = files.exec_bound(os.environ)
+    if b is not None:
+        return cast("CheckWriteResult", files.check_bound(b, path, cwd))
+    if repo is None:
+        from guard.repo import Repo
+
+        repo = Repo.discover(cwd)
+    t = files.target_facts(path, cwd)
+    return cast("CheckWriteResult", files.allowed(t, _repo_lane(repo, t, path)))
+
+
+def _repo_lane(repo: Repo, t: Target, path: str) -> Lane:
+    from guard import files, lane as lanes
+
+    try:
+        key = lanes.current(repo, None, "check write")
+    except Refusal as r:
+        if r.code != "unknown_lane":
+            raise
+        active = list(r.details.get("active") or [])
+        raise Refusal(  # its alternatives name the lane as check write takes it
+            "unknown_lane",
+            r.message,
+            next=r.next,
+            alternatives=[
+                f'cd "$(git lane path {k})" && git lane check write {git.q(path)}' for k in active
+            ],
+            details=r.details,
+        ) from None
+    rec = lanes.get(repo, key)
+    real = os.path.realpath(rec.path)
+    if rec.status != "active":
+        raise lanes.not_active_refusal(repo, rec, f"is {rec.status}")
+    if not os.path.isdir(real):
+        raise lanes.missing_worktree_refusal(key, rec.path, "status")
+    common = os.path.realpath(repo.common_dir)
+    return files.lane_facts(key, real, common, repo.owner_config.values, t)
 
 
 def git_(repo: Repo, argv: Sequence[str], cwd: str | None = None) -> CheckGitResult:
-    """allowed, or the shim's refusal. The lane: GITLANE_LANE's, else the cwd's."""
+    """allowed, or the shim's refusal. The lane: GITLANE_LANE's, else the cwd's. The same
+    facts (guard.shim.gather_git) and decision (guard.shimpolicy.decide_git) as the git shim."""
+    from guard import binding, lane, shim, shimpolicy
+
     here = os.path.realpath(cwd or os.getcwd())
     shown = " ".join(git.q(a) for a in argv)
     try:
