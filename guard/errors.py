@@ -16,7 +16,7 @@ class Code:
     """A refusal code: what it means and which layer raises it (the gate, where one applies)."""
 
     name: str
-    layer: str  # engine | hooks | shims | sandbox | install
+    layer: str  # engine | hooks | shims | sandbox | install | adapter
     gate: str | None
     meaning: str
 
@@ -128,6 +128,18 @@ CODES: dict[str, Code] = _codes(
     ("sync_required", "shims", "G8", "a stale lane under a mandatory policy tried to write"),
     ("path_outside_lane", "shims", None, "a write outside the lane worktree"),
     ("hooks_disabled", "shims", None, "an attempt to switch the hooks off"),
+    (
+        "adapter_facts_unknown",
+        "adapter",
+        None,
+        "an agent adapter hook could not tell what a tool call would do, so it denied it",
+    ),
+    (
+        "agent_file_conflict",
+        "engine",
+        None,
+        "agent-setup would overwrite a tracked or foreign file, or cannot keep it out of git status",
+    ),
     ("hooks_path_set", "install", None, "core.hooksPath is set, so git would not run our hooks"),
     ("hooks_path_relative", "install", None, "core.hooksPath is relative"),
     ("hook_conflict", "install", None, "chaining the existing hooks would overwrite a file"),
