@@ -146,20 +146,14 @@ def decide(event: Any, key: str, lane_path: str, check: Check) -> Verdict:
         return _decide_bash(command, base, key, lane_path, check)
     field_name = FILE_TOOLS.get(tool)
     if field_name is None:  # a tool the matcher let through that we do not know
-        found = [ti[k] for k in ("file_path", "notebook_path", "path") if k in ti]
-        if not found:
+        named = [k for k in ("file_path", "notebook_path", "path") if k in ti]
+        if not named:
             return Verdict(True)
-        field_name = (
-            "file_path"
-            if "file_path" in ti
-            else "notebook_path"
-            if "notebook_path" in ti
-            else "path"
-        )
+        field_name = named[0]
     target = ti.get(field_name)
     if not isinstance(target, str) or not target:
         return deny(unknown(f"a {tool} call without {field_name}", key))
-    path = os.path.normpath(os.path.join(base, target))
+    path = os.path.join(base, target)  # `..` and symlinks are the check's to resolve
     return _from_check(check("write", [path], lane_path, {}), key, f"{tool} {path}")
 
 
