@@ -378,6 +378,24 @@ def restore_main(ctx: Ctx) -> None:
     emit(ctx, cmd.run(ctx.repo), render.restore_main)
 
 
+@cli.command("agent-setup")
+@click.argument("key", required=False)
+@click.option(
+    "--for",
+    "tool",
+    required=True,
+    type=click.Choice(["claude", "codex", "aider", "opencode"]),
+    help="The agent CLI to set up for the lane.",
+)
+@json_option
+@pass_ctx
+def agent_setup(ctx: Ctx, key: str | None, tool: str) -> None:
+    """Write what an agent CLI needs to keep to the lane; print the command that starts it."""
+    from guard.commands import agent_setup as cmd
+
+    emit(ctx, cmd.run(ctx.repo, key, tool), render.agent_setup)
+
+
 # -- config and log -----------------------------------------------------------------------
 def _format_keys(formatter: click.HelpFormatter) -> None:
     """The valid keys with type and default, from guard/config.py's one table."""

@@ -16,7 +16,7 @@ class Code:
     """A refusal code: what it means and which layer raises it (the gate, where one applies)."""
 
     name: str
-    layer: str  # engine | hooks | shims | sandbox | install
+    layer: str  # engine | hooks | shims | sandbox | install | adapter
     gate: str | None
     meaning: str
 
@@ -153,6 +153,18 @@ CODES: dict[str, Code] = _codes(
     ),
     ("not_a_file", "shims", None, "write/edit: the path is a directory, special or missing file"),
     ("write_failed", "shims", None, "write/edit: the operating system refused the write"),
+    (
+        "adapter_facts_unknown",
+        "adapter",
+        None,
+        "an agent adapter hook could not tell what a tool call would do, so it denied it",
+    ),
+    (
+        "agent_file_conflict",
+        "engine",
+        None,
+        "agent-setup would overwrite a tracked or foreign file, or cannot keep it out of git status",
+    ),
     ("hooks_path_set", "install", None, "core.hooksPath is set, so git would not run our hooks"),
     ("hooks_path_relative", "install", None, "core.hooksPath is relative"),
     ("hook_conflict", "install", None, "chaining the existing hooks would overwrite a file"),

@@ -391,3 +391,17 @@ def check_git(r: Result) -> str:
 
 def check_write(r: Result) -> str:
     return f"allowed: {r['path']} (lane {r['lane']})"
+
+
+def agent_setup(r: Result) -> str:
+    """What was written, then the one command that starts the tool in the lane."""
+    out = [f"lane {r['lane']}: {r['tool']} set up at {tilde(r['path'])}"]
+    for f in r["files"]:
+        out.append(f"  {f['action']:<9} {tilde(f['path'])}")
+    if r.get("exclude_file"):
+        out.append(f"  ignored   via {tilde(r['exclude_file'])} (git status does not show them)")
+    out.append(f"  instructions {tilde(r['instructions_file'])}")
+    out.append("start it:")
+    out.append(f"  {r['command']}")
+    out.append("not enforced: " + "; ".join(r["not_enforced"]))
+    return "\n".join(out)

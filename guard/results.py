@@ -323,6 +323,12 @@ class ExecResult(TypedDict):
 
 
 class ShellenvResult(TypedDict):
+class AgentFile(TypedDict):
+    path: str
+    action: str  # created | updated | unchanged
+
+
+class AgentSetupResult(TypedDict):
     ok: bool
     code: str
     lane: str
@@ -344,3 +350,15 @@ class CheckWriteResult(TypedDict):
     given: str  # PATH as given
     lane: str
     lane_path: str
+    tool: str  # claude | codex | aider | opencode
+    files: list[AgentFile]  # what it wrote in the lane
+    excluded: list[str]  # the paths of the info/exclude block (root-anchored)
+    exclude_file: str | None
+    instructions_file: str
+    instructions: str  # the lines for AGENTS.md / CLAUDE.md / CONVENTIONS.md
+    command: str  # the one command that starts the tool in the lane
+    argv: list[str]
+    config: str | None  # codex: the same settings as ~/.codex/config.toml lines
+    enforced: list[str]
+    not_enforced: list[str]
+    warnings: list[str]

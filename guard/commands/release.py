@@ -258,6 +258,13 @@ def _inspect(repo: Repo, rec: LaneRecord, wt: git.Worktree | None, main_sha: str
         work.ignored = [
             p for p in work.ignored if not include.unchanged_copy(hub.path, rec.path, p)
         ]
+    # ...and what `git lane agent-setup` created there and nobody changed since
+    if work.ignored:
+        from guard import adapters
+
+        work.ignored = [
+            p for p in work.ignored if not adapters.unchanged(repo.state_dir, rec.key, rec.path, p)
+        ]
     # refs/worktree/* belong to this worktree alone: they go with it
     for ref, sha in git.refs(rec.path, "refs/worktree/").items():
         n = int(git.run(["rev-list", "--count", sha, "--not", *keep], common).stdout.strip() or 0)

@@ -1,0 +1,84 @@
+"""What `git lane agent-setup` wrote into a lane, remembered so that it is not mistaken
+for work: `<state>/agents/<key>.json` holds, per file it created in the lane, the sha256
+it wrote. `release` (G11) leaves such a file out of the ignored work it asks about while
+its content is still exactly that; a file it merged into (one that was there before) is
+never recorded, so it is kept asking about."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from guard.store import atomic_write_json
+
+
+def record_path(state_dir: Path, key: str) -> Path:
+    return state_dir / "agents" / f"{key}.json"
+
+
+def instructions_path(state_dir: Path, key: str) -> Path:
+    return state_dir / "agents" / key / "INSTRUCTIONS.md"
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def written(state_dir: Path, key: str) -> dict[str, str]:
+    """{lane-relative path: sha256} of the files agent-setup created in the lane."""
+    try:
+        obj = json.loads(record_path(state_dir, key).read_bytes())
+    except (OSError, ValueError):
+        return {}
+    files = obj.get("files") if isinstance(obj, dict) else None
+    if not isinstance(files, dict):
+        return {}
+    return {k: v for k, v in files.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def remember(state_dir: Path, key: str, rel: str, digest: str | None) -> None:
+    """Record (or with None, forget) one file agent-setup owns in the lane."""
+    files = written(state_dir, key)
+    if digest is None:
+        files.pop(rel, None)
+    else:
+        files[rel] = digest
+    path = record_path(state_dir, key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, {"schema": 1, "lane": key, "files": files})
+
+
+def unchanged(state_dir: Path, key: str, lane_path: str, entry: str) -> bool:
+    """Is `entry` (a path `git ls-files --others --ignored --directory` printed, a
+    directory with its trailing slash) only files agent-setup created and nobody changed?"""
+    files = written(state_dir, key)
+    if not files:
+        return False
+    full = os.path.join(lane_path, entry)
+    if entry.endswith("/"):
+        inside: list[str] = []
+        for root, dirs, names in os.walk(full):
+            dirs.sort()
+            for n in names:
+                inside.append(os.path.relpath(os.path.join(root, n), lane_path))
+            for d in dirs:
+                if os.path.islink(os.path.join(root, d)):
+                    return False
+        return bool(inside) and all(_same(lane_path, rel, files) for rel in inside)
+    return _same(lane_path, entry, files)
+
+
+def _same(lane_path: str, rel: str, files: dict[str, str]) -> bool:
+    digest = files.get(rel.replace(os.sep, "/"))
+    if digest is None:
+        return False
+    p = os.path.join(lane_path, rel)
+    if os.path.islink(p) or not os.path.isfile(p):
+        return False
+    try:
+        with open(p, "rb") as f:
+            return sha256(f.read()) == digest
+    except OSError:
+        return False

@@ -1,0 +1,386 @@
+"""`git lane agent-setup [KEY] --for claude|codex|aider|opencode`: write, in the lane, what
+an agent CLI needs to keep to it, and say the one command that starts it there.
+
+An agent's own file tools do not go through PATH, so the shims alone do not confine them:
+- claude: `.claude/settings.local.json` gets a PreToolUse hook (guard/agents.py) that asks
+  `git lane check write PATH` before Edit/Write/MultiEdit/NotebookEdit and `git lane
+  check git -- ARGV` before every git command of a Bash call, and a SessionStart hook
+  that gives the model the lane's instructions; other keys of the file are kept;
+- codex: no file; the command line carries the workspace-write sandbox with the git dirs
+  a commit in a linked worktree writes (its users report `index.lock: Operation not
+  permitted` without them) and the instructions (`developer_instructions`);
+- aider: `.aider.conf.yml` with the hooks on (`git-commit-verify: true`: aider passes
+  `--no-verify` by default) and the instructions as a read-only file;
+- opencode: `opencode.json` (merged) with `external_directory: deny`, git denials for
+  bash, and the instructions.
+The files written in the lane are kept out of `git status` by a marked block of
+root-anchored paths in the repository's `info/exclude` (shared by every worktree: git
+has no per-worktree exclude file), so land is not refused `lane_dirty` for them; the
+files agent-setup created are recorded (guard/adapters.py) so release does not count them
+as work. The instructions live in git-lane's state, outside every lane."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import guard
+from guard import adapters, agents, git, lane
+from guard.errors import Refusal
+from guard.repo import Repo
+from guard.results import AgentFile, AgentSetupResult
+from guard.store import atomic_write
+
+TOOLS = ("claude", "codex", "aider", "opencode")
+FILES = {
+    "claude": ".claude/settings.local.json",
+    "aider": ".aider.conf.yml",
+    "opencode": "opencode.json",
+}
+BEGIN = "# git-lane agent-setup (begin): files agent adapters write in lanes"
+END = "# git-lane agent-setup (end)"
+AIDER_HEAD = "# git-lane agent-setup"
+BOOT = (
+    "import sys; sys.path.insert(0, sys.argv[1]); from guard.agents import main; "
+    "sys.exit(main(sys.argv[2:]))"
+)
+FILE_MATCHER = "Edit|MultiEdit|Write|NotebookEdit"
+
+ENFORCED = {
+    "claude": [
+        "Edit/Write/MultiEdit/NotebookEdit: git lane check write PATH (PreToolUse hook)",
+        "Bash: every git command in it, git lane check git -- ARGV (PreToolUse hook)",
+        "git lane exec: the git, write and edit shims on PATH; the repository's git hooks",
+    ],
+    "codex": [
+        "writes outside the lane and its git dirs: codex's workspace-write sandbox",
+        "git lane exec: the git shim for every git its shell runs; the git hooks",
+    ],
+    "aider": [
+        "aider's own commits run the git hooks (git-commit-verify) and, under exec, the git shim",
+        "git lane exec: the shims for /run commands; the git hooks",
+    ],
+    "opencode": [
+        "tools touching paths outside the lane: external_directory deny",
+        "git lane exec: the git shim for its bash tool; the git hooks",
+    ],
+}
+NOT_ENFORCED = {
+    "claude": [
+        "MCP tools and other tools than these (the hook sees only what its matchers name)",
+        "a Bash command that writes files without git (`cat > f`): only the sandbox stops it",
+    ],
+    "codex": [
+        "apply_patch inside the writable roots (another lane's branch ref dir is one)",
+        "git lane sync/land inside codex's sandbox: git-lane's state is not writable there",
+    ],
+    "aider": ["aider's own edits are not checked file by file (it edits files in the repo)"],
+    "opencode": ["its edit tool inside the lane (the .git file included) is not checked"],
+}
+
+
+def run(repo: Repo, key: str | None, tool: str) -> AgentSetupResult:
+    key = lane.current(repo, key, "agent-setup", f" --for {tool}")
+    rec = lane.get(repo, key)
+    wt = git.by_path(repo.worktrees()).get(os.path.realpath(rec.path))
+    if rec.status != "active" or wt is None or not wt.exists:
+        raise lane.not_active_refusal(
+            repo, rec, f"is {rec.status}" if rec.status != "active" else "has no worktree"
+        )
+    path = os.path.realpath(rec.path)
+    text = agents.instructions(key, path)
+    ipath = adapters.instructions_path(repo.state_dir, key)
+    ipath.parent.mkdir(parents=True, exist_ok=True)
+    if not ipath.is_file() or ipath.read_text(errors="replace") != text:
+        atomic_write(ipath, text.encode())
+    python, pypath = sys.executable, str(Path(guard.__file__).resolve().parent.parent)
+    files: list[AgentFile] = []
+    excluded: list[str] = []
+    exclude_file: str | None = None
+    config: str | None = None
+    argv = ["git", "lane", "exec", key, "--", tool]
+    if tool in FILES:
+        rel = FILES[tool]
+        target = _target(path, rel, key, tool)
+        old = target.read_bytes() if target.is_file() else None
+        if tool == "claude":
+            new = _claude(old, target, key, tool, path, python, pypath)
+        elif tool == "aider":
+            new = _aider(old, target, key, ipath)
+        else:
+            new = _opencode(old, target, key, ipath, repo.main_branch)
+        exclude_file, excluded = _exclude(path, rel, key, tool)
+        if old != new:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(target, new)
+        mine = adapters.written(repo.state_dir, key).get(rel)
+        if old is None or (mine is not None and mine == adapters.sha256(old)):
+            adapters.remember(repo.state_dir, key, rel, adapters.sha256(new))
+        action = "created" if old is None else "unchanged" if old == new else "updated"
+        files.append({"path": str(target), "action": action})
+    else:  # codex: everything on its command line
+        roots = codex_roots(repo, path)
+        argv += ["--sandbox", "workspace-write"]
+        argv += ["-c", "sandbox_workspace_write.writable_roots=" + _toml_list(roots)]
+        argv += ["-c", "developer_instructions=" + json.dumps(text)]
+        config = (
+            'sandbox_mode = "workspace-write"\n'
+            f"developer_instructions = {json.dumps(text)}\n\n"
+            "[sandbox_workspace_write]\n"
+            f"writable_roots = {_toml_list(roots)}\n"
+            "network_access = false\n"
+        )
+    repo.store.event("agent_setup", lane=key, tool=tool, files=[f["path"] for f in files])
+    return {
+        "ok": True,
+        "code": "ok",
+        "lane": key,
+        "path": path,
+        "tool": tool,
+        "files": files,
+        "excluded": excluded,
+        "exclude_file": exclude_file,
+        "instructions_file": str(ipath),
+        "instructions": text,
+        "command": " ".join(git.q(a) for a in argv),
+        "argv": argv,
+        "config": config,
+        "enforced": ENFORCED[tool],
+        "not_enforced": NOT_ENFORCED[tool],
+        "warnings": list(repo.config.warnings),
+    }
+
+
+# -- where the file goes ----------------------------------------------------------------
+def _target(lane_path: str, rel: str, key: str, tool: str) -> Path:
+    """The file in the lane, refused when it is tracked (writing it would make the lane
+    dirty) or when a symlink on the way would take the write out of the lane."""
+    full = Path(lane_path, rel)
+    again = f"git lane agent-setup {key} --for {tool}"
+    if git.run(["ls-files", "-z", "--", rel], lane_path).stdout:
+        raise Refusal(
+            "agent_file_conflict",
+            f"{rel} is tracked in lane {key}: writing it would make the lane dirty and land "
+            f"refuse it; start {tool} without the adapter (the shims and hooks still apply)",
+            next=[f"git lane exec {key} -- {tool}"],
+            details={"lane": key, "file": str(full), "why": "tracked"},
+        )
+    parent = os.path.realpath(full.parent)
+    if (
+        full.is_symlink()
+        or (full.exists() and not full.is_file())
+        or not (parent == lane_path or parent.startswith(lane_path + os.sep))
+    ):
+        raise Refusal(
+            "agent_file_conflict",
+            f"{rel} in lane {key} is a symlink, not a file, or lies behind a symlink out of "
+            "the lane: agent-setup writes only regular files inside the lane",
+            next=[f"mv {git.q(full)} {git.q(str(full) + '.git-lane-bak')}", again],
+            details={"lane": key, "file": str(full), "why": "not a plain file in the lane"},
+        )
+    return full
+
+
+def _foreign(full: Path, key: str, tool: str, why: str) -> Refusal:
+    return Refusal(
+        "agent_file_conflict",
+        f"{full} {why}; agent-setup does not overwrite it",
+        next=[
+            f"mv {git.q(full)} {git.q(str(full) + '.git-lane-bak')}",
+            f"git lane agent-setup {key} --for {tool}",
+        ],
+        details={"lane": key, "file": str(full), "why": why},
+    )
+
+
+def _exclude(lane_path: str, rel: str, key: str, tool: str) -> tuple[str, list[str]]:
+    """Add `/rel` to the marked block of the shared info/exclude; then make sure git
+    really ignores it in the lane (a `.gitignore` may un-ignore it: then refuse)."""
+    res = git.run(["rev-parse", "--path-format=absolute", "--git-path", "info/exclude"], lane_path)
+    exclude = Path(res.stdout.rstrip("\n"))
+    try:
+        current = exclude.read_text()
+    except FileNotFoundError:
+        current = ""
+    lines = current.splitlines()
+    if BEGIN in lines and END in lines[lines.index(BEGIN) :]:
+        b = lines.index(BEGIN)
+        e = lines.index(END, b)
+        block, before, after = lines[b + 1 : e], lines[:b], lines[e + 1 :]
+    else:
+        block, before, after = [], lines, []
+    entry = "/" + rel
+    if entry not in block:
+        block.append(entry)
+        out = [*before, BEGIN, *block, END, *after]
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(exclude, ("\n".join(out) + "\n").encode())
+    if git.run(["check-ignore", "-q", "--", rel], lane_path, check=False).returncode != 0:
+        raise Refusal(
+            "agent_file_conflict",
+            f"{rel} is not ignored in lane {key} although {exclude} names it (a .gitignore "
+            f"un-ignores it): the file would make the lane dirty and land refuse it",
+            next=[f"git -C {git.q(lane_path)} check-ignore -v --no-index -- {git.q(rel)}"],
+            alternatives=[f"git lane exec {key} -- {tool}"],
+            details={"lane": key, "file": rel, "exclude_file": str(exclude)},
+        )
+    return str(exclude), block
+
+
+# -- claude -----------------------------------------------------------------------------
+def claude_hook_command(key: str, lane_path: str, python: str, pypath: str) -> str:
+    """The PreToolUse command: exit 0 allows, 2 denies; anything else (the interpreter
+    missing, a crash) is turned into 2, because Claude Code runs the tool on any other
+    exit status."""
+    py, pp = git.q(python), git.q(pypath)
+    failed = (
+        "echo 'git-lane: refused [adapter_facts_unknown]: the git-lane hook could not run "
+        f"(exit '\"$s\"'). Next: git lane agent-setup {key} --for claude' >&2"
+    )
+    return (
+        f"{py} -I -c {git.q(BOOT)} {pp} claude-hook {git.q(key)} {git.q(lane_path)} {py} {pp}; "
+        f's=$?; [ "$s" -eq 0 ] || {{ [ "$s" -eq 2 ] || {failed}; exit 2; }} # {agents.MARK}'
+    )
+
+
+def claude_context_command(key: str, lane_path: str, python: str, pypath: str) -> str:
+    return (
+        f"{git.q(python)} -I -c {git.q(BOOT)} {git.q(pypath)} claude-context {git.q(key)} "
+        f"{git.q(lane_path)} # {agents.MARK}"
+    )
+
+
+def _claude(
+    old: bytes | None, target: Path, key: str, tool: str, lane_path: str, python: str, pypath: str
+) -> bytes:
+    settings: dict[str, Any] = {}
+    if old is not None:
+        try:
+            loaded = json.loads(old)
+        except ValueError:
+            raise _foreign(target, key, tool, "is not JSON") from None
+        if not isinstance(loaded, dict) or not isinstance(loaded.get("hooks", {}), dict):
+            raise _foreign(target, key, tool, "is not a settings object")
+        settings = loaded
+    pre: dict[str, Any] = {
+        "type": "command",
+        "command": claude_hook_command(key, lane_path, python, pypath),
+        "timeout": 60,
+    }
+    ctx = {"type": "command", "command": claude_context_command(key, lane_path, python, pypath)}
+    wanted: dict[str, list[dict[str, Any]]] = {
+        "PreToolUse": [
+            {"matcher": FILE_MATCHER, "hooks": [pre]},
+            {"matcher": "Bash", "hooks": [pre]},
+        ],
+        "SessionStart": [{"hooks": [ctx]}],
+    }
+    hooks = dict(settings.get("hooks") or {})
+    for event, groups in wanted.items():
+        current = hooks.get(event, [])
+        if not isinstance(current, list):
+            raise _foreign(target, key, tool, f"has hooks.{event} that is not a list")
+        hooks[event] = [*_without_ours(current), *groups]
+    settings["hooks"] = hooks
+    return (json.dumps(settings, indent=2) + "\n").encode()
+
+
+def _without_ours(groups: list[Any]) -> list[Any]:
+    """The matcher groups with every hook agent-setup wrote taken out (so a second run
+    replaces them, never doubles them); a group left empty by that goes too."""
+    kept = []
+    for g in groups:
+        hs = g.get("hooks") if isinstance(g, dict) else None
+        if not isinstance(hs, list) or not hs:
+            kept.append(g)
+            continue
+        mine = [h for h in hs if isinstance(h, dict) and agents.MARK in str(h.get("command", ""))]
+        if len(mine) == len(hs):
+            continue
+        kept.append({**g, "hooks": [h for h in hs if h not in mine]} if mine else g)
+    return kept
+
+
+# -- aider ------------------------------------------------------------------------------
+def _aider(old: bytes | None, target: Path, key: str, ipath: Path) -> bytes:
+    if old is not None and not old.startswith(AIDER_HEAD.encode()):
+        raise _foreign(target, key, "aider", "exists and was not written by git lane agent-setup")
+    lines = [
+        f"{AIDER_HEAD}: lane {key}. Rewritten by `git lane agent-setup {key} --for aider`.",
+        "git: true",
+        "# aider commits with --no-verify unless told: keep the lane's git hooks on",
+        "git-commit-verify: true",
+        "auto-commits: true",
+        "read:",
+        f"  - {json.dumps(str(ipath))}",
+    ]
+    return ("\n".join(lines) + "\n").encode()
+
+
+# -- opencode ---------------------------------------------------------------------------
+def _opencode(old: bytes | None, target: Path, key: str, ipath: Path, main: str) -> bytes:
+    cfg: dict[str, Any] = {"$schema": "https://opencode.ai/config.json"}
+    if old is not None:
+        try:
+            loaded = json.loads(old)
+        except ValueError:
+            raise _foreign(target, key, "opencode", "is not plain JSON") from None
+        if not isinstance(loaded, dict):
+            raise _foreign(target, key, "opencode", "is not a config object")
+        cfg = loaded
+    perm = cfg.get("permission", {})
+    if isinstance(perm, str):
+        perm = {"*": perm}
+    if not isinstance(perm, dict):
+        raise _foreign(target, key, "opencode", "has a permission that is not an object")
+    bash = perm.get("bash", {})
+    if isinstance(bash, str):
+        bash = {"*": bash}
+    if not isinstance(bash, dict):
+        raise _foreign(target, key, "opencode", "has a permission.bash that is not an object")
+    for pattern in (
+        "git push*",
+        "git worktree*",
+        "git stash*",
+        f"git checkout {main}*",
+        f"git switch {main}*",
+        "*--no-verify*",
+        "*core.hooksPath*",
+    ):
+        bash.pop(pattern, None)
+        bash[pattern] = "deny"  # last match wins: ours go at the end
+    perm["bash"] = bash
+    perm["external_directory"] = "deny"
+    cfg["permission"] = perm
+    instr = cfg.get("instructions", [])
+    if not isinstance(instr, list):
+        raise _foreign(target, key, "opencode", "has instructions that are not a list")
+    if str(ipath) not in instr:
+        instr = [*instr, str(ipath)]
+    cfg["instructions"] = instr
+    return (json.dumps(cfg, indent=2) + "\n").encode()
+
+
+# -- codex ------------------------------------------------------------------------------
+def codex_roots(repo: Repo, lane_path: str) -> list[str]:
+    """What a commit in the lane writes outside the worktree, and no more: the lane's own
+    git dir (index, HEAD, its reflog, rebase state), the object store, and the directory
+    of lane branches with its reflogs (the ref of `lane/KEY` and its lock file). Not
+    refs/heads itself (main), not packed-refs, not config, not hooks, not git-lane's
+    state: main and the hooks stay out of reach of the sandboxed agent."""
+    gd = git.run(["rev-parse", "--path-format=absolute", "--git-dir"], lane_path).stdout
+    common = repo.common_dir
+    roots = [os.path.realpath(gd.rstrip("\n")), os.path.realpath(common / "objects")]
+    for d in (common / "refs" / "heads" / "lane", common / "logs" / "refs" / "heads" / "lane"):
+        d.mkdir(parents=True, exist_ok=True)  # a packed lane ref leaves no directory
+        roots.append(os.path.realpath(d))
+    if (common / "rr-cache").is_dir():  # sync turns rerere on; never created here
+        roots.append(os.path.realpath(common / "rr-cache"))
+    return roots
+
+
+def _toml_list(items: list[str]) -> str:
+    return "[" + ", ".join(json.dumps(i) for i in items) + "]"

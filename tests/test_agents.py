@@ -1,0 +1,417 @@
+"""`git lane agent-setup --for claude|codex|aider|opencode` and the Claude Code adapter.
+
+Setup: each tool's files written (merged, never clobbered, idempotent) in a real lane,
+kept out of `git status` so land and release are not refused for them. The Claude Code
+hook: fed the JSON its hook protocol sends (PreToolUse: session_id, transcript_path, cwd,
+hook_event_name, tool_name, tool_input) through the very command the settings file holds,
+as Claude Code would run it, without Claude Code installed. The end-to-end cases ask the
+real `git lane check`, so they need it (engineers A and B): they fail without it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Repo, git
+
+from guard import agents
+from guard.agents import CheckResult, git_calls
+
+CLAUDE = ".claude/settings.local.json"
+
+
+def setup(repo: Repo, key: str, tool: str) -> dict[str, Any]:
+    r = repo.jlane("agent-setup", key, "--for", tool)
+    assert r.rc == 0, r.stderr
+    return r.json
+
+
+def status(lane: Path) -> str:
+    return git(lane, "status", "--porcelain=v1", "--untracked-files=all").stdout
+
+
+def hook_command(lane: Path, matcher: str) -> str:
+    settings = json.loads((lane / CLAUDE).read_text())
+    for group in settings["hooks"]["PreToolUse"]:
+        if group.get("matcher") == matcher:
+            return str(group["hooks"][0]["command"])
+    raise AssertionError(f"no PreToolUse group for {matcher}")
+
+
+def event(lane: Path, tool: str, tool_input: dict[str, Any]) -> str:
+    """A PreToolUse event as the Claude Code hooks reference documents it."""
+    return json.dumps(
+        {
+            "session_id": "abc123",
+            "transcript_path": "/tmp/transcript.jsonl",
+            "cwd": str(lane),
+            "permission_mode": "default",
+            "hook_event_name": "PreToolUse",
+            "tool_name": tool,
+            "tool_input": tool_input,
+            "tool_use_id": "toolu_01ABC123",
+        }
+    )
+
+
+def run_hook(lane: Path, matcher: str, stdin: str) -> subprocess.CompletedProcess[str]:
+    """What Claude Code does: run the command with sh, the event on stdin, in the project."""
+    return subprocess.run(
+        ["sh", "-c", hook_command(lane, matcher)],
+        input=stdin,
+        cwd=lane,
+        text=True,
+        capture_output=True,
+        timeout=120,
+    )
+
+
+def refused_code(res: subprocess.CompletedProcess[str]) -> str:
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    assert "Traceback" not in res.stderr
+    line = res.stderr.splitlines()[0]
+    assert line.startswith("git-lane: refused ["), res.stderr
+    return line.split("[", 1)[1].split("]", 1)[0]
+
+
+# -- agent-setup: the files ---------------------------------------------------------------
+def test_claude_settings_are_merged_idempotently_and_kept_out_of_git_status(repo: Repo) -> None:
+    lane = repo.create("alpha")
+    (lane / ".claude").mkdir()
+    mine = {
+        "permissions": {"allow": ["Bash(ls:*)"]},
+        "hooks": {
+            "PreToolUse": [{"matcher": "Read", "hooks": [{"type": "command", "command": "true"}]}]
+        },
+    }
+    (lane / CLAUDE).write_text(json.dumps(mine))
+    first = setup(repo, "alpha", "claude")
+    assert first["files"] == [{"path": str(lane / CLAUDE), "action": "updated"}]
+    text = (lane / CLAUDE).read_text()
+    second = setup(repo, "alpha", "claude")
+    assert second["files"][0]["action"] == "unchanged"
+    assert (lane / CLAUDE).read_text() == text
+    settings = json.loads(text)
+    assert settings["permissions"] == mine["permissions"]  # other keys kept
+    groups = settings["hooks"]["PreToolUse"]
+    assert groups[0] == mine["hooks"]["PreToolUse"][0]  # the user's own hook kept, first
+    assert [g["matcher"] for g in groups[1:]] == ["Edit|MultiEdit|Write|NotebookEdit", "Bash"]
+    assert text.count(agents.MARK) == 3  # two PreToolUse hooks and one SessionStart, once
+    assert status(lane) == ""
+    assert second["command"] == "git lane exec alpha -- claude"
+    assert "/.claude/settings.local.json" in second["excluded"]
+
+
+def test_the_session_start_hook_gives_the_lane_instructions(repo: Repo) -> None:
+    lane = repo.create("alpha")
+    setup(repo, "alpha", "claude")
+    cmd = json.loads((lane / CLAUDE).read_text())["hooks"]["SessionStart"][0]["hooks"][0]
+    res = subprocess.run(["sh", "-c", cmd["command"]], cwd=lane, text=True, capture_output=True)
+    assert res.returncode == 0, res.stderr
+    assert "lane/alpha" in res.stdout and "git lane land" in res.stdout
+    assert "git lane sync" in res.stdout
+
+
+def test_land_and_release_are_not_blocked_by_the_adapter_files(repo: Repo) -> None:
+    repo.config("gate", "off")
+    lane = repo.create("alpha")
+    for tool in ("claude", "aider", "opencode", "codex"):
+        setup(repo, "alpha", tool)
+    repo.commit(lane, "a.txt", "a\n")
+    assert status(lane) == ""
+    r = repo.jlane("land", "alpha")
+    assert (r.rc, r.code) == (0, "landed"), r.stderr
+    assert git(repo.path, "ls-tree", "-r", "--name-only", "main").stdout.split() == [
+        "README.md",
+        "a.txt",
+    ]  # none of them landed
+    r = repo.jlane("release", "alpha")  # what setup created is not work to confirm
+    assert (r.rc, r.code) == (0, "released"), r.stderr
+    assert not lane.exists()
+
+
+def test_release_still_asks_for_a_changed_adapter_file(repo: Repo) -> None:
+    lane = repo.create("alpha")
+    setup(repo, "alpha", "aider")
+    with open(lane / ".aider.conf.yml", "a") as f:
+        f.write("model: mine\n")
+    r = repo.jlane("release", "alpha")
+    assert (r.rc, r.code) == (1, "unlanded_work"), r.stderr
+    assert (lane / ".aider.conf.yml").exists()
+
+
+def test_aider_config_keeps_hooks_on_and_a_foreign_file_is_refused(repo: Repo) -> None:
+    lane = repo.create("alpha")
+    res = setup(repo, "alpha", "aider")
+    conf = (lane / ".aider.conf.yml").read_text()
+    assert "git-commit-verify: true" in conf and "no-verify: true" not in conf
+    assert json.dumps(res["instructions_file"]) in conf
+    assert setup(repo, "alpha", "aider")["files"][0]["action"] == "unchanged"
+    lane2 = repo.create("beta")
+    (lane2 / ".aider.conf.yml").write_text("model: gpt\n")
+    r = repo.jlane("agent-setup", "beta", "--for", "aider")
+    assert (r.rc, r.code) == (1, "agent_file_conflict")
+    assert (lane2 / ".aider.conf.yml").read_text() == "model: gpt\n"
+    assert r.json["next"][0].startswith("mv ")
+
+
+def test_opencode_config_is_merged(repo: Repo) -> None:
+    lane = repo.create("alpha")
+    (lane / "opencode.json").write_text(
+        json.dumps({"model": "x/y", "permission": {"bash": "ask"}, "instructions": ["A.md"]})
+    )
+    res = setup(repo, "alpha", "opencode")
+    cfg = json.loads((lane / "opencode.json").read_text())
+    assert cfg["model"] == "x/y"
+    assert cfg["permission"]["external_directory"] == "deny"
+    assert cfg["permission"]["bash"]["*"] == "ask"
+    assert cfg["permission"]["bash"]["git push*"] == "deny"
+    assert cfg["instructions"] == ["A.md", res["instructions_file"]]
+    before = (lane / "opencode.json").read_text()
+    assert setup(repo, "alpha", "opencode")["files"][0]["action"] == "unchanged"
+    assert (lane / "opencode.json").read_text() == before
+    assert status(lane) == ""
+
+
+def test_a_tracked_target_file_is_refused(repo: Repo) -> None:
+    (repo.path / "opencode.json").write_text("{}\n")
+    repo.git("add", "opencode.json")
+    repo.git("commit", "-q", "-m", "opencode config")
+    lane = repo.create("alpha")
+    r = repo.jlane("agent-setup", "alpha", "--for", "opencode")
+    assert (r.rc, r.code) == (1, "agent_file_conflict"), r.stderr
+    assert (lane / "opencode.json").read_text() == "{}\n"
+    assert status(lane) == ""
+
+
+def test_an_unknown_lane_is_refused(repo: Repo) -> None:
+    r = repo.jlane("agent-setup", "nope", "--for", "codex")
+    assert (r.rc, r.code) == (1, "unknown_lane")
+
+
+def test_a_released_lane_is_refused(repo: Repo) -> None:
+    repo.create("alpha")
+    assert repo.jlane("release", "alpha").rc == 0
+    r = repo.jlane("agent-setup", "alpha", "--for", "claude")
+    assert (r.rc, r.code) == (1, "lane_not_active")
+
+
+def _files(common: Path) -> dict[str, tuple[int, int]]:
+    out = {}
+    for root, _dirs, names in os.walk(common):
+        for n in names:
+            p = os.path.join(root, n)
+            st = os.lstat(p)
+            out[p] = (st.st_mtime_ns, st.st_size)
+    return out
+
+
+def test_codex_writable_roots_are_what_a_lane_commit_writes_and_not_main(repo: Repo) -> None:
+    assert repo.lane("install").rc == 0  # the hooks run in the sandbox too: what they write counts
+    lane = repo.create("alpha")
+    repo.git("pack-refs", "--all")  # the lane ref only packed: its directory must still be there
+    res = setup(repo, "alpha", "codex")
+    roots = [
+        os.path.realpath(r)
+        for r in json.loads(res["argv"][res["argv"].index("-c") + 1].split("=", 1)[1])
+    ]
+    common = os.path.realpath(repo.common_dir)
+    assert os.path.realpath(common + "/refs/heads") not in roots and common not in roots
+    assert res["argv"][:6] == ["git", "lane", "exec", "alpha", "--", "codex"]
+    assert "--sandbox" in res["argv"] and "workspace-write" in res["argv"]
+    assert res["files"] == [] and "writable_roots" in (res["config"] or "")
+    # every file a commit (and an amend) in the lane writes outside the worktree is inside a root
+    before = _files(Path(common))
+    (lane / "b.txt").write_text("b\n")
+    git(lane, "add", "b.txt")
+    git(lane, "commit", "-q", "-m", "b")
+    git(lane, "commit", "-q", "--amend", "-m", "b2")
+    changed = [p for p, v in _files(Path(common)).items() if before.get(p) != v]
+    outside = [p for p in changed if not any(p == r or p.startswith(r + os.sep) for r in roots)]
+    assert changed and outside == []
+    assert not any(p.startswith(os.path.join(common, "refs", "heads", "main")) for p in changed)
+
+
+# -- the hook, end to end (needs `git lane check` from the shims work) ---------------------
+@pytest.fixture
+def claude_lane(repo: Repo) -> Path:
+    lane = repo.create("alpha")
+    setup(repo, "alpha", "claude")
+    return lane
+
+
+FILE_MATCHER = "Edit|MultiEdit|Write|NotebookEdit"
+
+
+def test_hook_allows_a_write_inside_the_lane(claude_lane: Path) -> None:
+    ev = event(
+        claude_lane, "Write", {"file_path": str(claude_lane / "src" / "a.py"), "content": "x"}
+    )
+    res = run_hook(claude_lane, FILE_MATCHER, ev)
+    assert res.returncode == 0, res.stderr
+
+
+def test_hook_denies_a_write_outside_the_lane(claude_lane: Path, tmp_path: Path) -> None:
+    ev = event(claude_lane, "Write", {"file_path": str(tmp_path / "elsewhere.txt"), "content": "x"})
+    assert refused_code(run_hook(claude_lane, FILE_MATCHER, ev)) == "path_outside_lane"
+    assert not (tmp_path / "elsewhere.txt").exists()
+
+
+def test_hook_denies_an_edit_in_the_git_dir(claude_lane: Path, repo: Repo) -> None:
+    target = repo.common_dir / "config"
+    ev = event(
+        claude_lane,
+        "Edit",
+        {
+            "file_path": str(target),
+            "old_string": "[core]",
+            "new_string": "[core]\n\thooksPath = /x",
+        },
+    )
+    assert refused_code(run_hook(claude_lane, FILE_MATCHER, ev)) in (
+        "protected_path",
+        "path_outside_lane",
+    )
+    ev = event(claude_lane, "MultiEdit", {"file_path": str(claude_lane / ".git"), "edits": []})
+    assert refused_code(run_hook(claude_lane, FILE_MATCHER, ev)) == "protected_path"
+
+
+def test_hook_denies_git_push_and_allows_git_status(claude_lane: Path) -> None:
+    ev = event(claude_lane, "Bash", {"command": "git push origin HEAD:main", "description": "push"})
+    assert refused_code(run_hook(claude_lane, "Bash", ev)) == "main_mutation_refused"
+    ev = event(claude_lane, "Bash", {"command": "git status --short && git log -1"})
+    res = run_hook(claude_lane, "Bash", ev)
+    assert res.returncode == 0, res.stderr
+
+
+# -- the hook, on its own (no `git lane check` needed) ------------------------------------
+def test_hook_allows_a_command_without_git(claude_lane: Path) -> None:
+    res = run_hook(claude_lane, "Bash", event(claude_lane, "Bash", {"command": "ls -la"}))
+    assert (res.returncode, res.stderr) == (0, "")
+
+
+@pytest.mark.parametrize(
+    "stdin",
+    ["not json at all", "[]", json.dumps({"tool_name": "Write"}), ""],
+)
+def test_hook_denies_malformed_input_without_a_traceback(claude_lane: Path, stdin: str) -> None:
+    assert refused_code(run_hook(claude_lane, FILE_MATCHER, stdin)) == "adapter_facts_unknown"
+
+
+def test_hook_denies_git_it_cannot_read(claude_lane: Path) -> None:
+    ev = event(claude_lane, "Bash", {"command": 'sh -c "git push origin main"'})
+    assert refused_code(run_hook(claude_lane, "Bash", ev)) == "adapter_facts_unknown"
+
+
+def test_a_hook_that_cannot_start_still_denies(claude_lane: Path) -> None:
+    """Claude Code runs the tool on any exit but 2: a missing interpreter must block."""
+    cmd = hook_command(claude_lane, FILE_MATCHER).replace("/python", "/no-such-python", 1)
+    ev = event(claude_lane, "Write", {"file_path": str(claude_lane / "a"), "content": ""})
+    res = subprocess.run(["sh", "-c", cmd], input=ev, text=True, capture_output=True)
+    assert res.returncode == 2 and "[adapter_facts_unknown]" in res.stderr, res.stderr
+
+
+class Recorder:
+    def __init__(self, answer: CheckResult) -> None:
+        self.calls: list[tuple[str, list[str], str, dict[str, str]]] = []
+        self.answer = answer
+
+    def __call__(
+        self, kind: str, args: Sequence[str], cwd: str, overlay: Mapping[str, str]
+    ) -> CheckResult:
+        self.calls.append((kind, list(args), cwd, dict(overlay)))
+        return self.answer
+
+
+ALLOWED = CheckResult(0, {"ok": True, "code": "allowed"})
+REFUSED = CheckResult(
+    1, {"ok": False, "code": "main_mutation_refused", "message": "no", "next": ["git lane land"]}
+)
+
+
+def test_decide_asks_the_check_for_each_path_and_git_call() -> None:
+    ev = json.loads(
+        event(Path("/l"), "NotebookEdit", {"notebook_path": "n.ipynb", "new_source": ""})
+    )
+    rec = Recorder(ALLOWED)
+    assert agents.decide(ev, "alpha", "/l", rec).allow
+    assert rec.calls == [("write", ["/l/n.ipynb"], "/l", {})]
+    rec = Recorder(ALLOWED)
+    ev = json.loads(
+        event(Path("/l"), "Bash", {"command": "cd sub && GIT_DIR=/x git commit -m m; git status"})
+    )
+    assert agents.decide(ev, "alpha", "/l", rec).allow
+    assert rec.calls == [
+        ("git", ["-C", "/l/sub", "commit", "-m", "m"], "/l", {"GIT_DIR": "/x"}),
+        ("git", ["-C", "/l/sub", "status"], "/l", {}),  # the cd holds after `;` too
+    ]
+    v = agents.decide(ev, "alpha", "/l", Recorder(REFUSED))
+    assert not v.allow
+    assert (v.code, v.next) == ("main_mutation_refused", ("git lane land",))
+    # a check that gives no decision (missing, crashed) denies
+    v = agents.decide(ev, "alpha", "/l", Recorder(CheckResult(2, None, "Error: No such command")))
+    assert not v.allow and v.code == "adapter_facts_unknown"
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("ls -la", []),
+        ("git status", [["status"]]),
+        ("git push origin main 2>&1 | tail -3", [["push", "origin", "main"]]),
+        ("cat .gitignore >/dev/null; git add -A", [["add", "-A"]]),
+        ("grep -rn git docs", []),
+        ("/usr/bin/git commit -q -m 'x y'", [["commit", "-q", "-m", "x y"]]),
+        (
+            "git commit -m \"$(cat <<'EOF'\nfix: git push later\nEOF\n)\"",
+            [["commit", "-m", agents.PLACEHOLDER]],
+        ),
+        (
+            "git commit -F - <<EOF\ngit push\nEOF\ngit log -1",
+            [["commit", "-F", "-"], ["log", "-1"]],
+        ),
+        ("git lane land", [["lane", "land"]]),
+        ("env GIT_DIR=/x git log", [["log"]]),
+    ],
+)
+def test_git_calls_reads_plain_commands(command: str, expected: list[list[str]]) -> None:
+    calls = git_calls(command, "/lane")
+    assert not isinstance(calls, str), calls
+    assert [c.argv for c in calls] == expected
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        'sh -c "git push"',
+        "bash -lc 'cd /x && git commit -am y'",
+        "echo $(git rev-parse HEAD)",
+        "echo `git rev-parse HEAD`",
+        "g=git; $g push",
+        "xargs git add < list",
+        "find . -name '*.py' -exec git add {} +",
+        "eval git push",
+        "git checkout $BRANCH",
+        "cd - && git push",
+        "git commit -m 'unclosed",
+    ],
+)
+def test_git_calls_refuses_what_it_cannot_read(command: str) -> None:
+    assert isinstance(git_calls(command, "/lane"), str)
+
+
+def test_the_hook_loads_only_the_standard_library() -> None:
+    """It runs before every edit and shell command of the agent: no click, plumbum, psutil."""
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import guard.agents; "
+        "print(sorted(m for m in ('click', 'plumbum', 'psutil', 'tomli_w') if m in sys.modules))"
+    )
+    root = str(Path(agents.__file__).resolve().parent.parent)
+    res = subprocess.run([sys.executable, "-I", "-c", code, root], text=True, capture_output=True)
+    assert (res.returncode, res.stdout.strip()) == (0, "[]"), res.stderr
