@@ -323,12 +323,6 @@ class ExecResult(TypedDict):
 
 
 class ShellenvResult(TypedDict):
-class AgentFile(TypedDict):
-    path: str
-    action: str  # created | updated | unchanged
-
-
-class AgentSetupResult(TypedDict):
     ok: bool
     code: str
     lane: str
@@ -350,6 +344,18 @@ class CheckWriteResult(TypedDict):
     given: str  # PATH as given
     lane: str
     lane_path: str
+
+
+class AgentFile(TypedDict):
+    path: str
+    action: str  # created | updated | unchanged
+
+
+class AgentSetupResult(TypedDict):
+    ok: bool
+    code: str
+    lane: str
+    path: str
     tool: str  # claude | codex | aider | opencode
     files: list[AgentFile]  # what it wrote in the lane
     excluded: list[str]  # the paths of the info/exclude block (root-anchored)
