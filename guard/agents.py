@@ -106,6 +106,44 @@ def cli_check(python: str, pypath: str) -> Check:
     return check
 
 
+def inproc_check(python: str, pypath: str) -> Check:
+    """The same `git lane check` answered in this process: guard.commands.check's `write`
+    and `git_`, the very functions the CLI runs, without starting a second interpreter
+    (a Claude Code hook runs before every tool call: ~30 ms instead of ~300 ms). A module
+    this interpreter cannot import (the hook runs with -S, and the unbound path may reach
+    for a dependency) falls back to the CLI subprocess; any other failure is a deny."""
+    fallback = cli_check(python, pypath)
+
+    def check(kind: str, args: Sequence[str], cwd: str, overlay: Mapping[str, str]) -> CheckResult:
+        from guard.commands import check as cmd
+
+        saved = {k: os.environ.get(k) for k in overlay}
+        here = os.getcwd()
+        try:
+            os.environ.update(overlay)
+            os.chdir(cwd)
+            if kind == "write":
+                res: Mapping[str, Any] = cmd.write(None, args[0], cwd)
+            else:
+                from guard.repo import Repo
+
+                res = cmd.git_(Repo.discover(cwd), list(args), cwd)
+            return CheckResult(0, dict(res))
+        except Refusal as r:
+            return CheckResult(1, r.to_dict(), r.line())
+        except ImportError:
+            return fallback(kind, args, cwd, overlay)
+        finally:
+            os.chdir(here)
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    return check
+
+
 def _from_check(res: CheckResult, key: str, what: str) -> Verdict:
     if res.rc == 0 and res.result is not None and res.result.get("ok") is True:
         return Verdict(True)
@@ -393,7 +431,7 @@ def main(argv: Sequence[str]) -> int:
         except ValueError:
             verdict = deny(unknown("its input is not JSON", key))
         else:
-            verdict = decide(event, key, lane_path, cli_check(python, pypath))
+            verdict = decide(event, key, lane_path, inproc_check(python, pypath))
         if verdict.allow:
             return ALLOW
         sys.stderr.write(verdict.line + "\n")

@@ -241,7 +241,7 @@ def claude_hook_command(key: str, lane_path: str, python: str, pypath: str) -> s
         f"(exit '\"$s\"'). Next: git lane agent-setup {key} --for claude' >&2"
     )
     return (
-        f"{py} -I -c {git.q(BOOT)} {pp} claude-hook {git.q(key)} {git.q(lane_path)} {py} {pp}; "
+        f"{py} -I -S -c {git.q(BOOT)} {pp} claude-hook {git.q(key)} {git.q(lane_path)} {py} {pp}; "
         f's=$?; [ "$s" -eq 0 ] || {{ [ "$s" -eq 2 ] || {failed}; exit 2; }} # {agents.MARK}'
     )
 
