@@ -1,5 +1,5 @@
 """What `git lane agent-setup` wrote into a lane, remembered so that it is not mistaken
-for work: `<state>/agents/<key>.json` holds, per file it created in the lane, the sha256
+for work: `agents/KEY.json` in git-lane's state holds, per file it created in the lane, the sha256
 it wrote. `release` (G11) leaves such a file out of the ignored work it asks about while
 its content is still exactly that; a file it merged into (one that was there before) is
 never recorded, so it is kept asking about."""
