@@ -484,7 +484,9 @@ def test_a_filter_in_the_repository_config_is_refused(repo: Repo, tmp_path: Path
     assert keys == {"core.attributesfile", "filter.x.clean", "filter.x.smudge"}
     run_next(j, repo.path)
     # without the filter the file is what was committed, and the gate fails on it
+    (lp / "test.sh").unlink()  # so checkout writes it (same stat: it would skip the file)
     git(lp, "checkout", "--", "test.sh")
+    assert (lp / "test.sh").read_text() == "exit 1\n"
     assert refused(repo, "gate_failed", "alpha")
 
 
