@@ -94,7 +94,7 @@ class Demo:
             [sys.executable, "-m", "guard", *args],
             cwd or self.hub,
             expect,
-            show="git lane " + " ".join(args),
+            show="git lane " + shlex.join(args),
         )
 
     def write(self, path: Path, text: str) -> None:
@@ -144,10 +144,15 @@ def run(keep: bool = False, quiet: bool = False) -> DemoResult:
         alpha = root / "lanes"
         alpha = next(p for p in alpha.rglob("alpha") if p.is_dir())
         beta = alpha.parent / "beta"
-        gamma = alpha.parent / "gamma"
-        d.say("A third writer changes something else: the README.")
-        d.write(gamma / "README.md", "# greet\n\nSays hello.\n")
-        d.git("commit", "-q", "-am", "readme: say what it does", cwd=gamma)
+        d.say(
+            "A third writer, an agent CLI started with `git lane exec`, changes the README: "
+            "the shims (git, write, edit) are first on its PATH."
+        )
+        agent = "printf '# greet\\n\\nSays hello.\\n' | write README.md && git commit -q -am 'readme: say what it does'"
+        d.lane("exec", "gamma", "--", "sh", "-c", agent)
+        d.say("The same agent may not touch main, nor write outside its lane.")
+        d.lane("exec", "gamma", "--", "git", "checkout", "main", expect=1)
+        d.lane("exec", "gamma", "--", "sh", "-c", "echo x | write ../../notes.txt", expect=1)
 
         d.say("alpha and beta change the same line, differently.")
         d.write(alpha / "greet.py", GREET_A)
