@@ -1097,9 +1097,26 @@ _PATH_OPTIONS: dict[str, tuple[str, ...]] = {
     "commit-graph": ("--object-dir",),
     "multi-pack-index": ("--object-dir",),
 }
-# Options whose path git only reads (a path outside the lane is fine for them).
+# Options whose value git only reads, or that is no path at all (a value outside the lane
+# is fine for them); any other --opt=/path outside the lane is refused.
 _READ_PATH_OPTIONS = frozenset(
     [
+        "--message",
+        "--author",
+        "--date",
+        "--trailer",
+        "--format",
+        "--pretty",
+        "--fixup",
+        "--squash",
+        "--reuse-message",
+        "--reedit-message",
+        "--onto",
+        "--strategy-option",
+        "--since",
+        "--until",
+        "--expire",
+        "--expire-unreachable",
         "--file",
         "--pathspec-from-file",
         "--template",
