@@ -233,6 +233,9 @@ def gather_git(
     while (name := shimpolicy.alias_needed(argv, aliases)) is not None:
         cfg_args = [w for kv in p.configs for w in ("-c", kv)]
         cfg_args += [f"--config-env={kv}" for kv in p.config_env]
+        other = p.git_dir if p.git_dir is not None else env.get("GIT_DIR")
+        if other:  # the repository git will read the alias from (git.run scrubs GIT_DIR)
+            cfg_args += ["--git-dir", os.path.join(here, other)]
         res = _git([*cfg_args, "config", "--get", f"alias.{name}"], here, key, "aliases")
         if res.returncode == 0:
             aliases[name.lower()] = res.stdout.rstrip("\n")

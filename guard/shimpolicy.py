@@ -552,19 +552,10 @@ def _tag_listing(args: Sequence[str]) -> bool:
                 "--trailer",
             ):
                 return False
-            if (
-                name
-                in (
-                    "--contains",
-                    "--no-contains",
-                    "--merged",
-                    "--no-merged",
-                    "--points-at",
-                    "--sort",
-                    "--format",
-                )
-                and "=" not in a
-            ):
+            filters = ("--contains", "--no-contains", "--merged", "--no-merged", "--points-at")
+            if name in filters:
+                listing = True  # git tag --contains X [PATTERN]: a listing
+            if name in (*filters, "--sort", "--format") and "=" not in a:
                 skip = True
         elif a.startswith("-") and len(a) > 1:
             if a[1] == "n":

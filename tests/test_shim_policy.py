@@ -504,6 +504,10 @@ def test_small_messages() -> None:
     assert r is not None and "  " not in r.message
     r = decide_git(shlex.split("fetch . :x"), ENV, facts())
     assert r is not None and r.next == ["git lane status alpha"]
+    r = decide_git(shlex.split("tag --cont HEAD t"), ENV, facts())
+    assert r is not None and r.code == "unknown_option"
+    assert r.next == ["git tag --contains HEAD t"]  # a listing: it runs
+    assert decide_git(shlex.split("tag --contains HEAD t"), ENV, facts()) is None
 
 
 def test_hooks_disabled_next_is_the_command_without_the_setting() -> None:
