@@ -268,8 +268,8 @@ def gather_git(
         return _long_options(key, here, cmd, sub)
 
     def is_builtin(name: str) -> bool:
-        if name in shimpolicy.READ_ONLY:
-            return True
+        if name in shimpolicy.BUILTINS and name not in shimpolicy.MAYBE_SCRIPTS:
+            return True  # no question to git on the common path
         if not builtins:
             res = _git(["--list-cmds=builtins"], here, key, "git's own commands")
             if not res.ok:

@@ -20,7 +20,17 @@ facts the caller gathers (guard/shim.py for the PATH shim, guard/commands/check.
   main_mutation_refused  a write of main or of any ref but the lane's branch (and refs/worktree/*,
                          which are the lane's own), and commit-like commands off the lane branch
   sync_required          a stale lane under a mandatory policy writing files
-  shim_facts_unknown     a global option this parser does not know, an alias that does not parse
+  shim_facts_unknown     a global option this parser does not know, an alias that does not parse,
+                         a builtin this policy does not judge
+  unsafe_config          -c/--config-env/GIT_CONFIG_* of a key that makes git run a program
+                         (program_key), or of remote.*/url.*; `git config` writing such a key
+  external_command       not a builtin of the real git nor an alias: an external git-NAME or a
+                         git script (submodule...), which git runs with git-core first on PATH
+  unknown_option         a long option not spelled out as the command knows it (git takes any
+                         unique prefix); the command spelled out is judged in its place
+After alias expansion the settings an alias carries (-c, --exec-path, -C) are judged again.
+path_outside_lane also covers options naming a file git writes (_written_paths), a .git
+between the cwd and the lane root, and `git init` over an existing directory.
 Read-only commands (READ_ONLY, and the listing forms of branch/tag/stash/worktree/...)
 are decided before all of that but the explicit hook settings: they write nothing a lane
 could misuse, wherever they point (one told to write a file, `diff --output=F`, is a
@@ -974,8 +984,13 @@ def _unsafe_config(
 
 
 # -- external commands and git commands this policy does not judge ---------------------
-# Commands git ships as scripts: git runs them with its own directory first on PATH, so
-# the git commands in them pass no shim (git --list-cmds=builtins does not name them).
+# Commands git ships as scripts run with git's own directory first on PATH, so the git
+# commands in them pass no shim; git --list-cmds=builtins does not name them. Of BUILTINS,
+# the ones some git ships as scripts (the rest need no question to git):
+MAYBE_SCRIPTS = frozenset(
+    ["submodule", "filter-branch", "mergetool", "request-pull", "send-email", "bisect", "difftool"]
+)
+# Builtins that write nothing a lane could misuse but are not in READ_ONLY/BUILTINS.
 _UNJUDGED_OK = frozenset(["patch-id", "column", "show-index", "fmt-merge-msg", "stage"])
 
 
@@ -1082,8 +1097,8 @@ _PATH_OPTIONS: dict[str, tuple[str, ...]] = {
     "bugreport": ("-o", "--output-directory"),
     "diagnose": ("-o", "--output-directory"),
     "fast-export": ("--export-marks",),
-    "init": ("--separate-git-dir", "--template"),
-    "clone": ("--separate-git-dir", "--template"),
+    "init": ("--separate-git-dir",),
+    "clone": ("--separate-git-dir",),
     "index-pack": ("-o",),
     "commit-graph": ("--object-dir",),
     "multi-pack-index": ("--object-dir",),
