@@ -127,6 +127,11 @@ def lane_git_dir(key: str, lane_path: str) -> str:
         raise _unknown(
             key, f"the lane's git dir ({lane_path}/.git points at {gd}, not a worktree of {common})"
         )
+    back = _read_first_line(os.path.join(gd, "gitdir"))  # the worktree that git dir serves
+    if not back or os.path.realpath(os.path.dirname(back)) != os.path.realpath(lane_path):
+        raise _unknown(
+            key, f"the lane's git dir ({lane_path}/.git points at {gd}, another worktree's)"
+        )
     return gd
 
 

@@ -564,6 +564,14 @@ def test_red_team_nested_git_and_external_commands(alpha: Lane, tmp_path: Path) 
     refused(alpha.git("commit", "--allow-empty", "-m", "x", cwd=sub), "path_outside_lane")
     assert alpha.repo.sha("refs/heads/lane/beta") == beta_tip
     shutil.rmtree(sub)
+    # the lane's own .git replaced by one naming another lane's git dir
+    own = (alpha.path / ".git").read_text()
+    (alpha.path / ".git").write_text(f"gitdir: {gd}\n")
+    (alpha.path / "g").write_text("x\n")
+    refused(alpha.git("add", "g"), "shim_facts_unknown")
+    assert "g" not in git(beta, "ls-files").stdout.split()
+    (alpha.path / ".git").write_text(own)
+    (alpha.path / "g").unlink()
     # 8: an external git-foo on PATH; git lane (an external too) still passes
     bindir = tmp_path / "bin"
     bindir.mkdir()
