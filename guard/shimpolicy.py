@@ -395,7 +395,7 @@ def decide_git(argv: Sequence[str], env: Mapping[str, str], facts: GitFacts) -> 
         return refusal
     if p.cmd is None or p.cmd == "lane":
         return None  # `git lane ...`: the engine enforces its own rules
-    refusal = _command_known(p, facts)
+    refusal = _command_known(p, facts) or _program_options(p, facts)
     if refusal is not None:
         return refusal
     if p.cmd not in READ_ONLY:
@@ -981,6 +981,34 @@ def _unsafe_config(
         next=nxt,
         details={"lane": f.lane, "key": key, "setting": what},
     )
+
+
+# Options that name a program git runs for a transport (with its exec path first on PATH).
+_PROGRAM_OPTIONS = ("--upload-pack", "--receive-pack", "--exec")
+
+
+def _program_options(p: Parsed, f: GitFacts) -> Refusal | None:
+    """fetch/clone/ls-remote --upload-pack=PROG, push --receive-pack, archive --exec (and
+    git's prefixes of them; clone -u PROG): git runs PROG past the shim."""
+    args = list(p.args)
+    for i, a in enumerate(args):
+        if a == "--":
+            break
+        name = a.partition("=")[0]
+        hit = (len(name) >= 5 and any(o.startswith(name) for o in _PROGRAM_OPTIONS)) or (
+            p.cmd == "clone" and a.startswith("-u")
+        )
+        if p.cmd == "rebase" or not hit:
+            continue  # rebase --exec: the lane's own commands (README: not covered)
+        rest = [w for j, w in enumerate(args) if j != i and not (j == i + 1 and "=" not in a)]
+        return Refusal(
+            "unsafe_config",
+            f"git {p.cmd} {a} names a program git runs (with its own directory first on "
+            f"PATH, past lane {f.lane}'s shim); run the command without it",
+            next=[_render(p.globals, p.cmd, rest)],
+            details={"lane": f.lane, "key": name, "argv": [p.cmd or "", *args]},
+        )
+    return None
 
 
 # -- external commands and git commands this policy does not judge ---------------------

@@ -368,6 +368,12 @@ TABLE: list[tuple[str, dict[str, str], dict[str, Any], str | None]] = [
     ("status", {"GIT_CONFIG_PARAMETERS": "'core.fsmonitor'='/tmp/p'"}, {}, "unsafe_config"),
     ("-c core.pager=cat log", {}, {}, None),
     ("-c core.pager=/tmp/p log", {}, {}, "unsafe_config"),
+    ("ls-remote --upload-pack=/tmp/p .", {}, {}, "unsafe_config"),
+    ("ls-remote --upl=/tmp/p .", {}, {}, "unsafe_config"),
+    ("fetch --upload-pack /tmp/p origin", {}, {}, "unsafe_config"),
+    ("archive --remote=. --exec=/tmp/p HEAD", {}, {}, "unsafe_config"),
+    ("clone -u /tmp/p /w/repo sub", {}, {}, "unsafe_config"),
+    ("rebase --exec 'make test' main", {}, {}, None),
     # red team: fetch refspecs from -c or from the configuration
     (
         "-c remote.s.url=. -c remote.s.fetch=+refs/heads/lane/alpha:refs/heads/v2 fetch s",
