@@ -143,6 +143,19 @@ CODES: dict[str, Code] = _codes(
         None,
         "a git alias runs a shell command, whose git calls would pass no shim",
     ),
+    (
+        "unsafe_config",
+        "shims",
+        None,
+        "a config setting that makes git run a program past the shims, or use another repository",
+    ),
+    (
+        "external_command",
+        "shims",
+        None,
+        "git NAME runs an external git-NAME (or a git script), whose git calls would pass no shim",
+    ),
+    ("unknown_option", "shims", None, "a long option abbreviated or unknown to the command"),
     ("protected_path", "shims", None, "a write into a git dir, a .git file or git-lane state"),
     ("edit_no_match", "shims", None, "edit: the --old text does not occur in the file"),
     (

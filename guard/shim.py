@@ -121,8 +121,18 @@ def lane_git_dir(key: str, lane_path: str) -> str:
     line = _read_first_line(os.path.join(lane_path, ".git"))
     if not line or not line.startswith("gitdir: "):
         raise _unknown(key, f"the lane's git dir ({lane_path}/.git has no gitdir line)")
-    gd = line[len("gitdir: ") :]
-    return os.path.realpath(os.path.join(lane_path, gd))
+    gd = os.path.realpath(os.path.join(lane_path, line[len("gitdir: ") :]))
+    common = os.environ.get(binding.COMMON, "")
+    if common and os.path.dirname(gd) != os.path.join(os.path.realpath(common), "worktrees"):
+        raise _unknown(
+            key, f"the lane's git dir ({lane_path}/.git points at {gd}, not a worktree of {common})"
+        )
+    back = _read_first_line(os.path.join(gd, "gitdir"))  # the worktree that git dir serves
+    if not back or os.path.realpath(os.path.dirname(back)) != os.path.realpath(lane_path):
+        raise _unknown(
+            key, f"the lane's git dir ({lane_path}/.git points at {gd}, another worktree's)"
+        )
+    return gd
 
 
 def owner_config(key: str, b: binding.Binding) -> dict[str, str]:
@@ -227,6 +237,10 @@ def gather_git(
     aliases: dict[str, str] = {}
     while (name := shimpolicy.alias_needed(argv, aliases)) is not None:
         cfg_args = [w for kv in p.configs for w in ("-c", kv)]
+        cfg_args += [f"--config-env={kv}" for kv in p.config_env]
+        other = p.git_dir if p.git_dir is not None else env.get("GIT_DIR")
+        if other:  # the repository git will read the alias from (git.run scrubs GIT_DIR)
+            cfg_args += ["--git-dir", os.path.join(here, other)]
         res = _git([*cfg_args, "config", "--get", f"alias.{name}"], here, key, "aliases")
         if res.returncode == 0:
             aliases[name.lower()] = res.stdout.rstrip("\n")
@@ -255,6 +269,28 @@ def gather_git(
         res = git.run(["rev-parse", "-q", "--verify", f"{name}^{{commit}}"], here, check=False)
         return res.ok
 
+    def long_options(cmd: str, sub: str | None) -> frozenset[str] | None:
+        return _long_options(key, here, cmd, sub)
+
+    def is_builtin(name: str) -> bool:
+        if name in shimpolicy.BUILTINS and name not in shimpolicy.MAYBE_SCRIPTS:
+            return True  # no question to git on the common path
+        if not builtins:
+            res = _git(["--list-cmds=builtins"], here, key, "git's own commands")
+            if not res.ok:
+                raise _unknown(key, "which commands are built into git (--list-cmds failed)")
+            builtins.update(res.lines())
+        return name in builtins
+
+    def fetch_refspecs() -> list[str] | None:
+        res = git.run(
+            ["config", "--get-regexp", r"^remote\..*\.fetch$"], here, check=False, scrub=False
+        )
+        if res.returncode not in (0, 1):
+            return None
+        return [ln.split(" ", 1)[1] for ln in res.lines() if " " in ln]
+
+    builtins: set[str] = set()
     facts = shimpolicy.GitFacts(
         lane=key,
         lane_path=lane_path,
@@ -272,8 +308,24 @@ def gather_git(
         exec_path=exec_path,
         aliases=aliases,
         is_rev=is_rev,
+        long_options=long_options,
+        is_builtin=is_builtin,
+        fetch_refspecs=fetch_refspecs,
     )
     return facts
+
+
+def _long_options(key: str, here: str, cmd: str, sub: str | None) -> frozenset[str] | None:
+    """The long options `git CMD [SUB]` knows, from its --git-completion-helper-all (both
+    forms of each: --x and --no-x), or None when it gives no such list."""
+    if cmd == "fast-import":
+        return None  # it takes no parse-options flags (and writes a crash report)
+    argv = [cmd, *([sub] if sub else []), "--git-completion-helper-all"]
+    res = _git(argv, here, key, f"git {cmd}'s options")
+    words = {w.rstrip("=") for w in res.stdout.split() if w.startswith("--") and w != "--"}
+    if not res.ok or not words:
+        return None
+    return frozenset(words)
 
 
 def check_binding(b: binding.Binding) -> None:

@@ -20,7 +20,17 @@ facts the caller gathers (guard/shim.py for the PATH shim, guard/commands/check.
   main_mutation_refused  a write of main or of any ref but the lane's branch (and refs/worktree/*,
                          which are the lane's own), and commit-like commands off the lane branch
   sync_required          a stale lane under a mandatory policy writing files
-  shim_facts_unknown     a global option this parser does not know, an alias that does not parse
+  shim_facts_unknown     a global option this parser does not know, an alias that does not parse,
+                         a builtin this policy does not judge
+  unsafe_config          -c/--config-env/GIT_CONFIG_* of a key that makes git run a program
+                         (program_key), or of remote.*/url.*; `git config` writing such a key
+  external_command       not a builtin of the real git nor an alias: an external git-NAME or a
+                         git script (submodule...), which git runs with git-core first on PATH
+  unknown_option         a long option not spelled out as the command knows it (git takes any
+                         unique prefix); the command spelled out is judged in its place
+After alias expansion the settings an alias carries (-c, --exec-path, -C) are judged again.
+path_outside_lane also covers options naming a file git writes (_written_paths), a .git
+between the cwd and the lane root, and `git init` over an existing directory.
 Read-only commands (READ_ONLY, and the listing forms of branch/tag/stash/worktree/...)
 are decided before all of that but the explicit hook settings: they write nothing a lane
 could misuse, wherever they point (one told to write a file, `diff --output=F`, is a
@@ -123,6 +133,9 @@ BUILTINS = READ_ONLY | frozenset(
         "bisect",
         "branch",
         "bundle",
+        "hook",
+        "diagnose",
+        "bugreport",
         "checkout",
         "checkout-index",
         "cherry-pick",
@@ -242,6 +255,14 @@ class GitFacts:
     aliases: Mapping[str, str] = field(default_factory=dict)  # alias.NAME -> its text
     is_rev: Callable[[str], bool] = lambda _name: False  # does NAME name a commit?
     realpath: Callable[[str], str] = os.path.realpath
+    # the long options git CMD [SUB] knows (its --git-completion-helper-all), None: unknown
+    long_options: Callable[[str, str | None], frozenset[str] | None] = lambda _c, _s: None
+    # is NAME a command built into the real git (git --list-cmds=builtins)?
+    is_builtin: Callable[[str], bool] = lambda name: name in BUILTINS
+    # the fetch refspecs configured for remotes (remote.NAME.fetch, every remote), None:
+    # unknown
+    fetch_refspecs: Callable[[], list[str] | None] = lambda: []
+    exists: Callable[[str], bool] = os.path.lexists  # is anything at PATH (a .git)?
 
     @property
     def branch(self) -> str:
@@ -362,14 +383,27 @@ def decide_git(argv: Sequence[str], env: Mapping[str, str], facts: GitFacts) -> 
     p = parse(argv)
     if p.unknown is not None:
         return _unknown_option(p, facts)
-    refusal = _explicit_hook_settings(p, env, facts)
+    refusal = _explicit_hook_settings(p, env, facts) or _transient_config(p, env, facts)
     if refusal is not None:
         return refusal
     p, refusal = _expand_aliases(p, facts)
     if refusal is not None:
         return refusal
-    if p.cmd is None or p.cmd == "lane" or read_only(p.cmd, p.args):
+    # what an alias put before its command is judged as if it had been typed
+    refusal = _explicit_hook_settings(p, env, facts) or _transient_config(p, env, facts)
+    if refusal is not None:
+        return refusal
+    if p.cmd is None or p.cmd == "lane":
         return None  # `git lane ...`: the engine enforces its own rules
+    refusal = _command_known(p, facts) or _program_options(p, facts)
+    if refusal is not None:
+        return refusal
+    if p.cmd not in READ_ONLY:
+        refusal = _long_options(p, env, facts)
+        if refusal is not None:
+            return refusal
+    if read_only(p.cmd, p.args):
+        return None
     return (
         _hook_redirection(p, env, facts)
         or _config_write(p, facts)
@@ -422,9 +456,13 @@ def _output_file(cmd: str, args: Sequence[str]) -> str | None:
     for i, a in enumerate(args):
         if a == "--":
             break
-        if a.startswith("--output="):
-            return a.partition("=")[2]
-        if (a == "--output" or (cmd == "archive" and a == "-o")) and i + 1 < len(args):
+        name, eq, val = a.partition("=")
+        if len(name) >= 5 and "--output".startswith(name):  # git takes --outp for --output
+            if eq:
+                return val
+            if i + 1 < len(args):
+                return args[i + 1]
+        if cmd == "archive" and a == "-o" and i + 1 < len(args):
             return args[i + 1]
         if cmd == "archive" and a.startswith("-o") and len(a) > 2:
             return a[2:]
@@ -524,19 +562,10 @@ def _tag_listing(args: Sequence[str]) -> bool:
                 "--trailer",
             ):
                 return False
-            if (
-                name
-                in (
-                    "--contains",
-                    "--no-contains",
-                    "--merged",
-                    "--no-merged",
-                    "--points-at",
-                    "--sort",
-                    "--format",
-                )
-                and "=" not in a
-            ):
+            filters = ("--contains", "--no-contains", "--merged", "--no-merged", "--points-at")
+            if name in filters:
+                listing = True  # git tag --contains X [PATTERN]: a listing
+            if name in (*filters, "--sort", "--format") and "=" not in a:
                 skip = True
         elif a.startswith("-") and len(a) > 1:
             if a[1] == "n":
@@ -749,6 +778,23 @@ def _config_write(p: Parsed, f: GitFacts) -> Refusal | None:
                 next=[f"git config --show-origin --get-all {_q(w)}"],
                 details={"lane": f.lane, "key": w, "argv": ["config", *p.args]},
             )
+        section = k.rstrip(".").split(".")[0]
+        if program_key(k) or (
+            _section_op(p.args)
+            and (
+                section in _PROGRAM_SECTIONS
+                or section in {a for a, _b in _PROGRAM_SUBKEYS}
+                or section in {x.split(".")[0] for x in _PROGRAM_KEYS}
+            )
+        ):
+            return Refusal(
+                "unsafe_config",
+                f"git config writing {w} would make git run a program (or use another "
+                f"repository) the next time anyone runs git here, unbound and past every "
+                f"shim (in any scope); lane {f.lane} may not set it",
+                next=[f"git config --show-origin --get-all {_q(w)}"],
+                details={"lane": f.lane, "key": w, "argv": ["config", *p.args]},
+            )
     return None
 
 
@@ -763,10 +809,12 @@ def _section_op(args: Sequence[str]) -> bool:
 def _expand_aliases(p: Parsed, f: GitFacts) -> tuple[Parsed, Refusal | None]:
     seen: set[str] = set()
     while p.cmd is not None and p.cmd not in BUILTINS and p.cmd != "lane":
+        if f.is_builtin(p.cmd):
+            return p, None  # git runs its own command, whatever an alias says
         name = p.cmd.lower()
         text = f.aliases.get(name)
         if text is None or name in seen:
-            return p, None  # an external git-NAME command (git-lfs, ...): judged as a writer
+            return p, None  # an external git-NAME command (git-lfs, ...): _command_known
         seen.add(name)
         if text.startswith("!"):
             shell = text[1:]
@@ -810,6 +858,374 @@ def _facts_unknown(f: GitFacts, what: str, argv: list[str] | None = None) -> Ref
     )
 
 
+# -- unsafe_config: settings that make git run a program or move the repository ---------
+_PROGRAM_KEYS = frozenset(
+    [
+        "core.fsmonitor",
+        "core.sshcommand",
+        "core.pager",
+        "core.editor",
+        "core.askpass",
+        "core.gitproxy",
+        "core.worktree",
+        "core.bare",
+        "core.repositoryformatversion",
+        "core.alternaterefscommand",
+        "core.attributesfile",
+        "sequence.editor",
+        "diff.external",
+        "credential.helper",
+        "gpg.program",
+        "uploadpack.packobjectshook",
+        "init.templatedir",
+        "web.browser",
+        "ssh.variant",
+        "interactive.difffilter",
+        "receive.procreceiverefs",
+    ]
+)
+_PROGRAM_SECTIONS = ("alias", "sendemail", "instaweb", "pager", "extensions", "protocol", "trace2")
+_PROGRAM_SUBKEYS = frozenset(
+    [
+        ("diff", "textconv"),
+        ("diff", "command"),
+        ("difftool", "cmd"),
+        ("difftool", "path"),
+        ("mergetool", "cmd"),
+        ("mergetool", "path"),
+        ("merge", "driver"),
+        ("filter", "clean"),
+        ("filter", "smudge"),
+        ("filter", "process"),
+        ("gpg", "program"),
+        ("browser", "cmd"),
+        ("browser", "path"),
+        ("man", "cmd"),
+        ("man", "path"),
+        ("credential", "helper"),
+        ("url", "insteadof"),
+        ("url", "pushinsteadof"),
+        ("remote", "receivepack"),
+        ("remote", "uploadpack"),
+        ("remote", "vcs"),
+        ("submodule", "update"),
+    ]
+)
+# -c core.pager=cat, -c core.editor=true: what people type (no git in them)
+_SAFE_PROGRAMS = ("", "cat", "less", "more", "true", ":", "vi", "vim", "nvim", "nano", "emacs")
+_EDITORS = ("core.pager", "core.editor", "sequence.editor")
+
+
+def program_key(key: str) -> bool:
+    """Does config key KEY make git run a program (or change where the repository is)?"""
+    k = key.strip().lower()
+    parts = k.split(".")
+    if parts[0] in _PROGRAM_SECTIONS or k in _PROGRAM_KEYS:
+        return True
+    return len(parts) >= 3 and (parts[0], parts[-1]) in _PROGRAM_SUBKEYS
+
+
+def _transient_unsafe(key: str, value: str | None) -> bool:
+    k = key.strip().lower()
+    if k.startswith("alias."):
+        return False  # the shim judges what an alias runs (shell ones: shell_alias)
+    if (k in _EDITORS or k.startswith("pager.")) and value is not None:
+        return value.strip() not in _SAFE_PROGRAMS
+    return program_key(k) or k.startswith(("remote.", "url."))
+
+
+def _transient_config(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
+    """-c / --config-env / GIT_CONFIG_COUNT / GIT_CONFIG_PARAMETERS settings of a program
+    key (git runs that program with its own directory first on PATH, past the shim) or of
+    a remote / URL rewrite (a fetch refspec the shim would not see)."""
+    for kv in p.configs:
+        key, eq, val = kv.partition("=")
+        if _transient_unsafe(key, val if eq else None):
+            return _unsafe_config(p, f, f"-c {kv}", key, drop=("-c", kv))
+    for kv in p.config_env:
+        key = kv.partition("=")[0]
+        if _transient_unsafe(key, None) or key.strip().lower().startswith("alias."):
+            return _unsafe_config(p, f, f"--config-env {kv}", key, drop=("--config-env", kv))
+    keys, _ok = _config_keys_from_env(env)
+    bad = [k for k in keys if _transient_unsafe(k, None)]
+    if bad:
+        return _unsafe_config(
+            p,
+            f,
+            f"GIT_CONFIG_COUNT/GIT_CONFIG_PARAMETERS setting {', '.join(bad)}",
+            bad[0],
+            env_vars=("GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS"),
+        )
+    return None
+
+
+def _unsafe_config(
+    p: Parsed,
+    f: GitFacts,
+    what: str,
+    key: str,
+    drop: tuple[str, ...] = (),
+    env_vars: tuple[str, ...] = (),
+) -> Refusal:
+    if drop:
+        nxt = [_without(p, drop)]
+    else:
+        nxt = [
+            "env " + " ".join(f"-u {v}" for v in env_vars) + " " + _render(p.globals, p.cmd, p.args)
+        ]
+    return Refusal(
+        "unsafe_config",
+        f"{what}: {key} makes git run a program (or read refs or a repository) that lane "
+        f"{f.lane}'s shim does not see, with git's own directory first on PATH; run the "
+        "command without it",
+        next=nxt,
+        details={"lane": f.lane, "key": key, "setting": what},
+    )
+
+
+# Options that name a program git runs for a transport (with its exec path first on PATH).
+_PROGRAM_OPTIONS = ("--upload-pack", "--receive-pack", "--exec")
+
+
+def _program_options(p: Parsed, f: GitFacts) -> Refusal | None:
+    """fetch/clone/ls-remote --upload-pack=PROG, push --receive-pack, archive --exec (and
+    git's prefixes of them; clone -u PROG): git runs PROG past the shim."""
+    args = list(p.args)
+    for i, a in enumerate(args):
+        if a == "--":
+            break
+        name = a.partition("=")[0]
+        hit = (len(name) >= 5 and any(o.startswith(name) for o in _PROGRAM_OPTIONS)) or (
+            p.cmd == "clone" and a.startswith("-u")
+        )
+        if p.cmd == "rebase" or not hit:
+            continue  # rebase --exec: the lane's own commands (README: not covered)
+        rest = [w for j, w in enumerate(args) if j != i and not (j == i + 1 and "=" not in a)]
+        return Refusal(
+            "unsafe_config",
+            f"git {p.cmd} {a} names a program git runs (with its own directory first on "
+            f"PATH, past lane {f.lane}'s shim); run the command without it",
+            next=[_render(p.globals, p.cmd, rest)],
+            details={"lane": f.lane, "key": name, "argv": [p.cmd or "", *args]},
+        )
+    return None
+
+
+# -- external commands and git commands this policy does not judge ---------------------
+# Commands git ships as scripts run with git's own directory first on PATH, so the git
+# commands in them pass no shim; git --list-cmds=builtins does not name them. Of BUILTINS,
+# the ones some git ships as scripts (the rest need no question to git):
+MAYBE_SCRIPTS = frozenset(
+    ["submodule", "filter-branch", "mergetool", "request-pull", "send-email", "bisect", "difftool"]
+)
+# Builtins that write nothing a lane could misuse but are not in READ_ONLY/BUILTINS.
+_UNJUDGED_OK = frozenset(["patch-id", "column", "show-index", "fmt-merge-msg", "stage"])
+
+
+def _command_known(p: Parsed, f: GitFacts) -> Refusal | None:
+    cmd = p.cmd or ""
+    builtin = f.is_builtin(cmd)
+    if builtin and (cmd in BUILTINS or cmd in _UNJUDGED_OK):
+        return None
+    if builtin:
+        return Refusal(
+            "shim_facts_unknown",
+            f"the git shim of lane {f.lane} cannot tell what git {cmd} writes (a git command "
+            "this git-lane does not judge), so it refuses rather than guess",
+            next=[f"git help {_q(cmd)}"],
+            details={"lane": f.lane, "fact": f"what git {cmd} writes", "argv": [cmd, *p.args]},
+        )
+    direct = " ".join(_q(w) for w in [f"git-{cmd}", *p.args])
+    return Refusal(
+        "external_command",
+        f"git {cmd} is not built into git but the program git-{cmd} (or a typo); git runs "
+        f"it with its own directory first on PATH, where lane {f.lane}'s shim does not see "
+        "the git commands in it; run the program itself instead",
+        next=[direct],
+        alternatives=[f"{_q(f.exec_path)}/git-{cmd}" if f.exec_path else "git --exec-path"],
+        details={"lane": f.lane, "command": cmd, "argv": [cmd, *p.args]},
+    )
+
+
+# -- unknown_option: long options git would complete from a prefix --------------------
+_SUBCOMMANDS: dict[str, tuple[str, ...]] = {
+    "reflog": ("show", "expire", "delete", "exists"),
+    "stash": ("push", "save", "pop", "apply", "drop", "clear", "list", "show", "branch"),
+    "worktree": ("add", "list", "lock", "move", "prune", "remove", "repair", "unlock"),
+    "bundle": ("create", "verify", "list-heads", "unbundle"),
+    "notes": ("list", "add", "copy", "append", "edit", "show", "merge", "remove", "prune"),
+    "remote": ("add", "rename", "remove", "rm", "set-head", "set-branches", "get-url"),
+    "maintenance": ("run", "start", "stop", "register", "unregister"),
+    "sparse-checkout": ("list", "init", "set", "add", "reapply", "disable"),
+    "commit-graph": ("verify", "write"),
+    "multi-pack-index": ("write", "verify", "expire", "repack"),
+}
+
+
+def long_option_words(args: Sequence[str]) -> list[str]:
+    """The `--name[=value]` words before `--`."""
+    out = []
+    for a in args:
+        if a == "--":
+            break
+        if a.startswith("--"):
+            out.append(a)
+    return out
+
+
+def _long_options(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
+    """git takes any unique prefix of a long option (`--al` for `--all`): a long option
+    that is not one of the command's own names, spelled out, is refused; the `next` is
+    the command with it spelled out when git would complete it to one name."""
+    cmd = p.cmd or ""
+    args = list(p.args)
+    longs = long_option_words(args)
+    if not longs:
+        return None
+    sub = None
+    if cmd in _SUBCOMMANDS:
+        if args and args[0] in _SUBCOMMANDS[cmd]:
+            sub = args[0]
+        elif cmd == "stash":
+            sub = "push"
+    known = f.long_options(cmd, sub)
+    for a in longs:
+        name, eq, val = a.partition("=")
+        if known is not None and name in known:
+            continue
+        cands = sorted(k for k in (known or ()) if k.startswith(name))
+        if len(cands) == 1:
+            i = args.index(a)
+            full = [*args[:i], cands[0] + eq + val, *args[i + 1 :]]
+            argv = [*p.globals, cmd, *full]
+            inner = decide_git(argv, env, f)
+            if inner is not None:
+                return inner  # what git would do with it spelled out is refused
+            nxt = [_render(p.globals, cmd, full)]
+        else:
+            nxt = [f"git help {_q(cmd)}"]
+        what = f"git {cmd}{' ' + sub if sub else ''}"
+        return Refusal(
+            "unknown_option",
+            f"{name} is not an option of {what} as written"
+            + (f" (git would take it as {cands[0]})" if len(cands) == 1 else "")
+            + f"; lane {f.lane}'s shim judges options spelled out in full",
+            next=nxt,
+            details={"lane": f.lane, "option": a, "argv": [cmd, *args], "candidates": cands},
+        )
+    return None
+
+
+# -- options and arguments that name a file git writes --------------------------------
+_PATH_OPTIONS: dict[str, tuple[str, ...]] = {
+    "checkout-index": ("--prefix",),
+    "format-patch": ("-o", "--output-directory"),
+    "config": ("-f", "--file"),
+    "archive": ("-o", "--output"),
+    "bugreport": ("-o", "--output-directory"),
+    "diagnose": ("-o", "--output-directory"),
+    "fast-export": ("--export-marks",),
+    "init": ("--separate-git-dir",),
+    "clone": ("--separate-git-dir",),
+    "index-pack": ("-o",),
+    "commit-graph": ("--object-dir",),
+    "multi-pack-index": ("--object-dir",),
+}
+# Options whose value git only reads, or that is no path at all (a value outside the lane
+# is fine for them); any other --opt=/path outside the lane is refused.
+_READ_PATH_OPTIONS = frozenset(
+    [
+        "--message",
+        "--author",
+        "--date",
+        "--trailer",
+        "--format",
+        "--pretty",
+        "--fixup",
+        "--squash",
+        "--reuse-message",
+        "--reedit-message",
+        "--onto",
+        "--strategy-option",
+        "--since",
+        "--until",
+        "--expire",
+        "--expire-unreachable",
+        "--file",
+        "--pathspec-from-file",
+        "--template",
+        "--reference",
+        "--reference-if-able",
+        "--import-marks",
+        "--import-marks-if-exists",
+        "--exclude-from",
+        "--mailmap-file",
+        "--git-dir",
+        "--exec-path",
+        "--upload-pack",
+        "--receive-pack",
+        "--exec",
+    ]
+)
+
+
+def _option_values(args: Sequence[str], names: Sequence[str]) -> list[tuple[str, str]]:
+    """(option, value) for each of `names` in args: --opt=V, --opt V, -oV, -o V."""
+    out: list[tuple[str, str]] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            break
+        for n in names:
+            if a == n and i + 1 < len(args):
+                out.append((n, args[i + 1]))
+                i += 1
+                break
+            if n.startswith("--") and a.startswith(n + "="):
+                out.append((n, a[len(n) + 1 :]))
+                break
+            if not n.startswith("--") and a.startswith(n) and len(a) > len(n):
+                out.append((n, a[len(n) :]))
+                break
+        i += 1
+    return out
+
+
+def _written_paths(p: Parsed) -> list[tuple[str, str]]:
+    """(what, path) for every file or directory `git CMD ARGS` is told to write."""
+    cmd, args = p.cmd or "", list(p.args)
+    out = [(f"git {cmd} {n}", v) for n, v in _option_values(args, _PATH_OPTIONS.get(cmd, ()))]
+    if cmd != "config":
+        out += [(f"git {cmd} --output", v) for _n, v in _option_values(args, ("--output",))]
+    if cmd == "bundle" and args and args[0] == "create":
+        pos = _positional(args[1:], ("--version",))
+        if pos:
+            out.append(("git bundle create's file", pos[0]))
+    if cmd == "pack-objects":
+        pos = _positional(args, ("--window", "--depth", "--threads", "--filter"))
+        if pos:
+            out.append(("git pack-objects's base name", pos[0]))
+    for a in long_option_words(args):
+        name, eq, val = a.partition("=")
+        if eq and name not in _READ_PATH_OPTIONS and val.startswith(("/", "~", "..")):
+            out.append((f"git {cmd} {name}", val))
+    if cmd in ("apply", "am") and "--unsafe-paths" in args:
+        out.append((f"git {cmd} --unsafe-paths", "/"))
+    return out
+
+
+def _nested_git(cwd: str, f: GitFacts) -> str | None:
+    """A `.git` between the effective cwd and the lane's root (not the root's own): git
+    would use that repository, not the lane's."""
+    d = cwd
+    while _inside(d, f.lane_path) and d != f.lane_path:
+        if f.exists(os.path.join(d, ".git")):
+            return os.path.join(d, ".git")
+        d = os.path.dirname(d)
+    return None
+
+
 # -- path_outside_lane --------------------------------------------------------------------
 def _clean(path: str, f: GitFacts, base: str | None = None) -> str:
     if not path:
@@ -850,13 +1266,33 @@ def _paths(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
                 (os.path.join(f.common, "objects"),),
             )
         )
+    if not gd:
+        nested = _nested_git(cwd, f)
+        if nested is not None:
+            return Refusal(
+                "path_outside_lane",
+                f"{nested} makes git {p.cmd} work on another repository than lane "
+                f"{f.lane}'s ({f.lane_path}); git may write only the lane's",
+                next=[f"cd {_q(f.lane_path)} && " + _render(_drop_paths(p.globals), p.cmd, p.args)],
+                details={"lane": f.lane, "what": ".git", "path": nested, "lane_path": f.lane_path},
+            )
     if p.cmd in ("init", "clone"):
         target = _init_clone_dir(p.cmd, p.args)
+        if p.cmd == "init" and (gd or target is None or f.exists(_clean(target, f, cwd))):
+            where = _clean(gd or target or ".", f, cwd)
+            return Refusal(
+                "path_outside_lane",
+                f"git init would initialise {where} again, a repository lane {f.lane} does "
+                f"not own (in a lane, git init makes only a new directory inside it)",
+                next=[f"git lane status {f.lane}"],
+                details={"lane": f.lane, "what": "git init", "path": where},
+            )
         if target is not None:
             checks.append((f"git {p.cmd}'s directory", target, (f.lane_path,)))
     out = _output_file(p.cmd or "", p.args)
     if out is not None:
         checks.append((f"git {p.cmd}'s output file", out, (f.lane_path,)))
+    checks += [(what, raw, (f.lane_path,)) for what, raw in _written_paths(p)]
     for what, raw, roots in checks:
         real = raw if what in ("-C", "the working directory") else _clean(raw, f, cwd)
         if what == "GIT_COMMON_DIR":
@@ -874,8 +1310,34 @@ def _paths(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
     return None
 
 
+_INIT_CLONE_VALUES = (
+    "--template",
+    "--separate-git-dir",
+    "-b",
+    "--initial-branch",
+    "--object-format",
+    "-o",
+    "--origin",
+    "--branch",
+    "-u",
+    "--upload-pack",
+    "--reference",
+    "--reference-if-able",
+    "-c",
+    "--config",
+    "--depth",
+    "--shallow-since",
+    "--shallow-exclude",
+    "-j",
+    "--jobs",
+    "--server-option",
+    "--filter",
+    "--bundle-uri",
+)
+
+
 def _init_clone_dir(cmd: str, args: Sequence[str]) -> str | None:
-    pos = [a for a in args if not a.startswith("-")]
+    pos = _positional(args, _INIT_CLONE_VALUES)
     if cmd == "init":
         return pos[0] if pos else "."
     if len(pos) >= 2:
@@ -1015,6 +1477,14 @@ def _refs(p: Parsed, f: GitFacts) -> Refusal | None:
         r = _fetch(cmd, args, f)
         if r is not None or cmd == "fetch":
             return r
+    if cmd == "fast-import":
+        return _main_refusal(
+            f,
+            f"git fast-import writes whatever refs its stream names; lane {f.lane} writes "
+            f"only {f.branch}",
+            [f"git lane status {f.lane}"],
+            argv=[cmd, *args],
+        )
     if cmd in ("replace", "notes", "filter-branch"):
         return _main_refusal(
             f,
@@ -1070,7 +1540,7 @@ def _switch(cmd: str, args: Sequence[str], f: GitFacts) -> Refusal | None:
     for i, a in enumerate(args):
         if a in creates or a.startswith(("--orphan=", "--create=", "--force-create=")):
             new = args[i + 1] if "=" not in a and i + 1 < len(args) else a.partition("=")[2]
-            target, why = new, "create and check out"
+            target, why = new or "a branch with no name", "create and check out"
             break
         if a in ("--detach", "-d") and (cmd == "switch" or a == "--detach"):
             target, why = "a detached HEAD", "detach to"
@@ -1184,7 +1654,7 @@ def _reflog(args: Sequence[str], f: GitFacts) -> Refusal | None:
     if "--updateref" in rest or "--all" in rest or others or not refs:
         return _main_refusal(
             f,
-            f"git reflog {sub} {' '.join(rest)} would rewrite "
+            " ".join(["git reflog", sub, *rest, "would rewrite "])
             + ("refs through --updateref" if "--updateref" in rest else "other refs' reflogs")
             + f"; lane {f.lane} may change only {f.branch}'s",
             [f"git lane status {f.lane}"],
@@ -1241,18 +1711,31 @@ def _fetch(cmd: str, args: Sequence[str], f: GitFacts) -> Refusal | None:
         ),
     )
     for spec in pos[1:]:
-        dst = spec.lstrip("+").partition(":")[2] if ":" in spec else ""
-        if (
-            dst
-            and (dst.startswith("refs/heads/") or not dst.startswith("refs/"))
-            and dst not in (f.branch, f.branch_ref)
-        ):
+        if _writes_branch(spec, f):
+            dst = spec.lstrip("+").partition(":")[2]
+            src = spec.partition(":")[0].lstrip("+")
             return _main_refusal(
                 f,
                 f"git {cmd} {spec} would write the branch {dst}; lane {f.lane} writes only "
                 f"{f.branch} (fetch into refs/remotes/ instead)",
-                [f"git fetch {_q(pos[0])} {_q(spec.partition(':')[0].lstrip('+'))}"],
+                [f"git fetch {_q(pos[0])} {_q(src)}" if src else f"git lane status {f.lane}"],
                 argv=[cmd, *args],
+            )
+    maps = [v for _n, v in _option_values(args, ("--refmap",))]
+    if len(pos) < 2 and not maps:
+        configured = f.fetch_refspecs()  # git uses the remote's configured refspecs
+        if configured is None:
+            return _facts_unknown(f, "which refspecs the configured remotes fetch")
+        maps = configured
+    for spec in maps:
+        if _writes_branch(spec, f):
+            return _main_refusal(
+                f,
+                f"git {cmd} would fetch with the refspec {spec}, which writes branches; lane "
+                f"{f.lane} writes only {f.branch} (fetch into refs/remotes/ instead)",
+                [f"git lane status {f.lane}"],
+                argv=[cmd, *args],
+                refspec=spec,
             )
     if "--update-head-ok" in args:
         return _main_refusal(
@@ -1262,6 +1745,23 @@ def _fetch(cmd: str, args: Sequence[str], f: GitFacts) -> Refusal | None:
             argv=[cmd, *args],
         )
     return None
+
+
+def _writes_branch(spec: str, f: GitFacts) -> bool:
+    """Does fetch refspec SPEC write a branch (or a ref outside refs/) but the lane's?"""
+    if ":" not in spec:
+        return False
+    dst = spec.lstrip("+").partition(":")[2]
+    if not dst or dst in (f.branch, f.branch_ref):
+        return False
+    if "*" in dst:  # refs/*:refs/* writes refs/heads/ too
+        stem = dst.partition("*")[0]
+        return (
+            not stem.startswith("refs/")
+            or stem.startswith("refs/heads/")
+            or ("refs/heads/".startswith(stem))
+        )
+    return dst.startswith("refs/heads/") or not dst.startswith("refs/")
 
 
 def _commit_like(cmd: str, args: Sequence[str], f: GitFacts, head_ok: bool) -> Refusal | None:

@@ -241,3 +241,32 @@ def test_render_names_every_failure_and_its_fix(repo: Repo) -> None:
     text = render.doctor(doctor.run(grepo(repo)))
     assert "FAIL" in text and "fix: git lane install" in text
     assert text.splitlines()[-1].startswith("doctor: ")
+
+
+def test_program_config_in_the_repository_fails_or_warns(repo: Repo) -> None:
+    """core.fsmonitor in the repository's own config runs a program on the owner's next
+    plain `git status`, unbound (a lane could have set it before the shim refused that)."""
+    install(repo)
+    assert checks(repo)["program config"]["status"] == "ok"
+    git(repo.path, "config", "core.fsmonitor", "/tmp/gitlane-evil")
+    c = checks(repo)["program config"]
+    assert c["status"] == "fail" and "core.fsmonitor" in c["message"]
+    run_fix(repo, c["fix"])
+    assert checks(repo)["program config"]["status"] == "ok"
+    git(repo.path, "config", "core.fsmonitor", "true")  # the built-in daemon
+    assert checks(repo)["program config"]["status"] == "ok"
+    git(repo.path, "config", "core.pager", "less -R")
+    assert checks(repo)["program config"]["status"] == "warn"
+    git(repo.path, "config", "alias.x", "!touch /tmp/gitlane-x")
+    assert checks(repo)["program config"]["status"] == "fail"
+
+
+def test_a_shallow_file_fails(repo: Repo) -> None:
+    install(repo)
+    # a root commit: nothing behind the cut, which doctor used to pass with a warning
+    root = git(repo.path, "rev-list", "--max-parents=0", "HEAD").stdout.split()[0]
+    (Path(repo.common_dir) / "shallow").write_text(root + "\n")
+    c = checks(repo)["shallow"]
+    assert c["status"] == "fail"
+    run_fix(repo, c["fix"])
+    assert checks(repo)["shallow"]["status"] == "ok"

@@ -94,6 +94,68 @@ def test_path_holds_the_shims_once_however_often_they_were_on_it(
     assert env[binding.REAL_GIT] == real_git()
 
 
+def test_path_loses_git_exec_path_and_dashed_git_commands(repo: Repo, tmp_path: Path) -> None:
+    """git puts its exec path first on PATH when it runs `git lane`: git-stash and
+    git-update-ref from there would run without the shim, so exec drops it (and any
+    directory of dashed git commands)."""
+    repo.create("alpha")
+    core = subprocess.run(
+        [real_git(), "--exec-path"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    copy = tmp_path / "core-copy"
+    copy.mkdir()
+    (copy / "git-update-ref").write_text("#!/bin/sh\nexit 0\n")
+    path = os.pathsep.join([core, str(copy), os.environ["PATH"]])
+    env = exec_env(repo, "alpha", {"PATH": path})
+    parts = [os.path.realpath(p) for p in env["PATH"].split(os.pathsep)]
+    assert os.path.realpath(core) not in parts and str(copy) not in parts
+    assert parts[0] == SHIMS
+    # through git itself, as `git lane exec` runs: no git-stash on the bound PATH
+    bindir = tmp_path / "bin"  # a git-lane on PATH running this worktree's code
+    bindir.mkdir()
+    (bindir / "git-lane").write_text(
+        f'#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} -m guard "$@"\n'
+    )
+    (bindir / "git-lane").chmod(0o755)
+    probe = "command -v git-stash git-update-ref || echo none"
+    res = subprocess.run(
+        [real_git(), "lane", "exec", "alpha", "--", "sh", "-c", probe],
+        cwd=repo.path,
+        env={**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+    )
+    assert res.stdout.strip() == "none", (res.stdout, res.stderr)
+
+
+def test_shellenv_cd_hint_cannot_end_early(tmp_path: Path) -> None:
+    """A newline in the lane's path must not end the `# cd` comment: eval would run the
+    rest as a command."""
+    from guard.commands.exec import script
+
+    env = {"PATH": "/bin", "GITLANE_HOME": "/h\n; touch pwned-home"}
+    for cwd in ("/tmp/x\ntouch pwned", "/tmp/x\ntouch pwned\n", "/tmp/x\rtouch pwned"):
+        for shell in ("sh", "fish"):
+            text = script(env, ["GIT_DIR"], cwd, shell)
+            comments = [ln for ln in text.splitlines() if ln.startswith("#")]
+            assert all("touch" not in ln or ln.startswith("# cd ") for ln in comments)
+            assert not any(ln.startswith("touch") for ln in text.splitlines()), text
+        out = subprocess.run(
+            [
+                "sh",
+                "-c",
+                'cd "$1" && eval "$2" && ls',
+                "sh",
+                str(tmp_path),
+                script(env, [], cwd, "sh"),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert out.returncode == 0, out.stderr
+        assert "pwned" not in out.stdout
+
+
 def _wrapper(d: Path, body: str) -> Path:
     d.mkdir()
     w = d / "git"

@@ -359,6 +359,13 @@ FAST_CASES: list[tuple[list[str], dict[str, str]]] = [
     (["-P", "diff", "--output=/tmp/gitlane-y.patch"], {}),
     (["--no-pager"], {}),
     (["-P", "stash"], {}),
+    (["log", "--outp=/tmp/gitlane-z.patch"], {}),
+    (["log", "--oneline", "-1"], {}),
+    (["branch", "--list", "--del", "x"], {}),
+    (["branch", "--sort=-committerdate"], {}),
+    (["commit", "--amen", "--no-edit"], {}),
+    (["commit", "--amend", "--no-edit", "-m", "y"], {}),
+    (["add", "--al"], {}),
     (["-P", "branch", "-D", "main"], {}),
     (["tag", "-l", "v*"], {}),
     (["stash", "show"], {}),
@@ -482,3 +489,97 @@ def test_a_scripted_agent_meets_every_rule(alpha: Lane, tmp_path: Path, launch: 
     assert git(alpha.path, "rev-parse", "-q", "--verify", "refs/worktree/keep", check=False).stdout
     assert git(alpha.path, "config", "--get", "core.hooksPath", check=False).stdout == ""
     assert "elsewhere" not in alpha.repo.worktrees()
+
+
+# -- the red team's reproductions, through the real shim -----------------------------------
+def test_red_team_writes_outside_the_rules_are_refused(alpha: Lane, tmp_path: Path) -> None:
+    hub = alpha.repo.path
+    main_before = alpha.repo.sha("refs/heads/main")
+    # 1: an alias from --config-env (git reads its text from the environment)
+    res = alpha.git("--config-env=alias.x=GL_X", "x", env={"GL_X": "checkout main"})
+    refused(res, "unsafe_config")
+    git(hub, "config", "alias.hk", "-c core.hooksPath=/dev/null commit")
+    refused(alpha.git("hk", "--allow-empty", "-m", "x"), "hooks_disabled")
+    # 2: a prefix of a long option is that option to git
+    refused(
+        alpha.git("reflog", "expire", "--expire=now", "--expire-unreachable=now", "--al"),
+        "main_mutation_refused",
+    )
+    refused(alpha.git("gc", "-q", "--prun=now"), "main_mutation_refused")
+    refused(
+        alpha.git("fetch", "--dept=1", f"file://{alpha.repo.common_dir}", "main"),
+        "main_mutation_refused",
+    )
+    assert not (Path(alpha.repo.common_dir) / "shallow").exists()
+    refused(alpha.git("branch", "--del", "--forc", "lane/alpha", "victim"), "main_mutation_refused")
+    refused(alpha.git("checkout", "--det"), "main_mutation_refused")
+    res = alpha.git("commit", "--allow-empty", "--no-verif", "-m", "y")
+    refused(res, "unknown_option")
+    assert "Next: git commit --allow-empty --no-verify -m y" in res.stderr
+    ok(alpha.git("commit", "--allow-empty", "--no-verify", "-m", "y"))
+    # 3: init / clone outside the lane, or over it
+    refused(alpha.git("init", f"--separate-git-dir={tmp_path}/sep"), "path_outside_lane")
+    refused(alpha.git("init"), "path_outside_lane")
+    assert (hub / ".git").is_dir() and not (tmp_path / "sep").exists()
+    # 4: options that name a file git writes
+    (hub / "README.md").write_text("owner's uncommitted work\n")
+    refused(alpha.git("checkout-index", "-a", "-f", f"--prefix={hub}/"), "path_outside_lane")
+    assert (hub / "README.md").read_text() == "owner's uncommitted work\n"
+    refused(alpha.git("format-patch", "-o", str(tmp_path / "p"), "HEAD~1"), "path_outside_lane")
+    refused(alpha.git("bundle", "create", str(tmp_path / "b.bundle"), "HEAD"), "path_outside_lane")
+    refused(alpha.git("config", "--file", str(tmp_path / "c"), "a.b", "c"), "path_outside_lane")
+    assert not any((tmp_path / n).exists() for n in ("p", "b.bundle", "c"))
+    # 5: config that makes git run a program, in any scope, or for this one call
+    refused(alpha.git("config", "core.fsmonitor", str(tmp_path / "evil")), "unsafe_config")
+    refused(alpha.git("config", "--global", "core.sshCommand", "evil"), "unsafe_config")
+    refused(alpha.git("-c", f"core.fsmonitor={tmp_path}/evil", "status"), "unsafe_config")
+    assert git(hub, "config", "--get", "core.fsmonitor", check=False).stdout == ""
+    # 10: a fetch refspec from -c, or from the configuration, writing a branch
+    res = alpha.git(
+        "-c",
+        "remote.s.url=.",
+        "-c",
+        "remote.s.fetch=+refs/heads/lane/alpha:refs/heads/v2",
+        "fetch",
+        "s",
+    )
+    refused(res, "unsafe_config")
+    git(hub, "config", "remote.s.url", ".")
+    git(hub, "config", "remote.s.fetch", "+refs/heads/lane/alpha:refs/heads/v2")
+    refused(alpha.git("fetch", "s"), "main_mutation_refused")
+    assert alpha.repo.sha("refs/heads/v2") is None
+    assert alpha.repo.sha("refs/heads/main") == main_before
+
+
+def test_red_team_nested_git_and_external_commands(alpha: Lane, tmp_path: Path) -> None:
+    # 6: a .git inside the lane naming another worktree's git dir
+    beta = make_lane(alpha.repo, "beta")
+    beta_tip = alpha.repo.sha("refs/heads/lane/beta")
+    gd = git(beta, "rev-parse", "--absolute-git-dir").stdout.strip()
+    sub = alpha.path / "s"
+    sub.mkdir()
+    (sub / ".git").write_text(f"gitdir: {gd}\n")
+    (sub / "f").write_text("x\n")
+    refused(alpha.git("add", "f", cwd=sub), "path_outside_lane")
+    refused(alpha.git("commit", "--allow-empty", "-m", "x", cwd=sub), "path_outside_lane")
+    assert alpha.repo.sha("refs/heads/lane/beta") == beta_tip
+    shutil.rmtree(sub)
+    # the lane's own .git replaced by one naming another lane's git dir
+    own = (alpha.path / ".git").read_text()
+    (alpha.path / ".git").write_text(f"gitdir: {gd}\n")
+    (alpha.path / "g").write_text("x\n")
+    refused(alpha.git("add", "g"), "shim_facts_unknown")
+    assert "g" not in git(beta, "ls-files").stdout.split()
+    (alpha.path / ".git").write_text(own)
+    (alpha.path / "g").unlink()
+    # 8: an external git-foo on PATH; git lane (an external too) still passes
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    foo = bindir / "git-foo"
+    foo.write_text(f"#!/bin/sh\necho ran >'{tmp_path}/foo-ran'\n")
+    foo.chmod(0o755)
+    path = f"{SHIMS}{os.pathsep}{bindir}{os.pathsep}{os.environ['PATH']}"
+    res = alpha.git("foo", "a", env={"PATH": path})
+    refused(res, "external_command")
+    assert "Next: git-foo a" in res.stderr
+    assert not (tmp_path / "foo-ran").exists()

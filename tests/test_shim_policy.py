@@ -5,13 +5,16 @@ a pass or a registered code (never a crash)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import shlex
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from guard import shim
 from guard.errors import CODES
 from guard.shimpolicy import GitFacts, alias_needed, decide_git, parse, read_only
 
@@ -23,8 +26,15 @@ XDG = "/home/u/.config"
 REVS = {"main", "master", "lane/alpha", "lane/beta", "HEAD", "v1", "abc123"}
 
 
+@functools.cache
+def real_long_options(cmd: str, sub: str | None) -> frozenset[str] | None:
+    """What the shim asks the real git (guard/shim.py _long_options), asked once."""
+    return shim._long_options("alpha", str(Path(__file__).parent), cmd, sub)
+
+
 def facts(**over: Any) -> GitFacts:
     base = GitFacts(
+        long_options=real_long_options,
         lane="alpha",
         lane_path=LANE,
         lane_git_dir=GD,
@@ -278,6 +288,121 @@ TABLE: list[tuple[str, dict[str, str], dict[str, Any], str | None]] = [
     ("clean -fd", {}, STALE, "sync_required"),
     ("apply x.patch", {}, STALE, "sync_required"),
     ("stash apply", {}, STALE, "sync_required"),
+    # red team: a prefix of a long option is that option to git (unknown_option, or the
+    # refusal of the command with it spelled out)
+    (
+        "reflog expire --expire=now --expire-unreachable=now --al lane/alpha",
+        {},
+        {},
+        "main_mutation_refused",
+    ),
+    ("gc -q --prun=now", {}, {}, "main_mutation_refused"),
+    ("fetch --dept=1 origin", {}, {}, "main_mutation_refused"),
+    ("branch --del --forc lane/alpha victim", {}, {}, "main_mutation_refused"),
+    ("branch --cop lane/alpha newb", {}, {}, "main_mutation_refused"),
+    ("checkout --orph x", {}, {}, "main_mutation_refused"),
+    ("checkout --det", {}, {}, "main_mutation_refused"),
+    ("config --glo --unset-al core.fsmonitor", {}, {}, "unsafe_config"),
+    ("commit --amen --no-edit", {}, {}, "unknown_option"),
+    ("commit --frobnicate", {}, {}, "unknown_option"),
+    ("branch --sort=-committerdate --list", {}, {}, None),
+    # red team: init / clone writing outside the lane, or re-initialising it
+    ("init --separate-git-dir=/tmp/sep", {}, {}, "path_outside_lane"),
+    ("init --separate-git-dir /tmp/sep sub", {}, {}, "path_outside_lane"),
+    ("init", {}, {"exists": lambda p: True}, "path_outside_lane"),
+    ("init sub", {}, {"exists": lambda p: p.endswith("/.git")}, None),
+    ("init newdir", {"GIT_DIR": GD}, {}, "path_outside_lane"),
+    ("clone --separate-git-dir=/tmp/sep https://example.com/x.git", {}, {}, "path_outside_lane"),
+    ("clone --separate-git-dir /tmp/sep https://example.com/x.git y", {}, {}, "path_outside_lane"),
+    ("clone -b main https://example.com/x.git y", {}, {}, None),
+    # red team: options and arguments that name a file git writes
+    ("checkout-index -a -f --prefix=/w/repo/", {}, {}, "path_outside_lane"),
+    ("checkout-index -a -f --prefix=out/", {}, {}, None),
+    ("format-patch -o /tmp/x HEAD~1", {}, {}, "path_outside_lane"),
+    ("format-patch -o/tmp/x HEAD~1", {}, {}, "path_outside_lane"),
+    ("format-patch --output-directory=/tmp/x HEAD~1", {}, {}, "path_outside_lane"),
+    ("format-patch -o patches HEAD~1", {}, {}, None),
+    ("bundle create /tmp/x.bundle HEAD", {}, {}, "path_outside_lane"),
+    ("config --file /tmp/x k.v v", {}, {}, "path_outside_lane"),
+    ("config -f /tmp/x k.v v", {}, {}, "path_outside_lane"),
+    ("archive --output=/tmp/x.tar HEAD", {}, {}, "path_outside_lane"),
+    ("log --outp=/tmp/x", {}, {}, "path_outside_lane"),
+    ("bugreport -o /tmp/x", {}, {}, "path_outside_lane"),
+    ("diagnose -o /tmp/x", {}, {}, "path_outside_lane"),
+    ("fast-export --export-marks=/tmp/m HEAD", {}, {}, "path_outside_lane"),
+    ("pack-objects /tmp/pk", {}, {}, "path_outside_lane"),
+    ("apply --unsafe-paths x.patch", {}, {}, "path_outside_lane"),
+    ("fast-import", {}, {}, "main_mutation_refused"),
+    # red team: a .git inside the lane makes git use another repository
+    (
+        "add x",
+        {},
+        {"cwd": LANE + "/s", "exists": lambda p: p == LANE + "/s/.git"},
+        "path_outside_lane",
+    ),
+    (
+        "commit -m x",
+        {},
+        {"cwd": LANE + "/s/t", "exists": lambda p: p == LANE + "/s/.git"},
+        "path_outside_lane",
+    ),
+    ("-C s commit -m x", {}, {"exists": lambda p: p == LANE + "/s/.git"}, "path_outside_lane"),
+    ("add x", {}, {"cwd": LANE + "/s", "exists": lambda p: p == LANE + "/.git"}, None),
+    # red team: config that makes git run a program (unsafe_config)
+    ("config core.fsmonitor /tmp/p", {}, {}, "unsafe_config"),
+    ("config --global core.fsmonitor /tmp/p", {}, {}, "unsafe_config"),
+    ("config --global core.sshCommand 'ssh -v'", {}, {}, "unsafe_config"),
+    ("config core.pager less", {}, {}, "unsafe_config"),
+    ("config diff.x.textconv cat", {}, {}, "unsafe_config"),
+    ("config filter.lfs.clean 'x %f'", {}, {}, "unsafe_config"),
+    ("config alias.st status", {}, {}, "unsafe_config"),
+    ("config core.worktree /tmp", {}, {}, "unsafe_config"),
+    ("config set credential.helper store", {}, {}, "unsafe_config"),
+    ("config --remove-section filter.x", {}, {}, "unsafe_config"),
+    ("config url.ext::sh.insteadOf https://", {}, {}, "unsafe_config"),
+    ("-c core.fsmonitor=/tmp/p status", {}, {}, "unsafe_config"),
+    ("-c diff.external=/tmp/p diff", {}, {}, "unsafe_config"),
+    ("-c core.sshCommand=/tmp/p fetch origin", {}, {}, "unsafe_config"),
+    ("--config-env=core.pager=EVIL log", {}, {}, "unsafe_config"),
+    ("--config-env=alias.x=EVIL x", {}, {}, "unsafe_config"),
+    ("status", {"GIT_CONFIG_PARAMETERS": "'core.fsmonitor'='/tmp/p'"}, {}, "unsafe_config"),
+    ("-c core.pager=cat log", {}, {}, None),
+    ("-c core.pager=/tmp/p log", {}, {}, "unsafe_config"),
+    ("ls-remote --upload-pack=/tmp/p .", {}, {}, "unsafe_config"),
+    ("ls-remote --upl=/tmp/p .", {}, {}, "unsafe_config"),
+    ("fetch --upload-pack /tmp/p origin", {}, {}, "unsafe_config"),
+    ("archive --remote=. --exec=/tmp/p HEAD", {}, {}, "unsafe_config"),
+    ("clone -u /tmp/p /w/repo sub", {}, {}, "unsafe_config"),
+    ("rebase --exec 'make test' main", {}, {}, None),
+    # red team: fetch refspecs from -c or from the configuration
+    (
+        "-c remote.s.url=. -c remote.s.fetch=+refs/heads/lane/alpha:refs/heads/v2 fetch s",
+        {},
+        {},
+        "unsafe_config",
+    ),
+    (
+        "fetch s",
+        {},
+        {"fetch_refspecs": lambda: ["+refs/heads/*:refs/heads/*"]},
+        "main_mutation_refused",
+    ),
+    ("pull s", {}, {"fetch_refspecs": lambda: ["+refs/*:refs/*"]}, "main_mutation_refused"),
+    (
+        "fetch --all",
+        {},
+        {"fetch_refspecs": lambda: ["+refs/heads/lane/alpha:refs/heads/v2"]},
+        "main_mutation_refused",
+    ),
+    ("fetch s", {}, {"fetch_refspecs": lambda: None}, "shim_facts_unknown"),
+    ("fetch origin main --refmap=+refs/heads/*:refs/heads/*", {}, {}, "main_mutation_refused"),
+    ("fetch . :x", {}, {}, "main_mutation_refused"),
+    ("fetch s", {}, {"fetch_refspecs": lambda: ["+refs/heads/*:refs/remotes/s/*"]}, None),
+    # red team: an external git-NAME, a git script, a git command not judged here
+    ("foo --bar", {}, {}, "external_command"),
+    ("submodule update", {}, {"is_builtin": lambda n: n != "submodule"}, "external_command"),
+    ("for-each-repo --config=x gc", {}, {"is_builtin": lambda n: True}, "shim_facts_unknown"),
+    ("patch-id", {}, {"is_builtin": lambda n: True}, None),
     # the global options git-lane does not know
     ("--frobnicate commit", {}, {}, "shim_facts_unknown"),
     ("-C", {}, {}, "shim_facts_unknown"),
@@ -339,6 +464,56 @@ def test_aliases_are_resolved_or_refused() -> None:
     assert alias_needed(["-c", "alias.x=checkout", "x", "main"], {}) == "x"
     assert alias_needed(["status"], {}) is None
     assert alias_needed(["co", "main"], {"co": "checkout"}) is None
+
+
+def test_settings_an_alias_carries_are_judged_after_expansion() -> None:
+    f = facts(
+        aliases={
+            "x": "-c core.hooksPath=/dev/null commit",
+            "y": "--exec-path=/tmp commit",
+            "z": "-c core.fsmonitor=/tmp/p status",
+            "w": "-C /w/repo commit",
+        }
+    )
+    for name, code in (
+        ("x", "hooks_disabled"),
+        ("y", "hooks_disabled"),
+        ("z", "unsafe_config"),
+        ("w", "path_outside_lane"),
+    ):
+        r = decide_git([name], ENV, f)
+        assert r is not None and r.code == code, (name, r)
+
+
+def test_a_prefixed_long_option_is_spelled_out_in_next() -> None:
+    r = decide_git(shlex.split("commit --amen --no-edit"), ENV, facts())
+    assert r is not None and r.code == "unknown_option"
+    assert r.next == ["git commit --amend --no-edit"]
+    r = decide_git(shlex.split("commit --no-verif -m x"), ENV, facts())
+    assert r is not None and r.next == ["git commit --no-verify -m x"]
+    r = decide_git(shlex.split("commit --zzz"), ENV, facts())
+    assert r is not None and r.next == ["git help commit"]
+    r = decide_git(shlex.split("commit --amend"), ENV, facts(long_options=lambda c, s: None))
+    assert r is not None and r.code == "unknown_option"  # no list: fail closed
+
+
+def test_external_command_next_runs_the_program_itself() -> None:
+    r = decide_git(["foo", "a b"], ENV, facts())
+    assert r is not None and r.code == "external_command"
+    assert r.next == ["git-foo 'a b'"]
+
+
+def test_small_messages() -> None:
+    r = decide_git(["checkout", "-b"], ENV, facts())
+    assert r is not None and "check out a branch with no name" in r.message
+    r = decide_git(shlex.split("reflog expire --all"), ENV, facts())
+    assert r is not None and "  " not in r.message
+    r = decide_git(shlex.split("fetch . :x"), ENV, facts())
+    assert r is not None and r.next == ["git lane status alpha"]
+    r = decide_git(shlex.split("tag --cont HEAD t"), ENV, facts())
+    assert r is not None and r.code == "unknown_option"
+    assert r.next == ["git tag --contains HEAD t"]  # a listing: it runs
+    assert decide_git(shlex.split("tag --contains HEAD t"), ENV, facts()) is None
 
 
 def test_hooks_disabled_next_is_the_command_without_the_setting() -> None:

@@ -262,3 +262,19 @@ def test_status_never_writes_an_index(repo: Repo) -> None:
     d = repo.jlane("status").json
     assert d["lanes"][0]["dirty"] is False and d["hub"]["dirty_paths"] == []
     assert [(p.read_bytes(), p.stat().st_mtime_ns) for p in indexes] == before
+
+
+def test_a_hub_whose_git_dir_moved_is_a_refusal_not_a_crash(repo: Repo, tmp_path: Path) -> None:
+    """`git init --separate-git-dir=DIR` run in a lane moved the hub's repository (the red
+    team's reproduction; the shim refuses that now): status refuses, it does not crash."""
+    lane_path = repo.create("alpha")
+    subprocess.run(
+        ["git", "init", "-q", f"--separate-git-dir={tmp_path / 'sep'}"],
+        cwd=lane_path,
+        check=True,
+        capture_output=True,
+    )
+    r = repo.jlane("status")
+    assert r.rc == 1, r.stderr
+    assert r.json["code"] == "not_a_git_repo", r.json
+    assert "Traceback" not in r.stderr

@@ -205,13 +205,20 @@ def check_shallow(repo: Repo) -> list[Check]:
         return [finding("shallow", FAIL, f"{path} is unreadable: {exc}", f"ls -l {q(path)}")]
     cut = git.shallow_cut(repo.common_dir, shas)
     if not cut:
+        # nothing behind the cut is here; still a fail: a lane's `fetch --depth` makes a
+        # repository shallow this way, and git-lane's guarantees assume whole history
+        fix = (
+            f"rm {q(path)}  (every commit it lists has all its parents here)"
+            if git.complete_without_shallow(repo.common_dir)
+            else "git fetch --unshallow  (owner's decision: needs a remote with the full history)"
+        )
         return [
             finding(
                 "shallow",
-                WARN,
-                f"a shallow clone ({len(shas)} cut commit(s) in {path}, their parents were never fetched); "
-                "landed work sits above the cut",
-                "git fetch --unshallow  (owner's decision: needs a remote with the full history)",
+                FAIL,
+                f"a shallow repository ({len(shas)} cut commit(s) in {path}): git and git-lane "
+                "then read a cut history (a shallow clone, or a fetch --depth in a lane)",
+                fix,
             )
         ]
     msg = (
@@ -708,6 +715,71 @@ def check_landlock(repo: Repo) -> list[Check]:
     ]
 
 
+# Repository config keys (local and worktree scope) that make git run a program: the next
+# plain `git status` of the owner runs it, unbound. FAIL: what a person rarely sets in a
+# repository's own config; WARN: editors, pagers, filter and diff drivers (git-lfs, a
+# textconv), which people do set, named so the owner can look.
+_PROGRAM_FAIL = (
+    "core.fsmonitor",
+    "core.sshcommand",
+    "diff.external",
+    "core.alternaterefscommand",
+    "uploadpack.packobjectshook",
+    "core.gitproxy",
+    "core.askpass",
+    "gpg.program",
+    "core.worktree",
+)
+
+
+def _program_severity(key: str, value: str) -> str | None:
+    from guard.shimpolicy import program_key
+
+    k = key.lower()
+    if k == "core.fsmonitor" and value.strip().lower() in ("true", "false", "yes", "no", "0", "1"):
+        return None  # the built-in daemon, or off
+    if k.startswith("alias."):
+        return FAIL if value.lstrip().startswith("!") else None
+    if k in _PROGRAM_FAIL or k.startswith(("protocol.", "credential.")):
+        return FAIL
+    if k.startswith("extensions.") or k in ("core.bare", "core.repositoryformatversion"):
+        return None  # git's own repository layout
+    return WARN if program_key(k) else None
+
+
+def check_program_config(repo: Repo) -> list[Check]:
+    """core.fsmonitor, core.sshCommand, diff.external, `!` aliases... in the repository's
+    own config (or a worktree's): a lane could have written them (the shim refuses that
+    now: unsafe_config), and git runs them for anyone, unbound."""
+    out: list[Check] = []
+    res = git.run(["config", "--local", "--null", "--list"], repo.common_dir, check=False)
+    sources = [("--local", res.stdout if res.returncode == 0 else "")]
+    common = Path(os.path.realpath(repo.common_dir))
+    wt_files = [common / "config.worktree", *sorted(common.glob("worktrees/*/config.worktree"))]
+    for cfg in (f for f in wt_files if f.is_file()):
+        r = git.run(
+            ["config", "--file", str(cfg), "--null", "--list"], repo.common_dir, check=False
+        )
+        sources.append((f"--file {q(cfg)}", r.stdout if r.returncode == 0 else ""))
+    for scope, text in sources:
+        for item in text.split("\0"):
+            if not item:
+                continue
+            key, _nl, value = item.partition("\n")
+            sev = _program_severity(key, value)
+            if sev is not None:
+                out.append(
+                    finding(
+                        "program config",
+                        sev,
+                        f"{key} = {git.shown(value)} ({scope}): git runs this program for "
+                        "anyone who runs git here, past git-lane's shims",
+                        f"git config {scope} --unset-all {q(key)}",
+                    )
+                )
+    return out or [finding("program config", OK, "no repository config key runs a program")]
+
+
 CHECKS: tuple[Callable[[Repo], list[Check]], ...] = (
     check_main,
     check_landed,
@@ -717,6 +789,7 @@ CHECKS: tuple[Callable[[Repo], list[Check]], ...] = (
     check_hooks,
     check_hooks_paths,
     check_worktree_config,
+    check_program_config,
     check_replace,
     check_lock,
     check_lanes,

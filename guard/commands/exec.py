@@ -61,12 +61,45 @@ def shims_dir() -> str:
     return os.path.realpath(resources.data_dir("shims"))
 
 
-def bound_path(path: str, shims: str, also: Sequence[str] = ()) -> str:
+def bound_path(path: str, shims: str, also: Sequence[str] = (), git_core: str = "") -> str:
     """PATH with `shims` first and exactly once: every other occurrence of it (or of the
-    shims dir an outer binding named, `also`) is dropped; the rest keeps its order."""
+    shims dir an outer binding named, `also`) is dropped, and so is git's exec path
+    (`git_core`, which git puts first on PATH when it runs `git lane`) and every directory
+    of dashed git commands (git-stash, git-update-ref: they would run without the shim);
+    the rest keeps its order."""
     skip = {shims, *(os.path.realpath(a) for a in also if a)}
-    rest = [p for p in path.split(os.pathsep) if not (p and os.path.realpath(p) in skip)]
+    if git_core:
+        skip.add(os.path.realpath(git_core))
+    rest = [
+        p
+        for p in path.split(os.pathsep)
+        if not (p and (os.path.realpath(p) in skip or _git_core_like(p)))
+    ]
     return os.pathsep.join([shims, *rest]) if path else shims
+
+
+def _git_core_like(d: str) -> bool:
+    """A directory holding git's dashed builtins (git-core, or a copy of it)."""
+    return any(os.path.exists(os.path.join(d, f"git-{c}")) for c in _DASHED)
+
+
+_DASHED = ("update-ref", "stash", "commit", "checkout", "branch", "reset")
+
+
+def git_exec_path(real: str) -> str:
+    """`real --exec-path`: git's own directory of commands ('' when it does not answer)."""
+    try:
+        res = subprocess.run(
+            [real, "--exec-path"],
+            env={"PATH": os.defpath, "LC_ALL": "C"},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return res.stdout.decode("utf-8", "surrogateescape").strip() if res.returncode == 0 else ""
 
 
 def _is_shim(path: str) -> bool:
@@ -154,7 +187,7 @@ def binding_env(repo: Repo, rec: LaneRecord, base: Mapping[str, str]) -> dict[st
         binding.HOME_AT_EXEC: base.get("HOME", ""),
         binding.XDG_AT_EXEC: base.get("XDG_CONFIG_HOME", ""),
         binding.PORT: str(policy.lane_port(rec.key)),
-        "PATH": bound_path(path, shims, [outer]),
+        "PATH": bound_path(path, shims, [outer], git_exec_path(real)),
     }
 
 
@@ -486,5 +519,7 @@ def script(env: Mapping[str, str], unset: Sequence[str], cwd: str, shell: str) -
     else:
         lines = [f"unset {' '.join(unset)}"]
         lines += [f"export {k}={shlex.quote(env[k])}" for k in names]
-    lines.append(f"# cd {shlex.quote(cwd)}")
+    if not cwd.endswith("\n"):  # git.q: one line (printf escapes for a control character)
+        lines.append(f"# cd {git.q(cwd)}")
+    # else no hint: a newline would end the comment and eval would run the rest
     return "\n".join(lines) + "\n"

@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 from guard import git, landed, lane, lock, policy
+from guard.errors import GitError, Refusal
 from guard.commands.land import hub_next
 from guard.repo import Repo
 from guard.results import Alert, LaneView, LockView, StatusResult
@@ -79,7 +80,16 @@ def run(repo: Repo, key: str | None = None, all_: bool = False) -> StatusResult:
     def one(job: Any) -> Any:
         kind, arg = job
         if kind == "hub":
-            return git.dirty_paths(arg)
+            try:
+                return git.dirty_paths(arg)
+            except GitError as exc:  # its .git moved (git init --separate-git-dir), ...
+                raise Refusal(
+                    "not_a_git_repo",
+                    f"git cannot read the hub {git.shown(arg)} as a work tree "
+                    f"({exc.stderr.strip()[:200]}); its .git may point at another repository",
+                    next=[f"git -C {git.q(arg)} rev-parse --absolute-git-dir", "git lane doctor"],
+                    details={"path": str(arg), "stderr": exc.stderr},
+                ) from None
         if kind == "step":
             return git.index_matches(arg.path, str(ep.main_before), ep.paths)
         return lane.view(repo, arg, main_sha, idx, tips)
