@@ -415,3 +415,46 @@ def test_the_hook_loads_only_the_standard_library() -> None:
     root = str(Path(agents.__file__).resolve().parent.parent)
     res = subprocess.run([sys.executable, "-I", "-c", code, root], text=True, capture_output=True)
     assert (res.returncode, res.stdout.strip()) == (0, "[]"), res.stderr
+
+
+# -- git in disguise: normalised first, fail closed ------------------------------------------
+DISGUISED = [
+    "/usr/bin/g\\it -c core.hooksPath=/dev/null commit -q --allow-empty -m x",
+    'gi""t push origin HEAD:main',
+    "gi\\\nt push origin HEAD:main",
+    "sh <<EOF\ngit push . HEAD:main\nEOF",
+    "bash <<'EOF'\ngit push . HEAD:main\nEOF",
+    "alias g=git\ng clean -fdq",
+    "python3 -c \"import subprocess; subprocess.run(['git', 'push'])\"",
+    "export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.hooksPath GIT_CONFIG_VALUE_0=/dev/null; git commit -q -m x",
+    "CDPATH=/tmp cd hub && git clean -fdq",
+    "unset GITLANE_ROLE GITLANE_LANE; git lane release vic --confirm yes-discard-lane",
+    "PATH=/tmp/evil:$PATH; git status",
+    "a=gi; b=t; $a$b push",
+]
+
+
+@pytest.mark.parametrize("command", DISGUISED)
+def test_hook_denies_git_in_disguise(claude_lane: Path, command: str) -> None:
+    ev = event(claude_lane, "Bash", {"command": command})
+    assert refused_code(run_hook(claude_lane, "Bash", ev))  # exit 2, a refusal line
+
+
+def test_hook_denies_cd_when_its_own_env_has_cdpath(claude_lane: Path) -> None:
+    ev = event(claude_lane, "Bash", {"command": "cd hub && git clean -fdq"})
+    cmd = hook_command(claude_lane, "Bash")
+    res = subprocess.run(
+        ["sh", "-c", cmd],
+        input=ev,
+        cwd=claude_lane,
+        text=True,
+        capture_output=True,
+        env={**os.environ, "CDPATH": "/tmp"},
+    )
+    assert refused_code(res) == "adapter_facts_unknown"
+
+
+def test_hook_still_allows_plain_commands_and_text_heredocs(claude_lane: Path) -> None:
+    for command in ("ls -la", "cat > notes.sh <<EOF\nexport PATH=x\nEOF", "git status"):
+        res = run_hook(claude_lane, "Bash", event(claude_lane, "Bash", {"command": command}))
+        assert res.returncode == 0, (command, res.stderr)
