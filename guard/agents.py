@@ -192,7 +192,32 @@ def decide(event: Any, key: str, lane_path: str, check: Check) -> Verdict:
     if not isinstance(target, str) or not target:
         return deny(unknown(f"a {tool} call without {field_name}", key))
     path = os.path.join(base, target)  # `..` and symlinks are the check's to resolve
+    mine = _adapter_file(path, lane_path)
+    if mine is not None:
+        return deny(
+            Refusal(
+                "protected_path",
+                f"{mine} in lane {key} holds this hook (or could turn it off): the agent may "
+                "not edit it; the owner reruns agent-setup to change it",
+                next=[f"git lane agent-setup {shlex.quote(key)} --for claude"],
+                details={"lane": key, "path": path, "tool": tool},
+            )
+        )
     return _from_check(check("write", [path], lane_path, {}), key, f"{tool} {path}")
+
+
+# the Claude Code settings files of the lane: agent-setup's own (the hook's command) and
+# the project's (its "disableAllHooks" would turn the hook off for the next session)
+ADAPTER_FILES = (".claude/settings.local.json", ".claude/settings.json")
+
+
+def _adapter_file(path: str, lane_path: str) -> str | None:
+    """The lane's Claude settings file `path` is (symlinks and `..` resolved), or None."""
+    real = os.path.realpath(path)
+    for rel in ADAPTER_FILES:
+        if real == os.path.realpath(os.path.join(lane_path, rel)):
+            return rel
+    return None
 
 
 def _decide_bash(command: str, cwd: str, key: str, lane_path: str, check: Check) -> Verdict:

@@ -458,3 +458,38 @@ def test_hook_still_allows_plain_commands_and_text_heredocs(claude_lane: Path) -
     for command in ("ls -la", "cat > notes.sh <<EOF\nexport PATH=x\nEOF", "git status"):
         res = run_hook(claude_lane, "Bash", event(claude_lane, "Bash", {"command": command}))
         assert res.returncode == 0, (command, res.stderr)
+
+
+# -- disableAllHooks: never reported as enforced -----------------------------------------------
+def test_disable_all_hooks_in_the_local_settings_is_refused_with_a_runnable_way_out(
+    repo: Repo,
+) -> None:
+    lane = repo.create("alpha")
+    target = lane / CLAUDE
+    target.parent.mkdir(parents=True)
+    target.write_text(json.dumps({"disableAllHooks": True, "permissions": {"allow": []}}))
+    r = repo.jlane("agent-setup", "alpha", "--for", "claude")
+    assert (r.rc, r.code) == (1, "agent_file_conflict"), r.stdout
+    assert r.json["details"]["why"] == "disableAllHooks"
+    assert agents.MARK not in target.read_text()
+    res = subprocess.run(["sh", "-c", r.json["next"][0]], text=True, capture_output=True)
+    assert res.returncode == 0, res.stderr
+    settings = json.loads(target.read_text())
+    assert "disableAllHooks" not in settings and settings["permissions"] == {"allow": []}
+    setup(repo, "alpha", "claude")
+
+
+def test_disable_all_hooks_in_the_project_settings_is_overridden_and_said(repo: Repo) -> None:
+    lane = repo.create("alpha")
+    (lane / ".claude").mkdir()
+    (lane / ".claude" / "settings.json").write_text(json.dumps({"disableAllHooks": True}))
+    out = setup(repo, "alpha", "claude")
+    assert json.loads((lane / CLAUDE).read_text())["disableAllHooks"] is False
+    assert any("disableAllHooks" in w and "settings.json" in w for w in out["warnings"]), out
+
+
+def test_hook_denies_editing_its_own_settings(claude_lane: Path) -> None:
+    for rel in (CLAUDE, ".claude/settings.json", ".claude/../.claude/settings.local.json"):
+        ev = event(claude_lane, "Write", {"file_path": str(claude_lane / rel), "content": "{}"})
+        assert refused_code(run_hook(claude_lane, FILE_MATCHER, ev)) == "protected_path"
+    assert agents.MARK in (claude_lane / CLAUDE).read_text()

@@ -98,6 +98,7 @@ def run(repo: Repo, key: str | None, tool: str) -> AgentSetupResult:
         atomic_write(ipath, text.encode())
     python, pypath = sys.executable, str(Path(guard.__file__).resolve().parent.parent)
     files: list[AgentFile] = []
+    warnings: list[str] = []
     excluded: list[str] = []
     exclude_file: str | None = None
     config: str | None = None
@@ -108,6 +109,8 @@ def run(repo: Repo, key: str | None, tool: str) -> AgentSetupResult:
         old = target.read_bytes() if target.is_file() else None
         if tool == "claude":
             new = _claude(old, target, key, tool, path, python, pypath)
+            new, said = _hooks_on(new, path)
+            warnings.extend(said)
         elif tool == "aider":
             new = _aider(old, target, key, ipath)
         else:
@@ -150,7 +153,7 @@ def run(repo: Repo, key: str | None, tool: str) -> AgentSetupResult:
         "config": config,
         "enforced": ENFORCED[tool],
         "not_enforced": NOT_ENFORCED[tool],
-        "warnings": list(repo.config.warnings),
+        "warnings": [*repo.config.warnings, *warnings],
     }
 
 
@@ -265,6 +268,23 @@ def _claude(
         if not isinstance(loaded, dict) or not isinstance(loaded.get("hooks", {}), dict):
             raise _foreign(target, key, tool, "is not a settings object")
         settings = loaded
+    if settings.get("disableAllHooks") not in (None, False):
+        # Claude Code would run none of the hooks written below: refused, never reported
+        # as enforced; the owner drops the key (the command below), then runs this again
+        drop = (
+            "import json, sys; p = sys.argv[1]; d = json.load(open(p)); "
+            "d.pop('disableAllHooks', None); open(p, 'w').write(json.dumps(d, indent=2) + '\\n')"
+        )
+        raise Refusal(
+            "agent_file_conflict",
+            f'{target} says "disableAllHooks": {json.dumps(settings.get("disableAllHooks"))}: '
+            "Claude Code would run none of the lane's hooks, so nothing would be enforced",
+            next=[
+                f"{git.q(sys.executable)} -c {git.q(drop)} {git.q(target)}",
+                f"git lane agent-setup {key} --for {tool}",
+            ],
+            details={"lane": key, "file": str(target), "why": "disableAllHooks"},
+        )
     pre: dict[str, Any] = {
         "type": "command",
         "command": claude_hook_command(key, lane_path, python, pypath),
@@ -286,6 +306,33 @@ def _claude(
         hooks[event] = [*_without_ours(current), *groups]
     settings["hooks"] = hooks
     return (json.dumps(settings, indent=2) + "\n").encode()
+
+
+def _hooks_on(new: bytes, lane_path: str) -> tuple[bytes, list[str]]:
+    """Claude Code runs no hook at all where a settings file says `"disableAllHooks":
+    true`. The lane's own settings.local.json saying so was refused by `_claude`; when
+    the project's .claude/settings.json or the user's ~/.claude/settings.json says so,
+    settings.local.json (which takes precedence over both) gets `"disableAllHooks":
+    false`, and a warning says which file had it."""
+    said = []
+    for where in (
+        Path(lane_path, ".claude", "settings.json"),
+        Path(os.path.expanduser("~"), ".claude", "settings.json"),
+    ):
+        try:
+            loaded = json.loads(where.read_bytes())
+        except (OSError, ValueError):
+            continue
+        if isinstance(loaded, dict) and loaded.get("disableAllHooks") is True:
+            said.append(
+                f'{where} sets "disableAllHooks": true; the lane\'s .claude/settings.local.json '
+                'now says "disableAllHooks": false (it takes precedence), so the hook runs'
+            )
+    if not said:
+        return new, []
+    settings = json.loads(new)
+    settings["disableAllHooks"] = False
+    return (json.dumps(settings, indent=2) + "\n").encode(), said
 
 
 def _without_ours(groups: list[Any]) -> list[Any]:
