@@ -251,3 +251,21 @@ def test_a_failed_archive_never_runs_the_discard(repo: Repo, tmp_path: Path) -> 
     with tarfile.open(kept) as tar:
         assert len([m for m in tar.getmembers() if m.isfile()]) == 300
     assert not path.exists()
+
+
+def test_a_same_size_edit_with_its_mtime_set_back_is_still_work(repo: Repo) -> None:
+    """cp -p / touch -r restore the mtime; the ctime (and inode) still tell."""
+    (repo.path / ".gitignore").write_text(".env\n")
+    repo.git("add", ".gitignore")
+    repo.git("commit", "-q", "-m", "ignore")
+    repo.config("setup_command", json.dumps("echo TOKEN=aaaa > .env"))
+    path = repo.create("alpha")
+    env = path / ".env"
+    st = env.stat()
+    env.write_text("TOKEN=bbbb\n")  # same size
+    os.utime(env, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert env.stat().st_size == st.st_size and env.stat().st_mtime_ns == st.st_mtime_ns
+    r = repo.jlane("release", "alpha")
+    assert (r.rc, r.code) == (1, "unlanded_work"), r.stdout
+    assert r.json["details"]["ignored_paths"] == [".env"]
+    assert env.read_text() == "TOKEN=bbbb\n"
