@@ -21,6 +21,7 @@ import pytest
 from conftest import Repo, git
 
 from guard import agents
+from guard.adapters import EXCLUDE_BEGIN as BEGIN
 from guard.agents import CheckResult, git_calls
 
 CLAUDE = ".claude/settings.local.json"
@@ -493,3 +494,34 @@ def test_hook_denies_editing_its_own_settings(claude_lane: Path) -> None:
         ev = event(claude_lane, "Write", {"file_path": str(claude_lane / rel), "content": "{}"})
         assert refused_code(run_hook(claude_lane, FILE_MATCHER, ev)) == "protected_path"
     assert agents.MARK in (claude_lane / CLAUDE).read_text()
+
+
+# -- the shared info/exclude entry: never hides a hub's own file, goes with the last lane -------
+def test_a_hub_file_at_the_adapter_path_is_refused(repo: Repo) -> None:
+    repo.create("alpha")
+    (repo.path / ".claude").mkdir()
+    (repo.path / CLAUDE).write_text("{}\n")
+    r = repo.jlane("agent-setup", "alpha", "--for", "claude")
+    assert (r.rc, r.code) == (1, "agent_file_conflict"), r.stdout
+    assert r.json["details"]["why"] == "untracked in another worktree"
+    assert "/" + CLAUDE not in (repo.common_dir / "info" / "exclude").read_text()
+    assert CLAUDE in status(repo.path)
+    # ignored in the hub by its own rule: no harm done, set up
+    (repo.path / ".gitignore").write_text(".claude/settings.local.json\n")
+    setup(repo, "alpha", "claude")
+
+
+def test_the_exclude_entry_goes_with_the_last_lane_that_has_it(repo: Repo) -> None:
+    repo.create("alpha")
+    repo.create("beta")
+    setup(repo, "alpha", "claude")
+    setup(repo, "beta", "claude")
+    exclude = repo.common_dir / "info" / "exclude"
+    assert repo.jlane("release", "alpha").code == "released"
+    assert "/" + CLAUDE in exclude.read_text()  # beta still has it
+    assert repo.jlane("release", "beta").code == "released"
+    assert "/" + CLAUDE not in exclude.read_text()
+    assert BEGIN not in exclude.read_text()
+    (repo.path / ".claude").mkdir()
+    (repo.path / CLAUDE).write_text("{}\n")
+    assert CLAUDE in status(repo.path)  # the hub's own file is seen again

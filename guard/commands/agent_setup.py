@@ -40,8 +40,8 @@ FILES = {
     "aider": ".aider.conf.yml",
     "opencode": "opencode.json",
 }
-BEGIN = "# git-lane agent-setup (begin): files agent adapters write in lanes"
-END = "# git-lane agent-setup (end)"
+BEGIN = adapters.EXCLUDE_BEGIN
+END = adapters.EXCLUDE_END
 AIDER_HEAD = "# git-lane agent-setup"
 BOOT = (
     "import sys; sys.path.insert(0, sys.argv[1]); from guard.agents import main; "
@@ -115,6 +115,7 @@ def run(repo: Repo, key: str | None, tool: str) -> AgentSetupResult:
             new = _aider(old, target, key, ipath)
         else:
             new = _opencode(old, target, key, ipath, repo.main_branch)
+        _not_elsewhere(repo, path, rel, key, tool)
         exclude_file, excluded = _exclude(path, rel, key, tool)
         if old != new:
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -197,6 +198,37 @@ def _foreign(full: Path, key: str, tool: str, why: str) -> Refusal:
         ],
         details={"lane": key, "file": str(full), "why": why},
     )
+
+
+def _not_elsewhere(repo: Repo, lane_path: str, rel: str, key: str, tool: str) -> None:
+    """The exclude entry is shared by every worktree: refused when the hub (or another
+    worktree that is no lane) has an untracked file of its own at `rel`, which the entry
+    would hide from `git add -A` and hand to `git clean -X`."""
+    lanes = {os.path.realpath(r.path) for r in repo.store.lanes() if r.status == "active"}
+    for wt in repo.worktrees():
+        other = os.path.realpath(wt.path)
+        if wt.bare or other == lane_path or other in lanes or not wt.exists:
+            continue
+        full = os.path.join(other, rel)
+        if not os.path.lexists(full):
+            continue
+        if git.run(["ls-files", "-z", "--", rel], other, check=False).stdout:
+            continue  # tracked there: an exclude entry does not hide a tracked file
+        why = git.run(["check-ignore", "-v", "--no-index", "--", rel], other, check=False)
+        if why.ok and not why.stdout.split("\t", 1)[0].endswith(":/" + rel):
+            continue  # ignored there already by its own rule (.gitignore, core.excludesFile)
+        raise Refusal(
+            "agent_file_conflict",
+            f"{full} is an untracked file of that worktree: the info/exclude entry /{rel} "
+            f"that agent-setup adds (shared by every worktree) would hide it from git add -A "
+            f"and let git clean -X delete it",
+            next=[f"git lane exec {key} -- {tool}"],
+            alternatives=[
+                f"mv {git.q(full)} {git.q(full + '.git-lane-bak')} && "
+                f"git lane agent-setup {key} --for {tool}"
+            ],
+            details={"lane": key, "file": full, "why": "untracked in another worktree"},
+        )
 
 
 def _exclude(lane_path: str, rel: str, key: str, tool: str) -> tuple[str, list[str]]:

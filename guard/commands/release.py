@@ -147,6 +147,7 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
     repo.store.write_lane(new)
     repo.store.drop_setup_manifest(key)
     list_path(repo, key).unlink(missing_ok=True)
+    _prune_agent_excludes(repo, key)
     detached_head = work.head if work.detached else None
     repo.store.event(
         "release",
@@ -361,6 +362,33 @@ def g11_keep_work(
 
 
 ADD_F_MAX = 20  # past this many files, committing them is no quick way out: not offered
+
+
+def _prune_agent_excludes(repo: Repo, key: str) -> None:
+    """The info/exclude entries agent-setup added go when no active lane has a file at
+    them any more (the last lane with that adapter is released)."""
+    from guard import adapters
+
+    exclude = repo.common_dir / "info" / "exclude"
+    _, block, _ = adapters.exclude_block(_read(exclude))
+    if not block:
+        return
+    rels = [e.lstrip("/") for e in block]
+    in_use = {
+        rel
+        for rec in repo.store.lanes()
+        if rec.status == "active" and rec.key != key
+        for rel in rels
+        if os.path.lexists(os.path.join(rec.path, rel))
+    }
+    adapters.prune_exclude(exclude, in_use)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
 
 
 def list_path(repo: Repo, key: str) -> Path:
