@@ -321,9 +321,9 @@ def disguised(command: str) -> str | None:
     for pattern, what in _DISGUISES:
         if re.search(pattern, flat):
             return what
-    if "cd" in flat and (os.environ.get("CDPATH") or "CDPATH" in flat):
-        if re.search(rf"{_BREAK}\s*(?:\w+=\S*\s+)*(?:cd|pushd)\b", flat):
-            return "`cd` with CDPATH set"
+    cdpath = os.environ.get("CDPATH") or "CDPATH" in flat
+    if cdpath and re.search(rf"{_BREAK}\s*(?:\w+=\S*\s+)*(?:cd|pushd)\b", flat):
+        return "`cd` with CDPATH set"
     return None
 
 

@@ -113,9 +113,9 @@ def owned_by_ancestor(repo: Repo) -> str | None:
         except (OSError, ValueError, IndexError):
             chain = list(owners)  # cannot tell: any live owner may be ours
         for pid in chain:
-            rec = owners.get(pid)
-            if rec is not None and procs.alive(rec.owner_pid, rec.owner_start):
-                found = rec.key
+            owner = owners.get(pid)
+            if owner is not None and procs.alive(owner.owner_pid, owner.owner_start):
+                found = owner.key
                 break
     _ANCESTRY[str(repo.state_dir)] = found
     return found
