@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from guard.errors import Refusal
+from guard.errors import Refusal, join_next
 
 ALLOW = 0
 DENY = 2  # Claude Code: exit 2 blocks the tool call, stderr goes to the model
@@ -158,7 +158,7 @@ def _from_check(res: CheckResult, key: str, what: str) -> Verdict:
             if not line.splitlines()[-1].startswith("  Or: "):
                 line = lines[start[0]]
         else:
-            line = f"git-lane: refused [{r['code']}]: {r.get('message') or what}. Next: {' ; '.join(nxt)}"
+            line = f"git-lane: refused [{r['code']}]: {r.get('message') or what}. Next: {join_next(nxt)}"
         return Verdict(False, r["code"], line, nxt)
     tail = (res.stderr.strip().splitlines() or [""])[-1][:300]
     return deny(
