@@ -83,15 +83,15 @@ _ANCESTRY: dict[str, str | None] = {}  # state dir -> lane found by ancestry (on
 
 def attach(repo: Repo) -> None:
     """The CLI calls this once it knows the repository a command acts on: from then on a
-    process whose ancestor is a lane's recorded live owner (`git lane exec` records
-    itself while CMD runs; `create --owner-pid`) is a worker bound to that lane, whatever
+    process whose ancestor is a lane's recorded live owner that is a `git lane exec`
+    (exec records itself while CMD runs) is a worker bound to that lane, whatever
     its environment says (unsetting GITLANE_LANE and GITLANE_ROLE grants nothing)."""
     _REPO[:] = [repo]
 
 
 def owned_by_ancestor(repo: Repo) -> str | None:
-    """The lane whose recorded live owner is the nearest ancestor of this process, if
-    any. Where the ancestry cannot be read, every active lane with a live recorded owner
+    """The lane whose recorded live owner, a `git lane exec` of it, is the nearest
+    ancestor of this process, if any. Where the ancestry cannot be read, every active lane with a live recorded owner
     is taken to be this process's (never allow by default): such a lane is returned."""
     cached = _ANCESTRY.get(str(repo.state_dir), "")
     if cached != "":
@@ -114,11 +114,27 @@ def owned_by_ancestor(repo: Repo) -> str | None:
             chain = list(owners)  # cannot tell: any live owner may be ours
         for pid in chain:
             owner = owners.get(pid)
-            if owner is not None and procs.alive(owner.owner_pid, owner.owner_start):
+            if (
+                owner is not None
+                and procs.alive(owner.owner_pid, owner.owner_start)
+                and _is_exec(pid, owner.key)
+            ):
                 found = owner.key
                 break
     _ANCESTRY[str(repo.state_dir)] = found
     return found
+
+
+def _is_exec(pid: int, key: str) -> bool:
+    """Is the recorded owner `pid` a `git lane exec KEY` (which binds what it runs to the
+    lane), not an owner process named by `create --owner-pid` (whose children act for
+    it, land included)? Read from its argv, which its descendants cannot change; an argv
+    that cannot be read counts as exec (the safe side)."""
+    argv = procs.cmdline(pid)
+    if not argv:
+        return True
+    own = argv[: argv.index("--")] if "--" in argv else argv
+    return "exec" in own and key in own[own.index("exec") :]
 
 
 def bound_lane() -> str | None:

@@ -110,3 +110,20 @@ def ancestors(pid: int | None = None) -> list[int]:
         return [p.pid for p in psutil.Process(pid).parents() if p.pid > 1][:ANCESTRY_MAX]
     except psutil.Error:
         return out
+
+
+def cmdline(pid: int) -> list[str] | None:
+    """The argv of process `pid` (/proc/PID/cmdline, else psutil); None when it cannot
+    be read."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read()
+        return [os.fsdecode(a) for a in raw.split(b"\0")[:-1]]
+    except OSError:
+        pass
+    try:
+        import psutil
+
+        return [str(a) for a in psutil.Process(pid).cmdline()]
+    except Exception:
+        return None
