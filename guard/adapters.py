@@ -11,7 +11,7 @@ import json
 import os
 from pathlib import Path
 
-from guard.store import atomic_write_json
+from guard.store import atomic_write, atomic_write_json
 
 
 def record_path(state_dir: Path, key: str) -> Path:
@@ -82,3 +82,36 @@ def _same(lane_path: str, rel: str, files: dict[str, str]) -> bool:
             return sha256(f.read()) == digest
     except OSError:
         return False
+
+
+# -- the marked block of info/exclude agent-setup keeps its files out of git status with ----
+EXCLUDE_BEGIN = "# git-lane agent-setup (begin): files agent adapters write in lanes"
+EXCLUDE_END = "# git-lane agent-setup (end)"
+
+
+def exclude_block(text: str) -> tuple[list[str], list[str], list[str]]:
+    """(before, block entries, after) of an info/exclude text; no block: (all, [], [])."""
+    lines = text.splitlines()
+    if EXCLUDE_BEGIN in lines and EXCLUDE_END in lines[lines.index(EXCLUDE_BEGIN) :]:
+        b = lines.index(EXCLUDE_BEGIN)
+        e = lines.index(EXCLUDE_END, b)
+        return lines[:b], lines[b + 1 : e], lines[e + 1 :]
+    return lines, [], []
+
+
+def prune_exclude(exclude: Path, in_use: set[str]) -> list[str]:
+    """Drop from the block the entries (`/rel`) no active lane has a file at (`in_use`:
+    the lane-relative paths that are), and the block when it is left empty: a hub's own
+    file of that name is no longer ignored once the last lane with the adapter is gone.
+    The entries dropped."""
+    try:
+        text = exclude.read_text()
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    before, block, after = exclude_block(text)
+    keep = [e for e in block if e.lstrip("/") in in_use]
+    if keep == block:
+        return []
+    out = [*before, *([EXCLUDE_BEGIN, *keep, EXCLUDE_END] if keep else []), *after]
+    atomic_write(exclude, ("\n".join(out) + "\n").encode() if out else b"")
+    return [e for e in block if e not in keep]

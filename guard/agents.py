@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from guard.errors import Refusal
+from guard.errors import Refusal, join_next
 
 ALLOW = 0
 DENY = 2  # Claude Code: exit 2 blocks the tool call, stderr goes to the model
@@ -158,7 +158,7 @@ def _from_check(res: CheckResult, key: str, what: str) -> Verdict:
             if not line.splitlines()[-1].startswith("  Or: "):
                 line = lines[start[0]]
         else:
-            line = f"git-lane: refused [{r['code']}]: {r.get('message') or what}. Next: {' ; '.join(nxt)}"
+            line = f"git-lane: refused [{r['code']}]: {r.get('message') or what}. Next: {join_next(nxt)}"
         return Verdict(False, r["code"], line, nxt)
     tail = (res.stderr.strip().splitlines() or [""])[-1][:300]
     return deny(
@@ -192,12 +192,47 @@ def decide(event: Any, key: str, lane_path: str, check: Check) -> Verdict:
     if not isinstance(target, str) or not target:
         return deny(unknown(f"a {tool} call without {field_name}", key))
     path = os.path.join(base, target)  # `..` and symlinks are the check's to resolve
+    mine = _adapter_file(path, lane_path)
+    if mine is not None:
+        return deny(
+            Refusal(
+                "protected_path",
+                f"{mine} in lane {key} holds this hook (or could turn it off): the agent may "
+                "not edit it; the owner reruns agent-setup to change it",
+                next=[f"git lane agent-setup {shlex.quote(key)} --for claude"],
+                details={"lane": key, "path": path, "tool": tool},
+            )
+        )
     return _from_check(check("write", [path], lane_path, {}), key, f"{tool} {path}")
 
 
+# the Claude Code settings files of the lane: agent-setup's own (the hook's command) and
+# the project's (its "disableAllHooks" would turn the hook off for the next session)
+ADAPTER_FILES = (".claude/settings.local.json", ".claude/settings.json")
+
+
+def _adapter_file(path: str, lane_path: str) -> str | None:
+    """The lane's Claude settings file `path` is (symlinks and `..` resolved), or None."""
+    real = os.path.realpath(path)
+    for rel in ADAPTER_FILES:
+        if real == os.path.realpath(os.path.join(lane_path, rel)):
+            return rel
+    return None
+
+
 def _decide_bash(command: str, cwd: str, key: str, lane_path: str, check: Check) -> Verdict:
-    if "git" not in command:
-        return Verdict(True)  # nothing here can reach git by name
+    why = disguised(command)
+    if why is not None:
+        return deny(
+            unknown(
+                f"the command may change how git runs or run it unseen ({why}); "
+                "run the git command on its own, plainly",
+                key,
+                command=command[:500],
+            )
+        )
+    if "git" not in normalized(command):
+        return Verdict(True)  # nothing here can reach git by name, quoted or escaped
     calls = git_calls(command, cwd)
     if isinstance(calls, str):
         return deny(
@@ -245,6 +280,53 @@ _HEREDOC = re.compile(r"(?<!<)<<(-?)[ \t]*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2")
 PLACEHOLDER = "git-lane-substituted-message"
 
 
+def normalized(command: str) -> str:
+    """The command with line continuations, backslashes and quotes dropped: `gi\\t`,
+    `gi""t` and `gi\\<newline>t` all read `git` here, as the shell runs them."""
+    return re.sub(r"[\\'\"]", "", command.replace("\\\n", ""))
+
+
+# the variables that decide which git runs, with what config, hooks and where: set,
+# exported, declared or unset by an agent's command, they are never allowed
+_GUARDED_VARS = (
+    r"(?:GIT_\w*|GITLANE_\w*|PATH|CDPATH|BASH_ENV|ENV|GIT_EXEC_PATH|HOME|XDG_CONFIG_HOME)"
+)
+_BREAK = r"(?:^|[;&|(){}\n]|\bthen\b|\bdo\b|\belse\b)"
+_DISGUISES: tuple[tuple[str, str], ...] = (
+    (rf"{_BREAK}\s*(?:\w+=\S*\s+)*alias\b", "`alias`"),
+    (
+        rf"\b(?:export|declare|typeset|readonly|local|unset|set)\b[^;&|\n]*\b{_GUARDED_VARS}\b",
+        "setting or unsetting a GIT_*, GITLANE_*, PATH or CDPATH variable",
+    ),
+    (
+        rf"{_BREAK}\s*(?:\w+=\S*\s+)*{_GUARDED_VARS}=\S*(?:\s+\w+=\S*)*\s*(?=$|[;&|)}}\n])",
+        "assigning a GIT_*, GITLANE_*, PATH or CDPATH variable for the commands after it",
+    ),
+    (r"\benv\b[^;&|\n]*\s(?:-u|--unset|-i|--ignore-environment)\b", "`env` dropping variables"),
+    (rf"{_BREAK}\s*(?:\w+=\S*\s+)*\$", "a variable as a command"),
+    (r"\beval\b[^;&|\n]*\$", "`eval` of a variable"),
+)
+_INTERPRETERS = re.compile(
+    r"^(?:sh|bash|zsh|dash|ksh|mksh|fish|python[0-9.]*|perl[0-9.]*|ruby|node|nodejs|deno|bun|php|lua|tclsh|awk|gawk|eval|source|\.|xargs|osascript)$"
+)
+
+
+def disguised(command: str) -> str | None:
+    """What in `command` could make git run unseen or differently, whatever else it
+    says (fail closed: the hook cannot follow these), or None."""
+    text = _drop_heredoc_bodies(command, keep_code=True)
+    if text is None:
+        return "a here-document without its end line"
+    flat = normalized(text)
+    for pattern, what in _DISGUISES:
+        if re.search(pattern, flat):
+            return what
+    cdpath = os.environ.get("CDPATH") or "CDPATH" in flat
+    if cdpath and re.search(rf"{_BREAK}\s*(?:\w+=\S*\s+)*(?:cd|pushd)\b", flat):
+        return "`cd` with CDPATH set"
+    return None
+
+
 def git_calls(command: str, cwd: str) -> list[GitCall] | str:
     """The git invocations in a shell command, each with its cwd (after `cd`) and the
     variables assigned in front of it; or a string saying why it cannot be read, when git
@@ -252,9 +334,12 @@ def git_calls(command: str, cwd: str) -> list[GitCall] | str:
     commit message, `eval`, `sh -c "git ..."`, `xargs git`, a variable as the command).
     Here-document bodies are text, and so is `-m "$(cat <<'EOF' ... EOF)"`, Claude
     Code's own way to write a commit message."""
+    command = command.replace("\\\n", "")  # a line continuation joins, as in sh
     text = _drop_heredoc_bodies(command)
     if text is None:
         return "a here-document without its end line"
+    if _drop_heredoc_bodies(command, keep_code=True) != text:
+        return "a here-document fed to an interpreter (its body is code, not text)"
     text = _message_substitutions(text)
     if text is None:
         return "`$(...)` outside a commit message"
@@ -286,6 +371,8 @@ def git_calls(command: str, cwd: str) -> list[GitCall] | str:
             continue
         head = seg[0]
         if head in ("cd", "pushd"):
+            if "CDPATH" in env or os.environ.get("CDPATH"):
+                return "`cd` with CDPATH set"
             if len(seg) > 2 or (len(seg) == 2 and (seg[1] == "-" or "$" in seg[1])):
                 return f"`{shlex.join(seg)}` (a cd it cannot follow)"
             target = seg[1] if len(seg) == 2 else os.environ.get("HOME", "/")
@@ -300,6 +387,10 @@ def git_calls(command: str, cwd: str) -> list[GitCall] | str:
             continue
         if os.path.basename(head) == "git-lane":
             continue  # our own CLI: the engine decides
+        if _INTERPRETERS.match(os.path.basename(head)) and any(
+            "git" in normalized(w) for w in seg[1:]
+        ):
+            return f"`{os.path.basename(head)}` with code that mentions git"
         runs_args = head not in _DATA_COMMANDS or (
             head == "find" and {"-exec", "-execdir", "-ok", "-okdir"} & set(seg)
         )
@@ -316,19 +407,35 @@ def _names_git(word: str) -> bool:
     return re.search(r"(^|[;&|(\s])git(\s|$)", word) is not None
 
 
-def _drop_heredoc_bodies(text: str) -> str | None:
+def _drop_heredoc_bodies(text: str, keep_code: bool = False) -> str | None:
+    """`text` without its here-document bodies (text for `cat`, a commit message); with
+    `keep_code`, a body fed to an interpreter (`sh <<EOF`, `python3 - <<EOF`) stays: it
+    is code."""
     lines = text.split("\n")
     out: list[str] = []
-    pending: list[tuple[bool, str]] = []
+    pending: list[tuple[bool, str, bool]] = []
     for line in lines:
         if pending:
-            strip_tabs, delim = pending[0]
+            strip_tabs, delim, code = pending[0]
             if (line.lstrip("\t") if strip_tabs else line) == delim:
                 pending.pop(0)
+                if code:
+                    out.append(line)
+            elif code:
+                out.append(line)
             continue
         out.append(line)
-        pending = [(m.group(1) == "-", m.group(3)) for m in _HEREDOC.finditer(line)]
+        code = keep_code and _feeds_interpreter(line)
+        pending = [(m.group(1) == "-", m.group(3), code) for m in _HEREDOC.finditer(line)]
     return None if pending else "\n".join(out)
+
+
+def _feeds_interpreter(line: str) -> bool:
+    """Does a command on this line (with a `<<`) run an interpreter?"""
+    for word in re.split(r"[\s;&|(){}]+", normalized(line)):
+        if _INTERPRETERS.match(os.path.basename(word)):
+            return True
+    return False
 
 
 def _message_substitutions(text: str) -> str | None:

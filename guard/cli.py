@@ -27,6 +27,9 @@ class Ctx:
     def repo(self) -> Repo:
         if self._repo is None:
             self._repo = Repo.discover(self.directory)
+            from guard import lane  # roles: a lane owner's descendants are its workers
+
+            lane.attach(self._repo)
         return self._repo
 
     def peek_repo(self) -> Repo | None:

@@ -191,6 +191,45 @@ CODES: dict[str, Code] = _codes(
 )
 
 
+def _comment_at(cmd: str) -> int:
+    """Where the sh comment of `cmd` starts (a `#` outside quotes after a blank), or -1."""
+    quote = ""
+    i = 0
+    while i < len(cmd):
+        c = cmd[i]
+        if quote == "'":
+            quote = "" if c == "'" else quote
+        elif c == "\\":
+            i += 1
+        elif quote == '"':
+            quote = "" if c == '"' else quote
+        elif c in "'\"":
+            quote = c
+        elif c == "#" and (i == 0 or cmd[i - 1] in " \t"):
+            return i
+        i += 1
+    return -1
+
+
+def join_next(cmds: Sequence[str]) -> str:
+    """The `next` commands as one line to paste: joined with ` && ` so a step that fails
+    stops the rest (a discard never runs after a failed copy). A step's trailing `# note`
+    would swallow what follows it, so the notes are gathered after the last command."""
+    parts: list[str] = []
+    notes: list[str] = []
+    for cmd in cmds:
+        at = _comment_at(cmd)
+        if at < 0:
+            parts.append(cmd.rstrip())
+            continue
+        parts.append(cmd[:at].rstrip())
+        note = cmd[at:].lstrip("#").strip()
+        if note:
+            notes.append(note)
+    out = " && ".join(p for p in parts if p)
+    return out + (f"  # {'; '.join(notes)}" if notes else "")
+
+
 class Refusal(Exception):
     """An expected 'no': stable `code`, a sentence `message`, the exact `next` commands
     (one recovery path, in order) and other ways out in `alternatives`."""
@@ -211,7 +250,7 @@ class Refusal(Exception):
         self.details = dict(details or {})
 
     def line(self) -> str:
-        nxt = " ; ".join(self.next) if self.next else "nothing to run"
+        nxt = join_next(self.next) or "nothing to run"
         out = f"git-lane: refused [{self.code}]: {self.message}. Next: {nxt}"
         # one line per alternative: each is a whole way out on its own, never a sequence
         # to paste together with the others

@@ -570,7 +570,12 @@ def edit_file(
         raise _os_refusal(t, e) from None
     try:
         try:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+            # lstat first: a FIFO or device is never opened; O_NONBLOCK besides, so one
+            # swapped in after the lstat does not hang the open either
+            if not stat.S_ISREG(os.lstat(name, dir_fd=dfd).st_mode):
+                raise _not_a_file(t, "not a regular file")
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+            fd = os.open(name, flags, dir_fd=dfd)
         except FileNotFoundError:
             raise _not_a_file(
                 t, "missing (edit changes an existing file; write makes one)"
@@ -797,9 +802,10 @@ def main_edit(argv: Sequence[str]) -> int:
         if "--count" in opts:
             if "--all" in flags:
                 raise Usage("--count and --all exclude each other")
-            if not opts["--count"].isdigit() or int(opts["--count"]) < 1:
+            digits = opts["--count"]
+            if not (digits.isascii() and digits.isdigit()) or int(digits) < 1:
                 raise Usage("--count needs a whole number >= 1")
-            count = int(opts["--count"])
+            count = int(digits)
         t, base, checks = _prepare(pos[0], "edit")
         res = edit_file(t, old, new, count, "--all" in flags, base, checks)
         return {"ok": True, "code": "edited", **res}

@@ -234,7 +234,9 @@ def unchanged_copy(hub: str, lane: str, rel: str) -> bool:
 
 
 # -- what setup left: the ignored files of a lane just after its setup ------------------------
-Stamp = tuple[int, int, int]  # file type (S_IFMT), size, mtime_ns
+# file type (S_IFMT), size, mtime_ns, ctime_ns, inode: mtime can be set back (cp -p,
+# touch -r) after a same-size edit, ctime and the inode cannot be by a user's tools
+Stamp = tuple[int, int, int, int, int]
 Manifest = dict[str, Stamp]
 
 
@@ -259,8 +261,9 @@ def ignored_files(path: str) -> list[str]:
 
 
 def stamps(path: str, rels: list[str]) -> Manifest:
-    """Type, size and mtime of each regular file or symlink among `rels` (never followed);
-    a directory or what is gone has no stamp."""
+    """Type, size, mtime, ctime and inode of each regular file or symlink among `rels`
+    (never followed); a directory or what is gone has no stamp. Any write to a file, or
+    its replacement, changes its ctime or inode, whatever its mtime says."""
     out: Manifest = {}
     for rel in rels:
         if rel.endswith("/"):
@@ -270,7 +273,13 @@ def stamps(path: str, rels: list[str]) -> Manifest:
         except OSError:
             continue
         if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
-            out[rel] = (stat.S_IFMT(st.st_mode), st.st_size, st.st_mtime_ns)
+            out[rel] = (
+                stat.S_IFMT(st.st_mode),
+                st.st_size,
+                st.st_mtime_ns,
+                st.st_ctime_ns,
+                st.st_ino,
+            )
     return out
 
 

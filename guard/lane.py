@@ -77,12 +77,72 @@ def corrupt_refusal(repo: Repo, key: str) -> Refusal:
 
 
 # -- roles ------------------------------------------------------------------------------
+_REPO: list[Repo] = []  # the repository this process acts on (attach), for ancestry
+_ANCESTRY: dict[str, str | None] = {}  # state dir -> lane found by ancestry (once a process)
+
+
+def attach(repo: Repo) -> None:
+    """The CLI calls this once it knows the repository a command acts on: from then on a
+    process whose ancestor is a lane's recorded live owner that is a `git lane exec`
+    (exec records itself while CMD runs) is a worker bound to that lane, whatever
+    its environment says (unsetting GITLANE_LANE and GITLANE_ROLE grants nothing)."""
+    _REPO[:] = [repo]
+
+
+def owned_by_ancestor(repo: Repo) -> str | None:
+    """The lane whose recorded live owner, a `git lane exec` of it, is the nearest
+    ancestor of this process, if any. Where the ancestry cannot be read, every active lane with a live recorded owner
+    is taken to be this process's (never allow by default): such a lane is returned."""
+    cached = _ANCESTRY.get(str(repo.state_dir), "")
+    if cached != "":
+        return cached
+    owners: dict[int, LaneRecord] = {}
+    try:
+        records = repo.store.lanes()
+    except Refusal:
+        # no lane records to read (a file where the directory should be): no lane has a
+        # recorded owner to descend from; reconcile, the repair, must still run
+        records = []
+    for rec in records:
+        if rec.status == "active" and rec.owner_pid and rec.owner_pid != os.getpid():
+            owners[rec.owner_pid] = rec
+    found: str | None = None
+    if owners:
+        try:
+            chain = procs.ancestors()
+        except (OSError, ValueError, IndexError):
+            chain = list(owners)  # cannot tell: any live owner may be ours
+        for pid in chain:
+            owner = owners.get(pid)
+            if (
+                owner is not None
+                and procs.alive(owner.owner_pid, owner.owner_start)
+                and _is_exec(pid, owner.key)
+            ):
+                found = owner.key
+                break
+    _ANCESTRY[str(repo.state_dir)] = found
+    return found
+
+
+def _is_exec(pid: int, key: str) -> bool:
+    """Is the recorded owner `pid` a `git lane exec KEY` (which binds what it runs to the
+    lane), not an owner process named by `create --owner-pid` (whose children act for
+    it, land included)? Read from its argv, which its descendants cannot change; an argv
+    that cannot be read counts as exec (the safe side)."""
+    argv = procs.cmdline(pid)
+    if not argv:
+        return True
+    own = argv[: argv.index("--")] if "--" in argv else argv
+    return "exec" in own and key in own[own.index("exec") :]
+
+
 def bound_lane() -> str | None:
-    return policy.bound_lane(os.environ)
+    return policy.bound_lane(os.environ) or (owned_by_ancestor(_REPO[0]) if _REPO else None)
 
 
 def is_worker() -> bool:
-    return policy.is_worker(os.environ)
+    return policy.is_worker(os.environ) or bound_lane() is not None
 
 
 OWNER_NOTE = "  # as the repository owner, outside the lane"

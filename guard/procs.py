@@ -83,3 +83,47 @@ def alive(pid: int | None, start: float | None) -> bool:
     if start is None:
         return True
     return abs(now - start) < 0.05
+
+
+ANCESTRY_MAX = 128  # parents looked at, at most: a loop in /proc (it cannot be) ends here
+
+
+def ancestors(pid: int | None = None) -> list[int]:
+    """The parent chain of `pid` (default: this process), nearest first, without `pid`
+    itself and without pid 1 and 0. From /proc where there is one, else psutil."""
+    pid = os.getpid() if pid is None else pid
+    out: list[int] = []
+    if os.path.isdir("/proc/self"):
+        cur = pid
+        for _ in range(ANCESTRY_MAX):
+            fields = stat_fields(cur)  # OSError: /proc unusable; the caller decides
+            if fields is None:
+                break
+            cur = int(fields[1])  # field 4: ppid
+            if cur <= 1:
+                break
+            out.append(cur)
+        return out
+    import psutil
+
+    try:
+        return [p.pid for p in psutil.Process(pid).parents() if p.pid > 1][:ANCESTRY_MAX]
+    except psutil.Error:
+        return out
+
+
+def cmdline(pid: int) -> list[str] | None:
+    """The argv of process `pid` (/proc/PID/cmdline, else psutil); None when it cannot
+    be read."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read()
+        return [os.fsdecode(a) for a in raw.split(b"\0")[:-1]]
+    except OSError:
+        pass
+    try:
+        import psutil
+
+        return [str(a) for a in psutil.Process(pid).cmdline()]
+    except Exception:
+        return None

@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 
 from guard import policy
+from guard.errors import join_next
 
 Result = Mapping[str, Any]
 WIDTH = 100  # what a line of status or log is laid out to fit
@@ -191,7 +192,7 @@ def sync(r: Result) -> str:
         main = str(r.get("main") or "")[:12]
         out = [f"lane {r['lane']} is fresh" + (f" (on main {main})" if main else "")]
         if r.get("next"):
-            out.append("Next: " + " ; ".join(r["next"]))
+            out.append("Next: " + join_next(r["next"]))
         return "\n".join(out)
     wl = r["worklist"]
     out = [
@@ -201,7 +202,7 @@ def sync(r: Result) -> str:
     for f in wl["files"]:
         out.append(f"  {f['kind']:<16} {f['path']}")
     out.append(f"resolve them in {r['path']}, then:")
-    out.append("Next: " + " ; ".join(r["next"]))
+    out.append("Next: " + join_next(r["next"]))
     out.extend(f"  Or: {a}" for a in r.get("alternatives") or [])
     return "\n".join(out)
 

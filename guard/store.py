@@ -331,30 +331,36 @@ class Store:
         return out
 
     # -- setup manifests -------------------------------------------------------
-    # setup/KEY.json (setup/alpha.json for lane alpha): the ignored files a lane's setup left (type, size, mtime_ns each),
+    # setup/KEY.json (setup/alpha.json for lane alpha): the ignored files a lane's setup left (type, size, mtime_ns, ctime_ns, inode each),
     # for the lane of that path and creation time only. Release counts as work only the
     # ignored files that are not in it as they were; missing or unreadable, every ignored
     # file counts (the safe side).
     def setup_manifest_path(self, key: str) -> Path:
         return self.dir / "setup" / f"{key}.json"
 
-    def read_setup_manifest(self, rec: LaneRecord) -> dict[str, tuple[int, int, int]] | None:
+    def read_setup_manifest(
+        self, rec: LaneRecord
+    ) -> dict[str, tuple[int, int, int, int, int]] | None:
         d = self.read_json(self.setup_manifest_path(rec.key), lane=rec.key)
         if d is None or d.get("path") != rec.path or d.get("created_at") != rec.created_at:
             return None
         files = d.get("files")
         if not isinstance(files, dict):
             return None
-        out: dict[str, tuple[int, int, int]] = {}
+        out: dict[str, tuple[int, int, int, int, int]] = {}
         for rel, st in files.items():
-            if not (isinstance(st, list) and len(st) == 3 and all(_is_int(x) for x in st)):
+            # an older manifest (type, size, mtime only) cannot tell a same-size edit
+            # with its mtime set back: unread, so every ignored file counts as work
+            if not (isinstance(st, list) and len(st) == 5 and all(_is_int(x) for x in st)):
                 return None
-            out[rel] = (st[0], st[1], st[2])
+            out[rel] = (st[0], st[1], st[2], st[3], st[4])
         return out
 
-    def write_setup_manifest(self, rec: LaneRecord, files: dict[str, tuple[int, int, int]]) -> None:
+    def write_setup_manifest(
+        self, rec: LaneRecord, files: dict[str, tuple[int, int, int, int, int]]
+    ) -> None:
         obj = {
-            "schema": 1,
+            "schema": 2,
             "lane": rec.key,
             "path": rec.path,
             "created_at": rec.created_at,

@@ -21,6 +21,7 @@ import pytest
 from conftest import Repo, git
 
 from guard import agents
+from guard.adapters import EXCLUDE_BEGIN as BEGIN
 from guard.agents import CheckResult, git_calls
 
 CLAUDE = ".claude/settings.local.json"
@@ -415,3 +416,112 @@ def test_the_hook_loads_only_the_standard_library() -> None:
     root = str(Path(agents.__file__).resolve().parent.parent)
     res = subprocess.run([sys.executable, "-I", "-c", code, root], text=True, capture_output=True)
     assert (res.returncode, res.stdout.strip()) == (0, "[]"), res.stderr
+
+
+# -- git in disguise: normalised first, fail closed ------------------------------------------
+DISGUISED = [
+    "/usr/bin/g\\it -c core.hooksPath=/dev/null commit -q --allow-empty -m x",
+    'gi""t push origin HEAD:main',
+    "gi\\\nt push origin HEAD:main",
+    "sh <<EOF\ngit push . HEAD:main\nEOF",
+    "bash <<'EOF'\ngit push . HEAD:main\nEOF",
+    "alias g=git\ng clean -fdq",
+    "python3 -c \"import subprocess; subprocess.run(['git', 'push'])\"",
+    "export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.hooksPath GIT_CONFIG_VALUE_0=/dev/null; git commit -q -m x",
+    "CDPATH=/tmp cd hub && git clean -fdq",
+    "unset GITLANE_ROLE GITLANE_LANE; git lane release vic --confirm yes-discard-lane",
+    "PATH=/tmp/evil:$PATH; git status",
+    "a=gi; b=t; $a$b push",
+]
+
+
+@pytest.mark.parametrize("command", DISGUISED)
+def test_hook_denies_git_in_disguise(claude_lane: Path, command: str) -> None:
+    ev = event(claude_lane, "Bash", {"command": command})
+    assert refused_code(run_hook(claude_lane, "Bash", ev))  # exit 2, a refusal line
+
+
+def test_hook_denies_cd_when_its_own_env_has_cdpath(claude_lane: Path) -> None:
+    ev = event(claude_lane, "Bash", {"command": "cd hub && git clean -fdq"})
+    cmd = hook_command(claude_lane, "Bash")
+    res = subprocess.run(
+        ["sh", "-c", cmd],
+        input=ev,
+        cwd=claude_lane,
+        text=True,
+        capture_output=True,
+        env={**os.environ, "CDPATH": "/tmp"},
+    )
+    assert refused_code(res) == "adapter_facts_unknown"
+
+
+def test_hook_still_allows_plain_commands_and_text_heredocs(claude_lane: Path) -> None:
+    for command in ("ls -la", "cat > notes.sh <<EOF\nexport PATH=x\nEOF", "git status"):
+        res = run_hook(claude_lane, "Bash", event(claude_lane, "Bash", {"command": command}))
+        assert res.returncode == 0, (command, res.stderr)
+
+
+# -- disableAllHooks: never reported as enforced -----------------------------------------------
+def test_disable_all_hooks_in_the_local_settings_is_refused_with_a_runnable_way_out(
+    repo: Repo,
+) -> None:
+    lane = repo.create("alpha")
+    target = lane / CLAUDE
+    target.parent.mkdir(parents=True)
+    target.write_text(json.dumps({"disableAllHooks": True, "permissions": {"allow": []}}))
+    r = repo.jlane("agent-setup", "alpha", "--for", "claude")
+    assert (r.rc, r.code) == (1, "agent_file_conflict"), r.stdout
+    assert r.json["details"]["why"] == "disableAllHooks"
+    assert agents.MARK not in target.read_text()
+    res = subprocess.run(["sh", "-c", r.json["next"][0]], text=True, capture_output=True)
+    assert res.returncode == 0, res.stderr
+    settings = json.loads(target.read_text())
+    assert "disableAllHooks" not in settings and settings["permissions"] == {"allow": []}
+    setup(repo, "alpha", "claude")
+
+
+def test_disable_all_hooks_in_the_project_settings_is_overridden_and_said(repo: Repo) -> None:
+    lane = repo.create("alpha")
+    (lane / ".claude").mkdir()
+    (lane / ".claude" / "settings.json").write_text(json.dumps({"disableAllHooks": True}))
+    out = setup(repo, "alpha", "claude")
+    assert json.loads((lane / CLAUDE).read_text())["disableAllHooks"] is False
+    assert any("disableAllHooks" in w and "settings.json" in w for w in out["warnings"]), out
+
+
+def test_hook_denies_editing_its_own_settings(claude_lane: Path) -> None:
+    for rel in (CLAUDE, ".claude/settings.json", ".claude/../.claude/settings.local.json"):
+        ev = event(claude_lane, "Write", {"file_path": str(claude_lane / rel), "content": "{}"})
+        assert refused_code(run_hook(claude_lane, FILE_MATCHER, ev)) == "protected_path"
+    assert agents.MARK in (claude_lane / CLAUDE).read_text()
+
+
+# -- the shared info/exclude entry: never hides a hub's own file, goes with the last lane -------
+def test_a_hub_file_at_the_adapter_path_is_refused(repo: Repo) -> None:
+    repo.create("alpha")
+    (repo.path / ".claude").mkdir()
+    (repo.path / CLAUDE).write_text("{}\n")
+    r = repo.jlane("agent-setup", "alpha", "--for", "claude")
+    assert (r.rc, r.code) == (1, "agent_file_conflict"), r.stdout
+    assert r.json["details"]["why"] == "untracked in another worktree"
+    assert "/" + CLAUDE not in (repo.common_dir / "info" / "exclude").read_text()
+    assert CLAUDE in status(repo.path)
+    # ignored in the hub by its own rule: no harm done, set up
+    (repo.path / ".gitignore").write_text(".claude/settings.local.json\n")
+    setup(repo, "alpha", "claude")
+
+
+def test_the_exclude_entry_goes_with_the_last_lane_that_has_it(repo: Repo) -> None:
+    repo.create("alpha")
+    repo.create("beta")
+    setup(repo, "alpha", "claude")
+    setup(repo, "beta", "claude")
+    exclude = repo.common_dir / "info" / "exclude"
+    assert repo.jlane("release", "alpha").code == "released"
+    assert "/" + CLAUDE in exclude.read_text()  # beta still has it
+    assert repo.jlane("release", "beta").code == "released"
+    assert "/" + CLAUDE not in exclude.read_text()
+    assert BEGIN not in exclude.read_text()
+    (repo.path / ".claude").mkdir()
+    (repo.path / CLAUDE).write_text("{}\n")
+    assert CLAUDE in status(repo.path)  # the hub's own file is seen again

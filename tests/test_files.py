@@ -714,3 +714,19 @@ def test_a_user_config_swapped_after_exec_is_not_read(
     assert (r.rc, r.code) == (1, "path_outside_lane")
     env = bound_env(repo, "alpha", lane, **{binding.XDG_AT_EXEC: str(mine)})  # exec saw it
     assert shim("write", str(outside / "x"), cwd=lane, env=env, data=b"x").rc == 0
+
+
+def test_edit_count_takes_ascii_digits_only(tmp_path: Path) -> None:
+    env = unbound_env()
+    (tmp_path / "f.txt").write_text("x\n")
+    for bad in ("¹", "١", "²3"):
+        r = shim("edit", "f.txt", "--old", "x", "--new", "y", "--count", bad, cwd=tmp_path, env=env)
+        assert r.rc == 2 and "Traceback" not in r.stderr, (bad, r.stderr)
+    assert (tmp_path / "f.txt").read_text() == "x\n"
+
+
+def test_edit_of_a_fifo_is_refused_without_hanging(tmp_path: Path) -> None:
+    env = unbound_env()
+    os.mkfifo(tmp_path / "pipe")
+    r = shim("edit", "pipe", "--old", "x", "--new", "y", "--json", cwd=tmp_path, env=env)
+    assert (r.rc, r.code) == (1, "not_a_file"), r.stdout

@@ -18,7 +18,7 @@ import pytest
 from conftest import Repo, lane
 from test_next_runs import gitlane_on_path  # noqa: F401  (`git lane` in a next runs this checkout)
 
-from guard.lane import OWNER_NOTE
+from guard.lane import CONFIRM, OWNER_NOTE
 from guard import render
 
 
@@ -209,10 +209,63 @@ def test_a_big_ignored_dir_is_archived_as_one_word(repo: Repo) -> None:
     r = repo.jlane("release", "alpha")
     assert (r.rc, r.code) == (1, "unlanded_work"), r.stdout
     assert r.json["details"]["ignored_count"] == 30  # each file counted once
-    assert r.json["next"][0].endswith(" -- ./build"), r.json["next"]
+    listing = Path(shlex.split(r.json["next"][0])[5])  # tar -C PATH --null -T LIST ...
+    assert listing.read_bytes() == b"./build\0", r.json["next"]
     assert not any("add -f" in c for c in r.json["alternatives"])  # 30 files: no quick commit
     assert sh(r.json["next"][0], repo.path).returncode == 0
     assert repo.jlane("release", *shlex.split(r.json["next"][1])[3:]).code == "released"
     (kept,) = (repo.state_dir / "kept").iterdir()
     with tarfile.open(kept) as tar:
         assert len([m for m in tar.getmembers() if m.isfile()]) == 30
+
+
+def test_a_failed_archive_never_runs_the_discard(repo: Repo, tmp_path: Path) -> None:
+    """The printed Next line is one path joined with &&: when tar fails (a name list past
+    ARG_MAX once did), the lane and its files stay. The names never go on tar's command
+    line, so the command does not grow with them."""
+    (repo.path / ".gitignore").write_text("*.log\n")
+    repo.git("add", ".gitignore")
+    repo.git("commit", "-q", "-m", "ignore")
+    path = repo.create("alpha")
+    for n in range(300):
+        (path / f"f{n:03}.log").write_text(f"{n}\n")
+    r = repo.jlane("release", "alpha")
+    assert (r.rc, r.code) == (1, "unlanded_work"), r.stdout
+    assert all(len(c) < 400 for c in r.json["next"]), r.json["next"]
+    line = repo.lane("release", "alpha").stderr.splitlines()[0]
+    cmd = line.split(" Next: ", 1)[1]
+    assert " ; " not in cmd and cmd.endswith(f"git lane release alpha --confirm {CONFIRM}")
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    (fake / "tar").write_text("#!/bin/sh\necho 'tar: Argument list too long' >&2\nexit 2\n")
+    (fake / "tar").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    res = subprocess.run(["sh", "-c", cmd], cwd=repo.path, text=True, capture_output=True, env=env)
+    assert res.returncode != 0
+    assert (path / "f299.log").is_file()
+    assert repo.jlane("status", "alpha").json["lanes"][0]["key"] == "alpha"
+    # with the real tar the same line keeps every file, then releases
+    res = subprocess.run(["sh", "-c", cmd], cwd=repo.path, text=True, capture_output=True)
+    assert res.returncode == 0, res.stderr
+    (kept,) = (repo.state_dir / "kept").iterdir()
+    with tarfile.open(kept) as tar:
+        assert len([m for m in tar.getmembers() if m.isfile()]) == 300
+    assert not path.exists()
+
+
+def test_a_same_size_edit_with_its_mtime_set_back_is_still_work(repo: Repo) -> None:
+    """cp -p / touch -r restore the mtime; the ctime (and inode) still tell."""
+    (repo.path / ".gitignore").write_text(".env\n")
+    repo.git("add", ".gitignore")
+    repo.git("commit", "-q", "-m", "ignore")
+    repo.config("setup_command", json.dumps("echo TOKEN=aaaa > .env"))
+    path = repo.create("alpha")
+    env = path / ".env"
+    st = env.stat()
+    env.write_text("TOKEN=bbbb\n")  # same size
+    os.utime(env, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert env.stat().st_size == st.st_size and env.stat().st_mtime_ns == st.st_mtime_ns
+    r = repo.jlane("release", "alpha")
+    assert (r.rc, r.code) == (1, "unlanded_work"), r.stdout
+    assert r.json["details"]["ignored_paths"] == [".env"]
+    assert env.read_text() == "TOKEN=bbbb\n"

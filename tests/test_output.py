@@ -301,3 +301,16 @@ def test_create_goal_is_made_a_key(repo: Repo) -> None:
     assert len(long) <= 63 and long.endswith("-1")
     r = repo.jlane("create", "--goal", "!!!")
     assert (r.rc, r.code) == (1, "invalid_lane_key")
+
+
+def test_next_line_is_joined_with_and_and_notes_go_last() -> None:
+    """A failed step stops the rest; a `# note` on a step would swallow what follows it."""
+    from guard.errors import Refusal
+
+    r = Refusal("x", "m", next=["git lane land a  # as the owner", "git lane release a"])
+    assert (
+        r.line()
+        == "git-lane: refused [x]: m. Next: git lane land a && git lane release a  # as the owner"
+    )
+    r = Refusal("x", "m", next=["echo 'a  # b'", "true"])
+    assert r.line().endswith("Next: echo 'a  # b' && true")

@@ -98,3 +98,46 @@ def test_role_worker_must_name_a_lane_and_may_read(two_lanes: tuple[Repo, Path, 
 def test_empty_lane_variable_is_not_a_worker(repo: Repo) -> None:
     r = repo.jlane("create", "alpha", env={"GITLANE_LANE": ""})
     assert (r.rc, r.code) == (0, "created")
+
+
+# -- a lane owner's descendants are its workers, whatever their environment says ---------
+from test_next_runs import gitlane_on_path  # noqa: E402,F401  (`git lane` inside exec runs this checkout)
+
+
+def test_unsetting_the_role_inside_exec_grants_nothing(repo: Repo) -> None:
+    repo.config("gate_command", "true")
+    repo.create("alpha")
+    vic = repo.create("vic")
+    (vic / "precious.txt").write_text("vic's work\n")
+    before = lane_files(repo)
+    escape = (
+        "unset GITLANE_ROLE GITLANE_LANE; git lane --json release vic --confirm yes-discard-lane"
+    )
+    r = repo.lane("exec", "alpha", "--", "sh", "-c", escape)
+    assert r.rc == 1, (r.stdout, r.stderr)
+    assert json.loads(r.stdout)["code"] == "role_forbidden", r.stdout
+    assert (vic / "precious.txt").read_text() == "vic's work\n"
+    assert repo.jlane("status", "vic").json["lanes"][0]["key"] == "vic"
+    # its own lane's land too: worker_land deny
+    r = repo.lane(
+        "exec",
+        "alpha",
+        "--",
+        "sh",
+        "-c",
+        "unset GITLANE_ROLE GITLANE_LANE; git lane --json land alpha",
+    )
+    assert json.loads(r.stdout)["code"] == "role_forbidden", r.stdout
+    r = repo.lane(
+        "exec",
+        "alpha",
+        "--",
+        "sh",
+        "-c",
+        'env -i PATH="$PATH" PYTHONPATH="$PYTHONPATH" git lane --json config set gate off',
+    )
+    assert json.loads(r.stdout)["code"] == "role_forbidden", r.stdout
+    assert lane_files(repo).keys() == before.keys()
+    # the owner, outside exec, still releases it
+    r = repo.jlane("release", "vic", "--confirm", "yes-discard-lane")
+    assert (r.rc, r.code) == (0, "released"), r.stdout

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from guard import config, lock
-from guard.errors import Refusal
+from guard.errors import Refusal, join_next
 from guard.policy import choose_main
 from guard.repo import Repo as GRepo
 from guard.store import Epoch, Store
@@ -322,7 +322,7 @@ def test_refusal_line_sh_equals_python(
         str(state),
         code,
         message,
-        " ; ".join(nxt),
+        join_next(nxt),
     )
     assert res.returncode == 1
     assert res.stderr == Refusal(code, message, next=nxt).line() + "\n"

@@ -40,8 +40,8 @@ FILES = {
     "aider": ".aider.conf.yml",
     "opencode": "opencode.json",
 }
-BEGIN = "# git-lane agent-setup (begin): files agent adapters write in lanes"
-END = "# git-lane agent-setup (end)"
+BEGIN = adapters.EXCLUDE_BEGIN
+END = adapters.EXCLUDE_END
 AIDER_HEAD = "# git-lane agent-setup"
 BOOT = (
     "import sys; sys.path.insert(0, sys.argv[1]); from guard.agents import main; "
@@ -98,6 +98,7 @@ def run(repo: Repo, key: str | None, tool: str) -> AgentSetupResult:
         atomic_write(ipath, text.encode())
     python, pypath = sys.executable, str(Path(guard.__file__).resolve().parent.parent)
     files: list[AgentFile] = []
+    warnings: list[str] = []
     excluded: list[str] = []
     exclude_file: str | None = None
     config: str | None = None
@@ -108,10 +109,13 @@ def run(repo: Repo, key: str | None, tool: str) -> AgentSetupResult:
         old = target.read_bytes() if target.is_file() else None
         if tool == "claude":
             new = _claude(old, target, key, tool, path, python, pypath)
+            new, said = _hooks_on(new, path)
+            warnings.extend(said)
         elif tool == "aider":
             new = _aider(old, target, key, ipath)
         else:
             new = _opencode(old, target, key, ipath, repo.main_branch)
+        _not_elsewhere(repo, path, rel, key, tool)
         exclude_file, excluded = _exclude(path, rel, key, tool)
         if old != new:
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -150,7 +154,7 @@ def run(repo: Repo, key: str | None, tool: str) -> AgentSetupResult:
         "config": config,
         "enforced": ENFORCED[tool],
         "not_enforced": NOT_ENFORCED[tool],
-        "warnings": list(repo.config.warnings),
+        "warnings": [*repo.config.warnings, *warnings],
     }
 
 
@@ -194,6 +198,37 @@ def _foreign(full: Path, key: str, tool: str, why: str) -> Refusal:
         ],
         details={"lane": key, "file": str(full), "why": why},
     )
+
+
+def _not_elsewhere(repo: Repo, lane_path: str, rel: str, key: str, tool: str) -> None:
+    """The exclude entry is shared by every worktree: refused when the hub (or another
+    worktree that is no lane) has an untracked file of its own at `rel`, which the entry
+    would hide from `git add -A` and hand to `git clean -X`."""
+    lanes = {os.path.realpath(r.path) for r in repo.store.lanes() if r.status == "active"}
+    for wt in repo.worktrees():
+        other = os.path.realpath(wt.path)
+        if wt.bare or other == lane_path or other in lanes or not wt.exists:
+            continue
+        full = os.path.join(other, rel)
+        if not os.path.lexists(full):
+            continue
+        if git.run(["ls-files", "-z", "--", rel], other, check=False).stdout:
+            continue  # tracked there: an exclude entry does not hide a tracked file
+        why = git.run(["check-ignore", "-v", "--no-index", "--", rel], other, check=False)
+        if why.ok and not why.stdout.split("\t", 1)[0].endswith(":/" + rel):
+            continue  # ignored there already by its own rule (.gitignore, core.excludesFile)
+        raise Refusal(
+            "agent_file_conflict",
+            f"{full} is an untracked file of that worktree: the info/exclude entry /{rel} "
+            f"that agent-setup adds (shared by every worktree) would hide it from git add -A "
+            f"and let git clean -X delete it",
+            next=[f"git lane exec {key} -- {tool}"],
+            alternatives=[
+                f"mv {git.q(full)} {git.q(full + '.git-lane-bak')} && "
+                f"git lane agent-setup {key} --for {tool}"
+            ],
+            details={"lane": key, "file": full, "why": "untracked in another worktree"},
+        )
 
 
 def _exclude(lane_path: str, rel: str, key: str, tool: str) -> tuple[str, list[str]]:
@@ -265,6 +300,23 @@ def _claude(
         if not isinstance(loaded, dict) or not isinstance(loaded.get("hooks", {}), dict):
             raise _foreign(target, key, tool, "is not a settings object")
         settings = loaded
+    if settings.get("disableAllHooks") not in (None, False):
+        # Claude Code would run none of the hooks written below: refused, never reported
+        # as enforced; the owner drops the key (the command below), then runs this again
+        drop = (
+            "import json, sys; p = sys.argv[1]; d = json.load(open(p)); "
+            "d.pop('disableAllHooks', None); open(p, 'w').write(json.dumps(d, indent=2) + '\\n')"
+        )
+        raise Refusal(
+            "agent_file_conflict",
+            f'{target} says "disableAllHooks": {json.dumps(settings.get("disableAllHooks"))}: '
+            "Claude Code would run none of the lane's hooks, so nothing would be enforced",
+            next=[
+                f"{git.q(sys.executable)} -c {git.q(drop)} {git.q(target)}",
+                f"git lane agent-setup {key} --for {tool}",
+            ],
+            details={"lane": key, "file": str(target), "why": "disableAllHooks"},
+        )
     pre: dict[str, Any] = {
         "type": "command",
         "command": claude_hook_command(key, lane_path, python, pypath),
@@ -286,6 +338,33 @@ def _claude(
         hooks[event] = [*_without_ours(current), *groups]
     settings["hooks"] = hooks
     return (json.dumps(settings, indent=2) + "\n").encode()
+
+
+def _hooks_on(new: bytes, lane_path: str) -> tuple[bytes, list[str]]:
+    """Claude Code runs no hook at all where a settings file says `"disableAllHooks":
+    true`. The lane's own settings.local.json saying so was refused by `_claude`; when
+    the project's .claude/settings.json or the user's ~/.claude/settings.json says so,
+    settings.local.json (which takes precedence over both) gets `"disableAllHooks":
+    false`, and a warning says which file had it."""
+    said = []
+    for where in (
+        Path(lane_path, ".claude", "settings.json"),
+        Path(os.path.expanduser("~"), ".claude", "settings.json"),
+    ):
+        try:
+            loaded = json.loads(where.read_bytes())
+        except (OSError, ValueError):
+            continue
+        if isinstance(loaded, dict) and loaded.get("disableAllHooks") is True:
+            said.append(
+                f'{where} sets "disableAllHooks": true; the lane\'s .claude/settings.local.json '
+                'now says "disableAllHooks": false (it takes precedence), so the hook runs'
+            )
+    if not said:
+        return new, []
+    settings = json.loads(new)
+    settings["disableAllHooks"] = False
+    return (json.dumps(settings, indent=2) + "\n").encode(), said
 
 
 def _without_ours(groups: list[Any]) -> list[Any]:

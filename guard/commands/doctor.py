@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from guard import git, landed
 from guard.commands import install as hookinstall
-from guard.errors import GitError, Refusal
+from guard.errors import GitError, Refusal, join_next
 from guard.git import q
 from guard.repo import Repo
 from guard.results import Check, DoctorResult
@@ -804,9 +804,7 @@ def run(repo: Repo) -> DoctorResult:
         try:
             checks.extend(fn(repo))
         except Refusal as r:
-            checks.append(
-                finding(name, FAIL, f"[{r.code}] {r.message}", " ; ".join(r.next) or None)
-            )
+            checks.append(finding(name, FAIL, f"[{r.code}] {r.message}", join_next(r.next) or None))
         except GitError as exc:
             checks.append(finding(name, FAIL, f"git failed: {exc.stderr.strip()[:300]}", None))
     ok = not any(c["status"] == FAIL for c in checks)

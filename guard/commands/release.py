@@ -146,6 +146,8 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
     )
     repo.store.write_lane(new)
     repo.store.drop_setup_manifest(key)
+    list_path(repo, key).unlink(missing_ok=True)
+    _prune_agent_excludes(repo, key)
     detached_head = work.head if work.detached else None
     repo.store.event(
         "release",
@@ -320,14 +322,17 @@ def g11_keep_work(
         kept = repo.store.dir / "kept" / f"{key}-{now_iso().replace(':', '')}.tar"
         files = " ".join(git.q("./" + p.rstrip("/")) for p in work.ignored)
         # the archive takes a whole ignored directory where one holds the files (a build
-        # dir of many files is one word; what setup left in it comes along, harmlessly)
-        tops = " ".join(git.q("./" + p.rstrip("/")) for p in _ignored_tops(path, work.ignored))
+        # dir of many files is one word; what setup left in it comes along, harmlessly).
+        # The names go to tar in a NUL-separated list file, never on its command line
+        # (40000 files would pass ARG_MAX: tar would not run, and the discard after it must
+        # not either: `next` is joined with &&)
+        listing = _write_list(list_path(repo, key), _ignored_tops(path, work.ignored))
         message += (
             f". There is nothing to land: `--confirm {CONFIRM}` discards them; the first "
             f"command below keeps a copy in {git.shown(kept)}"
         )
         nxt = [
-            f"mkdir -p {git.q(kept.parent)} && tar -C {git.q(path)} -cf {git.q(kept)} -- {tops}",
+            f"tar -C {git.q(path)} --null -T {git.q(listing)} -cf {git.q(kept)}",
             discard,
         ]
         alternatives = [discard]
@@ -357,6 +362,50 @@ def g11_keep_work(
 
 
 ADD_F_MAX = 20  # past this many files, committing them is no quick way out: not offered
+
+
+def _prune_agent_excludes(repo: Repo, key: str) -> None:
+    """The info/exclude entries agent-setup added go when no active lane has a file at
+    them any more (the last lane with that adapter is released)."""
+    from guard import adapters
+
+    exclude = repo.common_dir / "info" / "exclude"
+    _, block, _ = adapters.exclude_block(_read(exclude))
+    if not block:
+        return
+    rels = [e.lstrip("/") for e in block]
+    in_use = {
+        rel
+        for rec in repo.store.lanes()
+        if rec.status == "active" and rec.key != key
+        for rel in rels
+        if os.path.lexists(os.path.join(rec.path, rel))
+    }
+    adapters.prune_exclude(exclude, in_use)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def list_path(repo: Repo, key: str) -> Path:
+    """The name list of lane `key`'s archive: one per lane, the latest refusal's; the
+    release removes it."""
+    return repo.store.dir / "kept" / f"{key}.list"
+
+
+def _write_list(listing: Path, tops: list[str]) -> Path:
+    """Write the NUL-separated list of what the archive takes (`./`-prefixed, so no name
+    reads as a tar option) to `listing`; its path."""
+    listing.parent.mkdir(parents=True, exist_ok=True)
+    data = b"".join(os.fsencode("./" + t.rstrip("/")) + b"\0" for t in tops)
+    fd = os.open(listing, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return listing
 
 
 def _ignored_tops(path: str, files: list[str]) -> list[str]:
