@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -159,3 +160,20 @@ def repo(tmp_path: Path) -> Repo:
     git(path, "add", "README.md")
     git(path, "commit", "-q", "-m", "init")
     return Repo(path)
+
+
+@pytest.fixture
+def gitlane_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """`git lane` runs this checkout: git finds a `git-lane` on PATH that starts this
+    Python with `-m guard` (and PYTHONPATH names this checkout). For tests that run `git
+    lane ...` as a shell would: a refusal's `next`, a scripted agent, `git lane exec`."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    exe = bindir / "git-lane"
+    exe.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m guard "$@"\n')
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    )
+    return bindir

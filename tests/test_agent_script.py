@@ -9,11 +9,9 @@ and main moved only by other lanes landing, and asserts that the agent lands it.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +24,8 @@ MARKERS = ("<<<<<<<", "|||||||", "=======", ">>>>>>>")
 
 
 @pytest.fixture
-def hub(repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Repo:
+def hub(repo: Repo, gitlane_on_path: Path, monkeypatch: pytest.MonkeyPatch) -> Repo:
     """`git lane` on PATH as the agent's shell finds it, the hooks installed, a gate."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    exe = bindir / "git-lane"
-    exe.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m guard "$@"\n')
-    exe.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     for k in ("GITLANE_LANE", "GITLANE_ROLE"):
         monkeypatch.delenv(k, raising=False)
     assert repo.lane("install").rc == 0

@@ -5,10 +5,7 @@ and what git holds afterwards. Phase one runs in a fresh lane; then another lane
 
 from __future__ import annotations
 
-import os
-import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -135,13 +132,7 @@ STALE = {
 
 
 @pytest.fixture
-def hub(repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Repo:
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    exe = bindir / "git-lane"
-    exe.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m guard "$@"\n')
-    exe.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+def hub(repo: Repo, gitlane_on_path: Path, monkeypatch: pytest.MonkeyPatch) -> Repo:
     for k in ("GITLANE_LANE", "GITLANE_ROLE"):
         monkeypatch.delenv(k, raising=False)
     repo.commit(repo.path, "a.txt", "base\n")  # before the hooks: nothing commits on main after

@@ -16,10 +16,15 @@ from pathlib import Path
 
 import pytest
 from conftest import Repo, lane
-from test_next_runs import gitlane_on_path  # noqa: F401  (`git lane` in a next runs this checkout)
 
 from guard.lane import CONFIRM, OWNER_NOTE
 from guard import render
+
+
+@pytest.fixture(autouse=True)
+def _gitlane_on_path(gitlane_on_path: Path) -> Path:
+    """`git lane` in a `next` runs this checkout (conftest.gitlane_on_path)."""
+    return gitlane_on_path
 
 
 def test_alternatives_print_one_per_line(repo: Repo) -> None:

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import psutil
@@ -27,19 +25,9 @@ PLACEHOLDERS = ("<KEY>", "<key>", "<N>", "<value>", "<seconds>", "<another", "<n
 
 
 @pytest.fixture(autouse=True)
-def gitlane_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """`git lane` in a `next` runs this checkout (git finds `git-lane` on PATH)."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    exe = bindir / "git-lane"
-    exe.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m guard "$@"\n')
-    exe.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
-    root = str(Path(__file__).resolve().parent.parent)
-    monkeypatch.setenv(
-        "PYTHONPATH", os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-    )
-    return bindir
+def _gitlane_on_path(gitlane_on_path: Path) -> Path:
+    """`git lane` in a `next` runs this checkout (conftest.gitlane_on_path)."""
+    return gitlane_on_path
 
 
 def refusal(

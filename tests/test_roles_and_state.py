@@ -43,22 +43,6 @@ def ok_or_refused(r: LaneRun, *cmd: str) -> None:
         assert r.json["code"] != "internal_error", (cmd, r.stdout)
 
 
-@pytest.fixture
-def gitlane_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """`git lane` resolves to this checkout (git finds `git-lane` on PATH)."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    exe = bindir / "git-lane"
-    exe.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m guard "$@"\n')
-    exe.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
-    root = str(Path(__file__).resolve().parent.parent)
-    monkeypatch.setenv(
-        "PYTHONPATH", os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-    )
-    return bindir
-
-
 def sh(
     command: str, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
