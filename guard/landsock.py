@@ -53,9 +53,12 @@ SEND_TIMEOUT = 60.0  # seconds a client may leave the land's output unread
 FIELDS = {"lane", "sync", "wait", "json"}
 # The land child: PYPATH first on sys.path (the guard this supervisor runs), `-P` so the
 # lane (its cwd, worker-written) is never on it; the signal mask it inherits from the
-# supervisor's thread (signals blocked for sigwaitinfo) cleared, so Ctrl-C reaches it.
+# supervisor's thread (signals blocked for sigwaitinfo) cleared and SIGINT its usual
+# KeyboardInterrupt even if exec was started with it ignored: the client's going away is
+# passed on as SIGINT, and the land cleans up as an interrupted land does.
 _BOOT = (
     "import signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, set()); "
+    "signal.signal(signal.SIGINT, signal.default_int_handler); "
     "sys.path.insert(0, sys.argv.pop(1)); from guard.cli import main; main()"
 )
 _ucred = struct.Struct("3i")

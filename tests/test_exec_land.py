@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from conftest import LaneRun, Repo, lane
-from enginehelp import events, head, ready_lane
+from enginehelp import events, head, owner_file, ready_lane
 
 from guard import binding
 
@@ -314,3 +314,44 @@ def test_a_connection_not_from_cmd_is_refused(hub: Repo, tmp_path: Path) -> None
         sup.terminate()
         sup.wait(timeout=30)
     assert events(hub, "land") == []
+
+
+def test_a_client_that_goes_away_interrupts_its_land(hub: Repo, tmp_path: Path) -> None:
+    """CMD's land killed while the gate runs: the supervisor interrupts the land it runs
+    (the gate killed, the lock released, main unchanged) and exec waits for that."""
+    hub.config("worker_land", "allow")
+    hub.config("gate_command", "echo gate-started; sleep 60")
+    ready_lane(hub, "alpha")
+    main = hub.sha()
+    err = tmp_path / "client.err"
+    script = (
+        f"{shlex.quote(sys.executable)} -m guard land 2> {shlex.quote(str(err))} & p=$!; "
+        f"while ! grep -q gate-started {shlex.quote(str(err))} 2>/dev/null; do sleep 0.1; done; "
+        "kill -TERM $p; wait $p; echo client=$?"
+    )
+    r = in_exec(hub, "alpha", script)
+    assert r.rc == 0 and "client=143" in r.stdout, (r.stdout, r.stderr)
+    assert hub.sha() == main
+    (via,) = events(hub, "land_via_supervisor")
+    assert via["client_gone"] is True and via["exit_status"] == 130
+    (stopped,) = events(hub, "land_interrupted")
+    assert stopped["main_state"] == "unchanged" and stopped["pid"] == via["land_pid"]
+    assert not owner_file(hub).exists()  # the integration lock is released
+
+
+def test_one_land_at_a_time(hub: Repo, tmp_path: Path) -> None:
+    hub.config("worker_land", "allow")
+    hub.config("gate_command", "echo gate-started; sleep 2")
+    path = ready_lane(hub, "alpha")
+    err = shlex.quote(str(tmp_path / "first.err"))
+    script = (
+        f"git lane land > /dev/null 2> {err} & p=$!; "
+        f"while ! grep -q gate-started {err} 2>/dev/null; do sleep 0.1; done; "
+        "git lane land --json; echo second=$?; wait $p; echo first=$?"
+    )
+    r = in_exec(hub, "alpha", script)
+    assert "second=1" in r.stdout and "first=0" in r.stdout, (r.stdout, r.stderr)
+    busy = json.loads(r.stdout.splitlines()[0])
+    assert busy["code"] == "land_via_supervisor_failed" and busy["details"]["reason"] == "busy"
+    assert busy["next"] == ["git lane status alpha", "git lane land alpha"]
+    assert hub.sha() == head(path)
