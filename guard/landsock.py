@@ -109,9 +109,7 @@ def request(
             s.sendall(req)
         except (OSError, ValueError) as exc:
             why = getattr(exc, "strerror", None) or str(exc)
-            raise _failed(
-                key, f"its socket {where!r} does not answer ({why})", "no_socket"
-            ) from None
+            raise _failed(key, f"its socket {where} does not answer ({why})", "no_socket") from None
         s.settimeout(None)  # the land takes what its lock wait and gate take
         while True:
             kind, payload = _read_frame(s, key)
@@ -121,8 +119,8 @@ def request(
             elif kind == b"e":
                 err.write(payload)
                 err.flush()
-            elif kind == b"x":
-                return int(payload.decode("ascii"))
+            elif kind == b"x" and payload.isdigit() and len(payload) <= 3:
+                return int(payload)
             elif kind == b"r":
                 raise _refusal(payload, key)
             else:

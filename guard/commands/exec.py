@@ -1,8 +1,9 @@
 """`git lane exec [-c] [--sandbox] KEY -- CMD ARGS...` and `git lane shellenv [KEY]`: bind a
 process to a lane. exec runs CMD (argv as given, no shell) in the lane worktree with the
 binding environment of guard/binding.py (our shims first on PATH, the real git resolved and
-recorded), stays CMD's parent as the lane's recorded owner while it runs, forwards signals
-and exits with CMD's status. shellenv prints the same environment as `export` lines; it
+recorded), stays CMD's parent as the lane's recorded owner while it runs, forwards signals,
+lands the lane when CMD's `git lane land` asks (its land socket, guard/landsock.py) and
+exits with CMD's status. shellenv prints the same environment as `export` lines; it
 cannot supervise, so it records no owner."""
 
 from __future__ import annotations
