@@ -14,6 +14,11 @@ write) spell them once in sh. Standard library only: the shims' slow path import
     GITLANE_HOME       HOME when exec started ('' when unset)
     GITLANE_XDG_CONFIG_HOME  XDG_CONFIG_HOME when exec started ('' when unset)
     GITLANE_PORT       the lane's port base
+
+Set by exec only (not by shellenv, which cannot supervise), so not in NAMES:
+
+    GITLANE_LAND_SOCKET  the supervisor's land socket (guard/landsock.py): a bound
+                         process's `git lane land` asks it to land the lane
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ PYPATH = "GITLANE_PYPATH"
 HOME_AT_EXEC = "GITLANE_HOME"
 XDG_AT_EXEC = "GITLANE_XDG_CONFIG_HOME"
 PORT = "GITLANE_PORT"
+LAND_SOCKET = "GITLANE_LAND_SOCKET"
 
 NAMES = (
     LANE, ROLE, REAL_GIT, SHIMS_DIR, LANE_PATH, COMMON, PYTHON, PYPATH, HOME_AT_EXEC,

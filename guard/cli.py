@@ -271,6 +271,15 @@ def land(ctx: Ctx, key: str | None, wait: float | None, sync: bool) -> None:
     if wait is not None and wait != wait:  # NaN: no deadline could ever be compared
         raise click.BadParameter("SECONDS must be a number", param_hint="--wait")
     w = None if wait is None else (10**9 if wait < 0 else wait)
+    from guard import landsock
+
+    if landsock.routed():  # bound by exec: the supervisor lands, outside CMD (and its sandbox)
+        from guard import lane
+
+        own = lane.resolve_key(key, "land") or ""
+        out, err = sys.stdout.buffer, sys.stderr.buffer
+        ctx.exit = landsock.request(own, w, sync, ctx.json, out, err)
+        return
     res = cmd.run(ctx.repo, key, w, _gate_output, _gate_tick, _waiting, sync=sync)
     emit(ctx, res, render.land)
     if res["code"] == "sync_conflicts":  # --sync stopped on conflicts, as `sync` does

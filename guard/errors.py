@@ -130,6 +130,12 @@ CODES: dict[str, Code] = _codes(
         "exec --sandbox (or sandbox = required) has no sandbox",
     ),
     ("real_git_unknown", "engine", None, "exec found no real git on PATH (only shims or wrappers)"),
+    (
+        "land_via_supervisor_failed",
+        "engine",
+        None,
+        "a land inside exec could not go through (or was refused by) exec's land socket",
+    ),
     ("main_mutation_refused", "hooks", "G10", "something other than land tried to move main"),
     ("hook_facts_unknown", "hooks", None, "a hook could not establish a fact, so it refused"),
     ("sync_required", "shims", "G8", "a stale lane under a mandatory policy tried to write"),
@@ -265,6 +271,19 @@ class Refusal(Exception):
             "alternatives": self.alternatives,
             "details": self.details,
         }
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Refusal:
+        """A refusal another git-lane process sent as to_dict() (exec's land socket).
+        ValueError when `d` is not one or its code is not in CODES."""
+        try:
+            code, message = d["code"], d["message"]
+            nxt, alts, details = list(d["next"]), list(d["alternatives"]), dict(d["details"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"not a refusal: {exc}") from None
+        if code not in CODES or not isinstance(message, str):
+            raise ValueError(f"not a registered refusal code: {code!r}")
+        return cls(code, message, [str(n) for n in nxt], details, [str(a) for a in alts])
 
 
 class Interrupted(Exception):

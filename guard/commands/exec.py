@@ -1,8 +1,9 @@
 """`git lane exec [-c] [--sandbox] KEY -- CMD ARGS...` and `git lane shellenv [KEY]`: bind a
 process to a lane. exec runs CMD (argv as given, no shell) in the lane worktree with the
 binding environment of guard/binding.py (our shims first on PATH, the real git resolved and
-recorded), stays CMD's parent as the lane's recorded owner while it runs, forwards signals
-and exits with CMD's status. shellenv prints the same environment as `export` lines; it
+recorded), stays CMD's parent as the lane's recorded owner while it runs, forwards signals,
+lands the lane when CMD's `git lane land` asks (its land socket, guard/landsock.py) and
+exits with CMD's status. shellenv prints the same environment as `export` lines; it
 cannot supervise, so it records no owner."""
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import guard
-from guard import binding, git, include, lane, policy, procs, resources
+from guard import binding, git, include, landsock, lane, policy, procs, resources
 from guard.commands import create
 from guard.errors import Refusal
 from guard.gate import Output, Tick
@@ -343,13 +344,20 @@ def _supervise(repo: Repo, key: str, argv: list[str], retry: str) -> ExecResult:
         "exit_status": 0,
         "signal": None,
     }
+    server: landsock.Server | None = None
     try:
+        owner_env = dict(env)  # what the land socket's lands run with: ours, unbound
         env.update(binding_env(repo, mine, env))
         cwd = _cwd(mine.path)
         env["PWD"] = cwd
         result["cwd"] = cwd
+        server = _land_socket(repo, mine, owner_env, retry)
+        if server is not None:
+            env[binding.LAND_SOCKET] = server.path
         repo.store.event("exec", lane=key, argv=argv, pid=os.getpid())
-        status, sig, pid = _spawn_and_wait(argv, cwd, env)
+        status, sig, pid = _spawn_and_wait(
+            argv, cwd, env, server.start if server is not None else None
+        )
         result["pid"] = pid
         if pid is None:
             result["ok"] = False
@@ -359,6 +367,8 @@ def _supervise(repo: Repo, key: str, argv: list[str], retry: str) -> ExecResult:
             result["signal"] = sig
         result["exit_status"] = status
     finally:
+        if server is not None:
+            server.close()  # after a land in progress ends: it runs as this lane's owner
         _unclaim(repo, before, mine)
     repo.store.event(
         "exec_end",
@@ -370,13 +380,36 @@ def _supervise(repo: Repo, key: str, argv: list[str], retry: str) -> ExecResult:
     return result
 
 
+def _land_socket(
+    repo: Repo, rec: LaneRecord, owner_env: dict[str, str], retry: str
+) -> landsock.Server | None:
+    """The socket CMD's `git lane land` goes through (guard/landsock.py); None where the
+    supervisor could not tell who asks (no SO_PEERCRED): a bound land then runs as before."""
+    if not landsock.available():
+        return None
+    try:
+        return landsock.Server(rec.key, os.path.realpath(rec.path), owner_env, repo.store)
+    except OSError as exc:
+        raise Refusal(
+            "land_via_supervisor_failed",
+            f"exec could not open the land socket for lane {rec.key} "
+            f"({exc.strerror or exc}); nothing was run",
+            next=[retry],
+            details={"lane": rec.key, "reason": "socket", "error": str(exc)},
+        ) from None
+
+
 def _spawn_and_wait(
-    argv: list[str], cwd: str, env: dict[str, str]
+    argv: list[str],
+    cwd: str,
+    env: dict[str, str],
+    started: Callable[[], None] | None = None,
 ) -> tuple[int, int | None, int | None]:
     """Start argv (looked up on env's PATH, no shell) and wait for it, passing on the
     signals in FORWARDED that some process sends us. Returns (exit status as a shell
     reports it, the signal that killed it, its pid); pid None when it could not start
-    (127 not found, 126 not executable)."""
+    (127 not found, 126 not executable). `started` runs once CMD has started (threads
+    start after the fork that preexec_fn makes unsafe with threads)."""
     waitinfo = getattr(signal, "sigwaitinfo", None)
     watched = {*FORWARDED, signal.SIGCHLD}
     if waitinfo is not None:
@@ -396,6 +429,8 @@ def _spawn_and_wait(
             return 127, None, None
         except (PermissionError, OSError):
             return 126, None, None
+        if started is not None:
+            started()
         if waitinfo is not None:
             from_tty: dict[int, float] = {}
             while child.poll() is None:

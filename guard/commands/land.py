@@ -59,13 +59,7 @@ def run(
     usage = " --sync" if sync else ""
     key = lane.current(repo, key, "land", usage)
     if lane.is_worker() and repo.config["worker_land"] != "allow":
-        raise Refusal(
-            "role_forbidden",
-            'workers may not land (worker_land = "deny")',
-            next=[f"git lane land {key}{usage}" + lane.OWNER_NOTE],
-            alternatives=["git lane config set worker_land allow" + lane.OWNER_NOTE],
-            details={"lane": key, "owner_command": f"git lane land {key}{usage}"},
-        )
+        raise worker_land_refusal(key, usage)
     rec = lane.get(repo, key)
     if rec.status == "orphaned":
         raise lane.missing_worktree_refusal(key, rec.path, "land")
@@ -111,6 +105,18 @@ def run(
     done["made_stale"] = made_stale(repo, key, done["main_before"], done["main_after"])
     done["next"] = [f"git lane sync {k}" for k in done["made_stale"]]
     return done
+
+
+def worker_land_refusal(key: str, usage: str = "") -> Refusal:
+    """A worker's land while worker_land is not "allow" (its own, or one it asks its exec
+    supervisor for): `next` is the command the owner runs."""
+    return Refusal(
+        "role_forbidden",
+        'workers may not land (worker_land = "deny")',
+        next=[f"git lane land {key}{usage}" + lane.OWNER_NOTE],
+        alternatives=["git lane config set worker_land allow" + lane.OWNER_NOTE],
+        details={"lane": key, "owner_command": f"git lane land {key}{usage}"},
+    )
 
 
 def made_stale(repo: Repo, key: str, before: str, after: str) -> list[str]:
