@@ -14,6 +14,7 @@ write) spell them once in sh. Standard library only: the shims' slow path import
     GITLANE_HOME       HOME when exec started ('' when unset)
     GITLANE_XDG_CONFIG_HOME  XDG_CONFIG_HOME when exec started ('' when unset)
     GITLANE_PORT       the lane's port base
+    GITLANE_SANDBOX    "landlock-abi-N" when exec confined the process (unset otherwise)
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ PYPATH = "GITLANE_PYPATH"
 HOME_AT_EXEC = "GITLANE_HOME"
 XDG_AT_EXEC = "GITLANE_XDG_CONFIG_HOME"
 PORT = "GITLANE_PORT"
+SANDBOX = "GITLANE_SANDBOX"  # set only when exec confined the process, so not in NAMES
 
 NAMES = (
     LANE, ROLE, REAL_GIT, SHIMS_DIR, LANE_PATH, COMMON, PYTHON, PYPATH, HOME_AT_EXEC,

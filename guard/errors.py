@@ -129,6 +129,12 @@ CODES: dict[str, Code] = _codes(
         None,
         "exec --sandbox (or sandbox = required) has no sandbox",
     ),
+    (
+        "sandbox_failed",
+        "sandbox",
+        None,
+        "exec --sandbox could not build or apply the Landlock ruleset; nothing was run",
+    ),
     ("real_git_unknown", "engine", None, "exec found no real git on PATH (only shims or wrappers)"),
     ("main_mutation_refused", "hooks", "G10", "something other than land tried to move main"),
     ("hook_facts_unknown", "hooks", None, "a hook could not establish a fact, so it refused"),
