@@ -271,6 +271,8 @@ def facts(
     protected.append(common_real)
     tmp = _real(env.get("TMPDIR") or "/tmp")
     home = env.get("HOME") or os.path.expanduser("~")
+    # `~/.codex` is the user's (exec's HOME); anything else must be absolute
+    extra = [home + e[1:] if e == "~" or e.startswith("~/") else e for e in extra]
     cache = _real(env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"))
     try:
         entries = sorted(e.path for e in os.scandir(cache) if e.is_dir(follow_symlinks=False))

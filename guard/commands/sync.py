@@ -257,6 +257,7 @@ def _drive(
 
 def sync(repo: Repo, key: str | None) -> SyncResult:
     key, branch, path = _lane(repo, key, "sync")
+    sandbox.clear_stale_pick(path)  # left by a rebase in the sandbox (git lane sync clears it)
     if git.rebase_in_progress(path):
         raise lane.rebase_refusal(
             key, "already in the middle of a sync", {"worklist": worklist(path)}
