@@ -1,8 +1,10 @@
 """The kernel sandbox of `git lane exec --sandbox`: Landlock, through its three syscalls.
 
-A small ctypes layer (no dependency: the PyPI `landlock` package is a similar wrapper over
-the same syscalls, `landlockpy` needs a compiled extension; neither knows our grants, and
-exec's hot path may not import heavy things). Three steps:
+A small ctypes layer over the three syscalls and prctl, not a PyPI package: `landlock` is a
+pre-release (1.0.0.dev5) and `landlockpy` (0.2.0) is months old; either would be a new
+runtime dependency for ~100 lines, and we need the build/apply split below (ruleset built
+in the supervisor, only two syscalls between fork and exec), which we then control and
+test against the real kernel (tests/test_sandbox.py). Three steps:
 
 - `abi()`: the kernel's Landlock ABI (0 = none), never raises;
 - `grants(repo, rec)`: the decision, pure given the facts: read+execute everywhere, every
