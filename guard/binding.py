@@ -19,6 +19,7 @@ Set by exec only (not by shellenv, which cannot supervise), so not in NAMES:
 
     GITLANE_LAND_SOCKET  the supervisor's land socket (guard/landsock.py): a bound
                          process's `git lane land` asks it to land the lane
+    GITLANE_SANDBOX      "landlock-abi-N" when exec confined the process (unset otherwise)
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ HOME_AT_EXEC = "GITLANE_HOME"
 XDG_AT_EXEC = "GITLANE_XDG_CONFIG_HOME"
 PORT = "GITLANE_PORT"
 LAND_SOCKET = "GITLANE_LAND_SOCKET"
+SANDBOX = "GITLANE_SANDBOX"  # set only when exec confined the process, so not in NAMES
 
 NAMES = (
     LANE, ROLE, REAL_GIT, SHIMS_DIR, LANE_PATH, COMMON, PYTHON, PYPATH, HOME_AT_EXEC,

@@ -304,16 +304,18 @@ def path_cmd(ctx: Ctx, key: str | None) -> None:
     "git lane exec alpha -- aider ; git lane exec alpha -- opencode",
 )
 @click.option("-c", "--create", "create_first", is_flag=True, help="Create the lane first.")
-@click.option("--sandbox", is_flag=True, help="Run CMD in the kernel sandbox (not yet: refused).")
+@click.option("--sandbox", is_flag=True, help="Run CMD confined by the kernel (Landlock).")
+@click.option("--explain", is_flag=True, help="Print what --sandbox would grant CMD; run nothing.")
 @click.option("--goal", metavar="GOAL", help="With -c: what the lane is for.")
 @click.argument("key")
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD [ARGS]")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- CMD [ARGS]")
 @json_option
 @pass_ctx
 def exec_cmd(
     ctx: Ctx,
     create_first: bool,
     sandbox: bool,
+    explain: bool,
     goal: str | None,
     key: str,
     command: tuple[str, ...],
@@ -329,6 +331,11 @@ def exec_cmd(
     if goal is not None and not create_first:
         raise click.UsageError("--goal goes with -c (it is recorded when the lane is created)")
     argv = list(command[1:] if command and command[0] == "--" else command)
+    if explain:
+        if create_first:
+            raise click.UsageError("--explain needs an existing lane: it goes without -c")
+        emit(ctx, cmd.explain(ctx.repo, key), render.sandbox_explain)
+        return
     if "--" in argv and argv[0].startswith("-"):
         raise click.UsageError(f"{argv[0]} after KEY: options go before KEY")
     if not argv:

@@ -129,6 +129,12 @@ CODES: dict[str, Code] = _codes(
         None,
         "exec --sandbox (or sandbox = required) has no sandbox",
     ),
+    (
+        "sandbox_failed",
+        "sandbox",
+        None,
+        "exec --sandbox could not build or apply the Landlock ruleset; nothing was run",
+    ),
     ("real_git_unknown", "engine", None, "exec found no real git on PATH (only shims or wrappers)"),
     (
         "land_via_supervisor_failed",

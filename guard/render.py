@@ -232,6 +232,20 @@ def path(r: Result) -> str:
     return str(r["path"])
 
 
+def sandbox_explain(r: Result) -> str:
+    if r["usable"]:
+        head = f"sandbox for lane {r['lane']}: Landlock ABI {r['abi']}"
+    else:
+        head = f"sandbox for lane {r['lane']}: cannot be applied here ({r['why']})"
+    lines = [head, "writable (every right):"]
+    lines += [f"  {tilde(w)}" for w in r["writable"]]
+    if r["private_tmp_under"]:
+        lines.append(f"  a private TMPDIR made under {tilde(r['private_tmp_under'])}")
+    lines.append("read and execute: " + ", ".join(r["readable"]))
+    lines += [f"note: {n}" for n in r["notes"]]
+    return "\n".join(lines)
+
+
 def shellenv(r: Result) -> str:
     return str(r["script"])
 

@@ -335,6 +335,21 @@ class ShellenvResult(TypedDict):
     warnings: list[str]
 
 
+class SandboxExplainResult(TypedDict):
+    """`git lane exec KEY --sandbox --explain`: what the sandbox would grant (nothing run)."""
+
+    ok: bool
+    code: str  # "explain"
+    lane: str
+    abi: int  # the kernel's Landlock ABI (0: none)
+    usable: bool  # the sandbox can be applied on this kernel
+    why: str  # why not ('' when usable)
+    writable: list[str]  # every right (files and directories beneath)
+    readable: list[str]  # read and execute
+    private_tmp_under: str | None  # CMD gets a private TMPDIR made under this
+    notes: list[str]  # what still gets through, and other decisions
+
+
 class CheckWriteResult(TypedDict):
     """`git lane check write PATH`: allowed (a refusal is the standard refusal object)."""
 

@@ -443,27 +443,48 @@ def test_nested_exec_of_the_own_lane_gives_the_outer_owner_back(repo: Repo) -> N
     assert lane_status(repo, "alpha")["owner_pid"] is None
 
 
-def test_sandbox_is_refused_until_it_exists(repo: Repo) -> None:
+def test_sandbox_refused_without_landlock(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A kernel without Landlock (simulated in-process: this one has it): --sandbox and
+    `required` are refused before anything runs; best-effort runs with the shims, warned."""
+    from guard import sandbox
+    from guard.commands import exec as exec_cmd
+    from guard.errors import Refusal
+    from guard.repo import Repo as GRepo
+
     repo.create("alpha")
-    r = repo.lane("--json", "exec", "--sandbox", "alpha", "--", "true")
-    assert (r.rc, r.code) == (1, "sandbox_unavailable")
-    assert r.json["next"] == ["git lane exec alpha -- true"]
-    r = repo.lane("--json", "exec", "-c", "--sandbox", "delta", "--", "true")
-    assert (r.rc, r.code) == (1, "sandbox_unavailable")
+    monkeypatch.chdir(repo.path)
+    monkeypatch.setattr(sandbox, "probe", lambda: (0, "no Landlock here"))
+    marker = repo.path.parent / "ran"
+
+    def attempt(key: str = "alpha", **kw: Any) -> Refusal:
+        with pytest.raises(Refusal) as exc:
+            exec_cmd.run(GRepo.discover(repo.path), key, ["touch", str(marker)], **kw)
+        return exc.value
+
+    r = attempt(sandbox=True)
+    assert r.code == "sandbox_unavailable" and "no Landlock here" in r.message
+    assert r.next == [f"git lane exec alpha -- touch {marker}"]
+    r = attempt("delta", sandbox=True, create_first=True)
+    assert r.code == "sandbox_unavailable"
     assert "delta" not in [ln["key"] for ln in repo.jlane("status").json["lanes"]]
     repo.config("sandbox", "required")
-    r = repo.lane("--json", "exec", "alpha", "--", "true")
-    assert (r.rc, r.code) == (1, "sandbox_unavailable")
-    assert r.json["next"][0].startswith("git lane config set sandbox best-effort")
-    assert r.json["next"][1] == "git lane exec alpha -- true"
-    assert repo.jlane("shellenv", "alpha").code == "sandbox_unavailable"
+    r = attempt()
+    assert r.code == "sandbox_unavailable"
+    assert r.next[0].startswith("git lane config set sandbox best-effort")
+    assert r.next[1] == f"git lane exec alpha -- touch {marker}"
+    assert not marker.exists()
+    with pytest.raises(Refusal) as exc:
+        exec_cmd.shellenv(GRepo.discover(repo.path), "alpha")
+    assert exc.value.code == "sandbox_unavailable"
     repo.config("sandbox", "best-effort")
-    r = repo.lane("exec", "alpha", "--", "echo", "ran")
-    assert (r.rc, r.stdout) == (0, "ran\n")
-    assert [ln for ln in r.stderr.splitlines() if "warning" in ln] == [
-        r.stderr.strip().splitlines()[0]
-    ]
-    assert len(r.stderr.strip().splitlines()) == 1 and "sandbox" in r.stderr
+    warned: list[str] = []
+    res = exec_cmd.run(
+        GRepo.discover(repo.path), "alpha", ["touch", str(marker)], warn=warned.append
+    )
+    assert res["exit_status"] == 0 and marker.exists()
+    assert len(warned) == 1 and "no Landlock here" in warned[0] and "shims only" in warned[0]
 
 
 def test_create_first(repo: Repo) -> None:

@@ -9,14 +9,11 @@ fails."""
 
 from __future__ import annotations
 
-import ctypes
-import errno
 import os
-import platform
 from pathlib import Path
 from collections.abc import Callable
 
-from guard import git, landed
+from guard import git, landed, sandbox
 from guard.commands import install as hookinstall
 from guard.errors import GitError, Refusal, join_next
 from guard.git import q
@@ -653,43 +650,11 @@ def check_lanes(repo: Repo) -> list[Check]:
 
 
 # -- Landlock ---------------------------------------------------------------------------
-_LANDLOCK_CREATE_RULESET = {"x86_64": 444, "amd64": 444, "aarch64": 444, "arm64": 444}
-_LANDLOCK_CREATE_RULESET_VERSION = 1
-
-
 def landlock_abi() -> tuple[int | None, str]:
-    """(ABI version, why not) from landlock_create_ruleset(NULL, 0, VERSION)."""
-    if platform.system() != "Linux":
-        return None, f"Landlock is Linux-only (this is {platform.system()})"
-    nr = _LANDLOCK_CREATE_RULESET.get(platform.machine())
-    if nr is None:
-        return None, f"unknown syscall number on {platform.machine()}"
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        res = libc.syscall(
-            ctypes.c_long(nr),
-            ctypes.c_void_p(None),
-            ctypes.c_size_t(0),
-            ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION),
-        )
-    except (OSError, AttributeError) as exc:
-        return None, f"cannot call syscall(2): {exc}"
-    if res >= 1:
-        return int(res), ""
-    err = ctypes.get_errno()
-    if err == errno.ENOSYS:
-        return (
-            None,
-            "the kernel has no Landlock (needs Linux 5.13+ built with CONFIG_SECURITY_LANDLOCK)",
-        )
-    if err == errno.EOPNOTSUPP:
-        return (
-            None,
-            "Landlock is built in but switched off (add landlock to the lsm= boot parameter)",
-        )
-    if err == errno.EPERM:
-        return None, "a seccomp filter forbids landlock_create_ruleset"
-    return None, f"landlock_create_ruleset failed: {os.strerror(err) if err else res}"
+    """(ABI version, why not): None when the sandbox cannot be applied on this kernel."""
+    abi, why = sandbox.probe()
+    why = sandbox.usable(abi) if abi else why
+    return (None, why) if why else (abi, "")
 
 
 def check_landlock(repo: Repo) -> list[Check]:
@@ -699,8 +664,9 @@ def check_landlock(repo: Repo) -> list[Check]:
             finding(
                 "landlock",
                 OK,
-                f"Landlock ABI {abi}: the kernel can confine a lane's processes (the sandbox "
-                "layer, not in this version yet)",
+                f"Landlock ABI {abi}: `git lane exec KEY --sandbox` confines CMD (writable: the "
+                "lane, objects/, its worktrees/ dir, refs/heads/lane/ and its reflogs, temp and "
+                "cache dirs, sandbox_writable; `git lane exec --explain KEY` lists them)",
             )
         ]
     required = repo.config.get("sandbox") == "required"

@@ -21,12 +21,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import guard
-from guard import binding, git, include, landsock, lane, policy, procs, resources
+from guard import binding, git, include, landsock, lane, policy, procs, resources, sandbox
 from guard.commands import create
 from guard.errors import Refusal
 from guard.gate import Output, Tick
 from guard.repo import Repo
-from guard.results import ExecResult, ShellenvResult
+from guard.results import ExecResult, SandboxExplainResult, ShellenvResult
 from guard.store import LaneRecord
 
 # Signals a supervisor passes on (as a shell's `exec` would let CMD receive them).
@@ -204,23 +204,33 @@ def _lane(repo: Repo, key: str | None, action: str) -> LaneRecord:
     return rec
 
 
-def _sandbox(repo: Repo, key: str, asked: bool, retry: str) -> list[str]:
-    """sandbox_unavailable until the sandbox lands; `best-effort` runs without, warned."""
+def _sandbox(
+    repo: Repo, key: str, asked: bool, retry: str, shell: bool = False
+) -> tuple[bool, list[str]]:
+    """(confine CMD?, warnings): `--sandbox` or `sandbox = "required"` without a usable
+    Landlock is refused sandbox_unavailable; `best-effort` runs with the shims only, warned.
+    shellenv (shell=True) confines nothing: it has no process of its own to start."""
     mode = repo.config["sandbox"]
+    if not (asked or mode in ("required", "best-effort")):
+        return False, []
+    ver, why = sandbox.probe()
+    why = sandbox.usable(ver) if ver else why
+    if shell:
+        why = "shellenv cannot confine the shell it prints for (git lane exec KEY -- $SHELL can)"
+    if not why:
+        return True, []
     if asked or mode == "required":
-        why = "--sandbox was asked for" if asked else 'sandbox = "required" is configured'
+        what = "--sandbox was asked for" if asked else 'sandbox = "required" is configured'
         nxt = [retry]
         if mode == "required":  # retried without --sandbox, it still needs the owner's word
             nxt.insert(0, "git lane config set sandbox best-effort" + lane.OWNER_NOTE)
         raise Refusal(
             "sandbox_unavailable",
-            f"{why}, but this git-lane has no sandbox yet; nothing was run",
+            f"{what}, but no sandbox is possible here: {why}; nothing was run",
             next=nxt,
-            details={"lane": key, "sandbox": mode, "asked": asked},
+            details={"lane": key, "sandbox": mode, "asked": asked, "abi": ver, "why": why},
         )
-    if mode == "best-effort":
-        return ['sandbox = "best-effort": this git-lane has no sandbox yet; running unsandboxed']
-    return []
+    return False, [f'sandbox = "best-effort": {why}; running with the shims only']
 
 
 def _owner_check(repo: Repo, rec: LaneRecord, retry: str) -> None:
@@ -271,7 +281,9 @@ def run(
     except Refusal as r:
         _for_exec(r, key, argv)
         raise
-    warnings = _sandbox(repo, key, sandbox, _command(key, argv, " -c" if create_first else ""))
+    confine, warnings = _sandbox(
+        repo, key, sandbox, _command(key, argv, " -c" if create_first else "")
+    )
     if create_first:
         try:
             create.run(repo, key, goal, None, progress, output, tick)
@@ -282,7 +294,7 @@ def run(
     for w in warnings:
         if warn is not None:
             warn(w)
-    return _supervise(repo, key, list(argv), retry)
+    return _supervise(repo, key, list(argv), retry, confine)
 
 
 def _for_exec(r: Refusal, key: str, argv: Sequence[str]) -> None:
@@ -331,9 +343,10 @@ def _cwd(lane_path: str) -> str:
     return here if here == root or here.startswith(root + os.sep) else root
 
 
-def _supervise(repo: Repo, key: str, argv: list[str], retry: str) -> ExecResult:
+def _supervise(repo: Repo, key: str, argv: list[str], retry: str, confine: bool) -> ExecResult:
     before, mine = _claim(repo, key, retry)
-    env = {k: v for k, v in os.environ.items() if k not in DROPPED}
+    # GITLANE_SANDBOX says what this exec confined, never what an outer one did
+    env = {k: v for k, v in os.environ.items() if k not in (*DROPPED, binding.SANDBOX)}
     result: ExecResult = {
         "ok": True,
         "code": "exited",
@@ -345,6 +358,8 @@ def _supervise(repo: Repo, key: str, argv: list[str], retry: str) -> ExecResult:
         "signal": None,
     }
     server: landsock.Server | None = None
+    ruleset: sandbox.Prepared | None = None
+    private_tmp: str | None = None
     try:
         owner_env = dict(env)  # what the land socket's lands run with: ours, unbound
         env.update(binding_env(repo, mine, env))
@@ -354,10 +369,15 @@ def _supervise(repo: Repo, key: str, argv: list[str], retry: str) -> ExecResult:
         server = _land_socket(repo, mine, owner_env, retry)
         if server is not None:
             env[binding.LAND_SOCKET] = server.path
-        repo.store.event("exec", lane=key, argv=argv, pid=os.getpid())
-        status, sig, pid = _spawn_and_wait(
-            argv, cwd, env, server.start if server is not None else None
-        )
+        if confine:
+            ruleset, private_tmp = _confinement(repo, mine, env, retry)
+        repo.store.event("exec", lane=key, argv=argv, pid=os.getpid(), sandbox=bool(ruleset))
+        try:
+            status, sig, pid = _spawn_and_wait(
+                argv, cwd, env, ruleset, server.start if server is not None else None
+            )
+        except sandbox.SandboxError as exc:
+            raise _sandbox_failed(repo, key, str(exc), retry) from None
         result["pid"] = pid
         if pid is None:
             result["ok"] = False
@@ -369,6 +389,10 @@ def _supervise(repo: Repo, key: str, argv: list[str], retry: str) -> ExecResult:
     finally:
         if server is not None:
             server.close()  # after a land in progress ends: it runs as this lane's owner
+        if ruleset is not None:
+            ruleset.close()
+        if private_tmp is not None:
+            shutil.rmtree(private_tmp, ignore_errors=True)
         _unclaim(repo, before, mine)
     repo.store.event(
         "exec_end",
@@ -399,10 +423,50 @@ def _land_socket(
         ) from None
 
 
+def _confinement(
+    repo: Repo, rec: LaneRecord, env: dict[str, str], retry: str
+) -> tuple[sandbox.Prepared, str | None]:
+    """The Landlock ruleset for CMD, built here (the supervisor stays outside it), and the
+    private temp dir made for CMD when the temp dir holds the repository. Sets
+    GITLANE_SANDBOX (and TMPDIR for the private dir) in env."""
+    try:
+        g = sandbox.grants(repo, rec, env)
+    except sandbox.SandboxError as exc:
+        raise _sandbox_failed(repo, rec.key, str(exc), retry) from None
+    rr = os.path.join(repo.common_dir, "rr-cache")
+    if rr in g.writable and not os.path.isdir(rr):
+        os.makedirs(rr, exist_ok=True)  # git would make it in the (unwritable) common dir
+    private = None
+    if g.private_tmp_under is not None:
+        private = tempfile.mkdtemp(prefix=f"git-lane-{rec.key}-", dir=g.private_tmp_under)
+        env["TMPDIR"] = private
+    try:
+        ruleset = sandbox.prepare(g, [private] if private else [])
+    except sandbox.SandboxError as exc:
+        if private is not None:
+            shutil.rmtree(private, ignore_errors=True)
+        raise _sandbox_failed(repo, rec.key, str(exc), retry) from None
+    env[binding.SANDBOX] = f"landlock-abi-{ruleset.abi}"
+    return ruleset, private
+
+
+def _sandbox_failed(repo: Repo, key: str, why: str, retry: str) -> Refusal:
+    plain = retry.replace(" --sandbox", "")
+    alts = [] if repo.config["sandbox"] == "required" else [plain]
+    return Refusal(
+        "sandbox_failed",
+        f"the sandbox for lane {key} could not be set up: {why}; nothing was run",
+        next=["git lane doctor", f"git lane exec {key} --sandbox --explain"],
+        alternatives=alts,
+        details={"lane": key, "why": why},
+    )
+
+
 def _spawn_and_wait(
     argv: list[str],
     cwd: str,
     env: dict[str, str],
+    ruleset: sandbox.Prepared | None = None,
     started: Callable[[], None] | None = None,
 ) -> tuple[int, int | None, int | None]:
     """Start argv (looked up on env's PATH, no shell) and wait for it, passing on the
@@ -422,9 +486,11 @@ def _spawn_and_wait(
                 argv,
                 cwd=cwd,
                 env=env,
-                preexec_fn=_in_child,
+                preexec_fn=_in_child if ruleset is None else _confined_child(ruleset),
                 close_fds=True,
             )
+        except subprocess.SubprocessError as exc:  # only our preexec_fn raises this
+            raise sandbox.SandboxError(f"CMD's process could not confine itself ({exc})") from None
         except FileNotFoundError:
             return 127, None, None
         except (PermissionError, OSError):
@@ -499,6 +565,14 @@ def _in_child() -> None:
         ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
 
 
+def _confined_child(ruleset: sandbox.Prepared) -> Callable[[], None]:
+    def child() -> None:
+        _in_child()
+        ruleset()  # raises: CMD is not run (Popen reports it to the supervisor)
+
+    return child
+
+
 def _forward(child: subprocess.Popen[bytes], signum: int) -> None:
     try:
         child.send_signal(signum)
@@ -506,12 +580,37 @@ def _forward(child: subprocess.Popen[bytes], signum: int) -> None:
         pass
 
 
+# -- --explain ---------------------------------------------------------------------------
+def explain(repo: Repo, key: str) -> SandboxExplainResult:
+    """What `git lane exec KEY --sandbox` would grant CMD; runs nothing."""
+    lane.check_key(key)
+    rec = _lane(repo, key, "exec")
+    ver, why = sandbox.probe()
+    why = sandbox.usable(ver) if ver else why
+    try:
+        g = sandbox.grants(repo, rec)
+    except sandbox.SandboxError as exc:
+        raise _sandbox_failed(repo, key, str(exc), _command(key, [], " --sandbox")) from None
+    return {
+        "ok": True,
+        "code": "explain",
+        "lane": key,
+        "abi": ver,
+        "usable": not why,
+        "why": why,
+        "writable": g.writable,
+        "readable": g.readable,
+        "private_tmp_under": g.private_tmp_under,
+        "notes": g.notes,
+    }
+
+
 # -- shellenv ---------------------------------------------------------------------------
 def shellenv(repo: Repo, key: str | None, shell: str = "sh") -> ShellenvResult:
     """The binding for an interactive shell, as `export` lines (or fish's `set -gx`)."""
     rec = _lane(repo, key, "shellenv")
     retry = f"git lane shellenv {rec.key}"
-    warnings = _sandbox(repo, rec.key, False, retry)
+    _, warnings = _sandbox(repo, rec.key, False, retry, shell=True)
     try:
         lane.owner_conflict(repo, rec, "shellenv")
     except Refusal as r:

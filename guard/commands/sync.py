@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from guard import git, lane, recovery
+from guard import git, lane, recovery, sandbox
 from guard.errors import Refusal
 from guard.policy import MARKER_SIZE, conflict_blocks, marker_sizes
 from guard.repo import Repo
@@ -220,6 +220,7 @@ def _drive(
     `chase` (continue), a main that moved meanwhile is rebased onto as well."""
     for _ in range(MAX_AUTO_STEPS):
         if not git.rebase_in_progress(path):
+            sandbox.clear_stale_pick(path)  # what a sandboxed git could not delete
             if result.ok or git.is_ancestor(path, main_sha, "HEAD"):
                 now = repo.main_sha()
                 if chase and now != main_sha and not git.is_ancestor(path, now, "HEAD"):
@@ -256,6 +257,7 @@ def _drive(
 
 def sync(repo: Repo, key: str | None) -> SyncResult:
     key, branch, path = _lane(repo, key, "sync")
+    sandbox.clear_stale_pick(path)  # left by a rebase in the sandbox (git lane sync clears it)
     if git.rebase_in_progress(path):
         raise lane.rebase_refusal(
             key, "already in the middle of a sync", {"worklist": worklist(path)}

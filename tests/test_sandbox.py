@@ -1,0 +1,347 @@
+"""The kernel sandbox (`git lane exec --sandbox`, Landlock): real kernel, real processes.
+
+Inside the sandbox every vector the shims stop only on PATH (the real git by its path with
+hooks off, `printf > ref`, Python's open(), truncate) is stopped by the kernel with EACCES,
+and normal lane work (edit, add, commit, rebase onto main, git lane sync/status, Python)
+still works. Skipped only where the kernel has no usable Landlock."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Repo, git
+from test_exec_agent import FRESH, SCRIPT, _cases, _check
+
+from guard import sandbox
+
+_ABI = sandbox.abi()
+pytestmark = pytest.mark.skipif(
+    bool(sandbox.usable(_ABI)),
+    reason=f"no usable Landlock on this kernel: {sandbox.usable(_ABI)} ({sandbox.probe()[1]})",
+)
+REAL_GIT = os.path.realpath(shutil.which("git") or "/usr/bin/git")
+
+# try NAME CMD...: "CASE NAME RC" and the output, for each attempt
+TRY = r"""
+try() {
+	name=$1
+	shift
+	out=$("$@" 2>&1 </dev/null)
+	printf 'CASE %s %s\n' "$name" "$?"
+	printf '%s\n' "$out" | sed 's/^/    | /'
+}
+"""
+
+
+@pytest.fixture
+def hub(repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Repo:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    exe = bindir / "git-lane"
+    exe.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m guard "$@"\n')
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    repo.commit(repo.path, "a.txt", "base\n")
+    assert repo.lane("install").rc == 0
+    repo.config("gate_command", "true")
+    return repo
+
+
+def _run(hub: Repo, tmp_path: Path, body: str, *args: str, key: str = "alpha") -> Any:
+    script = tmp_path / f"script-{key}.sh"
+    script.write_text(TRY + body)
+    return hub.lane("exec", "--sandbox", key, "--", "sh", str(script), *args)
+
+
+def _rcs(out: str) -> dict[str, int]:
+    return {ln.split()[1]: int(ln.split()[2]) for ln in out.splitlines() if ln.startswith("CASE ")}
+
+
+def _main_move(hub: Repo, name: str) -> str:
+    """The owner moves main (hooks off for one command: the owner's escape hatch)."""
+    (hub.path / name).write_text(name + "\n")
+    hub.git("add", name)
+    hub.git("-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", f"main: {name}")
+    return hub.sha() or ""
+
+
+ESCAPES = r"""
+RG=$1 HUB=$2 COMMON=$3 BETA=$4 SHA=$5
+try update_ref_main "$RG" -c core.hooksPath=/dev/null update-ref refs/heads/main HEAD
+try tag_main "$RG" -c core.hooksPath=/dev/null tag -f main HEAD
+try symref_main "$RG" -c core.hooksPath=/dev/null symbolic-ref refs/heads/main refs/heads/lane/alpha
+try commit_in_hub "$RG" -C "$HUB" -c core.hooksPath=/dev/null commit -q --allow-empty -m x
+try config_hookspath "$RG" config core.hooksPath /dev/null
+try printf_main sh -c 'printf "%s\n" "$1" > "$2/refs/heads/main"' - "$SHA" "$COMMON"
+try packed_refs sh -c 'printf "%s refs/heads/main\n" "$1" >> "$2/packed-refs"' - "$SHA" "$COMMON"
+try config sh -c 'printf "[core]\n\thooksPath = /dev/null\n" >> "$1/config"' - "$COMMON"
+try hook_edit sh -c 'printf "exit 0\n" > "$1/hooks/reference-transaction"' - "$COMMON"
+try hook_new sh -c 'printf "exit 0\n" > "$1/hooks/post-checkout"' - "$COMMON"
+try shallow sh -c 'printf "%s\n" "$1" > "$2/shallow"' - "$SHA" "$COMMON"
+try grafts sh -c 'printf "%s\n" "$1" > "$2/info/grafts"' - "$SHA" "$COMMON"
+try hub_file sh -c 'printf x >> "$1/a.txt"' - "$HUB"
+try hub_new sh -c 'printf x > "$1/planted.txt"' - "$HUB"
+try hub_rm rm -f "$HUB/a.txt"
+try truncate_hub truncate -s 0 "$HUB/a.txt"
+try other_lane sh -c 'printf x > "$1/planted.txt"' - "$BETA"
+try state_event sh -c 'printf "{}\n" >> "$1/git-lane/events.jsonl"' - "$COMMON"
+try state_new sh -c 'printf x > "$1/git-lane/planted"' - "$COMMON"
+try state_lane_rm rm -f "$COMMON/git-lane/lanes/beta.json"
+try landed_ref sh -c 'mkdir -p "$1/refs/git-lane/landed" && printf "%s\n" "$2" > "$1/refs/git-lane/landed/99"' - "$COMMON" "$SHA"
+try python_open python3 -c 'import sys; open(sys.argv[1] + "/refs/heads/main", "w").write(sys.argv[2] + "\n")' "$COMMON" "$SHA"
+try python_replace python3 -c 'import os, sys; p = sys.argv[1] + "/refs/heads/main.new"; open(p, "w").write(sys.argv[2] + "\n"); os.replace(p, sys.argv[1] + "/refs/heads/main")' "$COMMON" "$SHA"
+"""
+
+DENIED = [
+    "update_ref_main",
+    "tag_main",
+    "symref_main",
+    "commit_in_hub",
+    "config_hookspath",
+    "printf_main",
+    "packed_refs",
+    "config",
+    "hook_edit",
+    "hook_new",
+    "shallow",
+    "grafts",
+    "hub_file",
+    "hub_new",
+    "hub_rm",
+    "truncate_hub",
+    "other_lane",
+    "state_event",
+    "state_new",
+    "state_lane_rm",
+    "landed_ref",
+    "python_open",
+    "python_replace",
+]
+
+
+def _snapshot(hub: Repo, beta: Path) -> dict[str, Any]:
+    common = hub.common_dir
+    files = [
+        common / "config",
+        common / "hooks" / "reference-transaction",
+        hub.path / "a.txt",
+        common / "git-lane" / "lanes" / "beta.json",
+    ]
+    return {
+        "refs": git(hub.path, "for-each-ref", "--format=%(refname) %(objectname)").stdout,
+        "files": {str(f): f.read_bytes() for f in files},
+        "absent": [
+            p.exists()
+            for p in (
+                common / "shallow",
+                common / "info" / "grafts",
+                common / "hooks" / "post-checkout",
+                common / "packed-refs",
+                hub.path / "planted.txt",
+                beta / "planted.txt",
+                common / "git-lane" / "planted",
+            )
+        ],
+    }
+
+
+def test_kernel_stops_every_escape(hub: Repo, tmp_path: Path) -> None:
+    lane_path = hub.create("alpha")
+    beta = hub.create("beta")
+    hub.commit(lane_path, "work.txt", "lane work\n")
+    before = _snapshot(hub, beta)
+    main = hub.sha() or ""
+    r = _run(hub, tmp_path, ESCAPES, REAL_GIT, str(hub.path), str(hub.common_dir), str(beta), main)
+    assert r.rc == 0, r.stderr
+    rcs = _rcs(r.stdout)
+    assert sorted(rcs) == sorted(DENIED), r.stdout
+    allowed = [name for name in DENIED if rcs[name] == 0]
+    assert not allowed, r.stdout
+    # the kernel said no: EACCES (git wraps it in its own words, naming the lock or file)
+    for block in r.stdout.split("CASE ")[1:]:
+        name = block.split()[0]
+        if name not in ("config_hookspath",):  # git says "could not lock config file"
+            assert "ermission denied" in block, block
+    assert hub.sha() == main
+    assert _snapshot(hub, beta) == before
+
+
+def test_lane_work_works_inside(hub: Repo, tmp_path: Path) -> None:
+    lane_path = hub.create("alpha")
+    body = r"""
+printf 'SANDBOX=%s\n' "$GITLANE_SANDBOX"
+try edit sh -c 'printf "new\n" > new.txt && printf "changed\n" > a.txt'
+try add git add -A
+try commit git commit -q -m "sandboxed work"
+try commit_real "$1" commit -q --allow-empty -m "by the real git"
+try status git lane status
+try python python3 -c 'import json, tempfile; tempfile.NamedTemporaryFile().close(); print(json.dumps(1))'
+try tmp sh -c 'printf x > "${TMPDIR:-/tmp}/sandboxed.txt"'
+try cache sh -c 'mkdir -p "$XDG_CACHE_HOME/pip" 2>/dev/null; test -d "$XDG_CACHE_HOME"'
+try devnull sh -c 'printf x > /dev/null'
+"""
+    r = _run(hub, tmp_path, body, REAL_GIT)
+    assert r.rc == 0, r.stderr
+    assert f"SANDBOX=landlock-abi-{_ABI}" in r.stdout
+    rcs = _rcs(r.stdout)
+    assert rcs and all(rc == 0 for rc in rcs.values()), r.stdout
+    log = git(lane_path, "log", "--format=%s", "-3").stdout.splitlines()
+    assert log[:2] == ["by the real git", "sandboxed work"]
+    assert (lane_path / "new.txt").read_text() == "new\n"
+
+
+def test_rebase_and_sync_inside(hub: Repo, tmp_path: Path) -> None:
+    lane_path = hub.create("alpha")
+    hub.commit(lane_path, "lane.txt", "one\n")
+    hub.commit(lane_path, "lane2.txt", "two\n")
+    main1 = _main_move(hub, "m1.txt")
+    r = _run(hub, tmp_path, "try sync git lane sync\ntry status git status\n")
+    assert r.rc == 0, r.stderr
+    assert _rcs(r.stdout) == {"sync": 0, "status": 0}, r.stdout
+    assert "cherry-pick" not in r.stdout  # the stale CHERRY_PICK_HEAD is cleared
+    assert git(lane_path, "merge-base", "--is-ancestor", main1, "HEAD", check=False).returncode == 0
+    gd = Path(git(lane_path, "rev-parse", "--absolute-git-dir").stdout.strip())
+    assert not (gd / "CHERRY_PICK_HEAD").exists()
+
+    main2 = _main_move(hub, "m2.txt")
+    r = _run(hub, tmp_path, 'try rebase "$1" rebase main\n', REAL_GIT)
+    assert r.rc == 0, r.stderr
+    assert _rcs(r.stdout) == {"rebase": 0}, r.stdout
+    assert git(lane_path, "merge-base", "--is-ancestor", main2, "HEAD", check=False).returncode == 0
+    assert git(lane_path, "log", "--format=%s", "-2").stdout.split("\n")[:2] == [
+        "edit lane2.txt",
+        "edit lane.txt",
+    ]
+    # git could not delete CHERRY_PICK_HEAD (deletes lock packed-refs): the next sync clears it
+    r = _run(hub, tmp_path, "try sync git lane sync\n")
+    assert _rcs(r.stdout) == {"sync": 0}, r.stdout
+    assert not (gd / "CHERRY_PICK_HEAD").exists()
+    assert hub.sha() == main2
+
+
+def test_scripted_agent_under_sandbox(hub: Repo, tmp_path: Path) -> None:
+    """The shims' scripted agent answers the same inside the sandbox (their refusals,
+    and the work they allow)."""
+    hub.create("alpha")
+    main = hub.sha()
+    script = tmp_path / "agent.sh"
+    script.write_text(SCRIPT)
+    r = hub.lane("exec", "--sandbox", "alpha", "--", "sh", str(script), str(hub.path), "fresh")
+    assert "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
+    _check(_cases(r.stdout), FRESH, r.stdout)
+    assert hub.sha() == main
+
+
+def test_explain(hub: Repo) -> None:
+    lane_path = hub.create("alpha")
+    common = str(hub.common_dir)
+    r = hub.lane("--json", "exec", "--sandbox", "--explain", "alpha")
+    assert r.rc == 0, r.stderr
+    j = r.json
+    assert (j["code"], j["abi"], j["usable"], j["readable"]) == ("explain", _ABI, True, ["/"])
+    w = j["writable"]
+    assert str(lane_path.resolve()) in w
+    for sub in ("objects", "refs/heads/lane", "logs/refs/heads/lane", "worktrees/alpha"):
+        assert os.path.join(common, sub) in w
+    for never in ("", "refs", "refs/heads", "hooks", "info", "git-lane", "refs/git-lane"):
+        assert os.path.join(common, never).rstrip("/") not in w
+    assert str(hub.path) not in w
+    # tmp_path is under the temp dir: CMD gets a private one, not all of /tmp
+    assert "/tmp" not in w and j["private_tmp_under"]
+    assert any("other lanes' branches" in n for n in j["notes"])
+    text = hub.lane("exec", "--explain", "alpha")
+    assert text.rc == 0 and f"Landlock ABI {_ABI}" in text.stdout
+    assert "refs/heads/lane" in text.stdout and "note: " in text.stdout
+
+
+def test_config_modes_confine_without_the_flag(hub: Repo) -> None:
+    hub.create("alpha")
+    for mode in ("required", "best-effort"):
+        hub.config("sandbox", mode)
+        r = hub.lane("exec", "alpha", "--", "sh", "-c", 'printf "%s" "$GITLANE_SANDBOX"')
+        assert (r.rc, r.stdout, r.stderr) == (0, f"landlock-abi-{_ABI}", ""), mode
+
+
+def test_sandbox_writable(hub: Repo, tmp_path: Path) -> None:
+    hub.create("alpha")
+    extra = tmp_path / "agent-state"
+    extra.mkdir()
+    hub.config("sandbox_writable", f"{extra},~/.codex")
+    r = hub.lane(
+        "exec", "--sandbox", "alpha", "--", "sh", "-c", f"printf x > {shlex.quote(str(extra))}/s"
+    )
+    assert r.rc == 0, r.stderr
+    assert (extra / "s").read_text() == "x"
+    for bad in ("relative/dir", str(hub.path), str(hub.common_dir / "refs"), str(tmp_path)):
+        hub.config("sandbox_writable", bad)
+        r = hub.lane("--json", "exec", "--sandbox", "alpha", "--", "touch", str(tmp_path / "ran"))
+        assert (r.rc, r.code) == (1, "sandbox_failed"), (bad, r.stdout)
+        assert not (tmp_path / "ran").exists()
+        for cmd in r.json["next"]:
+            assert "<" not in cmd
+
+
+def test_ruleset_failure_in_child_runs_nothing(
+    hub: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CMD's process cannot confine itself: CMD is never run unconfined."""
+    from guard.commands import exec as exec_cmd
+    from guard.errors import Refusal
+    from guard.repo import Repo as GRepo
+
+    hub.create("alpha")
+    monkeypatch.chdir(hub.path)
+
+    def broken(self: sandbox.Prepared) -> None:
+        raise sandbox.SandboxError("landlock_restrict_self: simulated")
+
+    monkeypatch.setattr(sandbox.Prepared, "__call__", broken)
+    marker = tmp_path / "ran"
+    with pytest.raises(Refusal) as exc:
+        exec_cmd.run(GRepo.discover(hub.path), "alpha", ["touch", str(marker)], sandbox=True)
+    assert exc.value.code == "sandbox_failed"
+    assert not marker.exists()
+    st = json.loads(hub.lane("status", "--json").stdout)
+    assert [ln["owner_pid"] for ln in st["lanes"] if ln["key"] == "alpha"] == [None]
+
+
+def test_decide_is_narrow() -> None:
+    f = sandbox.Facts(
+        lane_path="/w/lanes/a",
+        admin_dir="/r/.git/worktrees/a",
+        common="/r/.git",
+        main_ref="refs/heads/main",
+        protected=["/r", "/w/lanes/b", "/r/.git"],
+        rerere=True,
+        tmp="/tmp",
+        cache="/w",
+        cache_entries=["/w/lanes", "/w/pip"],
+        extra=[],
+    )
+    g = sandbox.decide(f)
+    assert g.writable[:6] == [
+        "/w/lanes/a",
+        "/r/.git/objects",
+        "/r/.git/worktrees/a",
+        "/r/.git/refs/heads/lane",
+        "/r/.git/logs/refs/heads/lane",
+        "/r/.git/rr-cache",
+    ]
+    assert "/tmp" in g.writable and "/w/pip" in g.writable
+    assert "/w" not in g.writable and "/w/lanes" not in g.writable
+    with pytest.raises(sandbox.BadGrant):
+        sandbox.decide(sandbox.Facts(**{**f.__dict__, "extra": ["/r/.git/refs"]}))
+    with pytest.raises(sandbox.BadGrant):
+        sandbox.decide(sandbox.Facts(**{**f.__dict__, "extra": ["/"]}))
+    with pytest.raises(sandbox.SandboxError):
+        sandbox.decide(sandbox.Facts(**{**f.__dict__, "main_ref": "refs/heads/lane/x"}))
+    assert sandbox.handled(1) == (1 << 13) - 1
+    assert sandbox.handled(3) & sandbox.TRUNCATE and not sandbox.handled(3) & sandbox.IOCTL_DEV
+    assert sandbox.handled(7) & sandbox.IOCTL_DEV and sandbox.handled(2) & sandbox.REFER
