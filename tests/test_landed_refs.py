@@ -253,7 +253,7 @@ def test_a_repository_made_shallow_is_found_and_fixed(
         assert git(repo.path, "cat-file", "-e", commit, check=False).returncode == 0
 
 
-def test_a_shallow_clone_only_warns(
+def test_a_shallow_clone_fails_with_the_unshallow_fix(
     landed2: tuple[Repo, list[str], list[str]], tmp_path: Path
 ) -> None:
     repo, _, _ = landed2
@@ -266,7 +266,10 @@ def test_a_shallow_clone_only_warns(
         text=True,
     )
     checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
-    assert checks["shallow"]["status"] == "warn"
+    # git-lane's guarantees assume whole history, and a lane's `fetch --depth` makes this
+    # same state: doctor fails on any shallow file; the fix is the owner's unshallow
+    assert checks["shallow"]["status"] == "fail"
+    assert "git fetch --unshallow" in checks["shallow"]["fix"]
 
 
 def test_grafts_are_found_and_fixed(landed2: tuple[Repo, list[str], list[str]]) -> None:
