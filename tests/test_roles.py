@@ -101,7 +101,12 @@ def test_empty_lane_variable_is_not_a_worker(repo: Repo) -> None:
 
 
 # -- a lane owner's descendants are its workers, whatever their environment says ---------
-from test_next_runs import gitlane_on_path  # noqa: E402,F401  (`git lane` inside exec runs this checkout)
+
+
+@pytest.fixture(autouse=True)
+def _gitlane_on_path(gitlane_on_path: Path) -> Path:
+    """`git lane` inside exec runs this checkout (conftest.gitlane_on_path)."""
+    return gitlane_on_path
 
 
 def test_unsetting_the_role_inside_exec_grants_nothing(repo: Repo) -> None:
