@@ -395,7 +395,7 @@ def decide_git(argv: Sequence[str], env: Mapping[str, str], facts: GitFacts) -> 
         return refusal
     if p.cmd is None or p.cmd == "lane":
         return None  # `git lane ...`: the engine enforces its own rules
-    refusal = _command_known(p, facts) or _program_options(p, facts)
+    refusal = _program_env(p, env, facts) or _command_known(p, facts) or _program_options(p, facts)
     if refusal is not None:
         return refusal
     if p.cmd not in READ_ONLY:
@@ -912,7 +912,20 @@ _PROGRAM_SUBKEYS = frozenset(
     ]
 )
 # -c core.pager=cat, -c core.editor=true: what people type (no git in them)
-_SAFE_PROGRAMS = ("", "cat", "less", "more", "true", ":", "vi", "vim", "nvim", "nano", "emacs")
+_SAFE_PROGRAMS = (
+    "",
+    "cat",
+    "less",
+    "more",
+    "true",
+    "false",
+    ":",
+    "vi",
+    "vim",
+    "nvim",
+    "nano",
+    "emacs",
+)
 _EDITORS = ("core.pager", "core.editor", "sequence.editor")
 
 
@@ -983,14 +996,90 @@ def _unsafe_config(
     )
 
 
+# Variables naming a program git runs (with its own directory first on PATH, where a
+# `git` in the program is the real one): any value is refused, but for the editors and
+# pagers, a bare name of _SAFE_PROGRAMS.
+_PROGRAM_ENV = (
+    "GIT_EXTERNAL_DIFF", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_ASKPASS", "SSH_ASKPASS",
+    "GIT_PROXY_COMMAND", "GIT_TEMPLATE_DIR",
+)  # fmt: skip
+_EDITOR_ENV = ("GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "EDITOR", "VISUAL", "GIT_PAGER", "PAGER")
+
+
+def program_env(env: Mapping[str, str]) -> str | None:
+    """The first variable of `env` that makes git run a program past the shim, or None."""
+    for name in _PROGRAM_ENV:
+        if env.get(name):
+            return name
+    for name in _EDITOR_ENV:
+        if env.get(name, "").strip() not in _SAFE_PROGRAMS:
+            return name
+    return None
+
+
+def _program_env(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
+    name = program_env(env)
+    if name is None:
+        return None
+    return Refusal(
+        "unsafe_config",
+        f"{name}={env[name]}: git runs that program with its own directory first on PATH, "
+        f"where a git in it passes lane {f.lane}'s shim; run the command without it",
+        next=[f"env -u {name} {_render(p.globals, p.cmd, p.args)}"],
+        details={"lane": f.lane, "key": name, "setting": f"{name}={env[name]}"},
+    )
+
+
 # Options that name a program git runs for a transport (with its exec path first on PATH).
 _PROGRAM_OPTIONS = ("--upload-pack", "--receive-pack", "--exec")
+# Per command, options that name a program (or, --template, hooks) git runs past the shim:
+# the long names (any prefix of 4+ characters git would complete) and the short letters.
+_RUNS_PROGRAM: dict[str, tuple[tuple[str, ...], str]] = {
+    "grep": (("--open-files-in-pager",), "O"),
+    "difftool": (("--extcmd", "--tool", "--tool-help"), "xt"),
+    "rebase": (("--exec",), "x"),
+    "clone": (("--template",), ""),
+    "init": (("--template",), ""),
+}
+
+
+def _drop_word(args: Sequence[str], word: str) -> list[str]:
+    """`args` without `word` and, when it takes one there, the value after it."""
+    i = list(args).index(word)
+    takes = "=" not in word and (
+        word[-1] in "xt" if not word.startswith("--") else not word.startswith("--tool-")
+    )
+    return [*args[:i], *args[i + 1 + int(takes) :]]
+
+
+def _runs_program(cmd: str, args: Sequence[str]) -> str | None:
+    """The word of `git CMD ARGS` that makes git run a program past the shim (grep -O,
+    difftool -x/--tool, rebase -x, clone/init --template), or None."""
+    longs, shorts = _RUNS_PROGRAM.get(cmd, ((), ""))
+    for a in args:
+        if a == "--":
+            break
+        name = a.partition("=")[0]
+        if a.startswith("--") and len(name) >= 4 and any(o.startswith(name) for o in longs):
+            return a
+        if a.startswith("-") and not a.startswith("--") and set(a[1:]) & set(shorts):
+            return a
+    return None
 
 
 def _program_options(p: Parsed, f: GitFacts) -> Refusal | None:
     """fetch/clone/ls-remote --upload-pack=PROG, push --receive-pack, archive --exec (and
     git's prefixes of them; clone -u PROG): git runs PROG past the shim."""
     args = list(p.args)
+    word = _runs_program(p.cmd or "", args)
+    if word is not None:
+        return Refusal(
+            "unsafe_config",
+            f"git {p.cmd} {word} makes git run a program (or template hooks) with its own "
+            f"directory first on PATH, past lane {f.lane}'s shim; run the command without it",
+            next=[_render(p.globals, p.cmd, _drop_word(args, word))],
+            details={"lane": f.lane, "key": word.partition("=")[0], "argv": [p.cmd or "", *args]},
+        )
     for i, a in enumerate(args):
         if a == "--":
             break
@@ -999,7 +1088,7 @@ def _program_options(p: Parsed, f: GitFacts) -> Refusal | None:
             p.cmd == "clone" and a.startswith("-u")
         )
         if p.cmd == "rebase" or not hit:
-            continue  # rebase --exec: the lane's own commands (README: not covered)
+            continue  # rebase --exec: _runs_program above
         rest = [w for j, w in enumerate(args) if j != i and not (j == i + 1 and "=" not in a)]
         return Refusal(
             "unsafe_config",
