@@ -611,10 +611,14 @@ def _explicit_hook_settings(p: Parsed, env: Mapping[str, str], f: GitFacts) -> R
     command (they are an explicit attempt, whatever the command)."""
     for kv in p.configs:
         if _hook_key(kv.split("=", 1)[0]):
-            return _hooks_disabled(p, f, f"-c {kv}", drop=("-c", kv))
+            drop = ("-c", kv)
+            return _refused_without(p, env, f, drop) or _hooks_disabled(p, f, f"-c {kv}", drop)
     for kv in p.config_env:
         if _hook_key(kv.split("=", 1)[0]):
-            return _hooks_disabled(p, f, f"--config-env {kv}", drop=("--config-env", kv))
+            drop = ("--config-env", kv)
+            return _refused_without(p, env, f, drop) or _hooks_disabled(
+                p, f, f"--config-env {kv}", drop
+            )
     keys, ok = _config_keys_from_env(env)
     bad = [k for k in keys if _hook_key(k)]
     if bad or not ok:
@@ -629,6 +633,16 @@ def _explicit_hook_settings(p: Parsed, env: Mapping[str, str], f: GitFacts) -> R
     if gep and (not real or _clean(gep, f) != real):
         return _hooks_disabled(p, f, f"GIT_EXEC_PATH={gep}", env_vars=("GIT_EXEC_PATH",))
     return None
+
+
+def _refused_without(
+    p: Parsed, env: Mapping[str, str], f: GitFacts, drop: tuple[str, ...]
+) -> Refusal | None:
+    """The refusal of the command without the setting `drop` names, when it is refused
+    too (its `next` would be a command that is itself refused: give that one's)."""
+    if p.cmd is None:
+        return None
+    return decide_git([*_globals_without(p, drop), p.cmd, *p.args], env, f)
 
 
 def _hook_redirection(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
@@ -1125,13 +1139,25 @@ def _command_known(p: Parsed, f: GitFacts) -> Refusal | None:
             details={"lane": f.lane, "fact": f"what git {cmd} writes", "argv": [cmd, *p.args]},
         )
     direct = " ".join(_q(w) for w in [f"git-{cmd}", *p.args])
+    owner = f"git -C {_q(f.lane_path)} {cmd} {' '.join(_q(a) for a in p.args)}".rstrip()
+    if f.exec_path and f.exists(os.path.join(f.exec_path, f"git-{cmd}")):
+        # one of git's own scripts: it runs only from git's directory, which it puts first
+        # on PATH (past the shim); nothing in the lane runs it safely, the owner may
+        return Refusal(
+            "external_command",
+            f"git {cmd} is one of git's scripts ({f.exec_path}/git-{cmd}), not built into "
+            f"git: it runs with git's own directory first on PATH, where lane {f.lane}'s "
+            "shim does not see the git commands in it; it cannot run in the lane",
+            next=[owner + "  # as the repository owner, outside the lane"],
+            details={"lane": f.lane, "command": cmd, "argv": [cmd, *p.args]},
+        )
     return Refusal(
         "external_command",
         f"git {cmd} is not built into git but the program git-{cmd} (or a typo); git runs "
         f"it with its own directory first on PATH, where lane {f.lane}'s shim does not see "
         "the git commands in it; run the program itself instead",
         next=[direct],
-        alternatives=[f"{_q(f.exec_path)}/git-{cmd}" if f.exec_path else "git --exec-path"],
+        alternatives=["git --exec-path"],
         details={"lane": f.lane, "command": cmd, "argv": [cmd, *p.args]},
     )
 
@@ -1151,13 +1177,38 @@ _SUBCOMMANDS: dict[str, tuple[str, ...]] = {
 }
 
 
-def long_option_words(args: Sequence[str]) -> list[str]:
-    """The `--name[=value]` words before `--`."""
+# Options whose value is the next word (a message `--fix: x` is no option), per command.
+_MESSAGE = ("-m", "--message", "-F", "--file", "--cleanup")
+_STRATEGY = ("-s", "--strategy", "-X", "--strategy-option")
+_TAKES_VALUE: dict[str, tuple[str, ...]] = {
+    "commit": (
+        *_MESSAGE, "-C", "--reuse-message", "-c", "--reedit-message", "--author", "--date",
+        "--fixup", "--squash", "--trailer", "-t", "--template", "--pathspec-from-file",
+    ),
+    "tag": (*_MESSAGE, "-u", "--local-user"),
+    "merge": (*_MESSAGE, *_STRATEGY),
+    "notes": (*_MESSAGE, "-C", "--reuse-message", "-c", "--reedit-message"),
+    "stash": ("-m", "--message", "--pathspec-from-file"),
+    "revert": ("-m", "--mainline", "--cleanup", "--strategy", "-X", "--strategy-option"),
+    "cherry-pick": ("-m", "--mainline", "--cleanup", "--strategy", "-X", "--strategy-option"),
+}  # fmt: skip
+
+
+def long_option_words(args: Sequence[str], cmd: str = "") -> list[str]:
+    """The `--name[=value]` words before `--` (not the value of an option of `cmd` that
+    takes the next word: `commit -m "--fix: x"`)."""
     out = []
+    takes = _TAKES_VALUE.get(cmd, ())
+    skip = False
     for a in args:
+        if skip:
+            skip = False
+            continue
         if a == "--":
             break
-        if a.startswith("--"):
+        if a in takes:
+            skip = True
+        elif a.startswith("--"):
             out.append(a)
     return out
 
@@ -1168,7 +1219,7 @@ def _long_options(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | N
     the command with it spelled out when git would complete it to one name."""
     cmd = p.cmd or ""
     args = list(p.args)
-    longs = long_option_words(args)
+    longs = long_option_words(args, cmd)
     if not longs:
         return None
     sub = None
@@ -1295,7 +1346,7 @@ def _written_paths(p: Parsed) -> list[tuple[str, str]]:
         pos = _positional(args, ("--window", "--depth", "--threads", "--filter"))
         if pos:
             out.append(("git pack-objects's base name", pos[0]))
-    for a in long_option_words(args):
+    for a in long_option_words(args, cmd):
         name, eq, val = a.partition("=")
         if eq and name not in _READ_PATH_OPTIONS and val.startswith(("/", "~", "..")):
             out.append((f"git {cmd} {name}", val))
@@ -1474,6 +1525,8 @@ def _stash(p: Parsed, f: GitFacts) -> Refusal | None:
     rest = [a for a in p.args[1:] if not a.startswith("-")]
     entry = rest[0] if rest else "stash@{0}"
     nxt = [f"git stash apply {_q(entry)}"] if sub in ("pop", "branch") else ["git stash list"]
+    if sub in ("pop", "branch") and not f.is_rev(entry):
+        nxt = ["git add -A", "git commit -m WIP"]  # no such entry: nothing to apply
     return Refusal(
         "stash_shared",
         f"git stash {sub} changes refs/stash, which every worktree shares (its entries may be "
@@ -1943,6 +1996,10 @@ def _render(globals_: Sequence[str], cmd: str | None, args: Sequence[str]) -> st
 
 def _without(p: Parsed, drop: tuple[str, ...]) -> str:
     """The command line without the global option `drop` names (("-c", "k=v"), ...)."""
+    return _render(_globals_without(p, drop), p.cmd, p.args)
+
+
+def _globals_without(p: Parsed, drop: tuple[str, ...]) -> list[str]:
     out: list[str] = []
     g = list(p.globals)
     i = 0
@@ -1959,4 +2016,4 @@ def _without(p: Parsed, drop: tuple[str, ...]) -> str:
             continue
         out.append(w)
         i += 1
-    return _render(out, p.cmd, p.args)
+    return out

@@ -107,3 +107,32 @@ def test_a_plain_editor_and_pager_still_work(repo: Repo, alpha: Path) -> None:
     )
     assert res.returncode == 0, res.stderr
     assert "ok" in res.stdout
+
+
+def test_a_message_that_looks_like_an_option_is_a_message(repo: Repo, alpha: Path) -> None:
+    res = lx(repo, alpha, 'git commit -q --allow-empty -m "--fix: x" && git log -1 --format=%s')
+    assert (res.returncode, res.stdout.strip()) == (0, "--fix: x"), res.stderr
+    res = lx(repo, alpha, "git commit -q --allow-empty --message --x && git log -1 --format=%s")
+    assert (res.returncode, res.stdout.strip()) == (0, "--x"), res.stderr
+
+
+def refusal_next(res: subprocess.CompletedProcess[str]) -> str:
+    assert "git-lane: refused [" in res.stderr, res.stderr
+    return res.stderr.split("Next: ", 1)[1].strip()
+
+
+def test_every_next_of_these_refusals_runs(repo: Repo, alpha: Path) -> None:
+    # stash pop with no stash: nothing to apply, so no `git stash apply` to suggest
+    nxt = refusal_next(lx(repo, alpha, "git stash pop"))
+    assert "stash apply" not in nxt, nxt
+    # one of git's scripts: not `git-submodule status` (not on PATH; run by its path it
+    # finds no git-sh-setup) but the owner's command, which runs outside the lane
+    res = lx(repo, alpha, "git submodule status")
+    nxt = refusal_next(res)
+    assert nxt.endswith("# as the repository owner, outside the lane"), nxt
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GITLANE_")}
+    owner = subprocess.run(["sh", "-c", nxt], env=env, capture_output=True, text=True)
+    assert owner.returncode == 0, owner.stderr
+    # the hook setting dropped, the command is still refused: that refusal
+    res = lx(repo, alpha, P)
+    assert "[main_mutation_refused]" in res.stderr, res.stderr
