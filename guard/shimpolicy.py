@@ -40,11 +40,13 @@ sh without Python; tests/test_shim_git.py holds every such sh pass to a pass her
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from guard import binding
 from guard.errors import Refusal
 
 # -- what git's command line is made of -------------------------------------------------
@@ -1011,22 +1013,26 @@ def _unsafe_config(
 
 
 # Variables naming a program git runs (with its own directory first on PATH, where a
-# `git` in the program is the real one): any value is refused, but for the editors and
-# pagers, a bare name of _SAFE_PROGRAMS.
-_PROGRAM_ENV = (
-    "GIT_EXTERNAL_DIFF", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_ASKPASS", "SSH_ASKPASS",
-    "GIT_PROXY_COMMAND", "GIT_TEMPLATE_DIR",
-)  # fmt: skip
+# `git` in the program is the real one; guard/binding.py PROGRAM_VARS): any value is
+# refused, but for the editors and pagers a bare name of _SAFE_PROGRAMS, and the value
+# `git lane exec` started with.
 _EDITOR_ENV = ("GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "EDITOR", "VISUAL", "GIT_PAGER", "PAGER")
 
 
 def program_env(env: Mapping[str, str]) -> str | None:
-    """The first variable of `env` that makes git run a program past the shim, or None."""
-    for name in _PROGRAM_ENV:
-        if env.get(name):
-            return name
-    for name in _EDITOR_ENV:
-        if env.get(name, "").strip() not in _SAFE_PROGRAMS:
+    """The first variable of `env` that makes git run a program past the shim, or None.
+    A value `git lane exec` started with (GITLANE_PROGRAM_ENV: the owner's) passes."""
+    try:
+        owners = json.loads(env.get(binding.PROGRAM_ENV) or "{}")
+    except ValueError:
+        owners = {}
+    if not isinstance(owners, dict):
+        owners = {}
+    for name in binding.PROGRAM_VARS:
+        val = env.get(name, "")
+        if owners.get(name) == val:
+            continue
+        if val.strip() not in (_SAFE_PROGRAMS if name in _EDITOR_ENV else ("",)):
             return name
     return None
 

@@ -136,3 +136,30 @@ def test_every_next_of_these_refusals_runs(repo: Repo, alpha: Path) -> None:
     # the hook setting dropped, the command is still refused: that refusal
     res = lx(repo, alpha, P)
     assert "[main_mutation_refused]" in res.stderr, res.stderr
+
+
+def test_the_owners_own_program_variables_pass_and_a_changed_one_does_not(
+    repo: Repo, alpha: Path
+) -> None:
+    """An askpass or editor the owner started exec with (VS Code sets GIT_ASKPASS) is the
+    owner's choice: it passes; one the process sets, or a nested exec, does not."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GITLANE_")}
+    env["GIT_ASKPASS"] = "/opt/owner/askpass.sh"
+
+    def run(script: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "guard", "exec", "alpha", "--", "sh", "-c", script],
+            cwd=alpha,
+            env=env,
+            text=True,
+            capture_output=True,
+            timeout=120,
+        )
+
+    res = run("git commit -q --allow-empty -m owner && git log -1 --format=%s")
+    assert (res.returncode, res.stdout.strip()) == (0, "owner"), res.stderr
+    res = run("GIT_ASKPASS=/tmp/evil git commit -q --allow-empty -m x")
+    assert "[unsafe_config]" in res.stderr, res.stderr
+    nested = "GIT_ASKPASS=/tmp/evil git lane exec alpha -- git commit -q --allow-empty -m x"
+    res = run(nested)
+    assert "[unsafe_config]" in res.stderr, res.stderr
