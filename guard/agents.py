@@ -289,13 +289,15 @@ def normalized(command: str) -> str:
 # the variables that decide which git runs, with what config, hooks and where: set,
 # exported, declared or unset by an agent's command, they are never allowed
 _GUARDED_VARS = (
-    r"(?:GIT_\w*|GITLANE_\w*|PATH|CDPATH|BASH_ENV|ENV|GIT_EXEC_PATH|HOME|XDG_CONFIG_HOME)"
+    r"(?:GIT_\w*|GITLANE_\w*|PATH|CDPATH|BASH_ENV|ENV|GIT_EXEC_PATH|HOME|XDG_CONFIG_HOME"
+    r"|EDITOR|VISUAL|PAGER)"
 )
 _BREAK = r"(?:^|[;&|(){}\n]|\bthen\b|\bdo\b|\belse\b)"
 _DISGUISES: tuple[tuple[str, str], ...] = (
     (rf"{_BREAK}\s*(?:\w+=\S*\s+)*alias\b", "`alias`"),
     (
-        rf"\b(?:export|declare|typeset|readonly|local|unset|set)\b[^;&|\n]*\b{_GUARDED_VARS}\b",
+        rf"\b(?:export|declare|typeset|readonly|local|unset|set|read|getopts|mapfile|readarray"
+        rf"|select|let|for|printf\s+-v)\b[^;&|\n]*\b{_GUARDED_VARS}\b",
         "setting or unsetting a GIT_*, GITLANE_*, PATH or CDPATH variable",
     ),
     (
@@ -321,9 +323,43 @@ def disguised(command: str) -> str | None:
     for pattern, what in _DISGUISES:
         if re.search(pattern, flat):
             return what
+    why = _command_words(flat)
+    if why is not None:
+        return why
     cdpath = os.environ.get("CDPATH") or "CDPATH" in flat
     if cdpath and re.search(rf"{_BREAK}\s*(?:\w+=\S*\s+)*(?:cd|pushd)\b", flat):
         return "`cd` with CDPATH set"
+    return None
+
+
+_GLOB = re.compile(r"[*?\[]|\{[^}]*,")
+
+
+def _command_words(flat: str) -> str | None:
+    """A command word that is a glob or brace pattern (`/usr/bin/g?t`, `g{i,}t`: the
+    shell makes git of it), code given to an interpreter with one, or a GIT_*/GITLANE_*/
+    PATH-like variable assigned in front of a command that is not git (`GITLANE_INTERNAL=1
+    sh y.sh`: the git in y.sh would see it)."""
+    try:
+        words = _words(flat)
+    except ValueError as e:
+        return f"unbalanced quoting ({e})"
+    for seg in _segments(words):
+        guarded = ours = False
+        while seg and (_is_assignment(seg[0]) or seg[0] in _WRAPPERS or seg[0] == "env"):
+            name = seg[0].partition("=")[0] if _is_assignment(seg[0]) else ""
+            guarded |= bool(name) and re.fullmatch(_GUARDED_VARS, name) is not None
+            ours |= name.startswith("GITLANE_")
+            seg = seg[1:]
+        if not seg:
+            continue
+        head = seg[0]
+        if _GLOB.search(head):
+            return f"`{head}`, a pattern, as a command"
+        if _INTERPRETERS.match(os.path.basename(head)) and any(_GLOB.search(w) for w in seg[1:]):
+            return f"`{os.path.basename(head)}` with a pattern in its code"
+        if ours or (guarded and os.path.basename(head) != "git"):
+            return "a GIT_*, GITLANE_*, PATH-like variable assigned for a command"
     return None
 
 

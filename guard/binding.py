@@ -14,6 +14,9 @@ write) spell them once in sh. Standard library only: the shims' slow path import
     GITLANE_HOME       HOME when exec started ('' when unset)
     GITLANE_XDG_CONFIG_HOME  XDG_CONFIG_HOME when exec started ('' when unset)
     GITLANE_PORT       the lane's port base
+    GITLANE_PROGRAM_ENV  JSON {name: value} of the variables naming a program git runs
+                       (EDITOR, GIT_ASKPASS, ...: PROGRAM_VARS below) set when exec
+                       started (the owner's own: the shim lets those values pass)
 
 Set by exec only (not by shellenv, which cannot supervise), so not in NAMES:
 
@@ -24,6 +27,7 @@ Set by exec only (not by shellenv, which cannot supervise), so not in NAMES:
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,10 +45,18 @@ XDG_AT_EXEC = "GITLANE_XDG_CONFIG_HOME"
 PORT = "GITLANE_PORT"
 LAND_SOCKET = "GITLANE_LAND_SOCKET"
 SANDBOX = "GITLANE_SANDBOX"  # set only when exec confined the process, so not in NAMES
+PROGRAM_ENV = "GITLANE_PROGRAM_ENV"
+
+# the variables naming a program git runs past the shim (shimpolicy.program_env judges them)
+PROGRAM_VARS = (
+    "GIT_EXTERNAL_DIFF", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_ASKPASS", "SSH_ASKPASS",
+    "GIT_PROXY_COMMAND", "GIT_TEMPLATE_DIR",
+    "GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "EDITOR", "VISUAL", "GIT_PAGER", "PAGER",
+)  # fmt: skip
 
 NAMES = (
     LANE, ROLE, REAL_GIT, SHIMS_DIR, LANE_PATH, COMMON, PYTHON, PYPATH, HOME_AT_EXEC,
-    XDG_AT_EXEC, PORT,
+    XDG_AT_EXEC, PORT, PROGRAM_ENV,
 )  # fmt: skip
 
 
@@ -81,3 +93,12 @@ def from_env(env: Mapping[str, str]) -> Binding | None:
         home=env.get(HOME_AT_EXEC, ""),
         xdg_config_home=env.get(XDG_AT_EXEC, ""),
     )
+
+
+def program_env_record(base: Mapping[str, str]) -> str:
+    """PROGRAM_ENV for a process exec starts over `base`: the program variables set there
+    (the owner's); a bound caller (a nested exec) hands on its own record, not what it set
+    since."""
+    if base.get(LANE):
+        return base.get(PROGRAM_ENV) or "{}"
+    return json.dumps({k: base[k] for k in PROGRAM_VARS if base.get(k)}, sort_keys=True)

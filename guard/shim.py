@@ -259,7 +259,8 @@ def gather_git(
     )
     must_sync = mutating and _must_sync(key, cfg["sync_policy"], main, common)
     exec_path = ""
-    if "GIT_EXEC_PATH" in env or p.exec_path is not None:
+    maybe_external = p.cmd not in shimpolicy.BUILTINS or p.cmd in shimpolicy.MAYBE_SCRIPTS
+    if "GIT_EXEC_PATH" in env or p.exec_path is not None or (p.cmd and maybe_external):
         res = _git(["--exec-path"], common, key, "git's exec path")
         if not res.ok:
             raise _unknown(key, "the real git's exec path (git --exec-path failed)")

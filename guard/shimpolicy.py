@@ -40,11 +40,13 @@ sh without Python; tests/test_shim_git.py holds every such sh pass to a pass her
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from guard import binding
 from guard.errors import Refusal
 
 # -- what git's command line is made of -------------------------------------------------
@@ -395,7 +397,7 @@ def decide_git(argv: Sequence[str], env: Mapping[str, str], facts: GitFacts) -> 
         return refusal
     if p.cmd is None or p.cmd == "lane":
         return None  # `git lane ...`: the engine enforces its own rules
-    refusal = _command_known(p, facts) or _program_options(p, facts)
+    refusal = _program_env(p, env, facts) or _command_known(p, facts) or _program_options(p, facts)
     if refusal is not None:
         return refusal
     if p.cmd not in READ_ONLY:
@@ -611,10 +613,14 @@ def _explicit_hook_settings(p: Parsed, env: Mapping[str, str], f: GitFacts) -> R
     command (they are an explicit attempt, whatever the command)."""
     for kv in p.configs:
         if _hook_key(kv.split("=", 1)[0]):
-            return _hooks_disabled(p, f, f"-c {kv}", drop=("-c", kv))
+            drop = ("-c", kv)
+            return _refused_without(p, env, f, drop) or _hooks_disabled(p, f, f"-c {kv}", drop)
     for kv in p.config_env:
         if _hook_key(kv.split("=", 1)[0]):
-            return _hooks_disabled(p, f, f"--config-env {kv}", drop=("--config-env", kv))
+            drop = ("--config-env", kv)
+            return _refused_without(p, env, f, drop) or _hooks_disabled(
+                p, f, f"--config-env {kv}", drop
+            )
     keys, ok = _config_keys_from_env(env)
     bad = [k for k in keys if _hook_key(k)]
     if bad or not ok:
@@ -629,6 +635,16 @@ def _explicit_hook_settings(p: Parsed, env: Mapping[str, str], f: GitFacts) -> R
     if gep and (not real or _clean(gep, f) != real):
         return _hooks_disabled(p, f, f"GIT_EXEC_PATH={gep}", env_vars=("GIT_EXEC_PATH",))
     return None
+
+
+def _refused_without(
+    p: Parsed, env: Mapping[str, str], f: GitFacts, drop: tuple[str, ...]
+) -> Refusal | None:
+    """The refusal of the command without the setting `drop` names, when it is refused
+    too (its `next` would be a command that is itself refused: give that one's)."""
+    if p.cmd is None:
+        return None
+    return decide_git([*_globals_without(p, drop), p.cmd, *p.args], env, f)
 
 
 def _hook_redirection(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
@@ -912,7 +928,20 @@ _PROGRAM_SUBKEYS = frozenset(
     ]
 )
 # -c core.pager=cat, -c core.editor=true: what people type (no git in them)
-_SAFE_PROGRAMS = ("", "cat", "less", "more", "true", ":", "vi", "vim", "nvim", "nano", "emacs")
+_SAFE_PROGRAMS = (
+    "",
+    "cat",
+    "less",
+    "more",
+    "true",
+    "false",
+    ":",
+    "vi",
+    "vim",
+    "nvim",
+    "nano",
+    "emacs",
+)
 _EDITORS = ("core.pager", "core.editor", "sequence.editor")
 
 
@@ -983,14 +1012,94 @@ def _unsafe_config(
     )
 
 
+# Variables naming a program git runs (with its own directory first on PATH, where a
+# `git` in the program is the real one; guard/binding.py PROGRAM_VARS): any value is
+# refused, but for the editors and pagers a bare name of _SAFE_PROGRAMS, and the value
+# `git lane exec` started with.
+_EDITOR_ENV = ("GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "EDITOR", "VISUAL", "GIT_PAGER", "PAGER")
+
+
+def program_env(env: Mapping[str, str]) -> str | None:
+    """The first variable of `env` that makes git run a program past the shim, or None.
+    A value `git lane exec` started with (GITLANE_PROGRAM_ENV: the owner's) passes."""
+    try:
+        owners = json.loads(env.get(binding.PROGRAM_ENV) or "{}")
+    except ValueError:
+        owners = {}
+    if not isinstance(owners, dict):
+        owners = {}
+    for name in binding.PROGRAM_VARS:
+        val = env.get(name, "")
+        if owners.get(name) == val:
+            continue
+        if val.strip() not in (_SAFE_PROGRAMS if name in _EDITOR_ENV else ("",)):
+            return name
+    return None
+
+
+def _program_env(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
+    name = program_env(env)
+    if name is None:
+        return None
+    return Refusal(
+        "unsafe_config",
+        f"{name}={env[name]}: git runs that program with its own directory first on PATH, "
+        f"where a git in it passes lane {f.lane}'s shim; run the command without it",
+        next=[f"env -u {name} {_render(p.globals, p.cmd, p.args)}"],
+        details={"lane": f.lane, "key": name, "setting": f"{name}={env[name]}"},
+    )
+
+
 # Options that name a program git runs for a transport (with its exec path first on PATH).
 _PROGRAM_OPTIONS = ("--upload-pack", "--receive-pack", "--exec")
+# Per command, options that name a program (or, --template, hooks) git runs past the shim:
+# the long names (any prefix of 4+ characters git would complete) and the short letters.
+_RUNS_PROGRAM: dict[str, tuple[tuple[str, ...], str]] = {
+    "grep": (("--open-files-in-pager",), "O"),
+    "difftool": (("--extcmd", "--tool", "--tool-help"), "xt"),
+    "rebase": (("--exec",), "x"),
+    "clone": (("--template",), ""),
+    "init": (("--template",), ""),
+}
+
+
+def _drop_word(args: Sequence[str], word: str) -> list[str]:
+    """`args` without `word` and, when it takes one there, the value after it."""
+    i = list(args).index(word)
+    takes = "=" not in word and (
+        word[-1] in "xt" if not word.startswith("--") else not word.startswith("--tool-")
+    )
+    return [*args[:i], *args[i + 1 + int(takes) :]]
+
+
+def _runs_program(cmd: str, args: Sequence[str]) -> str | None:
+    """The word of `git CMD ARGS` that makes git run a program past the shim (grep -O,
+    difftool -x/--tool, rebase -x, clone/init --template), or None."""
+    longs, shorts = _RUNS_PROGRAM.get(cmd, ((), ""))
+    for a in args:
+        if a == "--":
+            break
+        name = a.partition("=")[0]
+        if a.startswith("--") and len(name) >= 4 and any(o.startswith(name) for o in longs):
+            return a
+        if a.startswith("-") and not a.startswith("--") and set(a[1:]) & set(shorts):
+            return a
+    return None
 
 
 def _program_options(p: Parsed, f: GitFacts) -> Refusal | None:
     """fetch/clone/ls-remote --upload-pack=PROG, push --receive-pack, archive --exec (and
     git's prefixes of them; clone -u PROG): git runs PROG past the shim."""
     args = list(p.args)
+    word = _runs_program(p.cmd or "", args)
+    if word is not None:
+        return Refusal(
+            "unsafe_config",
+            f"git {p.cmd} {word} makes git run a program (or template hooks) with its own "
+            f"directory first on PATH, past lane {f.lane}'s shim; run the command without it",
+            next=[_render(p.globals, p.cmd, _drop_word(args, word))],
+            details={"lane": f.lane, "key": word.partition("=")[0], "argv": [p.cmd or "", *args]},
+        )
     for i, a in enumerate(args):
         if a == "--":
             break
@@ -999,7 +1108,7 @@ def _program_options(p: Parsed, f: GitFacts) -> Refusal | None:
             p.cmd == "clone" and a.startswith("-u")
         )
         if p.cmd == "rebase" or not hit:
-            continue  # rebase --exec: the lane's own commands (README: not covered)
+            continue  # rebase --exec: _runs_program above
         rest = [w for j, w in enumerate(args) if j != i and not (j == i + 1 and "=" not in a)]
         return Refusal(
             "unsafe_config",
@@ -1036,13 +1145,25 @@ def _command_known(p: Parsed, f: GitFacts) -> Refusal | None:
             details={"lane": f.lane, "fact": f"what git {cmd} writes", "argv": [cmd, *p.args]},
         )
     direct = " ".join(_q(w) for w in [f"git-{cmd}", *p.args])
+    owner = f"git -C {_q(f.lane_path)} {cmd} {' '.join(_q(a) for a in p.args)}".rstrip()
+    if f.exec_path and f.exists(os.path.join(f.exec_path, f"git-{cmd}")):
+        # one of git's own scripts: it runs only from git's directory, which it puts first
+        # on PATH (past the shim); nothing in the lane runs it safely, the owner may
+        return Refusal(
+            "external_command",
+            f"git {cmd} is one of git's scripts ({f.exec_path}/git-{cmd}), not built into "
+            f"git: it runs with git's own directory first on PATH, where lane {f.lane}'s "
+            "shim does not see the git commands in it; it cannot run in the lane",
+            next=[owner + "  # as the repository owner, outside the lane"],
+            details={"lane": f.lane, "command": cmd, "argv": [cmd, *p.args]},
+        )
     return Refusal(
         "external_command",
         f"git {cmd} is not built into git but the program git-{cmd} (or a typo); git runs "
         f"it with its own directory first on PATH, where lane {f.lane}'s shim does not see "
         "the git commands in it; run the program itself instead",
         next=[direct],
-        alternatives=[f"{_q(f.exec_path)}/git-{cmd}" if f.exec_path else "git --exec-path"],
+        alternatives=["git --exec-path"],
         details={"lane": f.lane, "command": cmd, "argv": [cmd, *p.args]},
     )
 
@@ -1062,13 +1183,38 @@ _SUBCOMMANDS: dict[str, tuple[str, ...]] = {
 }
 
 
-def long_option_words(args: Sequence[str]) -> list[str]:
-    """The `--name[=value]` words before `--`."""
+# Options whose value is the next word (a message `--fix: x` is no option), per command.
+_MESSAGE = ("-m", "--message", "-F", "--file", "--cleanup")
+_STRATEGY = ("-s", "--strategy", "-X", "--strategy-option")
+_TAKES_VALUE: dict[str, tuple[str, ...]] = {
+    "commit": (
+        *_MESSAGE, "-C", "--reuse-message", "-c", "--reedit-message", "--author", "--date",
+        "--fixup", "--squash", "--trailer", "-t", "--template", "--pathspec-from-file",
+    ),
+    "tag": (*_MESSAGE, "-u", "--local-user"),
+    "merge": (*_MESSAGE, *_STRATEGY),
+    "notes": (*_MESSAGE, "-C", "--reuse-message", "-c", "--reedit-message"),
+    "stash": ("-m", "--message", "--pathspec-from-file"),
+    "revert": ("-m", "--mainline", "--cleanup", "--strategy", "-X", "--strategy-option"),
+    "cherry-pick": ("-m", "--mainline", "--cleanup", "--strategy", "-X", "--strategy-option"),
+}  # fmt: skip
+
+
+def long_option_words(args: Sequence[str], cmd: str = "") -> list[str]:
+    """The `--name[=value]` words before `--` (not the value of an option of `cmd` that
+    takes the next word: `commit -m "--fix: x"`)."""
     out = []
+    takes = _TAKES_VALUE.get(cmd, ())
+    skip = False
     for a in args:
+        if skip:
+            skip = False
+            continue
         if a == "--":
             break
-        if a.startswith("--"):
+        if a in takes:
+            skip = True
+        elif a.startswith("--"):
             out.append(a)
     return out
 
@@ -1079,7 +1225,7 @@ def _long_options(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | N
     the command with it spelled out when git would complete it to one name."""
     cmd = p.cmd or ""
     args = list(p.args)
-    longs = long_option_words(args)
+    longs = long_option_words(args, cmd)
     if not longs:
         return None
     sub = None
@@ -1206,7 +1352,7 @@ def _written_paths(p: Parsed) -> list[tuple[str, str]]:
         pos = _positional(args, ("--window", "--depth", "--threads", "--filter"))
         if pos:
             out.append(("git pack-objects's base name", pos[0]))
-    for a in long_option_words(args):
+    for a in long_option_words(args, cmd):
         name, eq, val = a.partition("=")
         if eq and name not in _READ_PATH_OPTIONS and val.startswith(("/", "~", "..")):
             out.append((f"git {cmd} {name}", val))
@@ -1385,6 +1531,8 @@ def _stash(p: Parsed, f: GitFacts) -> Refusal | None:
     rest = [a for a in p.args[1:] if not a.startswith("-")]
     entry = rest[0] if rest else "stash@{0}"
     nxt = [f"git stash apply {_q(entry)}"] if sub in ("pop", "branch") else ["git stash list"]
+    if sub in ("pop", "branch") and not f.is_rev(entry):
+        nxt = ["git add -A", "git commit -m WIP"]  # no such entry: nothing to apply
     return Refusal(
         "stash_shared",
         f"git stash {sub} changes refs/stash, which every worktree shares (its entries may be "
@@ -1854,6 +2002,10 @@ def _render(globals_: Sequence[str], cmd: str | None, args: Sequence[str]) -> st
 
 def _without(p: Parsed, drop: tuple[str, ...]) -> str:
     """The command line without the global option `drop` names (("-c", "k=v"), ...)."""
+    return _render(_globals_without(p, drop), p.cmd, p.args)
+
+
+def _globals_without(p: Parsed, drop: tuple[str, ...]) -> list[str]:
     out: list[str] = []
     g = list(p.globals)
     i = 0
@@ -1870,4 +2022,4 @@ def _without(p: Parsed, drop: tuple[str, ...]) -> str:
             continue
         out.append(w)
         i += 1
-    return _render(out, p.cmd, p.args)
+    return out

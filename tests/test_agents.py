@@ -432,7 +432,33 @@ DISGUISED = [
     "unset GITLANE_ROLE GITLANE_LANE; git lane release vic --confirm yes-discard-lane",
     "PATH=/tmp/evil:$PATH; git status",
     "a=gi; b=t; $a$b push",
+    # globs and braces the shell makes git of (rt3 F5)
+    "/usr/bin/g?t -c core.hooksPath=/dev/null update-ref refs/heads/main HEAD",
+    "/usr/bin/g[i]t -c core.hooksPath=/dev/null update-ref refs/heads/main HEAD",
+    "gi* -c core.hooksPath=/dev/null update-ref refs/heads/main HEAD",
+    "g{i,}t -c core.hooksPath=/dev/null update-ref refs/heads/main HEAD",
+    "sh -c '/usr/bin/g?t push'",
+    # variables handed to a script or set by a builtin (rt3 F6)
+    "GITLANE_INTERNAL=1 sh y.sh",
+    "env GITLANE_INTERNAL=1 sh y.sh",
+    "PATH=/usr/bin sh y.sh",
+    "GITLANE_INTERNAL=1 git update-ref refs/heads/main HEAD",
+    "read GITLANE_LANE </dev/null; sh y.sh",
+    "read -r PATH </dev/null; sh y.sh",
+    "printf -v GIT_DIR %s /tmp; sh y.sh",
+    "mapfile GIT_DIR < f; sh y.sh",
+    "let GITLANE_X=1; sh y.sh",
+    "for PATH in /usr/bin; do sh y.sh; done",
+    "EDITOR=./e.sh sh y.sh",
 ]
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["ls *.py", "echo {a,b}", "GIT_EDITOR=true git rebase --continue", "find . -name '*.py'"],
+)
+def test_plain_patterns_and_git_variables_for_git_are_no_disguise(command: str) -> None:
+    assert agents.disguised(command) is None
 
 
 @pytest.mark.parametrize("command", DISGUISED)

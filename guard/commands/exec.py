@@ -189,6 +189,7 @@ def binding_env(repo: Repo, rec: LaneRecord, base: Mapping[str, str]) -> dict[st
         binding.XDG_AT_EXEC: base.get("XDG_CONFIG_HOME", ""),
         binding.PORT: str(policy.lane_port(rec.key)),
         "PATH": bound_path(path, shims, [outer], git_exec_path(real)),
+        binding.PROGRAM_ENV: binding.program_env_record(base),
     }
 
 
