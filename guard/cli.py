@@ -330,14 +330,31 @@ def exec_cmd(
 
     if goal is not None and not create_first:
         raise click.UsageError("--goal goes with -c (it is recorded when the lane is created)")
-    argv = list(command[1:] if command and command[0] == "--" else command)
+    # `git lane exec KEY --sandbox -- CMD` (the issue's and the docs' order) as well as
+    # `git lane exec --sandbox KEY -- CMD`: exec's own flags may stand between KEY and --
+    rest = list(command)
+    after_key = {"--sandbox", "--explain", "--json"}
+    cut = rest.index("--") if "--" in rest else (len(rest) if set(rest) <= after_key else 0)
+    for opt in rest[:cut]:
+        if opt not in after_key:
+            break
+        sandbox = sandbox or opt == "--sandbox"
+        explain = explain or opt == "--explain"
+        if opt == "--json":
+            ctx.json = True
+    else:
+        rest = rest[cut:]
+    argv = rest[1:] if rest and rest[0] == "--" else rest
     if explain:
         if create_first:
             raise click.UsageError("--explain needs an existing lane: it goes without -c")
         emit(ctx, cmd.explain(ctx.repo, key), render.sandbox_explain)
         return
     if "--" in argv and argv[0].startswith("-"):
-        raise click.UsageError(f"{argv[0]} after KEY: options go before KEY")
+        raise click.UsageError(
+            f"{argv[0]} after KEY: only --sandbox, --explain and --json may stand between KEY "
+            "and --; other options go before KEY"
+        )
     if not argv:
         raise click.UsageError("no CMD after --")
     res = cmd.run(

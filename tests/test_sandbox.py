@@ -345,3 +345,16 @@ def test_decide_is_narrow() -> None:
     assert sandbox.handled(1) == (1 << 13) - 1
     assert sandbox.handled(3) & sandbox.TRUNCATE and not sandbox.handled(3) & sandbox.IOCTL_DEV
     assert sandbox.handled(7) & sandbox.IOCTL_DEV and sandbox.handled(2) & sandbox.REFER
+
+
+def test_flags_may_follow_the_key(hub: Repo) -> None:
+    """`git lane exec KEY --sandbox -- CMD` (the order the docs and the issue use) confines
+    CMD as `git lane exec --sandbox KEY -- CMD` does; any other option there is a usage
+    error, never a silently unconfined run."""
+    hub.create("alpha")
+    r = hub.lane("exec", "alpha", "--sandbox", "--", "sh", "-c", 'printf "%s" "$GITLANE_SANDBOX"')
+    assert (r.rc, r.stdout) == (0, f"landlock-abi-{_ABI}"), r.stderr
+    j = hub.lane("exec", "alpha", "--sandbox", "--explain", "--json")
+    assert j.rc == 0 and j.json["code"] == "explain", j.stderr
+    bad = hub.lane("exec", "alpha", "--sandbx", "--", "true")
+    assert bad.rc == 2 and "only --sandbox, --explain and --json" in bad.stderr
