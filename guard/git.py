@@ -21,7 +21,7 @@ from guard.errors import GitError
 
 # Variables git sets for hooks and for `git --git-dir=...`; an engine call names its
 # repository with -C, so inherited ones would point it at the wrong place.
-_SCRUB = (
+REPO_POINTERS = (
     "GIT_DIR",
     "GIT_WORK_TREE",
     "GIT_INDEX_FILE",
@@ -92,7 +92,7 @@ def real_git() -> str:
 def base_env(extra: Mapping[str, str] | None = None, scrub: bool = True) -> dict[str, str]:
     env = dict(os.environ)
     if scrub:
-        for k in _SCRUB:
+        for k in REPO_POINTERS:
             env.pop(k, None)
     env.setdefault("GIT_TERMINAL_PROMPT", "0")
     env["GITLANE_INTERNAL"] = "1"  # our own call: the git shim lets it through (shims/git)

@@ -26,14 +26,8 @@ from guard import binding
 
 
 @pytest.fixture
-def hub(repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Repo:
+def hub(repo: Repo, gitlane_on_path: Path) -> Repo:
     """`git lane` on PATH runs this checkout's guard (as it would, installed)."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    exe = bindir / "git-lane"
-    exe.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m guard "$@"\n')
-    exe.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     repo.config("gate_command", "echo gate-says-hi; true")
     return repo
 

@@ -11,7 +11,6 @@ import json
 import os
 import shlex
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +40,7 @@ try() {
 
 
 @pytest.fixture
-def hub(repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Repo:
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    exe = bindir / "git-lane"
-    exe.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m guard "$@"\n')
-    exe.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+def hub(repo: Repo, gitlane_on_path: Path) -> Repo:
     repo.commit(repo.path, "a.txt", "base\n")
     assert repo.lane("install").rc == 0
     repo.config("gate_command", "true")

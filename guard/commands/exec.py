@@ -42,17 +42,7 @@ FORWARDED = (
 # Never inherited by a bound process: git's own pointers at a repository (CMD works in the
 # lane, not wherever they point) and our internal marker (it lets our own git calls past
 # the hooks and shims).
-DROPPED = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_PREFIX",
-    "GIT_COMMON_DIR",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_NAMESPACE",
-    "GITLANE_INTERNAL",
-)
+DROPPED = (*git.REPO_POINTERS, "GITLANE_INTERNAL")
 _PROBE_TRAP = 97  # what the trap `git` of the probe exits with
 _SI_USER, _SI_QUEUE, _SI_TKILL = 0, -1, -6  # si_code of a signal some process sent
 
@@ -234,17 +224,19 @@ def _sandbox(
     return False, [f'sandbox = "best-effort": {why}; running with the shims only']
 
 
-def _owner_check(repo: Repo, rec: LaneRecord, retry: str) -> None:
+def _owner_check(repo: Repo, rec: LaneRecord, retry: str, action: str = "exec") -> None:
     """lane_owner_conflict when another live process (not this one or an ancestor)
     owns the lane; a dead owner is simply taken over."""
+    why = "one supervisor per lane"
+    if action == "shellenv":
+        why = "a shell bound beside it would be a second writer"
     try:
-        lane.owner_conflict(repo, rec, "exec")
+        lane.owner_conflict(repo, rec, action)
     except Refusal as r:
         pid = rec.owner_pid
         raise Refusal(
             "lane_owner_conflict",
-            f"lane {rec.key} is in use by live process {pid} (its recorded owner); "
-            "one supervisor per lane",
+            f"lane {rec.key} is in use by live process {pid} (its recorded owner); {why}",
             next=[f"git lane status {rec.key}", f"ps -o pid,etime,args -p {pid}"],
             alternatives=[f"kill {pid} && {retry}"],
             details=r.details,
@@ -612,18 +604,7 @@ def shellenv(repo: Repo, key: str | None, shell: str = "sh") -> ShellenvResult:
     rec = _lane(repo, key, "shellenv")
     retry = f"git lane shellenv {rec.key}"
     _, warnings = _sandbox(repo, rec.key, False, retry, shell=True)
-    try:
-        lane.owner_conflict(repo, rec, "shellenv")
-    except Refusal as r:
-        pid = rec.owner_pid
-        raise Refusal(
-            "lane_owner_conflict",
-            f"lane {rec.key} is in use by live process {pid} (its recorded owner); "
-            "a shell bound beside it would be a second writer",
-            next=[f"git lane status {rec.key}", f"ps -o pid,etime,args -p {pid}"],
-            alternatives=[f"kill {pid} && {retry}"],
-            details=r.details,
-        ) from None
+    _owner_check(repo, rec, retry, "shellenv")
     env = binding_env(repo, rec, os.environ)
     cwd = _cwd(rec.path)
     return {
