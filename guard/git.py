@@ -698,7 +698,7 @@ def pipe(
         )
         assert proc.stdout is not None
         try:
-            while data := proc.stdout.read1(chunk):
+            while data := os.read(proc.stdout.fileno(), chunk):
                 sink(data)
         except BaseException:
             proc.kill()

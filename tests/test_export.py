@@ -315,8 +315,10 @@ def test_output_is_atomic_and_keeps_an_existing_files_mode(repo: Repo, tmp_path:
     assert r.rc == 0 and r.json["output"] == str(out)
     assert (out.stat().st_mode & 0o777) == 0o600 and b"a.txt" in out.read_bytes()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".git-lane-export")] == []
-    r = repo.jlane("export", "alpha", "-o", str(tmp_path / "no" / "dir" / "x.mbox"))
+    r = repo.jlane("export", "alpha", "-o", str(tmp_path))
     assert r.rc == 1 and r.code == "not_a_file"
+    r = repo.jlane("export", "alpha", "-o", str(tmp_path / "new" / "dir" / "x.mbox"))
+    assert r.rc == 0 and (tmp_path / "new" / "dir" / "x.mbox").stat().st_size > 0
 
 
 # VmHWM, not ru_maxrss: the latter keeps, across exec, the RSS the forking pytest had

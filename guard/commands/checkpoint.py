@@ -113,14 +113,12 @@ def run(repo: Repo, key: str | None, message: str | None) -> CheckpointResult:
         for ln in (res.stderr + res.stdout).splitlines()
         if ln.startswith("git-lane: notice")
     ]
-    result.update(
-        code="checkpointed",
-        commit=commit,
-        message=git.run(["log", "-1", "--format=%B", commit], path).stdout.rstrip("\n"),
-        paths=staged[:PATHS_CAP],
-        paths_count=len(staged),
-        warnings=notices,
-    )
+    result["code"] = "checkpointed"
+    result["commit"] = commit
+    result["message"] = git.run(["log", "-1", "--format=%B", commit], path).stdout.rstrip("\n")
+    result["paths"] = staged[:PATHS_CAP]
+    result["paths_count"] = len(staged)
+    result["warnings"] = notices
     repo.store.event(
         "checkpoint", lane=key, code="checkpointed", commit=commit, parent=parent, paths=len(staged)
     )

@@ -351,17 +351,16 @@ def _output_target(
     t = files.target_facts(output, cwd)
     if lane.is_worker():
         facts = files.lane_facts(
-            key, os.path.realpath(lane_path), str(repo.common_dir), repo.config, t
+            key, os.path.realpath(lane_path), str(repo.common_dir), repo.owner_config.values, t
         )
         refusal = files.decide_write(t, facts, "export -o")
         if refusal is not None:
             raise refusal
-    if t.kind not in ("file", "missing") or t.create:
+    if t.kind not in ("file", "missing"):
         raise Refusal(
             "not_a_file",
-            f"export -o {git.shown(output)}: "
-            + ("its directory does not exist" if t.create else "that is not a regular file"),
-            next=[f"git lane export {key} -o {git.q(os.path.basename(output) or 'lane.patch')}"],
+            f"export -o {git.shown(output)}: that is a {t.kind}, not a regular file",
+            next=[f"git lane export {key} -o {git.q(f'{key}.mbox')}"],
             details={"lane": key, "path": output, "kind": t.kind},
         )
     return t.real
@@ -440,6 +439,7 @@ def _write(
         sink.flush()
         return
     d = os.path.dirname(target)
+    os.makedirs(d, exist_ok=True)  # as `write` does: missing directories are made
     fd, tmp = tempfile.mkstemp(prefix=".git-lane-export-", dir=d)
     try:
         with os.fdopen(fd, "wb") as f:
