@@ -375,3 +375,44 @@ def test_a_large_export_streams(repo: Repo, tmp_path: Path, fmt: str) -> None:
         assert env["files"][0]["bytes"] == size
     clone = _apply(repo, tmp_path, repo.sha() or "", out)
     assert hashlib.sha256((clone / "big.bin").read_bytes()).digest() == digest
+
+
+def test_json_and_a_patch_on_stdout_is_a_usage_error(repo: Repo) -> None:
+    repo.create("alpha")
+    r = repo.jlane("export", "alpha", "--format", "patch")
+    assert r.rc == 2 and r.code == "usage_error"
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(repo: Repo) -> None:
+    lane_path = repo.create("alpha")
+    _write(lane_path / "big.bin", os.urandom(4 * 1024 * 1024))
+    res = subprocess.run(
+        f"{sys.executable} -m guard export alpha | head -c 100 >/dev/null; "
+        'echo "${PIPESTATUS[0]}"',
+        shell=True,
+        executable="/bin/bash",
+        cwd=repo.path,
+        capture_output=True,
+        text=True,
+    )
+    assert res.stdout.strip() in ("0", "141"), res.stderr
+    assert "Traceback" not in res.stderr and "internal error" not in res.stderr
+
+
+def test_a_repository_path_with_a_colon_and_a_quote(tmp_path: Path) -> None:
+    """The repository's object store is handed to git as an alternate, in a
+    colon-separated variable: such a path must reach git whole (C-quoted)."""
+    path = tmp_path / 'odd:repo "x"'
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    (path / "a.txt").write_text("a\n")
+    git(path, "add", "a.txt")
+    git(path, "commit", "-q", "-m", "init")
+    odd = Repo(path)
+    lane_path = odd.create("alpha")
+    (lane_path / "b.txt").write_text("b\n")
+    out = tmp_path / "odd.mbox"
+    r = odd.jlane("export", "alpha", "-o", str(out))
+    assert r.rc == 0, r.stderr
+    clone = _apply(odd, tmp_path, r.json["base"], out)
+    assert (clone / "b.txt").read_text() == "b\n"
