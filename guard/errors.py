@@ -197,13 +197,13 @@ CODES: dict[str, Code] = _codes(
         "export_unrepresentable",
         "engine",
         None,
-        "export: the lane's work cannot be a patch series git am applies (merges, no base)",
+        "export: the lane's work cannot be a patch series git am applies (merges, no base, a file git cannot stage)",
     ),
     (
         "checkpoint_failed",
         "engine",
         None,
-        "checkpoint: git commit failed (a hook or git refused); nothing was committed",
+        "checkpoint: git add or git commit failed (a hook or git refused); nothing was committed",
     ),
     ("disabled", "engine", None, "enabled = false in config"),
     (

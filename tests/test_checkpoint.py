@@ -184,3 +184,16 @@ def test_a_busy_index_is_refused(repo: Repo) -> None:
     r = repo.jlane("checkpoint", "alpha")
     assert r.rc == 1 and r.code == "lane_busy"
     assert lock.exists()  # someone else's lock is left alone
+
+
+def test_a_file_git_cannot_stage_refuses_and_keeps_the_index(repo: Repo) -> None:
+    a = repo.create("alpha")
+    (a / ".gitattributes").write_text("*.dat filter=broken\n")
+    git(a, "config", "filter.broken.clean", "false")
+    git(a, "config", "filter.broken.required", "true")
+    (a / "x.dat").write_text("data\n")
+    index = _index(a)
+    r = repo.jlane("checkpoint", "alpha")
+    assert r.rc == 1 and r.code == "checkpoint_failed", r.stdout + r.stderr
+    assert _index(a) == index
+    assert git(a, "log", "--format=%s").stdout.splitlines() == ["init"]

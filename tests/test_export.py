@@ -416,3 +416,15 @@ def test_a_repository_path_with_a_colon_and_a_quote(tmp_path: Path) -> None:
     assert r.rc == 0, r.stderr
     clone = _apply(odd, tmp_path, r.json["base"], out)
     assert (clone / "b.txt").read_text() == "b\n"
+
+
+def test_a_file_git_cannot_stage_is_refused_not_left_out(repo: Repo, tmp_path: Path) -> None:
+    a = repo.create("alpha")
+    (a / ".gitattributes").write_text("*.dat filter=broken\n")
+    git(a, "config", "filter.broken.clean", "false")
+    git(a, "config", "filter.broken.required", "true")
+    (a / "x.dat").write_text("data\n")
+    out = tmp_path / "x.mbox"
+    r = repo.jlane("export", "alpha", "-o", str(out))
+    assert r.rc == 1 and r.code == "export_unrepresentable", r.stdout + r.stderr
+    assert not out.exists()

@@ -77,7 +77,11 @@ def run(repo: Repo, key: str | None, message: str | None) -> CheckpointResult:
                 with open(own, "rb") as src:
                     shutil.copyfileobj(src, f)
         env = {"GIT_INDEX_FILE": lock}
-        git.run(["-c", "core.fsmonitor=false", "add", "-A", "--", ":/"], path, env=env)
+        added = git.run(
+            ["-c", "core.fsmonitor=false", "add", "-A", "--", ":/"], path, env=env, check=False
+        )
+        if not added.ok:  # a file git cannot read or clean: nothing is committed
+            raise _commit_refusal(key, path, added)
         staged = git.run(
             ["diff", "--cached", "--name-only", "--no-renames", "-z", "HEAD", "--"], path, env=env
         ).z()

@@ -231,7 +231,17 @@ def _uncommitted(key: str, path: str, head: str, s: Scratch) -> tuple[str, str]:
         shutil.copyfile(own, s.env["GIT_INDEX_FILE"])  # its stat cache: add -A hashes less
     else:
         git.run(["read-tree", head], path, env=s.env)
-    git.run(["-c", "core.fsmonitor=false", "add", "-A", "--", ":/"], path, env=s.env)
+    added = git.run(
+        ["-c", "core.fsmonitor=false", "add", "-A", "--", ":/"], path, env=s.env, check=False
+    )
+    if not added.ok:  # a file git cannot read or clean: its content cannot be exported
+        raise Refusal(
+            "export_unrepresentable",
+            f"git could not stage the worktree of lane {key} to export it: "
+            f"{_last_line(added.stderr)}; nothing was written",
+            next=[f"git -C {git.q(path)} add -A --dry-run -- :/"],
+            details={"lane": key, "stderr": added.stderr[-4000:]},
+        )
     tree = git.run(["write-tree"], path, env=s.env).stdout.strip()
     if tree == git.run(["rev-parse", f"{head}^{{tree}}"], path).stdout.strip():
         return tree, head
@@ -252,6 +262,11 @@ def _uncommitted(key: str, path: str, head: str, s: Scratch) -> tuple[str, str]:
         ["commit-tree", tree, "-p", head, "-F", "-"], path, env={**s.env, **ident}, input=msg
     ).stdout.strip()
     return tree, tip
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else "no output"
 
 
 def _commits(path: str, base: str, head: str) -> list[ExportCommit]:
