@@ -197,3 +197,12 @@ def test_a_file_git_cannot_stage_refuses_and_keeps_the_index(repo: Repo) -> None
     assert r.rc == 1 and r.code == "checkpoint_failed", r.stdout + r.stderr
     assert _index(a) == index
     assert git(a, "log", "--format=%s").stdout.splitlines() == ["init"]
+
+
+def test_the_message_is_kept_as_git_commit_m_keeps_it(repo: Repo) -> None:
+    a = repo.create("alpha")
+    (a / "a.txt").write_text("a\n")
+    r = repo.jlane("checkpoint", "alpha", "-m", "#42 fixed\n\n- a line that looks like an option")
+    assert r.rc == 0, r.stderr
+    body = git(a, "log", "-1", "--format=%B").stdout.rstrip("\n")
+    assert body == "#42 fixed\n\n- a line that looks like an option" == r.json["message"]

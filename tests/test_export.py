@@ -250,7 +250,7 @@ def test_a_stale_lane_exports_onto_its_merge_base(repo: Repo, tmp_path: Path) ->
     r = repo.jlane("export", "alpha", "-o", str(tmp_path / "s.mbox"))
     assert r.rc == 0, r.stderr
     assert r.json["base"] == base and r.json["main"] == repo.sha() != base
-    clone = _apply(repo, tmp_path, base, tmp_path / "s.mbox")
+    clone = _apply(repo, tmp_path, r.json["base"], tmp_path / "s.mbox")
     assert (clone / "a.txt").read_text() == "lane work\n"
 
 

@@ -89,13 +89,8 @@ def run(repo: Repo, key: str | None, message: str | None) -> CheckpointResult:
             return result
         msg = message or f"Checkpoint of lane {key} ({len(staged)} path(s))"
         res = git.run(
-            [
-                "commit",
-                "-q",
-                "-F",
-                "-",
-                "--cleanup=verbatim" if message is None else "--cleanup=strip",
-            ],
+            # as `git commit -m MSG`: whitespace cleanup (a line starting with # is kept)
+            ["commit", "-q", "-F", "-", "--cleanup=whitespace"],
             path,
             env={**env, "GIT_EDITOR": "true"},
             input=msg + "\n",
