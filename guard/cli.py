@@ -297,6 +297,60 @@ def path_cmd(ctx: Ctx, key: str | None) -> None:
     emit(ctx, cmd.run(ctx.repo, key), render.path)
 
 
+@cli.command("export")
+@click.argument("key", required=False)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["patch", "json"]),
+    default=None,
+    help="patch (an mbox for `git am -k --keep-cr`; default) or json (the result with `patch`).",
+)
+@click.option("-o", "output", metavar="FILE", help="Write FILE (atomically), not stdout.")
+@json_option
+@pass_ctx
+def export_cmd(ctx: Ctx, key: str | None, fmt: str | None, output: str | None) -> None:
+    """Write the lane's work as one mbox: its commits since main, then its uncommitted
+    changes (untracked files included) as one more message; read-only.
+
+    \b
+    git lane export alpha -o alpha.mbox && git -C CLONE am -k --keep-cr < alpha.mbox
+    git lane export alpha --format json | jq .files
+    """
+    import os
+
+    from guard.commands import export as cmd
+
+    if fmt is None:
+        fmt = "json" if ctx.json and output is None else "patch"
+    if output is None and ctx.json and fmt == "patch":
+        raise click.UsageError("--json prints the result on stdout: give -o FILE for the patch")
+    sink = sys.stdout.buffer if output is None else None
+    cwd = ctx.directory or os.getcwd()
+    sys.stdout.flush()
+    try:
+        res = cmd.run(ctx.repo, key, fmt, output, sink, cwd)
+    except BrokenPipeError:  # `git lane export | head`: the reader left; end quietly, as git
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        ctx.exit = 141
+        return
+    if output is not None:
+        emit(ctx, res, render.export)
+
+
+@cli.command("checkpoint")
+@click.argument("key", required=False)
+@click.option("-m", "message", metavar="MSG", help="The commit message.")
+@json_option
+@pass_ctx
+def checkpoint_cmd(ctx: Ctx, key: str | None, message: str | None) -> None:
+    """Commit every current change of the lane (untracked included, ignored not) as one
+    checkpoint commit, with the hooks running."""
+    from guard.commands import checkpoint as cmd
+
+    emit(ctx, cmd.run(ctx.repo, key, message), render.checkpoint)
+
+
 @cli.command(
     "exec",
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},

@@ -193,6 +193,18 @@ CODES: dict[str, Code] = _codes(
     ("hooks_path_set", "install", None, "core.hooksPath is set, so git would not run our hooks"),
     ("hooks_path_relative", "install", None, "core.hooksPath is relative"),
     ("hook_conflict", "install", None, "chaining the existing hooks would overwrite a file"),
+    (
+        "export_unrepresentable",
+        "engine",
+        None,
+        "export: the lane's work cannot be a patch series git am applies (merges, no base, a file git cannot stage)",
+    ),
+    (
+        "checkpoint_failed",
+        "engine",
+        None,
+        "checkpoint: git add or git commit failed (a hook or git refused); nothing was committed",
+    ),
     ("disabled", "engine", None, "enabled = false in config"),
     (
         "land_interrupted",

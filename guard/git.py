@@ -671,3 +671,45 @@ def pickaxe_patch(cwd: Where, a: str, b: str, regex: str) -> bytes:
 
 def blob(cwd: Where, rev: str, path: str) -> bytes:
     return run(["cat-file", "blob", f"{rev}:{path}"], cwd).stdout.encode("utf-8", "surrogateescape")
+
+
+def pipe(
+    args: Sequence[str],
+    cwd: Where,
+    sink: Callable[[bytes], None],
+    *,
+    env: Mapping[str, str] | None = None,
+    chunk: int = 1 << 20,
+) -> GitResult:
+    """Run git with its stdout handed to `sink` chunk by chunk, never held whole (an export
+    of any size streams); stderr goes to a temporary file (a pipe could fill and stall
+    git). A sink that raises (a closed stdout) stops git. The result's stdout is empty."""
+    import tempfile
+
+    argv = (real_git(), *args)
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            argv,
+            cwd=os.fspath(cwd) if cwd is not None else None,
+            env=base_env(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=err,
+        )
+        assert proc.stdout is not None
+        try:
+            while data := os.read(proc.stdout.fileno(), chunk):
+                sink(data)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        finally:
+            proc.stdout.close()
+        rc = proc.wait()
+        err.seek(0)
+        stderr = err.read().decode("utf-8", "surrogateescape")
+    res = GitResult(("git", *args), rc, "", stderr)
+    if rc != 0:
+        raise GitError(res.argv, rc, "", stderr)
+    return res

@@ -420,3 +420,23 @@ def agent_setup(r: Result) -> str:
     out.append(f"  {r['command']}")
     out.append("not enforced: " + "; ".join(r["not_enforced"]))
     return "\n".join(out)
+
+
+def export(r: Result) -> str:
+    n = sum(1 for c in r["commits"] if not c["empty"]) + (1 if r["uncommitted"] else 0)
+    extra = " (the last: uncommitted changes)" if r["uncommitted"] else ""
+    where = r["output"] or "stdout"
+    return (
+        f"lane {r['lane']}: {n} message(s){extra}, {len(r['files'])} file(s), "
+        f"{r['patch_bytes']:,} bytes -> {tilde(where)}\n"
+        f"apply onto {r['base'][:12]}: {r['apply']} < {shlex.quote(tilde(where))}"
+    )
+
+
+def checkpoint(r: Result) -> str:
+    if r["code"] == "nothing_to_checkpoint":
+        return f"lane {r['lane']}: nothing to checkpoint (clean at {r['parent'][:12]})"
+    return (
+        f"lane {r['lane']}: checkpoint {r['commit'][:12]} ({r['paths_count']} path(s)): "
+        f"{r['message'].splitlines()[0] if r['message'] else ''}"
+    )

@@ -383,3 +383,54 @@ class AgentSetupResult(TypedDict):
     enforced: list[str]
     not_enforced: list[str]
     warnings: list[str]
+
+
+class ExportCommit(TypedDict):
+    sha: str
+    subject: str
+    empty: bool  # no change: format-patch leaves it out of the series
+
+
+class ExportFile(TypedDict):
+    path: str  # as it is; git's quoted form ("\303...") when the name is not UTF-8
+    quoted: bool
+    status: str  # A M D R T (base to the exported tree)
+    old_path: str | None  # a rename's source
+    mode: str  # in the exported tree (000000 when deleted)
+    binary: bool
+    bytes: int  # size in the exported tree (0 when deleted)
+
+
+class ExportResult(TypedDict):
+    """`git lane export`: with --format json, this object with `patch` added is the output."""
+
+    ok: bool
+    code: str  # exported | nothing_to_export
+    lane: str
+    path: str
+    main: str
+    base: str  # the merge-base with main: where `git am` applies the series
+    head: str  # the lane's last commit
+    tree: str  # the tree `git am` of the export gives: the lane's worktree as `add -A` sees it
+    format: str  # patch | json
+    output: str | None  # the file written (-o), else None (stdout)
+    apply: str  # the command that applies it: git am -k --keep-cr --no-scissors
+    commits: list[ExportCommit]
+    uncommitted: bool  # the series ends with an "Uncommitted changes of lane KEY" message
+    files: list[ExportFile]
+    files_bytes: NotRequired[int]
+    patch_bytes: int
+    patch_encoding: str  # how `patch` is in JSON: utf-8 (as is) or base64 (not UTF-8)
+
+
+class CheckpointResult(TypedDict):
+    ok: bool
+    code: str  # checkpointed | nothing_to_checkpoint
+    lane: str
+    path: str
+    commit: str | None  # the checkpoint commit
+    parent: str
+    message: str
+    paths: list[str]  # what it committed (at most 500)
+    paths_count: int
+    warnings: list[str]  # the hooks' notices (a stale lane's sync_required notice)

@@ -1,0 +1,160 @@
+"""`git lane checkpoint [KEY] [-m MSG]`: commit every current change of a lane (untracked
+files included, ignored ones left out) as one commit on its branch, with the hooks
+running as for a plain `git commit` (never `--no-verify`).
+
+A checkpoint is what that plain commit in the lane would be, so it follows the same
+rules: the pre-commit hook's refusals (conflict markers, ...) refuse it with their own
+code, and a stale lane gets the hook's sync notice and is checkpointed (a commit saves
+work and leaves main alone; the land gate, not the commit, demands freshness).
+
+The lane's index is never left half-changed: the commit is built in a copy of it held
+as the index's own lock file (`index.lock`, so no other git writes the lane meanwhile)
+and renamed over the index only when the commit is made; when a hook refuses, the lock
+is removed and the index, staged parts included, is exactly as it was."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+
+from guard import git, lane
+from guard.errors import CODES, Refusal
+from guard.repo import Repo
+from guard.results import CheckpointResult
+
+PATHS_CAP = 500
+_REFUSED = re.compile(r"^git-lane: refused \[([a-z_]+)\]: (.*?)\. Next: (.*)$", re.M)
+
+
+def run(repo: Repo, key: str | None, message: str | None) -> CheckpointResult:
+    key = lane.current(repo, key, "checkpoint")
+    rec = lane.get(repo, key)
+    if rec.status == "released":
+        raise lane.not_active_refusal(repo, rec, "is released: it has no worktree")
+    wt = git.by_path(repo.worktrees()).get(os.path.realpath(rec.path))
+    if wt is None or not wt.exists:
+        raise lane.missing_worktree_refusal(key, rec.path, "checkpoint")
+    lane.owner_conflict(repo, rec, "checkpoint")
+    path = rec.path
+    if git.rebase_in_progress(path):
+        raise lane.rebase_refusal(key, "in the middle of a sync (a rebase stopped on conflicts)")
+    if wt.branch != f"refs/heads/{rec.branch}":
+        raise lane.branch_mismatch_refusal(repo, key, path, rec.branch, wt.branch)
+    parent = git.run(["rev-parse", "--verify", "HEAD^{commit}"], path).stdout.strip()
+    result: CheckpointResult = {
+        "ok": True,
+        "code": "nothing_to_checkpoint",
+        "lane": key,
+        "path": path,
+        "commit": None,
+        "parent": parent,
+        "message": "",
+        "paths": [],
+        "paths_count": 0,
+        "warnings": [],
+    }
+    if not git.dirty_paths(path):
+        return result
+    index = git.run(["rev-parse", "--path-format=absolute", "--git-path", "index"], path)
+    own = index.stdout.removesuffix("\n")
+    lock = own + ".lock"
+    try:
+        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        raise Refusal(
+            "lane_busy",
+            f"a git command is writing in lane {key} (its index.lock exists); nothing was "
+            "committed",
+            next=[f"git lane checkpoint {key}"],
+            alternatives=[f"rm -f {git.q(lock)}  # only when no git command runs there"],
+            details={"lane": key, "index_lock": lock},
+        ) from None
+    committed = False
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if os.path.isfile(own):
+                with open(own, "rb") as src:
+                    shutil.copyfileobj(src, f)
+        env = {"GIT_INDEX_FILE": lock}
+        added = git.run(
+            ["-c", "core.fsmonitor=false", "add", "-A", "--", ":/"], path, env=env, check=False
+        )
+        if not added.ok:  # a file git cannot read or clean: nothing is committed
+            raise _commit_refusal(key, path, added)
+        staged = git.run(
+            ["diff", "--cached", "--name-only", "--no-renames", "-z", "HEAD", "--"], path, env=env
+        ).z()
+        if not staged:  # only what add -A does not take (a submodule's own changes)
+            return result
+        msg = message or f"Checkpoint of lane {key} ({len(staged)} path(s))"
+        res = git.run(
+            # as `git commit -m MSG`: whitespace cleanup (a line starting with # is kept)
+            ["commit", "-q", "-F", "-", "--cleanup=whitespace"],
+            path,
+            env={**env, "GIT_EDITOR": "true"},
+            input=msg + "\n",
+            check=False,
+        )
+        if not res.ok:
+            raise _commit_refusal(key, path, res)
+        os.replace(lock, own)  # the index git commit left, as a plain commit leaves it
+        committed = True
+    finally:
+        if not committed:
+            try:
+                os.unlink(lock)
+            except FileNotFoundError:
+                pass
+    commit = git.run(["rev-parse", "--verify", "HEAD^{commit}"], path).stdout.strip()
+    notices = [
+        ln.removeprefix("git-lane: ")
+        for ln in (res.stderr + res.stdout).splitlines()
+        if ln.startswith("git-lane: notice")
+    ]
+    result["code"] = "checkpointed"
+    result["commit"] = commit
+    result["message"] = git.run(["log", "-1", "--format=%B", commit], path).stdout.rstrip("\n")
+    result["paths"] = staged[:PATHS_CAP]
+    result["paths_count"] = len(staged)
+    result["warnings"] = notices
+    repo.store.event(
+        "checkpoint", lane=key, code="checkpointed", commit=commit, parent=parent, paths=len(staged)
+    )
+    return result
+
+
+def _commit_refusal(key: str, path: str, res: git.GitResult) -> Refusal:
+    """A hook (or git) refused the commit. Our own hooks' refusals keep their code; any
+    other failure (a foreign pre-commit or commit-msg hook, no identity) is
+    checkpoint_failed with git's output. Nothing was committed and the index is as it was."""
+    out = res.stderr + res.stdout
+    found = _REFUSED.search(out)
+    again = f"git lane checkpoint {key}"
+    details = {"lane": key, "exit": res.returncode, "output": out[-4000:]}
+    if found and found.group(1) in CODES:
+        code, why = found.group(1), found.group(2)
+        return Refusal.from_dict(
+            {
+                "code": code,
+                "message": f"the pre-commit hook refused the checkpoint of lane {key} "
+                f"(nothing was committed, the index is as it was): {why}",
+                "next": ["git lane doctor", again] if code == "hook_facts_unknown" else [again],
+                "alternatives": [],
+                "details": {**details, "hook": True},
+            }
+        )
+    return Refusal(
+        "checkpoint_failed",
+        f"git commit refused the checkpoint of lane {key} (exit {res.returncode}): "
+        f"{_last_line(out)}; fix what it says in the lane, then checkpoint again (nothing "
+        "was committed, the index is as it was)",
+        next=[again],
+        alternatives=[f"git -C {git.q(path)} status"],
+        details=details,
+    )
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else "no output"

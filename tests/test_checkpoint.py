@@ -1,0 +1,208 @@
+"""`git lane checkpoint`: every current change of a lane (untracked included, ignored
+left out) as one commit, with the hooks running as for a plain `git commit`; a refusing
+hook leaves the commit unmade and the index (staged parts included) as it was."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from conftest import Repo, git
+
+
+def _index(where: Path) -> bytes:
+    p = git(where, "rev-parse", "--path-format=absolute", "--git-path", "index").stdout[:-1]
+    return Path(p).read_bytes()
+
+
+def _status(where: Path) -> bytes:
+    env = dict(os.environ, GIT_OPTIONAL_LOCKS="0")
+    return subprocess.run(
+        ["git", "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignored"],
+        cwd=where,
+        capture_output=True,
+        check=True,
+        env=env,
+    ).stdout
+
+
+def _work(lane_path: Path) -> None:
+    (lane_path / ".gitignore").write_text("*.log\n")
+    git(lane_path, "add", ".gitignore")
+    git(lane_path, "commit", "-q", "-m", "ignore logs")
+    (lane_path / "README.md").write_text("changed\n")
+    (lane_path / "new dir").mkdir()
+    (lane_path / "new dir" / "untracked.txt").write_text("untracked\n")
+    (lane_path / "tool.sh").write_text("#!/bin/sh\n")
+    (lane_path / "tool.sh").chmod(0o755)
+    (lane_path / "debug.log").write_text("ignored\n")
+
+
+def test_checkpoint_commits_everything_but_ignored_files(repo: Repo) -> None:
+    repo.lane("install")
+    lane_path = repo.create("alpha")
+    _work(lane_path)
+    git(lane_path, "rm", "-q", "--cached", "README.md")  # a staged deletion, file kept
+    r = repo.jlane("checkpoint", "alpha", "-m", "save my work")
+    assert r.rc == 0, r.stderr
+    res = r.json
+    assert res["code"] == "checkpointed" and res["message"] == "save my work"
+    head = git(lane_path, "rev-parse", "HEAD").stdout.strip()
+    assert (
+        res["commit"] == head
+        and git(lane_path, "rev-parse", "HEAD^").stdout.strip() == res["parent"]
+    )
+    assert sorted(res["paths"]) == ["README.md", "new dir/untracked.txt", "tool.sh"]
+    tree = git(lane_path, "ls-tree", "-r", "--name-only", "HEAD").stdout.splitlines()
+    assert "debug.log" not in tree and "new dir/untracked.txt" in tree
+    assert git(lane_path, "ls-tree", "HEAD", "tool.sh").stdout.startswith("100755")
+    # the lane is clean but for the ignored file, which stays where it was
+    assert _status(lane_path) == b"!! debug.log\0"
+    assert git(repo.path, "rev-parse", "main").stdout.strip() != head  # main untouched
+    again = repo.jlane("checkpoint", "alpha")
+    assert again.rc == 0 and again.code == "nothing_to_checkpoint" and again.json["commit"] is None
+
+
+def test_default_message_and_key_from_the_cwd(repo: Repo) -> None:
+    lane_path = repo.create("alpha")
+    (lane_path / "a.txt").write_text("a\n")
+    r = repo.lane("checkpoint", cwd=lane_path)
+    assert r.rc == 0, r.stderr
+    assert "checkpoint" in r.stdout
+    msg = git(lane_path, "log", "-1", "--format=%s").stdout.strip()
+    assert msg == "Checkpoint of lane alpha (1 path(s))"
+
+
+def test_our_pre_commit_hook_refuses_with_its_code_and_nothing_is_lost(repo: Repo) -> None:
+    repo.lane("install")
+    lane_path = repo.create("alpha")
+    (lane_path / "README.md").write_text("staged part\n")
+    git(lane_path, "add", "README.md")
+    (lane_path / "README.md").write_text("staged part\nand an unstaged one\n")
+    (lane_path / "conflict.txt").write_text("<<<<<<< ours\na\n=======\nb\n>>>>>>> theirs\n")
+    head, index, status = (
+        git(lane_path, "rev-parse", "HEAD").stdout,
+        _index(lane_path),
+        _status(lane_path),
+    )
+    r = repo.jlane("checkpoint", "alpha")
+    assert r.rc == 1 and r.code == "conflict_markers_present", r.stdout + r.stderr
+    assert r.json["next"] == ["git lane checkpoint alpha"]
+    assert git(lane_path, "rev-parse", "HEAD").stdout == head
+    assert _index(lane_path) == index and _status(lane_path) == status
+    assert (lane_path / "README.md").read_text() == "staged part\nand an unstaged one\n"
+    assert not Path(
+        git(lane_path, "rev-parse", "--path-format=absolute", "--git-path", "index.lock").stdout[
+            :-1
+        ]
+    ).exists()
+    (lane_path / "conflict.txt").write_text("resolved\n")
+    r = repo.jlane("checkpoint", "alpha")
+    assert r.rc == 0 and r.code == "checkpointed", r.stderr
+
+
+def test_hooks_run_never_no_verify_and_a_failing_one_refuses(repo: Repo, tmp_path: Path) -> None:
+    lane_path = repo.create("alpha")
+    hooks = repo.common_dir / "hooks"
+    hooks.mkdir(exist_ok=True)
+    ran = tmp_path / "ran"
+    hook = hooks / "pre-commit"
+    hook.write_text(f'#!/bin/sh\necho ran >> "{ran}"\necho "lint: bad style" >&2\nexit 1\n')
+    hook.chmod(0o755)
+    (lane_path / "a.txt").write_text("a\n")
+    index = _index(lane_path)
+    r = repo.jlane("checkpoint", "alpha")
+    assert r.rc == 1 and r.code == "checkpoint_failed"
+    assert "lint: bad style" in r.json["details"]["output"]
+    assert ran.read_text() == "ran\n"
+    assert _index(lane_path) == index
+    assert git(lane_path, "log", "--format=%s").stdout.splitlines() == ["init"]
+    msg_hook = hooks / "commit-msg"
+    msg_hook.write_text(f'#!/bin/sh\necho msg >> "{ran}"\n')
+    msg_hook.chmod(0o755)
+    hook.write_text(f'#!/bin/sh\necho ran >> "{ran}"\n')
+    r = repo.jlane("checkpoint", "alpha")
+    assert r.rc == 0, r.stderr
+    assert ran.read_text() == "ran\nran\nmsg\n"
+
+
+def test_a_stale_lane_is_checkpointed_with_the_hooks_notice(repo: Repo) -> None:
+    """A plain `git commit` in a stale lane passes with a notice (the pre-commit hook's
+    rule): so does a checkpoint, which saves work and leaves main alone."""
+    repo.lane("install")
+    repo.config("gate", "off")
+    a = repo.create("alpha")
+    b = repo.create("beta")
+    repo.commit(b, "b.txt", "b\n")
+    assert repo.jlane("land", "beta").rc == 0
+    (a / "a.txt").write_text("a\n")
+    r = repo.jlane("checkpoint", "alpha")
+    assert r.rc == 0 and r.code == "checkpointed", r.stderr
+    assert any("sync_required" in w for w in r.json["warnings"])
+    text = repo.lane("checkpoint", "alpha")
+    assert text.rc == 0 and "nothing to checkpoint" in text.stdout
+
+
+def test_mid_sync_and_wrong_branch_are_refused(repo: Repo) -> None:
+    repo.config("gate", "off")
+    a = repo.create("alpha")
+    repo.commit(a, "f.txt", "alpha\n")
+    b = repo.create("beta")
+    repo.commit(b, "f.txt", "beta\n")
+    assert repo.jlane("land", "beta").rc == 0
+    assert repo.jlane("sync", "alpha").code == "sync_conflicts"
+    r = repo.jlane("checkpoint", "alpha")
+    assert r.rc == 1 and r.code == "rebase_in_progress"
+    assert repo.jlane("abort", "alpha").rc == 0
+    git(a, "switch", "-q", "-c", "other")
+    (a / "x.txt").write_text("x\n")
+    r = repo.jlane("checkpoint", "alpha")
+    assert r.rc == 1 and r.code == "lane_branch_mismatch"
+    assert git(a, "log", "-1", "--format=%s", "other").stdout.strip() == "edit f.txt"
+
+
+def test_a_worker_checkpoints_its_own_lane_only(repo: Repo) -> None:
+    a = repo.create("alpha")
+    b = repo.create("beta")
+    (a / "a.txt").write_text("a\n")
+    (b / "b.txt").write_text("b\n")
+    env = {"GITLANE_LANE": "alpha"}
+    r = repo.jlane("checkpoint", "beta", env=env, cwd=a)
+    assert r.rc == 1 and r.code == "role_forbidden"
+    r = repo.jlane("checkpoint", env=env, cwd=a)
+    assert r.rc == 0 and r.code == "checkpointed" and r.json["lane"] == "alpha"
+
+
+def test_a_busy_index_is_refused(repo: Repo) -> None:
+    a = repo.create("alpha")
+    (a / "a.txt").write_text("a\n")
+    lock = Path(
+        git(a, "rev-parse", "--path-format=absolute", "--git-path", "index.lock").stdout[:-1]
+    )
+    lock.write_bytes(b"")
+    r = repo.jlane("checkpoint", "alpha")
+    assert r.rc == 1 and r.code == "lane_busy"
+    assert lock.exists()  # someone else's lock is left alone
+
+
+def test_a_file_git_cannot_stage_refuses_and_keeps_the_index(repo: Repo) -> None:
+    a = repo.create("alpha")
+    (a / ".gitattributes").write_text("*.dat filter=broken\n")
+    git(a, "config", "filter.broken.clean", "false")
+    git(a, "config", "filter.broken.required", "true")
+    (a / "x.dat").write_text("data\n")
+    index = _index(a)
+    r = repo.jlane("checkpoint", "alpha")
+    assert r.rc == 1 and r.code == "checkpoint_failed", r.stdout + r.stderr
+    assert _index(a) == index
+    assert git(a, "log", "--format=%s").stdout.splitlines() == ["init"]
+
+
+def test_the_message_is_kept_as_git_commit_m_keeps_it(repo: Repo) -> None:
+    a = repo.create("alpha")
+    (a / "a.txt").write_text("a\n")
+    r = repo.jlane("checkpoint", "alpha", "-m", "#42 fixed\n\n- a line that looks like an option")
+    assert r.rc == 0, r.stderr
+    body = git(a, "log", "-1", "--format=%B").stdout.rstrip("\n")
+    assert body == "#42 fixed\n\n- a line that looks like an option" == r.json["message"]
