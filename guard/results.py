@@ -400,6 +400,7 @@ class GcKept(TypedDict):
     code: str  # why: unlanded_work, lane_dirty, rebase_in_progress, lane_owner_conflict, never_landed, ...
     message: str
     next: list[str]
+    alternatives: list[str]
     locked: str | None  # the worktree's lock reason now (None: not locked)
     lock_reason: str | None  # the reason gc locks it with (None: nothing in it to keep)
     locked_by_other: bool  # someone else's lock, left as it is

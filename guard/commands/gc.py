@@ -48,6 +48,16 @@ def run(repo: Repo, dry_run: bool = False) -> GcResult:
             continue
         size = disk_usage(rec.path)
         verdict = _look(repo, rec, wts, main_sha, last, landed_lanes)
+        if verdict is not None and verdict.ignored_only and not dry_run:
+            # as release keeps them: its refusal writes the list and names the archive
+            # to make before the discard (gc itself never archives or discards anything)
+            try:
+                release.run(repo, rec.key)
+            except Refusal as r:
+                verdict.next, verdict.alternatives = list(r.next), list(r.alternatives)
+            else:  # the files went meanwhile: the lane is clean and landed after all
+                released.append({"lane": rec.key, "path": rec.path, "tip": None, "bytes": size})
+                continue
         if verdict is not None:
             kept.append(_keep(repo, rec, verdict, size, dry_run))
             continue
@@ -97,12 +107,19 @@ class _Verdict:
     and (for a lane with work) the lock reason it gets."""
 
     def __init__(
-        self, code: str, message: str, nxt: list[str], lock_reason: str | None = None
+        self,
+        code: str,
+        message: str,
+        nxt: list[str],
+        lock_reason: str | None = None,
+        ignored_only: bool = False,
     ) -> None:
         self.code = code
         self.message = message
         self.next = nxt
+        self.alternatives: list[str] = []
         self.lock_reason = lock_reason
+        self.ignored_only = ignored_only  # landed, and only ignored files hold it back
 
 
 def _look(
@@ -124,7 +141,13 @@ def _look(
         )
     work = release.inspect(repo, rec, main_sha)
     if work.any():
-        return _work_verdict(key, rec.path, work)
+        v = _work_verdict(key, rec.path, work)
+        only = work.ignored and not (
+            work.unlanded or work.dirty or work.rebase or work.detached or work.worktree_refs
+        )
+        since = landed_lanes.get(key)
+        v.ignored_only = bool(only) and since is not None and since >= rec.created_at
+        return v
     if rec.owner_pid and procs.alive(rec.owner_pid, rec.owner_start):
         return _Verdict(
             "lane_owner_conflict",
@@ -168,10 +191,15 @@ def _work_verdict(key: str, path: str, work: release.Work) -> _Verdict:
         parts.append(f"{len(work.ignored)} ignored file(s) its setup did not leave")
     if work.worktree_refs:
         parts.append("commits only its per-worktree refs hold")
-    uncommitted = work.dirty or work.ignored or work.rebase
-    if uncommitted:
+    if work.dirty or work.ignored or work.rebase:
         reason = LOCK_REASON  # what release locks a dirty lane with
-        code = "rebase_in_progress" if work.rebase else "lane_dirty"
+        code = (
+            "rebase_in_progress"
+            if work.rebase
+            else "lane_dirty"
+            if work.dirty
+            else "unlanded_work"  # ignored files only: release's refusal names the archive
+        )
     else:
         reason = f"{lane.LOCK_PREFIX}unlanded work ({len(work.unlanded) or len(work.detached) or len(work.worktree_refs)} commits)"
         code = "unlanded_work"
@@ -214,6 +242,7 @@ def _keep(repo: Repo, rec: LaneRecord, v: _Verdict, size: int, dry_run: bool) ->
         "code": v.code,
         "message": v.message,
         "next": v.next,
+        "alternatives": v.alternatives,
         "locked": locked,
         "lock_reason": v.lock_reason,
         "locked_by_other": held is not None and not lane.own_lock(held),
