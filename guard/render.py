@@ -468,6 +468,8 @@ def gc(r: Result) -> str:
         if x["locked"] is not None:
             who = "by someone else, left as it is" if x["locked_by_other"] else "by git-lane"
             out.append(f"  {x['lane']}: worktree locked {who}: {x['locked'] or '(no reason)'}")
+        if x["next"]:
+            out.append(f"  {x['lane']}: next: {join_next(x['next'])}")
     for a in r["archives"]:
         out.append(f"  archive kept: {tilde(a['path'])} ({size(a['bytes'])})")
     return "\n".join(out)

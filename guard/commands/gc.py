@@ -119,7 +119,7 @@ class _Verdict:
         self.next = nxt
         self.alternatives: list[str] = []
         self.lock_reason = lock_reason
-        self.ignored_only = ignored_only  # landed, and only ignored files hold it back
+        self.ignored_only = ignored_only  # only ignored files hold it back
 
 
 def _look(
@@ -141,12 +141,11 @@ def _look(
         )
     work = release.inspect(repo, rec, main_sha)
     if work.any():
-        v = _work_verdict(key, rec.path, work)
-        only = work.ignored and not (
+        fresh = work.tip is not None and git.is_ancestor(repo.common_dir, main_sha, work.tip)
+        v = _work_verdict(key, rec.path, work, fresh)
+        v.ignored_only = bool(work.ignored) and not (
             work.unlanded or work.dirty or work.rebase or work.detached or work.worktree_refs
         )
-        since = landed_lanes.get(key)
-        v.ignored_only = bool(only) and since is not None and since >= rec.created_at
         return v
     if rec.owner_pid and procs.alive(rec.owner_pid, rec.owner_start):
         return _Verdict(
@@ -160,11 +159,13 @@ def _look(
     since = landed_lanes.get(key)
     tip = work.tip
     if since is None or since < rec.created_at or tip is None:
-        return _Verdict(
+        v = _Verdict(
             "never_landed",
             f"lane {key} has nothing of its own and never landed (it may be about to be used)",
-            [f"git lane release {key}"],
+            [],
         )
+        v.alternatives = [f"git lane release {key}"]
+        return v
     # its tip is on main (release found no unlanded commit); it must be under the landed
     # refs too, which no rewrite of main can take away
     if last is None or not git.is_ancestor(repo.common_dir, tip, last.sha):
@@ -176,8 +177,9 @@ def _look(
     return None
 
 
-def _work_verdict(key: str, path: str, work: release.Work) -> _Verdict:
-    """A lane release's G11 would keep: what it holds, the lock reason that says so."""
+def _work_verdict(key: str, path: str, work: release.Work, fresh: bool) -> _Verdict:
+    """A lane release's G11 would keep: what it holds, the lock reason that says so, and
+    what lands it (a stale lane syncs first: land alone would refuse stale_lane)."""
     parts: list[str] = []
     if work.unlanded:
         parts.append(f"{len(work.unlanded)} unlanded commit(s)")
@@ -203,6 +205,7 @@ def _work_verdict(key: str, path: str, work: release.Work) -> _Verdict:
     else:
         reason = f"{lane.LOCK_PREFIX}unlanded work ({len(work.unlanded) or len(work.detached) or len(work.worktree_refs)} commits)"
         code = "unlanded_work"
+    land = [f"git lane land {key}"] if fresh else [f"git lane sync {key}", f"git lane land {key}"]
     if work.rebase:
         nxt = [f"git lane continue {key}", f"git lane land {key}"]
     elif work.dirty:
@@ -210,12 +213,18 @@ def _work_verdict(key: str, path: str, work: release.Work) -> _Verdict:
         nxt = [
             f"git -C {q} add -A && git -C {q} commit -q -m "
             + git.q(f"Work in lane {key} before land"),
-            f"git lane land {key}",
+            *land,
         ]
     elif work.unlanded:
-        nxt = [f"git lane land {key}"]
+        nxt = land
+    elif work.ignored and not (work.detached or work.worktree_refs):
+        # only ignored files: a gc run for real puts release's own refusal here (the
+        # archive to make, then the release)
+        nxt = ["git lane gc"]
     else:
-        nxt = [f"git lane release {key}"]  # release's refusal names the archive to make
+        # commits on no branch, or only under refs/worktree/*: release's refusal names
+        # them; keeping them is a branch away (release's result says which)
+        nxt = [f"git lane status {key}"]
     return _Verdict(code, f"lane {key} has " + ", ".join(parts), nxt, reason)
 
 
