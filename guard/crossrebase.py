@@ -2,8 +2,9 @@
 onto the new main is synced, as `git lane sync KEY` would sync it; every other lane is
 left exactly as it was and reported with the reason (and, for a conflict, the paths).
 
-Idle means: no live recorded owner, no land of it running, on its branch (not moved or
-deleted by hand), no sync in progress, nothing uncommitted (tracked, untracked or
+Idle means: no live recorded owner, no land of it running, no setup_command running in
+it, no git command writing in it (its index.lock), on its branch (not moved or deleted by
+hand), no sync in progress, nothing uncommitted (tracked, untracked or
 hidden by assume-unchanged/skip-worktree flags), and no ignored file where main now puts
 a tracked one (a rebase would overwrite an ignored file without a word). Whether the
 rebase is clean is predicted first with `git merge-tree --write-tree` of main and the
@@ -183,6 +184,18 @@ def _not_idle(repo: Repo, rec: LaneRecord, tip: str | None, main_sha: str) -> Au
     if holder is not None and holder.lane == key and lock.owner_alive(holder):
         return _left(
             key, "lock_busy", f"a land of lane {key} is running", [f"git lane status {key}"]
+        )
+    if lane.setup_state(rec) == "running":
+        return _left(
+            key, "lane_busy", f"lane {key}'s setup_command is running", [f"git lane sync {key}"]
+        )
+    gd = git.worktree_git_dir(path)
+    if gd is not None and (gd / "index.lock").exists():
+        return _left(
+            key,
+            "lane_busy",
+            f"a git command is writing in lane {key} (its index.lock exists)",
+            [f"git lane sync {key}"],
         )
     if git.rebase_in_progress(path):
         return _left(

@@ -201,3 +201,17 @@ def test_a_failing_pass_never_fails_the_land(repo: Repo, monkeypatch: pytest.Mon
     auto = res.get("auto_sync")
     assert auto is not None and "prediction broke" in str(auto.get("error"))
     assert repo.sha("refs/heads/lane/beta") == tip and not rebase_dir(beta)
+
+
+def test_a_lane_a_git_command_is_writing_in_is_left(repo: Repo) -> None:
+    setup_main_change(repo)
+    repo.config("auto_sync", "true")
+    beta = repo.create("beta")
+    tip = repo.commit(beta, "b.txt", "b\n")
+    gd = Path(git(beta, "rev-parse", "--path-format=absolute", "--git-dir").stdout.strip())
+    (gd / "index.lock").write_text("")  # what a `git add` in progress holds
+    res = land_alpha(repo)
+    auto = res["auto_sync"]
+    assert isinstance(auto, dict)
+    assert [(x["lane"], x["code"]) for x in auto["left"]] == [("beta", "lane_busy")]
+    assert repo.sha("refs/heads/lane/beta") == tip and (gd / "index.lock").exists()
