@@ -204,3 +204,15 @@ def test_disk_usage_counts_as_du_does(tmp_path: Path) -> None:
     du = subprocess.run(["du", "-s", "-B1", str(top)], capture_output=True, text=True, check=True)
     assert disk_usage(top) == int(du.stdout.split()[0])
     assert disk_usage(tmp_path / "missing") == 0
+
+
+def test_a_lane_whose_branch_was_moved_by_hand_is_kept_for_repair(repo: Repo) -> None:
+    repo.config("gate", "off")
+    alpha = landed_lane(repo, "alpha")
+    repo.git("update-ref", "refs/heads/lane/alpha", "HEAD~1")  # by hand, outside the lane
+    r = repo.jlane("gc")
+    assert r.rc == 0, r.stderr
+    assert r.json["released"] == []
+    kept = by_lane(r.json["kept"])["alpha"]
+    assert kept["code"] == "lane_branch_moved" and kept["next"][0] == "git lane repair alpha"  # type: ignore[index]
+    assert alpha.exists()

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import stat
 
-from guard import git, landed, lane, lock, procs
+from guard import git, landed, lane, lock, procs, recovery
 from guard.commands import release
 from guard.errors import Refusal
 from guard.lane import LOCK_REASON
@@ -139,6 +139,11 @@ def _look(
             f"lane {key} has no worktree at {rec.path}",
             [f"git lane repair {key}"],
         )
+    facts = recovery.branch_facts(repo, rec.path, rec.branch, _tip(repo, rec))
+    if facts.state != "ok" and facts.recorded is not None:
+        # the lane's last commit is known only to its worktree: repair, never release
+        r = recovery.branch_refusal(key, facts, "release")
+        return _Verdict(r.code, r.message, list(r.next))
     work = release.inspect(repo, rec, main_sha)
     if work.any():
         fresh = work.tip is not None and git.is_ancestor(repo.common_dir, main_sha, work.tip)
