@@ -286,6 +286,19 @@ def land(ctx: Ctx, key: str | None, wait: float | None, sync: bool) -> None:
         ctx.exit = boundary.EXIT_REFUSED
 
 
+@cli.command()
+@click.option(
+    "--dry-run", is_flag=True, help="Say what would be released and locked; change nothing."
+)
+@json_option
+@pass_ctx
+def gc(ctx: Ctx, dry_run: bool) -> None:
+    """Release landed clean lanes; lock and list the ones with work (owner only)."""
+    from guard.commands import gc as cmd
+
+    emit(ctx, cmd.run(ctx.repo, dry_run), render.gc)
+
+
 @cli.command("path")
 @click.argument("key", required=False)
 @json_option

@@ -119,12 +119,18 @@ KEYS: dict[str, Key] = {
         Key("sandbox_writable", [], _str_list, "extra writable paths for sandboxed CLIs"),
         Key("setup_command", None, _command, "run with sh -c in each new lane after creation"),
         Key("setup_timeout", 900, _pos_int, "seconds before the setup command is killed"),
+        Key(
+            "auto_sync",
+            False,
+            _bool,
+            "true: after each land, rebase idle clean lanes that rebase cleanly onto main",
+        ),
     )
 }
 
 # What a tracked `.git-lane.toml` may set: commands and timeouts a team reviews. Anything
-# that weakens protection (enabled, gate, sync_policy, worker_land, sandbox, ...) is the
-# owner's alone, and ignored there with a warning.
+# that weakens protection or acts on other lanes (enabled, gate, sync_policy, worker_land,
+# sandbox, auto_sync, ...) is the owner's alone, and ignored there with a warning.
 PROJECT_FILE = ".git-lane.toml"
 PROJECT_KEYS = ("gate_command", "setup_command", "setup_timeout", "gate_timeout")
 

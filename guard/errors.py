@@ -142,6 +142,18 @@ CODES: dict[str, Code] = _codes(
         None,
         "a land inside exec could not go through (or was refused by) exec's land socket",
     ),
+    (
+        "sync_would_conflict",
+        "engine",
+        None,
+        "auto_sync left a lane: its rebase onto main would conflict, or overwrite ignored files",
+    ),
+    (
+        "never_landed",
+        "engine",
+        None,
+        "gc kept a lane that has no commits of its own and never landed",
+    ),
     ("main_mutation_refused", "hooks", "G10", "something other than land tried to move main"),
     ("hook_facts_unknown", "hooks", None, "a hook could not establish a fact, so it refused"),
     ("sync_required", "shims", "G8", "a stale lane under a mandatory policy tried to write"),

@@ -18,6 +18,13 @@ from guard.store import FileLock, LaneRecord
 KEY_FILE = "gitlane-lane"  # in a lane worktree's admin dir: its key (the hooks tell a lane by it)
 CONFIRM = "yes-discard-lane"
 LOCK_REASON = "git-lane: lane has uncommitted work"
+LOCK_PREFIX = "git-lane: "  # every lock reason git-lane writes (release's, gc's) starts so
+
+
+def own_lock(reason: str | None) -> bool:
+    """Is a `git worktree lock` reason one git-lane wrote (release and gc lift their own
+    locks once the lane has nothing left to keep; anyone else's stays)?"""
+    return reason is not None and reason.startswith(LOCK_PREFIX)
 
 
 def registry_lock(repo: Repo) -> FileLock:

@@ -223,8 +223,13 @@ def land(r: Result) -> str:
     out = [
         f"landed {r['lane']}: main {r['main_before'][:12]} -> {r['main_after'][:12]}, epoch {r['epoch']}, {gate}"
     ]
+    auto = r.get("auto_sync")
+    synced = set(auto["synced"]) if auto else set()
     for k in r.get("made_stale") or []:
-        out.append(f"  lane {k} is stale now: git lane sync {k}")
+        if k not in synced:
+            out.append(f"  lane {k} is stale now: git lane sync {k}")
+    if auto:
+        out.extend(auto_sync_lines(auto))
     return "\n".join(out)
 
 
@@ -440,3 +445,51 @@ def checkpoint(r: Result) -> str:
         f"lane {r['lane']}: checkpoint {r['commit'][:12]} ({r['paths_count']} path(s)): "
         f"{r['message'].splitlines()[0] if r['message'] else ''}"
     )
+
+
+# -- gc and cross-rebase ----------------------------------------------------------------------
+def size(n: int) -> str:
+    """Bytes for a person: B, KB, MB, GB (powers of 1024, one decimal from MB)."""
+    if n < 1024:
+        return f"{n} B"
+    if n < 1024**2:
+        return f"{n // 1024} KB"
+    if n < 1024**3:
+        return f"{n / 1024**2:.1f} MB"
+    return f"{n / 1024**3:.1f} GB"
+
+
+def auto_sync_lines(a: Result) -> list[str]:
+    """One line per lane auto_sync synced or left (land, queue)."""
+    out = [f"  auto_sync: lane {k} synced onto main" for k in a["synced"]]
+    for x in a["left"]:
+        paths = x.get("paths") or []
+        shown = f": {', '.join(paths[:3])}{', ...' if len(paths) > 3 else ''}" if paths else ""
+        out.append(f"  auto_sync: lane {x['lane']} left [{x['code']}]{shown}")
+    if a.get("error"):
+        out.append(f"  auto_sync: stopped: {' '.join(str(a['error']).splitlines())[:200]}")
+    return out
+
+
+def gc(r: Result) -> str:
+    verb = "would release" if r["dry_run"] else "released"
+    out = [
+        f"gc: {verb} {len(r['released'])} lane(s), {size(r['reclaimed_bytes'])}"
+        + (" reclaimable" if r["dry_run"] else " reclaimed")
+        + f"; kept {len(r['kept'])} ({size(r['kept_bytes'])})"
+    ]
+    rows = [[verb, key_cell(x["lane"]), size(x["bytes"]), tilde(x["path"])] for x in r["released"]]
+    rows += [
+        ["kept", key_cell(x["lane"]), size(x["bytes"]), f"[{x['code']}] {x['message']}"]
+        for x in r["kept"]
+    ]
+    out += ["  " + line for line in table(rows)]
+    for x in r["kept"]:
+        if x["locked"] is not None:
+            who = "by someone else, left as it is" if x["locked_by_other"] else "by git-lane"
+            out.append(f"  {x['lane']}: worktree locked {who}: {x['locked'] or '(no reason)'}")
+        if x["next"]:
+            out.append(f"  {x['lane']}: next: {join_next(x['next'])}")
+    for a in r["archives"]:
+        out.append(f"  archive kept: {tilde(a['path'])} ({size(a['bytes'])})")
+    return "\n".join(out)

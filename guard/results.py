@@ -206,6 +206,7 @@ class LandResult(TypedDict):
     warnings: list[str]
     made_stale: NotRequired[list[str]]  # the other lanes this land made stale
     next: NotRequired[list[str]]  # `git lane sync KEY` for each of them
+    auto_sync: NotRequired[AutoSyncResult]  # only with auto_sync = true (guard/crossrebase.py)
 
 
 class RestoredMain(TypedDict):
@@ -434,3 +435,52 @@ class CheckpointResult(TypedDict):
     paths: list[str]  # what it committed (at most 500)
     paths_count: int
     warnings: list[str]  # the hooks' notices (a stale lane's sync_required notice)
+
+
+# -- gc and cross-rebase (issue 12, items 3 and 6) -----------------------------------------
+class GcReleased(TypedDict):
+    lane: str
+    path: str
+    tip: str | None
+    bytes: int  # disk the worktree took (allocated blocks, as du counts)
+
+
+class GcKept(TypedDict):
+    lane: str
+    path: str
+    code: str  # why: unlanded_work, lane_dirty, rebase_in_progress, lane_owner_conflict, never_landed, ...
+    message: str
+    next: list[str]
+    alternatives: list[str]
+    locked: str | None  # the worktree's lock reason now (None: not locked)
+    lock_reason: str | None  # the reason gc locks it with (None: nothing in it to keep)
+    locked_by_other: bool  # someone else's lock, left as it is
+    bytes: int
+
+
+class GcResult(TypedDict):
+    ok: bool
+    code: str
+    dry_run: bool
+    released: list[GcReleased]  # with --dry-run: what would be released
+    kept: list[GcKept]
+    reclaimed_bytes: int
+    kept_bytes: int
+    pruned: list[str]  # git-lane's own dead files removed (archive name lists of gone lanes)
+    archives: list[dict[str, Any]]  # kept/*.tar (user data: listed, never removed)
+    next: NotRequired[list[str]]  # `cd HUB` when gc ran inside a lane it released
+
+
+class AutoSyncLeft(TypedDict):
+    lane: str
+    code: str  # sync_would_conflict, lane_dirty, lane_owner_conflict, rebase_in_progress, ...
+    message: str
+    paths: NotRequired[list[str]]  # the conflicting paths
+    next: NotRequired[list[str]]
+
+
+class AutoSyncResult(TypedDict):
+    synced: list[str]
+    left: list[AutoSyncLeft]
+    main: str  # the main the lanes were synced onto
+    error: NotRequired[str]  # auto_sync itself failed part way (the land still stands)

@@ -31,12 +31,14 @@ DEFAULTS: dict[str, Any] = {
     "sandbox_writable": [],
     "setup_command": None,
     "setup_timeout": 900,
+    "auto_sync": False,
 }
 
 # (key, a value that must be refused, a value that must be accepted), as TOML source
 TABLE = [
     ("enabled", '"yes"', "false"),
     ("enabled", "1", "true"),
+    ("auto_sync", '"yes"', "true"),
     ("main_branch", '"two words"', '"trunk"'),
     ("main_branch", '"refs/heads/main"', '"release-1.x"'),
     ("main_branch", "3", '"master"'),

@@ -291,7 +291,7 @@ def test_project_file_cannot_weaken_protection(repo: Repo) -> None:
         repo,
         {
             ".git-lane.toml": 'enabled = false\ngate = "off"\nworker_land = "allow"\n'
-            'max_lanes = 1\nsetup_timeout = "soon"\ngate_timeout = 7\n'
+            'max_lanes = 1\nsetup_timeout = "soon"\ngate_timeout = 7\nauto_sync = true\n'
         },
     )
     r = repo.jlane("config", "list")
@@ -302,12 +302,13 @@ def test_project_file_cannot_weaken_protection(repo: Repo) -> None:
         ("gate", "on"),
         ("worker_land", "deny"),
         ("max_lanes", 5),
+        ("auto_sync", False),
     ):
         assert (cfg[key]["value"], cfg[key]["source"]) == (value, "default"), key
     assert (cfg["setup_timeout"]["value"], cfg["setup_timeout"]["source"]) == (900, "default")
     assert (cfg["gate_timeout"]["value"], cfg["gate_timeout"]["source"]) == (7, "project")
     warned = " ".join(r.json["warnings"])
-    for key in ("enabled", "gate", "worker_land", "max_lanes", "setup_timeout"):
+    for key in ("enabled", "gate", "worker_land", "max_lanes", "setup_timeout", "auto_sync"):
         assert key in warned, key
     st = repo.lane("status")
     assert st.rc == 0 and "enabled" in st.stderr and "git-lane: warning:" in st.stderr

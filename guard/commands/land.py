@@ -104,6 +104,10 @@ def run(
     done = cast(LandResult, res)
     done["made_stale"] = made_stale(repo, key, done["main_before"], done["main_after"])
     done["next"] = [f"git lane sync {k}" for k in done["made_stale"]]
+    if cfg["auto_sync"]:  # after the lock's release: other lands go on meanwhile
+        from guard import crossrebase
+
+        crossrebase.report(done, crossrebase.after_land(repo, key))
     return done
 
 

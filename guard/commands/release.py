@@ -181,6 +181,27 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
     }
 
 
+def inspect(repo: Repo, rec: LaneRecord, main_sha: str) -> Work:
+    """What releasing the lane now would lose (read only: nothing is locked or frozen);
+    `git lane gc` decides with it."""
+    wt = git.by_path(repo.worktrees()).get(os.path.realpath(rec.path))
+    return _inspect(repo, rec, wt if wt is not None and wt.exists else None, main_sha)
+
+
+def lock_reason(path: str) -> str | None:
+    """The reason of the `git worktree lock` on the worktree at `path` ("" for a lock
+    without one), or None when it is not locked."""
+    gd = git.worktree_git_dir(path)
+    try:
+        return (
+            (gd / "locked").read_text().strip()
+            if gd is not None and (gd / "locked").is_file()
+            else None
+        )
+    except OSError:
+        return ""
+
+
 def _inspect(repo: Repo, rec: LaneRecord, wt: git.Worktree | None, main_sha: str) -> Work:
     common = repo.common_dir
     work = Work(tip=repo.ref_sha(f"refs/heads/{rec.branch}"))
@@ -506,18 +527,10 @@ def _remove_clean_worktree(repo: Repo, key: str, path: str) -> None:
     """Remove a lane worktree with nothing to lose. The lock a refused release put on it
     (while it was dirty) no longer has a reason and is lifted; anyone else's lock is
     respected; whatever else makes git refuse is a refusal, not a crash."""
-    gd = git.worktree_git_dir(path)
-    try:
-        reason = (
-            (gd / "locked").read_text().strip()
-            if gd is not None and (gd / "locked").is_file()
-            else None
-        )
-    except OSError:
-        reason = ""
+    reason = lock_reason(path)
     common = repo.common_dir
     if reason is not None:
-        if reason != LOCK_REASON:
+        if not lane.own_lock(reason):
             raise Refusal(
                 "worktree_locked",
                 f"the worktree of lane {key} is locked ({reason or 'no reason given'}); it was left as it is",
@@ -527,6 +540,6 @@ def _remove_clean_worktree(repo: Repo, key: str, path: str) -> None:
         git.run(["worktree", "unlock", path], common, check=False)
     res = git.run(["worktree", "remove", path], common, check=False)
     if not res.ok:
-        if reason == LOCK_REASON:
-            git.run(["worktree", "lock", "--reason", LOCK_REASON, path], common, check=False)
+        if reason is not None and lane.own_lock(reason):
+            git.run(["worktree", "lock", "--reason", reason, path], common, check=False)
         raise _remove_failed(key, path, res.stderr)
