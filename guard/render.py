@@ -458,7 +458,6 @@ def conflicts(r: Result) -> str:
     out = [
         f"{r['main']['branch']} at {r['main']['sha'][:7]} · {len(lanes)} lane(s) · "
         f"{c['pairs']} pair(s): {c['conflict']} conflict, {c['overlap']} overlap, {c['clean']} clean"
-        + ("" if r["include_dirty"] else " · committed work only (--include-dirty adds the rest)")
     ]
     rows: list[tuple[str, ...]] = []
     for p in r["pairs"]:
@@ -481,4 +480,6 @@ def conflicts(r: Result) -> str:
             sk = v["skipped"]
             nxt = f" Next: {join_next(sk['next'])}" if sk["next"] else ""
             out.append(f"left out: {v['key']} [{sk['code']}]: {sk['message']}.{nxt}")
+    if not r["include_dirty"]:
+        out.append("(committed work only: --include-dirty adds uncommitted work)")
     return "\n".join(out)
