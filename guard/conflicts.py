@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from guard import git, lane, recovery
-from guard.errors import Refusal
+from guard.errors import GitError, Refusal
 from guard.repo import Repo
 from guard.results import ConflictKind, ConflictLane, ConflictPair, LaneSkip
+from guard.store import LaneRecord
 
 # who "wrote" the commit of a lane's worktree state (no ref names it; never shown)
 IDENT = {
@@ -92,7 +93,7 @@ def _failed(argv: list[str], rc: int, stderr: str, what: str) -> Refusal:
             "this git has no `git merge-tree --write-tree` (git 2.38 or later has it): "
             "conflicts cannot be predicted"
             if old
-            else f"git merge-tree could not {what} (exit {rc}): "
+            else f"git could not {what} (exit {rc}): "
             + (stderr.strip().splitlines() or ["no message"])[-1][:200]
             + "; no prediction is made"
         ),
@@ -218,8 +219,20 @@ def worktree_commit(path: str, key: str, tip: str, tip_tree: str) -> tuple[str, 
                     details={"lane": key},
                 )
             )
-        git.run([*cfg, "add", "-A"], path, env=env)
-        tree = git.run([*cfg, "write-tree"], path, env=env).stdout.strip()
+        try:
+            git.run([*cfg, "add", "-A"], path, env=env)
+            tree = git.run([*cfg, "write-tree"], path, env=env).stdout.strip()
+        except GitError as exc:  # an unreadable file, a name git cannot take, ...
+            raise _Skip(
+                Refusal(
+                    "conflict_check_failed",
+                    f"git could not read the uncommitted work of lane {key} ("
+                    + (exc.stderr.strip().splitlines() or ["no message"])[-1][:200]
+                    + ")",
+                    next=[f"git -C {git.q(path)} status"],
+                    details={"lane": key, "stderr": exc.stderr[-2000:]},
+                )
+            ) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if tree == tip_tree:
@@ -236,10 +249,9 @@ def _named(repo: Repo, keys: list[str] | None) -> list[str] | None:
     if keys:
         out = []
         for k in keys:
-            own = lane.resolve_key(k, "conflicts")
-            assert own is not None
-            lane.get(repo, own)  # unknown_lane, state_corrupt
-            out.append(own)
+            key = lane.resolve_key(k, "conflicts") or k
+            lane.get(repo, key)  # unknown_lane, state_corrupt
+            out.append(key)
         return list(dict.fromkeys(out))
     own = lane.bound_lane()
     return [own] if own is not None else None
@@ -247,13 +259,12 @@ def _named(repo: Repo, keys: list[str] | None) -> list[str] | None:
 
 def _side(
     repo: Repo,
-    rec_key: str,
+    rec: LaneRecord,
     wts: dict[str, git.Worktree],
     tips: dict[str, str],
     include_dirty: bool,
 ) -> tuple[str, str]:
-    """(tip, what to merge) of one lane, or _Skip with why it cannot be predicted."""
-    rec = lane.get(repo, rec_key)
+    """(tip, worktree path) of one lane, or _Skip with why it cannot be predicted."""
     if rec.status == "released":
         raise _Skip(lane.not_active_refusal(repo, rec, "is released"))
     wt = wts.get(os.path.realpath(rec.path))
@@ -273,8 +284,14 @@ def _side(
 def _own_paths(cwd: git.Where, base: str, tip: str) -> set[str]:
     """The paths `tip` changed since its merge-base with `base` (by name: a rename is its
     two paths)."""
-    res = git.run(["diff", "--name-only", "-z", "--no-renames", f"{base}...{tip}", "--"], cwd)
-    return set(res.z())
+    res = git.run(
+        ["diff", "--name-only", "-z", "--no-renames", f"{base}...{tip}", "--"], cwd, check=False
+    )
+    if res.ok:
+        return set(res.z())
+    if git.merge_base(cwd, base, tip) is None:  # unrelated histories: every path is new
+        return set(git.run(["ls-tree", "-r", "-z", "--name-only", tip], cwd).z())
+    raise _failed(list(res.argv), res.returncode, res.stderr, f"diff {base}...{tip}")
 
 
 def prediction(
@@ -288,8 +305,9 @@ def prediction(
     # merge where a rebase would: in a worktree, whose .gitattributes (merge drivers) count
     cwd = hub.path if hub is not None and hub.exists else str(repo.common_dir)
     tips = git.plain_refs(repo.common_dir, "refs/heads/lane/")
-    records = [r for r in repo.store.lanes() if r.status != "released" or r.key in (named or [])]
-    readable = {r.key for r in records} | {r.key for r in repo.store.lanes()}
+    every = repo.store.lanes()
+    readable = {r.key for r in every}
+    records = [r for r in every if r.status != "released" or r.key in (named or [])]
     views: dict[str, ConflictLane] = {}
     sides: dict[str, tuple[str, str]] = {}  # key -> (tip, path)
     for rec in sorted(records, key=lambda r: r.key):
@@ -301,7 +319,7 @@ def prediction(
             "skipped": None,
         }
         try:
-            sides[rec.key] = _side(repo, rec.key, wts, tips, include_dirty)
+            sides[rec.key] = _side(repo, rec, wts, tips, include_dirty)
         except _Skip as s:
             v["skipped"] = s.reason
         views[rec.key] = v
