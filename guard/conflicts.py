@@ -352,7 +352,7 @@ def prediction(
                 return s
 
         for k, got in zip(
-            ordered, git.parallel(one, range(len(ordered)), jobs_default()), strict=True
+            ordered, git.parallel(one, range(len(ordered)), jobs or jobs_default()), strict=True
         ):
             if isinstance(got, _Skip):
                 views[k]["skipped"] = got.reason
