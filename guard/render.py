@@ -496,6 +496,7 @@ def gc(r: Result) -> str:
             out.append(f"  {x['lane']}: next: {join_next(x['next'])}")
     for a in r["archives"]:
         out.append(f"  archive kept: {tilde(a['path'])} ({size(a['bytes'])})")
+    return "\n".join(out)
 
 
 # -- conflicts (issue 12 C) -----------------------------------------------------------------
