@@ -94,6 +94,7 @@ class Row:
     shims: Cell
     sandbox: Cell
     after: str = ""  # the doctor check that fails afterwards where a layer lets it pass
+    pre: str = ""  # sh run beforehand by the owner, outside every layer
 
     def cell(self, layer: str) -> Cell:
         return {"hooks": self.hooks, "shims": self.shims, "sandbox": self.sandbox}[layer]
@@ -569,6 +570,16 @@ ROWS: tuple[Row, ...] = (
         Cell("kernel", "EXDEV"),
     ),
     Row(
+        "hardlink_planted",
+        "writing through a hard link to an outside file that was made beforehand, outside the layer",
+        "printf x | wr planted",
+        "out",
+        PASSES,
+        OUTSIDE,
+        PASSES,
+        pre='ln "$OUT" planted',
+    ),
+    Row(
         "dotdot",
         "a `..` path out of the lane (`write ../../FILE`)",
         'printf x | wr "$REL"',
@@ -929,6 +940,9 @@ def run_row(lay: Layer, row: Row) -> LaneRun:
     ]
     script = PRELUDE + row.script
     sh = ["sh", "-c", script, "sh", *args]
+    if row.pre:
+        res = subprocess.run(["sh", "-c", PRELUDE + row.pre, "sh", *args], cwd=lay.lane)
+        assert res.returncode == 0
     if lay.name == "hooks":
         res = subprocess.run(sh, cwd=lay.lane, text=True, capture_output=True, timeout=120)
         return LaneRun(res.returncode, res.stdout, res.stderr)
