@@ -203,6 +203,14 @@ class Server:
         """Stop accepting; wait for a land in progress to end (it holds the integration
         lock: it finishes or is interrupted by its client going away, never cut off)."""
         self._stop.set()
+        wake = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:  # the accept loop ends now, not at its next 0.2 s timeout (exec's exit waits)
+            wake.settimeout(1.0)
+            wake.connect(self.path)
+        except OSError:
+            pass
+        finally:
+            wake.close()
         if self._loop is not None:
             self._loop.join()
         for t in list(self._threads):
@@ -217,6 +225,9 @@ class Server:
             except TimeoutError:
                 continue
             except OSError:
+                return
+            if self._stop.is_set():  # close()'s wake-up (or a client too late): no land
+                conn.close()
                 return
             t = threading.Thread(target=self._handle, args=(conn,), daemon=True)
             self._threads = [x for x in self._threads if x.is_alive()] + [t]
