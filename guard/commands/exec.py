@@ -21,13 +21,17 @@ from dataclasses import replace
 from pathlib import Path
 
 import guard
-from guard import binding, git, include, landsock, lane, policy, procs, resources, sandbox
-from guard.commands import create
+from typing import TYPE_CHECKING
+
+from guard import binding, git, landsock, lane, policy, procs, resources, sandbox
 from guard.errors import Refusal
-from guard.gate import Output, Tick
 from guard.repo import Repo
-from guard.results import ExecResult, SandboxExplainResult, ShellenvResult
 from guard.store import LaneRecord
+
+if TYPE_CHECKING:  # types only: not imported on the way to CMD (bench/sandbox.py start-up)
+    from guard import include
+    from guard.gate import Output, Tick
+    from guard.results import ExecResult, SandboxExplainResult, ShellenvResult
 
 # Signals a supervisor passes on (as a shell's `exec` would let CMD receive them).
 FORWARDED = (
@@ -278,6 +282,8 @@ def run(
         repo, key, sandbox, _command(key, argv, " -c" if create_first else "")
     )
     if create_first:
+        from guard.commands import create
+
         try:
             create.run(repo, key, goal, None, progress, output, tick)
         except Refusal as r:
