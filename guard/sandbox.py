@@ -246,6 +246,9 @@ def decide(f: Facts) -> Grants:
     ]
     if f.main_ref.startswith("refs/heads/lane/"):
         raise SandboxError(f"main ({f.main_ref}) is inside the lane branches' directory")
+    hit = next((p for p in fence.fenced if _encloses(f.lane_path, p)), None)
+    if hit is not None:
+        raise SandboxError(f"the lane worktree {f.lane_path} encloses {hit}")
     if f.rerere:
         writable.append(os.path.join(common, "rr-cache"))
     for what, d in (("temp dir (TMPDIR)", f.tmp), ("cache dir (XDG_CACHE_HOME)", f.cache)):
@@ -324,6 +327,18 @@ def facts(
     admin = _real(admin if os.path.isabs(admin) else os.path.join(lane_real, admin))
     if os.path.dirname(admin) != os.path.join(common_real, "worktrees"):
         raise SandboxError(f"the lane's git dir {admin} is not under {common_real}/worktrees")
+    # The lane's .git file is the lane's own (writable from inside): it could name another
+    # lane's admin dir. git's record there, `gitdir`, points back at the worktree that owns
+    # it, and only the owner of that lane could have written it.
+    try:
+        with open(os.path.join(admin, "gitdir"), encoding="utf-8") as fh:
+            back = fh.read().rstrip("\n")
+    except OSError as exc:
+        raise SandboxError(f"cannot read {admin}/gitdir: {exc.strerror}") from None
+    if _real(back if os.path.isabs(back) else os.path.join(admin, back)) != _real(dotgit):
+        raise SandboxError(
+            f"{dotgit} names the git dir {admin}, which belongs to another worktree ({back})"
+        )
     protected = [_real(p) for p in worktree_paths if _real(p) != lane_real]
     protected.append(common_real)
     tmp = _real(env.get("TMPDIR") or "/tmp")

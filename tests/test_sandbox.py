@@ -542,3 +542,45 @@ def test_a_grant_that_is_a_symlink_is_refused(tmp_path: Path) -> None:
         with pytest.raises(sandbox.SandboxError):
             sandbox.prepare(sandbox.Grants(writable=[bad]))
     assert sandbox.granted(sandbox.Grants(writable=[str(tmp_path / "absent")])) == []
+
+
+def test_a_lane_git_file_naming_another_lanes_admin_dir_is_refused(hub: Repo) -> None:
+    """The lane's `.git` file is writable from inside: a sandboxed process could point it
+    at another lane's admin dir, and the next exec would grant that dir. git's back
+    pointer there (`gitdir`) names the worktree that owns it: refused, nothing run."""
+    alpha = hub.create("alpha")
+    hub.create("beta")
+    beta_admin = hub.common_dir / "worktrees" / "beta"
+    dotgit = alpha / ".git"
+    dotgit.write_text(f"gitdir: {beta_admin}\n")
+    planted = beta_admin / "planted"
+    r = hub.lane(
+        "--json",
+        "exec",
+        "--sandbox",
+        "alpha",
+        "--",
+        "sh",
+        "-c",
+        f"printf x > {shlex.quote(str(planted))}",
+    )
+    assert (r.rc, r.code) == (1, "sandbox_failed"), r.stdout + r.stderr
+    assert "belongs to another worktree" in r.json["message"]
+    assert not planted.exists()
+
+
+def test_decide_refuses_a_lane_that_encloses_the_repository() -> None:
+    f = sandbox.Facts(
+        lane_path="/w",
+        admin_dir="/w/r/.git/worktrees/a",
+        common="/w/r/.git",
+        main_ref="refs/heads/main",
+        protected=["/w/r", "/w/r/.git"],
+        rerere=False,
+        tmp="/tmp",
+        cache="/c",
+        cache_entries=[],
+        extra=[],
+    )
+    with pytest.raises(sandbox.SandboxError, match="encloses"):
+        sandbox.decide(f)
