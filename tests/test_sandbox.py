@@ -584,3 +584,36 @@ def test_decide_refuses_a_lane_that_encloses_the_repository() -> None:
     )
     with pytest.raises(sandbox.SandboxError, match="encloses"):
         sandbox.decide(f)
+
+
+RAW_REQUEST = r"""
+import json, os, socket
+s = socket.socket(socket.AF_UNIX)
+s.connect(os.environ["GITLANE_LAND_SOCKET"])
+req = {"lane": "alpha", "sync": False, "wait": None, "json": True, "confine": False}
+s.sendall(json.dumps(req).encode() + b"\n")
+buf = b""
+while chunk := s.recv(65536):
+    buf += chunk
+print(buf[5:].decode())
+"""
+
+
+def test_a_worker_cannot_ask_for_an_unconfined_gate(hub: Repo, tmp_path: Path) -> None:
+    """The request holds exactly lane/sync/wait/json: one that asks for anything about the
+    gate is refused, and nothing is landed."""
+    from enginehelp import ready_lane
+
+    hub.config("worker_land", "allow")
+    marker = tmp_path / "gate-ran"
+    hub.config("gate_command", f"touch {shlex.quote(str(marker))}")
+    ready_lane(hub, "alpha")
+    main = hub.sha()
+    script = tmp_path / "raw.py"
+    script.write_text(RAW_REQUEST)
+    r = hub.lane("exec", "--sandbox", "alpha", "--", "python3", str(script))
+    assert r.rc == 0, r.stderr
+    refusal = json.loads(r.stdout)
+    assert refusal["code"] == "land_via_supervisor_failed", refusal
+    assert refusal["details"]["reason"] == "bad_request"
+    assert not marker.exists() and hub.sha() == main
