@@ -125,7 +125,12 @@ def once(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=9, help="git runs per side and round")
+    ap.add_argument(
+        "--runs",
+        type=int,
+        default=9,
+        help="per side and round: 3x this many statuses, this/3 (>= 3) rebases",
+    )
     ap.add_argument("--rounds", type=int, default=12, help="interleaved rounds (after warm-up)")
     ap.add_argument("--starts", type=int, default=40, help="start-up samples per variant")
     ap.add_argument("--files", type=int, default=1000)
@@ -142,7 +147,7 @@ def main() -> None:
         driver = base / "driver.py"
         driver.write_text(DRIVER)
         print(f"Landlock ABI {abi}; lane with {args.files} files, {args.commits}-commit rebase")
-        for what, runs in (("status", args.runs), ("rebase", max(3, args.runs // 3))):
+        for what, runs in (("status", args.runs * 3), ("rebase", max(3, args.runs // 3))):
             pairs: list[tuple[float, float]] = []
             for r in range(args.rounds + 1):  # round 0 warms the caches up, not counted
                 order = (True, False) if r % 2 else (False, True)  # ABBA: drift hits both
