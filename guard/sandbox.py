@@ -104,8 +104,18 @@ def abi() -> int:
     return probe()[0]
 
 
+_UNDETERMINED = "the Landlock probe failed"
+
+
+def undetermined(why: str) -> bool:
+    """Is this probe()'s answer "could not tell" (an error, not a kernel without Landlock)?
+    `best-effort` runs with the shims only where Landlock is known to be missing, never
+    where the probe itself failed."""
+    return why.startswith(_UNDETERMINED)
+
+
 def probe() -> tuple[int, str]:
-    """(ABI, why it is 0)."""
+    """(ABI, why it is 0); see undetermined()."""
     try:
         if platform.system() != "Linux":
             return 0, f"Landlock is Linux-only (this is {platform.system()})"
@@ -122,8 +132,8 @@ def probe() -> tuple[int, str]:
         if res >= 1:
             return int(res), ""
         err = ctypes.get_errno()
-    except (OSError, AttributeError, ValueError) as exc:
-        return 0, f"cannot call syscall(2): {exc}"
+    except (OSError, AttributeError, ValueError, TypeError) as exc:
+        return 0, f"{_UNDETERMINED}: cannot call syscall(2): {exc}"
     import errno
 
     why = {
@@ -131,7 +141,8 @@ def probe() -> tuple[int, str]:
         errno.EOPNOTSUPP: "Landlock is built in but switched off (add landlock to lsm=)",
         errno.EPERM: "a seccomp filter forbids landlock_create_ruleset",
     }
-    return 0, why.get(err, f"landlock_create_ruleset failed: {os.strerror(err) if err else res}")
+    failed = f"landlock_create_ruleset returned {res}: {os.strerror(err) if err else 'no errno'}"
+    return 0, why.get(err, f"{_UNDETERMINED}: {failed}")
 
 
 def usable(abi_version: int) -> str:

@@ -256,6 +256,17 @@ def test_landlock_lists_the_real_grants_of_a_lane(repo: Repo) -> None:
     assert c["fix"] == "env TMPDIR=/tmp git lane exec --sandbox alpha --explain"
 
 
+def test_landlock_probe_failure_under_best_effort_fails(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from guard import sandbox
+
+    monkeypatch.setattr(sandbox, "probe", lambda: (0, "the Landlock probe failed: simulated"))
+    config.write(repo.state_dir / "config.toml", "sandbox", "best-effort")
+    c = checks(repo)["landlock"]
+    assert c["status"] == "fail" and c["fix"] == "git lane config set sandbox off"
+
+
 def test_render_names_every_failure_and_its_fix(repo: Repo) -> None:
     text = render.doctor(doctor.run(grepo(repo)))
     assert "FAIL" in text and "fix: git lane install" in text

@@ -692,7 +692,17 @@ def check_landlock(repo: Repo) -> list[Check]:
                 f"(`git lane exec {rec.key} --sandbox --explain` for the notes)",
             )
         ]
-    required = repo.config.get("sandbox") == "required"
+    mode = repo.config.get("sandbox")
+    if mode == "best-effort" and sandbox.undetermined(why):  # exec refuses, no fallback
+        return [
+            finding(
+                "landlock",
+                FAIL,
+                f'unavailable: {why}; with sandbox = "best-effort" every exec is refused',
+                "git lane config set sandbox off",
+            )
+        ]
+    required = mode == "required"
     return [
         finding(
             "landlock",

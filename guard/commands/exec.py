@@ -214,6 +214,15 @@ def _sandbox(
         why = "shellenv cannot confine the shell it prints for (git lane exec KEY -- $SHELL can)"
     if not why:
         return True, []
+    if not (asked or mode == "required") and sandbox.undetermined(why):
+        raise Refusal(  # best-effort falls back only where Landlock is known to be missing
+            "sandbox_unavailable",
+            f'sandbox = "best-effort" is configured, and whether this kernel has Landlock '
+            f"cannot be told: {why}; nothing was run",
+            next=["git lane doctor"],
+            alternatives=[f"git lane config set sandbox off && {retry}"],
+            details={"lane": key, "sandbox": mode, "asked": asked, "abi": ver, "why": why},
+        )
     if asked or mode == "required":
         what = "--sandbox was asked for" if asked else 'sandbox = "required" is configured'
         nxt = [retry]
