@@ -487,6 +487,34 @@ def test_sandbox_refused_without_landlock(
     assert len(warned) == 1 and "no Landlock here" in warned[0] and "shims only" in warned[0]
 
 
+def test_best_effort_does_not_fall_back_when_the_probe_fails(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """best-effort runs with the shims only where Landlock is known to be missing; a probe
+    that fails (here: syscall(2) cannot be called) says nothing either way: refused."""
+    from guard import sandbox
+    from guard.commands import exec as exec_cmd
+    from guard.errors import Refusal
+    from guard.repo import Repo as GRepo
+
+    repo.create("alpha")
+    monkeypatch.chdir(repo.path)
+
+    def broken() -> Any:
+        raise OSError("simulated: no libc")
+
+    monkeypatch.setattr(sandbox, "_libc", broken)
+    ver, why = sandbox.probe()
+    assert ver == 0 and sandbox.undetermined(why)
+    repo.config("sandbox", "best-effort")
+    marker = repo.path.parent / "ran"
+    with pytest.raises(Refusal) as exc:
+        exec_cmd.run(GRepo.discover(repo.path), "alpha", ["touch", str(marker)])
+    assert exc.value.code == "sandbox_unavailable" and "cannot be told" in exc.value.message
+    assert exc.value.next == ["git lane doctor"]
+    assert not marker.exists()
+
+
 def test_create_first(repo: Repo) -> None:
     repo.config("setup_command", "touch made-by-setup")
     r = repo.lane("exec", "-c", "--goal", "fix login", "gamma", "--", sys.executable, "-c", DUMP)
