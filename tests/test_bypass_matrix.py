@@ -52,8 +52,9 @@ GIT_WORDS = ("unable to create directory for", "could not lock config file")
 class Cell:
     """What one layer does with one row: `refused` (a git-lane refusal with `code`),
     `kernel` (the kernel's error `code`), `passes` (the bypass works), `harmless` (it
-    runs, and what it aims at stays as it was), `na` (not a thing in this layer: `code`
-    says why)."""
+    runs, and what it aims at stays as it was), `undone` (it works, and the supervising
+    `git lane exec` puts it back at once, logging event `code`: a window, not a stop),
+    `na` (not a thing in this layer: `code` says why)."""
 
     kind: str
     code: str = ""
@@ -64,6 +65,7 @@ class Cell:
             "kernel": f"kernel `{self.code}`",
             "passes": "**passes**",
             "harmless": "runs, harmless",
+            "undone": f"runs, undone by exec (`{self.code}`)",
             "na": f"n/a ({self.code})",
         }[self.kind]
 
@@ -82,6 +84,7 @@ HOOKS_OFF = R("hooks_disabled")
 EACCES = Cell("kernel", "EACCES")
 PASSES = Cell("passes")
 HARMLESS = Cell("harmless")
+UNDONE = Cell("undone", "hook_mode_restored")
 
 
 @dataclass(frozen=True)
@@ -206,8 +209,8 @@ ROWS: tuple[Row, ...] = (
         f"chmod -x {HOOK}",
         "hook",
         PASSES,
-        PASSES,
-        PASSES,
+        UNDONE,
+        UNDONE,
         ("hook reference-transaction",),
     ),
     Row(
@@ -942,6 +945,11 @@ def aimed(lay: Layer, row: Row) -> object:
     return (p.read_bytes(), stat.S_IMODE(p.stat().st_mode)) if p.exists() else None
 
 
+def events_text(lay: Layer) -> str:
+    p = Path(lay.repo.common_dir) / "git-lane" / "events.jsonl"
+    return p.read_text() if p.exists() else ""
+
+
 CASES = [pytest.param(layer, row, id=f"{row.id}-{layer}") for row in ROWS for layer in LAYERS]
 
 
@@ -970,6 +978,11 @@ def test_bypass(layer: Layer, row: Row) -> None:
     elif cell.kind == "harmless":
         assert r.rc == 0, (r.rc, seen)
         assert after == before, seen
+    elif cell.kind == "undone":
+        assert r.rc == 0, (r.rc, seen)
+        assert after == before, seen
+        events = events_text(layer)
+        assert cell.code in events, events[-2000:]
     else:
         assert cell.kind == "passes"
         assert r.rc == 0, (r.rc, seen)

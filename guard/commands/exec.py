@@ -29,7 +29,7 @@ from guard.repo import Repo
 from guard.store import LaneRecord
 
 if TYPE_CHECKING:  # types only: not imported on the way to CMD (bench/sandbox.py start-up)
-    from guard import include
+    from guard import hookwatch, include
     from guard.gate import Output, Tick
     from guard.results import ExecResult, SandboxExplainResult, ShellenvResult
 
@@ -366,6 +366,7 @@ def _supervise(repo: Repo, key: str, argv: list[str], retry: str, confine: bool)
         "signal": None,
     }
     server: landsock.Server | None = None
+    watch: hookwatch.HookWatch | None = None
     ruleset: sandbox.Prepared | None = None
     private_tmp: str | None = None
     try:
@@ -382,10 +383,15 @@ def _supervise(repo: Repo, key: str, argv: list[str], retry: str, confine: bool)
             if server is not None:
                 server.confine_gate = True  # CMD's land runs its gate confined too
         repo.store.event("exec", lane=key, argv=argv, pid=os.getpid(), sandbox=bool(ruleset))
+        watch = _hook_watch(repo, key)
+
+        def started() -> None:  # threads start after the fork (preexec_fn)
+            if server is not None:
+                server.start()
+            watch.start()
+
         try:
-            status, sig, pid = _spawn_and_wait(
-                argv, cwd, env, ruleset, server.start if server is not None else None
-            )
+            status, sig, pid = _spawn_and_wait(argv, cwd, env, ruleset, started)
         except sandbox.SandboxError as exc:
             raise _sandbox_failed(repo, key, str(exc), retry) from None
         result["pid"] = pid
@@ -397,6 +403,8 @@ def _supervise(repo: Repo, key: str, argv: list[str], retry: str, confine: bool)
             result["signal"] = sig
         result["exit_status"] = status
     finally:
+        if watch is not None:
+            watch.stop()
         if server is not None:
             server.close()  # after a land in progress ends: it runs as this lane's owner
         if ruleset is not None:
@@ -412,6 +420,28 @@ def _supervise(repo: Repo, key: str, argv: list[str], retry: str, confine: bool)
         signal=result["signal"],
     )
     return result
+
+
+def _hook_watch(repo: Repo, key: str) -> hookwatch.HookWatch:
+    """CMD may `chmod -x` a hook (no Landlock right covers modes; a shim cannot see a
+    chmod(2)): the supervisor puts the mode back at once (guard/hookwatch.py). The hooks
+    directory is asked of the common dir, never of the lane (its pointers are CMD's)."""
+    res = git.run(
+        ["rev-parse", "--path-format=absolute", "--git-path", "hooks"], repo.common_dir, check=False
+    )
+    hooks = res.stdout[:-1] if res.ok and res.stdout.endswith("\n") else ""
+    hooks = hooks or os.path.join(repo.common_dir, "hooks")
+    from guard import hookwatch
+    from guard.commands.install import HOOKS
+
+    def report(path: str, was: int, now: int) -> None:
+        repo.store.event("hook_mode_restored", lane=key, path=path, was=oct(was), mode=oct(now))
+        sys.stderr.write(
+            f"git-lane: warning: lane {key} changed the mode of {git.shown(path)} "
+            f"({oct(was)}); put back to {oct(now)}\n"
+        )
+
+    return hookwatch.HookWatch(Path(hooks), HOOKS, report)
 
 
 def _land_socket(
