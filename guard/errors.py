@@ -194,6 +194,8 @@ CODES: dict[str, Code] = _codes(
     ("hooks_path_relative", "install", None, "core.hooksPath is relative"),
     ("hook_conflict", "install", None, "chaining the existing hooks would overwrite a file"),
     ("disabled", "engine", None, "enabled = false in config"),
+    ("not_ready", "engine", None, "queue: the lane is not marked ready"),
+    ("ready_stale", "engine", None, "queue: the lane moved since it was marked ready"),
     (
         "land_interrupted",
         "engine",
