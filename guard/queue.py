@@ -68,9 +68,11 @@ class Run:
     warnings: list[str] = field(default_factory=list)
     auto_sync: list[dict[str, Any]] = field(default_factory=list)
 
-    def say(self, key: str, what: str) -> None:
+    def say(self, key: str, what: str, done: bool = True) -> None:
+        """`git-lane: queue 2/5 beta: ...`: the lane's place in the queue (a lane that is
+        done is counted already, one still under way not yet)."""
         if self.progress is not None:
-            n = len(self.landed) + len(self.skipped)
+            n = len(self.landed) + len(self.skipped) + (0 if done else 1)
             self.progress(f"git-lane: queue {n}/{self.total} {key}: {what}")
 
     def skip(self, key: str, r: Refusal) -> None:
@@ -175,7 +177,7 @@ def land_one(repo: Repo, run: Run, c: Cand) -> None:
         if not git.is_ancestor(repo.common_dir, main_before, c.tip):
             from guard.commands import sync as sync_cmd
 
-            run.say(c.key, f"syncing onto {main_before[:12]}")
+            run.say(c.key, f"syncing onto {main_before[:12]}", done=False)
             res = sync_cmd.rebase(repo, c.key, c.path, main_before, c.tip)
             if res["state"] != "fresh":
                 git.run(["rebase", "--abort"], c.path)
@@ -323,7 +325,7 @@ def land_batch(repo: Repo, run: Run, cands: list[Cand]) -> list[Cand]:
                 except Refusal as r:
                     run.skip(c.key, r)
                     continue
-                run.say(c.key, f"stacked at {s[:12]}")
+                run.say(c.key, f"stacked at {s[:12]}", done=False)
                 stack.append(Stacked(c, t, base, s))
                 base = s
             if not stack:
