@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from guard import gate, git, landed, landing, lane, lock, policy, procs, ready
@@ -67,6 +67,7 @@ class Run:
     gated: set[str] = field(default_factory=set)  # lanes a gate judged: one run each, one by one
     warnings: list[str] = field(default_factory=list)
     auto_sync: list[dict[str, Any]] = field(default_factory=list)
+    pending: list[Cand] = field(default_factory=list)  # still to be tried, in order
 
     def say(self, key: str, what: str, done: bool = True) -> None:
         """`git-lane: queue 2/5 beta: ...`: the lane's place in the queue (a lane that is
@@ -235,9 +236,11 @@ def _put_back(repo: Repo, c: Cand, before: str) -> None:
         repo.store.event("warning", lane=c.key, code="queue_put_back_failed", stderr=res.stderr)
 
 
-def after_land(repo: Repo, run: Run, key: str) -> None:
+def after_land(repo: Repo, run: Run, key: str, waiting: list[Cand] | None = None) -> None:
     """Cross-rebase of idle lanes after each land, when auto_sync is on (guard/crossrebase.py,
-    which may not be in this build)."""
+    which may not be in this build). A lane still waiting in this queue that it synced
+    keeps its ready mark, moved to the synced tip: the queue would have made the same
+    clean rebase itself (a conflicting one is never made)."""
     try:
         on = bool(repo.config.get("auto_sync"))
     except Exception:  # a config without the key
@@ -250,8 +253,19 @@ def after_land(repo: Repo, run: Run, key: str) -> None:
         mod = importlib.import_module("guard.crossrebase")
     except ImportError:
         return
+    pending = [*run.pending, *(waiting or [])]
     out = mod.after_land(repo, key)
     run.auto_sync.append({"after": key, **out})
+    synced = set(out.get("synced") or [])
+    for c in pending:
+        if c.key not in synced:
+            continue
+        m = ready.read(repo.state_dir, c.key)
+        now = repo.ref_sha(f"refs/heads/{c.branch}")
+        if m is not None and m.tip == c.tip and now is not None:
+            ready.write(repo.state_dir, replace(m, tip=now))
+            repo.store.event("ready", lane=c.key, code="ready_carried", tip=now, was=c.tip)
+            c.tip = now
 
 
 # -- batches ------------------------------------------------------------------------------
@@ -459,7 +473,7 @@ def _move(
         )
         run.say(x.c.key, f"landed at {x.tip[:12]} (epoch {e['epoch']}, batch of {len(stack)})")
     for x in stack:
-        after_land(repo, run, x.c.key)
+        after_land(repo, run, x.c.key, rest)
 
 
 # -- the queue ----------------------------------------------------------------------------
@@ -476,13 +490,13 @@ def run_queue(
         command, cfg["gate_timeout"], cfg["gate_worktree"] == "clean", tick, progress, len(keys)
     )
     main_start = repo.main_sha()
-    cands: list[Cand] = []
+    cands = run.pending
     for key in keys:
         try:
             cands.append(candidate(repo, key))
         except Refusal as r:
             run.skip(key, r)
-    while cands:
+    while cands:  # changed in place only: after_land sees what still waits
         if batch <= 1:
             c = cands.pop(0)
             try:
@@ -490,12 +504,15 @@ def run_queue(
             except Refusal as r:
                 run.skip(c.key, r)
             continue
-        group, cands = cands[:batch], cands[batch:]
+        group = cands[:batch]
+        del cands[:batch]
         try:
             cands[:0] = land_batch(repo, run, group)
         except Refusal as r:  # the lock, or main not where the last land left it
+            done = {*run.landed, *(x["lane"] for x in run.skipped)}
             for c in group:
-                run.skip(c.key, r)
+                if c.key not in done:
+                    run.skip(c.key, r)
     main_end = repo.main_sha()
     made_stale = [
         k for k in land_cmd.made_stale(repo, "", main_start, main_end) if k not in run.landed

@@ -398,10 +398,15 @@ def test_queue_calls_cross_rebase_when_auto_sync_is_on(repo: Repo) -> None:
     repo.config("gate", "off")
     repo.config("auto_sync", "true")
     ready_lane(repo, "alpha")
+    beta = ready_lane(repo, "beta")
     idle = ready_lane(repo, "idle")
     mark(repo, "alpha")
-    r = repo.jlane("queue", "alpha")
-    assert r.json["landed"] == ["alpha"]
-    (done,) = r.json["auto_sync"]
-    assert done["after"] == "alpha" and "idle" in done["synced"]
+    mark(repo, "beta")
+    r = repo.jlane("queue", "alpha", "beta")
+    # beta, synced by the cross-rebase after alpha landed, keeps its mark and lands
+    assert r.json["landed"] == ["alpha", "beta"], r.stdout
+    first, second = r.json["auto_sync"]
+    assert first["after"] == "alpha" and {"beta", "idle"} <= set(first["synced"])
+    assert second["after"] == "beta" and "idle" in second["synced"]
+    assert repo.sha() == head(beta)
     assert is_ancestor(repo.path, repo.sha() or "", head(idle))
