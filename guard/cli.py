@@ -305,7 +305,7 @@ def _queue_progress(line: str) -> None:
 
 
 @cli.command()
-@click.argument("keys", nargs=-1, metavar="[KEYS]...")
+@click.argument("keys", nargs=-1)
 @click.option("--all", "all_", is_flag=True, help="Every lane marked ready (the default).")
 @click.option(
     "--batch",

@@ -77,7 +77,10 @@ class Run:
             self.progress(f"git-lane: queue {n}/{self.total} {key}: {what}")
 
     def skip(self, key: str, r: Refusal) -> None:
-        entry: dict[str, Any] = {"lane": key, "code": r.code, "message": r.message, "next": r.next}
+        nxt = list(r.next)
+        if r.code in GATE_CODES:  # land's `git lane land KEY`: here, the queue's way round
+            nxt = [f"git lane ready {key}", f"git lane queue {key}"]
+        entry: dict[str, Any] = {"lane": key, "code": r.code, "message": r.message, "next": nxt}
         g = r.details.get("gate")
         if isinstance(g, dict):
             entry["gate"] = g  # command, status, exit, seconds, tail (the output's last lines)
@@ -300,14 +303,22 @@ def _gate_at(run: Run, where: str, sha: str, key: str) -> gate.GateRun:
 
 
 def _gate_refusal(g: gate.GateRun, key: str, sha: str, stack: list[str]) -> Refusal:
-    code = "gate_timeout" if g.status == "timeout" else "gate_failed"
+    where = f"at {sha[:12]}, lane {key} stacked on {', '.join(stack) or 'main'}"
+    nxt = [f"git lane ready {key}", f"git lane queue {key}"]
+    details = {"lane": key, "gate": g.to_dict(), "tail": g.tail, "stacked_on": stack}
+    if g.status == "timeout":
+        return Refusal(
+            "gate_timeout",
+            f"the gate `{policy.brief(g.command)}` ran past its timeout {where}",
+            next=nxt,
+            details=details,
+        )
     return Refusal(
-        code,
-        f"the gate `{g.command}` {'ran past its timeout' if code == 'gate_timeout' else f'failed with exit {g.exit}'} "
-        f"at {sha[:12]}, lane {key} stacked on {', '.join(stack) or 'main'}: fix it in the lane, commit, "
-        "and mark it ready again",
-        next=[f"git lane land {key}"],
-        details={"lane": key, "gate": g.to_dict(), "tail": g.tail, "stacked_on": stack},
+        "gate_failed",
+        f"the gate `{policy.brief(g.command)}` failed with exit {g.exit} {where}: fix it in the "
+        "lane and commit, then mark it ready again",
+        next=nxt,
+        details=details,
     )
 
 
