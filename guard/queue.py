@@ -343,6 +343,10 @@ def land_batch(repo: Repo, run: Run, cands: list[Cand]) -> list[Cand]:
                     land_cmd.g4_trusted_config(t, git.risky_config(c.path))
                     land_cmd.g4_exact(t, git.hidden_differences(c.path, c.tip), gate_in_lane=False)
                     s = _stack_one(repo, where, c, main0, base)
+                    if s == base:  # every commit of it is on main already (landed by hand?)
+                        land_cmd.g3_fresh(
+                            land_cmd.Target(c.key, c.branch, c.path, base, base), base
+                        )
                     st = land_cmd.Target(c.key, c.branch, c.path, base, s)
                     land_cmd.g9_markers(
                         st, land_cmd.marker_hits(where, base, s, str(repo.common_dir))

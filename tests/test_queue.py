@@ -410,3 +410,16 @@ def test_queue_calls_cross_rebase_when_auto_sync_is_on(repo: Repo) -> None:
     assert second["after"] == "beta" and "idle" in second["synced"]
     assert repo.sha() == head(beta)
     assert is_ancestor(repo.path, repo.sha() or "", head(idle))
+
+
+def test_a_marked_lane_landed_by_hand_is_not_landed_again(repo: Repo) -> None:
+    repo.config("gate", "off")
+    ready_lane(repo, "a")
+    b = ready_lane(repo, "b")
+    mark(repo, "a")
+    mark(repo, "b")
+    assert repo.jlane("land", "a").code == "landed"
+    r = repo.jlane("queue", "--batch", "2")
+    assert r.json["landed"] == ["b"]
+    assert [(s["lane"], s["code"]) for s in r.json["skipped"]] == [("a", "nothing_to_land")]
+    assert repo.sha() == head(b) and epoch(repo) == 2
