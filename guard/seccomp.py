@@ -90,17 +90,15 @@ class _SockFprog(ctypes.Structure):
 
 
 def _caps_held() -> bool:
-    """Does this process hold any capability (permitted or ambient), or run as root?"""
-    if os.geteuid() == 0:
-        return True
+    """Is there a capability to drop? Any in the permitted or ambient set; as root also
+    any in the bounding set (exec gives root those back). None: already dropped (a
+    sandbox inside a sandbox), and dropping again would need CAP_SETPCAP."""
+    names = ("CapPrm:", "CapAmb:", "CapBnd:") if os.geteuid() == 0 else ("CapPrm:", "CapAmb:")
     try:
         with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith(("CapPrm:", "CapAmb:")) and int(line.split()[1], 16):
-                    return True
+            return any(line.startswith(names) and int(line.split()[1], 16) != 0 for line in f)
     except (OSError, ValueError):
-        return True  # cannot tell: drop them
-    return False
+        return True  # cannot tell: drop them (a failure then refuses)
 
 
 class Seal:

@@ -275,12 +275,21 @@ grep -E '^Cap(Prm|Eff|Bnd|Amb)' /proc/self/status
 echo w > w.txt && git add w.txt && git commit -qm w && echo COMMIT ok
 git rebase -q main && echo REBASE ok
 python3 -c 'print("PY ok")'
+"$GITLANE_PYTHON" -c '
+import os, sys
+sys.path.insert(0, os.environ["GITLANE_PYPATH"])
+from guard import seccomp
+s = seccomp.prepare()
+s()
+print("RESEAL", s.drop_caps)
+'
 """
     r = _exec(hub, tmp_path, body)
     assert r.rc == 0, r.stderr
     caps = [ln.split()[1] for ln in r.stdout.splitlines() if ln.startswith("Cap")]
     assert caps == ["0000000000000000"] * 4, r.stdout
-    for ok in ("COMMIT ok", "REBASE ok", "PY ok"):
+    # a sandbox inside the sandbox has nothing left to drop, and seals again
+    for ok in ("COMMIT ok", "REBASE ok", "PY ok", "RESEAL False"):
         assert ok in r.stdout, r.stdout + r.stderr
 
 

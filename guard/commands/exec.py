@@ -494,7 +494,7 @@ def _confinement(
         env.pop(name, None)
     try:
         ruleset = sandbox.prepare(g, [private] if private else [])
-        seal = seccomp.prepare(drop_caps=os.geteuid() == 0)
+        seal = seccomp.prepare()
     except sandbox.SandboxError as exc:
         if private is not None:
             shutil.rmtree(private, ignore_errors=True)
