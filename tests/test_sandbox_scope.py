@@ -354,3 +354,23 @@ def test_land_socket_any_error_refused_and_logged(hub: Repo, tmp_path: Path) -> 
     events = (hub.common_dir / "git-lane" / "events.jsonl").read_text().splitlines()
     errs = [json.loads(e) for e in events if '"land_via_supervisor"' in e]
     assert errs and errs[-1]["code"] == "error" and "injected" in errs[-1]["error"], errs
+
+
+def test_socket_land_gate_sealed_like_cmd(hub: Repo) -> None:
+    """The gate of a land CMD asks for runs under the lane's sandbox (guard/commands/land.py)
+    and also under CMD's seccomp filter, private TMP/TEMP and, as root, no capabilities:
+    the gate passes only if it finds all three."""
+    from enginehelp import head, ready_lane
+    from test_sandbox import _socket_land
+
+    hub.config("worker_land", "allow")
+    hub.config(
+        "gate_command",
+        "grep -q '^Seccomp:[[:space:]]*2' /proc/self/status && "
+        "grep -q '^CapEff:[[:space:]]*0000000000000000' /proc/self/status && "
+        'case "$TMP" in */git-lane-alpha-*) true;; *) false;; esac',
+    )
+    path = ready_lane(hub, "alpha")
+    r = _socket_land(hub)
+    assert r.rc == 0, r.stdout + r.stderr
+    assert hub.sha() == head(path)
