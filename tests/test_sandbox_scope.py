@@ -55,8 +55,11 @@ echo "TMPDIR=$TMPDIR TMP=$TMP TEMP=$TEMP"
 stat -c 'MODE %a' "$TMPDIR"
 echo x > "$1/planted" 2>/dev/null && echo CASE shared_writable
 python3 -c 'import tempfile; f = tempfile.NamedTemporaryFile(); f.write(b"x"); print("PY", f.name)'
-mkdir -p "$HOME/.cache/scope-test" && echo cached > "$HOME/.cache/scope-test/f" && echo CACHE ok
+echo cached > "$HOME/.cache/scope-test/f" && echo CACHE ok
 """
+    # an existing entry of the cache dir (which holds the lanes: no new entry there)
+    made = hub.lane("exec", "alpha", "--", "sh", "-c", 'mkdir -p "$HOME/.cache/scope-test"')
+    assert made.rc == 0, made.stderr
     r = _exec(hub, tmp_path, body, str(tmp), env={"TMPDIR": str(tmp)})
     assert r.rc == 0, r.stderr
     line = next(ln for ln in r.stdout.splitlines() if ln.startswith("TMPDIR="))
