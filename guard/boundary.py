@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -104,7 +105,8 @@ def crash(exc: BaseException, argv: Sequence[str], state_dir: StateDir) -> str:
     except Exception:
         sd = None
     dirs = [sd / "crash"] if sd is not None else []
-    dirs.append(Path(tempfile.gettempdir()) / "git-lane-crash")
+    shared = Path(tempfile.gettempdir()) / "git-lane-crash"
+    dirs.append(shared)
     body = "".join(traceback.format_exception(exc))
     if isinstance(exc, GitError):
         body += "\n" + str(exc)
@@ -117,8 +119,15 @@ def crash(exc: BaseException, argv: Sequence[str], state_dir: StateDir) -> str:
     problems = []
     for d in dirs:  # the state dir may be what is broken: never let the report itself crash
         try:
-            d.mkdir(parents=True, exist_ok=True)
-            (d / name).write_text(text)
+            d.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if d == shared:  # in the shared temp dir: ours alone, or not used
+                st = os.lstat(d)
+                if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+                    problems.append(f"{d}: not a directory of this user's alone (0700)")
+                    continue
+            fd = os.open(d / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
             return str(d / name)
         except OSError as e:
             problems.append(f"{d}: {e.strerror}")

@@ -252,10 +252,22 @@ class Server:
                     self._busy.release()
             except Refusal as r:
                 _send(conn, b"r", json.dumps(r.to_dict(), default=str).encode())
+            except Exception as exc:  # never a traceback in the owner's terminal: exec goes on
+                self._error(conn, exc)
         except OSError:
             pass  # the client went away: nothing to tell it
         finally:
             _close(conn)
+
+    def _error(self, conn: socket.socket, exc: Exception) -> None:
+        """Whatever else went wrong with one request: logged, and refused to the client."""
+        what = f"{type(exc).__name__}: {exc}"[:500]
+        try:
+            self.store.event("land_via_supervisor", lane=self.key, code="error", error=what)
+        except Exception:  # the log is what failed: the refusal still goes out
+            pass
+        r = self._refused(f"it failed ({what})", "error")
+        _send(conn, b"r", json.dumps(r.to_dict(), default=str).encode())
 
     def _refused(self, why: str, reason: str, nxt: list[str] | None = None) -> Refusal:
         return Refusal(
@@ -302,7 +314,7 @@ class Server:
             raise self._refused("more than one request line", "bad_request")
         try:
             return json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deep
             raise self._refused("the request is not JSON", "bad_request") from None
 
     def _args(self, req: Any) -> list[str]:
@@ -315,7 +327,7 @@ class Server:
         ok_wait = wait is None or (
             isinstance(wait, int | float)
             and not isinstance(wait, bool)
-            and math.isfinite(wait)
+            and _finite(wait)
             and wait >= 0
         )
         if not ok_wait:
@@ -417,6 +429,14 @@ def _relay(conn: socket.socket, child: subprocess.Popen[bytes]) -> bool:
     finally:
         sel.close()
     return gone
+
+
+def _finite(x: int | float) -> bool:
+    """A number a float holds (an int too large for one is not: OverflowError)."""
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
 
 
 def _close(conn: socket.socket) -> None:

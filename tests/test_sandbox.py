@@ -327,7 +327,9 @@ def test_decide_is_narrow() -> None:
         "/r/.git/logs/refs/heads/lane",
         "/r/.git/rr-cache",
     ]
-    assert "/tmp" in g.writable and "/w/pip" in g.writable
+    assert "/w/pip" in g.writable
+    # never the shared temp dir: CMD gets a private one under it
+    assert "/tmp" not in g.writable and g.private_tmp_under == "/tmp"
     assert "/w" not in g.writable and "/w/lanes" not in g.writable
     with pytest.raises(sandbox.BadGrant):
         sandbox.decide(sandbox.Facts(**{**f.__dict__, "extra": ["/r/.git/refs"]}))

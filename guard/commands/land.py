@@ -620,7 +620,7 @@ def _run_gate(
     import shutil
     import tempfile
 
-    from guard import sandbox
+    from guard import sandbox, seccomp
 
     private = None
     ruleset = None
@@ -633,8 +633,16 @@ def _run_gate(
                 except OSError as exc:
                     raise sandbox.SandboxError(f"no private temp dir: {exc.strerror}") from None
             ruleset = sandbox.prepare(g, [*also, *([private] if private else [])])
-            env = {"GITLANE_GATE_LANE": key, **({"TMPDIR": private} if private else {})}
-            return gate.run(command, cwd, timeout, key, output, tick, env, ruleset)
+            seal = seccomp.prepare()  # as CMD's: no TIOCSTI, no capabilities as root
+            tmp = {n: private for n in ("TMPDIR", "TMP", "TEMP")} if private else {}
+            env = {"GITLANE_GATE_LANE": key, **tmp}
+
+            def confine() -> None:
+                assert ruleset is not None
+                ruleset()
+                seal()
+
+            return gate.run(command, cwd, timeout, key, output, tick, env, confine)
         except (sandbox.SandboxError, gate.NotConfined) as exc:
             raise Refusal(
                 "sandbox_failed",
