@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import stat
 import sys
 import time
@@ -38,22 +39,55 @@ def guarded(
         return i.exit_status
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except PermissionError as exc:
+        denied = sandbox_denied(exc, argv)
+        if denied is None:
+            return _bug(exc, argv, want_json, state_dir)
+        refuse(denied, argv, want_json(), None)  # its state dir is what it cannot write
+        return EXIT_REFUSED
     except Exception as exc:  # the one place a bug is caught: file it, say where
-        where = crash(exc, argv, state_dir)
-        if want_json():
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            out = {
-                "ok": False,
-                "code": "internal_error",
-                "message": first,
-                "next": [f"cat {_q(where)}"],
-                "details": {"crash_file": where},
-            }
-            sys.stdout.write(json.dumps(out) + "\n")
-        sys.stderr.write(
-            f"git-lane: internal error ({type(exc).__name__}); details written to {where}\n"
-        )
-        return EXIT_BUG
+        return _bug(exc, argv, want_json, state_dir)
+
+
+def sandbox_denied(exc: PermissionError, argv: Sequence[str]) -> Refusal | None:
+    """Inside `git lane exec --sandbox` (GITLANE_SANDBOX set by exec) a git-lane command
+    that must write what the sandbox keeps out (git-lane's state, another lane, main) is
+    refused by the kernel: said as a refusal, with the owner's command, not as a bug."""
+    from guard import binding
+
+    if not os.environ.get(binding.SANDBOX):
+        return None
+    words = [a for a in argv if a != "--json"]
+    cmd = "git lane " + " ".join(shlex.quote(a) for a in words)
+    where = f" ({exc.filename})" if exc.filename else ""
+    return Refusal(
+        "sandbox_denied",
+        f"`{cmd}` needs a write this process's sandbox does not grant{where}: it runs in "
+        f"a sandboxed lane ({os.environ.get(binding.SANDBOX)}); the owner runs it outside",
+        next=[f"{cmd}  # as the repository owner, outside the lane"],
+        details={"argv": list(argv), "path": exc.filename, "errno": exc.errno},
+    )
+
+
+def _bug(
+    exc: Exception, argv: Sequence[str], want_json: Callable[[], bool], state_dir: StateDir
+) -> int:
+    """The one place a bug is caught: file it, say where."""
+    where = crash(exc, argv, state_dir)
+    if want_json():
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        out = {
+            "ok": False,
+            "code": "internal_error",
+            "message": first,
+            "next": [f"cat {_q(where)}"],
+            "details": {"crash_file": where},
+        }
+        sys.stdout.write(json.dumps(out) + "\n")
+    sys.stderr.write(
+        f"git-lane: internal error ({type(exc).__name__}); details written to {where}\n"
+    )
+    return EXIT_BUG
 
 
 def refuse(r: Refusal, argv: Sequence[str], as_json: bool, state_dir: Path | None) -> None:

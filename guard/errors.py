@@ -135,6 +135,12 @@ CODES: dict[str, Code] = _codes(
         None,
         "exec --sandbox could not build or apply the Landlock ruleset; nothing was run",
     ),
+    (
+        "sandbox_denied",
+        "sandbox",
+        None,
+        "a git-lane command in a sandboxed CMD needed a write its sandbox does not grant",
+    ),
     ("real_git_unknown", "engine", None, "exec found no real git on PATH (only shims or wrappers)"),
     (
         "land_via_supervisor_failed",

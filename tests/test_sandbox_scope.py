@@ -377,3 +377,15 @@ def test_socket_land_gate_sealed_like_cmd(hub: Repo) -> None:
     r = _socket_land(hub)
     assert r.rc == 0, r.stdout + r.stderr
     assert hub.sha() == head(path)
+
+
+def test_a_write_the_sandbox_denies_is_a_refusal_not_a_bug(hub: Repo) -> None:
+    """A git-lane command inside the sandbox that needs git-lane's state (a nested exec
+    takes the registry lock) is refused sandbox_denied, with the owner's command; no
+    crash file, no exit 3."""
+    hub.create("alpha")
+    r = hub.lane("exec", "alpha", "--sandbox", "--", "sh", "-c", "git lane exec alpha -- true")
+    assert r.rc == 1, r.stderr
+    assert "git-lane: refused [sandbox_denied]" in r.stderr
+    assert "Next: git lane exec alpha -- true  # as the repository owner" in r.stderr
+    assert "internal error" not in r.stderr
