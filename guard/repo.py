@@ -233,6 +233,10 @@ class Repo:
 
     # -- worktrees -----------------------------------------------------------------
     def worktrees(self) -> list[git.Worktree]:
+        try:  # reading the lane records pins each lane: git run in one names its repository
+            self.store.lanes()
+        except Refusal:
+            pass
         return git.worktrees(self.common_dir)
 
     def hub(self, wts: list[git.Worktree] | None = None) -> git.Worktree | None:

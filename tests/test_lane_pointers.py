@@ -257,6 +257,9 @@ def test_engine_git_in_a_lane_names_the_repository(hub: Repo, tmp_path: Path) ->
     (admin / "commondir").write_text(f"{fake}\n")
     assert hub.lane("status", "alpha").rc == 0
     assert hub.lane("doctor").rc in (0, 1)
+    (lane_path / "u.txt").write_text("u\n")
+    hub.lane("export", "alpha", "-o", str(tmp_path / "out.mbox"))
+    hub.lane("checkpoint", "alpha", "-m", "cp")
     assert not evidence.exists(), "git ran the fake repository's core.fsmonitor"
     (admin / "commondir").write_text("../..\n")
     land = hub.lane("land", "alpha")
@@ -302,3 +305,27 @@ def test_old_lane_gets_admin_and_marker(hub: Repo, tmp_path: Path) -> None:
     assert r.code == "lane_pointers_tampered", r.stdout + r.stderr
     _run_next(hub, r)
     assert hub.lane("status", cwd=lane_path).rc == 0
+
+
+def test_doctor_checks_each_lanes_pointers(hub: Repo, tmp_path: Path) -> None:
+    """doctor: a FAIL line for a tampered lane whose fix (repair, from the hub) works; the
+    hooks-path check reads the real config, never the one the lane points at."""
+    hub.create("alpha")
+    ok = hub.jlane("doctor")
+    assert not [c for c in ok.json["checks"] if c["name"] == "lane alpha"], ok.stdout
+    evidence = tmp_path / "evidence"
+    fake = _fake_common(hub, evidence)
+    with (fake / "config").open("a") as f:
+        f.write(f"[core]\n\thooksPath = {tmp_path / 'nohooks'}\n")
+    admin = hub.common_dir / "worktrees" / "alpha"
+    (admin / "commondir").write_text(f"{fake}\n")
+    r = hub.jlane("doctor")
+    lines = [c for c in r.json["checks"] if c["name"] == "lane alpha"]
+    assert len(lines) == 1 and lines[0]["status"] == "fail", r.stdout
+    assert "commondir" in lines[0]["message"]
+    assert str(fake) not in json.dumps([c for c in r.json["checks"] if c["name"] == "hooks path"])
+    assert not evidence.exists()
+    res = subprocess.run(["sh", "-c", lines[0]["fix"]], cwd=tmp_path, capture_output=True)
+    assert res.returncode == 0, res.stderr
+    r = hub.jlane("doctor")
+    assert not [c for c in r.json["checks"] if c["name"] == "lane alpha"], r.stdout
