@@ -92,13 +92,39 @@ def cli(c: click.Context, directory: str | None, as_json: bool) -> None:
 @cli.command()
 @click.argument("key", required=False)
 @click.option("--all", "all_", is_flag=True, help="List released lanes too.")
+@click.option(
+    "--conflicts",
+    "with_conflicts",
+    is_flag=True,
+    help="Predict what each lane would conflict with (main, other lanes): committed work.",
+)
 @json_option
 @pass_ctx
-def status(ctx: Ctx, key: str | None, all_: bool) -> None:
+def status(ctx: Ctx, key: str | None, all_: bool, with_conflicts: bool) -> None:
     """Show main, the hub, the lock and every lane with the next command to run."""
     from guard.commands import status as cmd
 
-    emit(ctx, cmd.run(ctx.repo, key, all_), render.status)
+    emit(ctx, cmd.run(ctx.repo, key, all_, with_conflicts), render.status)
+
+
+@cli.command()
+@click.argument("keys", nargs=-1, metavar="[KEYS]...")
+@click.option(
+    "--include-dirty",
+    is_flag=True,
+    help="Merge each lane's uncommitted work too (untracked files included; its index is not touched).",
+)
+@json_option
+@pass_ctx
+def conflicts(ctx: Ctx, keys: tuple[str, ...], include_dirty: bool) -> None:
+    """Predict which lanes conflict with main and with each other (nothing is changed).
+
+    Every pair (main and each lane, each two lanes; with KEYS, the pairs of those lanes)
+    is merged with `git merge-tree --write-tree`: conflicts with their paths, then pairs
+    that merge cleanly but change the same paths. Exit 0 either way."""
+    from guard.commands import conflicts as cmd
+
+    emit(ctx, cmd.run(ctx.repo, list(keys), include_dirty), render.conflicts)
 
 
 @cli.command()

@@ -230,6 +230,18 @@ CODES: dict[str, Code] = _codes(
         "G1",
         "SIGINT/SIGTERM stopped a land; its gate was killed and the lock released",
     ),
+    (
+        "conflict_check_failed",
+        "engine",
+        None,
+        "conflicts: git merge-tree could not merge a pair (or this git has no --write-tree)",
+    ),
+    (
+        "lane_unmerged",
+        "engine",
+        None,
+        "conflicts --include-dirty: the lane's index has unmerged paths (a lane's reason)",
+    ),
 )
 
 

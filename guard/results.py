@@ -27,6 +27,9 @@ class LaneView(TypedDict):
     port: int  # GITLANE_PORT: the lane's 10 ports start here
     setup: str | None  # setup_command's outcome: ok | failed | timeout | running; None: none ran
     branch_state: NotRequired[str]  # ok | missing | moved (recovery.branch_facts)
+    # status --conflicts: "main" and/or lane keys it would conflict with; None: not asked,
+    # or the lane cannot be predicted
+    would_conflict: NotRequired[list[str] | None]
 
 
 class MainView(TypedDict):
@@ -484,3 +487,54 @@ class AutoSyncResult(TypedDict):
     left: list[AutoSyncLeft]
     main: str  # the main the lanes were synced onto
     error: NotRequired[str]  # auto_sync itself failed part way (the land still stands)
+
+
+# -- conflicts (issue 12 C) -----------------------------------------------------------------
+class ConflictKind(TypedDict):
+    type: (
+        str  # merge-tree's stable conflict type: "CONFLICT (contents)", "CONFLICT (modify/delete)"
+    )
+    paths: list[str]
+
+
+class ConflictPair(TypedDict):
+    lanes: list[str]  # ["main", key] or [key, key] (sorted)
+    main: bool  # lanes[0] is main (a lane may be called main too)
+    conflict: bool
+    state: str  # conflict | overlap (clean, paths both changed) | clean
+    paths: list[str]  # the conflicting paths; of a clean pair, the paths both sides changed
+    shared: list[str]  # the paths both sides changed since they left main (by name)
+    kinds: list[ConflictKind]  # each conflict merge-tree reports, with its paths
+
+
+class LaneSkip(TypedDict):
+    code: str
+    message: str
+    next: list[str]
+
+
+class ConflictLane(TypedDict):
+    key: str
+    tip: str | None
+    merged: str | None  # the commit merged: the tip, or a commit of the worktree state
+    dirty: bool | None  # None: not looked at (no --include-dirty)
+    skipped: LaneSkip | None  # why the lane is not predicted (no pair names it)
+
+
+class ConflictCounts(TypedDict):
+    pairs: int
+    conflict: int
+    overlap: int
+    clean: int
+    skipped: int  # lanes
+
+
+class ConflictsResult(TypedDict):
+    ok: bool
+    code: str
+    main: MainView
+    include_dirty: bool
+    lanes: list[ConflictLane]
+    pairs: list[ConflictPair]  # conflicts, then overlaps, then clean pairs
+    counts: ConflictCounts
+    warnings: list[str]
