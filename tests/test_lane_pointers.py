@@ -329,3 +329,23 @@ def test_doctor_checks_each_lanes_pointers(hub: Repo, tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     r = hub.jlane("doctor")
     assert not [c for c in r.json["checks"] if c["name"] == "lane alpha"], r.stdout
+
+
+def test_lane_branch_symlinked_to_main_is_repaired(hub: Repo) -> None:
+    """LOW finding: `refs/heads/lane/alpha` replaced by a symlink to main (writable from
+    the sandbox): release refuses and names repair; repair restores the branch from the
+    worktree's reflog as a plain ref; main is untouched; release then works."""
+    lane_path = hub.create("alpha")
+    tip = hub.commit(lane_path, "w.txt", "w\n")
+    main_before = hub.sha()
+    ref = hub.common_dir / "refs" / "heads" / "lane" / "alpha"
+    ref.unlink()
+    ref.symlink_to(Path("..") / "main")
+    r = hub.jlane("release", "alpha")
+    assert r.rc == 1 and r.code == "lane_branch_moved", r.stdout + r.stderr
+    assert r.json["next"][0].startswith("git lane repair alpha")
+    fixed = hub.jlane("repair", "alpha")
+    assert fixed.rc == 0 and fixed.code == "repaired", fixed.stdout + fixed.stderr
+    assert not ref.is_symlink() and hub.sha("refs/heads/lane/alpha") == tip
+    assert hub.sha() == main_before
+    assert (hub.common_dir / "refs" / "heads" / "main").read_text().strip() == main_before
