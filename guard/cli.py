@@ -325,6 +325,54 @@ def gc(ctx: Ctx, dry_run: bool) -> None:
     emit(ctx, cmd.run(ctx.repo, dry_run), render.gc)
 
 
+# -- ready marks and the land queue (issue 12) ---------------------------------------------
+@cli.command()
+@click.argument("key", required=False)
+@click.option("--unset", is_flag=True, help="Take the ready mark back.")
+@json_option
+@pass_ctx
+def ready(ctx: Ctx, key: str | None, unset: bool) -> None:
+    """Mark the lane's committed state ready for the land queue (a worker may mark its own)."""
+    from guard.commands import ready as cmd
+
+    emit(ctx, cmd.run(ctx.repo, key, unset), render.ready)
+
+
+def _queue_progress(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+@cli.command()
+@click.argument("keys", nargs=-1)
+@click.option("--all", "all_", is_flag=True, help="Every lane marked ready (the default).")
+@click.option(
+    "--batch",
+    type=click.IntRange(min=1),
+    default=1,
+    metavar="N",
+    help="Stack up to N lanes and run the gate once for them.",
+)
+@json_option
+@pass_ctx
+def queue(ctx: Ctx, keys: tuple[str, ...], all_: bool, batch: int) -> None:
+    """Land the ready lanes, in ready order (or KEYS' order): sync, gate, fast-forward each."""
+    from guard.commands import queue as cmd
+
+    if all_ and keys:
+        raise click.UsageError("give KEYS or --all, not both")
+    tty = not ctx.json and sys.stderr.isatty()
+    res = cmd.run(
+        ctx.repo,
+        list(keys),
+        all_,
+        batch,
+        _gate_tick,
+        _queue_progress if tty else None,
+    )
+    emit(ctx, res, render.queue)
+
+
 @cli.command("path")
 @click.argument("key", required=False)
 @json_option

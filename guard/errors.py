@@ -224,6 +224,8 @@ CODES: dict[str, Code] = _codes(
         "checkpoint: git add or git commit failed (a hook or git refused); nothing was committed",
     ),
     ("disabled", "engine", None, "enabled = false in config"),
+    ("not_ready", "engine", None, "queue: the lane is not marked ready"),
+    ("ready_stale", "engine", None, "queue: the lane moved since it was marked ready"),
     (
         "land_interrupted",
         "engine",

@@ -556,3 +556,31 @@ def conflicts(r: Result) -> str:
     if not r["include_dirty"]:
         out.append("(committed work only: --include-dirty adds uncommitted work)")
     return "\n".join(out)
+
+
+def ready(r: Result) -> str:
+    m = r.get("mark")
+    if m is None:
+        return f"lane {r['lane']} is not marked ready"
+    return f"lane {r['lane']} marked ready at {m['tip'][:12]}; the queue lands it: git lane queue"
+
+
+def queue(r: Result) -> str:
+    """One line per landed lane, one per skipped lane with its code, then the counts."""
+    out = []
+    for ln in r["lanes"]:
+        batch = f", batch of {len(ln['batch'])}" if ln.get("batch") else ""
+        out.append(
+            f"landed  {ln['lane']}: main -> {ln['main_after'][:12]}, epoch {ln['epoch']}{batch}"
+        )
+    for s in r["skipped"]:
+        nxt = f" Next: {' && '.join(s['next'])}" if s.get("next") else ""
+        out.append(f"skipped {s['lane']} [{s['code']}]: {s['message']}.{nxt}")
+    saved = f", {r['gate_runs_saved']} saved by batching" if r["batch"] > 1 else ""
+    out.append(
+        f"{len(r['landed'])} landed, {len(r['skipped'])} skipped; main "
+        f"{r['main_before'][:12]} -> {r['main_after'][:12]}; {r['gate_runs']} gate run(s){saved}"
+    )
+    for k in r.get("made_stale") or []:
+        out.append(f"  lane {k} is stale now: git lane sync {k}")
+    return "\n".join(out)

@@ -30,6 +30,7 @@ class LaneView(TypedDict):
     # status --conflicts: "main" and/or lane keys it would conflict with; None: not asked,
     # or the lane cannot be predicted
     would_conflict: NotRequired[list[str] | None]
+    ready: NotRequired[dict[str, Any] | None]  # status: the ready mark (guard/ready.py view)
 
 
 class MainView(TypedDict):
@@ -538,3 +539,33 @@ class ConflictsResult(TypedDict):
     pairs: list[ConflictPair]  # conflicts, then overlaps, then clean pairs
     counts: ConflictCounts
     warnings: list[str]
+
+
+# -- ready / queue (issue 12) --------------------------------------------------------------
+class ReadyResult(TypedDict):
+    ok: bool
+    code: str  # ready | ready_unset | ok (--unset of an unmarked lane)
+    lane: str
+    mark: dict[str, Any] | None  # {tip, at, by, current} (guard/ready.py view)
+    next: NotRequired[list[str]]
+
+
+class QueueResult(TypedDict):
+    ok: bool
+    code: str
+    landed: list[str]  # in landing order
+    skipped: list[
+        dict[str, Any]
+    ]  # {lane, code, message, next, gate?: {command, status, exit, seconds, tail}}
+    lanes: list[dict[str, Any]]  # per landed lane: main_before, main_after, epoch, gate, batch?
+    main_before: str
+    main_after: str
+    batch: int
+    gate_runs: int
+    gate_runs_saved: (
+        int  # gate runs landing the same lanes one by one would have taken, less gate_runs
+    )
+    made_stale: list[str]
+    next: list[str]
+    warnings: list[str]
+    auto_sync: NotRequired[list[dict[str, Any]]]  # crossrebase.after_land after each land

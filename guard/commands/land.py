@@ -68,14 +68,7 @@ def run(
     lane.check_pointers(repo, rec)  # git in the lane would use another repository
     lane.owner_conflict(repo, rec, "land")
     cfg = repo.config
-    command: str | None = cfg.get("gate_command") if cfg["gate"] == "on" else None
-    if cfg["gate"] == "on" and not command:
-        raise Refusal(
-            "gate_command_unset",
-            "the gate is on but no gate_command is set",
-            next=['git lane config set gate_command "pytest -q"' + lane.OWNER_NOTE],
-            alternatives=["git lane config set gate off  # land without a check"],
-        )
+    command = gate_command(repo)
     held = g1_lock(repo, key, wait, waiting, sync)
     try:
         landing.crash_point("locked")
@@ -110,6 +103,20 @@ def run(
 
         crossrebase.report(done, crossrebase.after_land(repo, key))
     return done
+
+
+def gate_command(repo: Repo) -> str | None:
+    """The gate to run (None: `gate = "off"`); refused when the gate is on but unset."""
+    cfg = repo.config
+    command: str | None = cfg.get("gate_command") if cfg["gate"] == "on" else None
+    if cfg["gate"] == "on" and not command:
+        raise Refusal(
+            "gate_command_unset",
+            "the gate is on but no gate_command is set",
+            next=['git lane config set gate_command "pytest -q"' + lane.OWNER_NOTE],
+            alternatives=["git lane config set gate off  # land without a check"],
+        )
+    return command
 
 
 def worker_land_refusal(key: str, usage: str = "") -> Refusal:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from guard import git, landed, lane, lock, policy
+from guard import git, landed, lane, lock, policy, ready
 from guard.errors import GitError, Refusal
 from guard.commands.land import hub_next
 from guard.repo import Repo
@@ -103,6 +103,8 @@ def run(
     if key is None:  # an unreadable record is shown, never dropped
         lanes.extend(corrupt_view(repo, k) for k in repo.store.lane_keys() if k not in readable)
         lanes.sort(key=lambda v: v["key"])
+    for v in lanes:  # the ready mark (guard/ready.py): None, or its tip and whether it is current
+        v["ready"] = ready.view(ready.read(repo.state_dir, v["key"]), v.get("tip"))
     hub_dirty: list[str] = results[0] if hub is not None else []
     with_conflicts = None
     if conflicts:
