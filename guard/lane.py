@@ -403,7 +403,7 @@ def pointers_refusal(repo: Repo, key: str, faults: list[str]) -> Refusal:
 def check_pointers(repo: Repo, rec: LaneRecord) -> None:
     """lane_pointers_tampered unless the lane's `.git`, `commondir` and `gitdir` name
     its own admin dir, the real common dir and the lane (recovery.pointer_faults)."""
-    if rec.status != "active" or not os.path.isdir(rec.path):
+    if rec.status != "active" or not os.path.lexists(os.path.join(rec.path, ".git")):
         return  # a lane gone by hand: the commands' own worktree checks tell it
     faults = recovery.pointer_faults(repo, rec)
     if faults:

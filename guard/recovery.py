@@ -89,7 +89,7 @@ def _replace(p: Path, text: str) -> None:
 
 def repair_pointers(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
     """Rewrite the lane's pointers from trusted state (each atomically). A `.git` that is
-    a directory is a repository someone made there: moved aside (kept), never deleted."""
+    a directory is a repository someone made there: refused, never touched."""
     admin = repo.store.admin_dir(rec)
     if admin is None or not admin.is_dir() or not os.path.isdir(rec.path):
         return []
@@ -97,10 +97,23 @@ def repair_pointers(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
         return []
     dotgit = Path(rec.path) / ".git"
     changes: list[dict[str, Any]] = []
+    if not os.path.lexists(dotgit):
+        return []  # no worktree of git's there (a foreign directory?): restore_worktree's call
     if dotgit.is_dir() and not dotgit.is_symlink():
-        aside = dotgit.with_name(f".git.set-aside-{int(time.time())}")
-        os.rename(dotgit, aside)
-        changes.append({"action": "dotgit_set_aside", "lane": rec.key, "path": str(aside)})
+        # a repository of its own at the lane's path (made there, or someone's): never
+        # touched by repair; moved aside (kept) by the command below
+        aside = f"{dotgit}.moved-aside"
+        raise Refusal(
+            "lane_pointers_tampered",
+            f"lane {rec.key}'s {git.shown(dotgit)} is a directory (a repository of its own), "
+            "not git's pointer to the lane's admin dir; it was left as it is",
+            next=[
+                f"mv -n {git.q(dotgit)} {git.q(aside)}",
+                f"printf '%s\\n' {git.q(f'gitdir: {admin}')} > {git.q(dotgit)}",
+                f"git lane repair {rec.key}",
+            ],
+            details={"lane": rec.key, "path": str(dotgit)},
+        )
     want = {
         dotgit: f"gitdir: {admin}\n",
         admin / "commondir": "../..\n",

@@ -349,3 +349,20 @@ def test_lane_branch_symlinked_to_main_is_repaired(hub: Repo) -> None:
     assert not ref.is_symlink() and hub.sha("refs/heads/lane/alpha") == tip
     assert hub.sha() == main_before
     assert (hub.common_dir / "refs" / "heads" / "main").read_text().strip() == main_before
+
+
+def test_repair_leaves_a_dotgit_directory_alone(hub: Repo) -> None:
+    """A `.git` directory at the lane (a repository of its own) is never touched by repair:
+    refused, and the `mv` it names keeps it aside; repair then rewrites the pointer."""
+    lane_path = hub.create("alpha")
+    (lane_path / ".git").unlink()
+    subprocess.run(["git", "init", "-q", str(lane_path)], check=True)
+    (lane_path / ".git" / "mine").write_text("kept\n")
+    r = hub.jlane("repair", "alpha")
+    assert (r.rc, r.code) == (1, "lane_pointers_tampered"), r.stdout + r.stderr
+    assert (lane_path / ".git" / "mine").read_text() == "kept\n"
+    for cmd in r.json["next"]:
+        res = subprocess.run(cmd, shell=True, cwd=hub.path, capture_output=True, text=True)
+        assert res.returncode == 0, (cmd, res.stdout, res.stderr)
+    assert (lane_path / ".git.moved-aside" / "mine").read_text() == "kept\n"
+    assert hub.lane("status", "alpha", cwd=lane_path).rc == 0
