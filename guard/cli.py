@@ -719,12 +719,22 @@ def doctor(ctx: Ctx) -> None:
 
 @cli.command()
 @click.option("--keep", is_flag=True, help="Leave the throwaway repository behind.")
+@click.option(
+    "--agents",
+    type=click.IntRange(min=2, max=12),
+    default=None,
+    metavar="N",
+    help="N scripted agents on overlapping lines: conflicts predicted, the queue, gc.",
+)
 @json_option
 @pass_ctx
-def demo(ctx: Ctx, keep: bool) -> None:
+def demo(ctx: Ctx, keep: bool, agents: int | None) -> None:
     """Walk through lanes, a conflict, sync and land on a throwaway repository."""
     from guard.commands import demo as cmd
 
+    if agents is not None:
+        emit(ctx, cmd.run_agents(agents, keep=keep, quiet=ctx.json), render.demo)
+        return
     emit(ctx, cmd.run(keep=keep, quiet=ctx.json), render.demo)
 
 

@@ -40,8 +40,13 @@ class HookWatch:
     """Watch `hooks_dir` and the hook files in it; restore any mode that changes."""
 
     def __init__(
-        self, hooks_dir: Path, names: Iterable[str], report: Callable[[str, int, int], None]
+        self,
+        hooks_dir: Path,
+        names: Iterable[str],
+        report: Callable[[str, int, int], None],
+        who: str = "a process",
     ) -> None:
+        self.who = who
         self.dir = hooks_dir
         self.files = [hooks_dir / n for n in names]
         self.report = report
@@ -100,10 +105,21 @@ class HookWatch:
                     os.chmod(p, mode)
                     done.append(str(p))
                     self.report(str(p), now, mode)
+                    self._warn(p, now, mode)
             except OSError:
                 continue
         self.restored += done
         return done
+
+    def _warn(self, p: Path, was: int, now: int) -> None:
+        """One line on stderr, straight to fd 2 (the watcher's thread, beside CMD's output)."""
+        from guard.git import shown
+
+        line = f"git-lane: warning: {self.who} changed the mode of {shown(p)} ({oct(was)}); "
+        try:
+            os.write(2, (line + f"put back to {oct(now)}\n").encode("utf-8", "surrogateescape"))
+        except OSError:
+            pass  # no stderr: the event is logged all the same
 
     def stop(self) -> list[str]:
         """Stop watching, look one last time; every path repaired while watching."""

@@ -234,6 +234,9 @@ def _epoch_of(e: dict[str, Any]) -> Epoch:
     )
 
 
+BATCH_REFLOG = "rebase (git-lane queue --batch)"  # starts with "rebase": see release._inspect
+
+
 def _finish_lanes(repo: Repo, txn: Landing, held: lock.Held | None) -> None:
     """A batch after main moved: each lane's landed ref (the hook lets one be created only
     at the tip the lock record names, so the record names each in turn) and each lane's
@@ -257,10 +260,17 @@ def _finish_lanes(repo: Repo, txn: Landing, held: lock.Held | None) -> None:
             )
             continue
         if os.path.isdir(e["path"]) and _checked_out(e["path"], ref):
-            res = git.run(["reset", "-q", "--keep", e["tip"]], e["path"], check=False)
+            # logged as the rebase it is (the lane's commits, replayed onto the stack):
+            # release and gc then count the tip it replaced as landed, as after a sync
+            res = git.run(
+                ["reset", "-q", "--keep", e["tip"]],
+                e["path"],
+                check=False,
+                env={"GIT_REFLOG_ACTION": BATCH_REFLOG},
+            )
         else:
             res = git.run(
-                ["update-ref", "-m", f"git-lane: queue {e['lane']}", ref, e["tip"], e["old_tip"]],
+                ["update-ref", "-m", f"{BATCH_REFLOG}: {e['lane']}", ref, e["tip"], e["old_tip"]],
                 repo.common_dir,
                 check=False,
             )

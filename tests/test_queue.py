@@ -313,6 +313,10 @@ def test_batch_bisects_to_the_failing_middle_lane(repo: Repo) -> None:
     assert len([x for x in reflog if x.startswith("git-lane: land")]) == 2
     st = repo.jlane("status").json
     assert st["lock"] is None and st["landing"] is False and not st["warnings"]
+    # a stacked lane's old tip was replayed onto the stack, as a sync would: its work is
+    # landed, and release (and gc) let the lane go without a discard confirmation
+    r = repo.jlane("release", "b")
+    assert (r.rc, r.code) == (0, "released"), r.stdout + r.stderr
 
 
 def subjects_of(repo: Repo, rng: str) -> list[str]:

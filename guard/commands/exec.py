@@ -437,12 +437,8 @@ def _hook_watch(repo: Repo, key: str) -> hookwatch.HookWatch:
 
     def report(path: str, was: int, now: int) -> None:
         repo.store.event("hook_mode_restored", lane=key, path=path, was=oct(was), mode=oct(now))
-        sys.stderr.write(
-            f"git-lane: warning: lane {key} changed the mode of {git.shown(path)} "
-            f"({oct(was)}); put back to {oct(now)}\n"
-        )
 
-    return hookwatch.HookWatch(Path(hooks), HOOKS, report)
+    return hookwatch.HookWatch(Path(hooks), HOOKS, report, who=f"lane {key}")
 
 
 def _land_socket(
