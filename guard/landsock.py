@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from guard import binding, procs
-from guard.errors import Refusal
+from guard.errors import GitError, Refusal
 from guard.store import Store
 
 MAX_REQUEST = 4096  # bytes of the one request line
@@ -250,6 +250,10 @@ class Server:
                     self._land(conn, args, peer)
                 finally:
                     self._busy.release()
+            except GitError as exc:  # git could not read the repository: refused, no traceback
+                last = (exc.stderr.strip().splitlines() or ["no message"])[-1]
+                r = self._refused(f"git could not read the repository ({last})", "git_failed")
+                _send(conn, b"r", json.dumps(r.to_dict(), default=str).encode())
             except Refusal as r:
                 _send(conn, b"r", json.dumps(r.to_dict(), default=str).encode())
             except Exception as exc:  # never a traceback in the owner's terminal: exec goes on
@@ -343,8 +347,10 @@ class Server:
         from guard.commands import land
         from guard.repo import Repo
 
-        # the owner's word as it is now (config set may have changed it since exec began)
-        if Repo.discover(self.lane_path).config["worker_land"] != "allow":
+        # the owner's word as it is now (config set may have changed it since exec began),
+        # from the supervisor's own repository: never one found through the lane's
+        # pointers, which CMD can rewrite
+        if Repo(self.store.common_dir, None, None).config["worker_land"] != "allow":
             raise land.worker_land_refusal(self.key, usage)
         args = ["land", self.key]
         if sync:
@@ -359,7 +365,7 @@ class Server:
         pypath = str(Path(__file__).resolve().parent.parent)
         child = subprocess.Popen(
             [sys.executable, "-P", "-c", _BOOT, pypath, _gate_word(self.confine_gate), *args],
-            cwd=self.lane_path,
+            cwd=self.store.common_dir,  # the real repository; the key is named in args
             env=self.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,

@@ -566,8 +566,9 @@ def test_a_lane_git_file_naming_another_lanes_admin_dir_is_refused(hub: Repo) ->
         "-c",
         f"printf x > {shlex.quote(str(planted))}",
     )
-    assert (r.rc, r.code) == (1, "sandbox_failed"), r.stdout + r.stderr
-    assert "belongs to another worktree" in r.json["message"]
+    # refused before any grant is computed: the lane's pointers do not match its record
+    assert (r.rc, r.code) == (1, "lane_pointers_tampered"), r.stdout + r.stderr
+    assert ".git does not name" in r.json["message"]
     assert not planted.exists()
 
 

@@ -199,6 +199,7 @@ def _lane(repo: Repo, key: str | None, action: str) -> LaneRecord:
     rec = lane.get(repo, key)
     if rec.status == "released":
         raise lane.not_active_refusal(repo, rec, "is released: it has no worktree")
+    lane.check_pointers(repo, rec)  # CMD's git would use another repository
     wt = git.by_path(repo.worktrees()).get(os.path.realpath(rec.path))
     if rec.status == "orphaned" or wt is None or not wt.exists:
         raise lane.missing_worktree_refusal(key, rec.path, action)

@@ -65,6 +65,7 @@ def run(
         raise lane.missing_worktree_refusal(key, rec.path, "land")
     if rec.status != "active":
         raise lane.not_active_refusal(repo, rec, f"is {rec.status}")
+    lane.check_pointers(repo, rec)  # git in the lane would use another repository
     lane.owner_conflict(repo, rec, "land")
     cfg = repo.config
     command = gate_command(repo)
