@@ -53,6 +53,10 @@ MAX_FRAME = 1 << 20  # bytes of one frame's payload (the client refuses a larger
 REQUEST_TIMEOUT = 10.0  # seconds for a client to connect and send its request
 SEND_TIMEOUT = 60.0  # seconds a client may leave the land's output unread
 FIELDS = {"lane", "sync", "wait", "json"}
+# A sandboxed CMD cannot write git-lane's state either, so its `git lane ready` comes
+# this way too: exactly these fields, op "ready"; the supervisor runs `git lane ready`
+# for the lane as a worker of it (GITLANE_LANE: the mark says by "worker").
+READY_FIELDS = {"op", "lane", "unset", "json"}
 # The land child: PYPATH first on sys.path (the guard this supervisor runs), `-P` so the
 # lane (its cwd, worker-written) is never on it; the signal mask it inherits from the
 # supervisor's thread (signals blocked for sigwaitinfo) cleared and SIGINT its usual
@@ -105,8 +109,19 @@ def request(
     """Ask the supervisor to land `key` (this process's own lane); write the land's
     output as it comes and return its exit status. Refusals the supervisor makes before
     the land starts are raised here, as a local land would raise them."""
+    req = {"lane": key, "sync": sync, "wait": wait, "json": as_json}
+    return _ask(key, req, out, err)
+
+
+def request_ready(key: str, unset: bool, as_json: bool, out: IO[bytes], err: IO[bytes]) -> int:
+    """Ask the supervisor to mark `key` (this process's own lane) ready, or take the mark
+    back: for a sandboxed CMD, which cannot write git-lane's state itself."""
+    return _ask(key, {"op": "ready", "lane": key, "unset": unset, "json": as_json}, out, err)
+
+
+def _ask(key: str, request: dict[str, Any], out: IO[bytes], err: IO[bytes]) -> int:
     where = os.environ.get(binding.LAND_SOCKET, "")
-    req = json.dumps({"lane": key, "sync": sync, "wait": wait, "json": as_json}).encode() + b"\n"
+    req = json.dumps(request).encode() + b"\n"
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         s.settimeout(REQUEST_TIMEOUT)
@@ -321,8 +336,33 @@ class Server:
         except (ValueError, RecursionError):  # RecursionError: nested too deep
             raise self._refused("the request is not JSON", "bad_request") from None
 
+    def _ready_args(self, req: dict[str, Any]) -> list[str]:
+        """`ready`'s argv after `git lane`, from a request that holds exactly READY_FIELDS."""
+        if set(req) != READY_FIELDS or req["op"] != "ready":
+            raise self._refused(
+                f"a ready request holds exactly {sorted(READY_FIELDS)}", "bad_request"
+            )
+        key, unset, as_json = req["lane"], req["unset"], req["json"]
+        if not (isinstance(unset, bool) and isinstance(as_json, bool)):
+            raise self._refused("unset and json are true or false", "bad_request")
+        if key is not None and key != self.key:
+            raise Refusal(
+                "role_forbidden",
+                f"this process is bound to lane {self.key} and may not mark lane {key} ready",
+                next=[f"git lane ready {self.key}"],
+                details={"lane": key, "bound": self.key},
+            )
+        return [
+            "ready",
+            self.key,
+            *(["--unset"] if unset else []),
+            *(["--json"] if as_json else []),
+        ]
+
     def _args(self, req: Any) -> list[str]:
         """The land's argv after `git lane`, from a request that holds exactly FIELDS."""
+        if isinstance(req, dict) and "op" in req:
+            return self._ready_args(req)
         if not isinstance(req, dict) or set(req) != FIELDS:
             raise self._refused(f"a request holds exactly {sorted(FIELDS)}", "bad_request")
         key, sync, wait, as_json = req["lane"], req["sync"], req["wait"], req["json"]
@@ -366,7 +406,8 @@ class Server:
         child = subprocess.Popen(
             [sys.executable, "-P", "-c", _BOOT, pypath, _gate_word(self.confine_gate), *args],
             cwd=self.store.common_dir,  # the real repository; the key is named in args
-            env=self.env,
+            # a ready mark is the worker's word, said through its supervisor
+            env={**self.env, binding.LANE: self.key} if args[0] == "ready" else self.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -381,7 +422,7 @@ class Server:
             except OSError:
                 gone = True
         self.store.event(
-            "land_via_supervisor",
+            "land_via_supervisor" if args[0] == "land" else "ready_via_supervisor",
             lane=self.key,
             code="ok" if rc == 0 else "land_exit",
             peer_pid=peer,

@@ -389,3 +389,21 @@ def test_a_write_the_sandbox_denies_is_a_refusal_not_a_bug(hub: Repo) -> None:
     assert "git-lane: refused [sandbox_denied]" in r.stderr
     assert "Next: git lane exec alpha -- true  # as the repository owner" in r.stderr
     assert "internal error" not in r.stderr
+
+
+def test_a_sandboxed_worker_marks_its_lane_ready_through_its_supervisor(hub: Repo) -> None:
+    """git-lane's state is out of the sandbox's reach: `git lane ready` inside goes to the
+    supervisor, which marks the lane as that worker's word; the owner's queue lands it."""
+    hub.create("alpha")
+    script = (
+        "echo work > w.txt && git add w.txt && git commit -q -m work && "
+        "git lane ready --unset && git lane ready --json"
+    )
+    r = hub.lane("exec", "alpha", "--sandbox", "--", "sh", "-c", script)
+    assert r.rc == 0, r.stderr
+    mark = json.loads(r.stdout.splitlines()[-1])["mark"]
+    assert (mark["by"], mark["current"]) == ("worker", True)
+    other = hub.lane("exec", "alpha", "--sandbox", "--", "git", "lane", "ready", "beta")
+    assert other.rc == 1 and "role_forbidden" in other.stderr
+    q = hub.jlane("queue")
+    assert (q.rc, q.json["landed"]) == (0, ["alpha"]), q.stdout + q.stderr
