@@ -658,6 +658,7 @@ ROWS: tuple[Row, ...] = (
         PASSES,
         R("shim_facts_unknown"),
         EACCES,
+        ("lane alpha",),
     ),
     Row(
         "epoch_edit",
@@ -667,6 +668,7 @@ ROWS: tuple[Row, ...] = (
         PASSES,
         PASSES,
         EACCES,
+        ("landed history",),
     ),
 )
 
