@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import guard
-from guard import binding, git, include, landsock, lane, policy, procs, resources, sandbox
+from guard import binding, git, include, landsock, lane, objects, policy, procs, resources, sandbox
 from guard.commands import create
 from guard.errors import Refusal
 from guard.gate import Output, Tick
@@ -339,7 +339,9 @@ def _cwd(lane_path: str) -> str:
 def _supervise(repo: Repo, key: str, argv: list[str], retry: str, confine: bool) -> ExecResult:
     before, mine = _claim(repo, key, retry)
     # GITLANE_SANDBOX says what this exec confined, never what an outer one did
-    env = {k: v for k, v in os.environ.items() if k not in (*DROPPED, binding.SANDBOX)}
+    env = {
+        k: v for k, v in os.environ.items() if k not in (*DROPPED, binding.SANDBOX, binding.OBJECTS)
+    }
     result: ExecResult = {
         "ok": True,
         "code": "exited",
@@ -429,18 +431,32 @@ def _confinement(
     rr = os.path.join(repo.common_dir, "rr-cache")
     if rr in g.writable and not os.path.isdir(rr):
         os.makedirs(rr, exist_ok=True)  # git would make it in the (unwritable) common dir
+    store = _lane_objects(repo, rec, env, retry)
     private = None
     if g.private_tmp_under is not None:
         private = tempfile.mkdtemp(prefix=f"git-lane-{rec.key}-", dir=g.private_tmp_under)
         env["TMPDIR"] = private
     try:
-        ruleset = sandbox.prepare(g, [private] if private else [])
+        ruleset = sandbox.prepare(g, [store, *([private] if private else [])])
     except sandbox.SandboxError as exc:
         if private is not None:
             shutil.rmtree(private, ignore_errors=True)
         raise _sandbox_failed(repo, rec.key, str(exc), retry) from None
     env[binding.SANDBOX] = f"landlock-abi-{ruleset.abi}"
     return ruleset, private
+
+
+def _lane_objects(repo: Repo, rec: LaneRecord, env: dict[str, str], retry: str) -> str:
+    """CMD's git writes objects only into the lane's private store (the shared one is not
+    granted: guard/objects.py); listed as an alternate first, so everyone sees them."""
+    try:
+        store = objects.enroll(repo, rec.path)
+    except OSError as exc:
+        raise _sandbox_failed(repo, rec.key, f"the lane's object store: {exc}", retry) from None
+    env["GIT_OBJECT_DIRECTORY"] = store
+    env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = objects.shared(repo.common_dir)
+    env[binding.OBJECTS] = store
+    return store
 
 
 def _sandbox_failed(repo: Repo, key: str, why: str, retry: str) -> Refusal:
