@@ -110,6 +110,18 @@ def enroll(repo: Repo, lane_path: str) -> str:
         os.replace(store, store + f".aside-{os.getpid()}")  # not ours: kept, not followed
     for d in (store, os.path.join(store, "pack"), os.path.join(store, "info")):
         os.makedirs(d, mode=0o755, exist_ok=True)
+    # the store reads the shared one by itself too: a tool that names its own alternates
+    # (GIT_ALTERNATE_OBJECT_DIRECTORIES, as export does) still sees main's objects. CMD may
+    # rewrite this file: it only changes what is read through the lane's store, which
+    # land never trusts (import_lane re-hashes; the shared store is searched first)
+    alt = Path(store) / "info" / "alternates"
+    want = shared(repo.common_dir) + "\n"
+    try:
+        current = alt.read_text(encoding="utf-8")
+    except OSError:
+        current = None
+    if current != want:
+        atomic_write(alt, want.encode("utf-8"))
     _rewrite(repo, [store], [])
     return store
 

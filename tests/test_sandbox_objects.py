@@ -213,6 +213,8 @@ try land git lane land
     assert set(_rcs(r.stdout).values()) == {0}, r.stdout
     tip = git(lane_path, "rev-parse", "HEAD").stdout.strip()
     assert hub.sha() == tip
+    store = _store(hub, lane_path)  # made inside, into the lane's own store, then imported
+    assert (store / tip[:2] / tip[2:]).exists() and str(store) in _alternates(hub)
     assert git(lane_path, "merge-base", "--is-ancestor", main1, tip).returncode == 0
     assert _shared_alone(hub, "show", "main:lane2.txt") == "two\n"
     _shared_alone(hub, "fsck", "--connectivity-only", "--no-dangling")
