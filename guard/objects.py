@@ -242,6 +242,24 @@ def import_lane(repo: Repo, key: str, lane_path: str, base: str | None, tip: str
         shutil.rmtree(view, ignore_errors=True)
 
 
+def absorb(repo: Repo, key: str, lane_path: str, branch: str) -> str:
+    """After a sandboxed CMD ends: copy, verified, what the lane's branch holds beyond main
+    into the shared store, so the lane's commits outlive its admin dir (a `git worktree
+    prune` after its worktree was deleted by hand takes the lane's store with it).
+    Returns "" or why it did not (the objects then stay in the lane's store; its land
+    checks them again and refuses objects_corrupt)."""
+    tip = git.ref_sha(repo.common_dir, f"refs/heads/{branch}")
+    if tip is None:
+        return "no branch"
+    try:
+        import_lane(repo, key, lane_path, repo.main_sha(), tip)
+    except Refusal as r:
+        return r.code
+    except OSError as exc:
+        return str(exc)
+    return ""
+
+
 def _corrupt(key: str, lane_path: str, tip: str, missing: list[str], stderr: str) -> Refusal:
     why = stderr.strip().splitlines()[-1] if stderr.strip() else ""
     what = (

@@ -177,6 +177,8 @@ try commit git commit -q -m "sandboxed work"
     assert (store / tip[:2] / tip[2:]).exists()
     assert not (hub.common_dir / "objects" / tip[:2] / tip[2:]).exists()
     assert str(store) in _alternates(hub)
+    # exec, once CMD ended, copied them (verified) into the shared store too
+    assert _shared_alone(hub, "show", f"{tip}:new.txt") == "new\n"
     # unsandboxed, in the hub: the lane's commits are there
     assert hub.git("log", "--format=%s", "-1", "lane/alpha").stdout.strip() == "sandboxed work"
     main = hub.sha()
@@ -258,3 +260,18 @@ def test_release_drops_the_alternates_entry(hub: Repo, tmp_path: Path) -> None:
     assert str(store) not in _alternates(hub) and not store.exists()
     res = hub.git("status")
     assert "alternate" not in res.stderr
+
+
+def test_lane_commits_outlive_a_pruned_admin_dir(hub: Repo, tmp_path: Path) -> None:
+    """The lane's worktree deleted by hand and `git worktree prune` (git's advice, and
+    git gc's): the admin dir goes with the lane's store, yet the commits made inside
+    stay, because exec copied them, verified, into the shared store when CMD ended."""
+    lane_path = hub.create("alpha")
+    r = _run(hub, tmp_path, "printf 'kept\\n' > k.txt && git add k.txt && git commit -q -m kept\n")
+    assert r.rc == 0, r.stderr
+    store = _store(hub, lane_path)
+    shutil.rmtree(lane_path)
+    hub.git("worktree", "prune")
+    assert not store.exists()
+    assert hub.git("show", "lane/alpha:k.txt").stdout == "kept\n"
+    hub.git("fsck", "--connectivity-only", "--no-dangling")

@@ -386,6 +386,7 @@ def _supervise(repo: Repo, key: str, argv: list[str], retry: str, confine: bool)
             server.close()  # after a land in progress ends: it runs as this lane's owner
         if ruleset is not None:
             ruleset.close()
+            _absorb(repo, mine)
         if private_tmp is not None:
             shutil.rmtree(private_tmp, ignore_errors=True)
         _unclaim(repo, before, mine)
@@ -457,6 +458,14 @@ def _lane_objects(repo: Repo, rec: LaneRecord, env: dict[str, str], retry: str) 
     env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = objects.shared(repo.common_dir)
     env[binding.OBJECTS] = store
     return store
+
+
+def _absorb(repo: Repo, rec: LaneRecord) -> None:
+    """CMD's commits into the shared store, verified, so they outlive the lane's admin dir
+    (guard/objects.py absorb); what does not verify stays where it is, logged."""
+    why = objects.absorb(repo, rec.key, rec.path, rec.branch)
+    if why:
+        repo.store.event("objects_kept_in_lane", lane=rec.key, why=why)
 
 
 def _sandbox_failed(repo: Repo, key: str, why: str, retry: str) -> Refusal:
