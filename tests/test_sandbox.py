@@ -243,7 +243,16 @@ def test_explain(hub: Repo) -> None:
     assert str(lane_path.resolve()) in w
     for sub in ("worktrees/alpha/objects", "refs/heads/lane", "logs/refs/heads/lane"):
         assert os.path.join(common, sub) in w
-    for never in ("", "objects", "refs", "refs/heads", "hooks", "info", "git-lane", "refs/git-lane"):
+    for never in (
+        "",
+        "objects",
+        "refs",
+        "refs/heads",
+        "hooks",
+        "info",
+        "git-lane",
+        "refs/git-lane",
+    ):
         assert os.path.join(common, never).rstrip("/") not in w
     assert str(hub.path) not in w
     # tmp_path is under the temp dir: CMD gets a private one, not all of /tmp
