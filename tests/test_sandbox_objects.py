@@ -275,3 +275,7 @@ def test_lane_commits_outlive_a_pruned_admin_dir(hub: Repo, tmp_path: Path) -> N
     assert not store.exists()
     assert hub.git("show", "lane/alpha:k.txt").stdout == "kept\n"
     hub.git("fsck", "--connectivity-only", "--no-dangling")
+    assert str(store) in _alternates(hub)  # git now warns on every run, until:
+    assert hub.lane("reconcile").rc == 0
+    assert str(store) not in _alternates(hub)
+    assert "alternate" not in hub.git("log", "-1", "lane/alpha").stderr
