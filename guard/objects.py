@@ -106,15 +106,19 @@ def enroll(repo: Repo, lane_path: str) -> str:
     if admin is None:
         raise OSError(f"no admin dir under {repo.common_dir}/worktrees names {lane_path}")
     store = os.path.join(admin, "objects")
-    if os.path.islink(store) or (os.path.exists(store) and not os.path.isdir(store)):
-        os.replace(store, store + f".aside-{os.getpid()}")  # not ours: kept, not followed
+    # CMD could write these (the admin dir is granted): what is not a plain directory is
+    # set aside (kept, never followed), so what we write next lands where we mean
     for d in (store, os.path.join(store, "pack"), os.path.join(store, "info")):
+        if os.path.islink(d) or (os.path.lexists(d) and not os.path.isdir(d)):
+            os.replace(d, d + f".aside-{os.getpid()}")
         os.makedirs(d, mode=0o755, exist_ok=True)
     # the store reads the shared one by itself too: a tool that names its own alternates
     # (GIT_ALTERNATE_OBJECT_DIRECTORIES, as export does) still sees main's objects. CMD may
     # rewrite this file: it only changes what is read through the lane's store, which
     # land never trusts (import_lane re-hashes; the shared store is searched first)
     alt = Path(store) / "info" / "alternates"
+    if alt.is_symlink():
+        alt.unlink()
     want = shared(repo.common_dir) + "\n"
     try:
         current = alt.read_text(encoding="utf-8")

@@ -279,3 +279,17 @@ def test_lane_commits_outlive_a_pruned_admin_dir(hub: Repo, tmp_path: Path) -> N
     assert hub.lane("reconcile").rc == 0
     assert str(store) not in _alternates(hub)
     assert "alternate" not in hub.git("log", "-1", "lane/alpha").stderr
+
+
+def test_symlinks_in_the_lane_store_are_not_followed(hub: Repo, tmp_path: Path) -> None:
+    """CMD can put symlinks in its own store; the next exec (outside, as the owner) sets
+    them aside instead of writing the store's alternates file through them."""
+    hub.create("alpha")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    body = 'rm -rf "$GIT_OBJECT_DIRECTORY/info" && ln -s "$1" "$GIT_OBJECT_DIRECTORY/info"\n'
+    assert _run(hub, tmp_path, body, str(elsewhere)).rc == 0
+    r = _run(hub, tmp_path, "git commit -q --allow-empty -m again\n")
+    assert r.rc == 0, r.stderr
+    assert list(elsewhere.iterdir()) == []
+    assert hub.git("log", "-1", "--format=%s", "lane/alpha").stdout.strip() == "again"
