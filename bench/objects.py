@@ -34,12 +34,13 @@ from benchlib import hermetic_env, sh  # noqa: E402
 from guard import sandbox  # noqa: E402
 
 COMMITS = r"""
-n=$1
+set -e
+n=$1 key=$2
 i=0
 while [ "$i" -lt "$n" ]; do
-	printf 'lane %s\n' "$i" > "lane$i.txt"
-	git add "lane$i.txt"
-	git commit -q -m "lane $i"
+	printf 'lane %s %s\n' "$key" "$i" > "$key-$i.txt"
+	git add "$key-$i.txt"
+	git commit -q -m "$key $i"
 	i=$((i + 1))
 done
 """
@@ -68,7 +69,7 @@ def one_land(
 ) -> float:
     sh([*lane_cmd(), "create", key], hub, env)
     flags = ["--sandbox"] if confined else []
-    sh([*lane_cmd(), "exec", *flags, key, "--", "sh", str(script), str(commits)], hub, env)
+    sh([*lane_cmd(), "exec", *flags, key, "--", "sh", str(script), str(commits), key], hub, env)
     t = time.perf_counter()
     res = sh([*lane_cmd(), "--json", "land", key], hub, env)
     took = time.perf_counter() - t

@@ -153,23 +153,63 @@ def _lane_entries(common: str | os.PathLike[str]) -> tuple[list[str], list[str]]
     return lanes, own
 
 
+_FANOUT = [f"{i:02x}" for i in range(256)]
+
+
 def _view(repo: Repo, own: list[str]) -> str:
-    """A directory that is the shared store without the lanes' stores: its fan-out and
-    pack directories linked in, and only the user's own alternates. Made in git-lane's
-    state (no sandbox can write there), so no sandboxed process can add to it."""
+    """A directory that is the shared store without the lanes' stores: its 256 fan-out
+    directories and pack/ linked in (a link may dangle until git makes the directory), and
+    only the user's own alternates. Kept in git-lane's state, which no sandbox can write,
+    and made once (links are slow to make on some filesystems): a view that is not
+    exactly this is rebuilt."""
     real = shared(repo.common_dir)
     os.makedirs(os.path.join(real, "pack"), exist_ok=True)
-    tmpdir = repo.store.dir / "tmp"
-    tmpdir.mkdir(parents=True, exist_ok=True)
-    view = tempfile.mkdtemp(prefix="objects-view-", dir=tmpdir)
-    for name in os.listdir(real):
-        if name == "pack" or (len(name) == 2 and all(c in "0123456789abcdef" for c in name)):
-            os.symlink(os.path.join(real, name), os.path.join(view, name))
-    if own:
-        os.mkdir(os.path.join(view, "info"))
-        with open(os.path.join(view, "info", "alternates"), "w", encoding="utf-8") as fh:
-            fh.write("".join(e + "\n" for e in own))
+    view = str(repo.store.dir / "objects-view")
+    want = "".join(e + "\n" for e in own)
+    if not _view_ok(view, real, want):
+        tmp = tempfile.mkdtemp(prefix="objects-view-", dir=repo.store.dir)
+        for name in [*_FANOUT, "pack"]:
+            os.symlink(os.path.join(real, name), os.path.join(tmp, name))
+        if own:
+            os.mkdir(os.path.join(tmp, "info"))
+            with open(os.path.join(tmp, "info", "alternates"), "w", encoding="utf-8") as fh:
+                fh.write(want)
+        if os.path.lexists(view):
+            old = tempfile.mkdtemp(prefix="objects-view-old-", dir=repo.store.dir)
+            try:
+                os.replace(view, os.path.join(old, "v"))
+            except OSError:
+                pass  # another land or exec replaced it first
+            shutil.rmtree(old, ignore_errors=True)
+        try:
+            os.replace(tmp, view)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if not _view_ok(view, real, want):
+            raise OSError(f"cannot make a view of the shared object store at {view}")
     return view
+
+
+def _view_ok(view: str, real: str, want: str) -> bool:
+    try:
+        names = sorted(os.listdir(view))
+        if names != sorted([*_FANOUT, "pack", *(["info"] if want else [])]):
+            return False
+        if any(
+            os.readlink(os.path.join(view, n)) != os.path.join(real, n)
+            for n in names
+            if n != "info"
+        ):
+            return False
+        if want:
+            if os.path.islink(os.path.join(view, "info")):
+                return False
+            return sorted(os.listdir(os.path.join(view, "info"))) == ["alternates"] and (
+                Path(view, "info", "alternates").read_text(encoding="utf-8") == want
+            )
+        return True
+    except OSError:
+        return False
 
 
 def _missing(repo: Repo, view: str, tip: str, base: str | None) -> list[str]:
@@ -200,8 +240,8 @@ def import_lane(repo: Repo, key: str, lane_path: str, base: str | None, tip: str
     lanes, own = _lane_entries(repo.common_dir)
     if store is None and not lanes:
         return 0  # no lane store anywhere: every object git can read is the shared store's
-    view = _view(repo, own)
     try:
+        view = _view(repo, own)
         if not _missing(repo, view, tip, base):
             return 0  # the shared store alone already holds all of it
         revs = f"{tip}\n" + (f"^{base}\n" if base else "")
@@ -242,8 +282,10 @@ def import_lane(repo: Repo, key: str, lane_path: str, base: str | None, tip: str
         if missing:
             raise _corrupt(key, lane_path, tip, missing, "")
         return count
-    finally:
-        shutil.rmtree(view, ignore_errors=True)
+    except OSError as exc:
+        raise _corrupt(
+            key, lane_path, tip, [], f"the shared store could not be checked: {exc}"
+        ) from None
 
 
 def absorb(repo: Repo, key: str, lane_path: str, branch: str) -> str:
