@@ -6,12 +6,14 @@
   startup: `git lane exec KEY -- sh -c true` (and with --sandbox) over a bare `sh -c true`.
 
 Both sides of status and rebase run the same driver under `git lane exec`, once with
---sandbox and once without, alternating rounds so drift hits both; the driver calls the
-real git by its path (the shim's cost is bench/shims.py's). Figures are medians of wall
-time. Nothing is asserted: it prints the ratios.
+--sandbox and once without, in interleaved rounds (ABBA order, a warm-up round first) so
+drift and bursts of load on a shared machine hit both; the driver calls the real git by
+its path (the shim's cost is bench/shims.py's). Each round gives one ratio of medians;
+printed are the median ratio and the min (and max) over rounds. Start-up samples
+interleave `sh -c true`, plain exec and exec --sandbox. Nothing is asserted.
 
     python bench/sandbox.py
-    python bench/sandbox.py --runs 21 --rounds 5
+    python bench/sandbox.py --runs 15 --rounds 20 --starts 60
 """
 
 from __future__ import annotations
@@ -103,19 +105,34 @@ def driver_times(
     return list(got["times"])
 
 
-def wall(argv: list[str], cwd: Path, env: dict[str, str], runs: int) -> float:
-    ts = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        subprocess.run(argv, cwd=cwd, env=env, check=True)
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
+def ratios(pairs: list[tuple[float, float]]) -> str:
+    """'median M ms vs N ms, ratio median R (min r, max x)' of (inside, outside) pairs: one
+    ratio per round, so a burst of load on this shared machine spoils one ratio, not all."""
+    rs = sorted(a / b for a, b in pairs)
+    a = statistics.median(p[0] for p in pairs)
+    b = statistics.median(p[1] for p in pairs)
+    return (
+        f"{a * 1000:8.1f} ms vs {b * 1000:8.1f} ms  ratio median {statistics.median(rs):.3f}x "
+        f"(min {rs[0]:.3f}x, max {rs[-1]:.3f}x; {len(rs)} rounds)"
+    )
+
+
+def once(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
+    t = time.perf_counter()
+    subprocess.run(argv, cwd=cwd, env=env, check=True)
+    return time.perf_counter() - t
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=15, help="runs per round and side")
-    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument(
+        "--runs",
+        type=int,
+        default=9,
+        help="per side and round: 3x this many statuses, this/3 (>= 3) rebases",
+    )
+    ap.add_argument("--rounds", type=int, default=12, help="interleaved rounds (after warm-up)")
+    ap.add_argument("--starts", type=int, default=40, help="start-up samples per variant")
     ap.add_argument("--files", type=int, default=1000)
     ap.add_argument("--commits", type=int, default=20)
     args = ap.parse_args()
@@ -130,27 +147,39 @@ def main() -> None:
         driver = base / "driver.py"
         driver.write_text(DRIVER)
         print(f"Landlock ABI {abi}; lane with {args.files} files, {args.commits}-commit rebase")
-        for what, runs in (("status", args.runs), ("rebase", max(3, args.runs // 3))):
-            inside: list[float] = []
-            outside: list[float] = []
-            for _ in range(args.rounds):
-                outside += driver_times(lane, env, driver, what, runs, main_sha, tip, False)
-                inside += driver_times(lane, env, driver, what, runs, main_sha, tip, True)
-            a, b = statistics.median(inside), statistics.median(outside)
-            print(
-                f"{what:8} inside {a * 1000:8.1f} ms  outside {b * 1000:8.1f} ms  "
-                f"ratio {a / b:.3f}x  (target <= 1.05x; {len(inside)} runs each)"
-            )
-        n = args.runs
-        bare = wall(["sh", "-c", "true"], lane, env, n)
-        plain = wall([*lane_cmd(env), "exec", "work", "--", "sh", "-c", "true"], lane, env, n)
-        boxed = wall(
-            [*lane_cmd(env), "exec", "--sandbox", "work", "--", "sh", "-c", "true"], lane, env, n
+        for what, runs in (("status", args.runs * 3), ("rebase", max(3, args.runs // 3))):
+            pairs: list[tuple[float, float]] = []
+            for r in range(args.rounds + 1):  # round 0 warms the caches up, not counted
+                order = (True, False) if r % 2 else (False, True)  # ABBA: drift hits both
+                got = {
+                    c: statistics.median(
+                        driver_times(lane, env, driver, what, runs, main_sha, tip, c)
+                    )
+                    for c in order
+                }
+                if r:
+                    pairs.append((got[True], got[False]))
+            print(f"{what:8} inside vs outside {ratios(pairs)}  (target <= 1.05x)")
+        bare = ["sh", "-c", "true"]
+        plain = [*lane_cmd(env), "exec", "work", "--", *bare]
+        boxed = [*lane_cmd(env), "exec", "--sandbox", "work", "--", *bare]
+        t: dict[str, list[float]] = {"bare": [], "plain": [], "boxed": []}
+        for i in range(args.starts + 2):  # two warm-up rounds
+            variants = [("bare", bare), ("plain", plain), ("boxed", boxed)]
+            for name, argv in variants if i % 2 else reversed(variants):
+                d = once(argv, lane, env)
+                if i >= 2:
+                    t[name].append(d)
+        b, pl, bx = (statistics.median(t[k]) for k in ("bare", "plain", "boxed"))
+        print(
+            f"startup  sh -c true {b * 1000:.1f} ms; `git lane exec` {pl * 1000:.1f} ms "
+            f"(+{(pl - b) * 1000:.1f} ms, min +{(min(t['plain']) - min(t['bare'])) * 1000:.1f}); "
+            f"--sandbox {bx * 1000:.1f} ms"
         )
         print(
-            f"startup  sh -c true {bare * 1000:.1f} ms; git lane exec adds "
-            f"{(plain - bare) * 1000:.1f} ms; with --sandbox {(boxed - bare) * 1000:.1f} ms "
-            f"(the sandbox itself {(boxed - plain) * 1000:+.1f} ms)"
+            f"         --sandbox over plain exec: median {(bx - pl) * 1000:+.1f} ms "
+            f"({bx / pl:.3f}x), min {(min(t['boxed']) - min(t['plain'])) * 1000:+.1f} ms "
+            f"({args.starts} interleaved samples each)"
         )
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -92,13 +92,39 @@ def cli(c: click.Context, directory: str | None, as_json: bool) -> None:
 @cli.command()
 @click.argument("key", required=False)
 @click.option("--all", "all_", is_flag=True, help="List released lanes too.")
+@click.option(
+    "--conflicts",
+    "with_conflicts",
+    is_flag=True,
+    help="Predict what each lane would conflict with (main, other lanes): committed work.",
+)
 @json_option
 @pass_ctx
-def status(ctx: Ctx, key: str | None, all_: bool) -> None:
+def status(ctx: Ctx, key: str | None, all_: bool, with_conflicts: bool) -> None:
     """Show main, the hub, the lock and every lane with the next command to run."""
     from guard.commands import status as cmd
 
-    emit(ctx, cmd.run(ctx.repo, key, all_), render.status)
+    emit(ctx, cmd.run(ctx.repo, key, all_, with_conflicts), render.status)
+
+
+@cli.command()
+@click.argument("keys", nargs=-1, metavar="[KEYS]...")
+@click.option(
+    "--include-dirty",
+    is_flag=True,
+    help="Merge each lane's uncommitted work too (untracked files included; its index is not touched).",
+)
+@json_option
+@pass_ctx
+def conflicts(ctx: Ctx, keys: tuple[str, ...], include_dirty: bool) -> None:
+    """Predict which lanes conflict with main and with each other (nothing is changed).
+
+    Every pair (main and each lane, each two lanes; with KEYS, the pairs of those lanes)
+    is merged with `git merge-tree --write-tree`: conflicts with their paths, then pairs
+    that merge cleanly but change the same paths. Exit 0 either way."""
+    from guard.commands import conflicts as cmd
+
+    emit(ctx, cmd.run(ctx.repo, list(keys), include_dirty), render.conflicts)
 
 
 @cli.command()
@@ -297,6 +323,54 @@ def gc(ctx: Ctx, dry_run: bool) -> None:
     from guard.commands import gc as cmd
 
     emit(ctx, cmd.run(ctx.repo, dry_run), render.gc)
+
+
+# -- ready marks and the land queue (issue 12) ---------------------------------------------
+@cli.command()
+@click.argument("key", required=False)
+@click.option("--unset", is_flag=True, help="Take the ready mark back.")
+@json_option
+@pass_ctx
+def ready(ctx: Ctx, key: str | None, unset: bool) -> None:
+    """Mark the lane's committed state ready for the land queue (a worker may mark its own)."""
+    from guard.commands import ready as cmd
+
+    emit(ctx, cmd.run(ctx.repo, key, unset), render.ready)
+
+
+def _queue_progress(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+@cli.command()
+@click.argument("keys", nargs=-1)
+@click.option("--all", "all_", is_flag=True, help="Every lane marked ready (the default).")
+@click.option(
+    "--batch",
+    type=click.IntRange(min=1),
+    default=1,
+    metavar="N",
+    help="Stack up to N lanes and run the gate once for them.",
+)
+@json_option
+@pass_ctx
+def queue(ctx: Ctx, keys: tuple[str, ...], all_: bool, batch: int) -> None:
+    """Land the ready lanes, in ready order (or KEYS' order): sync, gate, fast-forward each."""
+    from guard.commands import queue as cmd
+
+    if all_ and keys:
+        raise click.UsageError("give KEYS or --all, not both")
+    tty = not ctx.json and sys.stderr.isatty()
+    res = cmd.run(
+        ctx.repo,
+        list(keys),
+        all_,
+        batch,
+        _gate_tick,
+        _queue_progress if tty else None,
+    )
+    emit(ctx, res, render.queue)
 
 
 @cli.command("path")
@@ -645,12 +719,22 @@ def doctor(ctx: Ctx) -> None:
 
 @cli.command()
 @click.option("--keep", is_flag=True, help="Leave the throwaway repository behind.")
+@click.option(
+    "--agents",
+    type=click.IntRange(min=2, max=12),
+    default=None,
+    metavar="N",
+    help="N scripted agents on overlapping lines: conflicts predicted, the queue, gc.",
+)
 @json_option
 @pass_ctx
-def demo(ctx: Ctx, keep: bool) -> None:
+def demo(ctx: Ctx, keep: bool, agents: int | None) -> None:
     """Walk through lanes, a conflict, sync and land on a throwaway repository."""
     from guard.commands import demo as cmd
 
+    if agents is not None:
+        emit(ctx, cmd.run_agents(agents, keep=keep, quiet=ctx.json), render.demo)
+        return
     emit(ctx, cmd.run(keep=keep, quiet=ctx.json), render.demo)
 
 

@@ -224,11 +224,25 @@ CODES: dict[str, Code] = _codes(
         "checkpoint: git add or git commit failed (a hook or git refused); nothing was committed",
     ),
     ("disabled", "engine", None, "enabled = false in config"),
+    ("not_ready", "engine", None, "queue: the lane is not marked ready"),
+    ("ready_stale", "engine", None, "queue: the lane moved since it was marked ready"),
     (
         "land_interrupted",
         "engine",
         "G1",
         "SIGINT/SIGTERM stopped a land; its gate was killed and the lock released",
+    ),
+    (
+        "conflict_check_failed",
+        "engine",
+        None,
+        "conflicts: git merge-tree could not merge a pair (or this git has no --write-tree)",
+    ),
+    (
+        "lane_unmerged",
+        "engine",
+        None,
+        "conflicts --include-dirty: the lane's index has unmerged paths (a lane's reason)",
     ),
 )
 

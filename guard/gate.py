@@ -30,6 +30,16 @@ CLEAN_PREFIX = "git-lane-gate-"  # the basename of every clean gate worktree
 Output = Callable[[bytes], None]
 Tick = Callable[[float, str], None]  # (seconds so far, the gate command)
 
+# Run the gate under the lane's sandbox (guard/sandbox.py). Only the land socket's land
+# child (guard/landsock.py) sets it, from its argv, when the `git lane exec` supervisor
+# that serves the socket confines CMD: never an environment variable or a request field,
+# so neither a worker nor anything it sets can switch it on or off.
+CONFINE = False
+
+
+class NotConfined(Exception):
+    """The gate's process could not confine itself (it was not run)."""
+
 
 @dataclass(frozen=True)
 class GateRun:
@@ -54,6 +64,7 @@ def run(
     output: Output | None = None,
     tick: Tick | None = None,
     extra_env: Mapping[str, str] | None = None,
+    confine: Callable[[], None] | None = None,
 ) -> GateRun:
     """Run the gate; `output` gets its bytes as they come; `tick` the seconds so far and
     the command, each time the gate has been silent for config.progress_interval()
@@ -61,7 +72,9 @@ def run(
     Interrupted (KeyboardInterrupt, or SIGTERM turned into one), the gate's
     whole group is killed before the exception goes on, and further SIGINT/SIGTERM are
     ignored until this process exits. `extra_env` replaces the gate's
-    GITLANE_GATE_LANE (setup_command runs through here with its own variables)."""
+    GITLANE_GATE_LANE (setup_command runs through here with its own variables).
+    `confine` runs in the gate's process before it execs (guard/sandbox.py Prepared);
+    when it fails the gate is not run: NotConfined."""
     import selectors
 
     from guard.config import progress_interval
@@ -83,7 +96,10 @@ def run(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=confine,
         )
+    except subprocess.SubprocessError as exc:  # only `confine` raises this: nothing ran
+        raise NotConfined(str(exc)) from None
     except OSError as exc:  # E2BIG (a huge environment), ENOENT (no sh), EACCES...: failed
         why = f"git-lane: the gate could not be started: {exc.strerror or exc}"
         if output is not None:

@@ -56,6 +56,10 @@ class Landing:
     stage: str = "prepared"
     at: str = field(default_factory=now_iso)
     schema: int = SCHEMA
+    # a batch of the land queue (guard/queue.py): one entry per lane, in stack order, each
+    # {lane, branch, path, old_tip, before, tip, epoch, paths, truncated}; main moves from
+    # main_before to the last entry's tip (= tip) in one compare-and-swap
+    stack: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -78,6 +82,7 @@ class Landing:
             "stage": (str,),
             "at": (str,),
             "schema": (int,),
+            "stack": (list,),
         }
         names = {f.name for f in fields(cls)}
         kw = {k: v for k, v in d.items() if k in names}
@@ -97,10 +102,34 @@ class Landing:
                 raise ValueError(f"landing record: {name} is not a commit id")
         if "main_ref" in kw and not _main_ref_ok(kw["main_ref"]):
             raise ValueError("landing record: main_ref is not a branch ref")
+        for e in kw.get("stack", []):
+            _check_entry(e)
         try:
             return cls(**kw)
         except TypeError as exc:  # a required field is missing
             raise ValueError(f"landing record: {exc}") from None
+
+
+def _check_entry(e: Any) -> None:
+    """A batch entry is handed to git (update-ref, reset) on recovery: every field checked."""
+    if not isinstance(e, dict):
+        raise ValueError("landing record: a stack entry is not an object")
+    for name in ("old_tip", "before", "tip"):
+        if not isinstance(e.get(name), str) or not SHA_RE.fullmatch(e[name]):
+            raise ValueError(f"landing record: stack {name} is not a commit id")
+    if not isinstance(e.get("lane"), str) or not policy.valid_key(e["lane"]):
+        raise ValueError("landing record: stack lane is not a lane key")
+    if e.get("branch") != f"lane/{e['lane']}":
+        raise ValueError("landing record: stack branch is not lane/<key>")
+    if not isinstance(e.get("path"), str) or not os.path.isabs(e["path"]) or "\0" in e["path"]:
+        raise ValueError("landing record: stack path is not an absolute path")
+    if not isinstance(e.get("epoch"), int) or isinstance(e.get("epoch"), bool):
+        raise ValueError("landing record: stack epoch is not a number")
+    paths = e.get("paths")
+    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        raise ValueError("landing record: stack paths must be strings")
+    if not isinstance(e.get("truncated"), bool):
+        raise ValueError("landing record: stack truncated is not a bool")
 
 
 def crash_point(name: str) -> None:
@@ -128,16 +157,25 @@ def _before(txn: Landing, name: str) -> bool:
     return STAGES.index(txn.stage) < STAGES.index(name)
 
 
-def finish(repo: Repo, txn: Landing, recovered: bool = False) -> None:
-    """Everything after main moved: hub, epoch (G7), log. Idempotent, so recovery can rerun it."""
+def finish(
+    repo: Repo, txn: Landing, recovered: bool = False, held: lock.Held | None = None
+) -> None:
+    """Everything after main moved: hub, epoch (G7), log. Idempotent, so recovery can rerun it.
+    A batch (`txn.stack`, with the lock `held`) also gets each lane's landed ref and
+    branch at its stacked tip, each epoch and one land event per lane."""
     if _before(txn, "main_moved"):
         txn = stage(repo, txn, "main_moved")
     # whatever later moves main, gc can no longer delete what this land put there
     landed.keep(repo, txn.epoch_after, txn.tip, txn.lane)
+    if txn.stack:
+        _finish_lanes(repo, txn, held)
     if _before(txn, "hub_updated"):
         update_hub(repo, txn)
         txn = stage(repo, txn, "hub_updated")
     if _before(txn, "epoch_bumped"):
+        for e in txn.stack[:-1]:  # a batch: every lane's epoch in turn, the last one below
+            if repo.store.read_epoch().epoch < e["epoch"]:
+                repo.store.write_epoch(_epoch_of(e))
         if repo.store.read_epoch().epoch < txn.epoch_after:
             repo.store.write_epoch(
                 Epoch(
@@ -151,20 +189,107 @@ def finish(repo: Repo, txn: Landing, recovered: bool = False) -> None:
                 )
             )
         txn = stage(repo, txn, "epoch_bumped")
+    for e in txn.stack[:-1]:
+        repo.store.event(
+            "land",
+            lane=e["lane"],
+            code="landed",
+            main_before=e["before"],
+            main_after=e["tip"],
+            epoch=e["epoch"],
+            paths=e["paths"],
+            truncated=e["truncated"],
+            gate=txn.gate,
+            gate_off=txn.gate.get("status") == "off",
+            recovered=recovered,
+            batch=[x["lane"] for x in txn.stack],
+        )
+    last = txn.stack[-1] if txn.stack else None
     repo.store.event(
         "land",
         lane=txn.lane,
         code="landed",
-        main_before=txn.main_before,
+        **({"batch": [x["lane"] for x in txn.stack]} if txn.stack else {}),
+        main_before=last["before"] if last else txn.main_before,
         main_after=txn.tip,
         epoch=txn.epoch_after,
-        paths=txn.paths,
-        truncated=txn.truncated,
+        paths=last["paths"] if last else txn.paths,
+        truncated=last["truncated"] if last else txn.truncated,
         gate=txn.gate,
         gate_off=txn.gate.get("status") == "off",
         recovered=recovered,
     )
     repo.store.landing_path.unlink(missing_ok=True)
+
+
+def _epoch_of(e: dict[str, Any]) -> Epoch:
+    return Epoch(
+        epoch=e["epoch"],
+        lane=e["lane"],
+        main_before=e["before"],
+        main_after=e["tip"],
+        paths=e["paths"],
+        truncated=e["truncated"],
+        at=now_iso(),
+    )
+
+
+BATCH_REFLOG = "rebase (git-lane queue --batch)"  # starts with "rebase": see release._inspect
+
+
+def _finish_lanes(repo: Repo, txn: Landing, held: lock.Held | None) -> None:
+    """A batch after main moved: each lane's landed ref (the hook lets one be created only
+    at the tip the lock record names, so the record names each in turn) and each lane's
+    branch moved from its own tip to its stacked tip, in its worktree (`reset --keep`:
+    index and files follow, nothing uncommitted is dropped). Idempotent: a ref in place
+    is left; a lane that moved on meanwhile is left as it is (its commits landed)."""
+    for e in txn.stack[:-1]:
+        if held is not None:
+            lock.name_move(repo, held, main_before=e["tip"], tip=e["tip"])
+        landed.keep(repo, e["epoch"], e["tip"], e["lane"])
+    if held is not None:
+        lock.name_move(repo, held, main_before=txn.main_before, tip=txn.tip)
+    for e in txn.stack:
+        ref = f"refs/heads/{e['branch']}"
+        now = repo.ref_sha(ref)
+        if now == e["tip"] or e["old_tip"] == e["tip"]:
+            continue
+        if now != e["old_tip"]:
+            repo.store.event(
+                "warning", lane=e["lane"], code="batch_lane_moved", tip=now, stacked=e["tip"]
+            )
+            continue
+        if os.path.isdir(e["path"]) and _checked_out(e["path"], ref):
+            # logged as the rebase it is (the lane's commits, replayed onto the stack):
+            # release and gc then count the tip it replaced as landed, as after a sync
+            res = git.run(
+                ["reset", "-q", "--keep", e["tip"]],
+                e["path"],
+                check=False,
+                env={"GIT_REFLOG_ACTION": BATCH_REFLOG},
+            )
+        else:
+            res = git.run(
+                ["update-ref", "-m", f"{BATCH_REFLOG}: {e['lane']}", ref, e["tip"], e["old_tip"]],
+                repo.common_dir,
+                check=False,
+            )
+        if not res.ok:
+            repo.store.event(
+                "warning",
+                lane=e["lane"],
+                code="batch_lane_not_moved",
+                stderr=res.stderr.strip()[:500],
+            )
+        crash_point("batch_lane_moved")
+
+
+def _checked_out(path: str, ref: str) -> bool:
+    gd = git.worktree_git_dir(path)
+    try:
+        return gd is not None and (gd / "HEAD").read_text().strip() == f"ref: {ref}"
+    except OSError:
+        return False
 
 
 def update_hub(repo: Repo, txn: Landing) -> None:
@@ -237,9 +362,16 @@ def recover_locked(repo: Repo, held: lock.Held) -> list[dict[str, Any]]:
         # the record names the dead land's move while its steps are rerun (the hooks
         # tell land's own ref writes by it), then names no move again
         lock.name_move(repo, held, main_before=txn.main_before, tip=txn.tip)
-        finish(repo, txn, recovered=True)
+        finish(repo, txn, recovered=True, held=held)
         lock.name_move(repo, held, main_before="", tip="")
-        return [{"action": "landing_completed", "lane": txn.lane, "main_after": txn.tip}]
+        done: dict[str, Any] = {
+            "action": "landing_completed",
+            "lane": txn.lane,
+            "main_after": txn.tip,
+        }
+        if txn.stack:
+            done["batch"] = [e["lane"] for e in txn.stack]
+        return [done]
     if now == txn.main_before:
         repo.store.landing_path.unlink(missing_ok=True)
         repo.store.event("landing_rolled_back", lane=txn.lane, code="rolled_back", main=now)

@@ -19,7 +19,9 @@ land's output and exit status back. The socket's whole authority is "land this l
 The land runs as `git lane land KEY [--sync] [--wait S] [--json]` in a child of the
 supervisor with the supervisor's own environment, its stdout and stderr streamed back
 unchanged and its exit status passed on: the worker prints exactly what a land of its
-own would have. A client that goes away (Ctrl-C) interrupts the land (SIGINT), which
+own would have. When exec sandboxes CMD, the land's gate (and only the gate: the land
+writes main, the lock and the state) runs under the lane's sandbox: guard/gate.py
+CONFINE, set from the land child's argv, never from anything CMD sends or sets. A client that goes away (Ctrl-C) interrupts the land (SIGINT), which
 cleans up as an interrupted land does.
 
 Frames, server to client: one type byte, a 4-byte big-endian length, the payload:
@@ -55,11 +57,15 @@ FIELDS = {"lane", "sync", "wait", "json"}
 # lane (its cwd, worker-written) is never on it; the signal mask it inherits from the
 # supervisor's thread (signals blocked for sigwaitinfo) cleared and SIGINT its usual
 # KeyboardInterrupt even if exec was started with it ignored: the client's going away is
-# passed on as SIGINT, and the land cleans up as an interrupted land does.
+# passed on as SIGINT, and the land cleans up as an interrupted land does. Its second
+# argument is the supervisor's word on the gate: "confine" (CMD is sandboxed, so is the
+# gate: guard/gate.py CONFINE) or "plain".
 _BOOT = (
     "import signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, set()); "
     "signal.signal(signal.SIGINT, signal.default_int_handler); "
-    "sys.path.insert(0, sys.argv.pop(1)); from guard.cli import main; main()"
+    "sys.path.insert(0, sys.argv.pop(1)); import guard.gate; "
+    "guard.gate.CONFINE = {'confine': True, 'plain': False}[sys.argv.pop(1)]; "
+    "from guard.cli import main; main()"
 )
 _ucred = struct.Struct("3i")
 
@@ -167,6 +173,8 @@ class Server:
         self.store = store
         self.lane_path = lane_path
         self.env = env  # the land child's environment: the supervisor's own
+        # the land's gate runs under the lane's sandbox: exec sets it when it confines CMD
+        self.confine_gate = False
         self.pid = os.getpid()
         self.dir = tempfile.mkdtemp(prefix="git-lane-land-")  # 0700, ours
         if len(os.path.join(self.dir, "s").encode()) > 100:  # sun_path holds 108 bytes
@@ -195,6 +203,14 @@ class Server:
         """Stop accepting; wait for a land in progress to end (it holds the integration
         lock: it finishes or is interrupted by its client going away, never cut off)."""
         self._stop.set()
+        wake = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:  # the accept loop ends now, not at its next 0.2 s timeout (exec's exit waits)
+            wake.settimeout(1.0)
+            wake.connect(self.path)
+        except OSError:
+            pass
+        finally:
+            wake.close()
         if self._loop is not None:
             self._loop.join()
         for t in list(self._threads):
@@ -209,6 +225,9 @@ class Server:
             except TimeoutError:
                 continue
             except OSError:
+                return
+            if self._stop.is_set():  # close()'s wake-up (or a client too late): no land
+                conn.close()
                 return
             t = threading.Thread(target=self._handle, args=(conn,), daemon=True)
             self._threads = [x for x in self._threads if x.is_alive()] + [t]
@@ -327,7 +346,7 @@ class Server:
     def _land(self, conn: socket.socket, args: list[str], peer: int) -> None:
         pypath = str(Path(__file__).resolve().parent.parent)
         child = subprocess.Popen(
-            [sys.executable, "-P", "-c", _BOOT, pypath, *args],
+            [sys.executable, "-P", "-c", _BOOT, pypath, _gate_word(self.confine_gate), *args],
             cwd=self.lane_path,
             env=self.env,
             stdin=subprocess.DEVNULL,
@@ -352,6 +371,10 @@ class Server:
             exit_status=rc,
             client_gone=gone,
         )
+
+
+def _gate_word(confine: bool) -> str:
+    return "confine" if confine else "plain"
 
 
 def _relay(conn: socket.socket, child: subprocess.Popen[bytes]) -> bool:

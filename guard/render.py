@@ -113,7 +113,8 @@ def status(r: Result) -> str:
         out.append(more or "no lanes yet: git lane create")
         return "\n".join(out)
     # A/B: commits ahead of main / behind it
-    rows = [("LANE", "STATE", "FRESH", "DIRTY", "A/B", "PATH")]
+    asked = any(ln.get("would_conflict") is not None for ln in r["lanes"])
+    rows = [("LANE", "STATE", "FRESH", "DIRTY", "A/B", *(("CONFLICTS",) if asked else ()), "PATH")]
     for ln in r["lanes"]:
         state = str(ln.get("state") or "?")
         if state not in ("active", "orphaned"):
@@ -124,7 +125,10 @@ def status(r: Result) -> str:
             ab = f"{ln.get('ahead', '-')}/{ln.get('behind', '-')}"
         if ln.get("rebase_in_progress") and state == "active":
             state = "rebasing"  # a sync stopped on conflicts
-        rows.append((key_cell(str(ln.get("key"))), state, fresh, dirty, ab, tilde(ln.get("path"))))
+        wc = () if not asked else (_would_conflict(ln.get("would_conflict")),)
+        rows.append(
+            (key_cell(str(ln.get("key"))), state, fresh, dirty, ab, *wc, tilde(ln.get("path")))
+        )
     lines = table(rows)
     out.append(_style(lines[0], bold=True))
     for ln, row, line in zip(r["lanes"], rows[1:], lines[1:], strict=True):
@@ -492,4 +496,91 @@ def gc(r: Result) -> str:
             out.append(f"  {x['lane']}: next: {join_next(x['next'])}")
     for a in r["archives"]:
         out.append(f"  archive kept: {tilde(a['path'])} ({size(a['bytes'])})")
+    return "\n".join(out)
+
+
+# -- conflicts (issue 12 C) -----------------------------------------------------------------
+def _would_conflict(w: list[str] | None) -> str:
+    """status --conflicts' cell: `no`, `main,beta`, `-` (the lane cannot be predicted)."""
+    if w is None:
+        return "-"
+    if not w:
+        return "no"
+    return ",".join(key_cell(k) for k in w[:3]) + (f" (+{len(w) - 3})" if len(w) > 3 else "")
+
+
+def _paths_cell(paths: Sequence[str], room: int) -> str:
+    """Paths on one line, as many whole ones as fit `room`, then `(+N)`."""
+    shown_: list[str] = []
+    used = 0
+    for i, p in enumerate(paths):
+        one = json.dumps(p, ensure_ascii=False) if not p.isprintable() or ", " in p else p
+        more = f" (+{len(paths) - i - 1})" if i < len(paths) - 1 else ""
+        if shown_ and used + len(one) + 2 + len(more) > room:
+            return ", ".join(shown_) + f" (+{len(paths) - i})"
+        shown_.append(one)
+        used += len(one) + 2
+    return ", ".join(shown_)
+
+
+def conflicts(r: Result) -> str:
+    """`main at 9b98106 · 3 lanes · 6 pairs: 1 conflict, 1 overlap, 4 clean`, then one row
+    per conflicting pair and one per overlapping clean pair, and the lanes left out."""
+    c = r["counts"]
+    lanes = [v for v in r["lanes"] if v["skipped"] is None]
+    out = [
+        f"{r['main']['branch']} at {r['main']['sha'][:7]} · {len(lanes)} lane(s) · "
+        f"{c['pairs']} pair(s): {c['conflict']} conflict, {c['overlap']} overlap, {c['clean']} clean"
+    ]
+    rows: list[tuple[str, ...]] = []
+    for p in r["pairs"]:
+        if p["state"] == "clean":
+            continue
+        a, b = p["lanes"]
+        rows.append(("CONFLICT" if p["conflict"] else "overlap", key_cell(a), key_cell(b)))
+    if rows:
+        lines = table(rows)
+        width = max(len(ln) for ln in lines)
+        kept = [p for p in r["pairs"] if p["state"] != "clean"]
+        for line, p in zip(lines, kept, strict=True):
+            cell = _paths_cell(p["paths"], max(20, WIDTH - width - 2))
+            text = line.ljust(width) + "  " + cell
+            out.append(_style(text, fg="red") if p["conflict"] else text)
+    elif lanes:
+        out.append("no pair conflicts, and no two change the same paths")
+    for v in r["lanes"]:
+        if v["skipped"] is not None:
+            sk = v["skipped"]
+            nxt = f" Next: {join_next(sk['next'])}" if sk["next"] else ""
+            out.append(f"left out: {v['key']} [{sk['code']}]: {sk['message']}.{nxt}")
+    if not r["include_dirty"]:
+        out.append("(committed work only: --include-dirty adds uncommitted work)")
+    return "\n".join(out)
+
+
+def ready(r: Result) -> str:
+    m = r.get("mark")
+    if m is None:
+        return f"lane {r['lane']} is not marked ready"
+    return f"lane {r['lane']} marked ready at {m['tip'][:12]}; the queue lands it: git lane queue"
+
+
+def queue(r: Result) -> str:
+    """One line per landed lane, one per skipped lane with its code, then the counts."""
+    out = []
+    for ln in r["lanes"]:
+        batch = f", batch of {len(ln['batch'])}" if ln.get("batch") else ""
+        out.append(
+            f"landed  {ln['lane']}: main -> {ln['main_after'][:12]}, epoch {ln['epoch']}{batch}"
+        )
+    for s in r["skipped"]:
+        nxt = f" Next: {' && '.join(s['next'])}" if s.get("next") else ""
+        out.append(f"skipped {s['lane']} [{s['code']}]: {s['message']}.{nxt}")
+    saved = f", {r['gate_runs_saved']} saved by batching" if r["batch"] > 1 else ""
+    out.append(
+        f"{len(r['landed'])} landed, {len(r['skipped'])} skipped; main "
+        f"{r['main_before'][:12]} -> {r['main_after'][:12]}; {r['gate_runs']} gate run(s){saved}"
+    )
+    for k in r.get("made_stale") or []:
+        out.append(f"  lane {k} is stale now: git lane sync {k}")
     return "\n".join(out)

@@ -27,6 +27,10 @@ class LaneView(TypedDict):
     port: int  # GITLANE_PORT: the lane's 10 ports start here
     setup: str | None  # setup_command's outcome: ok | failed | timeout | running; None: none ran
     branch_state: NotRequired[str]  # ok | missing | moved (recovery.branch_facts)
+    # status --conflicts: "main" and/or lane keys it would conflict with; None: not asked,
+    # or the lane cannot be predicted
+    would_conflict: NotRequired[list[str] | None]
+    ready: NotRequired[dict[str, Any] | None]  # status: the ready mark (guard/ready.py view)
 
 
 class MainView(TypedDict):
@@ -484,3 +488,84 @@ class AutoSyncResult(TypedDict):
     left: list[AutoSyncLeft]
     main: str  # the main the lanes were synced onto
     error: NotRequired[str]  # auto_sync itself failed part way (the land still stands)
+
+
+# -- conflicts (issue 12 C) -----------------------------------------------------------------
+class ConflictKind(TypedDict):
+    type: (
+        str  # merge-tree's stable conflict type: "CONFLICT (contents)", "CONFLICT (modify/delete)"
+    )
+    paths: list[str]
+
+
+class ConflictPair(TypedDict):
+    lanes: list[str]  # ["main", key] or [key, key] (sorted)
+    main: bool  # lanes[0] is main (a lane may be called main too)
+    conflict: bool
+    state: str  # conflict | overlap (clean, paths both changed) | clean
+    paths: list[str]  # the conflicting paths; of a clean pair, the paths both sides changed
+    shared: list[str]  # the paths both sides changed since they left main (by name)
+    kinds: list[ConflictKind]  # each conflict merge-tree reports, with its paths
+
+
+class LaneSkip(TypedDict):
+    code: str
+    message: str
+    next: list[str]
+
+
+class ConflictLane(TypedDict):
+    key: str
+    tip: str | None
+    merged: str | None  # the commit merged: the tip, or a commit of the worktree state
+    dirty: bool | None  # None: not looked at (no --include-dirty)
+    skipped: LaneSkip | None  # why the lane is not predicted (no pair names it)
+
+
+class ConflictCounts(TypedDict):
+    pairs: int
+    conflict: int
+    overlap: int
+    clean: int
+    skipped: int  # lanes
+
+
+class ConflictsResult(TypedDict):
+    ok: bool
+    code: str
+    main: MainView
+    include_dirty: bool
+    lanes: list[ConflictLane]
+    pairs: list[ConflictPair]  # conflicts, then overlaps, then clean pairs
+    counts: ConflictCounts
+    warnings: list[str]
+
+
+# -- ready / queue (issue 12) --------------------------------------------------------------
+class ReadyResult(TypedDict):
+    ok: bool
+    code: str  # ready | ready_unset | ok (--unset of an unmarked lane)
+    lane: str
+    mark: dict[str, Any] | None  # {tip, at, by, current} (guard/ready.py view)
+    next: NotRequired[list[str]]
+
+
+class QueueResult(TypedDict):
+    ok: bool
+    code: str
+    landed: list[str]  # in landing order
+    skipped: list[
+        dict[str, Any]
+    ]  # {lane, code, message, next, gate?: {command, status, exit, seconds, tail}}
+    lanes: list[dict[str, Any]]  # per landed lane: main_before, main_after, epoch, gate, batch?
+    main_before: str
+    main_after: str
+    batch: int
+    gate_runs: int
+    gate_runs_saved: (
+        int  # gate runs landing the same lanes one by one would have taken, less gate_runs
+    )
+    made_stale: list[str]
+    next: list[str]
+    warnings: list[str]
+    auto_sync: NotRequired[list[dict[str, Any]]]  # crossrebase.after_land after each land

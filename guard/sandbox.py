@@ -77,7 +77,12 @@ def handled(abi_version: int) -> int:
 
 
 class SandboxError(Exception):
-    """The ruleset could not be built (or applied)."""
+    """The ruleset could not be built (or applied); `next`: the commands that fix it,
+    when they are known."""
+
+    def __init__(self, message: str, next: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.next = list(next)
 
 
 class _PathBeneath(ctypes.Structure):
@@ -99,8 +104,18 @@ def abi() -> int:
     return probe()[0]
 
 
+_UNDETERMINED = "the Landlock probe failed"
+
+
+def undetermined(why: str) -> bool:
+    """Is this probe()'s answer "could not tell" (an error, not a kernel without Landlock)?
+    `best-effort` runs with the shims only where Landlock is known to be missing, never
+    where the probe itself failed."""
+    return why.startswith(_UNDETERMINED)
+
+
 def probe() -> tuple[int, str]:
-    """(ABI, why it is 0)."""
+    """(ABI, why it is 0); see undetermined()."""
     try:
         if platform.system() != "Linux":
             return 0, f"Landlock is Linux-only (this is {platform.system()})"
@@ -117,8 +132,8 @@ def probe() -> tuple[int, str]:
         if res >= 1:
             return int(res), ""
         err = ctypes.get_errno()
-    except (OSError, AttributeError, ValueError) as exc:
-        return 0, f"cannot call syscall(2): {exc}"
+    except (OSError, AttributeError, ValueError, TypeError) as exc:
+        return 0, f"{_UNDETERMINED}: cannot call syscall(2): {exc}"
     import errno
 
     why = {
@@ -126,7 +141,8 @@ def probe() -> tuple[int, str]:
         errno.EOPNOTSUPP: "Landlock is built in but switched off (add landlock to lsm=)",
         errno.EPERM: "a seccomp filter forbids landlock_create_ruleset",
     }
-    return 0, why.get(err, f"landlock_create_ruleset failed: {os.strerror(err) if err else res}")
+    failed = f"landlock_create_ruleset returned {res}: {os.strerror(err) if err else 'no errno'}"
+    return 0, why.get(err, f"{_UNDETERMINED}: {failed}")
 
 
 def usable(abi_version: int) -> str:
@@ -166,13 +182,21 @@ class Facts:
     cache: str
     cache_entries: list[str]  # realpaths of the directories in `cache`
     extra: list[str]
+    # where lanes are made (worktrees_root, git-lane's dir in the cache): no grant may
+    # enclose or lie in them, or a lane made later (or another repository's) is writable
+    roots: list[str] = field(default_factory=list)
 
 
 class BadGrant(SandboxError):
     """A `sandbox_writable` entry that cannot be granted."""
 
-    def __init__(self, entry: str, why: str) -> None:
-        super().__init__(f"sandbox_writable entry {entry!r} {why}")
+    def __init__(self, entry: str, why: str, rest: Sequence[str] = ()) -> None:
+        from guard.git import q
+
+        fix = "git lane config " + (
+            "set sandbox_writable " + q(",".join(rest)) if rest else "unset sandbox_writable"
+        )
+        super().__init__(f"sandbox_writable entry {entry!r} {why}", [fix])
         self.entry = entry
         self.why = why
 
@@ -185,9 +209,35 @@ def _encloses(outer: str, inner: str) -> bool:
     return inner == outer or inner.startswith(outer.rstrip("/") + "/")
 
 
+class _Fence:
+    """What no grant may open: a grant that encloses, equals or lies in a protected path
+    (the hub, another lane, the common dir, where lanes are made), or that encloses the
+    lane's own worktree (it would open its neighbours); one inside the lane is harmless."""
+
+    def __init__(self, f: Facts) -> None:
+        self.lane = f.lane_path
+        self.fenced = [*f.protected, f.common, *f.roots]
+
+    def inside(self, g: str) -> str | None:
+        """The protected path `g` is (or lies in), if any."""
+        if _encloses(self.lane, g):
+            return None
+        return next((p for p in self.fenced if _encloses(p, g)), None)
+
+    def encloses(self, g: str) -> str | None:
+        """The protected path `g` encloses (or the lane, when g is above it), if any."""
+        hit = next((p for p in self.fenced if _encloses(g, p)), None)
+        if hit is None and g != self.lane and _encloses(g, self.lane):
+            hit = self.lane
+        return hit
+
+
 def decide(f: Facts) -> Grants:
-    """The grants for these facts (pure)."""
+    """The grants for these facts (pure but for resolving the device paths). Raises
+    SandboxError when the temp or cache dir is one that cannot be granted (`/`, or in
+    the repository or a lane), BadGrant for such a `sandbox_writable` entry."""
     common = f.common
+    fence = _Fence(f)
     lane_refs = ("refs/heads/lane", "logs/refs/heads/lane")
     writable = [
         f.lane_path,
@@ -208,19 +258,34 @@ def decide(f: Facts) -> Grants:
     ]
     if f.main_ref.startswith("refs/heads/lane/"):
         raise SandboxError(f"main ({f.main_ref}) is inside the lane branches' directory")
+    hit = next((p for p in fence.fenced if _encloses(f.lane_path, p)), None)
+    if hit is not None:
+        raise SandboxError(f"the lane worktree {f.lane_path} encloses {hit}")
     if f.rerere:
         writable.append(os.path.join(common, "rr-cache"))
+    for what, d in (("temp dir (TMPDIR)", f.tmp), ("cache dir (XDG_CACHE_HOME)", f.cache)):
+        hit = "/" if d == "/" else fence.inside(d)
+        if hit is not None:
+            nxt = []
+            if d == f.tmp and fence.inside(_real("/tmp")) is None and _real("/tmp") != "/":
+                nxt = ["env TMPDIR=/tmp"]  # exec puts the command after it
+            raise SandboxError(
+                f"the {what} {d} " + ("is /" if hit == "/" else f"lies in {hit}")
+                + ": granting it would open the repository, a lane or everything; "
+                "point it at a directory of its own",
+                nxt,
+            )  # fmt: skip
     private_tmp = None
-    if any(_encloses(f.tmp, p) for p in f.protected):
+    if fence.encloses(f.tmp):
         private_tmp = f.tmp
         notes.append(
-            f"the temp dir {f.tmp} holds the repository: CMD gets a private one under it "
-            "(TMPDIR), removed when CMD ends"
+            f"the temp dir {f.tmp} holds the repository or lanes: CMD gets a private one "
+            "under it (TMPDIR), removed when CMD ends"
         )
     else:
         writable.append(f.tmp)
-    if any(_encloses(f.cache, p) for p in f.protected):
-        kids = [c for c in f.cache_entries if not any(_encloses(c, p) for p in f.protected)]
+    if fence.encloses(f.cache):
+        kids = [c for c in f.cache_entries if not fence.encloses(c) and not fence.inside(c)]
         writable += kids
         notes.append(
             f"the cache dir {f.cache} holds lane worktrees (or the repository): only its "
@@ -230,15 +295,17 @@ def decide(f: Facts) -> Grants:
         writable.append(f.cache)
     for entry in f.extra:
         if not os.path.isabs(entry):
-            raise BadGrant(entry, "is not an absolute path")
+            raise BadGrant(entry, "is not an absolute path", [e for e in f.extra if e != entry])
         real = _real(entry)
-        hit = next(
-            (p for p in [*f.protected, common] if _encloses(real, p) or _encloses(p, real)), None
-        )
+        hit = "/" if real == "/" else (fence.inside(real) or fence.encloses(real))
         if hit is not None:
-            raise BadGrant(entry, f"would open {hit} (the hub, another lane or the git dir)")
+            raise BadGrant(
+                entry,
+                f"would open {hit} (the hub, a lane, the git dir or where lanes are made)",
+                [e for e in f.extra if e != entry],
+            )
         writable.append(real)
-    writable += list(DEVICES)
+    writable += [_real(d) for d in DEVICES]
     out: list[str] = []
     for w in writable:
         if w not in out:
@@ -254,8 +321,10 @@ def facts(
     rerere: bool,
     extra: Sequence[str],
     env: Mapping[str, str],
+    roots: Sequence[str] = (),
 ) -> Facts:
-    """Facts from the repository's answers (worktree_paths: every worktree of it)."""
+    """Facts from the repository's answers (worktree_paths: every worktree of it; roots:
+    where lanes are made)."""
     lane_real = _real(lane_path)
     common_real = _real(common)
     dotgit = os.path.join(lane_real, ".git")
@@ -270,6 +339,18 @@ def facts(
     admin = _real(admin if os.path.isabs(admin) else os.path.join(lane_real, admin))
     if os.path.dirname(admin) != os.path.join(common_real, "worktrees"):
         raise SandboxError(f"the lane's git dir {admin} is not under {common_real}/worktrees")
+    # The lane's .git file is the lane's own (writable from inside): it could name another
+    # lane's admin dir. git's record there, `gitdir`, points back at the worktree that owns
+    # it, and only the owner of that lane could have written it.
+    try:
+        with open(os.path.join(admin, "gitdir"), encoding="utf-8") as fh:
+            back = fh.read().rstrip("\n")
+    except OSError as exc:
+        raise SandboxError(f"cannot read {admin}/gitdir: {exc.strerror}") from None
+    if _real(back if os.path.isabs(back) else os.path.join(admin, back)) != _real(dotgit):
+        raise SandboxError(
+            f"{dotgit} names the git dir {admin}, which belongs to another worktree ({back})"
+        )
     protected = [_real(p) for p in worktree_paths if _real(p) != lane_real]
     protected.append(common_real)
     tmp = _real(env.get("TMPDIR") or "/tmp")
@@ -292,6 +373,7 @@ def facts(
         cache=cache,
         cache_entries=entries,
         extra=list(extra),
+        roots=sorted({_real(r) for r in [*roots, os.path.join(cache, "git-lane")]}),
     )
 
 
@@ -304,6 +386,13 @@ def grants(repo: Repo, rec: LaneRecord, env: Mapping[str, str] | None = None) ->
         os.path.join(repo.common_dir, "rr-cache")
     )
     extra = repo.config["sandbox_writable"]
+    from guard import lane
+    from guard.errors import Refusal
+
+    try:
+        roots = [str(lane.worktrees_root(repo))]
+    except Refusal as r:  # an invalid worktrees_root: nothing can be decided
+        raise SandboxError(r.message) from None
     f = facts(
         rec.path,
         str(repo.common_dir),
@@ -312,6 +401,7 @@ def grants(repo: Repo, rec: LaneRecord, env: Mapping[str, str] | None = None) ->
         rerere,
         extra,
         os.environ if env is None else env,
+        roots,
     )
     return decide(f)
 
@@ -369,9 +459,71 @@ class Prepared:
             self.fd = -1
 
 
+def _open_grant(path: str) -> int | None:
+    """An O_PATH fd of `path`, which must be exactly what it names: absolute, no symlink
+    on the way (the kernel's own name for the opened file, /proc/self/fd, must be
+    `path`: a grant that is a symlink, or was swapped for one since it was decided, is
+    refused). None when it does not exist (nothing to grant); SandboxError when it
+    cannot be opened or its name cannot be read."""
+    if not os.path.isabs(path):
+        raise SandboxError(f"the grant {path} is not an absolute path")
+    try:
+        pfd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise SandboxError(f"cannot open {path}: {exc.strerror}") from None
+    try:
+        actual: str | None = os.readlink(f"/proc/self/fd/{pfd}")
+        if stat.S_ISLNK(os.fstat(pfd).st_mode):
+            actual = f"a symlink to {os.readlink(path)}"
+    except OSError:
+        actual = None
+    if actual != path:
+        os.close(pfd)
+        raise SandboxError(
+            f"the grant {path} is not what it names"
+            + (f" (it is {actual}: a symlink, or moved)" if actual else " (/proc cannot say)")
+        )
+    return pfd
+
+
+def _rules(g: Grants, extra_writable: Sequence[str], rights: int) -> list[tuple[str, int, int]]:
+    """(path, fd, rights) of every rule for `g`: what prepare() grants and --explain and
+    doctor list. The caller closes the fds."""
+    out: list[tuple[str, int, int]] = []
+    try:
+        for path, allowed in [
+            *((r, READ) for r in g.readable),
+            *((w, rights) for w in [*g.writable, *extra_writable]),
+        ]:
+            pfd = _open_grant(path)
+            if pfd is None:
+                continue
+            out.append((path, pfd, allowed))
+            if not stat.S_ISDIR(os.fstat(pfd).st_mode):
+                out[-1] = (path, pfd, allowed & FILE_RIGHTS)
+    except BaseException:
+        for _, pfd, _ in out:
+            os.close(pfd)
+        raise
+    return out
+
+
+def granted(g: Grants, extra_writable: Sequence[str] = ()) -> list[str]:
+    """The writable paths prepare() would grant (those of g that exist), checked as it
+    checks them (raises SandboxError where it would)."""
+    rules = _rules(g, extra_writable, handled(MIN_ABI))
+    for _, pfd, _ in rules:
+        os.close(pfd)
+    writable = {*g.writable, *extra_writable}
+    return [p for p, _, _ in rules if p in writable]
+
+
 def prepare(g: Grants, extra_writable: Sequence[str] = ()) -> Prepared:
-    """Build the ruleset for `g` (and `extra_writable`: the private temp dir). Paths that
-    do not exist are left out (nothing to grant); raises SandboxError when the kernel
+    """Build the ruleset for `g` (and `extra_writable`: the private temp dir, a clean gate
+    worktree). Paths that do not exist are left out (nothing to grant); raises
+    SandboxError when a path cannot be opened or is not what it names, or the kernel
     refuses a step."""
     ver = abi()
     why = usable(ver)
@@ -388,19 +540,9 @@ def prepare(g: Grants, extra_writable: Sequence[str] = ()) -> Prepared:
         raise SandboxError(f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}")
     granted: list[str] = []
     try:
-        for path, allowed in [
-            *((r, READ) for r in g.readable),
-            *((w, rights) for w in [*g.writable, *extra_writable]),
-        ]:
-            try:
-                pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                raise SandboxError(f"cannot open {path}: {exc.strerror}") from None
-            try:
-                if not stat.S_ISDIR(os.fstat(pfd).st_mode):
-                    allowed &= FILE_RIGHTS
+        rules = _rules(g, extra_writable, rights)
+        try:
+            for path, pfd, allowed in rules:
                 rule = _PathBeneath(allowed_access=allowed & rights, parent_fd=pfd)
                 res = libc.syscall(
                     ctypes.c_long(add), ctypes.c_int(fd), ctypes.c_int(_RULE_PATH_BENEATH),
@@ -409,9 +551,10 @@ def prepare(g: Grants, extra_writable: Sequence[str] = ()) -> Prepared:
                 if res != 0:
                     err = ctypes.get_errno()
                     raise SandboxError(f"landlock_add_rule {path}: {os.strerror(err)}")
-            finally:
+                granted.append(path)
+        finally:
+            for _, pfd, _ in rules:
                 os.close(pfd)
-            granted.append(path)
     except BaseException:
         os.close(fd)
         raise

@@ -56,3 +56,21 @@ def test_demo_keep_leaves_the_repository() -> None:
         assert merges.stdout == ""
     finally:
         shutil.rmtree(kept, ignore_errors=True)
+
+
+def test_demo_agents_predicts_the_conflicts_the_syncs_then_hit() -> None:
+    res = run_demo("--agents", "4")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["ok"] is True and out["path"] is None
+    assert "4 agents landed; 2 conflicting pair(s) predicted, 2 hit by a sync" in out["summary"]
+    assert "as predicted" in res.stderr and "[sync_conflicts]" in res.stderr
+    cmds = [s["cmd"] for s in out["steps"]]
+    assert "git lane conflicts" in cmds and "git lane gc" in cmds
+    assert sum(c == "git lane queue --batch 3" for c in cmds) == 2
+
+
+def test_demo_agents_takes_2_to_12() -> None:
+    for n in ("1", "13", "x"):
+        res = run_demo("--agents", n)
+        assert res.returncode == 2, res.stderr

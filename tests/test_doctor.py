@@ -237,6 +237,36 @@ def test_landlock_required_but_missing_fails(repo: Repo, monkeypatch: pytest.Mon
     assert c["status"] == "fail" and "best-effort" in c["fix"]
 
 
+@pytest.mark.skipif(doctor.landlock_abi()[0] is None, reason="no usable Landlock here")
+def test_landlock_lists_the_real_grants_of_a_lane(repo: Repo) -> None:
+    """doctor lists the paths the sandbox grants a lane (what --explain lists): the lane,
+    not the cache dir that holds it; a temp dir it cannot grant is a finding with a fix."""
+    install(repo)
+    lane_path = repo.create("alpha").resolve()
+    r = repo.lane("--json", "doctor")
+    c = {x["name"]: x for x in r.json["checks"]}["landlock"]
+    assert c["status"] == "ok" and f"for lane alpha it grants writes to {lane_path}" in c["message"]
+    cache = str(Path(os.environ["XDG_CACHE_HOME"]).resolve())
+    assert f"{cache}," not in c["message"] and f"{cache}/git-lane," not in c["message"]
+    explain = repo.lane("--json", "exec", "--sandbox", "--explain", "alpha").json
+    assert ", ".join(explain["writable"]) in c["message"]
+    r = repo.lane("--json", "doctor", env={"TMPDIR": "/"})
+    c = {x["name"]: x for x in r.json["checks"]}["landlock"]
+    assert c["status"] == "warn" and "is /" in c["message"]
+    assert c["fix"] == "env TMPDIR=/tmp git lane exec --sandbox alpha --explain"
+
+
+def test_landlock_probe_failure_under_best_effort_fails(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from guard import sandbox
+
+    monkeypatch.setattr(sandbox, "probe", lambda: (0, "the Landlock probe failed: simulated"))
+    config.write(repo.state_dir / "config.toml", "sandbox", "best-effort")
+    c = checks(repo)["landlock"]
+    assert c["status"] == "fail" and c["fix"] == "git lane config set sandbox off"
+
+
 def test_render_names_every_failure_and_its_fix(repo: Repo) -> None:
     text = render.doctor(doctor.run(grepo(repo)))
     assert "FAIL" in text and "fix: git lane install" in text

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -487,6 +488,34 @@ def test_sandbox_refused_without_landlock(
     assert len(warned) == 1 and "no Landlock here" in warned[0] and "shims only" in warned[0]
 
 
+def test_best_effort_does_not_fall_back_when_the_probe_fails(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """best-effort runs with the shims only where Landlock is known to be missing; a probe
+    that fails (here: syscall(2) cannot be called) says nothing either way: refused."""
+    from guard import sandbox
+    from guard.commands import exec as exec_cmd
+    from guard.errors import Refusal
+    from guard.repo import Repo as GRepo
+
+    repo.create("alpha")
+    monkeypatch.chdir(repo.path)
+
+    def broken() -> Any:
+        raise OSError("simulated: no libc")
+
+    monkeypatch.setattr(sandbox, "_libc", broken)
+    ver, why = sandbox.probe()
+    assert ver == 0 and sandbox.undetermined(why)
+    repo.config("sandbox", "best-effort")
+    marker = repo.path.parent / "ran"
+    with pytest.raises(Refusal) as exc:
+        exec_cmd.run(GRepo.discover(repo.path), "alpha", ["touch", str(marker)])
+    assert exc.value.code == "sandbox_unavailable" and "cannot be told" in exc.value.message
+    assert exc.value.next == ["git lane doctor"]
+    assert not marker.exists()
+
+
 def test_create_first(repo: Repo) -> None:
     repo.config("setup_command", "touch made-by-setup")
     r = repo.lane("exec", "-c", "--goal", "fix login", "gamma", "--", sys.executable, "-c", DUMP)
@@ -655,3 +684,24 @@ def test_an_interactive_cmd_reads_the_tty_and_gets_one_ctrl_c(
     assert b"sigints 1" in seen, seen
     # git re-raises a SIGINT it got once its dashed command (git-lane) is done
     assert proc.returncode == (-signal.SIGINT if through_git else 0), seen
+
+
+def test_a_hook_made_non_executable_is_put_back_while_cmd_runs(repo: Repo) -> None:
+    """Landlock and the shims cannot see a chmod(2): exec's supervisor watches the hooks
+    and restores a changed mode at once, while CMD still runs, with a warning and an
+    event."""
+    repo.lane("install")
+    repo.create("alpha")
+    hook = repo.common_dir / "hooks" / "reference-transaction"
+    assert os.access(hook, os.X_OK)
+    h, d = shlex.quote(str(hook)), shlex.quote(str(hook.parent))
+    script = (
+        f"chmod 644 {h} && chmod 600 {d} && "
+        f'i=0; while [ $i -lt 100 ]; do [ -x {h} ] && [ "$(stat -c %a {d})" != 600 ] && '
+        "echo back && exit 0; sleep 0.05; i=$((i+1)); done; echo never; exit 1"
+    )
+    r = repo.lane("exec", "alpha", "--", "sh", "-c", script)
+    assert (r.rc, r.stdout.strip()) == (0, "back"), r.stderr
+    assert "changed the mode of" in r.stderr and "put back" in r.stderr
+    assert os.access(hook, os.X_OK)
+    assert "hook_mode_restored" in (repo.state_dir / "events.jsonl").read_text()

@@ -349,3 +349,21 @@ def test_one_land_at_a_time(hub: Repo, tmp_path: Path) -> None:
     assert busy["code"] == "land_via_supervisor_failed" and busy["details"]["reason"] == "busy"
     assert busy["next"] == ["git lane status alpha", "git lane land alpha"]
     assert hub.sha() == head(path)
+
+
+def test_close_wakes_the_accept_loop(tmp_path: Path) -> None:
+    """exec's exit does not wait for the accept loop's poll timeout: close() wakes it (it
+    used to add up to 0.2 s to every exec); a connection made after close lands nothing."""
+    import time
+
+    from guard import landsock
+    from guard.store import Store
+
+    srv = landsock.Server("alpha", str(tmp_path), dict(os.environ), Store(tmp_path / "state"))
+    srv.sock.settimeout(30.0)  # a loop that waited for its timeout would hold close() 30 s
+    srv.start()
+    time.sleep(0.2)
+    t = time.monotonic()
+    srv.close()
+    assert time.monotonic() - t < 5.0
+    assert not os.path.exists(srv.path) and srv._threads == []

@@ -241,7 +241,7 @@ def test_explain(hub: Repo) -> None:
     assert (j["code"], j["abi"], j["usable"], j["readable"]) == ("explain", _ABI, True, ["/"])
     w = j["writable"]
     assert str(lane_path.resolve()) in w
-    for sub in ("worktrees/alpha/objects", "refs/heads/lane", "logs/refs/heads/lane"):
+    for sub in ("worktrees/alpha", "refs/heads/lane", "logs/refs/heads/lane"):
         assert os.path.join(common, sub) in w
     for never in (
         "",
@@ -360,3 +360,269 @@ def test_flags_may_follow_the_key(hub: Repo) -> None:
     assert j.rc == 0 and j.json["code"] == "explain", j.stderr
     bad = hub.lane("exec", "alpha", "--sandbx", "--", "true")
     assert bad.rc == 2 and "only --sandbox, --explain and --json" in bad.stderr
+
+
+# -- the gate of a land CMD asks its supervisor for runs under the lane's sandbox ------------
+GATE_ESCAPE = (
+    "printf '%s\\n' \"$(git rev-parse HEAD)\" > {common}/refs/heads/main || echo DENIED-main; "
+    "printf x > {hub}/gate-was-here || echo DENIED-hub; "
+    "printf x > {common}/git-lane/gate-was-here"
+)
+
+
+def _socket_land(hub: Repo, *flags: str) -> Any:
+    return hub.lane("exec", "--sandbox", "alpha", "--", "git", "lane", "land", *flags)
+
+
+def test_socket_land_runs_its_gate_sandboxed(hub: Repo) -> None:
+    """A worker allowed to land cannot get out through its gate: the land the supervisor
+    runs for a sandboxed CMD runs the gate under the lane's grants (the gate's writes of
+    main, the hub and git-lane's state fail), and refuses gate_failed."""
+    from enginehelp import ready_lane
+
+    hub.config("worker_land", "allow")
+    common = hub.common_dir
+    q = shlex.quote
+    hub.config("gate_command", GATE_ESCAPE.format(common=q(str(common)), hub=q(str(hub.path))))
+    ready_lane(hub, "alpha")
+    main, ref = hub.sha(), (common / "refs" / "heads" / "main").read_bytes()
+    r = _socket_land(hub, "--json")
+    assert (r.rc, r.code) == (1, "gate_failed"), r.stdout + r.stderr
+    assert "DENIED-main" in r.stderr and "DENIED-hub" in r.stderr, r.stderr
+    assert hub.sha() == main and (common / "refs" / "heads" / "main").read_bytes() == ref
+    assert not (hub.path / "gate-was-here").exists()
+    assert not (common / "git-lane" / "gate-was-here").exists()
+    # the owner's own land of the same lane is the owner's: its gate runs as they chose
+    hub.config("gate_command", "true")
+    assert hub.lane("land", "alpha").rc == 0
+
+
+@pytest.mark.parametrize("where", ["lane", "clean"])
+def test_socket_land_sandboxed_gate_passes_and_lands(hub: Repo, where: str) -> None:
+    """A normal gate works confined: it reads the tip, runs git (which refreshes the index
+    in the lane's or the clean worktree's admin dir) and Python with a temp file, writes
+    the fresh clean worktree; it still cannot write the hub."""
+    from enginehelp import head, ready_lane
+
+    hub.config("worker_land", "allow")
+    hub.config("gate_worktree", where)
+    hub.config(
+        "gate_command",
+        "test -f alpha.txt && git status --porcelain >/dev/null && "
+        + ("touch built && " if where == "clean" else "")  # in the lane: lane_changed_during_gate
+        + "python3 -c 'import tempfile; tempfile.mkstemp()' && "
+        f"! (printf x > {shlex.quote(str(hub.path / 'h'))}) 2>/dev/null",
+    )
+    path = ready_lane(hub, "alpha")
+    r = _socket_land(hub)
+    assert r.rc == 0, r.stderr
+    assert r.stdout.startswith("landed alpha: main "), r.stdout
+    assert hub.sha() == head(path)
+    assert not (hub.path / "h").exists()
+
+
+def test_socket_land_gate_that_cannot_be_confined_is_not_run(hub: Repo, tmp_path: Path) -> None:
+    """The grants cannot be decided when the land runs (the owner made sandbox_writable
+    name the hub since exec started): the gate is not run unconfined, the land refuses
+    sandbox_failed and main stays."""
+    import subprocess
+    import sys
+    import time
+
+    from enginehelp import ready_lane
+
+    hub.config("worker_land", "allow")
+    marker = tmp_path / "gate-ran"
+    hub.config("gate_command", f"touch {shlex.quote(str(marker))}")
+    ready_lane(hub, "alpha")
+    main = hub.sha()
+    go = tmp_path / "go"
+    script = f"while [ ! -e {shlex.quote(str(go))} ]; do sleep 0.1; done; git lane land --json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "guard", "exec", "--sandbox", "alpha", "--", "sh", "-c", script],
+        cwd=hub.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not any(e.get("kind") == "exec" for e in _events(hub)):
+            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+            time.sleep(0.1)
+        hub.config("sandbox_writable", str(hub.path))
+        go.touch()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, out + err
+    j = json.loads(out.strip().splitlines()[-1])
+    assert j["code"] == "sandbox_failed" and "could not be confined" in j["message"], j
+    assert not marker.exists()
+    assert hub.sha() == main
+
+
+def _events(hub: Repo) -> list[dict[str, Any]]:
+    p = hub.common_dir / "git-lane" / "events.jsonl"
+    return [json.loads(ln) for ln in p.read_text().splitlines()] if p.exists() else []
+
+
+# -- what --explain lists is what is granted; what cannot be granted is refused -------------
+def test_explain_lists_the_real_grants_with_one_lane(hub: Repo) -> None:
+    """The only lane lives in the cache dir (the default worktrees_root): the cache dir is
+    not granted (it would open lanes made later and other repositories' lanes), only its
+    entries that hold no lane, and --explain lists exactly that."""
+    cache = Path(os.environ["XDG_CACHE_HOME"]).resolve()
+    (cache / "pip").mkdir(parents=True)
+    lane_path = hub.create("alpha").resolve()
+    j = hub.lane("--json", "exec", "--sandbox", "--explain", "alpha").json
+    w = j["writable"]
+    assert str(cache / "pip") in w
+    for p in w:
+        assert os.path.exists(p), p  # nothing listed that prepare() leaves out
+        assert p == str(lane_path) or not lane_path.is_relative_to(p), p
+    assert str(cache) not in w and str(cache / "git-lane") not in w
+    r = hub.lane(
+        "exec", "--sandbox", "alpha", "--", "sh", "-c",
+        f"touch {shlex.quote(str(cache / 'new'))} || "
+        f"mkdir {shlex.quote(str(cache / 'git-lane/worktrees/later'))} || echo DENIED",
+    )  # fmt: skip
+    assert r.stdout.strip() == "DENIED", r.stdout + r.stderr
+    assert not (cache / "new").exists()
+    assert "private TMPDIR" in hub.lane("exec", "alpha", "--explain").stdout
+
+
+def test_temp_dir_in_the_repository_or_root_is_refused(hub: Repo) -> None:
+    """TMPDIR that is `/`, the hub, in the hub or in the git dir cannot be granted (nor a
+    private dir made in it): refused, CMD not run; `next` runs it with TMPDIR=/tmp."""
+    ran = hub.create("alpha").resolve() / "ran"
+    (hub.path / "sub").mkdir()
+    for tmp in ("/", hub.path, hub.path / "sub", hub.common_dir / "refs"):
+        r = hub.lane(
+            "--json",
+            "exec",
+            "--sandbox",
+            "alpha",
+            "--",
+            "touch",
+            str(ran),
+            env={"TMPDIR": str(tmp)},
+        )
+        assert (r.rc, r.code) == (1, "sandbox_failed"), (tmp, r.stdout, r.stderr)
+        assert not ran.exists()
+        assert not [p for p in hub.path.iterdir() if p.name.startswith("git-lane-")]
+        (fix,) = r.json["next"]
+        assert fix == f"env TMPDIR=/tmp git lane exec --sandbox alpha -- touch {ran}"
+    assert not list((hub.path / "sub").iterdir())
+    done = hub.lane("exec", "--sandbox", "alpha", "--", "touch", str(ran), env={"TMPDIR": "/tmp"})
+    assert done.rc == 0 and ran.exists(), done.stderr
+
+
+def test_sandbox_writable_near_the_lanes_is_refused(hub: Repo, tmp_path: Path) -> None:
+    """An entry enclosing the lane (its neighbours, lanes made later) or in git-lane's
+    lanes dir is refused; `next` keeps the other entries."""
+    lane_path = hub.create("alpha").resolve()
+    ok = tmp_path / "agent"
+    ok.mkdir()
+    for bad in (lane_path.parent, Path(os.environ["XDG_CACHE_HOME"]) / "git-lane"):
+        hub.config("sandbox_writable", f"{ok},{bad}")
+        r = hub.lane("--json", "exec", "--sandbox", "alpha", "--", "true")
+        assert (r.rc, r.code) == (1, "sandbox_failed"), (bad, r.stdout)
+        assert r.json["next"][0] == f"git lane config set sandbox_writable {ok}"
+    inside = lane_path / "build"
+    inside.mkdir()
+    hub.config("sandbox_writable", str(inside))  # inside the lane: harmless
+    assert hub.lane("exec", "--sandbox", "alpha", "--", "true").rc == 0
+
+
+def test_a_grant_that_is_a_symlink_is_refused(tmp_path: Path) -> None:
+    """prepare() grants a path only when the kernel's name for what it opened is that
+    path: a symlink (or a path swapped for one after the decision) is refused."""
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    g = sandbox.Grants(writable=[str(real.resolve())])
+    assert sandbox.granted(g) == [str(real.resolve())]
+    for bad in (str(link), "relative"):
+        with pytest.raises(sandbox.SandboxError):
+            sandbox.granted(sandbox.Grants(writable=[bad]))
+        with pytest.raises(sandbox.SandboxError):
+            sandbox.prepare(sandbox.Grants(writable=[bad]))
+    assert sandbox.granted(sandbox.Grants(writable=[str(tmp_path / "absent")])) == []
+
+
+def test_a_lane_git_file_naming_another_lanes_admin_dir_is_refused(hub: Repo) -> None:
+    """The lane's `.git` file is writable from inside: a sandboxed process could point it
+    at another lane's admin dir, and the next exec would grant that dir. git's back
+    pointer there (`gitdir`) names the worktree that owns it: refused, nothing run."""
+    alpha = hub.create("alpha")
+    hub.create("beta")
+    beta_admin = hub.common_dir / "worktrees" / "beta"
+    dotgit = alpha / ".git"
+    dotgit.write_text(f"gitdir: {beta_admin}\n")
+    planted = beta_admin / "planted"
+    r = hub.lane(
+        "--json",
+        "exec",
+        "--sandbox",
+        "alpha",
+        "--",
+        "sh",
+        "-c",
+        f"printf x > {shlex.quote(str(planted))}",
+    )
+    assert (r.rc, r.code) == (1, "sandbox_failed"), r.stdout + r.stderr
+    assert "belongs to another worktree" in r.json["message"]
+    assert not planted.exists()
+
+
+def test_decide_refuses_a_lane_that_encloses_the_repository() -> None:
+    f = sandbox.Facts(
+        lane_path="/w",
+        admin_dir="/w/r/.git/worktrees/a",
+        common="/w/r/.git",
+        main_ref="refs/heads/main",
+        protected=["/w/r", "/w/r/.git"],
+        rerere=False,
+        tmp="/tmp",
+        cache="/c",
+        cache_entries=[],
+        extra=[],
+    )
+    with pytest.raises(sandbox.SandboxError, match="encloses"):
+        sandbox.decide(f)
+
+
+RAW_REQUEST = r"""
+import json, os, socket
+s = socket.socket(socket.AF_UNIX)
+s.connect(os.environ["GITLANE_LAND_SOCKET"])
+req = {"lane": "alpha", "sync": False, "wait": None, "json": True, "confine": False}
+s.sendall(json.dumps(req).encode() + b"\n")
+buf = b""
+while chunk := s.recv(65536):
+    buf += chunk
+print(buf[5:].decode())
+"""
+
+
+def test_a_worker_cannot_ask_for_an_unconfined_gate(hub: Repo, tmp_path: Path) -> None:
+    """The request holds exactly lane/sync/wait/json: one that asks for anything about the
+    gate is refused, and nothing is landed."""
+    from enginehelp import ready_lane
+
+    hub.config("worker_land", "allow")
+    marker = tmp_path / "gate-ran"
+    hub.config("gate_command", f"touch {shlex.quote(str(marker))}")
+    ready_lane(hub, "alpha")
+    main = hub.sha()
+    script = tmp_path / "raw.py"
+    script.write_text(RAW_REQUEST)
+    r = hub.lane("exec", "--sandbox", "alpha", "--", "python3", str(script))
+    assert r.rc == 0, r.stderr
+    refusal = json.loads(r.stdout)
+    assert refusal["code"] == "land_via_supervisor_failed", refusal
+    assert refusal["details"]["reason"] == "bad_request"
+    assert not marker.exists() and hub.sha() == main

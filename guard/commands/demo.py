@@ -97,6 +97,26 @@ class Demo:
             show="git lane " + shlex.join(args),
         )
 
+    def jlane(self, *args: str, cwd: Path | None = None) -> dict[str, Any]:
+        """`git lane ARGS --json`: its one JSON object (exit 0 or 1 both answer)."""
+        import json
+
+        shown = "git lane " + shlex.join(args)
+        self.out.write(f"$ {shown}\n")
+        res = subprocess.run(
+            [sys.executable, "-m", "guard", *args, "--json"],
+            cwd=cwd or self.hub,
+            env=self.env,
+            text=True,
+            capture_output=True,
+        )
+        self.steps.append({"cmd": shown, "exit": res.returncode})
+        try:
+            out: dict[str, Any] = json.loads(res.stdout)
+        except ValueError:
+            raise DemoStepFailed(f"demo step `{shown}` printed no JSON:\n{res.stderr}") from None
+        return out
+
     def write(self, path: Path, text: str) -> None:
         path.write_text(text)
         self.out.write(f"  (wrote {path.name})\n")
@@ -193,6 +213,145 @@ def run(keep: bool = False, quiet: bool = False) -> DemoResult:
             shutil.rmtree(root, ignore_errors=True)
     summary = f"{len(d.steps)} steps, three lanes landed" + (
         f", kept at {root}" if keep else ", nothing left behind"
+    )
+    return {
+        "ok": ok,
+        "code": "ok",
+        "summary": summary,
+        "path": str(root) if keep else None,
+        "steps": d.steps,
+    }
+
+
+# -- git lane demo --agents N: many scripted agents, conflicts predicted, the queue ----------
+def _shared(lines: list[str]) -> str:
+    return "".join(f"{ln}\n" for ln in lines)
+
+
+def _lane_dir(root: Path, key: str) -> Path:
+    return next(p for p in (root / "lanes").rglob(key) if p.is_dir())
+
+
+def run_agents(n: int, keep: bool = False, quiet: bool = False) -> DemoResult:
+    """N scripted agents, each in its own lane under `git lane exec`: each adds a file of
+    its own and rewrites one line of a shared file, two agents per line, so neighbours
+    conflict and the rest merge cleanly. `git lane conflicts` predicts which pairs
+    conflict before anything lands; `git lane queue --batch` lands what it can and skips
+    the lanes whose sync would conflict; their own sync then stops on exactly the
+    predicted paths (checked), they are resolved, marked ready again, and the queue lands
+    the rest. Nothing is left behind."""
+    root = Path(tempfile.mkdtemp(prefix="git-lane-demo-"))
+    d = Demo(root, quiet)
+    keys = [f"agent-{i + 1}" for i in range(n)]
+    rows = (n + 1) // 2  # agents 2k and 2k+1 both rewrite row k
+    ok = False
+    predicted: dict[tuple[str, str], list[str]] = {}  # conflicting pair -> its paths
+    confirmed: set[tuple[str, str]] = set()
+    try:
+        d.hub.mkdir()
+        d.say(f"A throwaway repository and {n} scripted agents, each in a lane of its own.")
+        d.git("init", "-q", "-b", "main")
+        # rows apart by two untouched lines: edits of different rows merge cleanly
+        base = [ln for k in range(rows) for ln in (f"line {k}: unchanged", "", "")]
+        (d.hub / "shared.txt").write_text(_shared(base))
+        (d.hub / "check.py").write_text(
+            "import pathlib\n"
+            "text = pathlib.Path('shared.txt').read_text()\n"
+            "assert '<<<<<<<' not in text and text.count('\\n') >= 1, text\n"
+            "print('check passed:', len(text.splitlines()), 'lines')\n"
+        )
+        (d.hub / ".gitignore").write_text("__pycache__/\n")
+        d.git("add", "shared.txt", "check.py", ".gitignore")
+        d.git("commit", "-q", "-m", "shared: first version")
+        d.lane("config", "set", "worktrees_root", str(root / "lanes"))
+        d.lane("config", "set", "max_lanes", str(n))
+        d.lane("config", "set", "worker_land", "deny")
+        d.lane("config", "set", "gate_command", f"{shlex.quote(sys.executable)} -B check.py")
+        d.lane("install")
+        for key in keys:
+            d.lane("create", key)
+
+        d.say(
+            "Each agent, under `git lane exec` (shims first on PATH), adds its own file, "
+            "rewrites its line of shared.txt, commits, and marks its lane ready."
+        )
+        for i, key in enumerate(keys):
+            mine = list(base)
+            mine[3 * (i // 2)] = f"line {i // 2}: rewritten by {key}"
+            script = (
+                f"printf 'notes of {key}\\n' | write {key}.md && "
+                f"printf {shlex.quote(_shared(mine))} | write shared.txt && "
+                f"git add {key}.md shared.txt && git commit -q -m '{key}: its line and notes' && "
+                "git lane ready"
+            )
+            d.lane("exec", key, "--", "sh", "-c", script)
+
+        d.say("Before anything lands: which lanes would conflict, with main and each other?")
+        pred = d.jlane("conflicts")
+        for p in pred["pairs"]:
+            if p["conflict"]:
+                a, b = sorted(p["lanes"])
+                predicted[(a, b)] = sorted(p["paths"])
+        d.out.write(
+            "  predicted conflicts: "
+            + (
+                ", ".join(f"{a} x {b} ({', '.join(ps)})" for (a, b), ps in predicted.items())
+                or "none"
+            )
+            + "\n"
+        )
+        d.say(
+            "The queue lands the ready lanes, three per gate run: a lane whose sync onto the "
+            "new main would conflict is skipped, and left exactly as it was."
+        )
+        q = d.jlane("queue", "--batch", "3")
+        skipped = [s["lane"] for s in q["skipped"]]
+        why = ", ".join(f"{x['lane']} [{x['code']}]" for x in q["skipped"])
+        d.out.write(f"  landed {', '.join(q['landed']) or 'none'}; skipped {why or 'none'}\n")
+
+        d.say("Each skipped lane syncs: the rebase stops on the conflict that was predicted.")
+        landed = set(q["landed"])
+        for key in skipped:
+            sync = d.jlane("sync", key)
+            hit = sorted({f["path"] for f in (sync.get("worklist") or {}).get("files", [])})
+            pairs = [pr for pr in predicted if key in pr and (set(pr) - {key}) & landed]
+            if sync.get("state") != "conflicts" or not pairs or predicted[pairs[0]] != hit:
+                raise DemoStepFailed(
+                    f"sync of {key} hit {hit or 'no conflict'}; predicted: "
+                    f"{[(pr, predicted[pr]) for pr in pairs] or 'none'}"
+                )
+            confirmed.add(pairs[0])
+            d.out.write(f"  {key}: stopped on {', '.join(hit)}, as predicted\n")
+            path = Path(sync["path"]) if sync.get("path") else _lane_dir(root, key)
+            main_lines = d.git("show", "main:shared.txt", cwd=path).stdout.splitlines()
+            i = keys.index(key)
+            main_lines[3 * (i // 2)] = f"{main_lines[3 * (i // 2)]}, then by {key}"
+            d.write(path / "shared.txt", _shared(main_lines))
+            d.lane("continue", key)
+            d.lane("ready", key)
+            landed.add(key)
+        if skipped:
+            d.say("The resolved lanes land in one more queue run.")
+            q2 = d.jlane("queue", "--batch", "3")
+            d.out.write(f"  landed {', '.join(q2['landed'])}; {q2['gate_runs']} gate run(s)\n")
+            if q2["skipped"]:
+                raise DemoStepFailed(f"the second queue run skipped lanes: {q2['skipped']}")
+        d.git("log", "--oneline", "-n", str(n + 1))
+        d.say("Everything landed and clean: gc releases every lane.")
+        gc = d.jlane("gc")
+        d.out.write(f"  released {', '.join(x['lane'] for x in gc['released'])}\n")
+        if gc["kept"]:
+            raise DemoStepFailed(f"gc kept lanes: {gc['kept']}")
+        ok = True
+    finally:
+        if keep:
+            d.out.write(f"\nkept: {root}\n")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+    summary = (
+        f"{len(d.steps)} steps, {n} agents landed; {len(predicted)} conflicting pair(s) "
+        f"predicted, {len(confirmed)} hit by a sync"
+        + (f", kept at {root}" if keep else ", nothing left behind")
     )
     return {
         "ok": ok,

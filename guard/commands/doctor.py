@@ -660,16 +660,49 @@ def landlock_abi() -> tuple[int | None, str]:
 def check_landlock(repo: Repo) -> list[Check]:
     abi, why = landlock_abi()
     if abi is not None:
+        head = f"Landlock ABI {abi}: `git lane exec KEY --sandbox` confines CMD"
+        recs = [r for r in repo.store.lanes() if r.status == "active" and os.path.isdir(r.path)]
+        if not recs:
+            return [finding("landlock", OK, head + " (no active lane to show its grants for)")]
+        rec = min(recs, key=lambda r: r.key)
+        try:  # what prepare() would grant, as `git lane exec KEY --sandbox --explain` lists it
+            g = sandbox.grants(repo, rec)
+            writable = sandbox.granted(g)
+        except sandbox.SandboxError as exc:
+            return [
+                finding(
+                    "landlock",
+                    FAIL if repo.config.get("sandbox") == "required" else WARN,
+                    f"{head}, but not lane {rec.key}: {exc}",
+                    (
+                        f"{exc.next[0]} git lane exec --sandbox {rec.key} --explain"
+                        if exc.next[:1] and exc.next[0].startswith("env ")
+                        else join_next(exc.next)
+                        if exc.next
+                        else None
+                    ),
+                )
+            ]
+        tmp = f"; a private TMPDIR under {g.private_tmp_under}" if g.private_tmp_under else ""
         return [
             finding(
                 "landlock",
                 OK,
-                f"Landlock ABI {abi}: `git lane exec KEY --sandbox` confines CMD (writable: the "
-                "lane, objects/, its worktrees/ dir, refs/heads/lane/ and its reflogs, temp and "
-                "cache dirs, sandbox_writable; `git lane exec --explain KEY` lists them)",
+                f"{head}; for lane {rec.key} it grants writes to {', '.join(writable)}{tmp} "
+                f"(`git lane exec {rec.key} --sandbox --explain` for the notes)",
             )
         ]
-    required = repo.config.get("sandbox") == "required"
+    mode = repo.config.get("sandbox")
+    if mode == "best-effort" and sandbox.undetermined(why):  # exec refuses, no fallback
+        return [
+            finding(
+                "landlock",
+                FAIL,
+                f'unavailable: {why}; with sandbox = "best-effort" every exec is refused',
+                "git lane config set sandbox off",
+            )
+        ]
+    required = mode == "required"
     return [
         finding(
             "landlock",

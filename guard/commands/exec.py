@@ -21,13 +21,17 @@ from dataclasses import replace
 from pathlib import Path
 
 import guard
-from guard import binding, git, include, landsock, lane, objects, policy, procs, resources, sandbox
-from guard.commands import create
+from typing import TYPE_CHECKING
+
+from guard import binding, git, landsock, lane, objects, policy, procs, resources, sandbox
 from guard.errors import Refusal
-from guard.gate import Output, Tick
 from guard.repo import Repo
-from guard.results import ExecResult, SandboxExplainResult, ShellenvResult
 from guard.store import LaneRecord
+
+if TYPE_CHECKING:  # types only: not imported on the way to CMD (bench/sandbox.py start-up)
+    from guard import hookwatch, include
+    from guard.gate import Output, Tick
+    from guard.results import ExecResult, SandboxExplainResult, ShellenvResult
 
 # Signals a supervisor passes on (as a shell's `exec` would let CMD receive them).
 FORWARDED = (
@@ -210,6 +214,15 @@ def _sandbox(
         why = "shellenv cannot confine the shell it prints for (git lane exec KEY -- $SHELL can)"
     if not why:
         return True, []
+    if not (asked or mode == "required") and sandbox.undetermined(why):
+        raise Refusal(  # best-effort falls back only where Landlock is known to be missing
+            "sandbox_unavailable",
+            f'sandbox = "best-effort" is configured, and whether this kernel has Landlock '
+            f"cannot be told: {why}; nothing was run",
+            next=["git lane doctor"],
+            alternatives=[f"git lane config set sandbox off && {retry}"],
+            details={"lane": key, "sandbox": mode, "asked": asked, "abi": ver, "why": why},
+        )
     if asked or mode == "required":
         what = "--sandbox was asked for" if asked else 'sandbox = "required" is configured'
         nxt = [retry]
@@ -278,6 +291,8 @@ def run(
         repo, key, sandbox, _command(key, argv, " -c" if create_first else "")
     )
     if create_first:
+        from guard.commands import create
+
         try:
             create.run(repo, key, goal, None, progress, output, tick)
         except Refusal as r:
@@ -353,6 +368,7 @@ def _supervise(repo: Repo, key: str, argv: list[str], retry: str, confine: bool)
         "signal": None,
     }
     server: landsock.Server | None = None
+    watch: hookwatch.HookWatch | None = None
     ruleset: sandbox.Prepared | None = None
     private_tmp: str | None = None
     try:
@@ -366,11 +382,18 @@ def _supervise(repo: Repo, key: str, argv: list[str], retry: str, confine: bool)
             env[binding.LAND_SOCKET] = server.path
         if confine:
             ruleset, private_tmp = _confinement(repo, mine, env, retry)
+            if server is not None:
+                server.confine_gate = True  # CMD's land runs its gate confined too
         repo.store.event("exec", lane=key, argv=argv, pid=os.getpid(), sandbox=bool(ruleset))
+        watch = _hook_watch(repo, key)
+
+        def started() -> None:  # threads start after the fork (preexec_fn)
+            if server is not None:
+                server.start()
+            watch.start()
+
         try:
-            status, sig, pid = _spawn_and_wait(
-                argv, cwd, env, ruleset, server.start if server is not None else None
-            )
+            status, sig, pid = _spawn_and_wait(argv, cwd, env, ruleset, started)
         except sandbox.SandboxError as exc:
             raise _sandbox_failed(repo, key, str(exc), retry) from None
         result["pid"] = pid
@@ -382,6 +405,8 @@ def _supervise(repo: Repo, key: str, argv: list[str], retry: str, confine: bool)
             result["signal"] = sig
         result["exit_status"] = status
     finally:
+        if watch is not None:
+            watch.stop()
         if server is not None:
             server.close()  # after a land in progress ends: it runs as this lane's owner
         if ruleset is not None:
@@ -398,6 +423,24 @@ def _supervise(repo: Repo, key: str, argv: list[str], retry: str, confine: bool)
         signal=result["signal"],
     )
     return result
+
+
+def _hook_watch(repo: Repo, key: str) -> hookwatch.HookWatch:
+    """CMD may `chmod -x` a hook (no Landlock right covers modes; a shim cannot see a
+    chmod(2)): the supervisor puts the mode back at once (guard/hookwatch.py). The hooks
+    directory is asked of the common dir, never of the lane (its pointers are CMD's)."""
+    res = git.run(
+        ["rev-parse", "--path-format=absolute", "--git-path", "hooks"], repo.common_dir, check=False
+    )
+    hooks = res.stdout[:-1] if res.ok and res.stdout.endswith("\n") else ""
+    hooks = hooks or os.path.join(repo.common_dir, "hooks")
+    from guard import hookwatch
+    from guard.commands.install import HOOKS
+
+    def report(path: str, was: int, now: int) -> None:
+        repo.store.event("hook_mode_restored", lane=key, path=path, was=oct(was), mode=oct(now))
+
+    return hookwatch.HookWatch(Path(hooks), HOOKS, report, who=f"lane {key}")
 
 
 def _land_socket(
@@ -428,7 +471,8 @@ def _confinement(
     try:
         g = sandbox.grants(repo, rec, env)
     except sandbox.SandboxError as exc:
-        raise _sandbox_failed(repo, rec.key, str(exc), retry) from None
+        again = retry.replace("git lane exec ", "git lane exec --sandbox ", 1)
+        raise _sandbox_failed(repo, rec.key, str(exc), retry, _fix(exc, again)) from None
     rr = os.path.join(repo.common_dir, "rr-cache")
     if rr in g.writable and not os.path.isdir(rr):
         os.makedirs(rr, exist_ok=True)  # git would make it in the (unwritable) common dir
@@ -468,13 +512,25 @@ def _absorb(repo: Repo, rec: LaneRecord) -> None:
         repo.store.event("objects_kept_in_lane", lane=rec.key, why=why)
 
 
-def _sandbox_failed(repo: Repo, key: str, why: str, retry: str) -> Refusal:
+def _fix(exc: sandbox.SandboxError, retry: str) -> list[str]:
+    """The grants could not be decided (so --explain cannot list them either): the
+    commands that fix what was found, then the retry; else doctor."""
+    if not exc.next:
+        return ["git lane doctor"]
+    if exc.next[0].startswith("env "):  # a variable for this run: the retry with it
+        return [f"{exc.next[0]} {retry}"]
+    return [*exc.next, retry]
+
+
+def _sandbox_failed(
+    repo: Repo, key: str, why: str, retry: str, nxt: list[str] | None = None
+) -> Refusal:
     plain = retry.replace(" --sandbox", "")
-    alts = [] if repo.config["sandbox"] == "required" else [plain]
+    alts = [] if repo.config["sandbox"] == "required" or "--explain" in retry else [plain]
     return Refusal(
         "sandbox_failed",
         f"the sandbox for lane {key} could not be set up: {why}; nothing was run",
-        next=["git lane doctor", f"git lane exec {key} --sandbox --explain"],
+        next=nxt or ["git lane doctor", f"git lane exec {key} --sandbox --explain"],
         alternatives=alts,
         details={"lane": key, "why": why},
     )
@@ -607,8 +663,10 @@ def explain(repo: Repo, key: str) -> SandboxExplainResult:
     why = sandbox.usable(ver) if ver else why
     try:
         g = sandbox.grants(repo, rec)
+        writable = sandbox.granted(g)  # what prepare() grants: the paths that exist, checked
     except sandbox.SandboxError as exc:
-        raise _sandbox_failed(repo, key, str(exc), _command(key, [], " --sandbox")) from None
+        again = f"git lane exec {key} --sandbox --explain"
+        raise _sandbox_failed(repo, key, str(exc), again, _fix(exc, again)) from None
     return {
         "ok": True,
         "code": "explain",
@@ -616,7 +674,7 @@ def explain(repo: Repo, key: str) -> SandboxExplainResult:
         "abi": ver,
         "usable": not why,
         "why": why,
-        "writable": g.writable,
+        "writable": writable,
         "readable": g.readable,
         "private_tmp_under": g.private_tmp_under,
         "notes": g.notes,

@@ -67,14 +67,7 @@ def run(
         raise lane.not_active_refusal(repo, rec, f"is {rec.status}")
     lane.owner_conflict(repo, rec, "land")
     cfg = repo.config
-    command: str | None = cfg.get("gate_command") if cfg["gate"] == "on" else None
-    if cfg["gate"] == "on" and not command:
-        raise Refusal(
-            "gate_command_unset",
-            "the gate is on but no gate_command is set",
-            next=['git lane config set gate_command "pytest -q"' + lane.OWNER_NOTE],
-            alternatives=["git lane config set gate off  # land without a check"],
-        )
+    command = gate_command(repo)
     held = g1_lock(repo, key, wait, waiting, sync)
     try:
         landing.crash_point("locked")
@@ -109,6 +102,20 @@ def run(
 
         crossrebase.report(done, crossrebase.after_land(repo, key))
     return done
+
+
+def gate_command(repo: Repo) -> str | None:
+    """The gate to run (None: `gate = "off"`); refused when the gate is on but unset."""
+    cfg = repo.config
+    command: str | None = cfg.get("gate_command") if cfg["gate"] == "on" else None
+    if cfg["gate"] == "on" and not command:
+        raise Refusal(
+            "gate_command_unset",
+            "the gate is on but no gate_command is set",
+            next=['git lane config set gate_command "pytest -q"' + lane.OWNER_NOTE],
+            alternatives=["git lane config set gate off  # land without a check"],
+        )
+    return command
 
 
 def worker_land_refusal(key: str, usage: str = "") -> Refusal:
@@ -542,9 +549,11 @@ def g4_gate(
     assert t.tip is not None
     if clean:
         with gate.clean_worktree(repo.common_dir, t.tip) as where:
-            g = gate.run(command, where, timeout, t.key, output, tick)
+            admin = git.worktree_git_dir(where)
+            also = [where, *([str(admin.resolve())] if admin is not None else [])]
+            g = _run_gate(repo, t.key, command, where, timeout, output, tick, also)
     else:
-        g = gate.run(command, t.path, timeout, t.key, output, tick)
+        g = _run_gate(repo, t.key, command, t.path, timeout, output, tick, [])
     if g.status == "timeout":
         raise Refusal(
             "gate_timeout",
@@ -591,6 +600,56 @@ def g4_gate(
     if hub is not None:
         g6_hub(hub, policy.overlapping(hub_dirty(hub.path, changed), changed), t.key)
     return g.summary()
+
+
+def _run_gate(
+    repo: Repo,
+    key: str,
+    command: str,
+    cwd: str,
+    timeout: int,
+    output: gate.Output | None,
+    tick: gate.Tick | None,
+    also: list[str],
+) -> gate.GateRun:
+    """The gate, run as is; or, in the land a sandboxed exec runs for its CMD (gate.CONFINE,
+    the supervisor's word), under the lane's own sandbox grants plus `also` (a clean gate
+    worktree and its admin dir) and a private TMPDIR when the temp dir holds the
+    repository. A gate that cannot be confined is not run: sandbox_failed."""
+    if not gate.CONFINE:
+        return gate.run(command, cwd, timeout, key, output, tick)
+    import shutil
+    import tempfile
+
+    from guard import sandbox
+
+    private = None
+    ruleset = None
+    try:
+        try:
+            g = sandbox.grants(repo, lane.get(repo, key))
+            if g.private_tmp_under is not None:
+                try:
+                    private = tempfile.mkdtemp(prefix=f"git-lane-{key}-", dir=g.private_tmp_under)
+                except OSError as exc:
+                    raise sandbox.SandboxError(f"no private temp dir: {exc.strerror}") from None
+            ruleset = sandbox.prepare(g, [*also, *([private] if private else [])])
+            env = {"GITLANE_GATE_LANE": key, **({"TMPDIR": private} if private else {})}
+            return gate.run(command, cwd, timeout, key, output, tick, env, ruleset)
+        except (sandbox.SandboxError, gate.NotConfined) as exc:
+            raise Refusal(
+                "sandbox_failed",
+                f"the gate of lane {key}, landed for a sandboxed `git lane exec`, must run "
+                f"under the lane's sandbox, and it could not be confined: {exc}; the gate "
+                "was not run, nothing was landed",
+                next=["git lane doctor", f"git lane land {key}" + lane.OWNER_NOTE],
+                details={"lane": key, "why": str(exc), "gate": command},
+            ) from None
+    finally:
+        if ruleset is not None:
+            ruleset.close()
+        if private is not None:
+            shutil.rmtree(private, ignore_errors=True)
 
 
 def g5_main_as_landed(repo: Repo, main_before: str) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from guard import git, landed, lane, lock, policy
+from guard import git, landed, lane, lock, policy, ready
 from guard.errors import GitError, Refusal
 from guard.commands.land import hub_next
 from guard.repo import Repo
@@ -32,9 +32,13 @@ def lock_view(repo: Repo) -> LockView | None:
     }
 
 
-def run(repo: Repo, key: str | None = None, all_: bool = False) -> StatusResult:
+def run(
+    repo: Repo, key: str | None = None, all_: bool = False, conflicts: bool = False
+) -> StatusResult:
     """Released lanes are left out (counted in `released_hidden`) unless `all_`, or the
-    lane is named by `key`: text and JSON list the same lanes."""
+    lane is named by `key`: text and JSON list the same lanes. With `conflicts`, each
+    lane's `would_conflict` says what it would conflict with ("main", lane keys; None:
+    not asked, or the lane cannot be predicted: `git lane conflicts` says why)."""
     named = key
     if lane.bound_lane() is not None or key is not None:
         key = lane.resolve_key(key, "status")  # status is read-only: an unbound worker sees all
@@ -99,7 +103,18 @@ def run(repo: Repo, key: str | None = None, all_: bool = False) -> StatusResult:
     if key is None:  # an unreadable record is shown, never dropped
         lanes.extend(corrupt_view(repo, k) for k in repo.store.lane_keys() if k not in readable)
         lanes.sort(key=lambda v: v["key"])
+    for v in lanes:  # the ready mark (guard/ready.py): None, or its tip and whether it is current
+        v["ready"] = ready.view(ready.read(repo.state_dir, v["key"]), v.get("tip"))
     hub_dirty: list[str] = results[0] if hub is not None else []
+    with_conflicts = None
+    if conflicts:
+        from guard import conflicts as predict
+
+        with_conflicts = predict.would_conflict(
+            predict.prediction(repo, [key] if key is not None else None)
+        )
+    for v in lanes:
+        v["would_conflict"] = with_conflicts.get(v["key"]) if with_conflicts is not None else None
     landing_open = repo.store.landing_path.exists()
     alerts = switched_off(repo) + hooks_alerts(repo)
     if ep.epoch and not landing_open:  # mid-land, main is ahead of epoch.json by design
