@@ -23,6 +23,8 @@ Set by exec only (not by shellenv, which cannot supervise), so not in NAMES:
     GITLANE_LAND_SOCKET  the supervisor's land socket (guard/landsock.py): a bound
                          process's `git lane land` asks it to land the lane
     GITLANE_SANDBOX      "landlock-abi-N" when exec confined the process (unset otherwise)
+    GITLANE_OBJECTS      the lane's private object store, also GIT_OBJECT_DIRECTORY, when
+                         confined (guard/objects.py): the engine's git calls inside keep it
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ XDG_AT_EXEC = "GITLANE_XDG_CONFIG_HOME"
 PORT = "GITLANE_PORT"
 LAND_SOCKET = "GITLANE_LAND_SOCKET"
 SANDBOX = "GITLANE_SANDBOX"  # set only when exec confined the process, so not in NAMES
+OBJECTS = "GITLANE_OBJECTS"  # likewise: the lane's private object store (guard/objects.py)
 PROGRAM_ENV = "GITLANE_PROGRAM_ENV"
 
 # the variables naming a program git runs past the shim (shimpolicy.program_env judges them)

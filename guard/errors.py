@@ -92,6 +92,12 @@ CODES: dict[str, Code] = _codes(
     ("lock_busy", "engine", "G1", "another land holds the integration lock"),
     ("lock_lost", "engine", "G1", "the lock record changed under a running land"),
     ("main_update_failed", "engine", "G5", "git refused the compare-and-swap of main"),
+    (
+        "objects_corrupt",
+        "engine",
+        "G5",
+        "a sandboxed lane's objects do not verify (re-hashed) or are incomplete in the shared store",
+    ),
     ("reconcile_ambiguous", "engine", None, "a dead land left main at neither recorded value"),
     ("no_landed_tip", "engine", None, "restore-main: nothing was ever landed"),
     (

@@ -128,11 +128,27 @@ def base_env(extra: Mapping[str, str] | None = None, scrub: bool = True) -> dict
     if scrub:
         for k in REPO_POINTERS:
             env.pop(k, None)
+        _keep_lane_store(env)
     env.setdefault("GIT_TERMINAL_PROMPT", "0")
     env["GITLANE_INTERNAL"] = "1"  # our own call: the git shim lets it through (shims/git)
     if extra:
         env.update(extra)
     return env
+
+
+def _keep_lane_store(env: dict[str, str]) -> None:
+    """Inside `exec --sandbox` the shared object store is not writable: the engine's git
+    calls (a sync's rebase, a commit's hooks) keep writing into the lane's private store
+    that exec named (guard/objects.py). Only that exact pairing is kept; whatever it
+    names, the kernel lets CMD's git write no other store."""
+    from guard import binding
+
+    store = os.environ.get(binding.OBJECTS)
+    if store and os.environ.get("GIT_OBJECT_DIRECTORY") == store:
+        env["GIT_OBJECT_DIRECTORY"] = store
+        env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = os.environ.get(
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES", ""
+        )
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ test against the real kernel (tests/test_sandbox.py). Three steps:
 
 - `abi()`: the kernel's Landlock ABI (0 = none), never raises;
 - `grants(repo, rec)`: the decision, pure given the facts: read+execute everywhere, every
-  right on the lane's worktree, the common dir's `objects/`, the lane's admin dir under
-  `worktrees/`, the loose-ref and reflog directories of lane branches (`refs/heads/lane/`,
+  right on the lane's worktree, the lane's admin dir under `worktrees/` (with its private
+  object store `objects/`: the shared `objects/` is not writable, guard/objects.py), the loose-ref and reflog directories of lane branches (`refs/heads/lane/`,
   `logs/refs/heads/lane/`: shared by every lane, see docs/trust-boundary.md), `rr-cache/`
   when rerere is on, the temp and cache dirs, `sandbox_writable`, and the terminal devices;
 - `prepare(grants)`: builds the ruleset in the caller (the supervisor: it opens the paths
@@ -257,8 +257,8 @@ def decide(f: Facts) -> Grants:
     lane_refs = ("refs/heads/lane", "logs/refs/heads/lane")
     writable = [
         f.lane_path,
-        os.path.join(common, "objects"),
         f.admin_dir,
+        os.path.join(f.admin_dir, "objects"),  # the lane's private object store
         *(os.path.join(common, r) for r in lane_refs),
     ]
     notes = [
@@ -266,7 +266,8 @@ def decide(f: Facts) -> Grants:
         "refs/heads/lane/ and logs/refs/heads/lane/ are shared by every lane: the kernel lets "
         "this lane's processes write other lanes' branches too (sync/land detect a moved "
         "lane branch: lane_branch_moved)",
-        "objects/ is writable: new objects can be added (they change no ref)",
+        "objects/ is not writable: CMD's git writes objects into the lane's own store "
+        "(worktrees/<id>/objects, GIT_OBJECT_DIRECTORY), which land re-hashes into objects/",
         "packed-refs is not writable, and git locks it to delete any ref: git branch -d and "
         "update-ref -d fail, and a rebase leaves a stale CHERRY_PICK_HEAD in the lane "
         "(git lane sync removes it; git lane release, outside, deletes lane branches)",

@@ -1409,7 +1409,8 @@ def _paths(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
             (
                 "GIT_OBJECT_DIRECTORY",
                 env["GIT_OBJECT_DIRECTORY"],
-                (os.path.join(f.common, "objects"),),
+                # the shared store, or the lane's private one (exec --sandbox: guard/objects.py)
+                (os.path.join(f.common, "objects"), os.path.join(f.lane_git_dir, "objects")),
             )
         )
     if not gd:

@@ -241,9 +241,18 @@ def test_explain(hub: Repo) -> None:
     assert (j["code"], j["abi"], j["usable"], j["readable"]) == ("explain", _ABI, True, ["/"])
     w = j["writable"]
     assert str(lane_path.resolve()) in w
-    for sub in ("objects", "refs/heads/lane", "logs/refs/heads/lane", "worktrees/alpha"):
+    for sub in ("worktrees/alpha", "refs/heads/lane", "logs/refs/heads/lane"):
         assert os.path.join(common, sub) in w
-    for never in ("", "refs", "refs/heads", "hooks", "info", "git-lane", "refs/git-lane"):
+    for never in (
+        "",
+        "objects",
+        "refs",
+        "refs/heads",
+        "hooks",
+        "info",
+        "git-lane",
+        "refs/git-lane",
+    ):
         assert os.path.join(common, never).rstrip("/") not in w
     assert str(hub.path) not in w
     # tmp_path is under the temp dir: CMD gets a private one, not all of /tmp
@@ -321,8 +330,8 @@ def test_decide_is_narrow() -> None:
     g = sandbox.decide(f)
     assert g.writable[:6] == [
         "/w/lanes/a",
-        "/r/.git/objects",
         "/r/.git/worktrees/a",
+        "/r/.git/worktrees/a/objects",
         "/r/.git/refs/heads/lane",
         "/r/.git/logs/refs/heads/lane",
         "/r/.git/rr-cache",

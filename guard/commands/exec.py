@@ -23,7 +23,7 @@ from pathlib import Path
 import guard
 from typing import TYPE_CHECKING
 
-from guard import binding, git, landsock, lane, policy, procs, resources, sandbox, seccomp
+from guard import binding, git, landsock, lane, objects, policy, procs, resources, sandbox, seccomp
 from guard.errors import Refusal
 from guard.repo import Repo
 from guard.store import LaneRecord
@@ -361,7 +361,9 @@ def _cwd(lane_path: str) -> str:
 def _supervise(repo: Repo, key: str, argv: list[str], retry: str, confine: bool) -> ExecResult:
     before, mine = _claim(repo, key, retry)
     # GITLANE_SANDBOX says what this exec confined, never what an outer one did
-    env = {k: v for k, v in os.environ.items() if k not in (*DROPPED, binding.SANDBOX)}
+    env = {
+        k: v for k, v in os.environ.items() if k not in (*DROPPED, binding.SANDBOX, binding.OBJECTS)
+    }
     result: ExecResult = {
         "ok": True,
         "code": "exited",
@@ -417,6 +419,7 @@ def _supervise(repo: Repo, key: str, argv: list[str], retry: str, confine: bool)
             server.close()  # after a land in progress ends: it runs as this lane's owner
         if ruleset is not None:
             ruleset.close()
+            _absorb(repo, mine)
         if private_tmp is not None:
             shutil.rmtree(private_tmp, ignore_errors=True)
         _unclaim(repo, before, mine)
@@ -482,6 +485,7 @@ def _confinement(
     rr = os.path.join(repo.common_dir, "rr-cache")
     if rr in g.writable and not os.path.isdir(rr):
         os.makedirs(rr, exist_ok=True)  # git would make it in the (unwritable) common dir
+    store = _lane_objects(repo, rec, env, retry)
     private = None
     if g.private_tmp_under is not None:
         try:  # mkdtemp: 0700, a fresh name; the shared temp dir itself is not granted
@@ -494,7 +498,7 @@ def _confinement(
     for name in UNSET_IN_SANDBOX:  # not a barrier: see docs/trust-boundary.md
         env.pop(name, None)
     try:
-        ruleset = sandbox.prepare(g, [private] if private else [])
+        ruleset = sandbox.prepare(g, [store, *([private] if private else [])])
         seal = seccomp.prepare()
     except sandbox.SandboxError as exc:
         if private is not None:
@@ -502,6 +506,27 @@ def _confinement(
         raise _sandbox_failed(repo, rec.key, str(exc), retry) from None
     env[binding.SANDBOX] = f"landlock-abi-{ruleset.abi}"
     return ruleset, seal, private
+
+
+def _lane_objects(repo: Repo, rec: LaneRecord, env: dict[str, str], retry: str) -> str:
+    """CMD's git writes objects only into the lane's private store (the shared one is not
+    granted: guard/objects.py); listed as an alternate first, so everyone sees them."""
+    try:
+        store = objects.enroll(repo, rec.path)
+    except OSError as exc:
+        raise _sandbox_failed(repo, rec.key, f"the lane's object store: {exc}", retry) from None
+    env["GIT_OBJECT_DIRECTORY"] = store
+    env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = objects.shared(repo.common_dir)
+    env[binding.OBJECTS] = store
+    return store
+
+
+def _absorb(repo: Repo, rec: LaneRecord) -> None:
+    """CMD's commits into the shared store, verified, so they outlive the lane's admin dir
+    (guard/objects.py absorb); what does not verify stays where it is, logged."""
+    why = objects.absorb(repo, rec.key, rec.path, rec.branch)
+    if why:
+        repo.store.event("objects_kept_in_lane", lane=rec.key, why=why)
 
 
 def _fix(exc: sandbox.SandboxError, retry: str) -> list[str]:

@@ -20,7 +20,7 @@ import signal
 from dataclasses import dataclass
 from typing import cast
 
-from guard import gate, git, landed, landing, lane, lock, policy, recovery
+from guard import gate, git, landed, landing, lane, lock, objects, policy, recovery
 from guard.errors import GitError, Interrupted, Refusal
 from guard.hookcheck import _PICKAXE as MARKER_PICKAXE  # one marker pre-filter, hook and land
 from guard.hookcheck import added_blocks, added_lines
@@ -249,6 +249,7 @@ def _land_locked(
     summary: GateSummary = {"command": command, "status": "off", "seconds": 0.0}
     if command is not None:
         summary = g4_gate(repo, t, command, timeout, clean, changed, output, tick)
+    g5_objects(repo, t, tip)
     # Only now, with the gate passed and the tip re-checked, does the lock record name the
     # move the reference-transaction hook may let through: no git run earlier under this
     # land (nor anything the gate started) could have made it.
@@ -680,6 +681,13 @@ def g5_main_as_landed(repo: Repo, main_before: str) -> None:
     from guard.commands.restore_main import moved_refusal
 
     raise moved_refusal(repo, repo.main_ref, main_before, last, rel, details)
+
+
+def g5_objects(repo: Repo, t: Target, tip: str) -> None:
+    """G5: main may only name objects the shared store holds itself, verified: a sandboxed
+    lane's own store is re-hashed into it, and the tip checked complete without any
+    alternate (objects_corrupt otherwise; guard/objects.py)."""
+    objects.import_lane(repo, t.key, t.path, t.main_before, tip)
 
 
 def g5_move_main(repo: Repo, t: Target, tip: str, epoch: int) -> None:

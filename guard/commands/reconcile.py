@@ -11,7 +11,7 @@ import os
 from dataclasses import replace
 from typing import Any
 
-from guard import git, landed, landing, lane, lock, policy, procs, recovery
+from guard import git, landed, landing, lane, lock, objects, policy, procs, recovery
 from guard.commands import repair
 from guard.repo import Repo
 from guard.results import ReconcileResult
@@ -23,6 +23,7 @@ def run(repo: Repo) -> ReconcileResult:
     changes: list[dict[str, Any]] = repo.store.repair_layout()  # directories where files belong
     changes.extend(landing.recover(repo))
     changes.extend(lock.clear_dead(repo))
+    objects.forget(repo)  # alternates entries of lane stores a worktree prune took
     with lane.registry_lock(repo):
         wts = repo.worktrees()
         idx = git.by_path(wts)

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from guard import git, lane, lock, recovery
+from guard import git, lane, lock, objects, recovery
 from guard.errors import Refusal
 from guard.lane import CONFIRM, LOCK_REASON
 from guard.repo import Repo
@@ -146,6 +146,7 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
         owner_start=None,
     )
     repo.store.write_lane(new)
+    objects.forget(repo)  # the lane's store went with its admin dir: drop its alternates entry
     repo.store.drop_setup_manifest(key)
     list_path(repo, key).unlink(missing_ok=True)
     _prune_agent_excludes(repo, key)

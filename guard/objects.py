@@ -1,0 +1,326 @@
+"""A sandboxed lane's private object store, and its import into the shared one at land.
+
+Under `git lane exec --sandbox` the shared store `<common>/objects/` is not writable: Landlock
+cannot tell a new file from an existing one, so a grant to add objects is a grant to rewrite
+main's history in place (git does not re-hash what it reads). CMD's git writes instead into
+`<common>/worktrees/<id>/objects` (GIT_OBJECT_DIRECTORY), inside the lane's admin dir, and
+reads the shared store as an alternate. Three steps, all outside the sandbox:
+
+- `enroll`: exec makes the lane's store and lists it in `<common>/objects/info/alternates`
+  (atomic, idempotent), so every other git process sees the lane's objects. Git looks in the
+  shared store first, so nothing a lane writes can shadow an object main has;
+- `import_lane`: land copies what the tip needs and main lacks into the shared store through
+  `index-pack --strict`, which recomputes every object's name from its bytes, and then checks
+  the tip is complete in the shared store alone (a view of it without alternates) before main
+  moves: an object forged in any lane's store cannot become main's;
+- `forget`: release drops the lane's entry (and any entry whose directory is gone) once the
+  admin dir is removed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from guard import git
+from guard.errors import Refusal
+from guard.store import FileLock, atomic_write
+
+if TYPE_CHECKING:
+    from guard.repo import Repo
+
+_NO_REPLACE = {"GIT_NO_REPLACE_OBJECTS": "1"}
+
+
+def shared(common: str | os.PathLike[str]) -> str:
+    return os.path.join(os.path.realpath(common), "objects")
+
+
+def admin_dir(common: str | os.PathLike[str], lane_path: str) -> str | None:
+    """The lane's admin dir `<common>/worktrees/<id>`, found from git's side (the `gitdir`
+    file that names the lane's `.git`), never from the lane's own, writable `.git` file."""
+    base = os.path.join(os.path.realpath(common), "worktrees")
+    want = os.path.join(os.path.realpath(lane_path), ".git")
+    try:
+        ids = sorted(os.listdir(base))
+    except OSError:
+        return None
+    for wid in ids:
+        try:
+            with open(os.path.join(base, wid, "gitdir"), encoding="utf-8") as fh:
+                named = fh.read().rstrip("\n")
+        except OSError:
+            continue
+        if os.path.realpath(named) == want:
+            return os.path.join(base, wid)
+    return None
+
+
+def lane_store(common: str | os.PathLike[str], lane_path: str) -> str | None:
+    """The lane's private store, when the lane has one (it was ever sandboxed)."""
+    admin = admin_dir(common, lane_path)
+    if admin is None:
+        return None
+    store = os.path.join(admin, "objects")
+    return store if os.path.isdir(store) and not os.path.islink(store) else None
+
+
+def _alternates(common: str | os.PathLike[str]) -> Path:
+    return Path(shared(common)) / "info" / "alternates"
+
+
+def entries(common: str | os.PathLike[str]) -> list[str]:
+    try:
+        text = _alternates(common).read_text(encoding="utf-8")
+    except OSError:
+        return []
+    return [ln for ln in text.splitlines() if ln.strip()]
+
+
+def _rewrite(repo: Repo, change: list[str], drop: list[str]) -> None:
+    """Add `change`, drop `drop` and entries for lane stores that are gone, under a lock."""
+    with FileLock(repo.store.dir / "locks" / "alternates.lock"):
+        path = _alternates(repo.common_dir)
+        old = entries(repo.common_dir)
+        lanes = os.path.join(os.path.realpath(repo.common_dir), "worktrees") + "/"
+        new = [
+            e for e in old if e not in drop and not (e.startswith(lanes) and not os.path.isdir(e))
+        ]
+        new += [c for c in change if c not in new]
+        if new == old:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if new:
+            atomic_write(path, "".join(e + "\n" for e in new).encode("utf-8"))
+        else:
+            path.unlink(missing_ok=True)
+
+
+def enroll(repo: Repo, lane_path: str) -> str:
+    """Make the lane's private store (if it has none) and list it as an alternate of the
+    shared one; returns its path. Raises OSError when it cannot."""
+    admin = admin_dir(repo.common_dir, lane_path)
+    if admin is None:
+        raise OSError(f"no admin dir under {repo.common_dir}/worktrees names {lane_path}")
+    store = os.path.join(admin, "objects")
+    # CMD could write these (the admin dir is granted): what is not a plain directory is
+    # set aside (kept, never followed), so what we write next lands where we mean
+    for d in (store, os.path.join(store, "pack"), os.path.join(store, "info")):
+        if os.path.islink(d) or (os.path.lexists(d) and not os.path.isdir(d)):
+            os.replace(d, d + f".aside-{os.getpid()}")
+        os.makedirs(d, mode=0o755, exist_ok=True)
+    # the store reads the shared one by itself too: a tool that names its own alternates
+    # (GIT_ALTERNATE_OBJECT_DIRECTORIES, as export does) still sees main's objects. CMD may
+    # rewrite this file: it only changes what is read through the lane's store, which
+    # land never trusts (import_lane re-hashes; the shared store is searched first)
+    alt = Path(store) / "info" / "alternates"
+    if alt.is_symlink():
+        alt.unlink()
+    want = shared(repo.common_dir) + "\n"
+    try:
+        current = alt.read_text(encoding="utf-8")
+    except OSError:
+        current = None
+    if current != want:
+        atomic_write(alt, want.encode("utf-8"))
+    _rewrite(repo, [store], [])
+    return store
+
+
+def forget(repo: Repo, lane_path: str | None = None) -> None:
+    """Drop the lane's entry (once its admin dir is gone, or now) and every entry whose
+    lane store no longer exists: git warns about a missing alternate on every run."""
+    drop: list[str] = []
+    if lane_path is not None:
+        admin = admin_dir(repo.common_dir, lane_path)
+        if admin is not None:
+            drop.append(os.path.join(admin, "objects"))
+    _rewrite(repo, [], drop)
+
+
+def _lane_entries(common: str | os.PathLike[str]) -> tuple[list[str], list[str]]:
+    """(lane stores, the user's own alternates: a `clone --reference`), absolute."""
+    base = shared(common)
+    lanes_dir = os.path.join(os.path.realpath(common), "worktrees") + "/"
+    lanes: list[str] = []
+    own: list[str] = []
+    for e in entries(common):
+        full = e if os.path.isabs(e) else os.path.normpath(os.path.join(base, e))
+        (lanes if full.startswith(lanes_dir) else own).append(full)
+    return lanes, own
+
+
+_FANOUT = [f"{i:02x}" for i in range(256)]
+
+
+def _view(repo: Repo, own: list[str]) -> str:
+    """A directory that is the shared store without the lanes' stores: its 256 fan-out
+    directories and pack/ linked in (a link may dangle until git makes the directory), and
+    only the user's own alternates. Kept in git-lane's state, which no sandbox can write,
+    and made once (links are slow to make on some filesystems): a view that is not
+    exactly this is rebuilt."""
+    real = shared(repo.common_dir)
+    os.makedirs(os.path.join(real, "pack"), exist_ok=True)
+    view = str(repo.store.dir / "objects-view")
+    want = "".join(e + "\n" for e in own)
+    if not _view_ok(view, real, want):
+        tmp = tempfile.mkdtemp(prefix="objects-view-", dir=repo.store.dir)
+        for name in [*_FANOUT, "pack"]:
+            os.symlink(os.path.join(real, name), os.path.join(tmp, name))
+        if own:
+            os.mkdir(os.path.join(tmp, "info"))
+            with open(os.path.join(tmp, "info", "alternates"), "w", encoding="utf-8") as fh:
+                fh.write(want)
+        if os.path.lexists(view):
+            old = tempfile.mkdtemp(prefix="objects-view-old-", dir=repo.store.dir)
+            try:
+                os.replace(view, os.path.join(old, "v"))
+            except OSError:
+                pass  # another land or exec replaced it first
+            shutil.rmtree(old, ignore_errors=True)
+        try:
+            os.replace(tmp, view)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if not _view_ok(view, real, want):
+            raise OSError(f"cannot make a view of the shared object store at {view}")
+    return view
+
+
+def _view_ok(view: str, real: str, want: str) -> bool:
+    try:
+        names = sorted(os.listdir(view))
+        if names != sorted([*_FANOUT, "pack", *(["info"] if want else [])]):
+            return False
+        if any(
+            os.readlink(os.path.join(view, n)) != os.path.join(real, n)
+            for n in names
+            if n != "info"
+        ):
+            return False
+        if want:
+            if os.path.islink(os.path.join(view, "info")):
+                return False
+            return sorted(os.listdir(os.path.join(view, "info"))) == ["alternates"] and (
+                Path(view, "info", "alternates").read_text(encoding="utf-8") == want
+            )
+        return True
+    except OSError:
+        return False
+
+
+def _missing(repo: Repo, view: str, tip: str, base: str | None) -> list[str]:
+    """Objects the tip needs (and `base` does not) that the shared store alone lacks."""
+    env = {"GIT_OBJECT_DIRECTORY": view, "GIT_ALTERNATE_OBJECT_DIRECTORIES": "", **_NO_REPLACE}
+    revs = [tip] + ([f"^{base}"] if base else [])
+    listed = git.run(["rev-list", "--objects", *revs, "--"], repo.common_dir, env=env, check=False)
+    if not listed.ok:
+        return [tip]
+    names = "".join(ln.split(" ", 1)[0] + "\n" for ln in listed.lines())
+    res = git.run(
+        ["cat-file", "--batch-check=%(objectname)"],
+        repo.common_dir,
+        env=env,
+        input=names,
+        check=False,
+    )
+    if not res.ok:
+        return [tip]
+    return [ln.split(" ", 1)[0] for ln in res.lines() if ln.endswith(" missing")]
+
+
+def import_lane(repo: Repo, key: str, lane_path: str, base: str | None, tip: str) -> int:
+    """Copy what `tip` needs and `base` (main) lacks from the lane's store into the shared
+    one, every object re-hashed; then refuse (objects_corrupt) unless the tip is complete
+    in the shared store alone. Returns the number of objects packed (0: nothing to do)."""
+    store = lane_store(repo.common_dir, lane_path)
+    lanes, own = _lane_entries(repo.common_dir)
+    if store is None and not lanes:
+        return 0  # no lane store anywhere: every object git can read is the shared store's
+    try:
+        view = _view(repo, own)
+        if not _missing(repo, view, tip, base):
+            return 0  # the shared store alone already holds all of it
+        revs = f"{tip}\n" + (f"^{base}\n" if base else "")
+        # read through the lane's own store first, then the shared one: another lane's
+        # store (an alternate of the shared one) is consulted only for what neither has
+        read_env = {
+            "GIT_OBJECT_DIRECTORY": store or shared(repo.common_dir),
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES": shared(repo.common_dir) if store else "",
+            **_NO_REPLACE,
+        }
+        packed = git.run(
+            ["pack-objects", "--revs", "--stdout", "-q"],
+            repo.common_dir,
+            env=read_env,
+            input=revs,
+            check=False,
+        )
+        if not packed.ok:
+            raise _corrupt(key, lane_path, tip, [], packed.stderr)
+        data = packed.stdout
+        count = int.from_bytes(data.encode("utf-8", "surrogateescape")[8:12], "big")
+        # into the real pack dir through the view: every object re-hashed from its bytes,
+        # and no lane's store consulted for the collision check or --strict's link check
+        res = git.run(
+            ["index-pack", "--strict", "--stdin"],
+            repo.common_dir,
+            env={
+                "GIT_OBJECT_DIRECTORY": view,
+                "GIT_ALTERNATE_OBJECT_DIRECTORIES": "",
+                **_NO_REPLACE,
+            },
+            input=data,
+            check=False,
+        )
+        if not res.ok:
+            raise _corrupt(key, lane_path, tip, [], res.stderr)
+        missing = _missing(repo, view, tip, base)
+        if missing:
+            raise _corrupt(key, lane_path, tip, missing, "")
+        return count
+    except OSError as exc:
+        raise _corrupt(
+            key, lane_path, tip, [], f"the shared store could not be checked: {exc}"
+        ) from None
+
+
+def absorb(repo: Repo, key: str, lane_path: str, branch: str) -> str:
+    """After a sandboxed CMD ends: copy, verified, what the lane's branch holds beyond main
+    into the shared store, so the lane's commits outlive its admin dir (a `git worktree
+    prune` after its worktree was deleted by hand takes the lane's store with it).
+    Returns "" or why it did not (the objects then stay in the lane's store; its land
+    checks them again and refuses objects_corrupt)."""
+    tip = git.ref_sha(repo.common_dir, f"refs/heads/{branch}")
+    if tip is None:
+        return "no branch"
+    try:
+        import_lane(repo, key, lane_path, repo.main_sha(), tip)
+    except Refusal as r:
+        return r.code
+    except OSError as exc:
+        return str(exc)
+    return ""
+
+
+def _corrupt(key: str, lane_path: str, tip: str, missing: list[str], stderr: str) -> Refusal:
+    why = stderr.strip().splitlines()[-1] if stderr.strip() else ""
+    what = (
+        f"{len(missing)} object(s) it needs are not in the shared store ({missing[0][:12]}...)"
+        if missing
+        else f"its objects do not verify ({why or 'index-pack refused them'})"
+    )
+    return Refusal(
+        "objects_corrupt",
+        f"lane {key}'s tip {tip[:12]} cannot land: {what}. Objects in a sandboxed lane's own "
+        f"store are re-hashed before main may name them; main was not moved",
+        next=[f"git -C {git.q(lane_path)} fsck --full --no-dangling"],
+        alternatives=[
+            f"git lane export {key}",
+            f"git lane release {key} --confirm yes-discard-lane",
+        ],
+        details={"lane": key, "tip": tip, "missing": missing[:20], "stderr": stderr[-2000:]},
+    )

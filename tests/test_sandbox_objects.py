@@ -1,0 +1,295 @@
+"""A sandboxed lane's private object store (guard/objects.py): real kernel, real processes.
+
+Inside `git lane exec --sandbox` the shared store `<common>/objects/` is not writable, so
+CMD cannot rewrite main's history in place (rename over a loose object, overwrite a pack,
+the alternates file, the commit-graph); its git writes into `worktrees/<id>/objects`,
+which every other git process reads as an alternate, and which land re-hashes into the
+shared store before main moves (a forged object is refused: objects_corrupt)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import LaneRun, Repo, git
+
+from guard import sandbox
+
+_ABI = sandbox.abi()
+pytestmark = pytest.mark.skipif(
+    bool(sandbox.usable(_ABI)),
+    reason=f"no usable Landlock on this kernel: {sandbox.usable(_ABI)} ({sandbox.probe()[1]})",
+)
+REAL_GIT = os.path.realpath(shutil.which("git") or "/usr/bin/git")
+
+TRY = r"""
+try() {
+	name=$1
+	shift
+	out=$("$@" 2>&1 </dev/null)
+	printf 'CASE %s %s\n' "$name" "$?"
+	printf '%s\n' "$out" | sed 's/^/    | /'
+}
+"""
+
+# write a loose object file by hand: python3 - PATH TYPE CONTENT_FILE (rename over it)
+LOOSE = r"""
+loose() {
+python3 - "$@" <<'P'
+import os, sys, zlib
+path, kind, src = sys.argv[1:4]
+body = open(src, "rb").read()
+os.makedirs(os.path.dirname(path), exist_ok=True)
+with open(path + ".x", "wb") as fh:
+    fh.write(zlib.compress(kind.encode() + b" %d\0" % len(body) + body))
+os.replace(path + ".x", path)
+P
+}
+"""
+
+
+@pytest.fixture
+def hub(repo: Repo, gitlane_on_path: Path) -> Repo:
+    repo.commit(repo.path, "a.txt", "base\n")
+    assert repo.lane("install").rc == 0
+    repo.config("gate_command", "true")
+    return repo
+
+
+def _run(hub: Repo, tmp_path: Path, body: str, *args: str, key: str = "alpha") -> LaneRun:
+    script = tmp_path / f"script-{key}.sh"
+    script.write_text(TRY + LOOSE + body)
+    return hub.lane("exec", "--sandbox", key, "--", "sh", str(script), *args)
+
+
+def _rcs(out: str) -> dict[str, int]:
+    return {ln.split()[1]: int(ln.split()[2]) for ln in out.splitlines() if ln.startswith("CASE ")}
+
+
+def _main_move(hub: Repo, name: str) -> str:
+    """The owner moves main (hooks off for one command: the owner's escape hatch)."""
+    (hub.path / name).write_text(name + "\n")
+    hub.git("add", name)
+    hub.git("-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", f"main: {name}")
+    return hub.sha() or ""
+
+
+def _alternates(hub: Repo) -> list[str]:
+    f = hub.common_dir / "objects" / "info" / "alternates"
+    return f.read_text().splitlines() if f.exists() else []
+
+
+def _store(hub: Repo, lane_path: Path) -> Path:
+    gd = Path(git(lane_path, "rev-parse", "--absolute-git-dir").stdout.strip())
+    return gd.resolve() / "objects"
+
+
+def _shared_alone(hub: Repo, *args: str) -> str:
+    """`git ARGS` in the hub with the lanes' stores out of sight (alternates moved aside)."""
+    alt = hub.common_dir / "objects" / "info" / "alternates"
+    aside = alt.with_name("alternates.aside")
+    if alt.exists():
+        alt.rename(aside)
+    try:
+        return hub.git(*args).stdout
+    finally:
+        if aside.exists():
+            aside.rename(alt)
+
+
+ATTACKS = r"""
+C=$1 M=$2 PACK=$3
+printf 'evil\n' > "$TMPDIR/evil"
+O="$C/objects/$(echo "$M" | cut -c1-2)/$(echo "$M" | cut -c3-)"
+try rename_over_commit loose "$O" commit "$TMPDIR/evil"
+try overwrite_commit sh -c 'printf x > "$1"' - "$O"
+try truncate_commit truncate -s 0 "$O"
+try overwrite_pack sh -c 'printf x > "$1"' - "$PACK"
+try rename_over_pack sh -c 'cp "$1" "$2.x" && mv "$2.x" "$1"' - "$TMPDIR/evil" "$PACK"
+try alternates sh -c 'printf "/tmp\n" >> "$1/objects/info/alternates"' - "$C"
+try commit_graph sh -c 'printf x > "$1/objects/info/commit-graph"' - "$C"
+try new_loose sh -c 'mkdir -p "$1/objects/ab" && printf x > "$1/objects/ab/cdef"' - "$C"
+try shared_store_env env -u GIT_OBJECT_DIRECTORY -u GIT_ALTERNATE_OBJECT_DIRECTORIES "$4" hash-object -w "$TMPDIR/evil"
+"""
+
+
+def test_shared_store_cannot_be_rewritten(hub: Repo, tmp_path: Path) -> None:
+    """The red-team's attack (finding 4 of issue 11) and its relatives fail with EACCES;
+    main's history is intact."""
+    _ = hub.create("alpha")
+    # a loose main commit, a pack, a commit-graph to aim at
+    _main_move(hub, "b.txt")
+    hub.git("repack", "-q")
+    _main_move(hub, "c.txt")
+    hub.git("commit-graph", "write", "--reachable")
+    main = hub.sha() or ""
+    packs = sorted((hub.common_dir / "objects" / "pack").glob("*.pack"))
+    assert packs and (hub.common_dir / "objects" / main[:2] / main[2:]).exists()
+    before = {p: p.read_bytes() for p in [*packs, hub.common_dir / "objects/info/commit-graph"]}
+    r = _run(hub, tmp_path, ATTACKS, str(hub.common_dir), main, str(packs[0]), REAL_GIT)
+    rcs = _rcs(r.stdout)
+    assert len(rcs) == 9, r.stdout
+    assert all(rc != 0 for rc in rcs.values()), r.stdout
+    assert r.stdout.count("Permission denied") >= 8, r.stdout
+    assert hub.sha() == main
+    assert hub.git("show", "main:a.txt").stdout == "base\n"
+    assert hub.git("fsck", "--connectivity-only", "--no-dangling").returncode == 0
+    assert all(p.read_bytes() == b for p, b in before.items())
+
+
+def test_red_team_commit_object_replaced(hub: Repo, tmp_path: Path) -> None:
+    """The red-team's script as they wrote it: main keeps its content."""
+    hub.create("alpha")
+    body = r"""
+set -e
+C=$(git rev-parse --path-format=absolute --git-common-dir); M=$(git rev-parse refs/heads/main)
+B=$(printf 'evil\n' | git hash-object -w --stdin)
+T=$(git ls-tree main | sed "s/blob [0-9a-f]*	a.txt/blob $B	a.txt/" | git mktree)
+git cat-file commit "$M" | sed "1s/^tree .*/tree $T/" > "$TMPDIR/c"
+python3 - "$C/objects/$(echo $M | cut -c1-2)/$(echo $M | cut -c3-)" "$TMPDIR/c" <<'P'
+import sys, zlib, os
+body = open(sys.argv[2], "rb").read()
+open(sys.argv[1] + ".x", "wb").write(zlib.compress(b"commit %d\0" % len(body) + body))
+os.replace(sys.argv[1] + ".x", sys.argv[1])
+P
+"""
+    r = _run(hub, tmp_path, body)
+    assert r.rc != 0 and "Permission denied" in r.stderr
+    assert hub.git("show", "main:a.txt").stdout == "base\n"
+    assert hub.git("fsck", "--no-dangling").returncode == 0
+
+
+def test_lane_work_lands_from_the_lane_store(hub: Repo, tmp_path: Path) -> None:
+    """Commits made inside live in the lane's store; the hub sees them (alternates); the
+    owner's land copies them, verified, into the shared store; gc drops the entry."""
+    lane_path = hub.create("alpha")
+    body = """
+try edit sh -c 'printf "new\\n" > new.txt'
+try add git add new.txt
+try commit git commit -q -m "sandboxed work"
+"""
+    r = _run(hub, tmp_path, body)
+    assert r.rc == 0 and set(_rcs(r.stdout).values()) == {0}, r.stdout
+    tip = git(lane_path, "rev-parse", "HEAD").stdout.strip()
+    store = _store(hub, lane_path)
+    assert (store / tip[:2] / tip[2:]).exists()
+    assert not (hub.common_dir / "objects" / tip[:2] / tip[2:]).exists()
+    assert str(store) in _alternates(hub)
+    # exec, once CMD ended, copied them (verified) into the shared store too
+    assert _shared_alone(hub, "show", f"{tip}:new.txt") == "new\n"
+    # unsandboxed, in the hub: the lane's commits are there
+    assert hub.git("log", "--format=%s", "-1", "lane/alpha").stdout.strip() == "sandboxed work"
+    main = hub.sha()
+    land = hub.lane("land", "alpha")
+    assert land.rc == 0, land.stderr
+    assert hub.sha() == tip and main != tip
+    # main is complete in the shared store alone
+    assert _shared_alone(hub, "show", "main:new.txt") == "new\n"
+    _shared_alone(hub, "fsck", "--connectivity-only", "--no-dangling")
+    gc = hub.lane("gc")
+    assert gc.rc == 0, gc.stderr
+    assert not lane_path.exists() and str(store) not in _alternates(hub)
+    res = hub.git("log", "-1", "main")
+    assert "alternate" not in res.stderr
+
+
+def test_rebase_and_socket_land_inside(hub: Repo, tmp_path: Path) -> None:
+    """A rebase onto main (the real git), `git lane sync` and `git lane land` through the
+    supervisor's socket (worker_land = "allow") all work with the private store."""
+    hub.config("worker_land", "allow")
+    lane_path = hub.create("alpha")
+    hub.commit(lane_path, "lane.txt", "one\n")  # unsandboxed: in the shared store
+    main1 = _main_move(hub, "m.txt")
+    body = """
+try rebase "$1" rebase -q main
+try edit sh -c 'printf "two\\n" > lane2.txt'
+try add git add lane2.txt
+try commit git commit -q -m "inside"
+try sync git lane sync
+try land git lane land
+"""
+    r = _run(hub, tmp_path, body, REAL_GIT)
+    assert r.rc == 0, r.stderr
+    assert set(_rcs(r.stdout).values()) == {0}, r.stdout
+    tip = git(lane_path, "rev-parse", "HEAD").stdout.strip()
+    assert hub.sha() == tip
+    store = _store(hub, lane_path)  # made inside, into the lane's own store, then imported
+    assert (store / tip[:2] / tip[2:]).exists() and str(store) in _alternates(hub)
+    assert git(lane_path, "merge-base", "--is-ancestor", main1, tip).returncode == 0
+    assert _shared_alone(hub, "show", "main:lane2.txt") == "two\n"
+    _shared_alone(hub, "fsck", "--connectivity-only", "--no-dangling")
+
+
+def test_forged_object_in_lane_store_refuses_land(hub: Repo, tmp_path: Path) -> None:
+    """An object whose bytes do not hash to its name, written by hand into the lane's own
+    store, never becomes main's: the land is refused (objects_corrupt), main unchanged."""
+    lane_path = hub.create("alpha")
+    body = r"""
+set -e
+printf 'honest\n' > w.txt
+git add w.txt
+git commit -q -m work
+B=$(git rev-parse HEAD:w.txt)
+printf 'forged\n' > "$TMPDIR/forged"
+loose "$GIT_OBJECT_DIRECTORY/$(echo "$B" | cut -c1-2)/$(echo "$B" | cut -c3-)" blob "$TMPDIR/forged"
+"""
+    r = _run(hub, tmp_path, body)
+    assert r.rc == 0, r.stderr
+    assert hub.git("show", "lane/alpha:w.txt").stdout == "forged\n"  # the lane sees its forgery
+    main = hub.sha()
+    land = hub.lane("--json", "land", "alpha")
+    assert land.rc == 1 and land.code == "objects_corrupt", land.stdout + land.stderr
+    assert land.json["next"] and "fsck" in land.json["next"][0]
+    assert hub.sha() == main
+    assert hub.git("fsck", "--connectivity-only", "--no-dangling").returncode == 0
+    blob = git(lane_path, "rev-parse", "HEAD:w.txt").stdout.strip()
+    assert not (hub.common_dir / "objects" / blob[:2] / blob[2:]).exists()
+    assert _shared_alone(hub, "cat-file", "-e", main or "") == ""
+
+
+def test_release_drops_the_alternates_entry(hub: Repo, tmp_path: Path) -> None:
+    lane_path = hub.create("alpha")
+    r = _run(hub, tmp_path, "git commit -q --allow-empty -m inside\n")
+    assert r.rc == 0, r.stderr
+    store = _store(hub, lane_path)
+    assert str(store) in _alternates(hub)
+    rel = hub.lane("release", "alpha", "--confirm", "yes-discard-lane")
+    assert rel.rc == 0, rel.stderr
+    assert str(store) not in _alternates(hub) and not store.exists()
+    res = hub.git("status")
+    assert "alternate" not in res.stderr
+
+
+def test_lane_commits_outlive_a_pruned_admin_dir(hub: Repo, tmp_path: Path) -> None:
+    """The lane's worktree deleted by hand and `git worktree prune` (git's advice, and
+    git gc's): the admin dir goes with the lane's store, yet the commits made inside
+    stay, because exec copied them, verified, into the shared store when CMD ended."""
+    lane_path = hub.create("alpha")
+    r = _run(hub, tmp_path, "printf 'kept\\n' > k.txt && git add k.txt && git commit -q -m kept\n")
+    assert r.rc == 0, r.stderr
+    store = _store(hub, lane_path)
+    shutil.rmtree(lane_path)
+    hub.git("worktree", "prune")
+    assert not store.exists()
+    assert hub.git("show", "lane/alpha:k.txt").stdout == "kept\n"
+    hub.git("fsck", "--connectivity-only", "--no-dangling")
+    assert str(store) in _alternates(hub)  # git now warns on every run, until:
+    assert hub.lane("reconcile").rc == 0
+    assert str(store) not in _alternates(hub)
+    assert "alternate" not in hub.git("log", "-1", "lane/alpha").stderr
+
+
+def test_symlinks_in_the_lane_store_are_not_followed(hub: Repo, tmp_path: Path) -> None:
+    """CMD can put symlinks in its own store; the next exec (outside, as the owner) sets
+    them aside instead of writing the store's alternates file through them."""
+    hub.create("alpha")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    body = 'rm -rf "$GIT_OBJECT_DIRECTORY/info" && ln -s "$1" "$GIT_OBJECT_DIRECTORY/info"\n'
+    assert _run(hub, tmp_path, body, str(elsewhere)).rc == 0
+    r = _run(hub, tmp_path, "git commit -q --allow-empty -m again\n")
+    assert r.rc == 0, r.stderr
+    assert list(elsewhere.iterdir()) == []
+    assert hub.git("log", "-1", "--format=%s", "lane/alpha").stdout.strip() == "again"
