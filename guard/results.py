@@ -426,6 +426,7 @@ class ExportResult(TypedDict):
     files_bytes: NotRequired[int]
     patch_bytes: int
     patch_encoding: str  # how `patch` is in JSON: utf-8 (as is) or base64 (not UTF-8)
+    warnings: list[str]  # a message line git am would cut, indented in the export
 
 
 class CheckpointResult(TypedDict):
