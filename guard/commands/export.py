@@ -210,18 +210,10 @@ def _scratch(path: str) -> Scratch:
     env = {
         "GIT_INDEX_FILE": os.path.join(d, "index"),
         "GIT_OBJECT_DIRECTORY": os.path.join(d, "objects"),
-        "GIT_ALTERNATE_OBJECT_DIRECTORIES": _alternate(objects.stdout.removesuffix("\n")),
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES": git.alternate_entry(objects.stdout.removesuffix("\n")),
         "GIT_OPTIONAL_LOCKS": "0",  # never refresh the lane's own index while looking
     }
     return Scratch(d, env)
-
-
-def _alternate(path: str) -> str:
-    """One entry of GIT_ALTERNATE_OBJECT_DIRECTORIES, a colon-separated list: a path with
-    a colon (or a quote, or a control character) in it goes C-quoted, as git reads it."""
-    if not any(c in path for c in ':"\\') and path.isprintable():
-        return path
-    return _c_quote(path.encode("utf-8", "surrogateescape"), high=False)
 
 
 def _uncommitted(key: str, path: str, head: str, s: Scratch) -> tuple[str, str]:
@@ -395,23 +387,6 @@ def _commits(path: str, base: str, head: str) -> list[ExportCommit]:
     return out
 
 
-def _c_quote(raw: bytes, high: bool) -> str:
-    """`raw` in double quotes with git's C escapes (what core.quotePath shows and what git
-    reads back); bytes of 0x80 and up as octal too when `high`, else as they are."""
-    esc = {7: "\\a", 8: "\\b", 9: "\\t", 10: "\\n", 11: "\\v", 12: "\\f", 13: "\\r"}
-    out = []
-    for b in raw:
-        if b in esc:
-            out.append(esc[b])
-        elif b in (0x22, 0x5C):
-            out.append("\\" + chr(b))
-        elif b < 0x20 or b == 0x7F or (high and b >= 0x80):
-            out.append(f"\\{b:03o}")
-        else:
-            out.append(chr(b))
-    return '"' + "".join(out).encode("latin-1").decode("utf-8", "surrogateescape") + '"'
-
-
 def _quoted(name: str) -> tuple[str, bool]:
     """A path for JSON: as it is when its bytes are UTF-8, else as git quotes it
     (core.quotePath: octal escapes in double quotes), which is plain ASCII."""
@@ -420,7 +395,7 @@ def _quoted(name: str) -> tuple[str, bool]:
         raw.decode("utf-8")
         return name, False
     except UnicodeDecodeError:
-        return _c_quote(raw, high=True), True
+        return git.c_quote(raw, high=True), True
 
 
 def _files(path: str, base: str, tip: str, env: dict[str, str]) -> list[ExportFile]:
@@ -562,7 +537,7 @@ def _write(
         spool = os.path.join(s.dir, "patch")
         with open(spool, "wb") as f:
             patch_into(f.write)
-        head = json.dumps(result, sort_keys=True)
+        head = json.dumps(git.json_safe(result), sort_keys=True)
         out.write(head[:-1].encode() + b', "patch": "')
         with open(spool, "rb") as f:
             if result["patch_encoding"] == "base64":
