@@ -518,7 +518,7 @@ class LaneSkip(TypedDict):
 class ConflictLane(TypedDict):
     key: str
     tip: str | None
-    merged: str | None  # the commit merged: the tip, or a commit of the worktree state
+    merged: str | None  # the commit merged: the tip, or a (temporary, not kept) worktree commit
     dirty: bool | None  # None: not looked at (no --include-dirty)
     skipped: LaneSkip | None  # why the lane is not predicted (no pair names it)
 
