@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import stat
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -37,22 +39,55 @@ def guarded(
         return i.exit_status
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except PermissionError as exc:
+        denied = sandbox_denied(exc, argv)
+        if denied is None:
+            return _bug(exc, argv, want_json, state_dir)
+        refuse(denied, argv, want_json(), None)  # its state dir is what it cannot write
+        return EXIT_REFUSED
     except Exception as exc:  # the one place a bug is caught: file it, say where
-        where = crash(exc, argv, state_dir)
-        if want_json():
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            out = {
-                "ok": False,
-                "code": "internal_error",
-                "message": first,
-                "next": [f"cat {_q(where)}"],
-                "details": {"crash_file": where},
-            }
-            sys.stdout.write(json.dumps(out) + "\n")
-        sys.stderr.write(
-            f"git-lane: internal error ({type(exc).__name__}); details written to {where}\n"
-        )
-        return EXIT_BUG
+        return _bug(exc, argv, want_json, state_dir)
+
+
+def sandbox_denied(exc: PermissionError, argv: Sequence[str]) -> Refusal | None:
+    """Inside `git lane exec --sandbox` (GITLANE_SANDBOX set by exec) a git-lane command
+    that must write what the sandbox keeps out (git-lane's state, another lane, main) is
+    refused by the kernel: said as a refusal, with the owner's command, not as a bug."""
+    from guard import binding
+
+    if not os.environ.get(binding.SANDBOX):
+        return None
+    words = [a for a in argv if a != "--json"]
+    cmd = "git lane " + " ".join(shlex.quote(a) for a in words)
+    where = f" ({exc.filename})" if exc.filename else ""
+    return Refusal(
+        "sandbox_denied",
+        f"`{cmd}` needs a write this process's sandbox does not grant{where}: it runs in "
+        f"a sandboxed lane ({os.environ.get(binding.SANDBOX)}); the owner runs it outside",
+        next=[f"{cmd}  # as the repository owner, outside the lane"],
+        details={"argv": list(argv), "path": exc.filename, "errno": exc.errno},
+    )
+
+
+def _bug(
+    exc: Exception, argv: Sequence[str], want_json: Callable[[], bool], state_dir: StateDir
+) -> int:
+    """The one place a bug is caught: file it, say where."""
+    where = crash(exc, argv, state_dir)
+    if want_json():
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        out = {
+            "ok": False,
+            "code": "internal_error",
+            "message": first,
+            "next": [f"cat {_q(where)}"],
+            "details": {"crash_file": where},
+        }
+        sys.stdout.write(json.dumps(out) + "\n")
+    sys.stderr.write(
+        f"git-lane: internal error ({type(exc).__name__}); details written to {where}\n"
+    )
+    return EXIT_BUG
 
 
 def refuse(r: Refusal, argv: Sequence[str], as_json: bool, state_dir: Path | None) -> None:
@@ -104,7 +139,8 @@ def crash(exc: BaseException, argv: Sequence[str], state_dir: StateDir) -> str:
     except Exception:
         sd = None
     dirs = [sd / "crash"] if sd is not None else []
-    dirs.append(Path(tempfile.gettempdir()) / "git-lane-crash")
+    shared = Path(tempfile.gettempdir()) / "git-lane-crash"
+    dirs.append(shared)
     body = "".join(traceback.format_exception(exc))
     if isinstance(exc, GitError):
         body += "\n" + str(exc)
@@ -117,8 +153,15 @@ def crash(exc: BaseException, argv: Sequence[str], state_dir: StateDir) -> str:
     problems = []
     for d in dirs:  # the state dir may be what is broken: never let the report itself crash
         try:
-            d.mkdir(parents=True, exist_ok=True)
-            (d / name).write_text(text)
+            d.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if d == shared:  # in the shared temp dir: ours alone, or not used
+                st = os.lstat(d)
+                if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+                    problems.append(f"{d}: not a directory of this user's alone (0700)")
+                    continue
+            fd = os.open(d / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
             return str(d / name)
         except OSError as e:
             problems.append(f"{d}: {e.strerror}")

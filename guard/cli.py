@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -333,6 +334,16 @@ def gc(ctx: Ctx, dry_run: bool) -> None:
 @pass_ctx
 def ready(ctx: Ctx, key: str | None, unset: bool) -> None:
     """Mark the lane's committed state ready for the land queue (a worker may mark its own)."""
+    from guard import binding, landsock
+
+    if landsock.routed() and os.environ.get(binding.SANDBOX):
+        # a sandboxed CMD cannot write git-lane's state: its supervisor marks the lane
+        from guard import lane
+
+        own = lane.resolve_key(key, "ready") or ""
+        out, err = sys.stdout.buffer, sys.stderr.buffer
+        ctx.exit = landsock.request_ready(own, unset, ctx.json, out, err)
+        return
     from guard.commands import ready as cmd
 
     emit(ctx, cmd.run(ctx.repo, key, unset), render.ready)

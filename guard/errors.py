@@ -45,6 +45,12 @@ CODES: dict[str, Code] = _codes(
     ("lane_branch_mismatch", "engine", None, "the lane worktree has another branch checked out"),
     ("lane_branch_missing", "engine", None, "the lane branch was deleted outside git-lane"),
     ("lane_branch_moved", "engine", None, "the lane branch was moved outside its worktree"),
+    (
+        "lane_pointers_tampered",
+        "engine",
+        None,
+        "a lane's .git/commondir/gitdir name another repository",
+    ),
     ("worktree_restore_failed", "engine", None, "git could not check a lane out again"),
     ("lane_dirty", "engine", "G2", "the lane has uncommitted changes"),
     ("rebase_in_progress", "engine", "G9", "a sync stopped on conflicts is not finished"),
@@ -134,6 +140,12 @@ CODES: dict[str, Code] = _codes(
         "sandbox",
         None,
         "exec --sandbox could not build or apply the Landlock ruleset; nothing was run",
+    ),
+    (
+        "sandbox_denied",
+        "sandbox",
+        None,
+        "a git-lane command in a sandboxed CMD needed a write its sandbox does not grant",
     ),
     ("real_git_unknown", "engine", None, "exec found no real git on PATH (only shims or wrappers)"),
     (

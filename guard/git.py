@@ -34,6 +34,40 @@ REPO_POINTERS = (
 
 _real_git: str | None = None
 
+# Lane worktrees this process knows from trusted state (guard/store.py pins each lane record
+# it reads): realpath of the lane -> (its admin dir, the real common dir). Every git run
+# with its cwd in a pinned lane names its repository (GIT_DIR, GIT_COMMON_DIR,
+# GIT_WORK_TREE) instead of following the lane's `.git` file and `commondir`, which the
+# lane itself can write (exec --sandbox grants them): a rewritten pointer cannot hand the
+# engine another repository's config (core.fsmonitor: a program) or git-lane state.
+_LANES: dict[str, tuple[str, str]] = {}
+LANE_CONFIG = ("-c", "core.fsmonitor=false")  # no program on a read-only engine call
+
+
+def pin_lane(path: str | os.PathLike[str], admin: str, common: str) -> None:
+    _LANES[os.path.realpath(path)] = (admin, common)
+
+
+def lane_pointers(cwd: Where) -> dict[str, str] | None:
+    """The repository variables for a git run in a pinned lane (None elsewhere)."""
+    if not _LANES or cwd is None:
+        return None
+    real = os.path.realpath(cwd)
+    for lp, (admin, common) in _LANES.items():
+        if real == lp or real.startswith(lp.rstrip(os.sep) + os.sep):
+            return {"GIT_DIR": admin, "GIT_COMMON_DIR": common, "GIT_WORK_TREE": lp}
+    return None
+
+
+def _argv_env(
+    args: Sequence[str], cwd: Where, env: Mapping[str, str] | None
+) -> tuple[tuple[str, ...], Mapping[str, str] | None]:
+    pinned = lane_pointers(cwd)
+    if pinned is None:
+        return (real_git(), *args), env
+    return (real_git(), *LANE_CONFIG, *args), {**pinned, **(env or {})}
+
+
 Where = str | os.PathLike[str] | None
 
 
@@ -171,7 +205,7 @@ def run(
     input: str | None = None,
     scrub: bool = True,
 ) -> GitResult:
-    argv = (real_git(), *args)
+    argv, env = _argv_env(args, cwd, env)
     proc = subprocess.run(
         argv,
         cwd=os.fspath(cwd) if cwd is not None else None,
@@ -411,7 +445,11 @@ def by_path(wts: list[Worktree]) -> dict[str, Worktree]:
 
 
 def worktree_git_dir(path: str | os.PathLike[str]) -> Path | None:
-    """The administrative dir of the worktree checked out at `path` (from its .git file)."""
+    """The administrative dir of the worktree checked out at `path`: a pinned lane's from
+    trusted state, else from its .git file."""
+    pinned = _LANES.get(os.path.realpath(path))
+    if pinned is not None:
+        return Path(pinned[0])
     dotgit = Path(path) / ".git"
     try:
         if dotgit.is_dir():
@@ -728,7 +766,7 @@ def pipe(
     git). A sink that raises (a closed stdout) stops git. The result's stdout is empty."""
     import tempfile
 
-    argv = (real_git(), *args)
+    argv, env = _argv_env(args, cwd, env)
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
             argv,

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from guard import binding, procs
-from guard.errors import Refusal
+from guard.errors import GitError, Refusal
 from guard.store import Store
 
 MAX_REQUEST = 4096  # bytes of the one request line
@@ -53,6 +53,10 @@ MAX_FRAME = 1 << 20  # bytes of one frame's payload (the client refuses a larger
 REQUEST_TIMEOUT = 10.0  # seconds for a client to connect and send its request
 SEND_TIMEOUT = 60.0  # seconds a client may leave the land's output unread
 FIELDS = {"lane", "sync", "wait", "json"}
+# A sandboxed CMD cannot write git-lane's state either, so its `git lane ready` comes
+# this way too: exactly these fields, op "ready"; the supervisor runs `git lane ready`
+# for the lane as a worker of it (GITLANE_LANE: the mark says by "worker").
+READY_FIELDS = {"op", "lane", "unset", "json"}
 # The land child: PYPATH first on sys.path (the guard this supervisor runs), `-P` so the
 # lane (its cwd, worker-written) is never on it; the signal mask it inherits from the
 # supervisor's thread (signals blocked for sigwaitinfo) cleared and SIGINT its usual
@@ -105,8 +109,19 @@ def request(
     """Ask the supervisor to land `key` (this process's own lane); write the land's
     output as it comes and return its exit status. Refusals the supervisor makes before
     the land starts are raised here, as a local land would raise them."""
+    req = {"lane": key, "sync": sync, "wait": wait, "json": as_json}
+    return _ask(key, req, out, err)
+
+
+def request_ready(key: str, unset: bool, as_json: bool, out: IO[bytes], err: IO[bytes]) -> int:
+    """Ask the supervisor to mark `key` (this process's own lane) ready, or take the mark
+    back: for a sandboxed CMD, which cannot write git-lane's state itself."""
+    return _ask(key, {"op": "ready", "lane": key, "unset": unset, "json": as_json}, out, err)
+
+
+def _ask(key: str, request: dict[str, Any], out: IO[bytes], err: IO[bytes]) -> int:
     where = os.environ.get(binding.LAND_SOCKET, "")
-    req = json.dumps({"lane": key, "sync": sync, "wait": wait, "json": as_json}).encode() + b"\n"
+    req = json.dumps(request).encode() + b"\n"
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         s.settimeout(REQUEST_TIMEOUT)
@@ -250,12 +265,28 @@ class Server:
                     self._land(conn, args, peer)
                 finally:
                     self._busy.release()
+            except GitError as exc:  # git could not read the repository: refused, no traceback
+                last = (exc.stderr.strip().splitlines() or ["no message"])[-1]
+                r = self._refused(f"git could not read the repository ({last})", "git_failed")
+                _send(conn, b"r", json.dumps(r.to_dict(), default=str).encode())
             except Refusal as r:
                 _send(conn, b"r", json.dumps(r.to_dict(), default=str).encode())
+            except Exception as exc:  # never a traceback in the owner's terminal: exec goes on
+                self._error(conn, exc)
         except OSError:
             pass  # the client went away: nothing to tell it
         finally:
             _close(conn)
+
+    def _error(self, conn: socket.socket, exc: Exception) -> None:
+        """Whatever else went wrong with one request: logged, and refused to the client."""
+        what = f"{type(exc).__name__}: {exc}"[:500]
+        try:
+            self.store.event("land_via_supervisor", lane=self.key, code="error", error=what)
+        except Exception:  # the log is what failed: the refusal still goes out
+            pass
+        r = self._refused(f"it failed ({what})", "error")
+        _send(conn, b"r", json.dumps(r.to_dict(), default=str).encode())
 
     def _refused(self, why: str, reason: str, nxt: list[str] | None = None) -> Refusal:
         return Refusal(
@@ -302,11 +333,36 @@ class Server:
             raise self._refused("more than one request line", "bad_request")
         try:
             return json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deep
             raise self._refused("the request is not JSON", "bad_request") from None
+
+    def _ready_args(self, req: dict[str, Any]) -> list[str]:
+        """`ready`'s argv after `git lane`, from a request that holds exactly READY_FIELDS."""
+        if set(req) != READY_FIELDS or req["op"] != "ready":
+            raise self._refused(
+                f"a ready request holds exactly {sorted(READY_FIELDS)}", "bad_request"
+            )
+        key, unset, as_json = req["lane"], req["unset"], req["json"]
+        if not (isinstance(unset, bool) and isinstance(as_json, bool)):
+            raise self._refused("unset and json are true or false", "bad_request")
+        if key is not None and key != self.key:
+            raise Refusal(
+                "role_forbidden",
+                f"this process is bound to lane {self.key} and may not mark lane {key} ready",
+                next=[f"git lane ready {self.key}"],
+                details={"lane": key, "bound": self.key},
+            )
+        return [
+            "ready",
+            self.key,
+            *(["--unset"] if unset else []),
+            *(["--json"] if as_json else []),
+        ]
 
     def _args(self, req: Any) -> list[str]:
         """The land's argv after `git lane`, from a request that holds exactly FIELDS."""
+        if isinstance(req, dict) and "op" in req:
+            return self._ready_args(req)
         if not isinstance(req, dict) or set(req) != FIELDS:
             raise self._refused(f"a request holds exactly {sorted(FIELDS)}", "bad_request")
         key, sync, wait, as_json = req["lane"], req["sync"], req["wait"], req["json"]
@@ -315,7 +371,7 @@ class Server:
         ok_wait = wait is None or (
             isinstance(wait, int | float)
             and not isinstance(wait, bool)
-            and math.isfinite(wait)
+            and _finite(wait)
             and wait >= 0
         )
         if not ok_wait:
@@ -331,8 +387,10 @@ class Server:
         from guard.commands import land
         from guard.repo import Repo
 
-        # the owner's word as it is now (config set may have changed it since exec began)
-        if Repo.discover(self.lane_path).config["worker_land"] != "allow":
+        # the owner's word as it is now (config set may have changed it since exec began),
+        # from the supervisor's own repository: never one found through the lane's
+        # pointers, which CMD can rewrite
+        if Repo(self.store.common_dir, None, None).config["worker_land"] != "allow":
             raise land.worker_land_refusal(self.key, usage)
         args = ["land", self.key]
         if sync:
@@ -347,8 +405,9 @@ class Server:
         pypath = str(Path(__file__).resolve().parent.parent)
         child = subprocess.Popen(
             [sys.executable, "-P", "-c", _BOOT, pypath, _gate_word(self.confine_gate), *args],
-            cwd=self.lane_path,
-            env=self.env,
+            cwd=self.store.common_dir,  # the real repository; the key is named in args
+            # a ready mark is the worker's word, said through its supervisor
+            env={**self.env, binding.LANE: self.key} if args[0] == "ready" else self.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -363,7 +422,7 @@ class Server:
             except OSError:
                 gone = True
         self.store.event(
-            "land_via_supervisor",
+            "land_via_supervisor" if args[0] == "land" else "ready_via_supervisor",
             lane=self.key,
             code="ok" if rc == 0 else "land_exit",
             peer_pid=peer,
@@ -417,6 +476,14 @@ def _relay(conn: socket.socket, child: subprocess.Popen[bytes]) -> bool:
     finally:
         sel.close()
     return gone
+
+
+def _finite(x: int | float) -> bool:
+    """A number a float holds (an int too large for one is not: OverflowError)."""
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
 
 
 def _close(conn: socket.socket) -> None:

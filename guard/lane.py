@@ -11,7 +11,7 @@ from pathlib import Path
 from guard import git, policy, procs, recovery
 from guard.config import cache_home
 from guard.errors import Refusal
-from guard.repo import Repo
+from guard.repo import REPO_MARKER, Repo, read_repo_marker
 from guard.results import LaneView
 from guard.store import FileLock, LaneRecord
 
@@ -94,6 +94,7 @@ def attach(repo: Repo) -> None:
     (exec records itself while CMD runs) is a worker bound to that lane, whatever
     its environment says (unsetting GITLANE_LANE and GITLANE_ROLE grants nothing)."""
     _REPO[:] = [repo]
+    ensure_repo_markers(repo)
 
 
 def owned_by_ancestor(repo: Repo) -> str | None:
@@ -332,6 +333,81 @@ def write_marker(repo: Repo, path: str, key: str) -> None:
             (gd / KEY_FILE).write_text(key + "\n")
         except OSError:
             pass
+
+
+# -- a lane's git pointers -------------------------------------------------------------------
+# In the directory that holds a repository's lanes (<worktrees_root>/<slug>/, which exec
+# --sandbox does not grant): the real common dir, so that a command started inside a lane
+# finds its repository without trusting the lane's `.git` file (guard/repo.py).
+
+
+def new_admin(repo: Repo, path: str) -> str | None:
+    """The admin dir name `git worktree add` just gave the lane at `path` (read once, at
+    create, before anything ran in the lane)."""
+    gd = git.worktree_git_dir(path)
+    base = repo.store.common_dir / "worktrees"
+    if gd is not None and Path(os.path.realpath(gd)).parent == base:
+        return Path(os.path.realpath(gd)).name
+    return None
+
+
+def write_repo_marker(repo: Repo, path: str) -> None:
+    """Name the real common dir in the lane's parent dir (atomically; best effort: a
+    directory git-lane cannot write keeps no marker, and discovery there is git's)."""
+    import json
+    import tempfile
+
+    parent = os.path.dirname(os.path.realpath(path))
+    want = str(repo.store.common_dir)
+    if read_repo_marker(parent) == want:
+        return
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".git-lane-repo.", dir=parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"common_dir": want}, f)
+        os.replace(tmp, os.path.join(parent, REPO_MARKER))
+    except OSError:
+        pass
+
+
+def ensure_repo_markers(repo: Repo) -> None:
+    """Lanes created before the marker existed get it at the next owner command run
+    from outside every lane (never from a worker, nor from inside a lane, where the
+    repository found may be one the lane pointed at)."""
+    try:
+        records = [r for r in repo.store.lanes() if r.status == "active"]
+    except Refusal:
+        return
+    missing = [r for r in records if read_repo_marker(os.path.dirname(r.path)) is None]
+    if not missing or is_worker():
+        return
+    here = os.path.realpath(repo.start_dir)
+    for rec in missing:
+        parent = os.path.dirname(os.path.realpath(rec.path))
+        if here != parent and not here.startswith(parent.rstrip(os.sep) + os.sep):
+            write_repo_marker(repo, rec.path)
+
+
+def pointers_refusal(repo: Repo, key: str, faults: list[str]) -> Refusal:
+    root = repo.repo_root()
+    return Refusal(
+        "lane_pointers_tampered",
+        f"lane {key}'s git pointers were changed outside git ({'; '.join(faults)}): git "
+        "run there would use another repository; nothing was done",
+        next=[f"git -C {git.q(root)} lane repair {key}"],
+        alternatives=[f"git -C {git.q(root)} lane status {key}"],
+        details={"lane": key, "faults": faults, "repository": str(root)},
+    )
+
+
+def check_pointers(repo: Repo, rec: LaneRecord) -> None:
+    """lane_pointers_tampered unless the lane's `.git`, `commondir` and `gitdir` name
+    its own admin dir, the real common dir and the lane (recovery.pointer_faults)."""
+    if rec.status != "active" or not os.path.lexists(os.path.join(rec.path, ".git")):
+        return  # a lane gone by hand: the commands' own worktree checks tell it
+    faults = recovery.pointer_faults(repo, rec)
+    if faults:
+        raise pointers_refusal(repo, rec.key, faults)
 
 
 # -- refusals every command raises the same way -------------------------------------------

@@ -51,6 +51,81 @@ def admin_dir(repo: Repo, path: str) -> Path | None:
     return None
 
 
+def _read(p: Path) -> str | None:
+    try:
+        return None if p.is_symlink() else p.read_text().rstrip("\n")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def pointer_faults(repo: Repo, rec: LaneRecord) -> list[str]:
+    """What is wrong with the lane's three git pointers, measured against trusted state
+    (the record's admin dir, the real common dir): its `.git` file names the admin dir,
+    the admin dir's `commondir` resolves to the common dir, its `gitdir` names `<lane>/.git`."""
+    admin = repo.store.admin_dir(rec)
+    common = os.path.realpath(repo.store.common_dir)
+    if admin is None or not admin.is_dir():
+        return [f"no admin dir for it under {git.shown(common)}/worktrees"]
+    faults = []
+    dotgit = Path(rec.path) / ".git"
+    text = _read(dotgit)
+    named = text[len("gitdir: ") :] if text and text.startswith("gitdir: ") else None
+    if named is None or os.path.realpath(os.path.join(rec.path, named)) != os.path.realpath(admin):
+        faults.append(f"{git.shown(dotgit)} does not name {git.shown(admin)}")
+    cd = _read(admin / "commondir")
+    if cd is None or os.path.realpath(os.path.join(admin, cd)) != common:
+        faults.append(f"{git.shown(admin / 'commondir')} does not name {git.shown(common)}")
+    gd = _read(admin / "gitdir")
+    if gd is None or os.path.realpath(gd) != os.path.realpath(dotgit):
+        faults.append(f"{git.shown(admin / 'gitdir')} does not name {git.shown(dotgit)}")
+    return faults
+
+
+def _replace(p: Path, text: str) -> None:
+    tmp = p.with_name(f".{p.name}.git-lane-{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, p)  # atomic; a symlink at p is replaced, never followed
+
+
+def repair_pointers(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
+    """Rewrite the lane's pointers from trusted state (each atomically). A `.git` that is
+    a directory is a repository someone made there: refused, never touched."""
+    admin = repo.store.admin_dir(rec)
+    if admin is None or not admin.is_dir() or not os.path.isdir(rec.path):
+        return []
+    if not pointer_faults(repo, rec):
+        return []
+    dotgit = Path(rec.path) / ".git"
+    changes: list[dict[str, Any]] = []
+    if not os.path.lexists(dotgit):
+        return []  # no worktree of git's there (a foreign directory?): restore_worktree's call
+    if dotgit.is_dir() and not dotgit.is_symlink():
+        # a repository of its own at the lane's path (made there, or someone's): never
+        # touched by repair; moved aside (kept) by the command below
+        aside = f"{dotgit}.moved-aside"
+        raise Refusal(
+            "lane_pointers_tampered",
+            f"lane {rec.key}'s {git.shown(dotgit)} is a directory (a repository of its own), "
+            "not git's pointer to the lane's admin dir; it was left as it is",
+            next=[
+                f"mv -n {git.q(dotgit)} {git.q(aside)}",
+                f"printf '%s\\n' {git.q(f'gitdir: {admin}')} > {git.q(dotgit)}",
+                f"git lane repair {rec.key}",
+            ],
+            details={"lane": rec.key, "path": str(dotgit)},
+        )
+    want = {
+        dotgit: f"gitdir: {admin}\n",
+        admin / "commondir": "../..\n",
+        admin / "gitdir": f"{dotgit}\n",
+    }
+    for p, text in want.items():
+        if _read(p) != text.rstrip("\n"):
+            _replace(p, text)
+            changes.append({"action": "pointer_rewritten", "lane": rec.key, "file": str(p)})
+    return changes
+
+
 def head_ref(admin: Path) -> str | None:
     """What the worktree's HEAD names: a full ref when symbolic, else None."""
     try:

@@ -3,6 +3,7 @@ and where it points, which worktree is the hub. Every fact is asked of git."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from functools import cached_property
@@ -12,6 +13,54 @@ from guard import git, policy
 from guard.config import PROJECT_FILE, Config, load, with_project
 from guard.errors import Refusal
 from guard.store import Store
+
+
+# In the directory holding a repository's lanes (<worktrees_root>/<slug>/, not granted by
+# exec --sandbox): the real common dir, written at create (guard/lane.py). Discovery from
+# inside a lane must find that common dir, whatever the lane's `.git` says.
+REPO_MARKER = ".git-lane-repo"
+
+
+def read_repo_marker(parent: str) -> str | None:
+    try:
+        with open(os.path.join(parent, REPO_MARKER)) as f:
+            got = json.load(f).get("common_dir")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return got if isinstance(got, str) and os.path.isabs(got) else None
+
+
+def _anchor(cwd: str) -> tuple[str, str] | None:
+    """(the lane dir cwd is in, the real common dir) when an ancestor of cwd is a lanes
+    directory with a marker; else None."""
+    real = os.path.realpath(cwd)
+    child = None
+    found = None
+    # the outermost marker: one inside a lane (which the lane can write) never outranks
+    # the one in the lanes directory above it
+    for d in (real, *map(str, Path(real).parents)):
+        if child is not None:
+            common = read_repo_marker(d)
+            if common is not None:
+                found = child, common
+        child = d
+    return found
+
+
+def _tampered(lane_dir: str, common: str, why: str) -> Refusal:
+    c = Path(common)
+    root = c.parent if c.name == ".git" else c
+    key = os.path.basename(lane_dir)
+    return Refusal(
+        "lane_pointers_tampered",
+        f"{git.shown(lane_dir)} is a lane of the repository {git.shown(root)}, but git "
+        f"there {why}: its git pointers were changed outside git; nothing was done",
+        next=[f"git -C {git.q(root)} lane repair {key}"]
+        if policy.valid_key(key)
+        else [f"git -C {git.q(root)} lane doctor"],
+        alternatives=[f"git -C {git.q(root)} lane status"],
+        details={"lane": key, "path": lane_dir, "repository": str(root)},
+    )
 
 
 class Repo:
@@ -41,6 +90,11 @@ class Repo:
         return Path(res.stdout[:-1])
 
     @property
+    def start_dir(self) -> str:
+        """The directory the repository was discovered from."""
+        return self._cwd or os.getcwd()
+
+    @property
     def git_dir(self) -> Path:
         """The git dir of the worktree the repository was discovered from (asked of git
         only when needed: most commands never do)."""
@@ -64,6 +118,7 @@ class Repo:
         # A path may hold any byte but NUL, a newline included, and rev-parse has no -z:
         # so each call asks for at most one path, after answers of a fixed form
         # (true/false), and exactly one trailing newline is taken off.
+        anchor = _anchor(cwd)
         res = git.run(
             ["rev-parse", "--is-bare-repository", "--path-format=absolute", "--git-common-dir"],
             cwd,
@@ -71,6 +126,8 @@ class Repo:
         )
         bare, sep, common = res.stdout.partition("\n")
         if not res.ok or not sep or bare not in ("true", "false") or not common.endswith("\n"):
+            if anchor is not None:
+                raise _tampered(*anchor, "finds no repository")
             raise Refusal(
                 "not_a_git_repo",
                 f"{cwd} is not inside a git repository: cd into your repository (or pass "
@@ -86,6 +143,12 @@ class Repo:
             t = git.run(["rev-parse", "--show-toplevel"], cwd, check=False)
             if t.ok and t.stdout.endswith("\n") and len(t.stdout) > 1:
                 top = Path(t.stdout[:-1])
+        if anchor is not None:
+            lane_dir, want = anchor
+            if os.path.realpath(common[:-1]) != os.path.realpath(want):
+                raise _tampered(lane_dir, want, f"uses {git.shown(common[:-1])}")
+            if top is None or os.path.realpath(top) != lane_dir:
+                raise _tampered(lane_dir, want, f"finds the worktree {git.shown(str(top))}")
         return cls(Path(common[:-1]), None, top, cwd=cwd)
 
     # -- config and main ---------------------------------------------------------
@@ -170,6 +233,10 @@ class Repo:
 
     # -- worktrees -----------------------------------------------------------------
     def worktrees(self) -> list[git.Worktree]:
+        try:  # reading the lane records pins each lane: git run in one names its repository
+            self.store.lanes()
+        except Refusal:
+            pass
         return git.worktrees(self.common_dir)
 
     def hub(self, wts: list[git.Worktree] | None = None) -> git.Worktree | None:

@@ -90,8 +90,24 @@ class _PathBeneath(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-class _RulesetAttr(ctypes.Structure):  # only handled_access_fs: the network stays untouched
-    _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+class _RulesetAttr(ctypes.Structure):  # the network stays untouched (no net rights)
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),  # ABI 4
+        ("scoped", ctypes.c_uint64),  # ABI 6
+    ]
+
+
+# ABI 6: CMD may not signal, nor connect to an abstract Unix socket of, a process outside
+# its Landlock domain (the supervisor may still signal CMD: it is outside, CMD inside)
+SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0
+SCOPE_SIGNAL = 1 << 1
+SCOPE_ABI = 6
+
+
+def scoped(abi_version: int) -> int:
+    """The IPC scopes a kernel of this ABI enforces (0 before ABI 6)."""
+    return SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi_version >= SCOPE_ABI else 0
 
 
 def _libc() -> ctypes.CDLL:
@@ -163,8 +179,8 @@ class Grants:
     writable: list[str]
     readable: list[str] = field(default_factory=lambda: ["/"])
     notes: list[str] = field(default_factory=list)
-    # the temp dir encloses something protected (the repository lives in /tmp): CMD gets
-    # a private directory made under this one (mkdtemp at exec), and TMPDIR naming it
+    # CMD gets a private temp directory made under this one (mkdtemp at exec), and
+    # TMPDIR/TMP/TEMP naming it; the shared temp dir itself is never granted
     private_tmp_under: str | None = None
 
 
@@ -274,15 +290,14 @@ def decide(f: Facts) -> Grants:
                 "point it at a directory of its own",
                 nxt,
             )  # fmt: skip
-    private_tmp = None
-    if fence.encloses(f.tmp):
-        private_tmp = f.tmp
-        notes.append(
-            f"the temp dir {f.tmp} holds the repository or lanes: CMD gets a private one "
-            "under it (TMPDIR), removed when CMD ends"
-        )
-    else:
-        writable.append(f.tmp)
+    # never the shared temp dir: the engine's own temp files (clean gate worktrees, the
+    # attributes repository of a land, land-socket dirs) live there, and so do other lanes'
+    private_tmp = f.tmp
+    notes.append(
+        f"the temp dir {f.tmp} is not writable (it holds the engine's gate worktrees and "
+        "other lanes' files): CMD gets a private one under it (TMPDIR, TMP, TEMP), made "
+        "0700 by exec and removed when CMD ends"
+    )
     if fence.encloses(f.cache):
         kids = [c for c in f.cache_entries if not fence.encloses(c) and not fence.inside(c)]
         writable += kids
@@ -531,10 +546,9 @@ def prepare(g: Grants, extra_writable: Sequence[str] = ()) -> Prepared:
     create, add, _ = _NR[platform.machine()]
     libc = _libc()
     rights = handled(ver)
-    attr = _RulesetAttr(handled_access_fs=rights)
-    fd = libc.syscall(
-        ctypes.c_long(create), ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), 0
-    )
+    attr = _RulesetAttr(handled_access_fs=rights, scoped=scoped(ver))
+    size = ctypes.sizeof(attr) if ver >= SCOPE_ABI else 8  # an older kernel: fs rights only
+    fd = libc.syscall(ctypes.c_long(create), ctypes.byref(attr), ctypes.c_size_t(size), 0)
     if fd < 0:
         raise SandboxError(f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}")
     granted: list[str] = []

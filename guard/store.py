@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from guard import git
 from guard.errors import Refusal
 from guard.policy import KEY_RE
 
@@ -163,6 +164,9 @@ class LaneRecord:
     setup: str | None = None
     setup_pid: int | None = None
     setup_start: float | None = None
+    # the lane's admin dir name under <common>/worktrees/ (recorded at create: trusted; the
+    # lane's own `.git` file, which it can write, is never asked)
+    admin: str | None = None
     schema: int = LANE_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
@@ -199,6 +203,15 @@ class LaneRecord:
                 "setup_pid": lambda v: v is None or (_is_int(v) and v > 0),
                 "setup_start": lambda v: v is None or _is_int(v) or isinstance(v, float),
                 "schema": _is_int,
+                "admin": lambda v: (
+                    v is None
+                    or (
+                        isinstance(v, str)
+                        and v not in ("", ".", "..")
+                        and "/" not in v
+                        and "\0" not in v
+                    )
+                ),
             },
             "lane record",
         )
@@ -299,6 +312,8 @@ class Store:
                 error=str(exc),
             )
             return None
+        if rec.key == key:
+            self.pin(rec)
         if rec.key != key:
             self.event(
                 "warning",
@@ -309,6 +324,44 @@ class Store:
             )
             return None
         return rec
+
+    @property
+    def common_dir(self) -> Path:
+        """The real common dir (the state dir's parent, symlinks resolved)."""
+        return Path(os.path.realpath(self.dir)).parent
+
+    def admin_dir(self, rec: LaneRecord) -> Path | None:
+        """The lane's admin dir, from trusted state only: the recorded name, else (a record
+        older than the field) the entry of <common>/worktrees/ named as the lane's
+        directory or, failing that, the one whose `gitdir` names the lane; never the
+        lane's `.git` file."""
+        base = self.common_dir / "worktrees"
+        if rec.admin:
+            return base / rec.admin
+        name = os.path.basename(rec.path)
+        if name and (base / name).is_dir() and not (base / name).is_symlink():
+            return base / name
+        want = os.path.join(os.path.realpath(rec.path), ".git")
+        try:
+            entries = sorted(base.iterdir())
+        except OSError:
+            return None
+        for d in entries:
+            try:
+                got = (d / "gitdir").read_text().strip()
+            except OSError:
+                continue
+            if got and os.path.realpath(got) == want and not d.is_symlink():
+                return d
+        return None
+
+    def pin(self, rec: LaneRecord) -> None:
+        """Every later git run in this lane names its repository (guard/git.py)."""
+        if rec.status == "released":
+            return
+        admin = self.admin_dir(rec)
+        if admin is not None and admin.is_dir():
+            git.pin_lane(rec.path, str(admin), str(self.common_dir))
 
     def write_lane(self, rec: LaneRecord) -> None:
         atomic_write_json(self.lane_path(rec.key), rec.to_dict())

@@ -219,3 +219,23 @@ def test_crash_report_falls_back_when_the_state_dir_is_broken(repo: Repo, tmp_pa
     (report,) = (tmp / "git-lane-crash").iterdir()
     assert isinstance(obj["details"], dict) and obj["details"]["crash_file"] == str(report)
     assert "an injected bug" in report.read_text()
+
+
+def test_crash_report_fallback_only_in_a_private_dir(repo: Repo, tmp_path: Path) -> None:
+    """The shared temp dir's git-lane-crash is made 0700 and used only when it is this
+    user's alone: one someone else could write (or plant files in) is not written to."""
+    repo.state_dir.mkdir()
+    (repo.state_dir / "crash").write_text("not a directory\n")
+    tmp = tmp_path / "tmp"
+    (tmp / "git-lane-crash").mkdir(parents=True)
+    (tmp / "git-lane-crash").chmod(0o777)
+    r = buggy_lane("create", "alpha", "--json", cwd=repo.path, env={"TMPDIR": str(tmp)})
+    assert r.rc == 3 and "Traceback" not in r.stderr
+    obj = one_object(r.stdout)
+    assert isinstance(obj["details"], dict)
+    assert str(obj["details"]["crash_file"]).startswith("nowhere"), obj
+    assert list((tmp / "git-lane-crash").iterdir()) == []
+    (tmp / "git-lane-crash").rmdir()
+    r = buggy_lane("create", "alpha", "--json", cwd=repo.path, env={"TMPDIR": str(tmp)})
+    assert (tmp / "git-lane-crash").stat().st_mode & 0o777 == 0o700
+    assert len(list((tmp / "git-lane-crash").iterdir())) == 1

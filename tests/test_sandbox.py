@@ -327,7 +327,9 @@ def test_decide_is_narrow() -> None:
         "/r/.git/logs/refs/heads/lane",
         "/r/.git/rr-cache",
     ]
-    assert "/tmp" in g.writable and "/w/pip" in g.writable
+    assert "/w/pip" in g.writable
+    # never the shared temp dir: CMD gets a private one under it
+    assert "/tmp" not in g.writable and g.private_tmp_under == "/tmp"
     assert "/w" not in g.writable and "/w/lanes" not in g.writable
     with pytest.raises(sandbox.BadGrant):
         sandbox.decide(sandbox.Facts(**{**f.__dict__, "extra": ["/r/.git/refs"]}))
@@ -564,8 +566,9 @@ def test_a_lane_git_file_naming_another_lanes_admin_dir_is_refused(hub: Repo) ->
         "-c",
         f"printf x > {shlex.quote(str(planted))}",
     )
-    assert (r.rc, r.code) == (1, "sandbox_failed"), r.stdout + r.stderr
-    assert "belongs to another worktree" in r.json["message"]
+    # refused before any grant is computed: the lane's pointers do not match its record
+    assert (r.rc, r.code) == (1, "lane_pointers_tampered"), r.stdout + r.stderr
+    assert ".git does not name" in r.json["message"]
     assert not planted.exists()
 
 

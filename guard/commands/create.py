@@ -137,7 +137,10 @@ def run(
             goal=goal,
             owner_pid=owner_pid,
             owner_start=owner_start,
+            admin=lane.new_admin(repo, str(path)),
         )
+        repo.store.pin(rec)
+        lane.write_repo_marker(repo, str(path))
         lane.write_marker(repo, str(path), key)
         repo.store.write_lane(rec)
     repo.store.event("create", lane=key, main=main_sha, path=str(path), owner_pid=owner_pid)

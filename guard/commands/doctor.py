@@ -629,6 +629,18 @@ def check_lanes(repo: Repo) -> list[Check]:
             )
             continue
         active += 1
+        faults = recovery.pointer_faults(repo, rec)
+        if faults:
+            out.append(
+                finding(
+                    f"lane {rec.key}",
+                    FAIL,
+                    "its git pointers were changed outside git (git run there would use "
+                    f"another repository): {'; '.join(faults)}",
+                    f"git -C {q(repo.repo_root())} lane repair {rec.key}",
+                )
+            )
+            continue
         gd = git.worktree_git_dir(rec.path)
         marker = gd / KEY_FILE if gd is not None else None
         try:
@@ -645,7 +657,14 @@ def check_lanes(repo: Repo) -> list[Check]:
                 )
             )
     if not out:
-        out.append(finding("lanes", OK, f"{active} active lane(s), none orphaned"))
+        out.append(
+            finding(
+                "lanes",
+                OK,
+                f"{active} active lane(s), none orphaned; each one's .git, commondir and "
+                "gitdir name its own admin dir and this repository",
+            )
+        )
     return out
 
 

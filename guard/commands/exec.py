@@ -23,7 +23,7 @@ from pathlib import Path
 import guard
 from typing import TYPE_CHECKING
 
-from guard import binding, git, landsock, lane, policy, procs, resources, sandbox
+from guard import binding, git, landsock, lane, policy, procs, resources, sandbox, seccomp
 from guard.errors import Refusal
 from guard.repo import Repo
 from guard.store import LaneRecord
@@ -47,6 +47,12 @@ FORWARDED = (
 # lane, not wherever they point) and our internal marker (it lets our own git calls past
 # the hooks and shims).
 DROPPED = (*git.REPO_POINTERS, "GITLANE_INTERNAL")
+# Under --sandbox: CMD's temp dir (its private one) ...
+PRIVATE_TMP = ("TMPDIR", "TMP", "TEMP")
+# ... and no pointer at a server outside the sandbox that runs commands for whoever
+# connects (Landlock cannot stop connect() to a pathname socket): well-behaved tools then
+# do not find them. Not a barrier: a process that knows the path connects anyway.
+UNSET_IN_SANDBOX = ("TMUX", "TMUX_PANE", "STY", "DBUS_SESSION_BUS_ADDRESS")
 _PROBE_TRAP = 97  # what the trap `git` of the probe exits with
 _SI_USER, _SI_QUEUE, _SI_TKILL = 0, -1, -6  # si_code of a signal some process sent
 
@@ -193,6 +199,7 @@ def _lane(repo: Repo, key: str | None, action: str) -> LaneRecord:
     rec = lane.get(repo, key)
     if rec.status == "released":
         raise lane.not_active_refusal(repo, rec, "is released: it has no worktree")
+    lane.check_pointers(repo, rec)  # CMD's git would use another repository
     wt = git.by_path(repo.worktrees()).get(os.path.realpath(rec.path))
     if rec.status == "orphaned" or wt is None or not wt.exists:
         raise lane.missing_worktree_refusal(key, rec.path, action)
@@ -368,6 +375,7 @@ def _supervise(repo: Repo, key: str, argv: list[str], retry: str, confine: bool)
     server: landsock.Server | None = None
     watch: hookwatch.HookWatch | None = None
     ruleset: sandbox.Prepared | None = None
+    seal: seccomp.Seal | None = None
     private_tmp: str | None = None
     try:
         owner_env = dict(env)  # what the land socket's lands run with: ours, unbound
@@ -379,7 +387,7 @@ def _supervise(repo: Repo, key: str, argv: list[str], retry: str, confine: bool)
         if server is not None:
             env[binding.LAND_SOCKET] = server.path
         if confine:
-            ruleset, private_tmp = _confinement(repo, mine, env, retry)
+            ruleset, seal, private_tmp = _confinement(repo, mine, env, retry)
             if server is not None:
                 server.confine_gate = True  # CMD's land runs its gate confined too
         repo.store.event("exec", lane=key, argv=argv, pid=os.getpid(), sandbox=bool(ruleset))
@@ -391,7 +399,7 @@ def _supervise(repo: Repo, key: str, argv: list[str], retry: str, confine: bool)
             watch.start()
 
         try:
-            status, sig, pid = _spawn_and_wait(argv, cwd, env, ruleset, started)
+            status, sig, pid = _spawn_and_wait(argv, cwd, env, ruleset, started, seal)
         except sandbox.SandboxError as exc:
             raise _sandbox_failed(repo, key, str(exc), retry) from None
         result["pid"] = pid
@@ -461,10 +469,11 @@ def _land_socket(
 
 def _confinement(
     repo: Repo, rec: LaneRecord, env: dict[str, str], retry: str
-) -> tuple[sandbox.Prepared, str | None]:
-    """The Landlock ruleset for CMD, built here (the supervisor stays outside it), and the
-    private temp dir made for CMD when the temp dir holds the repository. Sets
-    GITLANE_SANDBOX (and TMPDIR for the private dir) in env."""
+) -> tuple[sandbox.Prepared, seccomp.Seal, str | None]:
+    """The Landlock ruleset for CMD and its seccomp filter (guard/seccomp.py), built here
+    (the supervisor stays outside both), and the private temp dir made for CMD. Sets
+    GITLANE_SANDBOX and TMPDIR/TMP/TEMP (the private dir) in env, and drops from it the
+    names that point tools at servers outside the sandbox (UNSET_IN_SANDBOX)."""
     try:
         g = sandbox.grants(repo, rec, env)
     except sandbox.SandboxError as exc:
@@ -475,16 +484,24 @@ def _confinement(
         os.makedirs(rr, exist_ok=True)  # git would make it in the (unwritable) common dir
     private = None
     if g.private_tmp_under is not None:
-        private = tempfile.mkdtemp(prefix=f"git-lane-{rec.key}-", dir=g.private_tmp_under)
-        env["TMPDIR"] = private
+        try:  # mkdtemp: 0700, a fresh name; the shared temp dir itself is not granted
+            private = tempfile.mkdtemp(prefix=f"git-lane-{rec.key}-", dir=g.private_tmp_under)
+        except OSError as exc:
+            why = f"cannot make CMD's private temp dir in {g.private_tmp_under}: {exc.strerror}"
+            raise _sandbox_failed(repo, rec.key, why, retry) from None
+        for name in PRIVATE_TMP:
+            env[name] = private
+    for name in UNSET_IN_SANDBOX:  # not a barrier: see docs/trust-boundary.md
+        env.pop(name, None)
     try:
         ruleset = sandbox.prepare(g, [private] if private else [])
+        seal = seccomp.prepare()
     except sandbox.SandboxError as exc:
         if private is not None:
             shutil.rmtree(private, ignore_errors=True)
         raise _sandbox_failed(repo, rec.key, str(exc), retry) from None
     env[binding.SANDBOX] = f"landlock-abi-{ruleset.abi}"
-    return ruleset, private
+    return ruleset, seal, private
 
 
 def _fix(exc: sandbox.SandboxError, retry: str) -> list[str]:
@@ -517,6 +534,7 @@ def _spawn_and_wait(
     env: dict[str, str],
     ruleset: sandbox.Prepared | None = None,
     started: Callable[[], None] | None = None,
+    seal: seccomp.Seal | None = None,
 ) -> tuple[int, int | None, int | None]:
     """Start argv (looked up on env's PATH, no shell) and wait for it, passing on the
     signals in FORWARDED that some process sends us. Returns (exit status as a shell
@@ -535,7 +553,7 @@ def _spawn_and_wait(
                 argv,
                 cwd=cwd,
                 env=env,
-                preexec_fn=_in_child if ruleset is None else _confined_child(ruleset),
+                preexec_fn=_in_child if ruleset is None else _confined_child(ruleset, seal),
                 close_fds=True,
             )
         except subprocess.SubprocessError as exc:  # only our preexec_fn raises this
@@ -614,10 +632,14 @@ def _in_child() -> None:
         ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
 
 
-def _confined_child(ruleset: sandbox.Prepared) -> Callable[[], None]:
+def _confined_child(
+    ruleset: sandbox.Prepared, seal: seccomp.Seal | None = None
+) -> Callable[[], None]:
     def child() -> None:
         _in_child()
         ruleset()  # raises: CMD is not run (Popen reports it to the supervisor)
+        if seal is not None:
+            seal()  # after no_new_privs (set by ruleset()); raises likewise
 
     return child
 

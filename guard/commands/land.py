@@ -65,6 +65,7 @@ def run(
         raise lane.missing_worktree_refusal(key, rec.path, "land")
     if rec.status != "active":
         raise lane.not_active_refusal(repo, rec, f"is {rec.status}")
+    lane.check_pointers(repo, rec)  # git in the lane would use another repository
     lane.owner_conflict(repo, rec, "land")
     cfg = repo.config
     command = gate_command(repo)
@@ -620,7 +621,7 @@ def _run_gate(
     import shutil
     import tempfile
 
-    from guard import sandbox
+    from guard import sandbox, seccomp
 
     private = None
     ruleset = None
@@ -633,8 +634,16 @@ def _run_gate(
                 except OSError as exc:
                     raise sandbox.SandboxError(f"no private temp dir: {exc.strerror}") from None
             ruleset = sandbox.prepare(g, [*also, *([private] if private else [])])
-            env = {"GITLANE_GATE_LANE": key, **({"TMPDIR": private} if private else {})}
-            return gate.run(command, cwd, timeout, key, output, tick, env, ruleset)
+            seal = seccomp.prepare()  # as CMD's: no TIOCSTI, no capabilities as root
+            tmp = {n: private for n in ("TMPDIR", "TMP", "TEMP")} if private else {}
+            env = {"GITLANE_GATE_LANE": key, **tmp}
+
+            def confine() -> None:
+                assert ruleset is not None
+                ruleset()
+                seal()
+
+            return gate.run(command, cwd, timeout, key, output, tick, env, confine)
         except (sandbox.SandboxError, gate.NotConfined) as exc:
             raise Refusal(
                 "sandbox_failed",

@@ -60,6 +60,7 @@ def run(repo: Repo, key: str | None, confirm: str | None = None) -> ReleaseResul
         rec = lane.get(repo, key)
         if rec.status == "released":
             return {"ok": True, "code": "already_released", "lane": key}
+        lane.check_pointers(repo, rec)  # git in the lane would use another repository
         lane.owner_conflict(repo, rec, "release")
         if confirm != CONFIRM:
             facts = recovery.branch_facts(

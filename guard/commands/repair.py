@@ -49,9 +49,12 @@ def run(repo: Repo, key: str) -> RepairResult:
         ref = f"refs/heads/{rec.branch}"
         facts = recovery.branch_facts(repo, rec.path, rec.branch, repo.ref_sha(ref))
         changes.extend(recovery.restore_branch(repo, rec, facts))
+        changes.extend(recovery.repair_pointers(repo, rec))  # before git runs in the lane
         wt = git.by_path(repo.worktrees()).get(os.path.realpath(rec.path))
         if wt is None or not wt.exists:
             changes.extend(recovery.restore_worktree(repo, rec))
+        changes.extend(recovery.repair_pointers(repo, rec))  # a worktree just checked out
+        lane.write_repo_marker(repo, rec.path)
         if lane.read_marker(rec.path) != rec.key:
             lane.write_marker(repo, rec.path, rec.key)  # the hooks tell a lane by it
             if lane.read_marker(rec.path) == rec.key:

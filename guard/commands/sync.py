@@ -42,6 +42,7 @@ KINDS = {
 def _lane(repo: Repo, key: str | None, action: str) -> tuple[str, str, str]:
     key = lane.current(repo, key, action)
     rec = lane.get(repo, key)
+    lane.check_pointers(repo, rec)  # git in the lane would use another repository
     wt = git.by_path(repo.worktrees()).get(os.path.realpath(rec.path))
     if rec.status == "released":
         raise lane.not_active_refusal(repo, rec, "is released")

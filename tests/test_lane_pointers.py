@@ -1,0 +1,368 @@
+"""A lane's git pointers (its `.git` file, `<admin>/commondir`, `<admin>/gitdir`) are
+writable from inside the lane, a sandboxed one too (issue 11, red-team findings 1-3 and
+9's GitError case; reproductions from the i11-rt branch, turned to assert the safe outcome).
+
+The engine never follows them: its git calls in a lane name the repository (GIT_DIR,
+GIT_COMMON_DIR, GIT_WORK_TREE, core.fsmonitor off); land, release, sync and exec refuse a
+tampered lane (lane_pointers_tampered) and `git lane repair KEY` rewrites the pointers;
+a command started inside a lane must find the repository the lanes directory's marker
+names; the supervisor's socket land uses the supervisor's own repository."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import LaneRun, Repo
+
+from guard import sandbox
+
+_ABI = sandbox.abi()
+needs_landlock = pytest.mark.skipif(
+    bool(sandbox.usable(_ABI)),
+    reason=f"no usable Landlock on this kernel: {sandbox.usable(_ABI)} ({sandbox.probe()[1]})",
+)
+
+# Run in the lane: point the lane's commondir at a fake common dir FAKE whose config names
+# a program (core.fsmonitor) that records where it ran and writes the hub's config.
+REDIRECT = r"""
+set -e
+FAKE=$1 EVIDENCE=$2 HUB_CONFIG=$3
+AD=$(git rev-parse --path-format=absolute --git-dir)
+C=$(git rev-parse --path-format=absolute --git-common-dir)
+mkdir -p "$FAKE/hooks"
+for x in objects refs logs packed-refs HEAD worktrees git-lane info; do ln -s "$C/$x" "$FAKE/$x"; done
+cp "$C/config" "$FAKE/config"
+cat > "$FAKE/hooks/payload" <<P
+#!/bin/sh
+echo "ran sandbox=\${GITLANE_SANDBOX-none}" >> '$EVIDENCE'
+echo '# written by the lane' >> '$HUB_CONFIG'
+exit 0
+P
+chmod +x "$FAKE/hooks/payload"
+printf '[core]\n\tfsmonitor = %s\n' "'$FAKE/hooks/payload'" >> "$FAKE/config"
+echo "$FAKE" > "$AD/commondir"
+"""
+
+# Run in the lane: a fake common dir whose git-lane/config.toml allows worker lands
+DENY_BYPASS = r"""
+set -e
+AD=$(git rev-parse --path-format=absolute --git-dir)
+C=$(git rev-parse --path-format=absolute --git-common-dir)
+F=$C/objects/info/fake
+mkdir -p "$F/git-lane"
+for x in objects refs logs packed-refs HEAD worktrees info hooks config; do ln -s "$C/$x" "$F/$x"; done
+for x in lanes locks epoch.json events.jsonl; do ln -s "$C/git-lane/$x" "$F/git-lane/$x"; done
+grep -v worker_land "$C/git-lane/config.toml" > "$F/git-lane/config.toml" || true
+echo 'worker_land = "allow"' >> "$F/git-lane/config.toml"
+echo "$F" > "$AD/commondir"
+"""
+
+SANDBOX_OFF = DENY_BYPASS.replace("grep -v worker_land", "grep -v '^sandbox'").replace(
+    """echo 'worker_land = "allow"'""", """echo 'sandbox = "off"'"""
+)
+
+
+@pytest.fixture
+def hub(repo: Repo, gitlane_on_path: Path) -> Repo:
+    repo.commit(repo.path, "a.txt", "base\n")
+    assert repo.lane("install").rc == 0
+    repo.config("gate_command", "true")
+    return repo
+
+
+def _exec(hub: Repo, tmp_path: Path, body: str, *args: str, key: str = "alpha") -> LaneRun:
+    script = tmp_path / f"body-{key}.sh"
+    script.write_text(body)
+    return hub.lane("exec", "--sandbox", key, "--", "sh", str(script), *args)
+
+
+def _commit_in_lane(hub: Repo, tmp_path: Path, key: str = "alpha") -> None:
+    r = _exec(hub, tmp_path, "echo work > w.txt && git add w.txt && git commit -qm work\n")
+    assert r.rc == 0, r.stderr
+
+
+def _run_next(hub: Repo, r: LaneRun) -> None:
+    """Run the refusal's `next` exactly as written, from the hub."""
+    nxt = r.json["next"]
+    assert len(nxt) == 1, nxt
+    res = subprocess.run(["sh", "-c", nxt[0]], cwd=hub.path, capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def _fake_common(hub: Repo, evidence: Path) -> Path:
+    """A fake common dir (built by hand) whose config runs a program on `git status`."""
+    c = hub.common_dir
+    fake = c / "objects" / "info" / "fake"
+    fake.mkdir(parents=True)
+    for x in ("objects", "refs", "logs", "packed-refs", "HEAD", "worktrees", "git-lane", "info"):
+        (fake / x).symlink_to(c / x)
+    payload = fake / "payload"
+    payload.write_text(f"#!/bin/sh\necho ran >> {shlex.quote(str(evidence))}\nexit 0\n")
+    payload.chmod(0o755)
+    cfg = (c / "config").read_text()
+    (fake / "config").write_text(cfg + f"[core]\n\tfsmonitor = {shlex.quote(str(payload))}\n")
+    return fake
+
+
+# -- inside the sandbox ------------------------------------------------------------------
+@needs_landlock
+def test_commondir_redirect_runs_no_code_on_owner_land(hub: Repo, tmp_path: Path) -> None:
+    """Finding 1: the owner's land after a sandboxed commondir redirect runs no program
+    of the lane's; it is refused (lane_pointers_tampered), repair's `next` fixes the lane
+    and the land then goes through."""
+    hub.create("alpha")
+    _commit_in_lane(hub, tmp_path)
+    evidence = tmp_path / "evidence"
+    cfg = hub.common_dir / "config"
+    before = cfg.read_text()
+    fake = str(hub.common_dir / "objects" / "info" / "fake")
+    r = _exec(hub, tmp_path, REDIRECT, fake, str(evidence), str(cfg))
+    assert r.rc == 0, r.stderr
+    main_before = hub.sha()
+    land = hub.jlane("land", "alpha")
+    assert land.rc == 1 and land.code == "lane_pointers_tampered", land.stdout + land.stderr
+    rel = hub.jlane("release", "alpha")
+    assert rel.code == "lane_pointers_tampered", rel.stdout
+    assert hub.lane("status", "alpha").rc == 0
+    assert not evidence.exists(), evidence.read_text()
+    assert cfg.read_text() == before
+    assert hub.sha() == main_before
+    _run_next(hub, land)
+    land = hub.lane("land", "alpha")
+    assert land.rc == 0, land.stderr
+    assert not evidence.exists()
+    assert cfg.read_text() == before
+
+
+@needs_landlock
+def test_commondir_redirect_runs_no_code_on_socket_land(hub: Repo, tmp_path: Path) -> None:
+    """Finding 1 through the supervisor: the worker's own socket land is refused, and no
+    program of the lane's runs outside the sandbox."""
+    hub.create("alpha")
+    hub.config("worker_land", "allow")
+    evidence = tmp_path / "evidence"
+    cfg = hub.common_dir / "config"
+    before = cfg.read_text()
+    main_before = hub.sha()
+    fake = str(hub.common_dir / "objects" / "info" / "fake")
+    body = (
+        REDIRECT
+        + "echo w > w.txt; git add w.txt; git commit -qm w 2>/dev/null || true\ngit lane land\n"
+    )
+    r = _exec(hub, tmp_path, body, fake, str(evidence), str(cfg))
+    assert "lane_pointers_tampered" in r.stderr, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    assert not evidence.exists(), evidence.read_text()
+    assert cfg.read_text() == before
+    assert hub.sha() == main_before
+
+
+@needs_landlock
+def test_worker_land_deny_holds_against_a_fake_config(hub: Repo, tmp_path: Path) -> None:
+    """Finding 2: the socket reads worker_land from the supervisor's repository, not from
+    one the lane points at: still role_forbidden, main unmoved."""
+    hub.create("alpha")
+    _commit_in_lane(hub, tmp_path)
+    main_before = hub.sha()
+    r = _exec(hub, tmp_path, DENY_BYPASS + "git lane land\n")
+    assert "role_forbidden" in r.stderr, r.stdout + r.stderr
+    assert hub.sha() == main_before, "a worker landed main with worker_land = deny"
+
+
+@needs_landlock
+def test_sandbox_required_holds_for_exec_started_inside_the_lane(hub: Repo, tmp_path: Path) -> None:
+    """Finding 3: a fake config.toml saying sandbox = "off" does not switch the sandbox
+    off for the owner's next exec started from inside the lane: it is refused, never run
+    unconfined."""
+    lane_path = hub.create("alpha")
+    hub.config("sandbox", "required")
+    r = hub.lane("exec", "alpha", "--", "sh", "-c", SANDBOX_OFF)
+    assert r.rc == 0, r.stderr
+    later = hub.lane(
+        "exec", "alpha", "--", "sh", "-c", 'echo "sandbox=${GITLANE_SANDBOX-none}"', cwd=lane_path
+    )
+    assert "sandbox=none" not in later.stdout
+    assert later.rc == 1 and "lane_pointers_tampered" in later.stderr, later.stderr
+    assert "Traceback" not in later.stderr
+
+
+@needs_landlock
+def test_foreign_commondir_is_a_refusal_not_a_traceback(hub: Repo, tmp_path: Path) -> None:
+    """Finding 9 (GitError case): a commondir on another filesystem (/dev/shm)."""
+    if not os.access("/dev/shm", os.W_OK):
+        pytest.skip("no writable /dev/shm")
+    hub.create("alpha")
+    hub.config("worker_land", "allow")
+    fake = f"/dev/shm/gitlane-ptr-{os.getpid()}"
+    try:
+        body = REDIRECT.replace("printf '[core]", ": printf '[core]") + "git lane land\n"
+        r = _exec(hub, tmp_path, body, fake, str(tmp_path / "ev"), str(tmp_path / "cfg"))
+        assert "Traceback" not in r.stderr, r.stderr
+        assert "lane_pointers_tampered" in r.stderr, r.stderr
+    finally:
+        shutil.rmtree(fake, ignore_errors=True)
+
+
+# -- by hand, no sandbox -------------------------------------------------------------------
+@pytest.mark.parametrize("which", ["dotgit", "commondir", "gitdir"])
+def test_tampered_pointer_refused_then_repaired(hub: Repo, tmp_path: Path, which: str) -> None:
+    lane_path = hub.create("alpha")
+    hub.commit(lane_path, "w.txt", "w\n")
+    evidence = tmp_path / "evidence"
+    fake = _fake_common(hub, evidence)
+    admin = hub.common_dir / "worktrees" / "alpha"
+    if which == "dotgit":
+        (lane_path / ".git").write_text(f"gitdir: {fake}/worktrees/alpha\n")
+        (fake / "worktrees").unlink()
+        (fake / "worktrees").mkdir()
+        shutil.copytree(admin, fake / "worktrees" / "alpha", symlinks=True)
+        (fake / "worktrees" / "alpha" / "commondir").write_text(f"{fake}\n")
+    elif which == "commondir":
+        (admin / "commondir").write_text(f"{fake}\n")
+    else:
+        (admin / "gitdir").write_text(f"{tmp_path}/elsewhere/.git\n")
+    main_before = hub.sha()
+    ex = hub.lane("exec", "alpha", "--", "touch", str(tmp_path / "ran"))
+    assert ex.rc == 1 and "[lane_pointers_tampered]" in ex.stderr, ex.stderr
+    assert not (tmp_path / "ran").exists()
+    for args in (("land", "alpha"), ("release", "alpha"), ("sync", "alpha")):
+        r = hub.jlane(*args)
+        assert r.rc == 1 and r.code == "lane_pointers_tampered", (args, r.stdout, r.stderr)
+    assert hub.lane("status").rc == 0
+    assert not evidence.exists(), "git ran a program of the fake repository"
+    assert hub.sha() == main_before
+    _run_next(hub, r)
+    assert hub.jlane("repair", "alpha").code == "ok"  # nothing left to repair
+    assert (lane_path / ".git").read_text() == f"gitdir: {admin}\n"
+    land = hub.lane("land", "alpha")
+    assert land.rc == 0, land.stderr
+    assert not evidence.exists()
+
+
+def test_engine_git_in_a_lane_names_the_repository(hub: Repo, tmp_path: Path) -> None:
+    """Status and land's read-only git calls in a redirected lane never read the fake
+    config (its core.fsmonitor would run); the gate sees no GIT_DIR of ours."""
+    lane_path = hub.create("alpha")
+    hub.commit(lane_path, "w.txt", "w\n")
+    hub.config("gate_command", 'test -z "$GIT_DIR$GIT_COMMON_DIR$GIT_WORK_TREE"')
+    evidence = tmp_path / "evidence"
+    fake = _fake_common(hub, evidence)
+    admin = hub.common_dir / "worktrees" / "alpha"
+    (admin / "commondir").write_text(f"{fake}\n")
+    assert hub.lane("status", "alpha").rc == 0
+    assert hub.lane("doctor").rc in (0, 1)
+    (lane_path / "u.txt").write_text("u\n")
+    hub.lane("export", "alpha", "-o", str(tmp_path / "out.mbox"))
+    hub.lane("checkpoint", "alpha", "-m", "cp")
+    assert not evidence.exists(), "git ran the fake repository's core.fsmonitor"
+    (admin / "commondir").write_text("../..\n")
+    land = hub.lane("land", "alpha")
+    assert land.rc == 0, land.stderr
+
+
+def test_discovery_inside_a_lane_is_anchored(hub: Repo, tmp_path: Path) -> None:
+    """Finding 3 by hand: from inside a lane (or a subdirectory holding its own `.git`)
+    a command must find the repository the lanes directory's marker names."""
+    lane_path = hub.create("alpha")
+    marker = lane_path.parent / ".git-lane-repo"
+    assert json.loads(marker.read_text())["common_dir"] == os.path.realpath(hub.common_dir)
+    assert hub.lane("status", cwd=lane_path).rc == 0
+    sub = lane_path / "sub"
+    sub.mkdir()
+    subprocess.run(["git", "init", "-q", str(sub)], check=True)
+    # a marker the lane itself wrote does not outrank the lanes directory's
+    (lane_path / ".git-lane-repo").write_text(json.dumps({"common_dir": str(sub / ".git")}))
+    r = hub.jlane("status", cwd=sub)
+    assert r.rc == 1 and r.code == "lane_pointers_tampered", r.stdout + r.stderr
+    assert r.json["next"] == [f"git -C {shlex.quote(str(hub.path))} lane repair alpha"]
+    r = hub.lane("exec", "alpha", "--", "touch", str(tmp_path / "ran"), cwd=sub)
+    assert r.rc == 1 and "[lane_pointers_tampered]" in r.stderr, r.stderr
+    assert not (tmp_path / "ran").exists()
+
+
+def test_old_lane_gets_admin_and_marker(hub: Repo, tmp_path: Path) -> None:
+    """A lane created before the admin field and the marker: the admin dir is derived from
+    the real common dir, the marker is written by the next owner command from the hub."""
+    lane_path = hub.create("alpha")
+    rec_path = hub.state_dir / "lanes" / "alpha.json"
+    rec = json.loads(rec_path.read_text())
+    del rec["admin"]
+    rec_path.write_text(json.dumps(rec))
+    marker = lane_path.parent / ".git-lane-repo"
+    marker.unlink()
+    assert hub.lane("status", cwd=lane_path).rc == 0
+    assert not marker.exists()  # never from inside a lane
+    assert hub.lane("status").rc == 0
+    assert marker.exists()
+    (hub.common_dir / "worktrees" / "alpha" / "commondir").write_text("/nonexistent\n")
+    r = hub.jlane("land", "alpha")
+    assert r.code == "lane_pointers_tampered", r.stdout + r.stderr
+    _run_next(hub, r)
+    assert hub.lane("status", cwd=lane_path).rc == 0
+
+
+def test_doctor_checks_each_lanes_pointers(hub: Repo, tmp_path: Path) -> None:
+    """doctor: a FAIL line for a tampered lane whose fix (repair, from the hub) works; the
+    hooks-path check reads the real config, never the one the lane points at."""
+    hub.create("alpha")
+    ok = hub.jlane("doctor")
+    assert not [c for c in ok.json["checks"] if c["name"] == "lane alpha"], ok.stdout
+    evidence = tmp_path / "evidence"
+    fake = _fake_common(hub, evidence)
+    with (fake / "config").open("a") as f:
+        f.write(f"[core]\n\thooksPath = {tmp_path / 'nohooks'}\n")
+    admin = hub.common_dir / "worktrees" / "alpha"
+    (admin / "commondir").write_text(f"{fake}\n")
+    r = hub.jlane("doctor")
+    lines = [c for c in r.json["checks"] if c["name"] == "lane alpha"]
+    assert len(lines) == 1 and lines[0]["status"] == "fail", r.stdout
+    assert "commondir" in lines[0]["message"]
+    assert str(fake) not in json.dumps([c for c in r.json["checks"] if c["name"] == "hooks path"])
+    assert not evidence.exists()
+    res = subprocess.run(["sh", "-c", lines[0]["fix"]], cwd=tmp_path, capture_output=True)
+    assert res.returncode == 0, res.stderr
+    r = hub.jlane("doctor")
+    assert not [c for c in r.json["checks"] if c["name"] == "lane alpha"], r.stdout
+
+
+def test_lane_branch_symlinked_to_main_is_repaired(hub: Repo) -> None:
+    """LOW finding: `refs/heads/lane/alpha` replaced by a symlink to main (writable from
+    the sandbox): release refuses and names repair; repair restores the branch from the
+    worktree's reflog as a plain ref; main is untouched; release then works."""
+    lane_path = hub.create("alpha")
+    tip = hub.commit(lane_path, "w.txt", "w\n")
+    main_before = hub.sha()
+    ref = hub.common_dir / "refs" / "heads" / "lane" / "alpha"
+    ref.unlink()
+    ref.symlink_to(Path("..") / "main")
+    r = hub.jlane("release", "alpha")
+    assert r.rc == 1 and r.code == "lane_branch_moved", r.stdout + r.stderr
+    assert r.json["next"][0].startswith("git lane repair alpha")
+    fixed = hub.jlane("repair", "alpha")
+    assert fixed.rc == 0 and fixed.code == "repaired", fixed.stdout + fixed.stderr
+    assert not ref.is_symlink() and hub.sha("refs/heads/lane/alpha") == tip
+    assert hub.sha() == main_before
+    assert (hub.common_dir / "refs" / "heads" / "main").read_text().strip() == main_before
+
+
+def test_repair_leaves_a_dotgit_directory_alone(hub: Repo) -> None:
+    """A `.git` directory at the lane (a repository of its own) is never touched by repair:
+    refused, and the `mv` it names keeps it aside; repair then rewrites the pointer."""
+    lane_path = hub.create("alpha")
+    (lane_path / ".git").unlink()
+    subprocess.run(["git", "init", "-q", str(lane_path)], check=True)
+    (lane_path / ".git" / "mine").write_text("kept\n")
+    r = hub.jlane("repair", "alpha")
+    assert (r.rc, r.code) == (1, "lane_pointers_tampered"), r.stdout + r.stderr
+    assert (lane_path / ".git" / "mine").read_text() == "kept\n"
+    for cmd in r.json["next"]:
+        res = subprocess.run(cmd, shell=True, cwd=hub.path, capture_output=True, text=True)
+        assert res.returncode == 0, (cmd, res.stdout, res.stderr)
+    assert (lane_path / ".git.moved-aside" / "mine").read_text() == "kept\n"
+    assert hub.lane("status", "alpha", cwd=lane_path).rc == 0
