@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from guard import boundary, render
+from guard import boundary, git, render
 from guard.repo import Repo
 
 
@@ -49,7 +49,7 @@ def emit(
     ctx: Ctx, result: Mapping[str, Any], how: Callable[[Mapping[str, Any]], str] = render.generic
 ) -> None:
     if ctx.json:
-        sys.stdout.write(json.dumps(result, sort_keys=True, default=str) + "\n")
+        sys.stdout.write(json.dumps(git.json_safe(result), sort_keys=True, default=str) + "\n")
         return
     text = how(result)
     if text:

@@ -141,11 +141,13 @@ def parse_merges(fields: list[str], statuses: list[int] | None) -> list[Merge]:
     return out
 
 
-def _merge_chunk(cwd: str, chunk: list[tuple[str, str]]) -> list[Merge]:
+def _merge_chunk(
+    cwd: str, chunk: list[tuple[str, str]], env: dict[str, str] | None = None
+) -> list[Merge]:
     argv = [*MERGE_ARGS, "--stdin"]
-    res = git.run(argv, cwd, check=False, input="".join(f"{a} {b}\n" for a, b in chunk))
+    res = git.run(argv, cwd, check=False, input="".join(f"{a} {b}\n" for a, b in chunk), env=env)
     if res.returncode == 129 and "usage" in res.stderr:  # no --stdin: one process per merge
-        return _merge_each(cwd, chunk)
+        return _merge_each(cwd, chunk, env)
     if res.returncode != 0:
         raise _failed(["git", *argv], res.returncode, res.stderr, f"merge {len(chunk)} pair(s)")
     try:
@@ -157,11 +159,13 @@ def _merge_chunk(cwd: str, chunk: list[tuple[str, str]]) -> list[Merge]:
     return merges
 
 
-def _merge_each(cwd: str, chunk: list[tuple[str, str]]) -> list[Merge]:
+def _merge_each(
+    cwd: str, chunk: list[tuple[str, str]], env: dict[str, str] | None = None
+) -> list[Merge]:
     out: list[Merge] = []
     for a, b in chunk:
         argv = [*MERGE_ARGS, a, b]
-        res = git.run(argv, cwd, check=False)
+        res = git.run(argv, cwd, check=False, env=env)
         if res.returncode not in (0, 1):  # 0 clean, 1 conflicts: anything else is no answer
             raise _failed(["git", *argv], res.returncode, res.stderr, f"merge {a} and {b}")
         try:
@@ -172,7 +176,12 @@ def _merge_each(cwd: str, chunk: list[tuple[str, str]]) -> list[Merge]:
     return out
 
 
-def merge_many(cwd: str, pairs: list[tuple[str, str]], jobs: int | None = None) -> list[Merge]:
+def merge_many(
+    cwd: str,
+    pairs: list[tuple[str, str]],
+    jobs: int | None = None,
+    env: dict[str, str] | None = None,
+) -> list[Merge]:
     """merge-tree of every (a, b) in `pairs`, in order; the same pair is merged once."""
     uniq = list(dict.fromkeys(p for p in pairs if p[0] != p[1]))
     workers = jobs or jobs_default()
@@ -180,7 +189,7 @@ def merge_many(cwd: str, pairs: list[tuple[str, str]], jobs: int | None = None) 
     chunks = [uniq[i::n] for i in range(n)] if uniq else []
     done: dict[tuple[str, str], Merge] = {}
     for chunk, merges in zip(
-        chunks, git.parallel(lambda c: _merge_chunk(cwd, c), chunks, n), strict=True
+        chunks, git.parallel(lambda c: _merge_chunk(cwd, c, env), chunks, n), strict=True
     ):
         done.update(zip(chunk, merges, strict=True))
     # a commit merged with itself: clean, nothing touched
@@ -188,7 +197,9 @@ def merge_many(cwd: str, pairs: list[tuple[str, str]], jobs: int | None = None) 
 
 
 # -- a lane's worktree state as a commit ----------------------------------------------------
-def worktree_commit(path: str, key: str, tip: str, tip_tree: str) -> tuple[str, bool]:
+def worktree_commit(
+    path: str, key: str, tip: str, tip_tree: str, objenv: dict[str, str] | None = None
+) -> tuple[str, bool]:
     """(commit, dirty): the lane's tip when its worktree holds what the tip holds, else a
     commit (parent: the tip) of what `git add -A` would stage: untracked files included,
     ignored ones not, files git is told to assume unchanged or skip as the index says.
@@ -200,7 +211,7 @@ def worktree_commit(path: str, key: str, tip: str, tip_tree: str) -> tuple[str, 
         idx = Path(tmp) / "index"
         if gd is not None and (gd / "index").is_file():
             shutil.copy2(gd / "index", idx)  # its stat data spares hashing unchanged files
-        env = {"GIT_INDEX_FILE": str(idx), "GIT_OPTIONAL_LOCKS": "0"}
+        env = {**(objenv or {}), "GIT_INDEX_FILE": str(idx), "GIT_OPTIONAL_LOCKS": "0"}
         cfg = [
             "-c",
             "core.fsmonitor=false",
@@ -238,7 +249,9 @@ def worktree_commit(path: str, key: str, tip: str, tip_tree: str) -> tuple[str, 
     if tree == tip_tree:
         return tip, False
     msg = f"git-lane: uncommitted work of lane {key}"
-    commit = git.run(["commit-tree", tree, "-p", tip, "-m", msg], path, env=IDENT).stdout.strip()
+    commit = git.run(
+        ["commit-tree", tree, "-p", tip, "-m", msg], path, env={**IDENT, **(objenv or {})}
+    ).stdout.strip()
     return commit, True
 
 
@@ -281,16 +294,20 @@ def _side(
     return tip, rec.path
 
 
-def _own_paths(cwd: git.Where, base: str, tip: str) -> set[str]:
+def _own_paths(cwd: git.Where, base: str, tip: str, env: dict[str, str] | None = None) -> set[str]:
     """The paths `tip` changed since its merge-base with `base` (by name: a rename is its
     two paths)."""
     res = git.run(
-        ["diff", "--name-only", "-z", "--no-renames", f"{base}...{tip}", "--"], cwd, check=False
+        ["diff", "--name-only", "-z", "--no-renames", f"{base}...{tip}", "--"],
+        cwd,
+        check=False,
+        env=env,
     )
     if res.ok:
         return set(res.z())
-    if git.merge_base(cwd, base, tip) is None:  # unrelated histories: every path is new
-        return set(git.run(["ls-tree", "-r", "-z", "--name-only", tip], cwd).z())
+    mb = git.run(["merge-base", base, tip], cwd, check=False, env=env)
+    if not mb.stdout.strip():  # unrelated histories: every path is new
+        return set(git.run(["ls-tree", "-r", "-z", "--name-only", tip], cwd, env=env).z())
     raise _failed(list(res.argv), res.returncode, res.stderr, f"diff {base}...{tip}")
 
 
@@ -337,69 +354,85 @@ def prediction(
                 },
             }
 
-    merged: dict[str, str] = {k: tip for k, (tip, _p) in sides.items()}
-    if include_dirty and sides:
-        ordered = sorted(sides)
-        trees = git.run(
-            ["rev-parse", *(f"{sides[k][0]}^{{tree}}" for k in ordered)], repo.common_dir
-        ).lines()
+    # every object made here (the commits and blobs of uncommitted work, which may hold
+    # secrets; merge-tree's merged trees) goes to a temporary object directory that
+    # borrows the repository's as an alternate: nothing is written to the repository
+    scratch = tempfile.mkdtemp(prefix="git-lane-conflicts-")
+    os.mkdir(os.path.join(scratch, "objects"))
+    objenv = {
+        "GIT_OBJECT_DIRECTORY": os.path.join(scratch, "objects"),
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES": git.alternate_entry(
+            os.path.join(str(repo.common_dir), "objects")
+        ),
+    }
+    try:
+        merged: dict[str, str] = {k: tip for k, (tip, _p) in sides.items()}
+        if include_dirty and sides:
+            ordered = sorted(sides)
+            trees = git.run(
+                ["rev-parse", *(f"{sides[k][0]}^{{tree}}" for k in ordered)], repo.common_dir
+            ).lines()
 
-        def one(i: int) -> tuple[str, bool] | _Skip:
-            k = ordered[i]
-            try:
-                return worktree_commit(sides[k][1], k, sides[k][0], trees[i])
-            except _Skip as s:
-                return s
+            def one(i: int) -> tuple[str, bool] | _Skip:
+                k = ordered[i]
+                try:
+                    return worktree_commit(sides[k][1], k, sides[k][0], trees[i], objenv)
+                except _Skip as s:
+                    return s
 
-        for k, got in zip(
-            ordered, git.parallel(one, range(len(ordered)), jobs or jobs_default()), strict=True
-        ):
-            if isinstance(got, _Skip):
-                views[k]["skipped"] = got.reason
-                del merged[k]
-            else:
-                merged[k], views[k]["dirty"] = got
-    for k, sha in merged.items():
-        views[k]["merged"] = sha
+            for k, got in zip(
+                ordered, git.parallel(one, range(len(ordered)), jobs or jobs_default()), strict=True
+            ):
+                if isinstance(got, _Skip):
+                    views[k]["skipped"] = got.reason
+                    del merged[k]
+                else:
+                    merged[k], views[k]["dirty"] = got
+        for k, sha in merged.items():
+            views[k]["merged"] = sha
 
-    # the pairs: main (None) with each lane, each two lanes (with keys: those touching them)
-    ks = sorted(merged)
-    want: list[tuple[str | None, str]] = [(None, k) for k in ks if named is None or k in named]
-    for i, k1 in enumerate(ks):
-        for k2 in ks[i + 1 :]:
-            if named is None or k1 in named or k2 in named:
-                want.append((k1, k2))
-    commits = [(main_sha if x is None else merged[x], merged[y]) for x, y in want]
-    merges = merge_many(cwd, commits, jobs)
+        # the pairs: main (None) with each lane, each two lanes (with keys: those touching them)
+        ks = sorted(merged)
+        want: list[tuple[str | None, str]] = [(None, k) for k in ks if named is None or k in named]
+        for i, k1 in enumerate(ks):
+            for k2 in ks[i + 1 :]:
+                if named is None or k1 in named or k2 in named:
+                    want.append((k1, k2))
+        commits = [(main_sha if x is None else merged[x], merged[y]) for x, y in want]
+        merges = merge_many(cwd, commits, jobs, objenv)
 
-    # each side's own changes since it left main (main's: since each lane's merge-base)
-    need = [(main_sha, merged[k]) for k in ks]
-    need += [(merged[y], main_sha) for x, y in want if x is None]
-    need = list(dict.fromkeys(need))
-    found = git.parallel(lambda p: _own_paths(repo.common_dir, *p), need, jobs or jobs_default())
-    own = dict(zip(need, found, strict=True))
-
-    pairs: list[ConflictPair] = []
-    for (x, y), m in zip(want, merges, strict=True):
-        if x is None:
-            shared = own[(merged[y], main_sha)] & own[(main_sha, merged[y])]
-        else:
-            shared = own[(main_sha, merged[x])] & own[(main_sha, merged[y])]
-        state = "conflict" if not m.clean else ("overlap" if shared else "clean")
-        pairs.append(
-            {
-                "lanes": ["main" if x is None else x, y],
-                "main": x is None,
-                "conflict": not m.clean,
-                "state": state,
-                "paths": sorted(m.conflicted) if not m.clean else sorted(shared),
-                "shared": sorted(shared),
-                "kinds": [k for k in m.kinds if k["type"] != "Auto-merging"],
-            }
+        # each side's own changes since it left main (main's: since each lane's merge-base)
+        need = [(main_sha, merged[k]) for k in ks]
+        need += [(merged[y], main_sha) for x, y in want if x is None]
+        need = list(dict.fromkeys(need))
+        found = git.parallel(
+            lambda p: _own_paths(repo.common_dir, *p, objenv), need, jobs or jobs_default()
         )
-    order = {"conflict": 0, "overlap": 1, "clean": 2}
-    pairs.sort(key=lambda p: (order[p["state"]], not p["main"], p["lanes"]))
-    return Prediction(main_sha, include_dirty, [views[k] for k in sorted(views)], pairs)
+        own = dict(zip(need, found, strict=True))
+
+        pairs: list[ConflictPair] = []
+        for (x, y), m in zip(want, merges, strict=True):
+            if x is None:
+                shared = own[(merged[y], main_sha)] & own[(main_sha, merged[y])]
+            else:
+                shared = own[(main_sha, merged[x])] & own[(main_sha, merged[y])]
+            state = "conflict" if not m.clean else ("overlap" if shared else "clean")
+            pairs.append(
+                {
+                    "lanes": ["main" if x is None else x, y],
+                    "main": x is None,
+                    "conflict": not m.clean,
+                    "state": state,
+                    "paths": sorted(m.conflicted) if not m.clean else sorted(shared),
+                    "shared": sorted(shared),
+                    "kinds": [k for k in m.kinds if k["type"] != "Auto-merging"],
+                }
+            )
+        order = {"conflict": 0, "overlap": 1, "clean": 2}
+        pairs.sort(key=lambda p: (order[p["state"]], not p["main"], p["lanes"]))
+        return Prediction(main_sha, include_dirty, [views[k] for k in sorted(views)], pairs)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def predict(

@@ -207,7 +207,7 @@ CODES: dict[str, Code] = _codes(
         "edit: the --old text occurs more than once, or not --count times",
     ),
     ("not_a_file", "shims", None, "write/edit: the path is a directory, special or missing file"),
-    ("write_failed", "shims", None, "write/edit: the operating system refused the write"),
+    ("write_failed", "shims", None, "write/edit/export -o: the operating system refused the write"),
     (
         "adapter_facts_unknown",
         "adapter",

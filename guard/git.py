@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from guard.errors import GitError
 
@@ -91,6 +91,48 @@ def shown(path: str | os.PathLike[str]) -> str:
     if s and ", " not in s and all(c.isprintable() and c not in '"\\' for c in s):
         return s
     return json.dumps(s, ensure_ascii=False)
+
+
+def c_quote(raw: bytes, high: bool) -> str:
+    """`raw` in double quotes with git's C escapes (what core.quotePath shows and what git
+    reads back); bytes of 0x80 and up as octal too when `high`, else as they are."""
+    esc = {7: "\\a", 8: "\\b", 9: "\\t", 10: "\\n", 11: "\\v", 12: "\\f", 13: "\\r"}
+    out = []
+    for b in raw:
+        if b in esc:
+            out.append(esc[b])
+        elif b in (0x22, 0x5C):
+            out.append("\\" + chr(b))
+        elif b < 0x20 or b == 0x7F or (high and b >= 0x80):
+            out.append(f"\\{b:03o}")
+        else:
+            out.append(chr(b))
+    return '"' + "".join(out).encode("latin-1").decode("utf-8", "surrogateescape") + '"'
+
+
+def alternate_entry(path: str) -> str:
+    """One entry of GIT_ALTERNATE_OBJECT_DIRECTORIES, a colon-separated list: a path with
+    a colon (or a quote, or a control character) in it goes C-quoted, as git reads it."""
+    if not any(c in path for c in ':"\\') and path.isprintable():
+        return path
+    return c_quote(path.encode("utf-8", "surrogateescape"), high=False)
+
+
+def json_safe(obj: Any) -> Any:
+    """`obj` for strict JSON (UTF-8): a string holding bytes that are not UTF-8 (a file
+    name, a commit subject: lone surrogates here) is given as git quotes it with
+    core.quotePath, in double quotes with octal escapes; everything else as it is."""
+    if isinstance(obj, str):
+        try:
+            obj.encode("utf-8")
+            return obj
+        except UnicodeEncodeError:
+            return c_quote(obj.encode("utf-8", "surrogateescape"), high=True)
+    if isinstance(obj, dict):
+        return {json_safe(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
 
 
 def _shim_dirs() -> set[str]:

@@ -438,7 +438,12 @@ def export(r: Result) -> str:
     return (
         f"lane {r['lane']}: {n} message(s){extra}, {len(r['files'])} file(s), "
         f"{r['patch_bytes']:,} bytes -> {tilde(where)}\n"
-        f"apply onto {r['base'][:12]}: {r['apply']} < {shlex.quote(tilde(where))}"
+        + (
+            f"apply onto {r['base'][:12]}: {r['apply']} < {shlex.quote(tilde(where))}"
+            if r["format"] == "patch"
+            else f"a JSON object (the result, with the mbox as `patch`, {r['patch_encoding']}); "
+            f"apply onto {r['base'][:12]}: its `patch` with {r['apply']}"
+        )
     )
 
 

@@ -426,6 +426,7 @@ class ExportResult(TypedDict):
     files_bytes: NotRequired[int]
     patch_bytes: int
     patch_encoding: str  # how `patch` is in JSON: utf-8 (as is) or base64 (not UTF-8)
+    warnings: list[str]  # a message line git am would cut, indented in the export
 
 
 class CheckpointResult(TypedDict):
@@ -517,7 +518,7 @@ class LaneSkip(TypedDict):
 class ConflictLane(TypedDict):
     key: str
     tip: str | None
-    merged: str | None  # the commit merged: the tip, or a commit of the worktree state
+    merged: str | None  # the commit merged: the tip, or a (temporary, not kept) worktree commit
     dirty: bool | None  # None: not looked at (no --include-dirty)
     skipped: LaneSkip | None  # why the lane is not predicted (no pair names it)
 

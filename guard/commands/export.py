@@ -17,6 +17,7 @@ import base64
 import codecs
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -125,11 +126,13 @@ def run(
             "files": _files(path, base, tip, scratch.env),
             "patch_bytes": 0,
             "patch_encoding": "utf-8",
+            "warnings": [],
         }
         result["files_bytes"] = sum(f["bytes"] for f in result["files"])
         if not result["files"] and not result["commits"]:
             result["code"] = "nothing_to_export"
-        _write(result, path, base, tip, scratch, target, sink)
+        series, result["warnings"] = _am_safe(path, base, tip, scratch)
+        _write(result, path, base, series, scratch, target, sink)
     finally:
         shutil.rmtree(scratch.dir, ignore_errors=True)
     repo.store.event(
@@ -207,18 +210,10 @@ def _scratch(path: str) -> Scratch:
     env = {
         "GIT_INDEX_FILE": os.path.join(d, "index"),
         "GIT_OBJECT_DIRECTORY": os.path.join(d, "objects"),
-        "GIT_ALTERNATE_OBJECT_DIRECTORIES": _alternate(objects.stdout.removesuffix("\n")),
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES": git.alternate_entry(objects.stdout.removesuffix("\n")),
         "GIT_OPTIONAL_LOCKS": "0",  # never refresh the lane's own index while looking
     }
     return Scratch(d, env)
-
-
-def _alternate(path: str) -> str:
-    """One entry of GIT_ALTERNATE_OBJECT_DIRECTORIES, a colon-separated list: a path with
-    a colon (or a quote, or a control character) in it goes C-quoted, as git reads it."""
-    if not any(c in path for c in ':"\\') and path.isprintable():
-        return path
-    return _c_quote(path.encode("utf-8", "surrogateescape"), high=False)
 
 
 def _uncommitted(key: str, path: str, head: str, s: Scratch) -> tuple[str, str]:
@@ -264,6 +259,115 @@ def _uncommitted(key: str, path: str, head: str, s: Scratch) -> tuple[str, str]:
     return tree, tip
 
 
+# -- messages git am would cut -----------------------------------------------------------------
+def _am_breaks(line: str, first: bool) -> bool:
+    """Whether `git am` would not keep this body line of a message as it is: it starts
+    the patch (mailinfo's patchbreak: `diff -`, `Index: `, `---` alone or before a name),
+    it starts a new message of the mbox (mailsplit's `From ` line ending in a time and
+    year), or, as the body's first line, it is taken as an in-body header."""
+    if line.startswith(("diff -", "Index: ")):
+        return True
+    if line.startswith("---") and len(line) >= 3:
+        rest = line[3:]
+        if not rest.strip(" \t\r\v\f") or (rest[0] == " " and not rest[1:2].isspace()):
+            return True
+    if _from_line(line):
+        return True
+    if first:
+        low = line.lower()
+        return low.startswith(("from:", "subject:", "date:", "[patch]", ">from"))
+    return False
+
+
+def _from_line(line: str) -> bool:
+    """mailsplit's is_from_line: `From ` then, before the last colon, `d:dd`, after it
+    `dd` and a number above 90 (a year): a line that starts a new message of the mbox."""
+    text = line + "\n"
+    if len(text) < 20 or not text.startswith("From "):
+        return False
+    c = len(text) - 2
+    while True:
+        if c < 5:
+            return False
+        c -= 1
+        if text[c] == ":":
+            break
+    if not all(text[i] in "0123456789" for i in (c - 4, c - 2, c - 1, c + 1, c + 2)):
+        return False
+    m = re.match(r"\s*([+-]?\d+)", text[c + 3 :])
+    return m is not None and int(m.group(1)) > 90
+
+
+def _am_message(msg: str) -> tuple[str, list[str]]:
+    """(the message with every line `git am` would cut indented by one space, those
+    lines). format-patch puts the first paragraph in the Subject header, safe; the body
+    after it goes line by line through mailsplit and mailinfo."""
+    lines = msg.split("\n")
+    i = 0
+    while i < len(lines) and not lines[i].strip():
+        i += 1
+    while i < len(lines) and lines[i].strip():  # the subject paragraph
+        i += 1
+    while i < len(lines) and not lines[i].strip():
+        i += 1
+    hit: list[str] = []
+    for n in range(i, len(lines)):
+        if _am_breaks(lines[n], n == i):
+            hit.append(lines[n])
+            lines[n] = " " + lines[n]
+    return "\n".join(lines), hit
+
+
+def _am_safe(path: str, base: str, tip: str, s: Scratch) -> tuple[str, list[str]]:
+    """(the commit to export the series up to, warnings). No form of a message makes
+    `git am` keep a body line that starts a patch (`diff --git`, `---`) or a new mail:
+    such a line ends the message there (`---`) or makes the series fail to apply
+    (`diff --git`). So the series goes out of copies of the lane's commits (same trees,
+    authors and dates, made in the scratch object directory only) whose such lines are
+    indented by one space, and a warning names each commit and line. The lane is not
+    touched; with no such line the lane's own commits are exported."""
+    log = git.run(
+        [
+            "log",
+            "--reverse",
+            "-z",
+            "--format=%H%n%an%n%ae%n%ad%n%B",
+            "--date=raw",
+            f"{base}..{tip}",
+        ],
+        path,
+        env=s.env,
+    )
+    warnings: list[str] = []
+    parent = base
+    rewriting = False
+    ident = {"GIT_COMMITTER_NAME": "git-lane", "GIT_COMMITTER_EMAIL": "git-lane@localhost"}
+    for rec in log.z():
+        sha, name, email, date, msg = rec.split("\n", 4)
+        new, hit = _am_message(msg)
+        if hit:
+            rewriting = True
+            shown = "; ".join(repr(h)[1:-1][:80] for h in hit[:3])
+            warnings.append(
+                f"commit {sha[:12]}: {len(hit)} message line(s) git am would cut the message "
+                f"at (or fail on) are indented by one space in the export: {shown}"
+            )
+        if not rewriting:
+            parent = sha
+            continue
+        env = {
+            **s.env,
+            **ident,
+            "GIT_AUTHOR_NAME": name,
+            "GIT_AUTHOR_EMAIL": email,
+            "GIT_AUTHOR_DATE": date,
+        }
+        parent = git.run(
+            ["commit-tree", f"{sha}^{{tree}}", "-p", parent, "-F", "-"], path, env=env, input=new
+        ).stdout.strip()
+    return (parent if rewriting else tip), warnings
+
+
 def _last_line(text: str) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return lines[-1][:300] if lines else "no output"
@@ -283,23 +387,6 @@ def _commits(path: str, base: str, head: str) -> list[ExportCommit]:
     return out
 
 
-def _c_quote(raw: bytes, high: bool) -> str:
-    """`raw` in double quotes with git's C escapes (what core.quotePath shows and what git
-    reads back); bytes of 0x80 and up as octal too when `high`, else as they are."""
-    esc = {7: "\\a", 8: "\\b", 9: "\\t", 10: "\\n", 11: "\\v", 12: "\\f", 13: "\\r"}
-    out = []
-    for b in raw:
-        if b in esc:
-            out.append(esc[b])
-        elif b in (0x22, 0x5C):
-            out.append("\\" + chr(b))
-        elif b < 0x20 or b == 0x7F or (high and b >= 0x80):
-            out.append(f"\\{b:03o}")
-        else:
-            out.append(chr(b))
-    return '"' + "".join(out).encode("latin-1").decode("utf-8", "surrogateescape") + '"'
-
-
 def _quoted(name: str) -> tuple[str, bool]:
     """A path for JSON: as it is when its bytes are UTF-8, else as git quotes it
     (core.quotePath: octal escapes in double quotes), which is plain ASCII."""
@@ -308,7 +395,7 @@ def _quoted(name: str) -> tuple[str, bool]:
         raw.decode("utf-8")
         return name, False
     except UnicodeDecodeError:
-        return _c_quote(raw, high=True), True
+        return git.c_quote(raw, high=True), True
 
 
 def _files(path: str, base: str, tip: str, env: dict[str, str]) -> list[ExportFile]:
@@ -387,7 +474,8 @@ def _output_target(
     if t.kind not in ("file", "missing"):
         raise Refusal(
             "not_a_file",
-            f"export -o {git.shown(output)}: that is a {t.kind}, not a regular file",
+            f"export -o {git.shown(output)}: that is "
+            + ("a directory" if t.kind == "dir" else "a special file (not a regular file)"),
             next=[f"git lane export {key} -o {git.q(f'{key}.mbox')}"],
             details={"lane": key, "path": output, "kind": t.kind},
         )
@@ -449,7 +537,7 @@ def _write(
         spool = os.path.join(s.dir, "patch")
         with open(spool, "wb") as f:
             patch_into(f.write)
-        head = json.dumps(result, sort_keys=True)
+        head = json.dumps(git.json_safe(result), sort_keys=True)
         out.write(head[:-1].encode() + b', "patch": "')
         with open(spool, "rb") as f:
             if result["patch_encoding"] == "base64":
@@ -467,8 +555,11 @@ def _write(
         sink.flush()
         return
     d = os.path.dirname(target)
-    os.makedirs(d, exist_ok=True)  # as `write` does: missing directories are made
-    fd, tmp = tempfile.mkstemp(prefix=".git-lane-export-", dir=d)
+    try:
+        os.makedirs(d, exist_ok=True)  # as `write` does: missing directories are made
+        fd, tmp = tempfile.mkstemp(prefix=".git-lane-export-", dir=d)
+    except OSError as exc:
+        raise _write_failed(result, target, exc) from None
     try:
         with os.fdopen(fd, "wb") as f:
             emit(f)
@@ -482,9 +573,31 @@ def _write(
             mode = 0o666 & ~umask
         os.chmod(tmp, mode)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError):
+            raise _write_failed(result, target, exc) from None
         raise
+
+
+def _write_failed(result: ExportResult, target: str, exc: OSError) -> Refusal:
+    """The operating system refused `-o` (a file where a directory belongs, a name too
+    long, no space, no permission): nothing is left there; `next` writes the export to a
+    fresh file in the current directory, or else in the temporary directory."""
+    key = result["lane"]
+    name = f"{key}.{'json' if result['format'] == 'json' else 'mbox'}"
+    other = os.path.realpath(name)
+    if other == target or os.path.dirname(target) == os.path.dirname(other):
+        other = os.path.join(tempfile.gettempdir(), name)
+    fmt = " --format json" if result["format"] == "json" else ""
+    return Refusal(
+        "write_failed",
+        f"export -o {git.shown(target)}: the operating system refused the write "
+        f"({exc.strerror or exc}); nothing was written there",
+        next=[f"git lane export {key}{fmt} -o {git.q(other)}"],
+        alternatives=[f"git lane export {key}{fmt} > {git.q(other)}"],
+        details={"lane": key, "path": target, "errno": exc.errno},
+    )
