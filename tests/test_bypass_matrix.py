@@ -45,7 +45,11 @@ STRERROR = {
     "EXDEV": "Invalid cross-device link",
 }
 # git's own words for a file or directory it may not create (it leaves out strerror)
-GIT_WORDS = ("unable to create directory for", "could not lock config file")
+GIT_WORDS = (
+    "unable to create directory for",
+    "could not lock config file",
+    "unable to create temporary object directory",  # the shared store is not writable
+)
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ DENY_BYPASS = r"""
 set -e
 AD=$(git rev-parse --path-format=absolute --git-dir)
 C=$(git rev-parse --path-format=absolute --git-common-dir)
-F=$C/objects/info/fake
+F=$C/worktrees/alpha/fake
 mkdir -p "$F/git-lane"
 for x in objects refs logs packed-refs HEAD worktrees info hooks config; do ln -s "$C/$x" "$F/$x"; done
 for x in lanes locks epoch.json events.jsonl; do ln -s "$C/git-lane/$x" "$F/git-lane/$x"; done
@@ -98,7 +98,7 @@ def _run_next(hub: Repo, r: LaneRun) -> None:
 def _fake_common(hub: Repo, evidence: Path) -> Path:
     """A fake common dir (built by hand) whose config runs a program on `git status`."""
     c = hub.common_dir
-    fake = c / "objects" / "info" / "fake"
+    fake = hub.path.parent / "fake-common"  # outside the admin dir (copied into it below)
     fake.mkdir(parents=True)
     for x in ("objects", "refs", "logs", "packed-refs", "HEAD", "worktrees", "git-lane", "info"):
         (fake / x).symlink_to(c / x)
@@ -121,7 +121,7 @@ def test_commondir_redirect_runs_no_code_on_owner_land(hub: Repo, tmp_path: Path
     evidence = tmp_path / "evidence"
     cfg = hub.common_dir / "config"
     before = cfg.read_text()
-    fake = str(hub.common_dir / "objects" / "info" / "fake")
+    fake = str(hub.common_dir / "worktrees" / "alpha" / "fake")
     r = _exec(hub, tmp_path, REDIRECT, fake, str(evidence), str(cfg))
     assert r.rc == 0, r.stderr
     main_before = hub.sha()
@@ -150,7 +150,7 @@ def test_commondir_redirect_runs_no_code_on_socket_land(hub: Repo, tmp_path: Pat
     cfg = hub.common_dir / "config"
     before = cfg.read_text()
     main_before = hub.sha()
-    fake = str(hub.common_dir / "objects" / "info" / "fake")
+    fake = str(hub.common_dir / "worktrees" / "alpha" / "fake")
     body = (
         REDIRECT
         + "echo w > w.txt; git add w.txt; git commit -qm w 2>/dev/null || true\ngit lane land\n"
