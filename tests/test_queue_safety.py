@@ -260,3 +260,37 @@ def test_a_batch_lane_below_the_top_is_recorded_as_not_gated_at_its_own_tip(repo
     lanes = {x["lane"]: x for x in r.json["lanes"]}
     assert lanes["a"]["gate"]["own_tip_gated"] is False
     assert lanes["c"]["gate"]["own_tip_gated"] is True
+
+
+def test_land_sync_refuses_a_lane_with_a_merge_commit(repo: Repo) -> None:
+    repo.config("gate", "off")
+    a = lane_with_evil_merge(repo, "a")
+    tip_a = head(a)
+    move_main(repo)
+    r = repo.jlane("land", "a", "--sync")
+    assert r.rc == 1 and r.code == "lane_has_merges", r.stdout
+    assert head(a) == tip_a
+    sh(repo, r.json["next"])  # merge main in, then land it as it is
+    assert on_main(repo, "evil.txt") and on_main(repo, "main.txt")
+
+
+# -- LOW 7: a queue killed while its gate ran ------------------------------------------------
+def test_reconcile_says_a_lane_was_synced_since_its_ready_mark(repo: Repo, tmp_path: Path) -> None:
+    flag = tmp_path / "gate-started"
+    repo.config("gate_command", f"touch {flag}; sleep 5")
+    p = repo.create("a")
+    repo.commit(p, "a.txt", "a\n")
+    assert repo.lane("ready", "a").rc == 0
+    old = head(p)
+    move_main(repo)
+    q = spawn_lane("queue", "a", "--json", cwd=repo.path)
+    wait_for(flag.exists, what="the gate")
+    q.kill()  # SIGKILL: no cleanup at all
+    q.communicate()
+    assert head(p) != old  # the queue had synced it
+    r = repo.jlane("reconcile")
+    assert r.rc == 0, r.stderr
+    said = [w for w in r.json.get("warnings", []) if "rebased since it was marked ready" in w]
+    assert said and old[:12] in said[0], r.json
+    sh(repo, [said[0].split("`")[3]])  # the way back, as said
+    assert head(p) == old
