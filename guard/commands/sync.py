@@ -332,7 +332,7 @@ def check_ignored(repo: Repo, key: str, path: str, onto: str, tip: str, then: li
         return
     kept = repo.state_dir / "kept" / key
     moves: list[str] = []
-    for p in hit[:5]:
+    for p in hit:  # each one, however many: the `next` is the whole way
         dest = kept / p
         moves.append(f"mkdir -p -- {git.q(dest.parent)}")
         moves.append(f"mv -- {git.q(os.path.join(path, p))} {git.q(dest)}")
@@ -341,9 +341,9 @@ def check_ignored(repo: Repo, key: str, path: str, onto: str, tip: str, then: li
         f"lane {key} has ignored (untracked) files where main now tracks files "
         f"({', '.join(map(git.shown, hit[:5]))}); a rebase would overwrite them: the lane "
         "was not touched. Move them out of the way (kept under git-lane's state), then go on",
-        next=[*moves, *then] if len(hit) <= 5 else [f"git lane status {key}"],
+        next=[*moves, *then],
         alternatives=[
-            f"git -C {git.q(path)} add -f -- {' '.join(git.q(p) for p in hit[:5])} && git -C "
+            f"git -C {git.q(path)} add -f -- {' '.join(git.q(p) for p in hit)} && git -C "
             f"{git.q(path)} commit -m {git.q('track them')}  # the sync then shows them as conflicts"
         ],
         details={"lane": key, "paths": hit[:100], "onto": onto, "tip": tip},
