@@ -214,15 +214,10 @@ def land_one(repo: Repo, run: Run, c: Cand) -> None:
                 run.gated.add(c.key)
             if before is not None:
                 failed = _put_back(repo, c, before)
-                if failed is not None:
+                if failed is not None:  # the same refusal, saying where the lane is now
                     run.warnings.append(failed)
-                    raise Refusal(
-                        r.code,
-                        f"{r.message}; {failed}",
-                        next=list(r.next),
-                        alternatives=list(r.alternatives),
-                        details={**r.details, "put_back": False, "old_tip": before},
-                    ) from r
+                    r.message = f"{r.message}; {failed}"
+                    r.details = {**r.details, "put_back": False, "old_tip": before}
             raise
     finally:
         lock.release(repo, held)
