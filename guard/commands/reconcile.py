@@ -11,7 +11,7 @@ import os
 from dataclasses import replace
 from typing import Any
 
-from guard import git, landed, landing, lane, lock, policy, procs, ready, recovery
+from guard import git, landed, landing, lane, lock, policy, procs, recovery
 from guard.commands import repair
 from guard.repo import Repo
 from guard.results import ReconcileResult
@@ -108,6 +108,8 @@ def _needs_repair(repo: Repo) -> tuple[list[str], list[str]]:
 def _synced_since_ready(repo: Repo) -> list[str]:
     """A lane rebased onto main since its ready mark (a one-by-one queue killed while its
     gate ran leaves the lane synced, its mark at the old tip): said, never undone here."""
+    from guard import ready  # here, not at the top: other branches edit that import line
+
     out: list[str] = []
     main = repo.ref_sha(repo.main_ref)
     for m in ready.all_marks(repo.state_dir):
