@@ -248,31 +248,7 @@ def predict(repo: Repo, main_sha: str, tip: str) -> list[str] | None:
 
 
 def _ignored_in_the_way(repo: Repo, path: str, tip: str, main_sha: str) -> list[str]:
-    """Paths main changed since the lane's base where the lane's worktree holds something
-    git does not track at the tip (in a clean lane: an ignored file or directory), at the
-    path itself or at one of its parent directories: a rebase would overwrite it."""
-    base = git.merge_base(repo.common_dir, main_sha, tip)
-    if not base:
-        return []
-    changed = git.changed_paths(repo.common_dir, base, main_sha)
-    if not changed:
-        return []
-    tracked = set(
-        git.run(["ls-tree", "-r", "-z", "--name-only", "--full-tree", tip], repo.common_dir).z()
-    )
-    tracked_dirs = {t.rsplit("/", i)[0] for t in tracked for i in range(1, t.count("/") + 1)}
-    hit: list[str] = []
-    for p in changed:
-        if p not in tracked and os.path.lexists(os.path.join(path, p)):
-            hit.append(p)
-            continue
-        parts = p.split("/")
-        for i in range(1, len(parts)):
-            d = "/".join(parts[:i])
-            full = os.path.join(path, d)
-            if d in tracked_dirs:
-                continue
-            if os.path.islink(full) or (os.path.lexists(full) and not os.path.isdir(full)):
-                hit.append(d)
-                break
-    return list(dict.fromkeys(hit))
+    """The one check every rebase of a lane makes (guard/commands/sync.py)."""
+    from guard.commands import sync
+
+    return sync.ignored_in_the_way(repo, path, tip, main_sha)

@@ -237,6 +237,18 @@ CODES: dict[str, Code] = _codes(
     ),
     ("disabled", "engine", None, "enabled = false in config"),
     ("not_ready", "engine", None, "queue: the lane is not marked ready"),
+    (
+        "lane_has_merges",
+        "engine",
+        None,
+        "sync/queue/auto_sync: the lane has merge commits of its own; a rebase would drop them",
+    ),
+    (
+        "ignored_in_the_way",
+        "engine",
+        None,
+        "sync/queue: the lane's ignored files are where main now tracks files; never overwritten",
+    ),
     ("ready_stale", "engine", None, "queue: the lane moved since it was marked ready"),
     (
         "land_interrupted",

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -199,7 +200,7 @@ def finish(
             epoch=e["epoch"],
             paths=e["paths"],
             truncated=e["truncated"],
-            gate=txn.gate,
+            gate=batch_gate(txn.gate, e["tip"], txn.tip),
             gate_off=txn.gate.get("status") == "off",
             recovered=recovered,
             batch=[x["lane"] for x in txn.stack],
@@ -215,11 +216,20 @@ def finish(
         epoch=txn.epoch_after,
         paths=last["paths"] if last else txn.paths,
         truncated=last["truncated"] if last else txn.truncated,
-        gate=txn.gate,
+        gate=batch_gate(txn.gate, txn.tip, txn.tip) if last else txn.gate,
         gate_off=txn.gate.get("status") == "off",
         recovered=recovered,
     )
     repo.store.landing_path.unlink(missing_ok=True)
+
+
+def batch_gate(gate: Mapping[str, object], own: str, top: str) -> dict[str, object]:
+    """A batch's gate ran once, at the stack's top (`at`): a lane below it lands at its own
+    stacked tip, which no gate run judged (`own_tip_gated: false`). Without --batch, the
+    queue gates each lane's own tip."""
+    if gate.get("status") == "off":
+        return dict(gate)
+    return {**gate, "at": top, "own_tip_gated": own == top}
 
 
 def _epoch_of(e: dict[str, Any]) -> Epoch:

@@ -25,6 +25,7 @@ from typing import Any, cast
 
 from guard import gate, git, landed, landing, lane, lock, policy, procs, ready
 from guard.commands import land as land_cmd
+from guard.commands import sync as sync_cmd
 from guard.errors import Refusal
 from guard.repo import Repo
 from guard.results import GateSummary, LandResult, QueueResult
@@ -131,8 +132,13 @@ def candidate(repo: Repo, key: str) -> Cand:
 
 
 def _checks(repo: Repo, c: Cand, main_before: str) -> land_cmd.Target:
-    """Land's own checks of the lane, under the lock: its worktree there and on its branch,
-    no sync in progress, the branch where the worktree left it, nothing uncommitted."""
+    """Under the lock, right before the lane is touched: the queue's own look again (the
+    ready mark read anew, a live owner that started meanwhile: `candidate`), then land's
+    checks: its worktree there and on its branch, no sync in progress, the branch where
+    the worktree left it, nothing uncommitted."""
+    again = candidate(repo, c.key)
+    if again.tip != c.tip:  # moved, and marked ready again, since the queue looked
+        raise candidate_moved(c, again.tip)
     t = land_cmd.Target(c.key, c.branch, c.path, main_before, c.tip)
     wt = git.by_path(repo.worktrees()).get(os.path.realpath(c.path))
     land_cmd._check_worktree(repo, t, wt)
@@ -179,10 +185,12 @@ def land_one(repo: Repo, run: Run, c: Cand) -> None:
         _checks(repo, c, main_before)
         before: str | None = None
         if not git.is_ancestor(repo.common_dir, main_before, c.tip):
-            from guard.commands import sync as sync_cmd
-
             run.say(c.key, f"syncing onto {main_before[:12]}", done=False)
-            res = sync_cmd.rebase(repo, c.key, c.path, main_before, c.tip)
+            # an exec records itself as a lane's owner only under the registry lock: the
+            # last look and the rebase hold it, as auto_sync's do (guard/crossrebase.py)
+            with lane.registry_lock(repo):
+                _checks(repo, c, main_before)
+                res = sync_cmd.rebase(repo, c.key, c.path, main_before, c.tip, _again(c.key))
             if res["state"] != "fresh":
                 git.run(["rebase", "--abort"], c.path)
                 raise conflicts_refusal(c.key, main_before)
@@ -205,7 +213,11 @@ def land_one(repo: Repo, run: Run, c: Cand) -> None:
                 run.gate_runs += 1
                 run.gated.add(c.key)
             if before is not None:
-                _put_back(repo, c, before)
+                failed = _put_back(repo, c, before)
+                if failed is not None:  # the same refusal, saying where the lane is now
+                    run.warnings.append(failed)
+                    r.message = f"{r.message}; {failed}"
+                    r.details = {**r.details, "put_back": False, "old_tip": before}
             raise
     finally:
         lock.release(repo, held)
@@ -231,12 +243,27 @@ def land_one(repo: Repo, run: Run, c: Cand) -> None:
     after_land(repo, run, c.key)
 
 
-def _put_back(repo: Repo, c: Cand, before: str) -> None:
+def _again(key: str) -> list[str]:
+    return [f"git lane ready {key}", f"git lane queue {key}"]
+
+
+def _put_back(repo: Repo, c: Cand, before: str) -> str | None:
     """A lane the queue synced and then could not land goes back to its tip from before
-    (index and worktree with it; `--keep` never drops an uncommitted change)."""
+    (index and worktree with it; `--keep` never drops an uncommitted change). When that
+    fails (the gate, run in the lane, left a tracked file changed), nothing is discarded:
+    what happened is said (the warning returned), with the commands that go back."""
     res = git.run(["reset", "-q", "--keep", before], c.path, check=False)
-    if not res.ok:
-        repo.store.event("warning", lane=c.key, code="queue_put_back_failed", stderr=res.stderr)
+    if res.ok:
+        return None
+    repo.store.event("warning", lane=c.key, code="queue_put_back_failed", stderr=res.stderr)
+    now = git.run(["rev-parse", "HEAD"], c.path, check=False).stdout.strip()
+    p = git.q(c.path)
+    return (
+        f"lane {c.key} was synced by the queue to {now[:12]} and could not be put back at its "
+        f"old tip {before[:12]} (uncommitted changes the gate left in it are in the way); "
+        f"nothing is lost: {before[:12]} is in the lane's reflog. To go back: "
+        f"git -C {p} stash push -m {git.q('gate leftovers')} && git -C {p} reset --keep {before}"
+    )
 
 
 def after_land(repo: Repo, run: Run, key: str, waiting: list[Cand] | None = None) -> None:
@@ -342,6 +369,9 @@ def land_batch(repo: Repo, run: Run, cands: list[Cand]) -> list[Cand]:
                     t = _checks(repo, c, main0)
                     land_cmd.g4_trusted_config(t, git.risky_config(c.path))
                     land_cmd.g4_exact(t, git.hidden_differences(c.path, c.tip), gate_in_lane=False)
+                    # the lane itself is moved to its stacked tip if it lands (reset --keep)
+                    sync_cmd.check_merges(repo, c.key, c.path, main0, c.tip, _again(c.key))
+                    sync_cmd.check_ignored(repo, c.key, c.path, base, c.tip, _again(c.key))
                     s = _stack_one(repo, where, c, main0, base)
                     if s == base:  # every commit of it is on main already (landed by hand?)
                         land_cmd.g3_fresh(
@@ -401,24 +431,51 @@ def _move(
     summary: GateSummary,
     rest: list[Cand],
 ) -> None:
-    """The passing prefix: each lane still where it was stacked from, the hub not in the
-    way; then main from main0 to the prefix's tip in one compare-and-swap."""
-    moved = []
+    """The passing prefix lands, then auto_sync. The last look at each lane and the move
+    of its branch (reset --keep in its worktree) hold the registry lock, under which alone
+    an exec records itself as a lane's owner: no lane is moved under a live owner."""
+    with lane.registry_lock(repo):
+        moved = _move_locked(repo, run, held, main0, stack, summary, rest)
+    if moved:
+        for x in stack:
+            after_land(repo, run, x.c.key, rest)
+
+
+def _move_locked(
+    repo: Repo,
+    run: Run,
+    held: lock.Held,
+    main0: str,
+    stack: list[Stacked],
+    summary: GateSummary,
+    rest: list[Cand],
+) -> bool:
+    """Each lane still where it was stacked from, still marked ready, no live owner that
+    did not mark it, nothing ignored in the way of its move, the hub not in the way; then
+    main from main0 to the prefix's tip in one compare-and-swap. False: nothing landed."""
+    moved: list[tuple[Stacked, Refusal]] = []
     for x in stack:
         now = repo.ref_sha(f"refs/heads/{x.c.branch}")
         if now != x.c.tip or git.dirty_paths(x.c.path):
-            moved.append(x)
-    if moved:
-        # what the gate passed is not what those lanes hold now: they are skipped, and
-        # the others go round again (their stack without them was never gated)
-        for x in moved:
-            r = candidate_moved(x.c, repo.ref_sha(f"refs/heads/{x.c.branch}"))
-            run.skip(
-                x.c.key,
-                Refusal("lane_changed_during_gate", r.message, next=r.next, details=r.details),
+            m = candidate_moved(x.c, now)
+            moved.append(
+                (x, Refusal("lane_changed_during_gate", m.message, next=m.next, details=m.details))
             )
-        rest[:0] = [x.c for x in stack if x not in moved]
-        return
+            continue
+        try:
+            candidate(repo, x.c.key)  # the mark withdrawn, an owner started during the gate
+            sync_cmd.check_ignored(repo, x.c.key, x.c.path, x.before, x.c.tip, _again(x.c.key))
+        except Refusal as r:
+            moved.append((x, r))
+    if moved:
+        # what the gate passed is not what those lanes hold now (or may not move them):
+        # they are skipped, and the others go round again (their stack without them was
+        # never gated)
+        for x, why in moved:
+            run.skip(x.c.key, why)
+        out = {x.c.key for x, _ in moved}
+        rest[:0] = [x.c for x in stack if x.c.key not in out]
+        return False
     tip = stack[-1].tip
     changed = git.changed_paths(repo.common_dir, main0, tip)
     hub = repo.hub()
@@ -429,7 +486,7 @@ def _move(
         except Refusal as r:
             for x in stack:
                 run.skip(x.c.key, r)
-            return
+            return False
     lock.update(repo, held, main_before=main0, tip=tip)
     first = landed.next_epoch(repo)
     entries = []
@@ -482,13 +539,12 @@ def _move(
                 "main_before": e["before"],
                 "main_after": e["tip"],
                 "epoch": e["epoch"],
-                "gate": summary,
+                "gate": landing.batch_gate(summary, x.tip, tip),
                 "batch": [y.c.key for y in stack],
             }
         )
         run.say(x.c.key, f"landed at {x.tip[:12]} (epoch {e['epoch']}, batch of {len(stack)})")
-    for x in stack:
-        after_land(repo, run, x.c.key, rest)
+    return True
 
 
 # -- the queue ----------------------------------------------------------------------------

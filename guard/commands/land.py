@@ -367,7 +367,7 @@ def g3_sync(repo: Repo, t: Target) -> SyncResult:
     worklist and result when it stops on conflicts)."""
     from guard.commands import sync as sync_cmd
 
-    return sync_cmd.rebase(repo, t.key, t.path, t.main_before)
+    return sync_cmd.rebase(repo, t.key, t.path, t.main_before, then=[f"git lane land {t.key}"])
 
 
 def g6_hub(hub: git.Worktree | None, hits: list[str], key: str) -> None:

@@ -102,7 +102,35 @@ def _needs_repair(repo: Repo) -> tuple[list[str], list[str]]:
         why.append(
             f"lane {rec.key}: {what}; reconcile does not guess, `git lane repair {rec.key}` puts it back"
         )
+    why.extend(_synced_since_ready(repo))
     return nxt, why
+
+
+def _synced_since_ready(repo: Repo) -> list[str]:
+    """A lane rebased onto main since its ready mark (a one-by-one queue killed while its
+    gate ran leaves the lane synced, its mark at the old tip): said, never undone here."""
+    from guard import ready  # here, not at the top: other branches edit that import line
+
+    out: list[str] = []
+    main = repo.ref_sha(repo.main_ref)
+    for m in ready.all_marks(repo.state_dir):
+        rec = repo.store.read_lane(m.key)
+        if rec is None or rec.status != "active" or main is None:
+            continue
+        tip = repo.ref_sha(f"refs/heads/{rec.branch}")
+        if tip is None or tip == m.tip or git.is_ancestor(repo.common_dir, m.tip, tip):
+            continue  # unmoved, or committed on top: an ordinary stale mark
+        then = git.merge_base(repo.common_dir, main, m.tip)
+        now = git.merge_base(repo.common_dir, main, tip)
+        if not then or not now or then == now or not git.is_ancestor(repo.common_dir, then, now):
+            continue  # not moved onto a later main
+        out.append(
+            f"lane {m.key}: rebased since it was marked ready (mark at {m.tip[:12]}, now "
+            f"{tip[:12]}; a queue stopped while its gate ran leaves it so): "
+            f"`git lane ready {m.key}` marks the synced tip, or "
+            f"`git -C {git.q(rec.path)} reset --keep {m.tip}` puts it back"
+        )
+    return out
 
 
 def _reconcile_lane(

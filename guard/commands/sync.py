@@ -279,14 +279,107 @@ def sync(repo: Repo, key: str | None) -> SyncResult:
     return rebase(repo, key, path, main_sha, before)
 
 
-def rebase(repo: Repo, key: str, path: str, main_sha: str, before: str | None = None) -> SyncResult:
+def rebase(
+    repo: Repo,
+    key: str,
+    path: str,
+    main_sha: str,
+    before: str | None = None,
+    then: list[str] | None = None,
+) -> SyncResult:
     """Rebase the (clean, on its branch, not mid-rebase) lane at `path` onto `main_sha`:
-    what `sync` does after its checks, and what `land --sync` does under the lock."""
+    what `sync` does after its checks, and what `land --sync`, the queue and auto_sync do
+    (under their locks). `then`: what the user runs after the `next` of a refusal here."""
     if before is None:
         before = git.run(["rev-parse", "HEAD"], path).stdout.strip()
+    then = then if then is not None else [f"git lane sync {key}"]
+    check_merges(repo, key, path, main_sha, before, then)
+    check_ignored(repo, key, path, main_sha, before, then)
     repo.store.event("sync_start", lane=key, main=main_sha, tip_before=before)
     res = _git(path, ["rebase", main_sha])
     return _drive(repo, key, path, main_sha, res)
+
+
+def check_merges(repo: Repo, key: str, path: str, main: str, tip: str, then: list[str]) -> None:
+    """Every rebase of a lane goes through here first (sync, land --sync, the queue, a
+    batch's stacking, auto_sync): a plain `git rebase` drops merge commits, and with them
+    whatever a merge alone changed (a fix-up made while merging). A lane with a merge of
+    its own since main is never rebased: merging main into it makes it fresh instead (the
+    queue and land then move main to it as it is: main's tip when the `next` runs)."""
+    merges = git.run(["rev-list", "--merges", f"{main}..{tip}"], repo.common_dir).stdout.split()
+    if not merges:
+        return
+    base = git.merge_base(repo.common_dir, main, tip) or main
+    raise Refusal(
+        "lane_has_merges",
+        f"lane {key} has {len(merges)} merge commit(s) of its own ({merges[0][:12]}); a rebase "
+        "would drop them and what they alone changed: it was not touched. Merge main into "
+        "the lane instead (it is then fresh: nothing is replayed)",
+        next=[f"git -C {git.q(path)} merge --no-edit {git.q(repo.main_ref)}", *then],
+        alternatives=[
+            f"git -C {git.q(path)} reset --soft {base} && git -C {git.q(path)} commit "
+            f"-m {git.q(f'lane {key}, flattened')}  # one commit, the same tree: then {then[0]}"
+        ],
+        details={"lane": key, "merges": merges, "main": main, "tip": tip},
+    )
+
+
+def check_ignored(repo: Repo, key: str, path: str, onto: str, tip: str, then: list[str]) -> None:
+    """Every rebase (or batch move) of a lane onto `onto` checks it first: git overwrites an
+    ignored file without a word where the new base tracks one. It is never touched: the
+    `next` moves the lane's own file out of the way, into git-lane's kept/ directory."""
+    hit = ignored_in_the_way(repo, path, tip, onto)
+    if not hit:
+        return
+    kept = repo.state_dir / "kept" / key
+    moves: list[str] = []
+    for p in hit:  # each one, however many: the `next` is the whole way
+        dest = kept / p
+        moves.append(f"mkdir -p -- {git.q(dest.parent)}")
+        moves.append(f"mv -- {git.q(os.path.join(path, p))} {git.q(dest)}")
+    raise Refusal(
+        "ignored_in_the_way",
+        f"lane {key} has ignored (untracked) files where main now tracks files "
+        f"({', '.join(map(git.shown, hit[:5]))}); a rebase would overwrite them: the lane "
+        "was not touched. Move them out of the way (kept under git-lane's state), then go on",
+        next=[*moves, *then],
+        alternatives=[
+            f"git -C {git.q(path)} add -f -- {' '.join(git.q(p) for p in hit)} && git -C "
+            f"{git.q(path)} commit -m {git.q('track them')}  # the sync then shows them as conflicts"
+        ],
+        details={"lane": key, "paths": hit[:100], "onto": onto, "tip": tip},
+    )
+
+
+def ignored_in_the_way(repo: Repo, path: str, tip: str, main_sha: str) -> list[str]:
+    """Paths main changed since the lane's base where the lane's worktree holds something
+    git does not track at the tip (in a clean lane: an ignored file or directory), at the
+    path itself or at one of its parent directories: a rebase would overwrite it."""
+    base = git.merge_base(repo.common_dir, main_sha, tip)
+    if not base:
+        return []
+    changed = git.changed_paths(repo.common_dir, base, main_sha)
+    if not changed:
+        return []
+    tracked = set(
+        git.run(["ls-tree", "-r", "-z", "--name-only", "--full-tree", tip], repo.common_dir).z()
+    )
+    tracked_dirs = {t.rsplit("/", i)[0] for t in tracked for i in range(1, t.count("/") + 1)}
+    hit: list[str] = []
+    for p in changed:
+        if p not in tracked and os.path.lexists(os.path.join(path, p)):
+            hit.append(p)
+            continue
+        parts = p.split("/")
+        for i in range(1, len(parts)):
+            d = "/".join(parts[:i])
+            full = os.path.join(path, d)
+            if d in tracked_dirs:
+                continue
+            if os.path.islink(full) or (os.path.lexists(full) and not os.path.isdir(full)):
+                hit.append(d)
+                break
+    return list(dict.fromkeys(hit))
 
 
 def continue_(repo: Repo, key: str | None) -> SyncResult:
