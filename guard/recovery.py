@@ -21,7 +21,7 @@ from typing import Any
 from guard import git
 from guard.errors import Refusal
 from guard.repo import Repo
-from guard.store import LaneRecord, now_iso
+from guard.store import LaneRecord, admin_by_gitdir, now_iso
 
 ZERO = "0" * 40
 RESCUE_PREFIX = "refs/heads/git-lane-rescue/"
@@ -36,19 +36,7 @@ def admin_dir(repo: Repo, path: str) -> Path | None:
     if gd is not None and gd.is_dir():
         return gd
     want = os.path.realpath(os.path.join(path, ".git"))
-    base = Path(os.path.realpath(repo.common_dir)) / "worktrees"
-    try:
-        entries = sorted(base.iterdir())
-    except OSError:
-        return None
-    for d in entries:
-        try:
-            got = (d / "gitdir").read_text().strip()
-        except OSError:
-            continue
-        if got and os.path.realpath(got) == want:
-            return d
-    return None
+    return admin_by_gitdir(Path(os.path.realpath(repo.common_dir)) / "worktrees", want)
 
 
 def _read(p: Path) -> str | None:

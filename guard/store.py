@@ -341,19 +341,7 @@ class Store:
         name = os.path.basename(rec.path)
         if name and (base / name).is_dir() and not (base / name).is_symlink():
             return base / name
-        want = os.path.join(os.path.realpath(rec.path), ".git")
-        try:
-            entries = sorted(base.iterdir())
-        except OSError:
-            return None
-        for d in entries:
-            try:
-                got = (d / "gitdir").read_text().strip()
-            except OSError:
-                continue
-            if got and os.path.realpath(got) == want and not d.is_symlink():
-                return d
-        return None
+        return admin_by_gitdir(base, os.path.join(os.path.realpath(rec.path), ".git"))
 
     def pin(self, rec: LaneRecord) -> None:
         """Every later git run in this lane names its repository (guard/git.py)."""
@@ -585,3 +573,21 @@ class FileLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def admin_by_gitdir(base: Path, want: str) -> Path | None:
+    """The entry of `<common>/worktrees/` (`base`) whose `gitdir` file names `want` (a
+    worktree's `.git`, real path): git's own back-pointer, never the worktree's `.git`
+    file. Symlinked entries are not git's and never count."""
+    try:
+        entries = sorted(base.iterdir())
+    except OSError:
+        return None
+    for d in entries:
+        try:
+            got = (d / "gitdir").read_text().strip()
+        except OSError:
+            continue
+        if got and os.path.realpath(got) == want and not d.is_symlink():
+            return d
+    return None
