@@ -135,3 +135,10 @@ def test_rebase_todo_exec_never_runs_on_owner_continue(hub: Repo, tmp_path: Path
     assert not evidence.exists(), evidence.read_text()
     assert cfg.read_text() == before
     assert hub.lane("sync", "alpha").rc == 0
+
+
+def test_doctor_says_sandbox_refuses_while_worktree_config_is_on(hub: Repo) -> None:
+    hub.git("config", "extensions.worktreeConfig", "true")
+    d = hub.lane("doctor")
+    assert "exec --sandbox refuses (sandbox_failed)" in d.stdout + d.stderr
+    assert "git config --unset extensions.worktreeConfig" in d.stdout + d.stderr
