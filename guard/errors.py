@@ -142,6 +142,12 @@ CODES: dict[str, Code] = _codes(
         "exec --sandbox (or sandbox = required) has no sandbox",
     ),
     (
+        "rebase_todo_untrusted",
+        "engine",
+        None,
+        "the lane's stopped rebase holds what sync never writes (exec, merge, a strategy); not continued",
+    ),
+    (
         "sandbox_failed",
         "sandbox",
         None,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from guard.errors import GitError
+from guard.errors import GitError, Refusal
 
 # Variables git sets for hooks and for `git --git-dir=...`; an engine call names its
 # repository with -C, so inherited ones would point it at the wrong place.
@@ -59,12 +59,94 @@ def lane_pointers(cwd: Where) -> dict[str, str] | None:
     return None
 
 
+# What a lane's own `<admin>/config.worktree` may set (git sparse-checkout writes these):
+# none of them names a program. Anything else (a filter, core.hooksPath, a textconv,
+# gpg.program, core.pager, include.path...) would run in the engine's git, outside any
+# sandbox, while extensions.worktreeConfig is on.
+WORKTREE_CONFIG_ALLOWED = frozenset({"core.sparsecheckout", "core.sparsecheckoutcone"})
+_WTCONFIG_ON: dict[str, bool] = {}
+_WTCONFIG_OK: dict[str, tuple[int, int, int, int]] = {}
+
+
+def worktree_config_on(common: str | os.PathLike[str]) -> bool:
+    """extensions.worktreeConfig in the common config (read as git reads repository
+    extensions: that file alone, no includes), once per process."""
+    key = os.fspath(common)
+    if key not in _WTCONFIG_ON:
+        cfg = os.path.join(key, "config")
+        proc = subprocess.run(
+            [
+                real_git(),
+                "config",
+                "--file",
+                cfg,
+                "--type=bool",
+                "--get",
+                "extensions.worktreeConfig",
+            ],
+            env=base_env(),
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        if proc.returncode not in (0, 1):  # cannot tell: treat it as on (refuse, never allow)
+            _WTCONFIG_ON[key] = True
+        else:
+            _WTCONFIG_ON[key] = proc.stdout.strip() == b"true"
+    return _WTCONFIG_ON[key]
+
+
+def _check_worktree_config(admin: str, common: str) -> None:
+    """Refuse `untrusted_git_config` when the lane's `config.worktree` (which the lane can
+    write) is read by git and sets a key outside WORKTREE_CONFIG_ALLOWED. One stat when
+    the file is absent; a file already checked is not read again until it changes."""
+    if not worktree_config_on(common):
+        return
+    f = os.path.join(admin, "config.worktree")
+    try:
+        st = os.stat(f)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise Refusal(
+            "untrusted_git_config",
+            f"cannot read the lane's worktree config {shown(f)}: {exc.strerror}",
+            next=[f"git -C {q(common)} config --unset extensions.worktreeConfig"],
+            details={"file": f},
+        ) from None
+    sig = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if _WTCONFIG_OK.get(f) == sig:
+        return
+    proc = subprocess.run(
+        [real_git(), "config", "--file", f, "-z", "--name-only", "--list"],
+        env=base_env(),
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    names = proc.stdout.decode("utf-8", "surrogateescape").split("\0")
+    bad = sorted({n for n in names if n and n.lower() not in WORKTREE_CONFIG_ALLOWED})
+    if proc.returncode != 0 or bad:
+        what = ", ".join(bad[:10]) if bad else "an unreadable file"
+        raise Refusal(
+            "untrusted_git_config",
+            f"the lane's worktree config {shown(f)} sets {what}: with extensions.worktreeConfig "
+            "on, git would run what it names (a program) in the engine's git, outside any "
+            "sandbox; only core.sparseCheckout and core.sparseCheckoutCone are accepted there",
+            next=[f"git config --file {q(f)} --unset-all {q(k)}" for k in bad] or [f"rm {q(f)}"],
+            alternatives=[f"git -C {q(common)} config --unset extensions.worktreeConfig"],
+            details={"file": f, "keys": bad},
+        )
+    _WTCONFIG_OK[f] = sig
+
+
 def _argv_env(
     args: Sequence[str], cwd: Where, env: Mapping[str, str] | None
 ) -> tuple[tuple[str, ...], Mapping[str, str] | None]:
     pinned = lane_pointers(cwd)
     if pinned is None:
         return (real_git(), *args), env
+    _check_worktree_config(pinned["GIT_DIR"], pinned["GIT_COMMON_DIR"])
     return (real_git(), *LANE_CONFIG, *args), {**pinned, **(env or {})}
 
 

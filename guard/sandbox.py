@@ -396,6 +396,14 @@ def grants(repo: Repo, rec: LaneRecord, env: Mapping[str, str] | None = None) ->
     """The grants for lane `rec` of `repo` (raises SandboxError / BadGrant)."""
     from guard import git
 
+    if git.worktree_config_on(repo.common_dir):
+        cq = git.q(repo.common_dir)
+        raise SandboxError(
+            "extensions.worktreeConfig is on in the repository's config: git would read the "
+            "lane's own config.worktree (in its admin dir, which CMD can write) in the "
+            "owner's git calls outside the sandbox, and a program it names would run there",
+            next=[f"git -C {cq} config --unset extensions.worktreeConfig"],
+        )
     wts = [w.path for w in repo.worktrees()]
     rerere = git.config_bool(rec.path, "rerere.enabled", False) or os.path.isdir(
         os.path.join(repo.common_dir, "rr-cache")

@@ -494,7 +494,8 @@ def check_worktree_config(repo: Repo) -> list[Check]:
                     "worktree config",
                     WARN,
                     "extensions.worktreeConfig is on: a worktree could set core.hooksPath for itself "
-                    "(none does now)",
+                    "(none does now), and exec --sandbox refuses (sandbox_failed): a lane's "
+                    "config.worktree would be read outside the sandbox",
                     "git config --unset extensions.worktreeConfig  (if nothing needs per-worktree config)",
                 )
             )

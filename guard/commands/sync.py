@@ -55,6 +55,59 @@ def _git(path: str, args: list[str], check: bool = False) -> git.GitResult:
     return git.run([*REBASE_CFG, *args], path, check=check, env=REBASE_ENV)
 
 
+BUILTIN_STRATEGIES = frozenset({"ort", "recursive", "resolve", "octopus", "ours", "subtree"})
+
+
+def _trusted_rebase(key: str, path: str) -> None:
+    """Refuse `rebase_todo_untrusted` unless the lane's stopped rebase is one sync could
+    have started: `git rebase --continue`/`--skip` runs what is left of the todo, which
+    lives in the lane's admin dir (a sandboxed CMD can write it, and can start a rebase of
+    its own with the real git by path). A sync's todo holds only picks; an `exec` line, a
+    merge, a non-built-in strategy (git runs `git-merge-<name>` from PATH) or an am-based
+    rebase-apply/ are refused. The admin dir comes from trusted state, never the lane's .git."""
+    gd = git.worktree_git_dir(path)
+    why = None
+    if gd is None:
+        why = "its admin dir cannot be found"
+    elif (gd / "rebase-apply").exists():
+        why = "it is an am-based rebase (rebase-apply/), which sync never starts"
+    else:
+        todo = gd / "rebase-merge" / "git-rebase-todo"
+        try:
+            lines = todo.read_bytes().decode("utf-8", "surrogateescape").splitlines()
+            strategy = (
+                (gd / "rebase-merge" / "strategy").read_text()
+                if (gd / "rebase-merge" / "strategy").exists()
+                else ""
+            )
+        except (OSError, UnicodeDecodeError) as exc:
+            lines, strategy = [], ""
+            why = f"its todo cannot be read: {exc}"
+        for ln in lines:
+            words = ln.split()
+            if not words or words[0].startswith("#") or words == ["noop"]:
+                continue
+            if words[0] in ("pick", "p") and len(words) >= 2 and _is_sha(words[1]):
+                continue
+            why = f"its todo holds a line sync never writes: {git.shown(ln.strip()[:200])}"
+            break
+        if why is None and strategy.strip() and strategy.strip() not in BUILTIN_STRATEGIES:
+            why = f"it names merge strategy {git.shown(strategy.strip()[:100])}, not a built-in one"
+    if why is not None:
+        raise Refusal(
+            "rebase_todo_untrusted",
+            f"the rebase stopped in lane {key} is not one git lane sync started ({why}): "
+            "continuing it would run what it names outside any sandbox; abort it (that runs "
+            "none of its todo), then sync again",
+            next=[f"git lane abort {key}", f"git lane sync {key}"],
+            details={"lane": key, "path": path, "why": why},
+        )
+
+
+def _is_sha(word: str) -> bool:
+    return 4 <= len(word) <= 64 and all(c in "0123456789abcdef" for c in word)
+
+
 def _step_files(path: str) -> list[str]:
     """Every file the current step touches: unmerged, staged or changed against HEAD, and
     untracked ones. A sync starts only in a clean lane, so an untracked (not ignored) file
@@ -246,10 +299,12 @@ def _drive(
             return _conflicts(repo, key, path)
         if files:
             _add_step(path, files)
+        _trusted_rebase(key, path)
         result = _git(path, ["rebase", "--continue"])
         if not result.ok and git.rebase_in_progress(path) and not git.unmerged(path):
             # continue refused without new conflicts (e.g. an emptied commit): skip it
             if not _step_files(path):
+                _trusted_rebase(key, path)
                 result = _git(path, ["rebase", "--skip"])
             else:
                 return _conflicts(repo, key, path, result.stderr)
@@ -395,6 +450,7 @@ def continue_(repo: Repo, key: str | None) -> SyncResult:
             alternatives=["git lane status"],
             details={"lane": key, "fresh": fresh},
         )
+    _trusted_rebase(key, path)  # first: nothing of an untrusted rebase is acted on
     files = _step_files(path)
     hits = _markers(path, files)
     if hits:
@@ -428,6 +484,7 @@ def continue_(repo: Repo, key: str | None) -> SyncResult:
     if files:
         _add_step(path, files)
     onto = _read(git.worktree_git_dir(path) or Path(path), "rebase-merge/onto") or repo.main_sha()
+    _trusted_rebase(key, path)
     res = _git(path, ["rebase", "--continue"])
     return _drive(repo, key, path, onto, res, chase=True)
 
