@@ -55,15 +55,31 @@ def lane_pointers(cwd: Where) -> dict[str, str] | None:
     real = os.path.realpath(cwd)
     for lp, (admin, common) in _LANES.items():
         if real == lp or real.startswith(lp.rstrip(os.sep) + os.sep):
+            if _nested_repo(real, lp):
+                return {}  # a submodule's own repository: not the lane's
             return {"GIT_DIR": admin, "GIT_COMMON_DIR": common, "GIT_WORK_TREE": lp}
     return None
+
+
+def _nested_repo(real: str, lane: str) -> bool:
+    """Is `real` (inside `lane`) in a repository of its own below the lane's top (a
+    submodule)? Its `.git` is nearer than the lane's."""
+    d = real
+    while d != lane and d.startswith(lane.rstrip(os.sep) + os.sep):
+        if os.path.lexists(os.path.join(d, ".git")):
+            return True
+        d = os.path.dirname(d)
+    return False
 
 
 # What a lane's own `<admin>/config.worktree` may set (git sparse-checkout writes these):
 # none of them names a program. Anything else (a filter, core.hooksPath, a textconv,
 # gpg.program, core.pager, include.path...) would run in the engine's git, outside any
 # sandbox, while extensions.worktreeConfig is on.
-WORKTREE_CONFIG_ALLOWED = frozenset({"core.sparsecheckout", "core.sparsecheckoutcone"})
+# what `git sparse-checkout set/disable` writes there: booleans that run nothing
+WORKTREE_CONFIG_ALLOWED = frozenset(
+    {"core.sparsecheckout", "core.sparsecheckoutcone", "index.sparse"}
+)
 _WTCONFIG_ON: dict[str, bool] = {}
 _WTCONFIG_OK: dict[str, tuple[int, int, int, int]] = {}
 
@@ -132,7 +148,8 @@ def _check_worktree_config(admin: str, common: str) -> None:
             "untrusted_git_config",
             f"the lane's worktree config {shown(f)} sets {what}: with extensions.worktreeConfig "
             "on, git would run what it names (a program) in the engine's git, outside any "
-            "sandbox; only core.sparseCheckout and core.sparseCheckoutCone are accepted there",
+            "sandbox; only core.sparseCheckout, core.sparseCheckoutCone and index.sparse are "
+            "accepted there",
             next=[f"git config --file {q(f)} --unset-all {q(k)}" for k in bad] or [f"rm {q(f)}"],
             alternatives=[f"git -C {q(common)} config --unset extensions.worktreeConfig"],
             details={"file": f, "keys": bad},
@@ -146,6 +163,8 @@ def _argv_env(
     pinned = lane_pointers(cwd)
     if pinned is None:
         return (real_git(), *args), env
+    if not pinned:  # a submodule inside a lane: its own repository, no program of its config
+        return (real_git(), *LANE_CONFIG, *args), env
     _check_worktree_config(pinned["GIT_DIR"], pinned["GIT_COMMON_DIR"])
     return (real_git(), *LANE_CONFIG, *args), {**pinned, **(env or {})}
 

@@ -8,7 +8,7 @@ it is marked again. Who marked it is recorded too: the lane's live owner (or a p
 it started) marking it hands the lane to the queue; a mark made while the lane had no
 live owner does not speak for an owner that started later (`lane_owner_conflict`).
 
-Marks live in `<common-dir>/git-lane/ready/<key>.json`; a missing or corrupt file reads
+Marks live in `<common-dir>/git-lane/ready/KEY.json`; a missing or corrupt file reads
 as no mark."""
 
 from __future__ import annotations

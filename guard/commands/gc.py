@@ -285,7 +285,7 @@ def _landed_keys(repo: Repo) -> dict[str, str]:
 
 
 def _prune_lists(repo: Repo) -> list[str]:
-    """Remove kept/<key>.list files (release's archive name lists) of lanes that are no
+    """Remove kept/KEY.list files (release's archive name lists) of lanes that are no
     longer active: release removes its own list, one is left only by a lane released
     another way. The archives themselves are never touched."""
     kept_dir = repo.store.dir / "kept"

@@ -821,7 +821,7 @@ def _tree_marker_sizes(path: str, common: str, tip: str, names: list[str]) -> di
 
     objects = os.path.join(common, "objects")
     with tempfile.TemporaryDirectory(prefix="git-lane-attr-") as tmp:
-        git.run(["init", "-q", "--bare", tmp], path)
+        git.run(["init", "-q", "--bare", tmp], tmp)  # not in the lane: its GIT_DIR is pinned
         with open(os.path.join(tmp, "objects", "info", "alternates"), "w") as f:
             f.write(objects + "\n")
         env = {
