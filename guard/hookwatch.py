@@ -76,6 +76,7 @@ class HookWatch:
         self._stop_r, self._stop_w = os.pipe()
         self._thread = threading.Thread(target=self._loop, name="git-lane-hookwatch", daemon=True)
         self._thread.start()
+        self.check()  # a change made before the watches were in place raised no event
         return True
 
     def _loop(self) -> None:

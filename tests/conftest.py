@@ -18,6 +18,29 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(autouse=True)
+def signal_state_restored(request: pytest.FixtureRequest) -> Any:
+    """A test that runs engine code in-process (an interrupted gate ignores SIGINT and
+    SIGTERM for its cleanup; exec blocks the signals it waits for) must not leave the
+    test process's dispositions or mask changed: every later child would inherit them
+    (a SIGINT ignored, a SIGCHLD that makes git's waitpid fail). Put back after each
+    test, and say which test changed them."""
+    import signal
+
+    names = (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGQUIT, signal.SIGHUP)
+    before = {s: signal.getsignal(s) for s in names}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    yield
+    changed = [s.name for s, h in before.items() if signal.getsignal(s) != h]
+    for s, h in before.items():
+        if h is not None and signal.getsignal(s) != h:
+            signal.signal(s, h)
+    if signal.pthread_sigmask(signal.SIG_SETMASK, mask) != mask:
+        changed.append("mask")
+    if changed:
+        sys.stderr.write(f"\n[signal state changed by {request.node.nodeid}: {changed}]\n")
+
+
+@pytest.fixture(autouse=True)
 def hermetic_seal(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> Path:

@@ -25,6 +25,7 @@ IDENTITY = {
     "path",
     "created_at",
     "status",
+    "admin",  # the lane's admin dir name under <common>/worktrees, recorded at create
     "goal",
     "owner_pid",
     "owner_start",
