@@ -2,9 +2,10 @@
 process to a lane. exec runs CMD (argv as given, no shell) in the lane worktree with the
 binding environment of guard/binding.py (our shims first on PATH, the real git resolved and
 recorded), stays CMD's parent as the lane's recorded owner while it runs, forwards signals,
-lands the lane when CMD's `git lane land` asks (its land socket, guard/landsock.py) and
-exits with CMD's status. shellenv prints the same environment as `export` lines; it
-cannot supervise, so it records no owner."""
+lands the lane when CMD's `git lane land` asks (its land socket, guard/landsock.py),
+under --sandbox ends whatever CMD left running (guard/reap.py), and exits with CMD's
+status. shellenv prints the same environment as `export` lines; it cannot supervise, so
+it records no owner."""
 
 from __future__ import annotations
 
@@ -429,7 +430,7 @@ def _supervise(
         def orphans(cmd: int) -> bool:  # an orphan of CMD's tree ended: wait for it
             return reap.reap_orphans(cmd, server.spawning if server is not None else None)
 
-        if reaping:
+        if reaping and hasattr(signal, "sigwaitinfo"):  # else handlers pass them on
             # from CMD's end until its tree has ended, a SIGTERM or SIGHUP must not end exec
             # (their default) with the hooks unwatched: blocked, end_tree takes one as
             # "hurry"; one that comes after it acts once exec is done
