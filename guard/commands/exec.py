@@ -2,9 +2,10 @@
 process to a lane. exec runs CMD (argv as given, no shell) in the lane worktree with the
 binding environment of guard/binding.py (our shims first on PATH, the real git resolved and
 recorded), stays CMD's parent as the lane's recorded owner while it runs, forwards signals,
-lands the lane when CMD's `git lane land` asks (its land socket, guard/landsock.py) and
-exits with CMD's status. shellenv prints the same environment as `export` lines; it
-cannot supervise, so it records no owner."""
+lands the lane when CMD's `git lane land` asks (its land socket, guard/landsock.py),
+under --sandbox ends whatever CMD left running (guard/reap.py), and exits with CMD's
+status. shellenv prints the same environment as `export` lines; it cannot supervise, so
+it records no owner."""
 
 from __future__ import annotations
 
@@ -23,7 +24,19 @@ from pathlib import Path
 import guard
 from typing import TYPE_CHECKING
 
-from guard import binding, git, landsock, lane, objects, policy, procs, resources, sandbox, seccomp
+from guard import (
+    binding,
+    git,
+    landsock,
+    lane,
+    objects,
+    policy,
+    procs,
+    reap,
+    resources,
+    sandbox,
+    seccomp,
+)
 from guard.errors import Refusal
 from guard.repo import Repo
 from guard.store import LaneRecord
@@ -309,7 +322,7 @@ def run(
     for w in warnings:
         if warn is not None:
             warn(w)
-    return _supervise(repo, key, list(argv), retry, confine)
+    return _supervise(repo, key, list(argv), retry, confine, warn)
 
 
 def _for_exec(r: Refusal, key: str, argv: Sequence[str]) -> None:
@@ -358,7 +371,14 @@ def _cwd(lane_path: str) -> str:
     return here if here == root or here.startswith(root + os.sep) else root
 
 
-def _supervise(repo: Repo, key: str, argv: list[str], retry: str, confine: bool) -> ExecResult:
+def _supervise(
+    repo: Repo,
+    key: str,
+    argv: list[str],
+    retry: str,
+    confine: bool,
+    warn: Callable[[str], None] | None = None,
+) -> ExecResult:
     before, mine = _claim(repo, key, retry)
     # GITLANE_SANDBOX says what this exec confined, never what an outer one did
     env = {
@@ -373,12 +393,15 @@ def _supervise(repo: Repo, key: str, argv: list[str], retry: str, confine: bool)
         "pid": None,
         "exit_status": 0,
         "signal": None,
+        "ended": [],
     }
     server: landsock.Server | None = None
     watch: hookwatch.HookWatch | None = None
     ruleset: sandbox.Prepared | None = None
     seal: seccomp.Seal | None = None
     private_tmp: str | None = None
+    reaping = False  # exec is a child subreaper: CMD's tree ends with it (guard/reap.py)
+    mask: set[int | signal.Signals] | None = None  # the signal mask to go back to at the end
     try:
         owner_env = dict(env)  # what the land socket's lands run with: ours, unbound
         env.update(binding_env(repo, mine, env))
@@ -392,6 +415,10 @@ def _supervise(repo: Repo, key: str, argv: list[str], retry: str, confine: bool)
             ruleset, seal, private_tmp = _confinement(repo, mine, env, retry)
             if server is not None:
                 server.confine_gate = True  # CMD's land runs its gate confined too
+            why = reap.hold()  # nothing CMD starts may outlive exec (and its hook watch)
+            if why:
+                raise _sandbox_failed(repo, key, why, retry)
+            reaping = True
         repo.store.event("exec", lane=key, argv=argv, pid=os.getpid(), sandbox=bool(ruleset))
         watch = _hook_watch(repo, key)
 
@@ -400,8 +427,18 @@ def _supervise(repo: Repo, key: str, argv: list[str], retry: str, confine: bool)
                 server.start()
             watch.start()
 
+        def orphans(cmd: int) -> bool:  # an orphan of CMD's tree ended: wait for it
+            return reap.reap_orphans(cmd, server.spawning if server is not None else None)
+
+        if reaping and hasattr(signal, "sigwaitinfo"):  # else handlers pass them on
+            # from CMD's end until its tree has ended, a SIGTERM or SIGHUP must not end exec
+            # (their default) with the hooks unwatched: blocked, end_tree takes one as
+            # "hurry"; one that comes after it acts once exec is done
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, reap.HURRY)
         try:
-            status, sig, pid = _spawn_and_wait(argv, cwd, env, ruleset, started, seal)
+            status, sig, pid = _spawn_and_wait(
+                argv, cwd, env, ruleset, started, seal, orphans if reaping else None
+            )
         except sandbox.SandboxError as exc:
             raise _sandbox_failed(repo, key, str(exc), retry) from None
         result["pid"] = pid
@@ -413,23 +450,34 @@ def _supervise(repo: Repo, key: str, argv: list[str], retry: str, confine: bool)
             result["signal"] = sig
         result["exit_status"] = status
     finally:
-        if watch is not None:
-            watch.stop()
         if server is not None:
             server.close()  # after a land in progress ends: it runs as this lane's owner
+        if reaping:  # what CMD left running ends before the hooks go unwatched
+            result["ended"] = reap.end_tree()
+        if watch is not None:
+            watch.stop()
         if ruleset is not None:
             ruleset.close()
             _absorb(repo, mine)
         if private_tmp is not None:
             shutil.rmtree(private_tmp, ignore_errors=True)
         _unclaim(repo, before, mine)
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     repo.store.event(
         "exec_end",
         lane=key,
         code=result["code"],
         exit_status=result["exit_status"],
         signal=result["signal"],
+        ended=result["ended"],
     )
+    if result["ended"] and warn is not None:
+        warn(
+            f"ended {len(result['ended'])} process(es) CMD left running "
+            f"({' '.join(map(str, result['ended']))}): under --sandbox nothing CMD starts "
+            "outlives exec"
+        )
     return result
 
 
@@ -560,12 +608,15 @@ def _spawn_and_wait(
     ruleset: sandbox.Prepared | None = None,
     started: Callable[[], None] | None = None,
     seal: seccomp.Seal | None = None,
+    orphans: Callable[[int], bool] | None = None,
 ) -> tuple[int, int | None, int | None]:
     """Start argv (looked up on env's PATH, no shell) and wait for it, passing on the
     signals in FORWARDED that some process sends us. Returns (exit status as a shell
     reports it, the signal that killed it, its pid); pid None when it could not start
     (127 not found, 126 not executable). `started` runs once CMD has started (threads
-    start after the fork that preexec_fn makes unsafe with threads)."""
+    start after the fork that preexec_fn makes unsafe with threads). `orphans(CMD's pid)`
+    runs on each SIGCHLD (a subreaper's orphan ended), and again each second while it
+    returns False (it could not wait for them yet)."""
     waitinfo = getattr(signal, "sigwaitinfo", None)
     watched = {*FORWARDED, signal.SIGCHLD}
     if waitinfo is not None:
@@ -591,10 +642,13 @@ def _spawn_and_wait(
             started()
         if waitinfo is not None:
             from_tty: dict[int, float] = {}
+            later = False  # orphans() could not wait for them yet: try again each second
             while child.poll() is None:
-                info = waitinfo(watched)
-                if info.si_signo != signal.SIGCHLD and _pass_on(info, child.pid, from_tty):
-                    _forward(child, info.si_signo)
+                got = signal.sigtimedwait(watched, 1.0) if later else waitinfo(watched)
+                if got is None or got.si_signo == signal.SIGCHLD:
+                    later = orphans is not None and not orphans(child.pid)
+                elif _pass_on(got, child.pid, from_tty):
+                    _forward(child, got.si_signo)
         else:  # no sigwaitinfo (macOS): who sent it is unknown; in the foreground of a
             # terminal, the ones a terminal sends reached CMD already
             sent = set(FORWARDED) - (_TTY_SIGNALS if _foreground() else set())
