@@ -108,6 +108,7 @@ def test_submodule_config_programs_never_run_in_owner_commands(
     marker.unlink()
     os.utime(path / "sub" / "s.txt", (1_900_000_100, 1_900_000_100))
 
+    (path / "wip.txt").write_text("uncommitted\n")  # so conflicts/export/checkpoint add -A
     results = {}
     ran = []
     for args in OWNER_COMMANDS:
@@ -170,8 +171,8 @@ def test_sandboxed_cmd_can_write_submodule_config_and_owner_runs_nothing(
 ) -> None:
     """The write itself happens inside `git lane exec --sandbox` (the admin dir is
     granted); the owner's commands afterwards run none of it."""
-    repo, path, moddir = sub_lane
-    marker, prog, hooks = payload(tmp_path)
+    repo, _path, moddir = sub_lane
+    marker, prog, _hooks = payload(tmp_path)
     body = tmp_path / "body.sh"
     body.write_text(
         "set -e\n"
@@ -190,3 +191,73 @@ def test_sandboxed_cmd_can_write_submodule_config_and_owner_runs_nothing(
         r = repo.jlane(*args)
         assert not marker.exists(), (args, marker.read_text(), r.stdout, r.stderr)
     assert r.rc == 0, r.stdout + r.stderr
+
+
+def test_checkpoint_records_submodule_head_without_running_its_config(
+    sub_lane: tuple[Repo, Path, Path], tmp_path: Path
+) -> None:
+    """add -A would run `git status` inside the submodule: the checkpoint leaves the
+    gitlink out of the add and records the commit the submodule has checked out."""
+    repo, path, moddir = sub_lane
+    marker, prog, hooks = payload(tmp_path)
+    (path / "sub" / "s.txt").write_text("moved\n")
+    git(path / "sub", "commit", "-qam", "moved")
+    moved = git(path / "sub", "rev-parse", "HEAD").stdout.strip()
+    arm(moddir, path, prog, hooks)
+    (path / "wip.txt").write_text("wip\n")
+    r = repo.jlane("checkpoint", "alpha")
+    assert r.rc == 0, r.stdout + r.stderr
+    assert not marker.exists(), marker.read_text()
+    tree = git(path, "ls-tree", "HEAD", "sub", "wip.txt").stdout
+    assert f"160000 commit {moved}\tsub" in tree and "wip.txt" in tree, tree
+
+
+def test_submodule_untracked_and_ignore_settings(
+    sub_lane: tuple[Repo, Path, Path], tmp_path: Path
+) -> None:
+    """An untracked file in a submodule makes the lane dirty, as plain `git status` says;
+    the owner's `submodule.<name>.ignore` is honoured as git honours it."""
+    repo, path, moddir = sub_lane
+    marker, prog, hooks = payload(tmp_path)
+    arm(moddir, path, prog, hooks)
+
+    def dirty() -> list[str]:
+        st = repo.jlane("status")
+        assert st.rc == 0, st.stdout + st.stderr
+        [ln] = [x for x in st.json["lanes"] if x["key"] == "alpha"]
+        return list(ln["dirty_paths"])
+
+    assert dirty() == []
+    (path / "sub" / "new.txt").write_text("untracked in the submodule\n")
+    assert dirty() == ["sub"]
+    repo.git("config", "submodule.sub.ignore", "untracked")
+    assert dirty() == []
+    (path / "sub" / "s.txt").write_text("changed\n")
+    assert dirty() == ["sub"]
+    repo.git("config", "submodule.sub.ignore", "dirty")
+    assert dirty() == []
+    repo.git("config", "submodule.sub.ignore", "none")
+    assert dirty() == ["sub"]
+    assert not marker.exists(), marker.read_text()
+
+
+def test_unreadable_submodule_git_dir_is_refused_not_clean(
+    sub_lane: tuple[Repo, Path, Path], tmp_path: Path, gitlane_on_path: Path
+) -> None:
+    """A submodule whose `.git` names no git dir (or whose HEAD names no readable commit)
+    cannot be looked at without git inside it: refused, and the `next` (move it aside,
+    nothing deleted) recovers."""
+    repo, path, _moddir = sub_lane
+    (path / "sub" / "s.txt").write_text("work in the submodule\n")
+    (path / "sub" / ".git").write_text(f"gitdir: {tmp_path / 'nowhere'}\n")
+    for args in (("status",), ("land", "alpha"), ("release", "alpha")):
+        r = repo.jlane(*args)
+        assert r.rc == 1 and r.code == "submodule_unreadable", (args, r.stdout, r.stderr)
+    j = r.json
+    for cmd in j["next"]:
+        assert os.system(cmd) == 0, cmd
+    assert (path / "sub.moved-aside" / "s.txt").read_text() == "work in the submodule\n"
+    st = repo.jlane("status")
+    assert st.rc == 0, st.stdout + st.stderr
+    [ln] = [x for x in st.json["lanes"] if x["key"] == "alpha"]
+    assert ln["dirty"] and "sub.moved-aside/s.txt" in ln["dirty_paths"], ln
