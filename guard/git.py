@@ -822,7 +822,13 @@ def submodule_dirty(
         if os.path.lexists(index):
             if _small_file(index, 0) is None:
                 raise _unreadable(work, "its index is not a regular file")
-            shutil.copyfile(index, os.path.join(t, "index"), follow_symlinks=False)
+            # git reads an entry as racily clean by the index file's mtime: the copy keeps
+            # it (taken first: an index rewritten meanwhile only makes more entries racy),
+            # or a same-size change written in the index's second would pass for clean
+            st = os.lstat(index)
+            copy = os.path.join(t, "index")
+            shutil.copyfile(index, copy, follow_symlinks=False)
+            os.utime(copy, ns=(st.st_atime_ns, st.st_mtime_ns))
         base = ["--git-dir", t, "--work-tree", work, *LANE_CONFIG]
         base += ["-c", "core.untrackedCache=false", "-c", "core.splitIndex=false"]
         st = run(
