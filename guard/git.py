@@ -825,10 +825,10 @@ def submodule_dirty(
             # git reads an entry as racily clean by the index file's mtime: the copy keeps
             # it (taken first: an index rewritten meanwhile only makes more entries racy),
             # or a same-size change written in the index's second would pass for clean
-            st = os.lstat(index)
+            was = os.lstat(index)
             copy = os.path.join(t, "index")
             shutil.copyfile(index, copy, follow_symlinks=False)
-            os.utime(copy, ns=(st.st_atime_ns, st.st_mtime_ns))
+            os.utime(copy, ns=(was.st_atime_ns, was.st_mtime_ns))
         base = ["--git-dir", t, "--work-tree", work, *LANE_CONFIG]
         base += ["-c", "core.untrackedCache=false", "-c", "core.splitIndex=false"]
         st = run(
