@@ -46,7 +46,8 @@ _LANES: dict[str, tuple[str, str]] = {}
 # info/attributes (<admin>/modules/<name>/, in the lane's admin dir, which exec --sandbox
 # grants), so a filter, textconv, fsmonitor or hook it names would run as the owner.
 # Checkout-like commands recurse only with submodule.recurse; `status` (G2) is given
-# --ignore-submodules=all and looks at submodules itself (submodule_changes).
+# --ignore-submodules=dirty and looks at submodules' own changes itself
+# (submodule_changes), `add -A` leaves gitlinks out (add_all).
 NO_SUBMODULE_RECURSION = (
     "-c",
     "submodule.recurse=false",
