@@ -891,6 +891,24 @@ def add_all(
     return res
 
 
+def submodule_status_off(path: str) -> list[str]:
+    """`-c` settings under which git's own look at the worktree at `path` (the status a
+    `rebase --continue` commit computes, `diff HEAD`) reads no submodule's contents, so
+    runs no git inside one: diff.ignoreSubmodules=all, and submodule.<name>.ignore=all for
+    every name in its .gitmodules (a name's own setting would win over the default)."""
+    out = ["-c", "diff.ignoreSubmodules=all"]
+    gm = os.path.join(path, ".gitmodules")
+    if _small_file(gm, 0) is None:
+        return out
+    res = run(["config", "--file", gm, "-z", "--name-only", "--list"], path, check=False)
+    names = {
+        k[len("submodule.") :].rpartition(".")[0] for k in res.z() if k.startswith("submodule.")
+    }
+    for n in sorted(names):
+        out += ["-c", f"submodule.{n}.ignore=all"]
+    return out
+
+
 def _submodule_ignores(path: str) -> dict[str, str]:
     """gitlink path -> its `ignore` setting (the repository's config over .gitmodules), as
     `git status` honours it. Read with `git config`, which runs nothing it reads."""

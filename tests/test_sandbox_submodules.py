@@ -262,3 +262,27 @@ def test_unreadable_submodule_git_dir_is_refused_not_clean(
     assert st.rc == 0, st.stdout + st.stderr
     [ln] = [x for x in st.json["lanes"] if x["key"] == "alpha"]
     assert ln["dirty"] and "sub.moved-aside/s.txt" in ln["dirty_paths"], ln
+
+
+def test_sync_conflict_and_continue_never_run_submodule_config(
+    sub_lane: tuple[Repo, Path, Path], tmp_path: Path
+) -> None:
+    """The owner's sync stops on a conflict; `continue` lists the step's files (`diff
+    HEAD`), stages them and lets git commit the step (which computes a status): none of
+    it runs git inside the armed submodule."""
+    repo, path, moddir = sub_lane
+    repo.commit(path, "f.txt", "lane\n")
+    beta = repo.create("beta")
+    repo.commit(beta, "f.txt", "main\n")
+    assert repo.jlane("land", "beta").rc == 0
+    marker, prog, hooks = payload(tmp_path)
+    arm(moddir, path, prog, hooks)
+    r = repo.jlane("sync", "alpha")
+    assert r.rc == 1 and r.code == "sync_conflicts", r.stdout + r.stderr
+    assert not marker.exists(), marker.read_text()
+    (path / "f.txt").write_text("resolved\n")
+    os.utime(path / "sub" / "s.txt", (1_900_000_200, 1_900_000_200))
+    r = repo.jlane("continue", "alpha")
+    assert r.rc == 0 and r.json["state"] == "fresh", r.stdout + r.stderr
+    assert not marker.exists(), marker.read_text()
+    assert (path / "f.txt").read_text() == "resolved\n"
