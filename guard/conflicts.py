@@ -231,7 +231,9 @@ def worktree_commit(
                 )
             )
         try:
-            git.run([*cfg, "add", "-A"], path, env=env)
+            added = git.add_all(path, env, cfg)  # never git inside a submodule
+            if not added.ok:
+                raise GitError(added.argv, added.returncode, added.stdout, added.stderr)
             tree = git.run([*cfg, "write-tree"], path, env=env).stdout.strip()
         except GitError as exc:  # an unreadable file, a name git cannot take, ...
             raise _Skip(

@@ -83,6 +83,12 @@ CODES: dict[str, Code] = _codes(
     ),
     ("submodule_differs", "engine", "G4", "a submodule is not at the commit the tip records"),
     (
+        "submodule_unreadable",
+        "engine",
+        "G2",
+        "a lane's submodule state cannot be read without running git inside it",
+    ),
+    (
         "untrusted_git_config",
         "engine",
         "G4",

@@ -77,9 +77,7 @@ def run(repo: Repo, key: str | None, message: str | None) -> CheckpointResult:
                 with open(own, "rb") as src:
                     shutil.copyfileobj(src, f)
         env = {"GIT_INDEX_FILE": lock}
-        added = git.run(
-            ["-c", "core.fsmonitor=false", "add", "-A", "--", ":/"], path, env=env, check=False
-        )
+        added = git.add_all(path, env)  # never git inside a submodule
         if not added.ok:  # a file git cannot read or clean: nothing is committed
             raise _commit_refusal(key, path, added)
         staged = git.run(

@@ -226,9 +226,7 @@ def _uncommitted(key: str, path: str, head: str, s: Scratch) -> tuple[str, str]:
         shutil.copyfile(own, s.env["GIT_INDEX_FILE"])  # its stat cache: add -A hashes less
     else:
         git.run(["read-tree", head], path, env=s.env)
-    added = git.run(
-        ["-c", "core.fsmonitor=false", "add", "-A", "--", ":/"], path, env=s.env, check=False
-    )
+    added = git.add_all(path, s.env)  # never git inside a submodule
     if not added.ok:  # a file git cannot read or clean: its content cannot be exported
         raise Refusal(
             "export_unrepresentable",

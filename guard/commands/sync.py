@@ -52,7 +52,10 @@ def _lane(repo: Repo, key: str | None, action: str) -> tuple[str, str, str]:
 
 
 def _git(path: str, args: list[str], check: bool = False) -> git.GitResult:
-    return git.run([*REBASE_CFG, *args], path, check=check, env=REBASE_ENV)
+    # the commit a rebase step makes computes a status of the worktree: never one that
+    # runs git inside a submodule (its config is in the lane's admin dir)
+    off = git.submodule_status_off(path)
+    return git.run([*REBASE_CFG, *off, *args], path, check=check, env=REBASE_ENV)
 
 
 BUILTIN_STRATEGIES = frozenset({"ort", "recursive", "resolve", "octopus", "ours", "subtree"})
@@ -114,7 +117,10 @@ def _step_files(path: str) -> list[str]:
     was made while resolving: it belongs to the resolution, is scanned for markers and is
     staged with it (left out, the lane would end dirty with a commit missing a file)."""
     files = set(git.unmerged(path))
-    files.update(git.run(["diff", "--name-only", "-z", "HEAD"], path, check=False).z())
+    # --ignore-submodules=dirty: a submodule's commit is compared in-process; its own
+    # changes would need git run inside it (with the config the lane can write)
+    diff = ["diff", "--ignore-submodules=dirty", "--name-only", "-z", "HEAD"]
+    files.update(git.run(diff, path, check=False).z())
     files.update(
         git.run(["ls-files", "--others", "--exclude-standard", "-z"], path, check=False).z()
     )
@@ -125,8 +131,18 @@ def _add_step(path: str, files: list[str]) -> None:
     """`git add -A` the step's files. A path already gone from both the index and the
     worktree (a deletion the user staged with `git rm`) is left out: naming it would make
     git add fail with "pathspec did not match any files"."""
-    indexed = set(git.run(["--literal-pathspecs", "ls-files", "-z", "--", *files], path).z())
+    staged = git.run(["--literal-pathspecs", "ls-files", "-s", "-z", "--", *files], path).z()
+    indexed = {rec.partition("\t")[2] for rec in staged}
     keep = [f for f in files if f in indexed or os.path.lexists(os.path.join(path, f))]
+    # a populated submodule is not given to add (it would run `git status` inside it, with
+    # the config the lane can write): its entry becomes the commit it has checked out,
+    # read from its files, as `git add` would stage it
+    links = {r.partition("\t")[2] for r in staged if r.startswith("160000 ")}
+    subs = [f for f in keep if f in links and os.path.lexists(os.path.join(path, f, ".git"))]
+    keep = [f for f in keep if f not in subs]
+    for f in subs:
+        _, head = git.submodule_head(os.path.join(path, f))
+        git.run(["update-index", "--cacheinfo", f"160000,{head},{f}"], path)
     if keep:
         git.run(["--literal-pathspecs", "add", "-A", "--", *keep], path)
 
