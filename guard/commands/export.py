@@ -223,7 +223,7 @@ def _uncommitted(key: str, path: str, head: str, s: Scratch) -> tuple[str, str]:
     index = git.run(["rev-parse", "--path-format=absolute", "--git-path", "index"], path)
     own = index.stdout.removesuffix("\n")
     if os.path.isfile(own):
-        shutil.copyfile(own, s.env["GIT_INDEX_FILE"])  # its stat cache: add -A hashes less
+        shutil.copy2(own, s.env["GIT_INDEX_FILE"])  # stat cache and mtime: racy entries stay racy
     else:
         git.run(["read-tree", head], path, env=s.env)
     added = git.add_all(path, s.env)  # never git inside a submodule
