@@ -43,6 +43,7 @@ class Target:
     tip: str | None
 
 
+@git.in_own_context
 def run(
     repo: Repo,
     key: str | None,
@@ -67,6 +68,7 @@ def run(
         raise lane.not_active_refusal(repo, rec, f"is {rec.status}")
     lane.check_pointers(repo, rec)  # git in the lane would use another repository
     lane.owner_conflict(repo, rec, "land")
+    objects.use(repo, rec.path)  # read its commits where they may be (G5 imports them)
     cfg = repo.config
     command = gate_command(repo)
     held = g1_lock(repo, key, wait, waiting, sync)
@@ -140,10 +142,11 @@ def made_stale(repo: Repo, key: str, before: str, after: str) -> list[str]:
         tip = tips.get(f"refs/heads/{rec.branch}")
         if rec.key == key or rec.status != "active" or tip is None:
             continue
-        if git.is_ancestor(repo.common_dir, before, tip) and not git.is_ancestor(
-            repo.common_dir, after, tip
-        ):
-            out.append(rec.key)
+        with objects.reading(repo, rec.path):  # that lane's store, not the landed one's
+            if git.is_ancestor(repo.common_dir, before, tip) and not git.is_ancestor(
+                repo.common_dir, after, tip
+            ):
+                out.append(rec.key)
     return sorted(out)
 
 
@@ -617,8 +620,12 @@ def _run_gate(
     the supervisor's word), under the lane's own sandbox grants plus `also` (a clean gate
     worktree and its admin dir) and a private TMPDIR when the temp dir holds the
     repository. A gate that cannot be confined is not run: sandbox_failed."""
+    # the gate's own git reads the lane's store too (its commits may be there only)
+    store = git.named_lane_stores()
+    objs = {"GIT_ALTERNATE_OBJECT_DIRECTORIES": ":".join(map(git.alternate_entry, store))}
+    objs = objs if store else {}
     if not gate.CONFINE:
-        return gate.run(command, cwd, timeout, key, output, tick)
+        return gate.run(command, cwd, timeout, key, output, tick, {"GITLANE_GATE_LANE": key, **objs})
     import shutil
     import tempfile
 
@@ -637,7 +644,7 @@ def _run_gate(
             ruleset = sandbox.prepare(g, [*also, *([private] if private else [])])
             seal = seccomp.prepare()  # as CMD's: no TIOCSTI, no capabilities as root
             tmp = {n: private for n in ("TMPDIR", "TMP", "TEMP")} if private else {}
-            env = {"GITLANE_GATE_LANE": key, **tmp}
+            env = {"GITLANE_GATE_LANE": key, **tmp, **objs}
 
             def confine() -> None:
                 assert ruleset is not None
