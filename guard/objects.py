@@ -316,7 +316,9 @@ def import_lane(repo: Repo, key: str, lane_path: str, base: str | None, tip: str
 def branch_tip(repo: Repo, branch: str) -> str | None:
     """The lane branch's sha as the ref says (not checked to be a commit: its objects may
     be only in the lane's store)."""
-    res = git.run(["rev-parse", "-q", "--verify", f"refs/heads/{branch}"], repo.common_dir, check=False)
+    res = git.run(
+        ["rev-parse", "-q", "--verify", f"refs/heads/{branch}"], repo.common_dir, check=False
+    )
     return res.stdout.strip() if res.ok else None
 
 

@@ -67,12 +67,12 @@ def test_hole_lane_store_poisons_objects_the_owner_writes(hub: Repo, tmp_path: P
     )
     assert r.rc == 0, r.stderr
     assert list(_store(lane_path).glob("??/*"))  # the plant is there, in the lane's store
-    assert _alternates(hub) == []
     hub.git("switch", "-q", "-c", "feat")
     (hub.path / "o.txt").write_text("owner work\n")
     hub.git("add", "o.txt")
     hub.git("commit", "-qm", "owner work")
     assert hub.git("show", "feat:o.txt").stdout == "owner work\n"
+    assert _alternates(hub) == []
     # and another lane's sandboxed commit of the same content keeps its own bytes too
     beta = hub.create("beta")
     body = tmp_path / "beta.sh"
@@ -154,6 +154,7 @@ def test_commits_reach_the_hub_while_cmd_runs(hub: Repo, tmp_path: Path) -> None
                 break
             time.sleep(0.2)
         assert seen == "live\n"
+        assert _alternates(hub) == []  # through the shared store itself, no lane store listed
         assert proc.poll() is None  # CMD still runs
         assert hub.git("fsck", "--connectivity-only", "--no-dangling").returncode == 0
     finally:
@@ -200,3 +201,92 @@ def test_forged_object_is_never_absorbed(hub: Repo, tmp_path: Path) -> None:
     land = hub.lane("--json", "land", "alpha")
     assert land.rc == 1 and land.code == "objects_corrupt", land.stdout + land.stderr
     assert hub.sha() == main
+
+
+# -- every engine command reads a lane whose newest commits are in its own store only ----
+# (CMD committed; exec has not absorbed them yet, or they did not verify). Made here by
+# committing with CMD's environment while no exec runs, so nothing absorbs them.
+def _store_only_commit(hub: Repo, lane_path: Path, name: str, text: str) -> str:
+    store = _store(lane_path)
+    env = {
+        "GIT_OBJECT_DIRECTORY": str(store),
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(hub.common_dir / "objects"),
+    }
+    (lane_path / name).write_text(text)
+    git(lane_path, "add", name, env=env)
+    git(lane_path, "commit", "-q", "-m", f"inside: {name}", env=env)
+    tip = git(lane_path, "rev-parse", "HEAD", env=env).stdout.strip()
+    assert hub.git("cat-file", "-e", tip, check=False).returncode != 0  # not in the shared store
+    return tip
+
+
+@pytest.fixture
+def stored(hub: Repo, tmp_path: Path) -> tuple[Repo, Path, str]:
+    lane_path = hub.create("alpha")
+    assert hub.lane("exec", "--sandbox", "alpha", "--", "true").rc == 0  # makes its store
+    return hub, lane_path, _store_only_commit(hub, lane_path, "x.txt", "x\n")
+
+
+def test_status_conflicts_export_checkpoint_read_the_lane_store(
+    stored: tuple[Repo, Path, str], tmp_path: Path
+) -> None:
+    hub, lane_path, tip = stored
+    st = hub.lane("--json", "status", "alpha")
+    assert st.rc == 0, st.stderr
+    assert st.json["lanes"][0]["ahead"] == 1 and st.json["lanes"][0]["tip"] == tip
+    (lane_path / "d.txt").write_text("dirty\n")
+    for args in (["conflicts"], ["conflicts", "--include-dirty"]):
+        c = hub.lane("--json", *args)
+        assert c.rc == 0, c.stdout + c.stderr
+        assert [p["lanes"] for p in c.json["pairs"]] == [["main", "alpha"]], c.stdout
+    mbox = tmp_path / "alpha.mbox"
+    ex = hub.lane("--json", "export", "alpha", "-o", str(mbox))
+    assert ex.rc == 0, ex.stdout + ex.stderr
+    assert "+x" in mbox.read_text() and "+dirty" in mbox.read_text()
+    cp = hub.lane("--json", "checkpoint", "alpha", "-m", "save")
+    assert cp.rc == 0, cp.stdout + cp.stderr
+    assert git(lane_path, "show", "HEAD:d.txt").stdout == "dirty\n"  # the checkpoint: shared
+    assert hub.git("rev-parse", "lane/alpha^").stdout.strip() == tip
+
+
+def test_sync_and_land_read_the_lane_store(stored: tuple[Repo, Path, str]) -> None:
+    """sync rebases it; land (its gate's own git included) imports it, verified."""
+    hub, lane_path, tip = stored
+    beta = hub.create("beta")
+    hub.commit(beta, "m.txt", "m\n")
+    assert hub.lane("land", "beta").rc == 0  # main moves: alpha is stale
+    hub.config("gate_command", "git show HEAD:x.txt")
+    sy = hub.lane("--json", "sync", "alpha")
+    assert sy.rc == 0 and sy.json["state"] == "fresh", sy.stdout + sy.stderr
+    land = hub.lane("--json", "land", "alpha")
+    assert land.rc == 0, land.stdout + land.stderr
+    assert hub.git("show", "main:x.txt").stdout == "x\n"
+    hub.git("rev-list", "--objects", "main", "lane/alpha")
+    hub.git("gc", "-q")  # (the reflog's pre-rebase commit is in the lane's store only)
+
+
+def test_queue_batch_imports_before_stacking(stored: tuple[Repo, Path, str]) -> None:
+    hub, lane_path, tip = stored
+    beta = hub.create("beta")
+    hub.commit(beta, "y.txt", "y\n")
+    for k in ("alpha", "beta"):
+        assert hub.lane("ready", k).rc == 0
+    q = hub.lane("--json", "queue", "--batch", "2")
+    assert q.rc == 0 and sorted(q.json["landed"]) == ["alpha", "beta"], q.stdout + q.stderr
+    assert hub.git("show", "main:x.txt").stdout == "x\n"
+    hub.git("fsck", "--connectivity-only", "--no-dangling")
+
+
+def test_release_and_gc_see_the_unlanded_commit(stored: tuple[Repo, Path, str]) -> None:
+    """The lost-work checks count it; a confirmed release absorbs it first, so the
+    `recover` command it prints still works once the lane's store is gone."""
+    hub, lane_path, tip = stored
+    gc = hub.lane("--json", "gc")
+    assert gc.rc == 0 and [k["lane"] for k in gc.json["kept"]] == ["alpha"], gc.stdout
+    rel = hub.lane("--json", "release", "alpha")
+    assert rel.rc == 1 and rel.code == "unlanded_work", rel.stdout
+    rel = hub.lane("--json", "release", "alpha", "--confirm", "yes-discard-lane")
+    assert rel.rc == 0, rel.stderr
+    assert not _store(hub.path).joinpath("..", "worktrees", "alpha").exists()
+    hub.git(*rel.json["recover"].split()[1:])
+    assert hub.git("show", "lane/alpha:x.txt").stdout == "x\n"

@@ -625,7 +625,9 @@ def _run_gate(
     objs = {"GIT_ALTERNATE_OBJECT_DIRECTORIES": ":".join(map(git.alternate_entry, store))}
     objs = objs if store else {}
     if not gate.CONFINE:
-        return gate.run(command, cwd, timeout, key, output, tick, {"GITLANE_GATE_LANE": key, **objs})
+        return gate.run(
+            command, cwd, timeout, key, output, tick, {"GITLANE_GATE_LANE": key, **objs}
+        )
     import shutil
     import tempfile
 

@@ -123,7 +123,12 @@ def _synced_since_ready(repo: Repo) -> list[str]:
                 continue  # unmoved, or committed on top: an ordinary stale mark
             then = git.merge_base(repo.common_dir, main, m.tip)
             now = git.merge_base(repo.common_dir, main, tip)
-            if not then or not now or then == now or not git.is_ancestor(repo.common_dir, then, now):
+            if (
+                not then
+                or not now
+                or then == now
+                or not git.is_ancestor(repo.common_dir, then, now)
+            ):
                 continue  # not moved onto a later main
         out.append(
             f"lane {m.key}: rebased since it was marked ready (mark at {m.tip[:12]}, now "
