@@ -115,6 +115,7 @@ def test_older_alternates_entries_are_dropped(hub: Repo, tmp_path: Path) -> None
     assert _alternates(hub) == [str(own)]
 
 
+EXEC = [sys.executable, "-m", "guard", "exec", "--sandbox", "alpha", "--"]
 WAIT_FOR = r"""
 set -e
 printf 'live\n' > live.txt
@@ -134,8 +135,7 @@ def test_commits_reach_the_hub_while_cmd_runs(hub: Repo, tmp_path: Path) -> None
     script = tmp_path / "live.sh"
     script.write_text(WAIT_FOR)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "guard", "exec", "--sandbox", "alpha", "--"]
-        + ["sh", str(script), str(committed), str(done)],
+        [*EXEC, "sh", str(script), str(committed), str(done)],
         cwd=hub.path,
         env=os.environ.copy(),
         stdout=subprocess.PIPE,
@@ -159,7 +159,7 @@ def test_commits_reach_the_hub_while_cmd_runs(hub: Repo, tmp_path: Path) -> None
         assert hub.git("fsck", "--connectivity-only", "--no-dangling").returncode == 0
     finally:
         done.touch()
-        out, err = proc.communicate(timeout=60)
+        _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
 
 
@@ -251,7 +251,7 @@ def test_status_conflicts_export_checkpoint_read_the_lane_store(
 
 def test_sync_and_land_read_the_lane_store(stored: tuple[Repo, Path, str]) -> None:
     """sync rebases it; land (its gate's own git included) imports it, verified."""
-    hub, lane_path, tip = stored
+    hub, _lane_path, _tip = stored
     beta = hub.create("beta")
     hub.commit(beta, "m.txt", "m\n")
     assert hub.lane("land", "beta").rc == 0  # main moves: alpha is stale
@@ -266,7 +266,7 @@ def test_sync_and_land_read_the_lane_store(stored: tuple[Repo, Path, str]) -> No
 
 
 def test_queue_batch_imports_before_stacking(stored: tuple[Repo, Path, str]) -> None:
-    hub, lane_path, tip = stored
+    hub, _lane_path, _tip = stored
     beta = hub.create("beta")
     hub.commit(beta, "y.txt", "y\n")
     for k in ("alpha", "beta"):
@@ -280,7 +280,7 @@ def test_queue_batch_imports_before_stacking(stored: tuple[Repo, Path, str]) -> 
 def test_release_and_gc_see_the_unlanded_commit(stored: tuple[Repo, Path, str]) -> None:
     """The lost-work checks count it; a confirmed release absorbs it first, so the
     `recover` command it prints still works once the lane's store is gone."""
-    hub, lane_path, tip = stored
+    hub, _lane_path, _tip = stored
     gc = hub.lane("--json", "gc")
     assert gc.rc == 0 and [k["lane"] for k in gc.json["kept"]] == ["alpha"], gc.stdout
     rel = hub.lane("--json", "release", "alpha")

@@ -567,7 +567,7 @@ class Absorber:
                 if tip is not None and tip != self.seen:
                     self.seen = tip
                     _absorb(self.repo, self.rec, tip)
-            except Exception as exc:  # noqa: BLE001  the final absorb still runs; say why
+            except Exception as exc:  # the final absorb still runs; say why
                 self.repo.store.event("objects_kept_in_lane", lane=self.rec.key, why=repr(exc))
 
     def stop(self) -> None:
