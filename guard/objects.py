@@ -341,6 +341,17 @@ def absorb(repo: Repo, key: str, lane_path: str, branch: str, tip: str | None = 
     return ""
 
 
+def catch_up(repo: Repo, key: str, lane_path: str, branch: str) -> None:
+    """Before the owner's engine works on a sandboxed lane (sync, land, the queue): what
+    exec has not absorbed yet (CMD still runs, or its last commit came after the last
+    poll) goes into the shared store now, verified, so plain git (a gate's, a rebase's
+    later readers) reads it. What does not verify stays out, logged; land refuses it."""
+    if lane_store(repo.common_dir, lane_path) is not None:
+        why = absorb(repo, key, lane_path, branch)
+        if why:
+            repo.store.event("objects_kept_in_lane", lane=key, why=why)
+
+
 def _corrupt(key: str, lane_path: str, tip: str, missing: list[str], stderr: str) -> Refusal:
     why = stderr.strip().splitlines()[-1] if stderr.strip() else ""
     what = (

@@ -179,6 +179,7 @@ def conflicts_refusal(key: str, main: str, stacked_on: str | None = None) -> Ref
 @git.in_own_context
 def land_one(repo: Repo, run: Run, c: Cand) -> None:
     objects.use(repo, c.path)  # its commits may be in its own store only (G5 imports them)
+    objects.catch_up(repo, c.key, c.path, c.branch)  # so the gate's git reads them
     held = lock.acquire(repo, c.key, "", "", None, retry="git lane queue " + c.key)
     try:
         landing.crash_point("locked")

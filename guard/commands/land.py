@@ -69,6 +69,7 @@ def run(
     lane.check_pointers(repo, rec)  # git in the lane would use another repository
     lane.owner_conflict(repo, rec, "land")
     objects.use(repo, rec.path)  # read its commits where they may be (G5 imports them)
+    objects.catch_up(repo, rec.key, rec.path, rec.branch)  # so the gate's git reads them
     cfg = repo.config
     command = gate_command(repo)
     held = g1_lock(repo, key, wait, waiting, sync)
@@ -620,14 +621,8 @@ def _run_gate(
     the supervisor's word), under the lane's own sandbox grants plus `also` (a clean gate
     worktree and its admin dir) and a private TMPDIR when the temp dir holds the
     repository. A gate that cannot be confined is not run: sandbox_failed."""
-    # the gate's own git reads the lane's store too (its commits may be there only)
-    store = git.named_lane_stores()
-    objs = {"GIT_ALTERNATE_OBJECT_DIRECTORIES": ":".join(map(git.alternate_entry, store))}
-    objs = objs if store else {}
     if not gate.CONFINE:
-        return gate.run(
-            command, cwd, timeout, key, output, tick, {"GITLANE_GATE_LANE": key, **objs}
-        )
+        return gate.run(command, cwd, timeout, key, output, tick)
     import shutil
     import tempfile
 
@@ -646,7 +641,7 @@ def _run_gate(
             ruleset = sandbox.prepare(g, [*also, *([private] if private else [])])
             seal = seccomp.prepare()  # as CMD's: no TIOCSTI, no capabilities as root
             tmp = {n: private for n in ("TMPDIR", "TMP", "TEMP")} if private else {}
-            env = {"GITLANE_GATE_LANE": key, **tmp, **objs}
+            env = {"GITLANE_GATE_LANE": key, **tmp}
 
             def confine() -> None:
                 assert ruleset is not None

@@ -49,6 +49,7 @@ def _lane(repo: Repo, key: str | None, action: str) -> tuple[str, str, str]:
     if wt is None or not wt.exists:
         raise lane.missing_worktree_refusal(key, rec.path, action)
     objects.use(repo, rec.path)  # its commits may be in its own store only
+    objects.catch_up(repo, key, rec.path, rec.branch)
     return key, rec.branch, rec.path
 
 
