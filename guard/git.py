@@ -6,16 +6,19 @@ know nothing of lanes or config: they take a directory and answer from git."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
 import shutil
 import subprocess
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar, copy_context
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from guard.errors import GitError, Refusal
 
@@ -74,6 +77,68 @@ def lane_pointers(cwd: Where) -> dict[str, str] | None:
                 return {}  # a submodule's own repository: not the lane's
             return {"GIT_DIR": admin, "GIT_COMMON_DIR": common, "GIT_WORK_TREE": lp}
     return None
+
+
+# A sandboxed lane's own object store (guard/objects.py): its commits live there until exec
+# copies them, verified, into the shared store, which never lists a lane's store as an
+# alternate (a lane's store would shadow objects written later). An engine call that
+# reads a lane's commits names that lane's store for that call only: every call whose cwd
+# is in a pinned lane names its own, and `lane_objects`/`name_lane_stores` name exactly
+# the given ones for the calls made from the hub or the common dir (threads of `parallel`
+# inherit them). A function run `in_own_context` forgets what it named when it returns.
+_READ_STORES: ContextVar[tuple[str, ...]] = ContextVar("gitlane_lane_stores", default=())
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def name_lane_stores(*stores: str | None) -> None:
+    """From now on in this context, engine git calls also read exactly these stores."""
+    _READ_STORES.set(tuple(dict.fromkeys(s for s in stores if s)))
+
+
+def named_lane_stores() -> tuple[str, ...]:
+    return _READ_STORES.get()
+
+
+@contextmanager
+def lane_objects(*stores: str | None) -> Iterator[None]:
+    """Within: engine git calls also read exactly these lane stores (after the shared one)."""
+    token = _READ_STORES.set(tuple(dict.fromkeys(s for s in stores if s)))
+    try:
+        yield
+    finally:
+        _READ_STORES.reset(token)
+
+
+def in_own_context(fn: F) -> F:
+    """`fn` runs in a copy of the caller's context: the lane stores it names are forgotten
+    when it returns (a land's lane store is not named for the lanes auto_sync rebases)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return copy_context().run(fn, *args, **kwargs)
+
+    return cast(F, wrapper)
+
+
+def _store_of(admin: str) -> str | None:
+    store = os.path.join(admin, "objects")
+    return store if os.path.isdir(store) and not os.path.islink(store) else None
+
+
+def _with_stores(stores: Sequence[str], env: Mapping[str, str] | None) -> Mapping[str, str] | None:
+    """`env` with GIT_ALTERNATE_OBJECT_DIRECTORIES naming `stores`, unless the call names
+    its own object directories (objects.py's view, export's scratch store) or runs inside
+    exec --sandbox (where the lane's store is already GIT_OBJECT_DIRECTORY)."""
+    if not stores or (
+        env and ("GIT_OBJECT_DIRECTORY" in env or "GIT_ALTERNATE_OBJECT_DIRECTORIES" in env)
+    ):
+        return env
+    from guard import binding
+
+    if os.environ.get(binding.OBJECTS):
+        return env
+    alts = ":".join(alternate_entry(s) for s in dict.fromkeys(stores))
+    return {**(env or {}), "GIT_ALTERNATE_OBJECT_DIRECTORIES": alts}
 
 
 def _nested_repo(real: str, lane: str) -> bool:
@@ -176,12 +241,16 @@ def _argv_env(
     args: Sequence[str], cwd: Where, env: Mapping[str, str] | None
 ) -> tuple[tuple[str, ...], Mapping[str, str] | None]:
     pinned = lane_pointers(cwd)
+    stores = list(_READ_STORES.get())
     if pinned is None:
-        return (real_git(), *args), env
+        return (real_git(), *args), _with_stores(stores, env)
     if not pinned:  # a submodule inside a lane: its own repository, no program of its config
         return (real_git(), *LANE_CONFIG, *args), env
     _check_worktree_config(pinned["GIT_DIR"], pinned["GIT_COMMON_DIR"])
-    return (real_git(), *LANE_CONFIG, *args), {**pinned, **(env or {})}
+    own = _store_of(pinned["GIT_DIR"])
+    if own is not None:
+        stores.insert(0, own)
+    return (real_git(), *LANE_CONFIG, *args), _with_stores(stores, {**pinned, **(env or {})})
 
 
 Where = str | os.PathLike[str] | None
@@ -384,7 +453,11 @@ def parallel(fn: Callable[[T], R], items: Iterable[T], workers: int = 8) -> list
                 errors.append(exc)
                 return
 
-    threads = [threading.Thread(target=worker) for _ in range(min(workers, len(todo)))]
+    # each thread runs in a copy of the caller's context: the lane stores it names
+    threads = [
+        threading.Thread(target=copy_context().run, args=(worker,))
+        for _ in range(min(workers, len(todo)))
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from guard import gate, git, landed, landing, lane, lock, policy, procs, ready
+from guard import gate, git, landed, landing, lane, lock, objects, policy, procs, ready
 from guard.commands import land as land_cmd
 from guard.commands import sync as sync_cmd
 from guard.errors import Refusal
@@ -90,10 +90,12 @@ class Run:
 
 
 # -- what may be queued -------------------------------------------------------------------
+@git.in_own_context
 def candidate(repo: Repo, key: str) -> Cand:
     """A lane the queue may try: active, marked ready at its current tip, and not owned by
     a live process that did not mark it. Raises the refusal the lane is skipped with."""
     rec = lane.get(repo, key)
+    objects.use(repo, rec.path)  # its commits may be in its own store only
     if rec.status == "orphaned":
         raise lane.missing_worktree_refusal(key, rec.path, "land")
     if rec.status != "active":
@@ -174,7 +176,10 @@ def conflicts_refusal(key: str, main: str, stacked_on: str | None = None) -> Ref
 
 
 # -- one lane at a time -------------------------------------------------------------------
+@git.in_own_context
 def land_one(repo: Repo, run: Run, c: Cand) -> None:
+    objects.use(repo, c.path)  # its commits may be in its own store only (G5 imports them)
+    objects.catch_up(repo, c.key, c.path, c.branch)  # so the gate's git reads them
     held = lock.acquire(repo, c.key, "", "", None, retry="git lane queue " + c.key)
     try:
         landing.crash_point("locked")
@@ -366,6 +371,10 @@ def land_batch(repo: Repo, run: Run, cands: list[Cand]) -> list[Cand]:
             base = main0
             for c in cands:
                 try:
+                    # the stack is built on main's behalf, in the shared store alone: a
+                    # sandboxed lane's commits go in first, re-hashed (objects_corrupt)
+                    with objects.reading(repo, c.path):
+                        objects.import_lane(repo, c.key, c.path, main0, c.tip)
                     t = _checks(repo, c, main0)
                     land_cmd.g4_trusted_config(t, git.risky_config(c.path))
                     land_cmd.g4_exact(t, git.hidden_differences(c.path, c.tip), gate_in_lane=False)

@@ -19,7 +19,7 @@ import os
 import re
 import shutil
 
-from guard import git, lane
+from guard import git, lane, objects
 from guard.errors import CODES, Refusal
 from guard.repo import Repo
 from guard.results import CheckpointResult
@@ -28,6 +28,7 @@ PATHS_CAP = 500
 _REFUSED = re.compile(r"^git-lane: refused \[([a-z_]+)\]: (.*?)\. Next: (.*)$", re.M)
 
 
+@git.in_own_context
 def run(repo: Repo, key: str | None, message: str | None) -> CheckpointResult:
     key = lane.current(repo, key, "checkpoint")
     rec = lane.get(repo, key)
@@ -38,6 +39,7 @@ def run(repo: Repo, key: str | None, message: str | None) -> CheckpointResult:
         raise lane.missing_worktree_refusal(key, rec.path, "checkpoint")
     lane.owner_conflict(repo, rec, "checkpoint")
     path = rec.path
+    objects.use(repo, path)  # its commits may be in its own store only
     if git.rebase_in_progress(path):
         raise lane.rebase_refusal(key, "in the middle of a sync (a rebase stopped on conflicts)")
     if wt.branch != f"refs/heads/{rec.branch}":

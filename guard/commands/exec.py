@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -397,6 +398,7 @@ def _supervise(
     }
     server: landsock.Server | None = None
     watch: hookwatch.HookWatch | None = None
+    absorber: Absorber | None = None
     ruleset: sandbox.Prepared | None = None
     seal: seccomp.Seal | None = None
     private_tmp: str | None = None
@@ -421,11 +423,15 @@ def _supervise(
             reaping = True
         repo.store.event("exec", lane=key, argv=argv, pid=os.getpid(), sandbox=bool(ruleset))
         watch = _hook_watch(repo, key)
+        if ruleset is not None:
+            absorber = Absorber(repo, mine)
 
         def started() -> None:  # threads start after the fork (preexec_fn)
             if server is not None:
                 server.start()
             watch.start()
+            if absorber is not None:
+                absorber.start()
 
         def orphans(cmd: int) -> bool:  # an orphan of CMD's tree ended: wait for it
             return reap.reap_orphans(cmd, server.spawning if server is not None else None)
@@ -456,6 +462,8 @@ def _supervise(
             result["ended"] = reap.end_tree()
         if watch is not None:
             watch.stop()
+        if absorber is not None:
+            absorber.stop()
         if ruleset is not None:
             ruleset.close()
             _absorb(repo, mine)
@@ -558,7 +566,8 @@ def _confinement(
 
 def _lane_objects(repo: Repo, rec: LaneRecord, env: dict[str, str], retry: str) -> str:
     """CMD's git writes objects only into the lane's private store (the shared one is not
-    granted: guard/objects.py); listed as an alternate first, so everyone sees them."""
+    granted: guard/objects.py), never an alternate of the shared store: the supervisor
+    absorbs what CMD commits (Absorber, and once more when CMD ends)."""
     try:
         store = objects.enroll(repo, rec.path)
     except OSError as exc:
@@ -569,12 +578,50 @@ def _lane_objects(repo: Repo, rec: LaneRecord, env: dict[str, str], retry: str) 
     return store
 
 
-def _absorb(repo: Repo, rec: LaneRecord) -> None:
-    """CMD's commits into the shared store, verified, so they outlive the lane's admin dir
-    (guard/objects.py absorb); what does not verify stays where it is, logged."""
-    why = objects.absorb(repo, rec.key, rec.path, rec.branch)
+def _absorb(repo: Repo, rec: LaneRecord, tip: str | None = None) -> str:
+    """CMD's commits into the shared store, verified, so the owner's git sees them and they
+    outlive the lane's admin dir (guard/objects.py absorb); what does not verify stays
+    where it is, logged. Returns why it did not, or ""."""
+    why = objects.absorb(repo, rec.key, rec.path, rec.branch, tip)
     if why:
-        repo.store.event("objects_kept_in_lane", lane=rec.key, why=why)
+        repo.store.event("objects_kept_in_lane", lane=rec.key, why=why, tip=tip)
+    return why
+
+
+class Absorber:
+    """While a sandboxed CMD runs, its commits exist only in the lane's own store (the
+    shared store never lists it: guard/objects.py). The supervisor looks at the lane's
+    branch every POLL seconds and, when it moved, absorbs the new tip (verified), so the
+    owner's plain `git log lane/KEY` or `git gc` in the hub sees it within seconds. A tip
+    that does not verify is logged once and not tried again until the branch moves."""
+
+    POLL = 1.0
+
+    def __init__(self, repo: Repo, rec: LaneRecord) -> None:
+        self.repo = repo
+        self.rec = rec
+        self.seen = objects.branch_tip(repo, rec.branch)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="git-lane-absorb", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.POLL):
+            try:
+                tip = objects.branch_tip(self.repo, self.rec.branch)
+                if tip is not None and tip != self.seen:
+                    self.seen = tip
+                    _absorb(self.repo, self.rec, tip)
+            except Exception as exc:  # the final absorb still runs; say why
+                self.repo.store.event("objects_kept_in_lane", lane=self.rec.key, why=repr(exc))
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
 
 
 def _fix(exc: sandbox.SandboxError, retry: str) -> list[str]:

@@ -43,6 +43,7 @@ class Target:
     tip: str | None
 
 
+@git.in_own_context
 def run(
     repo: Repo,
     key: str | None,
@@ -67,6 +68,8 @@ def run(
         raise lane.not_active_refusal(repo, rec, f"is {rec.status}")
     lane.check_pointers(repo, rec)  # git in the lane would use another repository
     lane.owner_conflict(repo, rec, "land")
+    objects.use(repo, rec.path)  # read its commits where they may be (G5 imports them)
+    objects.catch_up(repo, rec.key, rec.path, rec.branch)  # so the gate's git reads them
     cfg = repo.config
     command = gate_command(repo)
     held = g1_lock(repo, key, wait, waiting, sync)
@@ -140,10 +143,11 @@ def made_stale(repo: Repo, key: str, before: str, after: str) -> list[str]:
         tip = tips.get(f"refs/heads/{rec.branch}")
         if rec.key == key or rec.status != "active" or tip is None:
             continue
-        if git.is_ancestor(repo.common_dir, before, tip) and not git.is_ancestor(
-            repo.common_dir, after, tip
-        ):
-            out.append(rec.key)
+        with objects.reading(repo, rec.path):  # that lane's store, not the landed one's
+            if git.is_ancestor(repo.common_dir, before, tip) and not git.is_ancestor(
+                repo.common_dir, after, tip
+            ):
+                out.append(rec.key)
     return sorted(out)
 
 

@@ -23,7 +23,7 @@ def run(repo: Repo) -> ReconcileResult:
     changes: list[dict[str, Any]] = repo.store.repair_layout()  # directories where files belong
     changes.extend(landing.recover(repo))
     changes.extend(lock.clear_dead(repo))
-    objects.forget(repo)  # alternates entries of lane stores a worktree prune took
+    objects.forget(repo)  # lane stores an older version listed as alternates of the shared one
     with lane.registry_lock(repo):
         wts = repo.worktrees()
         idx = git.by_path(wts)
@@ -117,13 +117,19 @@ def _synced_since_ready(repo: Repo) -> list[str]:
         rec = repo.store.read_lane(m.key)
         if rec is None or rec.status != "active" or main is None:
             continue
-        tip = repo.ref_sha(f"refs/heads/{rec.branch}")
-        if tip is None or tip == m.tip or git.is_ancestor(repo.common_dir, m.tip, tip):
-            continue  # unmoved, or committed on top: an ordinary stale mark
-        then = git.merge_base(repo.common_dir, main, m.tip)
-        now = git.merge_base(repo.common_dir, main, tip)
-        if not then or not now or then == now or not git.is_ancestor(repo.common_dir, then, now):
-            continue  # not moved onto a later main
+        with objects.reading(repo, rec.path):  # its commits may be in its own store only
+            tip = repo.ref_sha(f"refs/heads/{rec.branch}")
+            if tip is None or tip == m.tip or git.is_ancestor(repo.common_dir, m.tip, tip):
+                continue  # unmoved, or committed on top: an ordinary stale mark
+            then = git.merge_base(repo.common_dir, main, m.tip)
+            now = git.merge_base(repo.common_dir, main, tip)
+            if (
+                not then
+                or not now
+                or then == now
+                or not git.is_ancestor(repo.common_dir, then, now)
+            ):
+                continue  # not moved onto a later main
         out.append(
             f"lane {m.key}: rebased since it was marked ready (mark at {m.tip[:12]}, now "
             f"{tip[:12]}; a queue stopped while its gate ran leaves it so): "

@@ -50,6 +50,7 @@ class Work:
         )
 
 
+@git.in_own_context
 def run(repo: Repo, key: str | None, confirm: str | None = None) -> ReleaseResult:
     own = key or lane.bound_lane() or lane.lane_at(repo)
     lane.forbid_worker("release", f"git lane release {git.q(own)}" if own else "git lane status")
@@ -60,6 +61,7 @@ def run(repo: Repo, key: str | None, confirm: str | None = None) -> ReleaseResul
         rec = lane.get(repo, key)
         if rec.status == "released":
             return {"ok": True, "code": "already_released", "lane": key}
+        objects.use(repo, rec.path)  # its commits may be in its own store only
         lane.check_pointers(repo, rec)  # git in the lane would use another repository
         lane.owner_conflict(repo, rec, "release")
         if confirm != CONFIRM:
@@ -114,6 +116,12 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
     try:
         work = _inspect(repo, rec, wt if present else None, main_sha)
         g11_keep_work(repo, key, rec.path, rec.branch, present, confirmed, work)
+        if work.tip is not None and objects.lane_store(common, rec.path) is not None:
+            # its store goes with its admin dir: what its branch holds goes to the shared
+            # store first (verified), so `recover` below still finds the commits
+            why = objects.absorb(repo, key, rec.path, rec.branch, work.tip)
+            if why:
+                repo.store.event("objects_kept_in_lane", lane=key, why=why, tip=work.tip)
         if present:
             if confirmed:
                 git.run(["worktree", "unlock", rec.path], common, check=False)
@@ -146,7 +154,7 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
         owner_start=None,
     )
     repo.store.write_lane(new)
-    objects.forget(repo)  # the lane's store went with its admin dir: drop its alternates entry
+    objects.forget(repo)  # an older version's alternates entry for the lane's store
     repo.store.drop_setup_manifest(key)
     list_path(repo, key).unlink(missing_ok=True)
     _prune_agent_excludes(repo, key)

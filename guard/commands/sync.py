@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from guard import git, lane, recovery, sandbox
+from guard import git, lane, objects, recovery, sandbox
 from guard.errors import Refusal
 from guard.policy import MARKER_SIZE, conflict_blocks, marker_sizes
 from guard.repo import Repo
@@ -48,6 +48,8 @@ def _lane(repo: Repo, key: str | None, action: str) -> tuple[str, str, str]:
         raise lane.not_active_refusal(repo, rec, "is released")
     if wt is None or not wt.exists:
         raise lane.missing_worktree_refusal(key, rec.path, action)
+    objects.use(repo, rec.path)  # its commits may be in its own store only
+    objects.catch_up(repo, key, rec.path, rec.branch)
     return key, rec.branch, rec.path
 
 
@@ -327,6 +329,7 @@ def _drive(
     raise Refusal("sync_failed", "the rebase did not settle", next=[f"git lane abort {key}"])
 
 
+@git.in_own_context
 def sync(repo: Repo, key: str | None) -> SyncResult:
     key, branch, path = _lane(repo, key, "sync")
     sandbox.clear_stale_pick(path)  # left by a rebase in the sandbox (git lane sync clears it)
@@ -350,6 +353,7 @@ def sync(repo: Repo, key: str | None) -> SyncResult:
     return rebase(repo, key, path, main_sha, before)
 
 
+@git.in_own_context
 def rebase(
     repo: Repo,
     key: str,
@@ -361,6 +365,7 @@ def rebase(
     """Rebase the (clean, on its branch, not mid-rebase) lane at `path` onto `main_sha`:
     what `sync` does after its checks, and what `land --sync`, the queue and auto_sync do
     (under their locks). `then`: what the user runs after the `next` of a refusal here."""
+    objects.use(repo, path)
     if before is None:
         before = git.run(["rev-parse", "HEAD"], path).stdout.strip()
     then = then if then is not None else [f"git lane sync {key}"]
@@ -453,6 +458,7 @@ def ignored_in_the_way(repo: Repo, path: str, tip: str, main_sha: str) -> list[s
     return list(dict.fromkeys(hit))
 
 
+@git.in_own_context
 def continue_(repo: Repo, key: str | None) -> SyncResult:
     key, branch, path = _lane(repo, key, "continue")
     if not git.rebase_in_progress(path):
@@ -505,6 +511,7 @@ def continue_(repo: Repo, key: str | None) -> SyncResult:
     return _drive(repo, key, path, onto, res, chase=True)
 
 
+@git.in_own_context
 def abort(repo: Repo, key: str | None) -> AbortResult:
     key, _branch, path = _lane(repo, key, "abort")
     if not git.rebase_in_progress(path):
