@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from guard import gate, git, include, lane, policy, procs
 from guard.commands import setup
+from guard.crashpoint import crash_point
 from guard.errors import Refusal
 from guard.repo import Repo
 from guard.results import CreateResult
@@ -129,6 +130,7 @@ def run(
                 details={"key": "worktrees_root", "path": str(path.parent)},
             ) from None
         git.run(["worktree", "add", "-q", "-b", branch, str(path), main_sha], repo.common_dir)
+        crash_point("create_worktree_added")
         rec = LaneRecord(
             key=key,
             branch=branch,
@@ -143,6 +145,7 @@ def run(
         lane.write_repo_marker(repo, str(path))
         lane.write_marker(repo, str(path), key)
         repo.store.write_lane(rec)
+    crash_point("create_registered")
     repo.store.event("create", lane=key, main=main_sha, path=str(path), owner_pid=owner_pid)
     included, ran, warnings = setup.prepare(repo, key, str(path), main_sha, progress, output, tick)
     rec = repo.store.read_lane(key) or rec
