@@ -1,5 +1,5 @@
 """`git lane reconcile`: bring the registry, the lock and a half-done land in line with git.
-Finishes or rolls back a land that died, clears a dead owner's lock record, marks lanes
+Finishes or rolls back a land that died (and a release), clears a dead owner's lock record, marks lanes
 whose worktree vanished orphaned (and back), adopts lane worktrees nobody registered,
 sets aside corrupt records (kept as *.corrupt-<time>) and rebuilds them from git,
 rebuilds a corrupt epoch and gives the last land its landed
@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from guard import git, landed, landing, lane, lock, objects, policy, procs, recovery
-from guard.commands import repair
+from guard.commands import release, repair
 from guard.repo import Repo
 from guard.results import ReconcileResult
 from guard.store import LaneRecord, now_iso
@@ -27,6 +27,10 @@ def run(repo: Repo) -> ReconcileResult:
     with lane.registry_lock(repo):
         wts = repo.worktrees()
         idx = git.by_path(wts)
+        changes.extend(release.recover(repo, idx))  # a release that died part way
+        if any(c["action"] == "release_finished" for c in changes):
+            wts = repo.worktrees()
+            idx = git.by_path(wts)
         known: dict[str, LaneRecord] = {}
         for k in repo.store.lane_keys():
             rec = repo.store.read_lane(k)
@@ -146,6 +150,8 @@ def _reconcile_lane(
         new = replace(new, status="orphaned")
     elif rec.status == "orphaned" and present:
         new = replace(new, status="active")
+    if new.status == "active" and present and release.thaw_dead(rec.path):
+        changes.append({"action": "release_lock_cleared", "lane": rec.key})
     if new.status == "active" and present and lane.read_marker(rec.path) != rec.key:
         lane.write_marker(repo, rec.path, rec.key)  # the hooks tell a lane by it
         changes.append({"action": "marker_written", "lane": rec.key})
