@@ -25,7 +25,7 @@ from guard.errors import Refusal
 from guard.lane import CONFIRM, LOCK_REASON
 from guard.repo import Repo
 from guard.results import ReleaseResult
-from guard.store import FileLock, LaneRecord, atomic_write_json, now_iso
+from guard.store import FileLock, LaneRecord, atomic_write, atomic_write_json, now_iso
 
 
 @dataclass
@@ -530,11 +530,10 @@ def list_path(repo: Repo, key: str) -> Path:
 def _write_list(listing: Path, tops: list[str]) -> Path:
     """Write the NUL-separated list of what the archive takes (`./`-prefixed, so no name
     reads as a tar option) to `listing`; its path."""
-    listing.parent.mkdir(parents=True, exist_ok=True)
     data = b"".join(os.fsencode("./" + t.rstrip("/")) + b"\0" for t in tops)
-    fd = os.open(listing, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
+    # temp + rename like every state file: a release killed mid-write leaves the old list
+    # or the new one, never half of one that `tar -T` would read as a shorter archive
+    atomic_write(listing, data, mode=0o600)
     return listing
 
 

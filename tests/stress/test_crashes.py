@@ -125,15 +125,10 @@ def test_land_killed_at_a_stage(repo: Repo, point: str, hooks: bool) -> None:
     if not moved:
         assert repo.jlane("land", "alpha").code == "landed"
         landed = [tip]
-    beta = ready_lane(repo, "beta")
-    assert repo.jlane("sync", "beta").json["state"] == "fresh"
-    assert repo.jlane("land", "beta").code == "landed"
-    check_invariants(repo, [*landed, head(beta)])
-    # and alpha's lane goes on: a commit on top lands too
-    assert repo.jlane("sync", "alpha").json["state"] == "fresh"
+    # and the lane goes on: a commit on top lands too (test_crash.py lands a second lane)
     more = repo.commit(alpha, "c.txt", "c\n")
     assert repo.jlane("land", "alpha").code == "landed"
-    check_invariants(repo, [*landed, head(beta), more])
+    check_invariants(repo, [*landed, more])
 
 
 def _gate_that_hangs(repo: Repo, tmp_path: Path) -> tuple[Path, Path]:
