@@ -18,7 +18,7 @@ from typing import Any
 from pathlib import Path
 
 from guard import git, landed, lock, policy
-from guard.crashpoint import crash_point
+from guard.crashpoint import crash_point as crash_point  # landing.crash_point: land, queue
 from guard.errors import Refusal
 from guard.repo import Repo
 from guard.store import Epoch, FileLock, atomic_write_json, now_iso, set_aside
