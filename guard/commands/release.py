@@ -143,7 +143,11 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
                 raise _changed(repo, rec, work.tip, present)
         crash_point("release_branch_deleted")  # the record still says active
     except BaseException:
-        if git.by_path(repo.worktrees()).get(os.path.realpath(rec.path)) is not None:
+        try:
+            kept = git.by_path(repo.worktrees()).get(os.path.realpath(rec.path)) is not None
+        except Exception:
+            kept = False  # cannot tell: the journal stays, reconcile looks
+        if kept:
             _end(repo, key)  # refused before the removal, or put back: nothing to finish
         raise
     finally:
