@@ -188,6 +188,35 @@ def test_land_killed_while_its_gate_runs(repo: Repo, tmp_path: Path, where: str)
             os.killpg(gpid, signal.SIGKILL)
 
 
+def test_queue_batch_killed_while_its_gate_runs(repo: Repo, tmp_path: Path) -> None:
+    """The same for a batch of the land queue (its gate runs in the queue's own temporary
+    worktree): the next land takes the lock over and stops it; the lanes land."""
+    flag, marker = _gate_that_hangs(repo, tmp_path)
+    paths = {k: ready_lane(repo, k) for k in ("a", "b")}
+    for k in paths:
+        assert repo.jlane("ready", k).code == "ready"
+    queue = spawn_lane("queue", "--batch", "2", "--json", cwd=repo.path)
+    gpid = 0
+    try:
+        wait_for(marker.exists, 30, "the batch gate to start")
+        gpid = int(marker.read_text())
+        queue.kill()
+        queue.communicate(timeout=30)
+        assert pid_alive(gpid)
+        flag.unlink()
+        r = repo.jlane("reconcile")
+        assert r.rc == 0, r.stdout + r.stderr
+        assert {"action": "gate_stopped", "pid": gpid, "lane": "b"} in r.json["changes"]
+        wait_for(lambda: not pid_alive(gpid), 10, "the orphaned gate to be stopped")
+        gpid = 0
+        r = repo.jlane("queue", "--batch", "2")
+        assert r.json["landed"] == ["a", "b"], r.stdout
+        recovered(repo, False, [head(p) for p in paths.values()])
+    finally:
+        if gpid and pid_alive(gpid):
+            os.killpg(gpid, signal.SIGKILL)
+
+
 # -- sync --------------------------------------------------------------------------------
 def _rerere_settled_conflict(repo: Repo) -> tuple[Path, list[str]]:
     """A lane of two commits whose first conflicts with main, and a resolution rerere
