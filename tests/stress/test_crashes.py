@@ -17,7 +17,6 @@ import pytest
 
 from conftest import Repo, git
 from enginehelp import (
-    epoch,
     head,
     lane_status,
     landing_file,
@@ -29,7 +28,7 @@ from enginehelp import (
     status_porcelain,
     wait_for,
 )
-from test_crash import check_invariants, completed_lands
+from test_crash import check_invariants
 
 pytestmark = pytest.mark.slow
 
@@ -298,7 +297,8 @@ def test_create_killed_between_worktree_add_and_the_registry(repo: Repo) -> None
     check_invariants(repo, [c])
     assert repo.jlane("release", "alpha").code == "released"
     assert repo.create("alpha") == path
-    recovered(repo, False, [c])
+    state_is_whole(repo)
+    assert reachable(repo, c)
 
 
 def test_create_killed_before_its_setup(repo: Repo) -> None:
@@ -356,8 +356,7 @@ def test_release_of_a_landed_lane_killed_part_way(repo: Repo, point: str) -> Non
         assert rec["status"] == "released" and rec["released_tip"] == c
         assert not alpha.exists() and "alpha" not in repo.worktrees()
         assert repo.jlane("release", "alpha").code == "already_released"
-    assert repo.sha("refs/heads/lane/alpha") is None
-    recovered(repo, True, [c])
+    assert repo.sha("refs/heads/lane/alpha") is None and reachable(repo, c)
     assert repo.create("alpha") == alpha  # the key is free again
     state_is_whole(repo)
 
@@ -391,6 +390,6 @@ def test_confirmed_release_killed_keeps_the_commits(repo: Repo, point: str) -> N
     assert r.code == "unlanded_work", r.stdout  # unconfirmed, it is still refused
     r = repo.jlane("release", "alpha", "--confirm", "yes-discard-lane")
     assert r.code == "released" and r.json["discarded_commits"], r.stdout
-    recovered(repo, False, [])
-    assert epoch(repo) == len(completed_lands(repo)) == 0
-    assert not alpha.exists()
+    assert not alpha.exists() and repo.sha("refs/heads/lane/alpha") is None
+    assert repo.jlane("reconcile").json["changes"] == []
+    state_is_whole(repo)
