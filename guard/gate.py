@@ -108,6 +108,14 @@ def run(
         if output is not None:
             output((why + "\n").encode())
         return GateRun(command, "failed", 126, round(time.monotonic() - start, 3), [why])
+    if started is not None:
+        # at once: a land killed between the fork and this record leaves a gate no one
+        # knows of (a window of a few system calls)
+        try:
+            started(proc.pid)
+        except BaseException:
+            _kill_group(proc)
+            raise
     assert proc.stdout is not None
     os.set_blocking(proc.stdout.fileno(), False)
     timed_out = False
@@ -129,8 +137,6 @@ def run(
         tail.extend(d.decode("utf-8", "replace") for d in done)
 
     try:
-        if started is not None:
-            started(proc.pid)
         while True:
             if time.monotonic() - start > timeout:
                 timed_out = True

@@ -23,6 +23,7 @@ def run(repo: Repo) -> ReconcileResult:
     changes: list[dict[str, Any]] = repo.store.repair_layout()  # directories where files belong
     changes.extend(landing.recover(repo))
     changes.extend(lock.clear_dead(repo))
+    changes.extend(_sweep_gate_worktrees(repo))
     objects.forget(repo)  # alternates entries of lane stores a worktree prune took
     with lane.registry_lock(repo):
         wts = repo.worktrees()
@@ -74,6 +75,27 @@ def run(repo: Repo) -> ReconcileResult:
         out["next"] = nxt
         out["warnings"] = warnings
     return out
+
+
+def _sweep_gate_worktrees(repo: Repo) -> list[dict[str, Any]]:
+    """Clean gate worktrees a killed land left (the next land sweeps them too): removed
+    under the integration lock, when no land runs (so none of them is a live gate's)."""
+    from guard import gate
+    from guard.store import FileLock
+
+    wts = repo.worktrees()
+    if not any(
+        w.branch is None and os.path.basename(w.path).startswith(gate.CLEAN_PREFIX) for w in wts
+    ):
+        return []
+    fl = FileLock(lock.flock_path(repo))
+    if not fl.acquire(timeout=0):
+        return []
+    try:
+        gone = gate.sweep(repo.common_dir, repo.worktrees())
+    finally:
+        fl.release()
+    return [{"action": "gate_worktree_removed", "path": p} for p in gone]
 
 
 def _needs_repair(repo: Repo) -> tuple[list[str], list[str]]:

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -130,6 +131,10 @@ def test_land_killed_at_a_stage(repo: Repo, point: str, hooks: bool) -> None:
     check_invariants(repo, [*landed, more])
 
 
+def gate_recorded(repo: Repo) -> Callable[[], bool]:
+    return lambda: (repo.state_dir / "locks" / "integration.gate").exists()
+
+
 def _gate_that_hangs(repo: Repo, tmp_path: Path) -> tuple[Path, Path]:
     """A gate that, while `flag` exists, writes its pid (its group's) to `marker` and
     sleeps; passes at once otherwise."""
@@ -146,8 +151,8 @@ def _gate_that_hangs(repo: Repo, tmp_path: Path) -> tuple[Path, Path]:
 @pytest.mark.parametrize("where", ["lane", "clean"])
 def test_land_killed_while_its_gate_runs(repo: Repo, tmp_path: Path, where: str) -> None:
     """SIGKILL of land (no crash point: the real process, mid-gate). The orphaned gate
-    holds no lock (the flock is close-on-exec), the next land or reconcile stops it, and
-    a clean gate worktree it ran in is swept."""
+    holds no lock (the flock is close-on-exec); the next land (lane) or reconcile (clean)
+    stops it, and reconcile removes the clean gate worktree it ran in."""
     install(repo)
     repo.config("gate_worktree", where)
     flag, marker = _gate_that_hangs(repo, tmp_path)
@@ -159,6 +164,7 @@ def test_land_killed_while_its_gate_runs(repo: Repo, tmp_path: Path, where: str)
     try:
         wait_for(marker.exists, 30, "the gate to start")
         gpid = int(marker.read_text())
+        wait_for(gate_recorded(repo), 10, "the gate to be recorded")  # see gate.run
         land.kill()
         land.communicate(timeout=30)
         assert land.returncode == -signal.SIGKILL
@@ -168,16 +174,20 @@ def test_land_killed_while_its_gate_runs(repo: Repo, tmp_path: Path, where: str)
         assert flock not in fds  # ... holding no lock
         assert repo.sha() == base and owner_file(repo).exists()
         flag.unlink()
-        if where == "lane":
+        if where == "clean":  # reconcile stops it, and removes the worktree it ran in
+            assert "git-lane-gate-" in repo.worktrees()
             r = repo.jlane("reconcile")
             assert r.rc == 0, r.stdout + r.stderr
-            assert {"action": "gate_stopped", "pid": gpid, "lane": "alpha"} in r.json["changes"]
+            changes = r.json["changes"]
+            assert {"action": "gate_stopped", "pid": gpid, "lane": "alpha"} in changes
+            assert "gate_worktree_removed" in [c["action"] for c in changes]
+            assert "git-lane-gate-" not in repo.worktrees()
         else:  # the next land takes the lock over and stops the dead land's gate itself
             r = repo.jlane("land", "alpha")
             assert r.code == "landed", r.stdout + r.stderr
         wait_for(lambda: not pid_alive(gpid), 10, "the orphaned gate to be stopped")
         gpid = 0
-        if where == "lane":
+        if where == "clean":
             assert repo.jlane("land", "alpha").code == "landed"
         recovered(repo, True, [tip])
         check_invariants(repo, [tip])
@@ -199,6 +209,7 @@ def test_queue_batch_killed_while_its_gate_runs(repo: Repo, tmp_path: Path) -> N
     try:
         wait_for(marker.exists, 30, "the batch gate to start")
         gpid = int(marker.read_text())
+        wait_for(gate_recorded(repo), 10, "the gate to be recorded")  # see gate.run
         queue.kill()
         queue.communicate(timeout=30)
         assert pid_alive(gpid)
