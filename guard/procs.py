@@ -112,6 +112,23 @@ def ancestors(pid: int | None = None) -> list[int]:
         return out
 
 
+def cmdline(pid: int) -> list[str] | None:
+    """The argv of process `pid` (/proc/PID/cmdline, else psutil); None when it cannot
+    be read."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read()
+        return [os.fsdecode(a) for a in raw.split(b"\0")[:-1]]
+    except OSError:
+        pass
+    try:
+        import psutil
+
+        return [str(a) for a in psutil.Process(pid).cmdline()]
+    except Exception:
+        return None
+
+
 def kill_session(sid: int, ticks: str) -> list[int]:
     """SIGKILL every process of session `sid` started no earlier than its leader (start
     `ticks`, as start_ticks gives them): a gate a killed land left running, with all it
@@ -133,20 +150,3 @@ def kill_session(sid: int, ticks: str) -> list[int]:
         except (OSError, IndexError, ValueError):
             continue
     return killed
-
-
-def cmdline(pid: int) -> list[str] | None:
-    """The argv of process `pid` (/proc/PID/cmdline, else psutil); None when it cannot
-    be read."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            raw = f.read()
-        return [os.fsdecode(a) for a in raw.split(b"\0")[:-1]]
-    except OSError:
-        pass
-    try:
-        import psutil
-
-        return [str(a) for a in psutil.Process(pid).cmdline()]
-    except Exception:
-        return None
