@@ -156,3 +156,26 @@ def cmdline(pid: int) -> list[str] | None:
         return [str(a) for a in psutil.Process(pid).cmdline()]
     except Exception:
         return None
+
+
+def kill_session(sid: int, ticks: str) -> list[int]:
+    """SIGKILL every process of session `sid` started no earlier than its leader (start
+    `ticks`, as start_ticks gives them): a gate a killed land left running, with all it
+    started. Nothing without /proc or without `ticks` (a reused id cannot be told)."""
+    import signal
+
+    if sid <= 1 or not ticks.isdigit() or not os.path.isdir("/proc/self"):
+        return []
+    killed: list[int] = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fields = stat_fields(int(name))
+            if fields is None or int(fields[3]) != sid or int(fields[19]) < int(ticks):
+                continue  # field 6: session; field 22: start time
+            os.kill(int(name), signal.SIGKILL)
+            killed.append(int(name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return killed

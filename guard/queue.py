@@ -326,12 +326,20 @@ def _stack_one(repo: Repo, where: str, c: Cand, main0: str, base: str) -> str:
     return git.run(["rev-parse", "HEAD"], where).stdout.strip()
 
 
-def _gate_at(run: Run, where: str, sha: str, key: str) -> gate.GateRun:
+def _gate_at(repo: Repo, run: Run, where: str, sha: str, key: str) -> gate.GateRun:
     git.run(["checkout", "-q", "--detach", "-f", sha], where)
     git.run(["clean", "-q", "-ffdx"], where)  # what an earlier gate run built is not the tip's
     assert run.command is not None
     run.gate_runs += 1
-    return gate.run(run.command, where, run.timeout, key, None, run.tick)
+
+    def started(pid: int) -> None:
+        # a queue killed while this gate runs: the next holder of the lock stops it
+        lock.remember_gate(repo, key, pid)
+
+    try:
+        return gate.run(run.command, where, run.timeout, key, None, run.tick, started=started)
+    finally:
+        lock.forget_gate(repo)
 
 
 def _gate_refusal(g: gate.GateRun, key: str, sha: str, stack: list[str]) -> Refusal:
@@ -403,7 +411,7 @@ def land_batch(repo: Repo, run: Run, cands: list[Cand]) -> list[Cand]:
             if run.command is not None:
                 run.gated.update(x.c.key for x in stack)
                 keys = [x.c.key for x in stack]
-                g = _gate_at(run, where, stack[-1].tip, keys[-1])
+                g = _gate_at(repo, run, where, stack[-1].tip, keys[-1])
                 if g.status == "passed":
                     summary = g.summary()
                 else:
@@ -411,7 +419,7 @@ def land_batch(repo: Repo, run: Run, cands: list[Cand]) -> list[Cand]:
                     lo, hi, fail = 0, len(stack), g
                     while hi - lo > 1:
                         mid = (lo + hi) // 2
-                        gm = _gate_at(run, where, stack[mid - 1].tip, keys[mid - 1])
+                        gm = _gate_at(repo, run, where, stack[mid - 1].tip, keys[mid - 1])
                         if gm.status == "passed":
                             lo, summary = mid, gm.summary()
                         else:

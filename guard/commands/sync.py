@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from guard import git, lane, objects, recovery, sandbox
+from guard.crashpoint import crash_point
 from guard.errors import Refusal
 from guard.policy import MARKER_SIZE, conflict_blocks, marker_sizes
 from guard.repo import Repo
@@ -317,6 +318,7 @@ def _drive(
             return _conflicts(repo, key, path)
         if files:
             _add_step(path, files)
+        crash_point("sync_step")  # the rebase stopped between steps, this one settled
         _trusted_rebase(key, path)
         result = _git(path, ["rebase", "--continue"])
         if not result.ok and git.rebase_in_progress(path) and not git.unmerged(path):
