@@ -12,7 +12,7 @@ from pathlib import Path
 from guard import git, policy
 from guard.config import PROJECT_FILE, Config, load, with_project
 from guard.errors import Refusal
-from guard.store import Store
+from guard.store import Store, read_regular
 
 
 # In the directory holding a repository's lanes (<worktrees_root>/<slug>/, not granted by
@@ -23,9 +23,8 @@ REPO_MARKER = ".git-lane-repo"
 
 def read_repo_marker(parent: str) -> str | None:
     try:
-        with open(os.path.join(parent, REPO_MARKER)) as f:
-            got = json.load(f).get("common_dir")
-    except (OSError, ValueError, AttributeError):
+        got = json.loads(read_regular(os.path.join(parent, REPO_MARKER))).get("common_dir")
+    except (OSError, ValueError, AttributeError, RecursionError):
         return None
     return got if isinstance(got, str) and os.path.isabs(got) else None
 

@@ -228,7 +228,10 @@ gl_refuse() {
 	done
 	printf 'git-lane: refused [%s]: %s. Next: %s\n' "$2" "$gl_m" "${4:-nothing to run}" >&2
 	gl_fw_refused
-	if [ -d "$state" ]; then
+	# the log only when it is a plain file (or none yet): appending to a FIFO would hang,
+	# through a symlink would write outside the state dir (the engine sets either aside)
+	gl_log=$state/events.jsonl
+	if [ -d "$state" ] && [ ! -L "$gl_log" ] && { [ -f "$gl_log" ] || [ ! -e "$gl_log" ]; }; then
 		gl_lane
 		gl_host=
 		IFS= read -r gl_host 2>/dev/null </proc/sys/kernel/hostname || gl_host=$(uname -n)
@@ -238,7 +241,7 @@ gl_refuse() {
 		case $gl_when in '"'*'" '[0-9]*) ;; *) gl_when='null null' ;; esac # no date on PATH
 		printf '{"code": "%s", "hook": "%s", "host": "%s", "kind": "refusal", "lane": %s, "message": "%s", "pid": %s, "source": "hook", "time": %s, "ts": %s%s}\n' \
 			"$2" "$1" "$(gl_jstr "$gl_host")" "$gl_lanej" "$(gl_jstr "$gl_m")" "$$" "${gl_when% *}" "${gl_when#* }" "$5" \
-			2>/dev/null >>"$state/events.jsonl" || :
+			2>/dev/null >>"$gl_log" || :
 	fi
 	exit 1
 }
