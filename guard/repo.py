@@ -12,7 +12,7 @@ from pathlib import Path
 from guard import git, policy
 from guard.config import PROJECT_FILE, Config, load, with_project
 from guard.errors import Refusal
-from guard.store import Store, read_regular
+from guard.store import Store, read_regular, special
 
 
 # In the directory holding a repository's lanes (<worktrees_root>/<slug>/, not granted by
@@ -171,10 +171,10 @@ class Repo:
     def owner_config(self) -> Config:
         """The owner's two files only: what decides protection (main_branch, enabled...)."""
         path = self.store.config_path
-        if path.is_dir() and not path.is_symlink():
+        if (path.is_dir() and not path.is_symlink()) or special(path):
             raise Refusal(
                 "state_corrupt",
-                f"{path} is a directory, not the owner's config file",
+                f"{path} is a directory (or a FIFO, socket or device), not the owner's config file",
                 next=["git lane reconcile"],  # sets it aside (kept), then defaults apply
                 details={"file": str(path)},
             )

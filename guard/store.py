@@ -118,6 +118,16 @@ def open_regular(path: Path | str) -> int:
     return fd
 
 
+def special(path: Path | str) -> bool:
+    """Is something other than a regular file or a directory (symlinks followed: a FIFO, a
+    socket, a device) where a state file belongs? A missing or dangling one is not."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def read_regular(path: Path | str) -> bytes:
     """The bytes of a state file, read as `open_regular` opens it."""
     fd = open_regular(path)
@@ -588,6 +598,9 @@ class Store:
             aside = set_aside(p)
             if aside is not None:
                 out.append({"action": "directory_set_aside", "path": str(p), "to": str(aside)})
+            elif special(p):  # a FIFO, socket or device (or a symlink to one): kept aside
+                to = move_aside(p, str(os.getpid()))
+                out.append({"action": "special_file_set_aside", "path": str(p), "to": str(to)})
         return out
 
 
