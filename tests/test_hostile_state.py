@@ -109,6 +109,13 @@ def hooked_commit(where: Path, name: str) -> subprocess.CompletedProcess[str]:
         raise AssertionError(f"git commit of {name} in {where} hung") from None
 
 
+def unstage(where: Path, name: str) -> None:
+    """Take back a refused commit's new file (no ref moves: a hook that cannot read its
+    config refuses every ref transaction, `git reset` included)."""
+    git(where, "rm", "-q", "--cached", "-f", "--", name)
+    (where / name).unlink()
+
+
 def hook_refused(res: subprocess.CompletedProcess[str]) -> str | None:
     """The code of a hook's refusal line, None when the commit went through."""
     assert "Traceback" not in res.stderr, res.stderr
@@ -323,15 +330,14 @@ def damage_every_way(repo: Repo, lp: Path, shas: list[str], name: str) -> Path:
             # a hooked commit on main is refused whatever the state says (fail closed)
             res = hooked_commit(repo.path, "m.txt")
             assert hook_refused(res) in ("main_mutation_refused", "hook_facts_unknown"), what
-            git(repo.path, "reset", "-q")
-            (repo.path / "m.txt").unlink()
+            unstage(repo.path, "m.txt")
         # a commit in the lane is made, or refused with a code: never a hang or a crash
-        res = hooked_commit(lp, f"w-{name.replace('/', '-')}-{i}.txt")
+        w = f"w-{name.replace('/', '-')}-{i}.txt"
+        res = hooked_commit(lp, w)
         if hook_refused(res) is None:
             shas.append(git(lp, "rev-parse", "HEAD").stdout.strip())
         else:
-            git(lp, "reset", "-q")
-            git(lp, "clean", "-qf")
+            unstage(lp, w)
         exercise(
             repo, lp, ROTATION[(start + i) % len(ROTATION)], what, lambda p=path: put_back(p, good)
         )
