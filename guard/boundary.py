@@ -71,6 +71,17 @@ def _peek(state_dir: StateDir) -> Path | None:
 _UNWRITABLE = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EACCES, errno.EPERM)
 
 
+def _main_moved(landing: Path) -> bool:
+    """Had the land that left this record moved main already (its stage says so)?"""
+    from guard.store import read_regular  # never blocks on a FIFO in its place
+
+    try:
+        stage = json.loads(read_regular(landing)).get("stage")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return False
+    return stage in ("main_moved", "hub_updated", "epoch_bumped")
+
+
 def state_write_failed(
     exc: OSError, argv: Sequence[str], state_dir: Path | None, cli: bool
 ) -> Refusal | None:
@@ -92,9 +103,13 @@ def state_write_failed(
         return None
     words = [a for a in argv if a != "--json"]
     again = "git lane " + " ".join(shlex.quote(a) for a in words) if cli and words else None
+    command = next((w for i, w in enumerate(words) if w[:1] != "-" and words[i - 1] != "-C"), "")
     nxt = []
-    if (state_dir / "landing.json").exists() and words[:1] != ["reconcile"]:
+    landing = state_dir / "landing.json"
+    if landing.exists() and command != "reconcile":
         nxt.append("git lane reconcile")  # a land stopped part way: finished (or undone) first
+        if command in ("land", "queue") and _main_moved(landing):
+            again = None  # main moved for it: reconcile finishes that land, nothing is left
     if again is not None and again not in nxt:
         nxt.append(again)
     if not nxt:

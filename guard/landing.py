@@ -153,9 +153,14 @@ def stage(repo: Repo, txn: Landing, to: str) -> Landing:
         # Later stages only save recovery a step it would redo anyway (every step after
         # main moved is idempotent), so a rename without fsync is enough: a process
         # crash keeps it, a power loss at worst rolls the record back a stage.
+        # A disk too full to take the record leaves it a stage behind, which recovery
+        # redoes: the land goes on (main has moved), no half-written temp file stays.
         tmp = repo.store.landing_path.with_name(f".landing.json.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(txn.to_dict(), indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, repo.store.landing_path)
+        try:
+            tmp.write_text(json.dumps(txn.to_dict(), indent=2, sort_keys=True) + "\n")
+            os.replace(tmp, repo.store.landing_path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
     crash_point(to)
     return txn
 
