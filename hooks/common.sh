@@ -182,6 +182,8 @@ gl_is_main() {
 gl_lane() {
 	gl_key=
 	[ -f "$gd/gitlane-lane" ] && { IFS= read -r gl_key <"$gd/gitlane-lane" || :; }
+	# the lane can write its admin dir: what is no lane key is never printed or logged
+	case $gl_key in *[!a-z0-9-]*) gl_key='?' ;; esac
 }
 
 # gl_owner FILE: the integration lock's owner record (key=value lines, guard.lock

@@ -40,6 +40,7 @@ def cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> LaneRun:
             [sys.executable, "-m", "guard", *args, "--json"],
             cwd=cwd,
             text=True,
+            errors="replace",
             capture_output=True,
             env=full,
             timeout=TIMEOUT,
@@ -56,6 +57,7 @@ def sh(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
             ["sh", "-c", command],
             cwd=cwd,
             text=True,
+            errors="replace",
             capture_output=True,
             env=full,
             timeout=TIMEOUT,
@@ -102,6 +104,7 @@ def hooked_commit(where: Path, name: str) -> subprocess.CompletedProcess[str]:
             ["git", "commit", "-q", "-m", f"add {name}"],
             cwd=where,
             text=True,
+            errors="replace",
             capture_output=True,
             timeout=TIMEOUT,
         )
