@@ -355,6 +355,7 @@ def damage_every_way(repo: Repo, lp: Path, shas: list[str], name: str) -> Path:
     return lp
 
 
+@pytest.mark.slow  # ~180 CLI runs: the longest test here (still run by .ci/run)
 def test_every_state_file_damaged_every_way(world: tuple[Repo, Path, list[str]]) -> None:
     """One repository for the whole matrix (each file put back after each damage): the
     state a damage left behind is part of what the next one meets."""
@@ -473,6 +474,7 @@ def test_a_detached_head_in_a_lane(world: tuple[Repo, Path, list[str]]) -> None:
 def test_main_deleted_behind_our_back(repo: Repo, gitlane_on_path: Path, landed: bool) -> None:
     """A new first commit would start a second history beside main's: the next puts main
     back where it was (the last landed tip; before any land, the hub's HEAD reflog)."""
+    repo.commit(repo.path, "two.txt", "2\n")  # main is more than a first commit git could redo
     assert cli("install", cwd=repo.path).rc == 0
     assert cli("config", "set", "gate", "off", cwd=repo.path).rc == 0
     shas = [repo.sha() or ""]
