@@ -72,14 +72,24 @@ _UNWRITABLE = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EACCE
 
 
 def _main_moved(landing: Path) -> bool:
-    """Had the land that left this record moved main already (its stage says so)?"""
+    """Had the land that left this record moved main already (its stage says so, or main
+    is at its tip: a disk too full for the later stages leaves the record at "prepared")?"""
+    from guard import git
     from guard.store import read_regular  # never blocks on a FIFO in its place
 
     try:
-        stage = json.loads(read_regular(landing)).get("stage")
+        rec = json.loads(read_regular(landing))
+        stage, ref, tip = rec.get("stage"), rec.get("main_ref"), rec.get("tip")
     except (OSError, ValueError, AttributeError, RecursionError):
         return False
-    return stage in ("main_moved", "hub_updated", "epoch_bumped")
+    if stage in ("main_moved", "hub_updated", "epoch_bumped"):
+        return True
+    if not (isinstance(ref, str) and ref.startswith("refs/heads/") and isinstance(tip, str)):
+        return False
+    try:
+        return git.ref_sha(landing.parent.parent, ref) == tip
+    except Exception:  # the refusal must not crash on a broken git
+        return False
 
 
 def state_write_failed(
