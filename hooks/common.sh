@@ -216,7 +216,8 @@ gl_epoch_read() {
 		*'"epoch":'*) gl_epoch=${gl_l#*:} gl_epoch=${gl_epoch%,} gl_epoch=${gl_epoch# } ; break ;;
 		esac
 	done <"$1"
-	case $gl_epoch in '' | *[!0-9]*) gl_epoch=0 ;; esac
+	# more digits than a land count has (guard.store EPOCH_MAX): corrupt, as in Python
+	case $gl_epoch in '' | *[!0-9]* | ???????????*) gl_epoch=0 ;; esac
 }
 
 gl_jstr() { printf '%s' "$1" | tr -d '\000-\037' | sed 's/[\\"]/\\&/g'; }

@@ -190,9 +190,9 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
 def keep_modules(repo: Repo, key: str, path: str) -> str | None:
     """The git dirs of the lane's populated submodules live in its admin dir
     (`worktrees/<id>/modules/`), which a forced removal deletes, with every submodule
-    commit made in the lane: one main may already record. They are copied into
-    `<common-dir>/git-lane/kept/<key>-modules-<time>/` first (never deleted); returns that
-    path, or None when the lane has none."""
+    commit made in the lane: one main may already record. They are copied into git-lane's
+    `kept/` first, as `alpha-modules-20260101T000000Z/` for lane alpha (never deleted);
+    returns that path, or None when the lane has none."""
     import shutil
 
     gd = git.worktree_git_dir(path)
