@@ -11,7 +11,7 @@ import json
 import os
 from pathlib import Path
 
-from guard.store import atomic_write, atomic_write_json
+from guard.store import atomic_write, atomic_write_json, read_regular
 
 
 def record_path(state_dir: Path, key: str) -> Path:
@@ -29,7 +29,7 @@ def sha256(data: bytes) -> str:
 def written(state_dir: Path, key: str) -> dict[str, str]:
     """{lane-relative path: sha256} of the files agent-setup created in the lane."""
     try:
-        obj = json.loads(record_path(state_dir, key).read_bytes())
+        obj = json.loads(read_regular(record_path(state_dir, key)))
     except (OSError, ValueError):
         return {}
     files = obj.get("files") if isinstance(obj, dict) else None

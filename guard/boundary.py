@@ -7,6 +7,7 @@ traceback ever reaches the user. Standard library only: the hooks run through he
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shlex
@@ -24,9 +25,14 @@ StateDir = Callable[[], Path | None]
 
 
 def guarded(
-    body: Callable[[], int], argv: Sequence[str], want_json: Callable[[], bool], state_dir: StateDir
+    body: Callable[[], int],
+    argv: Sequence[str],
+    want_json: Callable[[], bool],
+    state_dir: StateDir,
+    cli: bool = False,
 ) -> int:
-    """Run `body` (which returns an exit status) behind the boundary."""
+    """Run `body` (which returns an exit status) behind the boundary. `cli`: argv are the
+    words of a `git lane` command (a refusal may name it again)."""
     try:
         return body()
     except Refusal as r:
@@ -39,14 +45,99 @@ def guarded(
         return i.exit_status
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    except PermissionError as exc:
-        denied = sandbox_denied(exc, argv)
-        if denied is None:
+    except OSError as exc:
+        denied = sandbox_denied(exc, argv) if isinstance(exc, PermissionError) else None
+        if denied is not None:
+            refuse(denied, argv, want_json(), None)  # its state dir is what it cannot write
+            return EXIT_REFUSED
+        unwritable = state_write_failed(exc, argv, _peek(state_dir), cli)
+        if unwritable is None:
             return _bug(exc, argv, want_json, state_dir)
-        refuse(denied, argv, want_json(), None)  # its state dir is what it cannot write
+        refuse(unwritable, argv, want_json(), None)  # the log is on the same full disk
         return EXIT_REFUSED
     except Exception as exc:  # the one place a bug is caught: file it, say where
         return _bug(exc, argv, want_json, state_dir)
+
+
+def _peek(state_dir: StateDir) -> Path | None:
+    try:
+        return state_dir()
+    except Exception:
+        return None
+
+
+# what the machine refuses, never a bug of ours: no space, a quota, a read-only filesystem,
+# a file too big; and a permission the state dir's owner did not give
+_UNWRITABLE = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EACCES, errno.EPERM)
+
+
+def _main_moved(landing: Path) -> bool:
+    """Had the land that left this record moved main already (its stage says so, or main
+    is at its tip: a disk too full for the later stages leaves the record at "prepared")?"""
+    from guard import git
+    from guard.store import read_regular  # never blocks on a FIFO in its place
+
+    try:
+        rec = json.loads(read_regular(landing))
+        stage, ref, tip = rec.get("stage"), rec.get("main_ref"), rec.get("tip")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return False
+    if stage in ("main_moved", "hub_updated", "epoch_bumped"):
+        return True
+    if not (isinstance(ref, str) and ref.startswith("refs/heads/") and isinstance(tip, str)):
+        return False
+    try:
+        return git.ref_sha(landing.parent.parent, ref) == tip
+    except Exception:  # the refusal must not crash on a broken git
+        return False
+
+
+def state_write_failed(
+    exc: OSError, argv: Sequence[str], state_dir: Path | None, cli: bool
+) -> Refusal | None:
+    """The operating system refused a write into git-lane's state directory (the disk or
+    a quota full, a read-only mount, a directory this user may not write): a refusal that
+    says so, not a bug. Every state file is written whole or not at all (temp file +
+    rename), so what is there is still readable; the command is run again once the
+    cause is gone (a land that stopped part way is finished by reconcile first)."""
+    if state_dir is None or exc.errno not in _UNWRITABLE:
+        return None
+    names = [os.fsdecode(n) for n in (exc.filename, exc.filename2) if isinstance(n, (str, bytes))]
+    root = os.path.realpath(state_dir)
+    inside = [
+        n
+        for n in names
+        if os.path.commonpath([root, os.path.realpath(os.path.dirname(os.path.abspath(n)))]) == root
+    ]
+    if not inside:
+        return None
+    words = [a for a in argv if a != "--json"]
+    again = "git lane " + " ".join(shlex.quote(a) for a in words) if cli and words else None
+    command = next((w for i, w in enumerate(words) if w[:1] != "-" and words[i - 1] != "-C"), "")
+    nxt = []
+    landing = state_dir / "landing.json"
+    if landing.exists() and command != "reconcile":
+        nxt.append("git lane reconcile")  # a land stopped part way: finished (or undone) first
+        if command in ("land", "queue") and _main_moved(landing):
+            again = None  # main moved for it: reconcile finishes that land, nothing is left
+    if again is not None and again not in nxt:
+        nxt.append(again)
+    if not nxt:
+        nxt.append("git lane doctor")
+    space = exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+    why = "free space there" if space else "make it writable"
+    return Refusal(
+        "state_write_failed",
+        f"git-lane could not write {inside[0]}: {exc.strerror or exc}; {why}, then run "
+        "the command again (state files are written whole or not at all: none is half-written)",
+        next=nxt,
+        alternatives=[f"df -h {shlex.quote(str(state_dir))}"] if space else [],
+        details={
+            "path": inside[0],
+            "errno": errno.errorcode.get(exc.errno or 0, str(exc.errno)),
+            "state_dir": str(state_dir),
+        },
+    )
 
 
 def sandbox_denied(exc: PermissionError, argv: Sequence[str]) -> Refusal | None:

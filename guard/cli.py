@@ -852,6 +852,8 @@ def main(argv: list[str] | None = None) -> None:
         repo = ctx.peek_repo() if ctx is not None else None
         return repo.state_dir if repo is not None else None
 
-    code = boundary.guarded(lambda: _click(args, "--json" in own), args, want_json, state_dir)
+    code = boundary.guarded(
+        lambda: _click(args, "--json" in own), args, want_json, state_dir, cli=True
+    )
     sys.stdout.flush()
     raise SystemExit(code)

@@ -197,8 +197,10 @@ class Config:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    from guard.store import read_regular  # a FIFO in the file's place must not hang
+
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)
     except FileNotFoundError:
         return {}
     except NotADirectoryError:
@@ -265,7 +267,9 @@ def hook_view(text: str) -> dict[str, str]:
 
 def check_hook_view(path: Path, data: dict[str, Any]) -> None:
     try:
-        text = path.read_bytes().decode("utf-8", "surrogateescape")
+        from guard.store import read_regular
+
+        text = read_regular(path).decode("utf-8", "surrogateescape")
     except OSError:
         return
     sh = hook_view(text)

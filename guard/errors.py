@@ -148,6 +148,12 @@ CODES: dict[str, Code] = _codes(
         "a state file is unreadable, of the wrong form, or a directory",
     ),
     (
+        "state_write_failed",
+        "engine",
+        None,
+        "the OS refused a write into git-lane's state dir (no space, read-only)",
+    ),
+    (
         "sandbox_unavailable",
         "engine",
         None,

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 
 from guard import git
 from guard.repo import Repo
+from guard.store import EPOCH_MAX
 
 PREFIX = "refs/git-lane/landed/"
-WIDTH = 10
+WIDTH = len(str(EPOCH_MAX))  # 10
 
 
 def ref_name(epoch: int) -> str:

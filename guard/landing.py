@@ -21,7 +21,7 @@ from guard import git, landed, lock, policy
 from guard.crashpoint import crash_point as crash_point  # landing.crash_point: land, queue
 from guard.errors import Refusal
 from guard.repo import Repo
-from guard.store import Epoch, FileLock, atomic_write_json, now_iso, set_aside
+from guard.store import EPOCH_MAX, Epoch, FileLock, atomic_write_json, now_iso, set_aside
 
 STAGES = ("prepared", "main_moved", "hub_updated", "epoch_bumped")
 SCHEMA = 1
@@ -92,6 +92,8 @@ class Landing:
                 not isinstance(kw[name], ok) or (isinstance(kw[name], bool) and bool not in ok)
             ):
                 raise ValueError(f"landing record: {name} has a bad value {kw[name]!r}")
+        if "epoch_after" in kw and not 0 < kw["epoch_after"] <= EPOCH_MAX:
+            raise ValueError(f"landing record: epoch_after {kw['epoch_after']} is no land count")
         if kw.get("stage", "prepared") not in STAGES:
             raise ValueError(f"landing record: unknown stage {kw.get('stage')!r}")
         if not all(isinstance(p, str) for p in kw.get("paths", [])):
@@ -124,8 +126,12 @@ def _check_entry(e: Any) -> None:
         raise ValueError("landing record: stack branch is not lane/<key>")
     if not isinstance(e.get("path"), str) or not os.path.isabs(e["path"]) or "\0" in e["path"]:
         raise ValueError("landing record: stack path is not an absolute path")
-    if not isinstance(e.get("epoch"), int) or isinstance(e.get("epoch"), bool):
-        raise ValueError("landing record: stack epoch is not a number")
+    if (
+        not isinstance(e.get("epoch"), int)
+        or isinstance(e.get("epoch"), bool)
+        or not 0 < e["epoch"] <= EPOCH_MAX
+    ):
+        raise ValueError("landing record: stack epoch is not a land count")
     paths = e.get("paths")
     if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
         raise ValueError("landing record: stack paths must be strings")
@@ -141,9 +147,14 @@ def stage(repo: Repo, txn: Landing, to: str) -> Landing:
         # Later stages only save recovery a step it would redo anyway (every step after
         # main moved is idempotent), so a rename without fsync is enough: a process
         # crash keeps it, a power loss at worst rolls the record back a stage.
+        # A disk too full to take the record leaves it a stage behind, which recovery
+        # redoes: the land goes on (main has moved), no half-written temp file stays.
         tmp = repo.store.landing_path.with_name(f".landing.json.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(txn.to_dict(), indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, repo.store.landing_path)
+        try:
+            tmp.write_text(json.dumps(txn.to_dict(), indent=2, sort_keys=True) + "\n")
+            os.replace(tmp, repo.store.landing_path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
     crash_point(to)
     return txn
 

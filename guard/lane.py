@@ -13,7 +13,7 @@ from guard.config import cache_home
 from guard.errors import Refusal
 from guard.repo import REPO_MARKER, Repo, read_repo_marker
 from guard.results import LaneView
-from guard.store import FileLock, LaneRecord
+from guard.store import FileLock, LaneRecord, read_regular
 
 KEY_FILE = "gitlane-lane"  # in a lane worktree's admin dir: its key (the hooks tell a lane by it)
 CONFIRM = "yes-discard-lane"
@@ -321,8 +321,8 @@ def worktrees_root(repo: Repo) -> Path:
 def read_marker(path: str) -> str | None:
     gd = git.worktree_git_dir(path)
     try:
-        return (gd / KEY_FILE).read_text().strip() if gd is not None else None
-    except OSError:
+        return read_regular(gd / KEY_FILE).decode().strip() if gd is not None else None
+    except (OSError, UnicodeDecodeError):
         return None
 
 

@@ -17,7 +17,14 @@ from typing import Any
 from guard import procs
 from guard.errors import Refusal
 from guard.repo import Repo
-from guard.store import FileLock, ensure_dir, not_a_directory, now_iso, set_aside
+from guard.store import (
+    FileLock,
+    ensure_dir,
+    not_a_directory,
+    now_iso,
+    read_regular,
+    set_aside,
+)
 
 
 @dataclass(frozen=True)
@@ -74,7 +81,7 @@ def flock_path(repo: Repo) -> Path:
 
 def read_owner(repo: Repo) -> OwnerRecord | None:
     try:
-        raw = owner_path(repo).read_bytes()
+        raw = read_regular(owner_path(repo))
     except NotADirectoryError:  # locks/ is a file: whether a land runs cannot be told
         raise not_a_directory(owner_path(repo).parent) from None
     except OSError:  # missing, or not a file (a directory is set aside at the next write)
@@ -104,9 +111,14 @@ def _write_owner(repo: Repo, rec: OwnerRecord) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, rec.to_text().encode())
-    finally:
+        data = rec.to_text().encode()
+        while data:  # a disk about full writes part of it: all of it, or no record at all
+            data = data[os.write(fd, data) :]
+    except OSError as exc:
         os.close(fd)
+        os.unlink(tmp)
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
+    os.close(fd)
     try:
         os.replace(tmp, path)
     except OSError:

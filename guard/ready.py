@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from guard.policy import KEY_RE
-from guard.store import atomic_write_json
+from guard.store import atomic_write_json, read_regular
 
 SCHEMA = 1
 SHA_RE = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
@@ -77,7 +77,7 @@ def mark_path(state_dir: Path, key: str) -> Path:
 
 def read(state_dir: Path, key: str) -> Mark | None:
     try:
-        d = json.loads(mark_path(state_dir, key).read_bytes())
+        d = json.loads(read_regular(mark_path(state_dir, key)))
         return Mark.from_dict(d) if isinstance(d, dict) else None
     except (OSError, ValueError, RecursionError):
         return None

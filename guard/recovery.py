@@ -21,7 +21,7 @@ from typing import Any
 from guard import git
 from guard.errors import Refusal
 from guard.repo import Repo
-from guard.store import LaneRecord, admin_by_gitdir, now_iso
+from guard.store import LaneRecord, admin_by_gitdir, now_iso, read_regular
 
 ZERO = "0" * 40
 RESCUE_PREFIX = "refs/heads/git-lane-rescue/"
@@ -41,7 +41,7 @@ def admin_dir(repo: Repo, path: str) -> Path | None:
 
 def _read(p: Path) -> str | None:
     try:
-        return None if p.is_symlink() else p.read_text().rstrip("\n")
+        return None if p.is_symlink() else read_regular(p).decode().rstrip("\n")
     except (OSError, UnicodeDecodeError):
         return None
 
@@ -325,7 +325,7 @@ def set_aside_record(repo: Repo, key: str) -> Path:
 def salvage(repo: Repo, key: str) -> dict[str, Any]:
     """Whatever of an unreadable record is still intact (path, created_at, goal)."""
     try:
-        d = json.loads(repo.store.lane_path(key).read_bytes())
+        d = json.loads(read_regular(repo.store.lane_path(key)))
     except (OSError, ValueError, RecursionError):
         return {}
     if not isinstance(d, dict):

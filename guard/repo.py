@@ -12,7 +12,7 @@ from pathlib import Path
 from guard import git, policy
 from guard.config import PROJECT_FILE, Config, load, with_project
 from guard.errors import Refusal
-from guard.store import Store
+from guard.store import Store, read_regular, special
 
 
 # In the directory holding a repository's lanes (<worktrees_root>/<slug>/, not granted by
@@ -23,9 +23,8 @@ REPO_MARKER = ".git-lane-repo"
 
 def read_repo_marker(parent: str) -> str | None:
     try:
-        with open(os.path.join(parent, REPO_MARKER)) as f:
-            got = json.load(f).get("common_dir")
-    except (OSError, ValueError, AttributeError):
+        got = json.loads(read_regular(os.path.join(parent, REPO_MARKER))).get("common_dir")
+    except (OSError, ValueError, AttributeError, RecursionError):
         return None
     return got if isinstance(got, str) and os.path.isabs(got) else None
 
@@ -172,10 +171,10 @@ class Repo:
     def owner_config(self) -> Config:
         """The owner's two files only: what decides protection (main_branch, enabled...)."""
         path = self.store.config_path
-        if path.is_dir() and not path.is_symlink():
+        if (path.is_dir() and not path.is_symlink()) or special(path):
             raise Refusal(
                 "state_corrupt",
-                f"{path} is a directory, not the owner's config file",
+                f"{path} is a directory (or a FIFO, socket or device), not the owner's config file",
                 next=["git lane reconcile"],  # sets it aside (kept), then defaults apply
                 details={"file": str(path)},
             )
@@ -202,6 +201,28 @@ class Repo:
             )
         if name:
             return str(name)
+        landed = self._last_landed()
+        if landed is not None:
+            # main existed and a land moved it: it was deleted behind git-lane's back. A new
+            # first commit would start a history of its own beside every landed one
+            raise Refusal(
+                "no_main_branch",
+                f"refs/heads/{configured or 'main'} does not exist, but lands moved it "
+                f"(the last to {landed[:12]}): it was deleted outside git-lane",
+                next=["git lane restore-main"],
+                details={"configured": configured, "landed": landed},
+            )
+        last = None if configured else self._last_head()
+        if last is not None:
+            # no land yet, but the main worktree's HEAD reflog says where main last was
+            raise Refusal(
+                "no_main_branch",
+                f"refs/heads/main does not exist, but the hub's HEAD was last at {last[:12]}: "
+                "main was deleted outside git-lane (a new first commit would start a "
+                "history of its own); the next puts it back there",
+                next=[f"git update-ref refs/heads/main {last}"],
+                details={"configured": configured, "reflog": last},
+            )
         raise Refusal(
             "no_main_branch",
             (
@@ -216,6 +237,40 @@ class Repo:
             ),
             details={"configured": configured},
         )
+
+    def _last_head(self) -> str | None:
+        """The newest value the main worktree's HEAD reflog recorded, when it still names
+        a commit here (read from the file's end: a reflog of years stays cheap)."""
+        try:
+            with open(os.path.join(self.common_dir, "logs", "HEAD"), "rb") as f:
+                f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
+                lines = f.read().splitlines()
+        except OSError:
+            return None
+        # the delete itself is logged last, old -> zeros: its old value is where main was
+        fields = lines[-1].split(b" ", 2) if lines else []
+        shas = [f for f in fields[:2] if re.fullmatch(rb"[0-9a-f]{40}|[0-9a-f]{64}", f)]
+        if len(shas) != 2:
+            return None
+        sha = (shas[1] if shas[1].strip(b"0") else shas[0]).decode()
+        return sha if sha.strip("0") and git.has_commit(self.common_dir, sha) else None
+
+    def _last_landed(self) -> str | None:
+        """The newest landed tip (refs/git-lane/landed/*), or None: one git call, made only
+        on the way to a no_main_branch refusal."""
+        res = git.run(
+            [
+                "for-each-ref",
+                "--sort=-refname",
+                "--count=1",
+                "--format=%(objectname)",
+                "refs/git-lane/landed/",
+            ],
+            self.common_dir,
+            check=False,
+        )
+        sha = res.stdout.strip() if res.ok else ""
+        return sha or None
 
     @property
     def main_ref(self) -> str:

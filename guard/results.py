@@ -125,6 +125,8 @@ class ReleaseResult(TypedDict):
     recover_worktree_refs: NotRequired[list[str]]
     hub: NotRequired[str | None]  # where to go when the command ran inside the lane
     next: NotRequired[list[str]]
+    # a forced release keeps the lane's submodule git dirs (their commits) here
+    kept_modules: NotRequired[str | None]
 
 
 class RepairResult(TypedDict):

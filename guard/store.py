@@ -4,9 +4,11 @@ absent (logged as a warning event) and is repaired by `git lane reconcile`."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
+import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, fields
@@ -20,6 +22,10 @@ from guard.policy import KEY_RE
 EVENTS_MAX_BYTES = 4 * 1024 * 1024
 LANE_SCHEMA = 1
 EPOCH_SCHEMA = 1
+# the largest epoch a land may count to: the landed refs name it in 10 digits
+# (guard/landed.py WIDTH is its length); a bigger one was never written by a land (10**400
+# would name a landed ref longer than a file name may be) and makes the file corrupt
+EPOCH_MAX = 10**10 - 1
 
 
 def now_iso(t: float | None = None) -> str:
@@ -94,6 +100,46 @@ def set_aside_file(path: Path) -> Path | None:
     return move_aside(path, str(os.getpid()))
 
 
+def open_regular(path: Path | str) -> int:
+    """A read-only descriptor of the regular file at `path` (symlinks followed), opened
+    without ever blocking: a FIFO, socket or device where a state file belongs is not
+    one (reading it would hang every command, or never end), so it raises OSError as a
+    directory does (EISDIR for a directory, EINVAL for the others)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        code = errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL
+        raise OSError(code, "not a regular file", os.fspath(path))
+    return fd
+
+
+def special(path: Path | str) -> bool:
+    """Is something other than a regular file or a directory (symlinks followed: a FIFO, a
+    socket, a device) where a state file belongs? A missing or dangling one is not."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def read_regular(path: Path | str) -> bytes:
+    """The bytes of a state file, read as `open_regular` opens it."""
+    fd = open_regular(path)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
     import tempfile  # writers only: `status` never needs it
 
@@ -112,11 +158,14 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
             if set_aside(path) is None:
                 raise
             os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError) and exc.filename is None and exc.errno:
+            # a write or fsync that found no space names no file: name the one we wrote
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
     try:
         dfd = os.open(path.parent, os.O_RDONLY)
@@ -236,8 +285,8 @@ class Epoch:
     def from_dict(cls, d: dict[str, Any]) -> Epoch:
         names = {f.name for f in fields(cls)}
         kw = {k: v for k, v in d.items() if k in names}
-        if not _is_int(kw.get("epoch")) or kw["epoch"] < 0:
-            raise ValueError("epoch is not a non-negative int")
+        if not _is_int(kw.get("epoch")) or not 0 <= kw["epoch"] <= EPOCH_MAX:
+            raise ValueError("epoch is not a non-negative int of a land count")
         _validate(
             kw,
             {
@@ -269,7 +318,7 @@ class Store:
     def read_json(self, path: Path, lane: str | None = None) -> dict[str, Any] | None:
         """The object in `path`, or None when missing or corrupt (corrupt is logged)."""
         try:
-            raw = path.read_bytes()
+            raw = read_regular(path)
         except FileNotFoundError:
             return None
         except NotADirectoryError:  # lanes/ (or the state dir) is a file: nothing can be told
@@ -430,7 +479,7 @@ class Store:
         if not self.epoch_path.exists():
             return True
         try:
-            obj = json.loads(self.epoch_path.read_bytes())
+            obj = json.loads(read_regular(self.epoch_path))
             if not isinstance(obj, dict):  # valid JSON, but a list, a string, null...
                 return False
             Epoch.from_dict(obj)
@@ -458,17 +507,37 @@ class Store:
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             self._rotate_if_needed(len(line))
+            fd = self._open_log()
             try:
-                fd = os.open(self.events_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            except IsADirectoryError:
-                set_aside(self.events_path)  # a directory in the log's place: keep it, log on
-                fd = os.open(self.events_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, line)
+                n = os.write(fd, line)
+                if n < len(line):  # the disk filled up mid-line: no half line stays behind
+                    os.ftruncate(fd, max(0, os.fstat(fd).st_size - n))
             finally:
                 os.close(fd)
         except (OSError, ValueError):
             pass
+
+    def _open_log(self) -> int:
+        """The log, opened to append: never through a symlink (it would write outside the
+        state dir) and never blocking on a FIFO; whatever sits in its place instead (a
+        directory, a symlink, a FIFO, a device) is set aside, kept, and a new log begun."""
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+        for _ in range(2):
+            try:
+                fd = os.open(self.events_path, flags | os.O_CLOEXEC, 0o644)
+            except IsADirectoryError:
+                set_aside(self.events_path)
+                continue
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENXIO):
+                    raise
+                move_aside(self.events_path, str(os.getpid()))  # a symlink, a FIFO
+                continue
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                return fd
+            os.close(fd)
+            move_aside(self.events_path, str(os.getpid()))  # a FIFO with a reader, a device
+        raise OSError(errno.EINVAL, "no log file can be made", str(self.events_path))
 
     def _rotate_if_needed(self, incoming: int) -> None:
         try:
@@ -492,7 +561,7 @@ class Store:
         """Every readable event, oldest first (the rotated file, then the current one)."""
         for p in (self.events_path.with_name("events.jsonl.1"), self.events_path):
             try:
-                with open(p, "rb") as f:
+                with os.fdopen(open_regular(p), "rb") as f:
                     for raw in f:
                         try:
                             obj = json.loads(raw)
@@ -529,6 +598,9 @@ class Store:
             aside = set_aside(p)
             if aside is not None:
                 out.append({"action": "directory_set_aside", "path": str(p), "to": str(aside)})
+            elif special(p):  # a FIFO, socket or device (or a symlink to one): kept aside
+                to = move_aside(p, str(os.getpid()))
+                out.append({"action": "special_file_set_aside", "path": str(p), "to": str(to)})
         return out
 
 

@@ -182,6 +182,8 @@ gl_is_main() {
 gl_lane() {
 	gl_key=
 	[ -f "$gd/gitlane-lane" ] && { IFS= read -r gl_key <"$gd/gitlane-lane" || :; }
+	# the lane can write its admin dir: what is no lane key is never printed or logged
+	case $gl_key in *[!a-z0-9-]*) gl_key='?' ;; esac
 }
 
 # gl_owner FILE: the integration lock's owner record (key=value lines, guard.lock
@@ -214,7 +216,8 @@ gl_epoch_read() {
 		*'"epoch":'*) gl_epoch=${gl_l#*:} gl_epoch=${gl_epoch%,} gl_epoch=${gl_epoch# } ; break ;;
 		esac
 	done <"$1"
-	case $gl_epoch in '' | *[!0-9]*) gl_epoch=0 ;; esac
+	# more digits than a land count has (guard.store EPOCH_MAX): corrupt, as in Python
+	case $gl_epoch in '' | *[!0-9]* | ???????????*) gl_epoch=0 ;; esac
 }
 
 gl_jstr() { printf '%s' "$1" | tr -d '\000-\037' | sed 's/[\\"]/\\&/g'; }
@@ -228,7 +231,10 @@ gl_refuse() {
 	done
 	printf 'git-lane: refused [%s]: %s. Next: %s\n' "$2" "$gl_m" "${4:-nothing to run}" >&2
 	gl_fw_refused
-	if [ -d "$state" ]; then
+	# the log only when it is a plain file (or none yet): appending to a FIFO would hang,
+	# through a symlink would write outside the state dir (the engine sets either aside)
+	gl_log=$state/events.jsonl
+	if [ -d "$state" ] && [ ! -L "$gl_log" ] && { [ -f "$gl_log" ] || [ ! -e "$gl_log" ]; }; then
 		gl_lane
 		gl_host=
 		IFS= read -r gl_host 2>/dev/null </proc/sys/kernel/hostname || gl_host=$(uname -n)
@@ -238,7 +244,7 @@ gl_refuse() {
 		case $gl_when in '"'*'" '[0-9]*) ;; *) gl_when='null null' ;; esac # no date on PATH
 		printf '{"code": "%s", "hook": "%s", "host": "%s", "kind": "refusal", "lane": %s, "message": "%s", "pid": %s, "source": "hook", "time": %s, "ts": %s%s}\n' \
 			"$2" "$1" "$(gl_jstr "$gl_host")" "$gl_lanej" "$(gl_jstr "$gl_m")" "$$" "${gl_when% *}" "${gl_when#* }" "$5" \
-			2>/dev/null >>"$state/events.jsonl" || :
+			2>/dev/null >>"$gl_log" || :
 	fi
 	exit 1
 }

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import guard.store
-from guard.store import Epoch, LaneRecord, Store
+from guard.store import EPOCH_MAX, Epoch, LaneRecord, Store
 
 IDENTITY = {
     "key",
@@ -245,6 +245,7 @@ def test_wrong_typed_lane_record_is_corrupt_not_a_crash(
     "patch",
     [
         {"epoch": -1},
+        {"epoch": 10**10},  # more than a landed ref can name
         {"epoch": True},
         {"epoch": "3"},
         {"paths": "a"},
@@ -337,7 +338,7 @@ lane_records = st.builds(
 ).map(lambda r: LaneRecord(**{**r.to_dict(), "branch": f"lane/{r.key}"}))
 epochs = st.builds(
     Epoch,
-    epoch=st.integers(min_value=0, max_value=2**62),
+    epoch=st.integers(min_value=0, max_value=EPOCH_MAX),  # past it: corrupt (a test below)
     lane=opt_texts,
     main_before=opt_texts,
     main_after=opt_texts,

@@ -19,6 +19,7 @@ from guard.errors import GitError, Refusal, join_next
 from guard.git import q
 from guard.repo import Repo
 from guard.results import Check, DoctorResult
+from guard.store import read_regular
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 
@@ -666,8 +667,8 @@ def check_lanes(repo: Repo) -> list[Check]:
         gd = git.worktree_git_dir(rec.path)
         marker = gd / KEY_FILE if gd is not None else None
         try:
-            key = marker.read_text().strip() if marker is not None else None
-        except OSError:
+            key = read_regular(marker).decode().strip() if marker is not None else None
+        except (OSError, UnicodeDecodeError):
             key = None
         if key != rec.key:
             out.append(

@@ -126,9 +126,11 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
                 repo.store.event("objects_kept_in_lane", lane=key, why=why, tip=work.tip)
         begin(repo, rec, work)  # what reconcile finishes if this process dies from here on
         crash_point("release_inspected")  # the lane frozen (its index.lock), nothing removed
+        kept_modules = None
         if present:
             if confirmed:
                 git.run(["worktree", "unlock", rec.path], common, check=False)
+                kept_modules = keep_modules(repo, key, rec.path)
                 res = git.run(
                     ["worktree", "remove", "--force", "--force", rec.path], common, check=False
                 )
@@ -170,6 +172,7 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
         discarded_head=detached_head,
         discarded_ignored=work.ignored[:200],
         discarded_worktree_refs=work.worktree_refs,
+        kept_modules=kept_modules,
     )
     return {
         "ok": True,
@@ -189,6 +192,7 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
             f"git branch {git.q(rec.branch + '-' + str(r['ref']).removeprefix('refs/worktree/').replace('/', '-'))} {r['sha']}"
             for r in work.worktree_refs
         ],
+        "kept_modules": kept_modules,
     }
 
 
@@ -300,6 +304,32 @@ def recover(repo: Repo, idx: dict[str, git.Worktree]) -> list[dict[str, Any]]:
         _finish(repo, rec, tip, recovered=True, discarded_commits=d.get("discarded_commits"))
         changes.append({"action": "release_finished", "lane": key, "tip": tip})
     return changes
+
+
+def keep_modules(repo: Repo, key: str, path: str) -> str | None:
+    """The git dirs of the lane's populated submodules live in its admin dir
+    (`worktrees/<id>/modules/`), which a forced removal deletes, with every submodule
+    commit made in the lane: one main may already record. They are copied into git-lane's
+    `kept/` first, as `alpha-modules-20260101T000000Z/` for lane alpha (never deleted);
+    returns that path, or None when the lane has none."""
+    import shutil
+
+    gd = git.worktree_git_dir(path)
+    mods = gd / "modules" if gd is not None else None
+    if mods is None or not mods.is_dir() or mods.is_symlink():
+        return None
+    dest = repo.store.dir / "kept" / f"{key}-modules-{now_iso().replace(':', '')}"
+    n = 0
+    while os.path.lexists(dest.with_name(dest.name + (f"-{n}" if n else ""))):
+        n += 1
+    dest = dest.with_name(dest.name + (f"-{n}" if n else ""))
+    shutil.copytree(mods, dest, symlinks=True)
+    # each copy is a repository of its own now: its core.worktree named the lane's
+    # checkout, which is going (git would refuse to run in it)
+    for cfg in dest.rglob("config"):
+        if (cfg.parent / "HEAD").is_file():
+            git.run(["config", "--file", str(cfg), "--unset-all", "core.worktree"], check=False)
+    return str(dest)
 
 
 def inspect(repo: Repo, rec: LaneRecord, main_sha: str) -> Work:
@@ -451,7 +481,18 @@ def g11_keep_work(
         what.append(f"commits that only its per-worktree refs hold ({refs})")
     message = f"lane {key} has " + " and ".join(what) + "; releasing would lose them"
     discard = f"git lane release {key} --confirm {CONFIRM}"
-    nxt = [f"git lane land {key}", discard]
+    # land takes only committed work on the lane branch: first the branch back in a
+    # detached worktree (when HEAD holds nothing of its own) and the changes committed,
+    # or land would refuse (lane_branch_mismatch, lane_dirty) and the path stop there
+    ready: list[str] = []
+    if present and work.head is not None and not work.detached:
+        ready.append(f"git -C {git.q(path)} switch {git.q(branch)}")
+    if present and work.dirty and not work.detached:
+        ready += [
+            f"git -C {git.q(path)} add -A",
+            f"git -C {git.q(path)} commit -q -m " + git.q(f"Work of lane {key}"),
+        ]
+    nxt = [*ready, f"git lane land {key}", discard]
     alternatives: list[str] = []
     if work.rebase:
         # the sync's rebase is half done: finish it (or undo it) before anything else;

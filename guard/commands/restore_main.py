@@ -24,12 +24,12 @@ def run(repo: Repo) -> RestoreMainResult:
     try:
         main_ref = repo.main_ref
     except Refusal as none:
-        # a symbolic main pointing nowhere reads as no main at all; with a landed tip to
-        # go back to, it is exactly what restore-main puts right
-        dangling = _dangling_main(repo)
-        if none.code != "no_main_branch" or dangling is None or landed.last(repo) is None:
+        # a symbolic main pointing nowhere, or main deleted outright, reads as no main at
+        # all; with a landed tip to go back to, it is exactly what restore-main puts right
+        gone = _dangling_main(repo) or deleted_main(repo)
+        if none.code != "no_main_branch" or gone is None or landed.last(repo) is None:
             raise
-        main_ref = dangling
+        main_ref = gone
     try:
         held = lock.acquire(repo, LOCK_LABEL, "", "")
     except Refusal as busy:
@@ -76,7 +76,7 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
         "from": where,
         "symref": target,
     }
-    if target is None:
+    if target is None and cur.strip("0"):
         rel = landed.relation(repo, cur, last.sha)
         if rel == "at":
             return _result(repo, "unchanged", main_ref, cur, last, None, ("not_hub", ""))
@@ -110,7 +110,13 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
                 details={**details, "now": now, "stderr": exc.stderr},
             ) from None
     hub = repo.hub()
-    carried = landing.carry_hub(hub.path if hub is not None else None, main_ref, cur, last.sha)
+    if cur.strip("0"):
+        carried = landing.carry_hub(hub.path if hub is not None else None, main_ref, cur, last.sha)
+    else:
+        # main was deleted: the hub's index and files were left as they were (at the
+        # landed tip, unless someone changed them since), and there is no old tree to
+        # carry them from; `git status` there shows any difference, nothing is overwritten
+        carried = ("not_hub", "")
     repo.store.event(
         "restore_main",
         code="restored",
@@ -131,6 +137,16 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
         carried,
         hub.path if hub is not None else None,
     )
+
+
+def deleted_main(repo: Repo) -> str | None:
+    """refs/heads/main (or the configured name) when it does not exist at all (deleted
+    behind git-lane's back: `update-ref -d` with the hooks off); None otherwise."""
+    configured = repo.owner_config.get("main_branch")
+    ref = f"refs/heads/{configured or 'main'}"
+    if git.symref(repo.common_dir, ref) is None and repo.ref_sha(ref) is None:
+        return ref
+    return None
 
 
 def _dangling_main(repo: Repo) -> str | None:
