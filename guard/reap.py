@@ -79,17 +79,21 @@ def _reap(keep: int = 0) -> bool:
             pass
 
 
-def reap_orphans(cmd: int, spawning: threading.Lock | None = None) -> bool:
+def reap_orphans(cmd: int, *spawning: threading.Lock) -> bool:
     """While CMD (pid `cmd`) runs: wait for the orphans re-parented here that ended. Only
-    while `spawning` is free (held while the land socket may have children of its own,
-    whose status is theirs to collect); False when it was not: call again later."""
-    if spawning is not None and not spawning.acquire(blocking=False):
-        return False
+    while every lock in `spawning` is free (each held while a thread of exec may have
+    children of its own, whose status is theirs to collect: a status taken from them reads
+    as exit 0 to Python's subprocess); False when one was not: call again later."""
+    held: list[threading.Lock] = []
     try:
+        for lk in spawning:
+            if not lk.acquire(blocking=False):
+                return False
+            held.append(lk)
         _reap(cmd)
     finally:
-        if spawning is not None:
-            spawning.release()
+        for lk in held:
+            lk.release()
     return True
 
 

@@ -434,7 +434,10 @@ def _supervise(
                 absorber.start()
 
         def orphans(cmd: int) -> bool:  # an orphan of CMD's tree ended: wait for it
-            return reap.reap_orphans(cmd, server.spawning if server is not None else None)
+            locks = [server.spawning] if server is not None else []
+            if absorber is not None:
+                locks.append(absorber.spawning)
+            return reap.reap_orphans(cmd, *locks)
 
         if reaping and hasattr(signal, "sigwaitinfo"):  # else handlers pass them on
             # from CMD's end until its tree has ended, a SIGTERM or SIGHUP must not end exec
@@ -603,6 +606,8 @@ class Absorber:
         self.seen = objects.branch_tip(repo, rec.branch)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # held while its git runs: exec, a subreaper, must not wait for those children
+        self.spawning = threading.Lock()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="git-lane-absorb", daemon=True)
@@ -611,10 +616,11 @@ class Absorber:
     def _loop(self) -> None:
         while not self._stop.wait(self.POLL):
             try:
-                tip = objects.branch_tip(self.repo, self.rec.branch)
-                if tip is not None and tip != self.seen:
-                    self.seen = tip
-                    _absorb(self.repo, self.rec, tip)
+                with self.spawning:
+                    tip = objects.branch_tip(self.repo, self.rec.branch)
+                    if tip is not None and tip != self.seen:
+                        self.seen = tip
+                        _absorb(self.repo, self.rec, tip)
             except Exception as exc:  # the final absorb still runs; say why
                 self.repo.store.event("objects_kept_in_lane", lane=self.rec.key, why=repr(exc))
 
