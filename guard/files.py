@@ -686,7 +686,6 @@ def _run(tool: str, argv: Sequence[str], fn: Callable[[set[str]], dict[str, obje
     """The shims' boundary: usage errors exit 2, refusals 1 (logged for a bound process),
     bugs 3 with a crash file (guard.boundary). `fn` gets the set its parse fills with the
     flags it saw (`--json` as an option, not as the value of --old)."""
-    import json
     from pathlib import Path
 
     from guard import boundary
@@ -710,11 +709,11 @@ def _run(tool: str, argv: Sequence[str], fn: Callable[[set[str]], dict[str, obje
                     "next": [f"{tool} -h"],
                     "details": {},
                 }
-                sys.stdout.write(json.dumps(out) + "\n")
+                sys.stdout.write(boundary.dumps(out) + "\n")
             sys.stderr.write(f"{usage}\n{tool}: error: {u} (try '{tool} -h')\n")
             return boundary.EXIT_USAGE
         if want_json() and res:
-            sys.stdout.write(json.dumps(res, sort_keys=True) + "\n")
+            sys.stdout.write(boundary.dumps(res) + "\n")
         return boundary.EXIT_OK
 
     def state_dir() -> Path | None:
