@@ -253,10 +253,12 @@ def decide_write(t: Target, lane: Lane, action: str = "write") -> Refusal | None
     if rel is not None and any(p.casefold() == ".git" for p in rel.split("/")):
         return _protected(t, key, "is a .git file or inside a .git directory", details)
     if rel is None:
-        how = f" (through the symlink {t.via})" if t.via else ""
+        how = f" (through the symlink {git.shown(t.via)})" if t.via else ""
         return Refusal(
             "path_outside_lane",
-            f"{action} {t.given} would write {t.real}{how}, outside lane {key}'s worktree "
+            # shown: a name with a newline must not split the refusal's one line
+            f"{action} {git.shown(t.given)} would write {git.shown(t.real)}{how}, outside "
+            f"lane {key}'s worktree "
             f"{lane.path}; write inside the lane",
             next=[f"git lane path {key}"],
             details={**details, "via": t.via},
