@@ -471,6 +471,29 @@ def test_an_undecided_conflict_on_a_file_named_like_pathspec_magic_removes_only_
     assert tree_names(alpha, "HEAD") == {b"README.md", b"keep.txt"}
 
 
+def test_markers_in_an_odd_name_refuse_on_one_line_and_the_next_lands(
+    hrepo: Repo, gitlane_on_path: Path
+) -> None:
+    """G9 at the door with a name holding a newline, a quote and a byte that is not UTF-8:
+    the refusal is one line (the name quoted), and its `next`, run as written after the
+    blocks are removed, commits exactly that file and lands."""
+    repo = hrepo
+    alpha = Path(jl("create", "alpha", cwd=repo.path).json["lane"]["path"])
+    name = b"new\nline 'q' caf\xe9.txt"
+    put(alpha, name, b"a\n<<<<<<< ours\nx\n=======\ny\n>>>>>>> theirs\n")
+    git(alpha, "add", "-A")
+    git(alpha, "commit", "-q", "--no-verify", "-m", "markers past the hook")
+    r = jl("land", "alpha", cwd=repo.path)
+    assert r.code == "conflict_markers_present", r
+    first = r.err.split(b"\n")[0]
+    assert first.startswith(b"git-lane: refused [") and b" Next: " in first, r
+    put(alpha, name, b"a\nx\n")
+    for cmd in r.json["next"]:
+        ran = sh(cmd, repo.path)
+        assert ran.returncode == 0, (cmd, ran)
+    assert read(repo.path, name) == b"a\nx\n"
+
+
 # -- the shims: git, write and edit under `git lane exec` ----------------------------------
 
 

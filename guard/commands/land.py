@@ -405,7 +405,7 @@ def g9_markers(t: Target, markers: list[str]) -> None:
     )
     raise Refusal(
         "conflict_markers_present",
-        f"lane {t.key} would bring conflict markers into main at {', '.join(markers[:10])}"
+        f"lane {t.key} would bring conflict markers into main at {', '.join(map(git.shown, markers[:10]))}"
         f"{' ...' if len(markers) > 10 else ''} (committed past the pre-commit hook); "
         f"remove those blocks in {t.path}, then commit",
         next=[

@@ -456,7 +456,7 @@ def continue_(repo: Repo, key: str | None) -> SyncResult:
     if hits:
         raise Refusal(
             "conflict_markers_present",
-            f"conflict markers are still in {', '.join(hits[:10])}: edit those files in {path} "
+            f"conflict markers are still in {', '.join(map(git.shown, hits[:10]))}: edit those files in {path} "
             "to remove the markers, then continue",
             next=[f"git lane continue {key}"],
             alternatives=[f"git lane abort {key}"],
@@ -469,7 +469,7 @@ def continue_(repo: Repo, key: str | None) -> SyncResult:
         raise Refusal(
             "conflicts_unresolved",
             f"{len(undecided)} conflicted path(s) hold no conflict markers and were not resolved "
-            f"(a deleted side, or a binary file still as git left it): {', '.join(undecided[:10])}; "
+            f"(a deleted side, or a binary file still as git left it): {', '.join(map(git.shown, undecided[:10]))}; "
             "continuing would silently keep one side: decide each (keep ours, keep theirs, or "
             "delete), then continue",
             next=[f"git lane continue {key}"],
