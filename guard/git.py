@@ -203,6 +203,10 @@ def shown(path: str | os.PathLike[str]) -> str:
     s = os.fspath(path)
     if s and ", " not in s and all(c.isprintable() and c not in '"\\' for c in s):
         return s
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that are not UTF-8: octal escapes, as git shows them
+        return c_quote(s.encode("utf-8", "surrogateescape"), high=True)
     return json.dumps(s, ensure_ascii=False)
 
 

@@ -376,6 +376,8 @@ def test_odd_file_names_through_a_lanes_whole_life(
         if r.rc == 0:
             break
         assert r.code == "hub_dirty", r
+        # the names quoted one by one (not the whole message, as a name not UTF-8 made it)
+        assert r.json["message"].startswith("the hub "), r
         hits = set(r.json["details"]["paths"])
         assert hits <= want, hits
         ran = sh(" && ".join(r.json["next"][:-1]), repo.path)
@@ -485,6 +487,8 @@ def test_markers_in_an_odd_name_refuse_on_one_line_and_the_next_lands(
     git(alpha, "commit", "-q", "--no-verify", "-m", "markers past the hook")
     r = jl("land", "alpha", cwd=repo.path)
     assert r.code == "conflict_markers_present", r
+    assert r.json["message"].startswith("lane alpha would bring conflict markers"), r
+    assert "\"new\\nline 'q' caf\\351.txt:" in r.json["message"], r
     first = r.err.split(b"\n")[0]
     assert first.startswith(b"git-lane: refused [") and b" Next: " in first, r
     put(alpha, name, b"a\nx\n")
