@@ -21,6 +21,16 @@ from guard.errors import GitError, Interrupted, Refusal
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
+
+def dumps(obj: object) -> str:
+    """One JSON object for stdout, strict UTF-8: a string holding bytes that are not UTF-8
+    (a file name, a key given on the command line) is given as git quotes it
+    (guard.git.json_safe), never as a lone-surrogate escape a strict decoder rejects."""
+    from guard.git import json_safe
+
+    return json.dumps(json_safe(obj), sort_keys=True, default=str)
+
+
 StateDir = Callable[[], Path | None]
 
 
@@ -40,7 +50,7 @@ def guarded(
         return EXIT_REFUSED
     except Interrupted as i:  # cleaned up and said so (the engine logged it)
         if want_json():
-            sys.stdout.write(json.dumps(i.to_dict(), sort_keys=True, default=str) + "\n")
+            sys.stdout.write(dumps(i.to_dict()) + "\n")
         sys.stderr.write(i.line() + "\n")
         return i.exit_status
     except KeyboardInterrupt:
@@ -174,7 +184,7 @@ def _bug(
             "next": [f"cat {_q(where)}"],
             "details": {"crash_file": where},
         }
-        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.write(dumps(out) + "\n")
     sys.stderr.write(
         f"git-lane: internal error ({type(exc).__name__}); details written to {where}\n"
     )
@@ -183,7 +193,7 @@ def _bug(
 
 def refuse(r: Refusal, argv: Sequence[str], as_json: bool, state_dir: Path | None) -> None:
     if as_json:
-        sys.stdout.write(json.dumps(r.to_dict(), sort_keys=True, default=str) + "\n")
+        sys.stdout.write(dumps(r.to_dict()) + "\n")
         sys.stderr.write(r.line() + "\n")
     else:
         from guard.render import refused  # standard library only, like this module

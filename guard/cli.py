@@ -816,7 +816,7 @@ def _click(args: list[str], want_json: bool) -> int:
     except click.ClickException as e:
         if want_json:
             sys.stdout.write(
-                json.dumps(
+                boundary.dumps(
                     {
                         "ok": False,
                         "code": "usage_error",

@@ -28,8 +28,6 @@ def _check_write(rest: Sequence[str]) -> int | None:
             paths.append(a)
     if len(paths) != 1:
         return None
-    import json
-
     from guard import boundary, files, render
 
     def body() -> int:
@@ -42,7 +40,7 @@ def _check_write(rest: Sequence[str]) -> int | None:
 
             res = dict(check.write(None, paths[0], cwd))
         if as_json:
-            sys.stdout.write(json.dumps(res, sort_keys=True, default=str) + "\n")
+            sys.stdout.write(boundary.dumps(res) + "\n")
         else:
             sys.stdout.write(render.check_write(res) + "\n")
         return boundary.EXIT_OK

@@ -253,10 +253,12 @@ def decide_write(t: Target, lane: Lane, action: str = "write") -> Refusal | None
     if rel is not None and any(p.casefold() == ".git" for p in rel.split("/")):
         return _protected(t, key, "is a .git file or inside a .git directory", details)
     if rel is None:
-        how = f" (through the symlink {t.via})" if t.via else ""
+        how = f" (through the symlink {git.shown(t.via)})" if t.via else ""
         return Refusal(
             "path_outside_lane",
-            f"{action} {t.given} would write {t.real}{how}, outside lane {key}'s worktree "
+            # shown: a name with a newline must not split the refusal's one line
+            f"{action} {git.shown(t.given)} would write {git.shown(t.real)}{how}, outside "
+            f"lane {key}'s worktree "
             f"{lane.path}; write inside the lane",
             next=[f"git lane path {key}"],
             details={**details, "via": t.via},
@@ -686,7 +688,6 @@ def _run(tool: str, argv: Sequence[str], fn: Callable[[set[str]], dict[str, obje
     """The shims' boundary: usage errors exit 2, refusals 1 (logged for a bound process),
     bugs 3 with a crash file (guard.boundary). `fn` gets the set its parse fills with the
     flags it saw (`--json` as an option, not as the value of --old)."""
-    import json
     from pathlib import Path
 
     from guard import boundary
@@ -710,11 +711,11 @@ def _run(tool: str, argv: Sequence[str], fn: Callable[[set[str]], dict[str, obje
                     "next": [f"{tool} -h"],
                     "details": {},
                 }
-                sys.stdout.write(json.dumps(out) + "\n")
+                sys.stdout.write(boundary.dumps(out) + "\n")
             sys.stderr.write(f"{usage}\n{tool}: error: {u} (try '{tool} -h')\n")
             return boundary.EXIT_USAGE
         if want_json() and res:
-            sys.stdout.write(json.dumps(res, sort_keys=True) + "\n")
+            sys.stdout.write(boundary.dumps(res) + "\n")
         return boundary.EXIT_OK
 
     def state_dir() -> Path | None:

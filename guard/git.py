@@ -259,13 +259,25 @@ Where = str | os.PathLike[str] | None
 def q(word: str | os.PathLike[str]) -> str:
     """One shell word, for `next` commands: a path with a quote in it still runs. A word
     with a control character (a newline in a file name) is spelled with POSIX printf's
-    octal escapes, so the command stays on one line and still names exactly that word
-    (command substitution drops trailing newlines: a word ending in one is quoted as it is)."""
+    octal escapes, one per byte (a name that is not UTF-8 too), so the command stays on one
+    line and still names exactly that word (command substitution drops trailing newlines:
+    those are quoted as they are, after it)."""
     s = os.fspath(word)
-    if s.isprintable() or s.endswith("\n"):
+    if s.isprintable():
         return shlex.quote(s)
-    fmt = "".join(f"\\{ord(c):03o}" if not c.isprintable() or c in "\\%" else c for c in s)
-    return '"$(printf ' + shlex.quote(fmt) + ')"'
+    body = s.rstrip("\n")
+    tail = shlex.quote(s[len(body) :]) if len(body) < len(s) else ""
+    if body.isprintable():
+        return shlex.quote(s)
+    # octal escapes are bytes: a character beyond one byte (U+2028) or a byte that is not
+    # UTF-8 (a surrogate-escaped file name) is spelled byte by byte, as the file system has it
+    fmt = "".join(
+        "".join(f"\\{b:03o}" for b in c.encode("utf-8", "surrogateescape"))
+        if not c.isprintable() or c in "\\%"
+        else c
+        for c in body
+    )
+    return '"$(printf ' + shlex.quote(fmt) + ')"' + tail
 
 
 def shown(path: str | os.PathLike[str]) -> str:
@@ -275,6 +287,10 @@ def shown(path: str | os.PathLike[str]) -> str:
     s = os.fspath(path)
     if s and ", " not in s and all(c.isprintable() and c not in '"\\' for c in s):
         return s
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that are not UTF-8: octal escapes, as git shows them
+        return c_quote(s.encode("utf-8", "surrogateescape"), high=True)
     return json.dumps(s, ensure_ascii=False)
 
 
@@ -317,6 +333,8 @@ def json_safe(obj: Any) -> Any:
         return {json_safe(k): json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [json_safe(v) for v in obj]
+    if isinstance(obj, os.PathLike):  # what json.dumps would give as str() (default=str)
+        return json_safe(os.fspath(obj))
     return obj
 
 

@@ -190,7 +190,7 @@ def cmd_markers(key: str) -> int:
         "conflict_markers_present",
         f"the commit adds conflict markers at {where}: remove those blocks, then stage and "
         "commit again",
-        next=[f"git add -- {quoted}", "git commit"],
+        next=[f"git --literal-pathspecs add -- {quoted}", "git commit"],
         details={"lane": key, "markers": [str(h) for h in hits]},
     )
     sys.stderr.write(ref.line() + "\n")

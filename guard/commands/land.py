@@ -381,9 +381,13 @@ def g6_hub(hub: git.Worktree | None, hits: list[str], key: str) -> None:
     if hub is not None and hits:
         raise Refusal(
             "hub_dirty",
-            f"the hub {hub.path} has uncommitted changes to paths this land changes: {', '.join(hits[:10])}",
+            f"the hub {hub.path} has uncommitted changes to paths this land changes: "
+            f"{', '.join(map(git.shown, hits[:10]))}",
             next=[
-                f"git -C {git.q(hub.path)} stash push -- {' '.join(git.q(h) for h in hits[:10])}",
+                # untracked ones too (the land's new files), each path taken as it is: a
+                # name like `*` or `:(glob)x` is no pattern that would stash other work
+                f"git -C {git.q(hub.path)} --literal-pathspecs stash push --include-untracked "
+                f"-- {' '.join(git.q(h) for h in hits[:10])}",
                 f"git lane land {key}",
             ],
             details={"lane": key, "paths": hits},
@@ -400,11 +404,13 @@ def g9_markers(t: Target, markers: list[str]) -> None:
     lq = git.q(t.path)
     # G2 held the lane clean, so what is modified now is the marker fix
     stage = (
-        f"add -- {' '.join(git.q(f) for f in files)}" if len(files) <= PATHS_IN_NEXT else "add -u"
+        f"--literal-pathspecs add -- {' '.join(git.q(f) for f in files)}"
+        if len(files) <= PATHS_IN_NEXT
+        else "add -u"
     )
     raise Refusal(
         "conflict_markers_present",
-        f"lane {t.key} would bring conflict markers into main at {', '.join(markers[:10])}"
+        f"lane {t.key} would bring conflict markers into main at {', '.join(map(git.shown, markers[:10]))}"
         f"{' ...' if len(markers) > 10 else ''} (committed past the pre-commit hook); "
         f"remove those blocks in {t.path}, then commit",
         next=[

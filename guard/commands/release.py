@@ -521,7 +521,7 @@ def g11_keep_work(
         alternatives = [discard]
         if len(work.ignored) <= ADD_F_MAX:
             alternatives.append(
-                f"git -C {git.q(path)} add -f -- {files} && git -C {git.q(path)} commit -q -m "
+                f"git -C {git.q(path)} --literal-pathspecs add -f -- {files} && git -C {git.q(path)} commit -q -m "
                 + git.q(f"Keep the ignored files of lane {key}")
                 + f" && git lane land {key}"
             )

@@ -422,7 +422,7 @@ def check_ignored(repo: Repo, key: str, path: str, onto: str, tip: str, then: li
         "was not touched. Move them out of the way (kept under git-lane's state), then go on",
         next=[*moves, *then],
         alternatives=[
-            f"git -C {git.q(path)} add -f -- {' '.join(git.q(p) for p in hit)} && git -C "
+            f"git -C {git.q(path)} --literal-pathspecs add -f -- {' '.join(git.q(p) for p in hit)} && git -C "
             f"{git.q(path)} commit -m {git.q('track them')}  # the sync then shows them as conflicts"
         ],
         details={"lane": key, "paths": hit[:100], "onto": onto, "tip": tip},
@@ -480,7 +480,7 @@ def continue_(repo: Repo, key: str | None) -> SyncResult:
     if hits:
         raise Refusal(
             "conflict_markers_present",
-            f"conflict markers are still in {', '.join(hits[:10])}: edit those files in {path} "
+            f"conflict markers are still in {', '.join(map(git.shown, hits[:10]))}: edit those files in {path} "
             "to remove the markers, then continue",
             next=[f"git lane continue {key}"],
             alternatives=[f"git lane abort {key}"],
@@ -489,11 +489,11 @@ def continue_(repo: Repo, key: str | None) -> SyncResult:
     undecided = _undecided(path)
     if undecided:
         quoted = " ".join(git.q(f) for f in undecided[:10])
-        lq = git.q(path)
+        lq = git.q(path) + " --literal-pathspecs"  # a name like `*` is no pattern here
         raise Refusal(
             "conflicts_unresolved",
             f"{len(undecided)} conflicted path(s) hold no conflict markers and were not resolved "
-            f"(a deleted side, or a binary file still as git left it): {', '.join(undecided[:10])}; "
+            f"(a deleted side, or a binary file still as git left it): {', '.join(map(git.shown, undecided[:10]))}; "
             "continuing would silently keep one side: decide each (keep ours, keep theirs, or "
             "delete), then continue",
             next=[f"git lane continue {key}"],
