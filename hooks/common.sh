@@ -182,8 +182,9 @@ gl_is_main() {
 gl_lane() {
 	gl_key=
 	[ -f "$gd/gitlane-lane" ] && { IFS= read -r gl_key <"$gd/gitlane-lane" || :; }
-	# the lane can write its admin dir: what is no lane key is never printed or logged
-	case $gl_key in *[!a-z0-9-]*) gl_key='?' ;; esac
+	# the lane can write its admin dir: what is no lane key is never printed or logged;
+	# a marker that is there but names nothing is no lane we know, never "not a lane"
+	case $gl_key in '') [ -e "$gd/gitlane-lane" ] && gl_key='?' ;; *[!a-z0-9-]*) gl_key='?' ;; esac
 }
 
 # gl_owner FILE: the integration lock's owner record (key=value lines, guard.lock

@@ -234,3 +234,14 @@ def test_marker_check_refuses_when_its_python_is_broken(
     git(lane, "reset", "-q", "--", "f.txt")
     assert_ok(commit_file(lane, "clean.txt", "no markers\n"))  # Python is asked only on hits
     assert_refused(run(repo.path, "commit", "-q", "--allow-empty", "-m", "x"))
+
+
+# -- the lane marker -----------------------------------------------------------------------
+@pytest.mark.parametrize("marker", ["", "\n", "Not A Key\n"])
+def test_a_lane_marker_that_names_no_lane_is_refused_not_passed(g1: Guarded, marker: str) -> None:
+    # the lane can write its own admin dir: emptying its marker must not make the hook
+    # take the lane for a plain worktree and pass it unchecked
+    gd = Path(run(g1.lane, "rev-parse", "--absolute-git-dir").stdout.strip())
+    (gd / "gitlane-lane").write_text(marker)
+    assert_refused(commit_file(g1.lane, "y.txt", "y\n"), FACTS)
+    assert sha(g1.lane, "refs/heads/lane/x") == g1.lane_tip
