@@ -56,18 +56,31 @@ def start_at(t0: float, argv: list[str], cwd: Path | str) -> Outcome:
 Job = list[list[str]]  # commands run one after the other (a sync, then its land)
 
 
-def run_together(jobs: dict[str, Job], cwd: Path | str) -> dict[str, list[Outcome]]:
+def run_together(
+    jobs: dict[str, Job],
+    cwd: Path | str,
+    retry: dict[str, frozenset[str]] | None = None,
+    tries: int = 20,
+) -> dict[str, list[Outcome]]:
     """Each job on its own thread, all starting at the same moment; a job's later command
-    runs only when the one before it succeeded."""
+    runs only when the one before it succeeded. A command of job J refused with a code in
+    `retry[J]` is run again after a pause (what an agent does with a retryable code), `tries` times."""
     out: dict[str, list[Outcome]] = {k: [] for k in jobs}
     errors: list[BaseException] = []
     t0 = time.monotonic() + 0.05
 
     def one(name: str, job: Job) -> None:
+        again = (retry or {}).get(name, frozenset())
         try:
             for i, argv in enumerate(job):
                 o = start_at(t0 if i == 0 else 0.0, argv, cwd)
                 out[name].append(o)
+                for _ in range(tries):
+                    if o.rc != 1 or "Traceback" in o.stderr or o.code not in again:
+                        break
+                    time.sleep(0.25)
+                    o = start_at(0.0, argv, cwd)
+                    out[name].append(o)
                 if o.rc != 0:
                     return
         except BaseException as exc:  # said in the main thread

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 N = 13
 # the codes a create may answer because another process held what it needed at that moment
-RETRYABLE = {"lock_busy", "git_busy"}
+RETRYABLE = {"lock_busy", "lane_busy"}  # docs/codes.md "Retrying"
 
 LAUNCH = """
 import sys, time

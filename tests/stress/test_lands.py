@@ -47,7 +47,12 @@ def stress(repo: Repo, lanes: int, rounds: int, new_per_round: int = 1, syncs: i
         for k in new:
             jobs[f"create {k}"] = [lane_argv("create", k, "--json")]
 
-        outs = run_together(jobs, repo.path)
+        jobs["status -"] = [lane_argv("status", "--json")]  # reads while lanes come and go
+
+        # a release is refused (lock_busy) while any land holds the lock: retried, as an
+        # agent would
+        busy = frozenset({"lock_busy"})
+        outs = run_together(jobs, repo.path, {j: busy for j in jobs if j.startswith("release")})
         landed_now: set[str] = set()
         for name, seq in outs.items():
             verb, k = name.split(" ", 1)
