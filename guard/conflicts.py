@@ -28,7 +28,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from guard import git, lane, recovery
+from guard import git, lane, objects, recovery
 from guard.errors import GitError, Refusal
 from guard.repo import Repo
 from guard.results import ConflictKind, ConflictLane, ConflictPair, LaneSkip
@@ -231,7 +231,9 @@ def worktree_commit(
                 )
             )
         try:
-            git.run([*cfg, "add", "-A"], path, env=env)
+            added = git.add_all(path, env, cfg)  # never git inside a submodule
+            if not added.ok:
+                raise GitError(added.argv, added.returncode, added.stdout, added.stderr)
             tree = git.run([*cfg, "write-tree"], path, env=env).stdout.strip()
         except GitError as exc:  # an unreadable file, a name git cannot take, ...
             raise _Skip(
@@ -314,6 +316,17 @@ def _own_paths(cwd: git.Where, base: str, tip: str, env: dict[str, str] | None =
 def prediction(
     repo: Repo, keys: list[str] | None = None, include_dirty: bool = False, jobs: int | None = None
 ) -> Prediction:
+    """Every pair's prediction. A sandboxed lane's commits may be in its own store only
+    (guard/objects.py): the lanes' stores are read here, each after the shared store, and
+    everything this writes goes to a scratch object directory, never the shared store."""
+    paths = [r.path for r in repo.store.lanes() if r.status != "released"]
+    with objects.reading(repo, *paths):
+        return _prediction(repo, keys, include_dirty, jobs)
+
+
+def _prediction(
+    repo: Repo, keys: list[str] | None, include_dirty: bool, jobs: int | None
+) -> Prediction:
     named = _named(repo, keys)
     main_sha = repo.main_sha()
     wts_list = repo.worktrees()
@@ -361,8 +374,9 @@ def prediction(
     os.mkdir(os.path.join(scratch, "objects"))
     objenv = {
         "GIT_OBJECT_DIRECTORY": os.path.join(scratch, "objects"),
-        "GIT_ALTERNATE_OBJECT_DIRECTORIES": git.alternate_entry(
-            os.path.join(str(repo.common_dir), "objects")
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES": ":".join(
+            git.alternate_entry(d)
+            for d in [os.path.join(str(repo.common_dir), "objects"), *git.named_lane_stores()]
         ),
     }
     try:

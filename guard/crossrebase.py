@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 
-from guard import git, lane, lock, procs, recovery, sandbox
+from guard import git, lane, lock, objects, procs, recovery, sandbox
 from guard.errors import GitError, Refusal
 from guard.repo import Repo
 from guard.results import AutoSyncLeft, AutoSyncResult, LandResult
@@ -96,8 +96,10 @@ def _left(
     return left
 
 
+@git.in_own_context
 def _one(repo: Repo, rec: LaneRecord, main_sha: str) -> AutoSyncLeft | str | None:
     """Sync one lane: "synced", None when it is fresh already, else why it was left."""
+    objects.use(repo, rec.path)  # this lane's store only, never the landed lane's
     key, branch_ref = rec.key, f"refs/heads/{rec.branch}"
     tip = repo.ref_sha(branch_ref)
     if tip is not None and git.is_ancestor(repo.common_dir, main_sha, tip):

@@ -35,6 +35,12 @@ CODES: dict[str, Code] = _codes(
     ("unknown_lane", "engine", None, "no lane has that key"),
     ("lane_exists", "engine", None, "an active or orphaned lane has that key already"),
     ("branch_exists", "engine", None, "lane/<key> exists and is not a registered lane"),
+    (
+        "create_interrupted",
+        "engine",
+        None,
+        "a create of the key died between worktree add and the registry write",
+    ),
     ("worktree_path_exists", "engine", None, "the lane's worktree directory exists already"),
     ("unknown_process", "engine", None, "the named owner process is not running"),
     ("max_lanes", "engine", None, "max_lanes active lanes exist"),
@@ -82,6 +88,12 @@ CODES: dict[str, Code] = _codes(
         "assume-unchanged/skip-worktree files differ from the tip",
     ),
     ("submodule_differs", "engine", "G4", "a submodule is not at the commit the tip records"),
+    (
+        "submodule_unreadable",
+        "engine",
+        "G2",
+        "a lane's submodule state cannot be read without running git inside it",
+    ),
     (
         "untrusted_git_config",
         "engine",

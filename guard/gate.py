@@ -65,6 +65,7 @@ def run(
     tick: Tick | None = None,
     extra_env: Mapping[str, str] | None = None,
     confine: Callable[[], None] | None = None,
+    started: Callable[[int], None] | None = None,
 ) -> GateRun:
     """Run the gate; `output` gets its bytes as they come; `tick` the seconds so far and
     the command, each time the gate has been silent for config.progress_interval()
@@ -74,7 +75,9 @@ def run(
     ignored until this process exits. `extra_env` replaces the gate's
     GITLANE_GATE_LANE (setup_command runs through here with its own variables).
     `confine` runs in the gate's process before it execs (guard/sandbox.py Prepared);
-    when it fails the gate is not run: NotConfined."""
+    when it fails the gate is not run: NotConfined. `started` gets the pid of the gate's
+    session leader once it runs (land records it: a land killed outright cannot stop its
+    gate, the next holder of the lock does, guard/lock.py stop_dead_gate)."""
     import selectors
 
     from guard.config import progress_interval
@@ -105,6 +108,14 @@ def run(
         if output is not None:
             output((why + "\n").encode())
         return GateRun(command, "failed", 126, round(time.monotonic() - start, 3), [why])
+    if started is not None:
+        # at once: a land killed between the fork and this record leaves a gate no one
+        # knows of (a window of a few system calls)
+        try:
+            started(proc.pid)
+        except BaseException:
+            _kill_group(proc)
+            raise
     assert proc.stdout is not None
     os.set_blocking(proc.stdout.fileno(), False)
     timed_out = False

@@ -6,16 +6,19 @@ know nothing of lanes or config: they take a directory and answer from git."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
 import shutil
 import subprocess
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar, copy_context
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from guard.errors import GitError, Refusal
 
@@ -41,7 +44,22 @@ _real_git: str | None = None
 # lane itself can write (exec --sandbox grants them): a rewritten pointer cannot hand the
 # engine another repository's config (core.fsmonitor: a program) or git-lane state.
 _LANES: dict[str, tuple[str, str]] = {}
-LANE_CONFIG = ("-c", "core.fsmonitor=false")  # no program on a read-only engine call
+# No program on an engine call in a lane (core.fsmonitor), and git never descends into a
+# submodule there: it would run git inside it with the submodule's own config and
+# info/attributes (<admin>/modules/<name>/, in the lane's admin dir, which exec --sandbox
+# grants), so a filter, textconv, fsmonitor or hook it names would run as the owner.
+# Checkout-like commands recurse only with submodule.recurse; `status` (G2) is given
+# --ignore-submodules=dirty and looks at submodules' own changes itself
+# (submodule_changes), `add -A` leaves gitlinks out (add_all).
+NO_SUBMODULE_RECURSION = (
+    "-c",
+    "submodule.recurse=false",
+    "-c",
+    "status.submoduleSummary=false",
+    "-c",
+    "diff.submodule=short",
+)
+LANE_CONFIG = ("-c", "core.fsmonitor=false", *NO_SUBMODULE_RECURSION)
 
 
 def pin_lane(path: str | os.PathLike[str], admin: str, common: str) -> None:
@@ -59,6 +77,68 @@ def lane_pointers(cwd: Where) -> dict[str, str] | None:
                 return {}  # a submodule's own repository: not the lane's
             return {"GIT_DIR": admin, "GIT_COMMON_DIR": common, "GIT_WORK_TREE": lp}
     return None
+
+
+# A sandboxed lane's own object store (guard/objects.py): its commits live there until exec
+# copies them, verified, into the shared store, which never lists a lane's store as an
+# alternate (a lane's store would shadow objects written later). An engine call that
+# reads a lane's commits names that lane's store for that call only: every call whose cwd
+# is in a pinned lane names its own, and `lane_objects`/`name_lane_stores` name exactly
+# the given ones for the calls made from the hub or the common dir (threads of `parallel`
+# inherit them). A function run `in_own_context` forgets what it named when it returns.
+_READ_STORES: ContextVar[tuple[str, ...]] = ContextVar("gitlane_lane_stores", default=())
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def name_lane_stores(*stores: str | None) -> None:
+    """From now on in this context, engine git calls also read exactly these stores."""
+    _READ_STORES.set(tuple(dict.fromkeys(s for s in stores if s)))
+
+
+def named_lane_stores() -> tuple[str, ...]:
+    return _READ_STORES.get()
+
+
+@contextmanager
+def lane_objects(*stores: str | None) -> Iterator[None]:
+    """Within: engine git calls also read exactly these lane stores (after the shared one)."""
+    token = _READ_STORES.set(tuple(dict.fromkeys(s for s in stores if s)))
+    try:
+        yield
+    finally:
+        _READ_STORES.reset(token)
+
+
+def in_own_context(fn: F) -> F:
+    """`fn` runs in a copy of the caller's context: the lane stores it names are forgotten
+    when it returns (a land's lane store is not named for the lanes auto_sync rebases)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return copy_context().run(fn, *args, **kwargs)
+
+    return cast(F, wrapper)
+
+
+def _store_of(admin: str) -> str | None:
+    store = os.path.join(admin, "objects")
+    return store if os.path.isdir(store) and not os.path.islink(store) else None
+
+
+def _with_stores(stores: Sequence[str], env: Mapping[str, str] | None) -> Mapping[str, str] | None:
+    """`env` with GIT_ALTERNATE_OBJECT_DIRECTORIES naming `stores`, unless the call names
+    its own object directories (objects.py's view, export's scratch store) or runs inside
+    exec --sandbox (where the lane's store is already GIT_OBJECT_DIRECTORY)."""
+    if not stores or (
+        env and ("GIT_OBJECT_DIRECTORY" in env or "GIT_ALTERNATE_OBJECT_DIRECTORIES" in env)
+    ):
+        return env
+    from guard import binding
+
+    if os.environ.get(binding.OBJECTS):
+        return env
+    alts = ":".join(alternate_entry(s) for s in dict.fromkeys(stores))
+    return {**(env or {}), "GIT_ALTERNATE_OBJECT_DIRECTORIES": alts}
 
 
 def _nested_repo(real: str, lane: str) -> bool:
@@ -161,12 +241,16 @@ def _argv_env(
     args: Sequence[str], cwd: Where, env: Mapping[str, str] | None
 ) -> tuple[tuple[str, ...], Mapping[str, str] | None]:
     pinned = lane_pointers(cwd)
+    stores = list(_READ_STORES.get())
     if pinned is None:
-        return (real_git(), *args), env
+        return (real_git(), *args), _with_stores(stores, env)
     if not pinned:  # a submodule inside a lane: its own repository, no program of its config
         return (real_git(), *LANE_CONFIG, *args), env
     _check_worktree_config(pinned["GIT_DIR"], pinned["GIT_COMMON_DIR"])
-    return (real_git(), *LANE_CONFIG, *args), {**pinned, **(env or {})}
+    own = _store_of(pinned["GIT_DIR"])
+    if own is not None:
+        stores.insert(0, own)
+    return (real_git(), *LANE_CONFIG, *args), _with_stores(stores, {**pinned, **(env or {})})
 
 
 Where = str | os.PathLike[str] | None
@@ -369,7 +453,11 @@ def parallel(fn: Callable[[T], R], items: Iterable[T], workers: int = 8) -> list
                 errors.append(exc)
                 return
 
-    threads = [threading.Thread(target=worker) for _ in range(min(workers, len(todo)))]
+    # each thread runs in a copy of the caller's context: the lane stores it names
+    threads = [
+        threading.Thread(target=copy_context().run, args=(worker,))
+        for _ in range(min(workers, len(todo)))
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -623,17 +711,341 @@ def risky_config(path: Where) -> list[tuple[str, str]]:
 
 def dirty_paths(path: Where, pathspecs: Sequence[str] | None = None) -> list[str]:
     """Changed, staged, unmerged and untracked (not ignored) paths of a worktree; with
-    `pathspecs`, only those (taken literally)."""
+    `pathspecs`, only those (taken literally). In a lane, a submodule is looked at without
+    running git inside it (submodule_changes)."""
     # GIT_OPTIONAL_LOCKS=0: no opportunistic index refresh, so looking at a lane never holds
     # its index.lock and never makes the agent's own `git add`/`git commit` there fail
     # core.fsmonitor=false: a monitor (any command the repository's config names) could
     # report a changed file unchanged, and G2 would pass a dirty lane
+    in_lane = bool(lane_pointers(path))
     args = ["status", "--porcelain=v1", "-z", "--untracked-files=all"]
+    if in_lane:
+        # a submodule's HEAD against the index is read in-process (its ref files); its
+        # own changes would need git run inside it, which is never done: see below
+        args = ["status", "--porcelain=v2", "-z", "--untracked-files=all"]
+        args.append("--ignore-submodules=dirty")
     if pathspecs is not None:
         args = ["--literal-pathspecs", *args, "--", *pathspecs]
     args = ["-c", "core.fsmonitor=false", *args]
-    res = run(args, path, env={"GIT_OPTIONAL_LOCKS": "0"})
-    return parse_status_z(res.stdout)
+    if not in_lane:
+        return parse_status_z(run(args, path, env={"GIT_OPTIONAL_LOCKS": "0"}).stdout)
+    assert path is not None
+    res, entries = both(
+        lambda: run(args, path, env={"GIT_OPTIONAL_LOCKS": "0"}), lambda: unseen_entries(path)
+    )
+    paths, links = parse_status_v2_z(res.stdout)
+    gitlinks = [e for e in entries if e.gitlink]
+    return submodule_changes(os.fspath(path), paths, links, gitlinks, pathspecs)
+
+
+def parse_status_v2_z(out: str) -> tuple[list[str], set[str]]:
+    """The paths of `git status --porcelain=v2 -z` output (both sides of a rename), and
+    which of them are submodules (their `S...` field)."""
+    paths: list[str] = []
+    links: set[str] = set()
+    fields = out.split("\0")
+    i = 0
+    while i < len(fields):
+        f = fields[i]
+        i += 1
+        if not f or f[0] == "#":
+            continue
+        kind = f[0]
+        if kind in "?!":
+            paths.append(f[2:])
+            continue
+        # 1 XY sub mH mI mW hH hI path | 2 ... Xscore path \0 orig | u XY sub m1 m2 m3 mW h1 h2 h3 path
+        nsep = {"1": 8, "2": 9, "u": 10}.get(kind)
+        if nsep is None:
+            continue
+        parts = f.split(" ", nsep)
+        p = parts[nsep]
+        paths.append(p)
+        if parts[2].startswith("S"):
+            links.add(p)
+        if kind == "2":  # the rename's source is the next field
+            paths.append(fields[i])
+            i += 1
+    return paths, links
+
+
+# -- a lane's submodules, without running git inside them ------------------------------------
+# A populated submodule's git dir (`<admin>/modules/<name>/` in a lane) is writable from a
+# sandboxed lane: its config, hooks and info/attributes can name programs. The engine reads
+# only data from it: HEAD and refs as files, objects through an alternate, and its index
+# (a copy); the one git call that looks at its worktree runs with a fresh git dir of ours.
+_SHA = frozenset("0123456789abcdef")
+_MAX_DEPTH = 8
+
+
+def _unreadable(work: str, why: str) -> Refusal:
+    return Refusal(
+        "submodule_unreadable",
+        f"cannot tell the state of submodule {shown(work)} without running git inside it "
+        f"({why}); its git dir can be written from the lane, so git-lane reads only its "
+        "HEAD, refs, objects and index and does not treat it as clean",
+        # moved aside, not deleted: its files stay, and the lane shows them as untracked;
+        # no command here runs git inside it (that would read the config in question)
+        next=[f"mv -n {q(work)} {q(work + '.moved-aside')}", f"mkdir {q(work)}"],
+        details={"submodule": work, "why": why},
+    )
+
+
+def _small_file(path: str, limit: int = 1 << 16) -> str | None:
+    """A regular file's text (not through a symlink, at most `limit` bytes), or None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        import stat
+
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, limit).decode("utf-8", "surrogateescape")
+    finally:
+        os.close(fd)
+
+
+def submodule_git_dir(work: str) -> str:
+    """The git dir of the populated submodule at `work`: its `.git` directory, or where its
+    `.git` file points (read as data: nothing in it is run)."""
+    dotgit = os.path.join(work, ".git")
+    if os.path.isdir(dotgit) and not os.path.islink(dotgit):
+        return dotgit
+    text = _small_file(dotgit, 4096)
+    if text is None or not text.startswith("gitdir: "):
+        raise _unreadable(work, "its .git is neither a directory nor a gitdir file")
+    gd = text[len("gitdir: ") :].rstrip("\n")
+    gd = os.path.realpath(os.path.join(work, gd))
+    if not os.path.isdir(gd):
+        raise _unreadable(work, f"its .git names {shown(gd)}, which is no directory")
+    return gd
+
+
+def _resolve_ref(gitdir: str, ref: str) -> str | None:
+    common = gitdir
+    cd = _small_file(os.path.join(gitdir, "commondir"), 4096)
+    if cd is not None:
+        common = os.path.realpath(os.path.join(gitdir, cd.strip()))
+    for _ in range(5):
+        if not ref.startswith("refs/") or ".." in ref.split("/"):
+            return None
+        text = None
+        for d in (gitdir, common):
+            text = _small_file(os.path.join(d, ref))
+            if text is not None:
+                break
+        if text is None:
+            packed = _small_file(os.path.join(common, "packed-refs"), 1 << 26) or ""
+            for line in packed.splitlines():
+                sha, _, name = line.partition(" ")
+                if name == ref and len(sha) == 40 and set(sha) <= _SHA:
+                    return sha
+            return None
+        text = text.strip()
+        if text.startswith("ref: "):
+            ref = text[5:]
+            continue
+        return text if len(text) == 40 and set(text) <= _SHA else None
+    return None
+
+
+def submodule_head(work: str) -> tuple[str, str]:
+    """(git dir, the commit checked out) of the populated submodule at `work`, read from
+    its HEAD and ref files."""
+    gd = submodule_git_dir(work)
+    head = (_small_file(os.path.join(gd, "HEAD"), 4096) or "").strip()
+    if head.startswith("ref: "):
+        sha = _resolve_ref(gd, head[5:])
+    else:
+        sha = head if len(head) == 40 and set(head) <= _SHA else None
+    if sha is None:
+        raise _unreadable(work, "its HEAD names no commit git-lane can read from its ref files")
+    return gd, sha
+
+
+def _objects_dir(gitdir: str) -> str:
+    cd = _small_file(os.path.join(gitdir, "commondir"), 4096)
+    base = os.path.realpath(os.path.join(gitdir, cd.strip())) if cd is not None else gitdir
+    return os.path.join(base, "objects")
+
+
+def submodule_dirty(
+    work: str, gitdir: str, head: str, untracked: bool = True, depth: int = 0
+) -> list[str]:
+    """The submodule's own uncommitted paths (staged, changed, and untracked unless
+    `untracked` is false; a nested submodule that is not at its recorded commit or has
+    changes of its own), from a `git status` whose git dir is a fresh one of ours: HEAD the
+    commit read from its files, its objects through an alternate, a copy of its index. Its
+    config, hooks and info/ are never read."""
+    import tempfile
+
+    if depth > _MAX_DEPTH:
+        raise _unreadable(work, "submodules nested deeper than 8 levels")
+    with tempfile.TemporaryDirectory(prefix="git-lane-sub-") as t:
+        os.makedirs(os.path.join(t, "objects", "info"))
+        os.makedirs(os.path.join(t, "refs"))
+        with open(os.path.join(t, "objects", "info", "alternates"), "w") as f:
+            f.write(alternate_entry(_objects_dir(gitdir)) + "\n")
+        with open(os.path.join(t, "HEAD"), "w") as f:
+            f.write(head + "\n")
+        with open(os.path.join(t, "config"), "w") as f:
+            f.write("[core]\n\trepositoryformatversion = 0\n\tbare = false\n")
+        index = os.path.join(gitdir, "index")
+        if os.path.lexists(index):
+            if _small_file(index, 0) is None:
+                raise _unreadable(work, "its index is not a regular file")
+            # git reads an entry as racily clean by the index file's mtime: the copy keeps
+            # it (taken first: an index rewritten meanwhile only makes more entries racy),
+            # or a same-size change written in the index's second would pass for clean
+            was = os.lstat(index)
+            copy = os.path.join(t, "index")
+            shutil.copyfile(index, copy, follow_symlinks=False)
+            os.utime(copy, ns=(was.st_atime_ns, was.st_mtime_ns))
+        base = ["--git-dir", t, "--work-tree", work, *LANE_CONFIG]
+        base += ["-c", "core.untrackedCache=false", "-c", "core.splitIndex=false"]
+        st = run(
+            [
+                *base,
+                "status",
+                "--porcelain=v1",
+                "-z",
+                f"--untracked-files={'all' if untracked else 'no'}",
+                "--ignore-submodules=all",
+            ],
+            t,
+            check=False,
+        )
+        ls = run([*base, "ls-files", "-s", "-z"], t, check=False)
+        if not st.ok or not ls.ok:
+            raise _unreadable(work, (st.stderr or ls.stderr).strip()[:300] or "git status failed")
+        dirty = parse_status_z(st.stdout)
+        for rec in ls.z():
+            meta, _, p = rec.partition("\t")
+            parts = meta.split(" ")
+            if len(parts) != 3 or parts[0] != "160000" or parts[2] != "0" or p in dirty:
+                continue
+            nested = os.path.join(work, p)
+            if not os.path.lexists(os.path.join(nested, ".git")):
+                continue
+            ngd, nhead = submodule_head(nested)
+            if nhead != parts[1] or submodule_dirty(nested, ngd, nhead, untracked, depth + 1):
+                dirty.append(p)
+    return dirty
+
+
+def add_all(
+    path: str, env: Mapping[str, str], cfg: Sequence[str] = ("-c", "core.fsmonitor=false")
+) -> GitResult:
+    """`git add -A -- :/` into the index `env` names, without git descending into a
+    submodule (add -A runs `git status` inside each populated one, with its own config):
+    the index's gitlinks are left out of the add and each is then set to the commit its
+    submodule has checked out, read from its files (submodule_head)."""
+    out = run([*cfg, "ls-files", "-s", "-z"], path, env=env).stdout
+    links: list[tuple[str, str]] = []
+    if "160000 " in out:
+        for rec in out.split("\0"):
+            meta, _, p = rec.partition("\t")
+            parts = meta.split(" ")
+            if len(parts) == 3 and parts[0] == "160000":
+                links.append((p, parts[1]))
+    excl = [f":(exclude,literal,top){p}" for p, _ in links]
+    res = run([*cfg, "add", "-A", "--", ":/", *excl], path, env=env, check=False)
+    if not res.ok:
+        return res
+    for p, sha in links:
+        work = os.path.join(path, p)
+        if not os.path.lexists(os.path.join(work, ".git")):
+            continue
+        _, head = submodule_head(work)
+        if head != sha:
+            run([*cfg, "update-index", "--cacheinfo", f"160000,{head},{p}"], path, env=env)
+    return res
+
+
+def submodule_status_off(path: str) -> list[str]:
+    """`-c` settings under which git's own look at the worktree at `path` (the status a
+    `rebase --continue` commit computes, `diff HEAD`) reads no submodule's contents, so
+    runs no git inside one: diff.ignoreSubmodules=all, and submodule.<name>.ignore=all for
+    every name in its .gitmodules (a name's own setting would win over the default)."""
+    out = ["-c", "diff.ignoreSubmodules=all"]
+    gm = os.path.join(path, ".gitmodules")
+    if _small_file(gm, 0) is None:
+        return out
+    res = run(["config", "--file", gm, "-z", "--name-only", "--list"], path, check=False)
+    names = {
+        k[len("submodule.") :].rpartition(".")[0] for k in res.z() if k.startswith("submodule.")
+    }
+    for n in sorted(names):
+        out += ["-c", f"submodule.{n}.ignore=all"]
+    return out
+
+
+def _submodule_ignores(path: str) -> dict[str, str]:
+    """gitlink path -> its `ignore` setting (the repository's config over .gitmodules), as
+    `git status` honours it. Read with `git config`, which runs nothing it reads."""
+    names: dict[str, str] = {}
+    ignore: dict[str, str] = {}
+    gm = os.path.join(path, ".gitmodules")
+    if _small_file(gm, 0) is not None:
+        res = run(
+            ["config", "--file", gm, "-z", "--get-regexp", r"^submodule\..*\.(path|ignore)$"],
+            path,
+            check=False,
+        )
+        for kv in res.z():
+            k, _, v = kv.partition("\n")
+            name, _, leaf = k[len("submodule.") :].rpartition(".")
+            if leaf == "path":
+                names[name] = v
+            else:
+                ignore[name] = v
+    res = run(["config", "-z", "--get-regexp", r"^submodule\..*\.ignore$"], path, check=False)
+    for kv in res.z():
+        k, _, v = kv.partition("\n")
+        ignore[k[len("submodule.") :].rpartition(".")[0]] = v
+    return {names.get(n, n): v for n, v in ignore.items()}
+
+
+def submodule_changes(
+    path: str,
+    paths: list[str],
+    links: set[str],
+    gitlinks: list[IndexEntry],
+    pathspecs: Sequence[str] | None,
+) -> list[str]:
+    """`paths` (git status with --ignore-submodules=dirty in the lane at `path`) made what
+    plain `git status` reports: a submodule whose `ignore` is `all` dropped, and a populated
+    one with changes of its own added (not for `ignore = dirty`; without its untracked
+    files for `untracked`), found by submodule_dirty, never by git run inside it.
+    `gitlinks`: the index's submodule entries."""
+    if pathspecs is not None:
+        gitlinks = [
+            e for e in gitlinks if any(e.path == s or e.path.startswith(s + "/") for s in pathspecs)
+        ]
+    if not gitlinks and not links:
+        return paths
+    ignores = _submodule_ignores(path)
+    out = [p for p in paths if not (p in links and ignores.get(p) == "all")]
+    todo = [
+        e
+        for e in gitlinks
+        if e.path not in out
+        and ignores.get(e.path, "none") not in ("all", "dirty")
+        and os.path.lexists(os.path.join(path, e.path, ".git"))
+    ]
+
+    def changed(e: IndexEntry) -> bool:
+        work = os.path.join(path, e.path)
+        gd, head = submodule_head(work)
+        untracked = ignores.get(e.path, "none") != "untracked"
+        return head != e.sha or bool(submodule_dirty(work, gd, head, untracked))
+
+    for e, yes in zip(todo, parallel(changed, todo), strict=True):
+        if yes:
+            out.append(e.path)
+    return out
 
 
 @dataclass(frozen=True)
@@ -814,10 +1226,10 @@ def hidden_differences(path: str, tree: str) -> Hidden:
             return None  # not populated: what a checkout of the tree gives
         mode, recorded = want.get(e.path, ("", ""))
         rec = recorded if mode == "160000" else None
-        head = ref_sha(full, "HEAD")
+        gd, head = submodule_head(full)  # its files, never git run inside it
         if head != rec:
             return SubmoduleState(e.path, rec, head, [])
-        dirty = dirty_paths(full)
+        dirty = submodule_dirty(full, gd, head)
         return SubmoduleState(e.path, rec, head, dirty) if dirty else None
 
     subs = [s for s in parallel(sub_state, [e for e in entries if e.gitlink]) if s is not None]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 from pathlib import Path
 
 from guard import git, landed, lock, policy
+from guard.crashpoint import crash_point as crash_point  # landing.crash_point: land, queue
 from guard.errors import Refusal
 from guard.repo import Repo
 from guard.store import Epoch, FileLock, atomic_write_json, now_iso, set_aside
@@ -131,12 +131,6 @@ def _check_entry(e: Any) -> None:
         raise ValueError("landing record: stack paths must be strings")
     if not isinstance(e.get("truncated"), bool):
         raise ValueError("landing record: stack truncated is not a bool")
-
-
-def crash_point(name: str) -> None:
-    # The crash tests SIGKILL a real land at each stage through this variable.
-    if os.environ.get("GITLANE_TEST_CRASH_AT") == name:
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def stage(repo: Repo, txn: Landing, to: str) -> Landing:

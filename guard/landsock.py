@@ -207,6 +207,9 @@ class Server:
             raise
         self._stop = threading.Event()
         self._busy = threading.Lock()
+        # held while this server may have a child (the land, git): exec's reaping of
+        # CMD's orphans (guard/reap.py) must not wait for a child that is ours to wait for
+        self.spawning = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._loop: threading.Thread | None = None
 
@@ -261,8 +264,9 @@ class Server:
                         [f"git lane status {self.key}", f"git lane land {self.key}"],
                     )
                 try:
-                    args = self._args(self._read_request(conn))
-                    self._land(conn, args, peer)
+                    req = self._read_request(conn)
+                    with self.spawning:
+                        self._land(conn, self._args(req), peer)
                 finally:
                     self._busy.release()
             except GitError as exc:  # git could not read the repository: refused, no traceback

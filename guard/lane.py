@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from guard import git, policy, procs, recovery
+from guard import git, objects, policy, procs, recovery
 from guard.config import cache_home
 from guard.errors import Refusal
 from guard.repo import REPO_MARKER, Repo, read_repo_marker
@@ -520,6 +520,7 @@ def sync_required(repo: Repo, main_sha: str, tip: str | None, fresh: bool) -> bo
     return policy.sync_required(pol, fresh)
 
 
+@git.in_own_context
 def view(
     repo: Repo,
     rec: LaneRecord,
@@ -559,6 +560,7 @@ def view(
         "branch_state": "ok",
     }
     if state != "released":
+        objects.use(repo, rec.path)  # its commits may be in its own store only
         tip = tips.get(branch_ref) if tips is not None else repo.ref_sha(branch_ref)
         v["tip"] = tip
         if tip == main_sha:

@@ -180,6 +180,7 @@ def acquire(
         if fl.acquire(timeout=remaining):
             old = read_owner(repo)
             if old is None or not owner_alive(old):
+                stop_dead_gate(repo)  # a land killed while its gate ran left it running
                 if old is not None:
                     repo.store.event(
                         "lock_takeover", lane=lane, code="lock_taken_over", previous=old.public()
@@ -266,21 +267,76 @@ def release(repo: Repo, held: Held) -> None:
 
 
 def clear_dead(repo: Repo) -> list[dict[str, Any]]:
-    """Remove an owner record left by a dead process of this host (reconcile)."""
+    """Remove an owner record left by a dead process of this host, and stop the gate a
+    killed land left running (reconcile)."""
     rec = read_owner(repo)
-    if rec is None or owner_alive(rec):
+    if rec is not None and owner_alive(rec):
+        return []
+    if rec is None and not os.path.lexists(gate_path(repo)):
         return []
     fl = FileLock(flock_path(repo))
     if not fl.acquire(timeout=0):
         return []
     try:
+        changes = stop_dead_gate(repo)
         cur = read_owner(repo)
-        if cur is None or owner_alive(cur) or cur.token != rec.token:
-            return []
+        if rec is None or cur is None or owner_alive(cur) or cur.token != rec.token:
+            return changes
         owner_path(repo).unlink()
         repo.store.event(
             "lock_cleared", lane=rec.lane, code="lock_taken_over", previous=rec.public()
         )
-        return [{"action": "lock_cleared", "pid": rec.pid, "lane": rec.lane}]
+        return [*changes, {"action": "lock_cleared", "pid": rec.pid, "lane": rec.lane}]
     finally:
         fl.release()
+
+
+# -- the gate a land runs ---------------------------------------------------------------------
+# A land SIGKILLed while its gate runs cannot stop the gate (its own session: the kernel
+# does not end it with the land). It holds no lock (the flock is close-on-exec), but it
+# would go on running, up to gate_timeout, in the lane (beside the next land's gate, or
+# writing into the worktree being landed). So the land records the gate's session leader
+# here while it runs, and whoever holds the flock next finds it: a record there then can
+# only be a dead land's, and its whole session is killed.
+def gate_path(repo: Repo) -> Path:
+    return repo.store.locks_dir / "integration.gate"
+
+
+def remember_gate(repo: Repo, lane: str, pid: int) -> None:
+    """Record the running gate (key=value lines, as the owner record; temp + rename)."""
+    text = f"pid={pid}\nticks={procs.start_ticks(pid)}\nlane={lane}\nland={os.getpid()}\n"
+    tmp = gate_path(repo).with_name(f".integration.gate.{os.getpid()}.tmp")
+    ensure_dir(tmp.parent)
+    tmp.write_text(text)
+    os.replace(tmp, gate_path(repo))
+
+
+def forget_gate(repo: Repo) -> None:
+    try:
+        os.unlink(gate_path(repo))
+    except FileNotFoundError:
+        pass
+    except OSError:
+        pass  # a directory in its place: stop_dead_gate sets it aside
+
+
+def stop_dead_gate(repo: Repo) -> list[dict[str, Any]]:
+    """The caller holds the flock: a gate recorded now is a dead land's. Kill its session
+    and drop the record; the change, when something was still running."""
+    path = gate_path(repo)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError):
+        set_aside(path)  # not a record of ours (a directory, garbage): kept aside
+        return []
+    kv = dict(line.partition("=")[::2] for line in text.splitlines())
+    pid = int(kv["pid"]) if kv.get("pid", "").isdigit() else 0
+    killed = procs.kill_session(pid, kv.get("ticks", "")) if pid else []
+    forget_gate(repo)
+    if not killed:
+        return []
+    lane = kv.get("lane", "")
+    repo.store.event("gate_stopped", lane=lane or None, pid=pid, killed=killed)
+    return [{"action": "gate_stopped", "pid": pid, "lane": lane}]

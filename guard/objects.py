@@ -1,20 +1,28 @@
-"""A sandboxed lane's private object store, and its import into the shared one at land.
+"""A sandboxed lane's private object store, and its verified import into the shared one.
 
 Under `git lane exec --sandbox` the shared store `<common>/objects/` is not writable: Landlock
 cannot tell a new file from an existing one, so a grant to add objects is a grant to rewrite
 main's history in place (git does not re-hash what it reads). CMD's git writes instead into
 `<common>/worktrees/<id>/objects` (GIT_OBJECT_DIRECTORY), inside the lane's admin dir, and
-reads the shared store as an alternate. Three steps, all outside the sandbox:
+reads the shared store as an alternate. The lane's store is never an alternate of the
+shared store: git does not write an object it already finds in an alternate, so a loose
+object planted there under the name of content someone writes later (the owner's next
+commit in the hub, another lane's) would stand in for it. Four steps, all outside the sandbox:
 
-- `enroll`: exec makes the lane's store and lists it in `<common>/objects/info/alternates`
-  (atomic, idempotent), so every other git process sees the lane's objects. Git looks in the
-  shared store first, so nothing a lane writes can shadow an object main has;
-- `import_lane`: land copies what the tip needs and main lacks into the shared store through
-  `index-pack --strict`, which recomputes every object's name from its bytes, and then checks
-  the tip is complete in the shared store alone (a view of it without alternates) before main
-  moves: an object forged in any lane's store cannot become main's;
-- `forget`: release drops the lane's entry (and any entry whose directory is gone) once the
-  admin dir is removed.
+- `enroll`: exec makes the lane's store, and drops from `<common>/objects/info/alternates`
+  every lane store an older git-lane listed there (so do `forget`, reconcile, install and
+  doctor's check);
+- `absorb`: exec copies what the lane's branch holds beyond main into the shared store,
+  verified, each time the branch moves while CMD runs (polled) and when CMD ends; until
+  then the owner's plain git in the hub does not see the lane's newest commits, and an
+  engine git call that reads them names the lane's store for that call only
+  (guard/git.py `lane_objects`, and every call whose cwd is in the lane);
+- `import_lane` (absorb's and land's step): copies what the tip needs and main lacks
+  through `index-pack --strict`, which recomputes every object's name from its bytes, then
+  checks the tip is complete in the shared store alone (a view of it without alternates)
+  before main moves: an object forged in a lane's store is never copied and cannot become
+  main's (objects_corrupt);
+- `forget`: drops lane-store entries from the shared alternates (release, reconcile).
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -80,28 +89,38 @@ def entries(common: str | os.PathLike[str]) -> list[str]:
     return [ln for ln in text.splitlines() if ln.strip()]
 
 
-def _rewrite(repo: Repo, change: list[str], drop: list[str]) -> None:
-    """Add `change`, drop `drop` and entries for lane stores that are gone, under a lock."""
+def listed_lane_stores(common: str | os.PathLike[str]) -> list[str]:
+    """Lane stores an older git-lane listed in the shared store's alternates."""
+    return _lane_entries(common)[0]
+
+
+def _rewrite(repo: Repo) -> list[str]:
+    """Drop every lane store's entry from the shared store's alternates, under a lock;
+    the user's own entries (a `clone --reference`) stay. Returns what was dropped."""
     with FileLock(repo.store.dir / "locks" / "alternates.lock"):
         path = _alternates(repo.common_dir)
         old = entries(repo.common_dir)
-        lanes = os.path.join(os.path.realpath(repo.common_dir), "worktrees") + "/"
+        lanes = set(_lane_entries(repo.common_dir)[0])
+        base = shared(repo.common_dir)
         new = [
-            e for e in old if e not in drop and not (e.startswith(lanes) and not os.path.isdir(e))
+            e
+            for e in old
+            if (e if os.path.isabs(e) else os.path.normpath(os.path.join(base, e))) not in lanes
         ]
-        new += [c for c in change if c not in new]
         if new == old:
-            return
+            return []
         path.parent.mkdir(parents=True, exist_ok=True)
         if new:
             atomic_write(path, "".join(e + "\n" for e in new).encode("utf-8"))
         else:
             path.unlink(missing_ok=True)
+        return sorted(lanes)
 
 
 def enroll(repo: Repo, lane_path: str) -> str:
-    """Make the lane's private store (if it has none) and list it as an alternate of the
-    shared one; returns its path. Raises OSError when it cannot."""
+    """Make the lane's private store (if it has none); returns its path. Raises OSError
+    when it cannot. Never lists it as an alternate of the shared store (and drops any
+    lane store an older version listed there)."""
     admin = admin_dir(repo.common_dir, lane_path)
     if admin is None:
         raise OSError(f"no admin dir under {repo.common_dir}/worktrees names {lane_path}")
@@ -126,19 +145,25 @@ def enroll(repo: Repo, lane_path: str) -> str:
         current = None
     if current != want:
         atomic_write(alt, want.encode("utf-8"))
-    _rewrite(repo, [store], [])
+    _rewrite(repo)
     return store
 
 
-def forget(repo: Repo, lane_path: str | None = None) -> None:
-    """Drop the lane's entry (once its admin dir is gone, or now) and every entry whose
-    lane store no longer exists: git warns about a missing alternate on every run."""
-    drop: list[str] = []
-    if lane_path is not None:
-        admin = admin_dir(repo.common_dir, lane_path)
-        if admin is not None:
-            drop.append(os.path.join(admin, "objects"))
-    _rewrite(repo, [], drop)
+def forget(repo: Repo) -> list[str]:
+    """Drop every lane store's entry from the shared store's alternates (an older
+    git-lane listed them; a missing one makes git warn on every run). Returns them."""
+    return _rewrite(repo)
+
+
+def reading(repo: Repo, *lane_paths: str | None) -> AbstractContextManager[None]:
+    """Engine git calls within also read these lanes' own stores, no other (guard/git.py)."""
+    return git.lane_objects(*(lane_store(repo.common_dir, p) for p in lane_paths if p))
+
+
+def use(repo: Repo, lane_path: str) -> None:
+    """Engine git calls read this lane's own store (and no other lane's) from now until
+    the function run `git.in_own_context` around this returns."""
+    git.name_lane_stores(lane_store(repo.common_dir, lane_path))
 
 
 def _lane_entries(common: str | os.PathLike[str]) -> tuple[list[str], list[str]]:
@@ -238,15 +263,15 @@ def import_lane(repo: Repo, key: str, lane_path: str, base: str | None, tip: str
     in the shared store alone. Returns the number of objects packed (0: nothing to do)."""
     store = lane_store(repo.common_dir, lane_path)
     lanes, own = _lane_entries(repo.common_dir)
-    if store is None and not lanes:
-        return 0  # no lane store anywhere: every object git can read is the shared store's
+    if store is None and not lanes and not git.named_lane_stores():
+        return 0  # no lane store in sight: every object git can read is the shared store's
     try:
         view = _view(repo, own)
         if not _missing(repo, view, tip, base):
             return 0  # the shared store alone already holds all of it
         revs = f"{tip}\n" + (f"^{base}\n" if base else "")
-        # read through the lane's own store first, then the shared one: another lane's
-        # store (an alternate of the shared one) is consulted only for what neither has
+        # read through the lane's own store first, then the shared one (which lists no
+        # lane's store: an older version's entries are dropped and left out of the view)
         read_env = {
             "GIT_OBJECT_DIRECTORY": store or shared(repo.common_dir),
             "GIT_ALTERNATE_OBJECT_DIRECTORIES": shared(repo.common_dir) if store else "",
@@ -288,13 +313,23 @@ def import_lane(repo: Repo, key: str, lane_path: str, base: str | None, tip: str
         ) from None
 
 
-def absorb(repo: Repo, key: str, lane_path: str, branch: str) -> str:
-    """After a sandboxed CMD ends: copy, verified, what the lane's branch holds beyond main
-    into the shared store, so the lane's commits outlive its admin dir (a `git worktree
-    prune` after its worktree was deleted by hand takes the lane's store with it).
-    Returns "" or why it did not (the objects then stay in the lane's store; its land
-    checks them again and refuses objects_corrupt)."""
-    tip = git.ref_sha(repo.common_dir, f"refs/heads/{branch}")
+def branch_tip(repo: Repo, branch: str) -> str | None:
+    """The lane branch's sha as the ref says (not checked to be a commit: its objects may
+    be only in the lane's store)."""
+    res = git.run(
+        ["rev-parse", "-q", "--verify", f"refs/heads/{branch}"], repo.common_dir, check=False
+    )
+    return res.stdout.strip() if res.ok else None
+
+
+def absorb(repo: Repo, key: str, lane_path: str, branch: str, tip: str | None = None) -> str:
+    """While a sandboxed CMD runs (each time its branch moves) and after it ends: copy,
+    verified, what the lane's branch holds beyond main into the shared store, so the
+    owner's own git sees the lane's commits and they outlive its admin dir (a `git
+    worktree prune` after its worktree was deleted by hand takes the lane's store with
+    it). Returns "" or why it did not (the objects then stay in the lane's store; a forged
+    one is never copied, and the lane's land checks again and refuses objects_corrupt)."""
+    tip = tip or branch_tip(repo, branch)
     if tip is None:
         return "no branch"
     try:
@@ -304,6 +339,17 @@ def absorb(repo: Repo, key: str, lane_path: str, branch: str) -> str:
     except OSError as exc:
         return str(exc)
     return ""
+
+
+def catch_up(repo: Repo, key: str, lane_path: str, branch: str) -> None:
+    """Before the owner's engine works on a sandboxed lane (sync, land, the queue): what
+    exec has not absorbed yet (CMD still runs, or its last commit came after the last
+    poll) goes into the shared store now, verified, so plain git (a gate's, a rebase's
+    later readers) reads it. What does not verify stays out, logged; land refuses it."""
+    if lane_store(repo.common_dir, lane_path) is not None:
+        why = absorb(repo, key, lane_path, branch)
+        if why:
+            repo.store.event("objects_kept_in_lane", lane=key, why=why)
 
 
 def _corrupt(key: str, lane_path: str, tip: str, missing: list[str], stderr: str) -> Refusal:

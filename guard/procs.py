@@ -1,5 +1,6 @@
 """Process identity: is a recorded owner still the same live process (pid plus start time,
-so a reused pid is not mistaken for it)? /proc/PID/stat is read here and nowhere else."""
+so a reused pid is not mistaken for it)? Which processes are below this one? /proc/PID/stat
+is read here and nowhere else."""
 
 from __future__ import annotations
 
@@ -112,6 +113,34 @@ def ancestors(pid: int | None = None) -> list[int]:
         return out
 
 
+def descendants(root: int) -> dict[int, tuple[bytes, str]]:
+    """Every process below `root` (its children, theirs, ...), from one pass over /proc,
+    as {pid: (state, start ticks)}: state is proc(5)'s letter (b"Z" a zombie), start ticks
+    as start_ticks() gives them. A process started during the pass may be missing: callers
+    that must see all of them look again. Raises OSError when /proc cannot be listed."""
+    kids: dict[int, list[int]] = {}
+    info: dict[int, tuple[bytes, str]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fields = stat_fields(int(name))
+            if fields is None:
+                continue  # ended since the listing
+            kids.setdefault(int(fields[1]), []).append(int(name))  # field 4: ppid
+            info[int(name)] = (fields[0], fields[19].decode())
+        except (OSError, IndexError, ValueError, UnicodeDecodeError):
+            continue  # ended while read, or not a process we may read: its parent is seen
+    out: dict[int, tuple[bytes, str]] = {}
+    todo = list(kids.get(root, ()))
+    while todo:
+        pid = todo.pop()
+        if pid not in out and pid != root:
+            out[pid] = info[pid]
+            todo.extend(kids.get(pid, ()))
+    return out
+
+
 def cmdline(pid: int) -> list[str] | None:
     """The argv of process `pid` (/proc/PID/cmdline, else psutil); None when it cannot
     be read."""
@@ -127,3 +156,26 @@ def cmdline(pid: int) -> list[str] | None:
         return [str(a) for a in psutil.Process(pid).cmdline()]
     except Exception:
         return None
+
+
+def kill_session(sid: int, ticks: str) -> list[int]:
+    """SIGKILL every process of session `sid` started no earlier than its leader (start
+    `ticks`, as start_ticks gives them): a gate a killed land left running, with all it
+    started. Nothing without /proc or without `ticks` (a reused id cannot be told)."""
+    import signal
+
+    if sid <= 1 or not ticks.isdigit() or not os.path.isdir("/proc/self"):
+        return []
+    killed: list[int] = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fields = stat_fields(int(name))
+            if fields is None or int(fields[3]) != sid or int(fields[19]) < int(ticks):
+                continue  # field 6: session; field 22: start time
+            os.kill(int(name), signal.SIGKILL)
+            killed.append(int(name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return killed

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from guard import gate, git, landed, landing, lane, lock, policy, procs, ready
+from guard import gate, git, landed, landing, lane, lock, objects, policy, procs, ready
 from guard.commands import land as land_cmd
 from guard.commands import sync as sync_cmd
 from guard.errors import Refusal
@@ -90,10 +90,12 @@ class Run:
 
 
 # -- what may be queued -------------------------------------------------------------------
+@git.in_own_context
 def candidate(repo: Repo, key: str) -> Cand:
     """A lane the queue may try: active, marked ready at its current tip, and not owned by
     a live process that did not mark it. Raises the refusal the lane is skipped with."""
     rec = lane.get(repo, key)
+    objects.use(repo, rec.path)  # its commits may be in its own store only
     if rec.status == "orphaned":
         raise lane.missing_worktree_refusal(key, rec.path, "land")
     if rec.status != "active":
@@ -174,7 +176,10 @@ def conflicts_refusal(key: str, main: str, stacked_on: str | None = None) -> Ref
 
 
 # -- one lane at a time -------------------------------------------------------------------
+@git.in_own_context
 def land_one(repo: Repo, run: Run, c: Cand) -> None:
+    objects.use(repo, c.path)  # its commits may be in its own store only (G5 imports them)
+    objects.catch_up(repo, c.key, c.path, c.branch)  # so the gate's git reads them
     held = lock.acquire(repo, c.key, "", "", None, retry="git lane queue " + c.key)
     try:
         landing.crash_point("locked")
@@ -321,12 +326,20 @@ def _stack_one(repo: Repo, where: str, c: Cand, main0: str, base: str) -> str:
     return git.run(["rev-parse", "HEAD"], where).stdout.strip()
 
 
-def _gate_at(run: Run, where: str, sha: str, key: str) -> gate.GateRun:
+def _gate_at(repo: Repo, run: Run, where: str, sha: str, key: str) -> gate.GateRun:
     git.run(["checkout", "-q", "--detach", "-f", sha], where)
     git.run(["clean", "-q", "-ffdx"], where)  # what an earlier gate run built is not the tip's
     assert run.command is not None
     run.gate_runs += 1
-    return gate.run(run.command, where, run.timeout, key, None, run.tick)
+
+    def started(pid: int) -> None:
+        # a queue killed while this gate runs: the next holder of the lock stops it
+        lock.remember_gate(repo, key, pid)
+
+    try:
+        return gate.run(run.command, where, run.timeout, key, None, run.tick, started=started)
+    finally:
+        lock.forget_gate(repo)
 
 
 def _gate_refusal(g: gate.GateRun, key: str, sha: str, stack: list[str]) -> Refusal:
@@ -366,6 +379,10 @@ def land_batch(repo: Repo, run: Run, cands: list[Cand]) -> list[Cand]:
             base = main0
             for c in cands:
                 try:
+                    # the stack is built on main's behalf, in the shared store alone: a
+                    # sandboxed lane's commits go in first, re-hashed (objects_corrupt)
+                    with objects.reading(repo, c.path):
+                        objects.import_lane(repo, c.key, c.path, main0, c.tip)
                     t = _checks(repo, c, main0)
                     land_cmd.g4_trusted_config(t, git.risky_config(c.path))
                     land_cmd.g4_exact(t, git.hidden_differences(c.path, c.tip), gate_in_lane=False)
@@ -394,7 +411,7 @@ def land_batch(repo: Repo, run: Run, cands: list[Cand]) -> list[Cand]:
             if run.command is not None:
                 run.gated.update(x.c.key for x in stack)
                 keys = [x.c.key for x in stack]
-                g = _gate_at(run, where, stack[-1].tip, keys[-1])
+                g = _gate_at(repo, run, where, stack[-1].tip, keys[-1])
                 if g.status == "passed":
                     summary = g.summary()
                 else:
@@ -402,7 +419,7 @@ def land_batch(repo: Repo, run: Run, cands: list[Cand]) -> list[Cand]:
                     lo, hi, fail = 0, len(stack), g
                     while hi - lo > 1:
                         mid = (lo + hi) // 2
-                        gm = _gate_at(run, where, stack[mid - 1].tip, keys[mid - 1])
+                        gm = _gate_at(repo, run, where, stack[mid - 1].tip, keys[mid - 1])
                         if gm.status == "passed":
                             lo, summary = mid, gm.summary()
                         else:

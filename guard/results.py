@@ -325,6 +325,7 @@ class ExecResult(TypedDict):
     pid: int | None  # CMD's pid; None when it never started
     exit_status: int  # git lane exec's own: CMD's, 128+N for signal N, 127 / 126
     signal: int | None
+    ended: list[int]  # --sandbox: processes CMD left running, ended by exec after it
 
 
 class ShellenvResult(TypedDict):

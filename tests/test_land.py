@@ -337,10 +337,16 @@ def test_a_gate_that_leaves_build_output_behind_is_dirty(repo: Repo) -> None:
 
 # -- the integration lock, seen from land ---------------------------------------------------
 @pytest.mark.slow
-def test_lock_busy_then_wait_succeeds_once_freed(repo: Repo) -> None:
-    # alpha's land holds the lock for a while, then its gate fails: main does not move,
-    # so beta (which waited) is still fresh and lands.
-    gate(repo, 'if [ "$GITLANE_GATE_LANE" = alpha ]; then sleep 2; exit 1; fi')
+def test_lock_busy_then_wait_succeeds_once_freed(repo: Repo, tmp_path: Path) -> None:
+    # alpha's land holds the lock until the test lets its gate fail: main does not move,
+    # so beta (which waited) is still fresh and lands. No sleep decides the order, so a
+    # loaded machine cannot free the lock before the refusals are seen.
+    go = tmp_path / "gate-may-end"
+    gate(
+        repo,
+        f'if [ "$GITLANE_GATE_LANE" = alpha ]; then i=0; while [ ! -e {shlex.quote(str(go))} ]'
+        " && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; exit 1; fi",
+    )
     ready_lane(repo, "alpha")
     beta = ready_lane(repo, "beta")
     holder = spawn_lane("land", "alpha", "--json", cwd=repo.path)
@@ -360,10 +366,15 @@ def test_lock_busy_then_wait_succeeds_once_freed(repo: Repo) -> None:
         r = repo.jlane("land", "beta", "--wait", "0.3")
         assert r.code == "lock_busy" and time.monotonic() - t0 >= 0.3
         # --wait (for ever) lands once the lock is free
-        r = repo.jlane("land", "beta", "--wait")
-        assert r.rc == 0 and r.code == "landed", r.stdout + r.stderr
+        waiter = spawn_lane("land", "beta", "--wait", "--json", cwd=repo.path)
+        time.sleep(0.5)
+        assert waiter.poll() is None  # still waiting: alpha holds the lock
+        go.touch()
+        wout, werr = waiter.communicate(timeout=60)
+        assert waiter.returncode == 0 and json.loads(wout)["code"] == "landed", wout + werr
     finally:
-        out, _ = holder.communicate(timeout=30)
+        go.touch()
+        out, _ = holder.communicate(timeout=60)
     assert json.loads(out)["code"] == "gate_failed"
     assert repo.sha() == head(beta)
     assert not owner_file(repo).exists()

@@ -3,8 +3,9 @@
 Inside `git lane exec --sandbox` the shared store `<common>/objects/` is not writable, so
 CMD cannot rewrite main's history in place (rename over a loose object, overwrite a pack,
 the alternates file, the commit-graph); its git writes into `worktrees/<id>/objects`,
-which every other git process reads as an alternate, and which land re-hashes into the
-shared store before main moves (a forged object is refused: objects_corrupt)."""
+which is never an alternate of the shared store: exec re-hashes what CMD commits into the
+shared store (absorb), and so does land before main moves (a forged object is refused:
+objects_corrupt). tests/test_sandbox_store_shadow.py has the rest."""
 
 from __future__ import annotations
 
@@ -162,8 +163,9 @@ P
 
 
 def test_lane_work_lands_from_the_lane_store(hub: Repo, tmp_path: Path) -> None:
-    """Commits made inside live in the lane's store; the hub sees them (alternates); the
-    owner's land copies them, verified, into the shared store; gc drops the entry."""
+    """Commits made inside live in the lane's store; the hub sees them (exec absorbed
+    them, verified, into the shared store; the lane's store is no alternate); the owner's
+    land finds them complete there; gc removes the lane and its store."""
     lane_path = hub.create("alpha")
     body = """
 try edit sh -c 'printf "new\\n" > new.txt'
@@ -175,8 +177,8 @@ try commit git commit -q -m "sandboxed work"
     tip = git(lane_path, "rev-parse", "HEAD").stdout.strip()
     store = _store(hub, lane_path)
     assert (store / tip[:2] / tip[2:]).exists()
-    assert not (hub.common_dir / "objects" / tip[:2] / tip[2:]).exists()
-    assert str(store) in _alternates(hub)
+    assert not (hub.common_dir / "objects" / tip[:2] / tip[2:]).exists()  # packed, not loose
+    assert _alternates(hub) == []
     # exec, once CMD ended, copied them (verified) into the shared store too
     assert _shared_alone(hub, "show", f"{tip}:new.txt") == "new\n"
     # unsandboxed, in the hub: the lane's commits are there
@@ -190,7 +192,7 @@ try commit git commit -q -m "sandboxed work"
     _shared_alone(hub, "fsck", "--connectivity-only", "--no-dangling")
     gc = hub.lane("gc")
     assert gc.rc == 0, gc.stderr
-    assert not lane_path.exists() and str(store) not in _alternates(hub)
+    assert not lane_path.exists() and not store.exists() and _alternates(hub) == []
     res = hub.git("log", "-1", "main")
     assert "alternate" not in res.stderr
 
@@ -216,7 +218,7 @@ try land git lane land
     tip = git(lane_path, "rev-parse", "HEAD").stdout.strip()
     assert hub.sha() == tip
     store = _store(hub, lane_path)  # made inside, into the lane's own store, then imported
-    assert (store / tip[:2] / tip[2:]).exists() and str(store) in _alternates(hub)
+    assert (store / tip[:2] / tip[2:]).exists() and _alternates(hub) == []
     assert git(lane_path, "merge-base", "--is-ancestor", main1, tip).returncode == 0
     assert _shared_alone(hub, "show", "main:lane2.txt") == "two\n"
     _shared_alone(hub, "fsck", "--connectivity-only", "--no-dangling")
@@ -237,24 +239,31 @@ loose "$GIT_OBJECT_DIRECTORY/$(echo "$B" | cut -c1-2)/$(echo "$B" | cut -c3-)" b
 """
     r = _run(hub, tmp_path, body)
     assert r.rc == 0, r.stderr
-    assert hub.git("show", "lane/alpha:w.txt").stdout == "forged\n"  # the lane sees its forgery
+    # the lane (reading its own store) sees its forgery; nothing of it was absorbed
+    store = {"GIT_ALTERNATE_OBJECT_DIRECTORIES": str(_store(hub, lane_path))}
+    assert git(lane_path, "show", "HEAD:w.txt", env=store).stdout == "forged\n"
     main = hub.sha()
     land = hub.lane("--json", "land", "alpha")
     assert land.rc == 1 and land.code == "objects_corrupt", land.stdout + land.stderr
     assert land.json["next"] and "fsck" in land.json["next"][0]
     assert hub.sha() == main
-    assert hub.git("fsck", "--connectivity-only", "--no-dangling").returncode == 0
-    blob = git(lane_path, "rev-parse", "HEAD:w.txt").stdout.strip()
+    hub.git("rev-list", "--objects", "main")  # main is whole
+    # the lane's tip is in its own store only: the owner's fsck says so, nothing hides it
+    fsck = hub.git("fsck", "--connectivity-only", "--no-dangling", check=False)
+    assert fsck.returncode != 0 and "refs/heads/lane/alpha" in fsck.stderr
+    blob = git(lane_path, "rev-parse", "HEAD:w.txt", env=store).stdout.strip()
+    assert hub.git("cat-file", "-e", blob, check=False).returncode != 0  # not even packed
     assert not (hub.common_dir / "objects" / blob[:2] / blob[2:]).exists()
     assert _shared_alone(hub, "cat-file", "-e", main or "") == ""
 
 
 def test_release_drops_the_alternates_entry(hub: Repo, tmp_path: Path) -> None:
+    """An entry an older git-lane wrote for the lane's store goes with the lane."""
     lane_path = hub.create("alpha")
     r = _run(hub, tmp_path, "git commit -q --allow-empty -m inside\n")
     assert r.rc == 0, r.stderr
     store = _store(hub, lane_path)
-    assert str(store) in _alternates(hub)
+    (hub.common_dir / "objects" / "info" / "alternates").write_text(f"{store}\n")
     rel = hub.lane("release", "alpha", "--confirm", "yes-discard-lane")
     assert rel.rc == 0, rel.stderr
     assert str(store) not in _alternates(hub) and not store.exists()
@@ -275,9 +284,11 @@ def test_lane_commits_outlive_a_pruned_admin_dir(hub: Repo, tmp_path: Path) -> N
     assert not store.exists()
     assert hub.git("show", "lane/alpha:k.txt").stdout == "kept\n"
     hub.git("fsck", "--connectivity-only", "--no-dangling")
-    assert str(store) in _alternates(hub)  # git now warns on every run, until:
+    # an entry an older git-lane wrote: git warns on every run, until reconcile drops it
+    (hub.common_dir / "objects" / "info" / "alternates").write_text(f"{store}\n")
+    assert "alternate" in hub.git("log", "-1", "lane/alpha").stderr
     assert hub.lane("reconcile").rc == 0
-    assert str(store) not in _alternates(hub)
+    assert _alternates(hub) == []
     assert "alternate" not in hub.git("log", "-1", "lane/alpha").stderr
 
 

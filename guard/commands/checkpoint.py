@@ -14,11 +14,12 @@ is removed and the index, staged parts included, is exactly as it was."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 
-from guard import git, lane
+from guard import git, lane, objects
 from guard.errors import CODES, Refusal
 from guard.repo import Repo
 from guard.results import CheckpointResult
@@ -27,6 +28,7 @@ PATHS_CAP = 500
 _REFUSED = re.compile(r"^git-lane: refused \[([a-z_]+)\]: (.*?)\. Next: (.*)$", re.M)
 
 
+@git.in_own_context
 def run(repo: Repo, key: str | None, message: str | None) -> CheckpointResult:
     key = lane.current(repo, key, "checkpoint")
     rec = lane.get(repo, key)
@@ -37,6 +39,7 @@ def run(repo: Repo, key: str | None, message: str | None) -> CheckpointResult:
         raise lane.missing_worktree_refusal(key, rec.path, "checkpoint")
     lane.owner_conflict(repo, rec, "checkpoint")
     path = rec.path
+    objects.use(repo, path)  # its commits may be in its own store only
     if git.rebase_in_progress(path):
         raise lane.rebase_refusal(key, "in the middle of a sync (a rebase stopped on conflicts)")
     if wt.branch != f"refs/heads/{rec.branch}":
@@ -76,10 +79,11 @@ def run(repo: Repo, key: str | None, message: str | None) -> CheckpointResult:
             if os.path.isfile(own):
                 with open(own, "rb") as src:
                     shutil.copyfileobj(src, f)
+        with contextlib.suppress(OSError):  # the index's mtime: a racy entry stays racy
+            st = os.stat(own)
+            os.utime(lock, ns=(st.st_atime_ns, st.st_mtime_ns))
         env = {"GIT_INDEX_FILE": lock}
-        added = git.run(
-            ["-c", "core.fsmonitor=false", "add", "-A", "--", ":/"], path, env=env, check=False
-        )
+        added = git.add_all(path, env)  # never git inside a submodule
         if not added.ok:  # a file git cannot read or clean: nothing is committed
             raise _commit_refusal(key, path, added)
         staged = git.run(

@@ -4,8 +4,12 @@ as `git lane setup` does: `.worktreeinclude` files copied, `setup_command` run."
 
 from __future__ import annotations
 
+import os
+from dataclasses import replace
+
 from guard import gate, git, include, lane, policy, procs
 from guard.commands import setup
+from guard.crashpoint import crash_point
 from guard.errors import Refusal
 from guard.repo import Repo
 from guard.results import CreateResult
@@ -84,7 +88,23 @@ def run(
                 details={"lane": key},
             )
         branch = lane.branch_of(key)
+        path = root / repo.slug / key
         if repo.ref_sha(f"refs/heads/{branch}") is not None:
+            left = git.by_path(repo.worktrees()).get(os.path.realpath(path))
+            if left is not None and left.exists and left.branch == f"refs/heads/{branch}":
+                # what a create killed between `worktree add` and the registry write left
+                raise Refusal(
+                    "create_interrupted",
+                    f"lane {key} was being created and that create stopped part way: its "
+                    f"worktree {path} has {branch} checked out, but it was never registered; "
+                    f"it was left as it is, and reconcile adopts it as lane {key}",
+                    next=["git lane reconcile", f"git lane status {key}"],
+                    alternatives=[
+                        f"git worktree remove {git.q(str(path))} && git branch -d {branch} "
+                        f"&& git lane create {key}"
+                    ],
+                    details={"lane": key, "branch": branch, "path": str(path)},
+                )
             raise Refusal(
                 "branch_exists",
                 f"branch {branch} exists already and is not a registered lane; it was left as it is",
@@ -92,7 +112,6 @@ def run(
                 alternatives=[f"git branch -m {branch} old/{branch} && git lane create {key}"],
                 details={"lane": key, "branch": branch},
             )
-        path = root / repo.slug / key
         if path.exists() or path.is_symlink():
             raise Refusal(
                 "worktree_path_exists",
@@ -129,6 +148,7 @@ def run(
                 details={"key": "worktrees_root", "path": str(path.parent)},
             ) from None
         git.run(["worktree", "add", "-q", "-b", branch, str(path), main_sha], repo.common_dir)
+        crash_point("create_worktree_added")
         rec = LaneRecord(
             key=key,
             branch=branch,
@@ -139,12 +159,20 @@ def run(
             owner_start=owner_start,
             admin=lane.new_admin(repo, str(path)),
         )
+        if cfg.get("setup_command") or repo.committed_file(main_sha, include.FILE) is not None:
+            # marked running by this process until its setup is done: a create killed
+            # before then leaves a lane whose status says its setup failed (and how to rerun it)
+            me = os.getpid()
+            rec = replace(rec, setup="running", setup_pid=me, setup_start=procs.start_time(me))
         repo.store.pin(rec)
         lane.write_repo_marker(repo, str(path))
         lane.write_marker(repo, str(path), key)
         repo.store.write_lane(rec)
+    crash_point("create_registered")
     repo.store.event("create", lane=key, main=main_sha, path=str(path), owner_pid=owner_pid)
     included, ran, warnings = setup.prepare(repo, key, str(path), main_sha, progress, output, tick)
+    if ran is None and rec.setup == "running":  # only files were copied: nothing ran
+        setup.done_without_command(repo, key, str(path))
     rec = repo.store.read_lane(key) or rec
     view = lane.view(repo, rec, main_sha, git.by_path(repo.worktrees()))
     if ran is not None and ran["status"] != "ok":

@@ -538,6 +538,27 @@ def check_replace(repo: Repo) -> list[Check]:
     return out
 
 
+def check_objects(repo: Repo) -> list[Check]:
+    """No lane's own object store is an alternate of the shared store (an older git-lane
+    listed them): git skips writing what it finds there, so a lane could stand in for
+    objects the owner writes later (guard/objects.py)."""
+    from guard import objects
+
+    listed = objects.listed_lane_stores(repo.common_dir)
+    if listed:
+        return [
+            finding(
+                "object store",
+                FAIL,
+                f"{len(listed)} lane object store(s) are alternates of the shared store "
+                f"({git.shown(listed[0])}): a sandboxed lane could stand in for objects "
+                "written later",
+                "git lane reconcile",
+            )
+        ]
+    return [finding("object store", OK, "no lane's store is an alternate of the shared store")]
+
+
 # -- state ------------------------------------------------------------------------------
 def check_lock(repo: Repo) -> list[Check]:
     from guard import lock
@@ -810,6 +831,7 @@ CHECKS: tuple[Callable[[Repo], list[Check]], ...] = (
     check_worktree_config,
     check_program_config,
     check_replace,
+    check_objects,
     check_lock,
     check_lanes,
     check_landlock,

@@ -2,9 +2,10 @@
 process to a lane. exec runs CMD (argv as given, no shell) in the lane worktree with the
 binding environment of guard/binding.py (our shims first on PATH, the real git resolved and
 recorded), stays CMD's parent as the lane's recorded owner while it runs, forwards signals,
-lands the lane when CMD's `git lane land` asks (its land socket, guard/landsock.py) and
-exits with CMD's status. shellenv prints the same environment as `export` lines; it
-cannot supervise, so it records no owner."""
+lands the lane when CMD's `git lane land` asks (its land socket, guard/landsock.py),
+under --sandbox ends whatever CMD left running (guard/reap.py), and exits with CMD's
+status. shellenv prints the same environment as `export` lines; it cannot supervise, so
+it records no owner."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -23,7 +25,19 @@ from pathlib import Path
 import guard
 from typing import TYPE_CHECKING
 
-from guard import binding, git, landsock, lane, objects, policy, procs, resources, sandbox, seccomp
+from guard import (
+    binding,
+    git,
+    landsock,
+    lane,
+    objects,
+    policy,
+    procs,
+    reap,
+    resources,
+    sandbox,
+    seccomp,
+)
 from guard.errors import Refusal
 from guard.repo import Repo
 from guard.store import LaneRecord
@@ -309,7 +323,7 @@ def run(
     for w in warnings:
         if warn is not None:
             warn(w)
-    return _supervise(repo, key, list(argv), retry, confine)
+    return _supervise(repo, key, list(argv), retry, confine, warn)
 
 
 def _for_exec(r: Refusal, key: str, argv: Sequence[str]) -> None:
@@ -358,7 +372,14 @@ def _cwd(lane_path: str) -> str:
     return here if here == root or here.startswith(root + os.sep) else root
 
 
-def _supervise(repo: Repo, key: str, argv: list[str], retry: str, confine: bool) -> ExecResult:
+def _supervise(
+    repo: Repo,
+    key: str,
+    argv: list[str],
+    retry: str,
+    confine: bool,
+    warn: Callable[[str], None] | None = None,
+) -> ExecResult:
     before, mine = _claim(repo, key, retry)
     # GITLANE_SANDBOX says what this exec confined, never what an outer one did
     env = {
@@ -373,12 +394,16 @@ def _supervise(repo: Repo, key: str, argv: list[str], retry: str, confine: bool)
         "pid": None,
         "exit_status": 0,
         "signal": None,
+        "ended": [],
     }
     server: landsock.Server | None = None
     watch: hookwatch.HookWatch | None = None
+    absorber: Absorber | None = None
     ruleset: sandbox.Prepared | None = None
     seal: seccomp.Seal | None = None
     private_tmp: str | None = None
+    reaping = False  # exec is a child subreaper: CMD's tree ends with it (guard/reap.py)
+    mask: set[int | signal.Signals] | None = None  # the signal mask to go back to at the end
     try:
         owner_env = dict(env)  # what the land socket's lands run with: ours, unbound
         env.update(binding_env(repo, mine, env))
@@ -392,16 +417,34 @@ def _supervise(repo: Repo, key: str, argv: list[str], retry: str, confine: bool)
             ruleset, seal, private_tmp = _confinement(repo, mine, env, retry)
             if server is not None:
                 server.confine_gate = True  # CMD's land runs its gate confined too
+            why = reap.hold()  # nothing CMD starts may outlive exec (and its hook watch)
+            if why:
+                raise _sandbox_failed(repo, key, why, retry)
+            reaping = True
         repo.store.event("exec", lane=key, argv=argv, pid=os.getpid(), sandbox=bool(ruleset))
         watch = _hook_watch(repo, key)
+        if ruleset is not None:
+            absorber = Absorber(repo, mine)
 
         def started() -> None:  # threads start after the fork (preexec_fn)
             if server is not None:
                 server.start()
             watch.start()
+            if absorber is not None:
+                absorber.start()
 
+        def orphans(cmd: int) -> bool:  # an orphan of CMD's tree ended: wait for it
+            return reap.reap_orphans(cmd, server.spawning if server is not None else None)
+
+        if reaping and hasattr(signal, "sigwaitinfo"):  # else handlers pass them on
+            # from CMD's end until its tree has ended, a SIGTERM or SIGHUP must not end exec
+            # (their default) with the hooks unwatched: blocked, end_tree takes one as
+            # "hurry"; one that comes after it acts once exec is done
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, reap.HURRY)
         try:
-            status, sig, pid = _spawn_and_wait(argv, cwd, env, ruleset, started, seal)
+            status, sig, pid = _spawn_and_wait(
+                argv, cwd, env, ruleset, started, seal, orphans if reaping else None
+            )
         except sandbox.SandboxError as exc:
             raise _sandbox_failed(repo, key, str(exc), retry) from None
         result["pid"] = pid
@@ -413,23 +456,36 @@ def _supervise(repo: Repo, key: str, argv: list[str], retry: str, confine: bool)
             result["signal"] = sig
         result["exit_status"] = status
     finally:
-        if watch is not None:
-            watch.stop()
         if server is not None:
             server.close()  # after a land in progress ends: it runs as this lane's owner
+        if reaping:  # what CMD left running ends before the hooks go unwatched
+            result["ended"] = reap.end_tree()
+        if watch is not None:
+            watch.stop()
+        if absorber is not None:
+            absorber.stop()
         if ruleset is not None:
             ruleset.close()
             _absorb(repo, mine)
         if private_tmp is not None:
             shutil.rmtree(private_tmp, ignore_errors=True)
         _unclaim(repo, before, mine)
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     repo.store.event(
         "exec_end",
         lane=key,
         code=result["code"],
         exit_status=result["exit_status"],
         signal=result["signal"],
+        ended=result["ended"],
     )
+    if result["ended"] and warn is not None:
+        warn(
+            f"ended {len(result['ended'])} process(es) CMD left running "
+            f"({' '.join(map(str, result['ended']))}): under --sandbox nothing CMD starts "
+            "outlives exec"
+        )
     return result
 
 
@@ -510,7 +566,8 @@ def _confinement(
 
 def _lane_objects(repo: Repo, rec: LaneRecord, env: dict[str, str], retry: str) -> str:
     """CMD's git writes objects only into the lane's private store (the shared one is not
-    granted: guard/objects.py); listed as an alternate first, so everyone sees them."""
+    granted: guard/objects.py), never an alternate of the shared store: the supervisor
+    absorbs what CMD commits (Absorber, and once more when CMD ends)."""
     try:
         store = objects.enroll(repo, rec.path)
     except OSError as exc:
@@ -521,12 +578,50 @@ def _lane_objects(repo: Repo, rec: LaneRecord, env: dict[str, str], retry: str) 
     return store
 
 
-def _absorb(repo: Repo, rec: LaneRecord) -> None:
-    """CMD's commits into the shared store, verified, so they outlive the lane's admin dir
-    (guard/objects.py absorb); what does not verify stays where it is, logged."""
-    why = objects.absorb(repo, rec.key, rec.path, rec.branch)
+def _absorb(repo: Repo, rec: LaneRecord, tip: str | None = None) -> str:
+    """CMD's commits into the shared store, verified, so the owner's git sees them and they
+    outlive the lane's admin dir (guard/objects.py absorb); what does not verify stays
+    where it is, logged. Returns why it did not, or ""."""
+    why = objects.absorb(repo, rec.key, rec.path, rec.branch, tip)
     if why:
-        repo.store.event("objects_kept_in_lane", lane=rec.key, why=why)
+        repo.store.event("objects_kept_in_lane", lane=rec.key, why=why, tip=tip)
+    return why
+
+
+class Absorber:
+    """While a sandboxed CMD runs, its commits exist only in the lane's own store (the
+    shared store never lists it: guard/objects.py). The supervisor looks at the lane's
+    branch every POLL seconds and, when it moved, absorbs the new tip (verified), so the
+    owner's plain `git log lane/KEY` or `git gc` in the hub sees it within seconds. A tip
+    that does not verify is logged once and not tried again until the branch moves."""
+
+    POLL = 1.0
+
+    def __init__(self, repo: Repo, rec: LaneRecord) -> None:
+        self.repo = repo
+        self.rec = rec
+        self.seen = objects.branch_tip(repo, rec.branch)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="git-lane-absorb", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.POLL):
+            try:
+                tip = objects.branch_tip(self.repo, self.rec.branch)
+                if tip is not None and tip != self.seen:
+                    self.seen = tip
+                    _absorb(self.repo, self.rec, tip)
+            except Exception as exc:  # the final absorb still runs; say why
+                self.repo.store.event("objects_kept_in_lane", lane=self.rec.key, why=repr(exc))
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
 
 
 def _fix(exc: sandbox.SandboxError, retry: str) -> list[str]:
@@ -560,12 +655,15 @@ def _spawn_and_wait(
     ruleset: sandbox.Prepared | None = None,
     started: Callable[[], None] | None = None,
     seal: seccomp.Seal | None = None,
+    orphans: Callable[[int], bool] | None = None,
 ) -> tuple[int, int | None, int | None]:
     """Start argv (looked up on env's PATH, no shell) and wait for it, passing on the
     signals in FORWARDED that some process sends us. Returns (exit status as a shell
     reports it, the signal that killed it, its pid); pid None when it could not start
     (127 not found, 126 not executable). `started` runs once CMD has started (threads
-    start after the fork that preexec_fn makes unsafe with threads)."""
+    start after the fork that preexec_fn makes unsafe with threads). `orphans(CMD's pid)`
+    runs on each SIGCHLD (a subreaper's orphan ended), and again each second while it
+    returns False (it could not wait for them yet)."""
     waitinfo = getattr(signal, "sigwaitinfo", None)
     watched = {*FORWARDED, signal.SIGCHLD}
     if waitinfo is not None:
@@ -591,10 +689,13 @@ def _spawn_and_wait(
             started()
         if waitinfo is not None:
             from_tty: dict[int, float] = {}
+            later = False  # orphans() could not wait for them yet: try again each second
             while child.poll() is None:
-                info = waitinfo(watched)
-                if info.si_signo != signal.SIGCHLD and _pass_on(info, child.pid, from_tty):
-                    _forward(child, info.si_signo)
+                got = signal.sigtimedwait(watched, 1.0) if later else waitinfo(watched)
+                if got is None or got.si_signo == signal.SIGCHLD:
+                    later = orphans is not None and not orphans(child.pid)
+                elif _pass_on(got, child.pid, from_tty):
+                    _forward(child, got.si_signo)
         else:  # no sigwaitinfo (macOS): who sent it is unknown; in the foreground of a
             # terminal, the ones a terminal sends reached CMD already
             sent = set(FORWARDED) - (_TTY_SIGNALS if _foreground() else set())

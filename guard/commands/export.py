@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from guard import files, git, lane
+from guard import objects as guard_objects
 from guard.errors import Refusal
 from guard.repo import Repo
 from guard.results import ExportCommit, ExportFile, ExportResult
@@ -64,6 +65,7 @@ class Scratch:
     env: dict[str, str]
 
 
+@git.in_own_context
 def run(
     repo: Repo,
     key: str | None,
@@ -82,6 +84,7 @@ def run(
     if wt is None or not wt.exists:
         raise lane.missing_worktree_refusal(key, rec.path, "export")
     path = rec.path
+    guard_objects.use(repo, path)  # its commits may be in its own store only
     target = _output_target(repo, key, path, output, cwd)
     if git.rebase_in_progress(path):
         raise lane.rebase_refusal(
@@ -207,10 +210,13 @@ def _scratch(path: str) -> Scratch:
     objects = git.run(["rev-parse", "--path-format=absolute", "--git-path", "objects"], path)
     d = tempfile.mkdtemp(prefix="git-lane-export-")
     os.mkdir(os.path.join(d, "objects"))
+    # the lane's own store too, after the shared one: a sandboxed lane's commits may be
+    # there only (guard/objects.py)
+    alts = [objects.stdout.removesuffix("\n"), *git.named_lane_stores()]
     env = {
         "GIT_INDEX_FILE": os.path.join(d, "index"),
         "GIT_OBJECT_DIRECTORY": os.path.join(d, "objects"),
-        "GIT_ALTERNATE_OBJECT_DIRECTORIES": git.alternate_entry(objects.stdout.removesuffix("\n")),
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES": ":".join(map(git.alternate_entry, alts)),
         "GIT_OPTIONAL_LOCKS": "0",  # never refresh the lane's own index while looking
     }
     return Scratch(d, env)
@@ -223,12 +229,10 @@ def _uncommitted(key: str, path: str, head: str, s: Scratch) -> tuple[str, str]:
     index = git.run(["rev-parse", "--path-format=absolute", "--git-path", "index"], path)
     own = index.stdout.removesuffix("\n")
     if os.path.isfile(own):
-        shutil.copyfile(own, s.env["GIT_INDEX_FILE"])  # its stat cache: add -A hashes less
+        shutil.copy2(own, s.env["GIT_INDEX_FILE"])  # stat cache and mtime: racy entries stay racy
     else:
         git.run(["read-tree", head], path, env=s.env)
-    added = git.run(
-        ["-c", "core.fsmonitor=false", "add", "-A", "--", ":/"], path, env=s.env, check=False
-    )
+    added = git.add_all(path, s.env)  # never git inside a submodule
     if not added.ok:  # a file git cannot read or clean: its content cannot be exported
         raise Refusal(
             "export_unrepresentable",

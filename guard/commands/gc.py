@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import stat
 
-from guard import git, landed, lane, lock, procs, recovery
+from guard import git, landed, lane, lock, objects, procs, recovery
 from guard.commands import release
 from guard.errors import Refusal
 from guard.lane import LOCK_REASON
@@ -122,6 +122,7 @@ class _Verdict:
         self.ignored_only = ignored_only  # only ignored files hold it back
 
 
+@git.in_own_context
 def _look(
     repo: Repo,
     rec: LaneRecord,
@@ -132,6 +133,7 @@ def _look(
 ) -> _Verdict | None:
     """None when the lane may be released; else why it is kept."""
     key = rec.key
+    objects.use(repo, rec.path)  # its commits may be in its own store only
     wt = wts.get(os.path.realpath(rec.path))
     if wt is None or not wt.exists:
         return _Verdict(

@@ -300,6 +300,11 @@ def run(repo: Repo, force: bool = False, use_hooks_path: bool = False) -> Instal
         "hooks": results,
         "displaced": displaced,
     }
+    from guard import objects
+
+    # an older git-lane listed sandboxed lanes' stores as alternates of the shared store
+    # (a lane could shadow objects written later): installing again repairs that
+    objects.forget(repo)
     pinned = _pin_master(repo)
     if pinned:
         res["pinned"] = pinned

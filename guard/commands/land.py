@@ -43,6 +43,7 @@ class Target:
     tip: str | None
 
 
+@git.in_own_context
 def run(
     repo: Repo,
     key: str | None,
@@ -67,8 +68,11 @@ def run(
         raise lane.not_active_refusal(repo, rec, f"is {rec.status}")
     lane.check_pointers(repo, rec)  # git in the lane would use another repository
     lane.owner_conflict(repo, rec, "land")
+    objects.use(repo, rec.path)  # read its commits where they may be (G5 imports them)
+    objects.catch_up(repo, rec.key, rec.path, rec.branch)  # so the gate's git reads them
     cfg = repo.config
     command = gate_command(repo)
+    landing.crash_point("before_lock")
     held = g1_lock(repo, key, wait, waiting, sync)
     try:
         landing.crash_point("locked")
@@ -140,10 +144,11 @@ def made_stale(repo: Repo, key: str, before: str, after: str) -> list[str]:
         tip = tips.get(f"refs/heads/{rec.branch}")
         if rec.key == key or rec.status != "active" or tip is None:
             continue
-        if git.is_ancestor(repo.common_dir, before, tip) and not git.is_ancestor(
-            repo.common_dir, after, tip
-        ):
-            out.append(rec.key)
+        with objects.reading(repo, rec.path):  # that lane's store, not the landed one's
+            if git.is_ancestor(repo.common_dir, before, tip) and not git.is_ancestor(
+                repo.common_dir, after, tip
+            ):
+                out.append(rec.key)
     return sorted(out)
 
 
@@ -548,13 +553,16 @@ def g4_gate(
     the lane so is its worktree (else what passed is not what would land); the hub is
     looked at again."""
     assert t.tip is not None
-    if clean:
-        with gate.clean_worktree(repo.common_dir, t.tip) as where:
-            admin = git.worktree_git_dir(where)
-            also = [where, *([str(admin.resolve())] if admin is not None else [])]
-            g = _run_gate(repo, t.key, command, where, timeout, output, tick, also)
-    else:
-        g = _run_gate(repo, t.key, command, t.path, timeout, output, tick, [])
+    try:
+        if clean:
+            with gate.clean_worktree(repo.common_dir, t.tip) as where:
+                admin = git.worktree_git_dir(where)
+                also = [where, *([str(admin.resolve())] if admin is not None else [])]
+                g = _run_gate(repo, t.key, command, where, timeout, output, tick, also)
+        else:
+            g = _run_gate(repo, t.key, command, t.path, timeout, output, tick, [])
+    finally:
+        lock.forget_gate(repo)  # gate.run stopped it: no next holder needs to
     if g.status == "timeout":
         raise Refusal(
             "gate_timeout",
@@ -617,8 +625,12 @@ def _run_gate(
     the supervisor's word), under the lane's own sandbox grants plus `also` (a clean gate
     worktree and its admin dir) and a private TMPDIR when the temp dir holds the
     repository. A gate that cannot be confined is not run: sandbox_failed."""
+
+    def started(pid: int) -> None:
+        lock.remember_gate(repo, key, pid)  # if this land is killed, the next lock holder stops it
+
     if not gate.CONFINE:
-        return gate.run(command, cwd, timeout, key, output, tick)
+        return gate.run(command, cwd, timeout, key, output, tick, started=started)
     import shutil
     import tempfile
 
@@ -644,7 +656,7 @@ def _run_gate(
                 ruleset()
                 seal()
 
-            return gate.run(command, cwd, timeout, key, output, tick, env, confine)
+            return gate.run(command, cwd, timeout, key, output, tick, env, confine, started)
         except (sandbox.SandboxError, gate.NotConfined) as exc:
             raise Refusal(
                 "sandbox_failed",

@@ -7,16 +7,18 @@ from __future__ import annotations
 import os
 import time
 
-from guard import git, lane, procs, ready
+from guard import git, lane, objects, procs, ready
 from guard.errors import Refusal
 from guard.repo import Repo
 from guard.results import ReadyResult
 from guard.store import now_iso
 
 
+@git.in_own_context
 def run(repo: Repo, key: str | None, unset: bool = False) -> ReadyResult:
     key = lane.current(repo, key, "ready", " --unset" if unset else "")
     rec = lane.get(repo, key)
+    objects.use(repo, rec.path)  # its commits may be in its own store only
     if unset:
         gone = ready.remove(repo.state_dir, key)
         repo.store.event("ready", lane=key, code="ready_unset", removed=gone)

@@ -1,5 +1,5 @@
 """`git lane reconcile`: bring the registry, the lock and a half-done land in line with git.
-Finishes or rolls back a land that died, clears a dead owner's lock record, marks lanes
+Finishes or rolls back a land that died (and a release), clears a dead owner's lock record, marks lanes
 whose worktree vanished orphaned (and back), adopts lane worktrees nobody registered,
 sets aside corrupt records (kept as *.corrupt-<time>) and rebuilds them from git,
 rebuilds a corrupt epoch and gives the last land its landed
@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from guard import git, landed, landing, lane, lock, objects, policy, procs, recovery
-from guard.commands import repair
+from guard.commands import release, repair
 from guard.repo import Repo
 from guard.results import ReconcileResult
 from guard.store import LaneRecord, now_iso
@@ -23,10 +23,15 @@ def run(repo: Repo) -> ReconcileResult:
     changes: list[dict[str, Any]] = repo.store.repair_layout()  # directories where files belong
     changes.extend(landing.recover(repo))
     changes.extend(lock.clear_dead(repo))
+    changes.extend(_sweep_gate_worktrees(repo))
     objects.forget(repo)  # alternates entries of lane stores a worktree prune took
     with lane.registry_lock(repo):
         wts = repo.worktrees()
         idx = git.by_path(wts)
+        changes.extend(release.recover(repo, idx))  # a release that died part way
+        if any(c["action"] == "release_finished" for c in changes):
+            wts = repo.worktrees()
+            idx = git.by_path(wts)
         known: dict[str, LaneRecord] = {}
         for k in repo.store.lane_keys():
             rec = repo.store.read_lane(k)
@@ -70,6 +75,27 @@ def run(repo: Repo) -> ReconcileResult:
         out["next"] = nxt
         out["warnings"] = warnings
     return out
+
+
+def _sweep_gate_worktrees(repo: Repo) -> list[dict[str, Any]]:
+    """Clean gate worktrees a killed land left (the next land sweeps them too): removed
+    under the integration lock, when no land runs (so none of them is a live gate's)."""
+    from guard import gate
+    from guard.store import FileLock
+
+    wts = repo.worktrees()
+    if not any(
+        w.branch is None and os.path.basename(w.path).startswith(gate.CLEAN_PREFIX) for w in wts
+    ):
+        return []
+    fl = FileLock(lock.flock_path(repo))
+    if not fl.acquire(timeout=0):
+        return []
+    try:
+        gone = gate.sweep(repo.common_dir, repo.worktrees())
+    finally:
+        fl.release()
+    return [{"action": "gate_worktree_removed", "path": p} for p in gone]
 
 
 def _needs_repair(repo: Repo) -> tuple[list[str], list[str]]:
@@ -117,13 +143,19 @@ def _synced_since_ready(repo: Repo) -> list[str]:
         rec = repo.store.read_lane(m.key)
         if rec is None or rec.status != "active" or main is None:
             continue
-        tip = repo.ref_sha(f"refs/heads/{rec.branch}")
-        if tip is None or tip == m.tip or git.is_ancestor(repo.common_dir, m.tip, tip):
-            continue  # unmoved, or committed on top: an ordinary stale mark
-        then = git.merge_base(repo.common_dir, main, m.tip)
-        now = git.merge_base(repo.common_dir, main, tip)
-        if not then or not now or then == now or not git.is_ancestor(repo.common_dir, then, now):
-            continue  # not moved onto a later main
+        with objects.reading(repo, rec.path):  # its commits may be in its own store only
+            tip = repo.ref_sha(f"refs/heads/{rec.branch}")
+            if tip is None or tip == m.tip or git.is_ancestor(repo.common_dir, m.tip, tip):
+                continue  # unmoved, or committed on top: an ordinary stale mark
+            then = git.merge_base(repo.common_dir, main, m.tip)
+            now = git.merge_base(repo.common_dir, main, tip)
+            if (
+                not then
+                or not now
+                or then == now
+                or not git.is_ancestor(repo.common_dir, then, now)
+            ):
+                continue  # not moved onto a later main
         out.append(
             f"lane {m.key}: rebased since it was marked ready (mark at {m.tip[:12]}, now "
             f"{tip[:12]}; a queue stopped while its gate ran leaves it so): "
@@ -146,6 +178,8 @@ def _reconcile_lane(
         new = replace(new, status="orphaned")
     elif rec.status == "orphaned" and present:
         new = replace(new, status="active")
+    if new.status == "active" and present and release.thaw_dead(rec.path):
+        changes.append({"action": "release_lock_cleared", "lane": rec.key})
     if new.status == "active" and present and lane.read_marker(rec.path) != rec.key:
         lane.write_marker(repo, rec.path, rec.key)  # the hooks tell a lane by it
         changes.append({"action": "marker_written", "lane": rec.key})

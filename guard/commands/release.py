@@ -17,13 +17,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
-from guard import git, lane, lock, objects, recovery
+from guard import git, lane, lock, objects, policy, procs, recovery
+from guard.crashpoint import crash_point
 from guard.errors import Refusal
 from guard.lane import CONFIRM, LOCK_REASON
 from guard.repo import Repo
 from guard.results import ReleaseResult
-from guard.store import FileLock, LaneRecord, now_iso
+from guard.store import FileLock, LaneRecord, atomic_write, atomic_write_json, now_iso
 
 
 @dataclass
@@ -50,6 +52,7 @@ class Work:
         )
 
 
+@git.in_own_context
 def run(repo: Repo, key: str | None, confirm: str | None = None) -> ReleaseResult:
     own = key or lane.bound_lane() or lane.lane_at(repo)
     lane.forbid_worker("release", f"git lane release {git.q(own)}" if own else "git lane status")
@@ -60,6 +63,7 @@ def run(repo: Repo, key: str | None, confirm: str | None = None) -> ReleaseResul
         rec = lane.get(repo, key)
         if rec.status == "released":
             return {"ok": True, "code": "already_released", "lane": key}
+        objects.use(repo, rec.path)  # its commits may be in its own store only
         lane.check_pointers(repo, rec)  # git in the lane would use another repository
         lane.owner_conflict(repo, rec, "release")
         if confirm != CONFIRM:
@@ -114,6 +118,14 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
     try:
         work = _inspect(repo, rec, wt if present else None, main_sha)
         g11_keep_work(repo, key, rec.path, rec.branch, present, confirmed, work)
+        if work.tip is not None and objects.lane_store(common, rec.path) is not None:
+            # its store goes with its admin dir: what its branch holds goes to the shared
+            # store first (verified), so `recover` below still finds the commits
+            why = objects.absorb(repo, key, rec.path, rec.branch, work.tip)
+            if why:
+                repo.store.event("objects_kept_in_lane", lane=key, why=why, tip=work.tip)
+        begin(repo, rec, work)  # what reconcile finishes if this process dies from here on
+        crash_point("release_inspected")  # the lane frozen (its index.lock), nothing removed
         if present:
             if confirmed:
                 git.run(["worktree", "unlock", rec.path], common, check=False)
@@ -126,6 +138,7 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
                 _remove_clean_worktree(repo, key, rec.path)
         elif wt is not None:
             git.run(["worktree", "remove", "--force", rec.path], common, check=False)
+        crash_point("release_removed")  # the worktree gone, the branch and record not yet
         if work.tip is not None:
             # CAS delete: only the tip inspected above is dropped
             res = git.run(
@@ -134,28 +147,24 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
                 check=False,
             )
             if not res.ok:
+                _end(repo, key)
                 raise _changed(repo, rec, work.tip, present)
+        crash_point("release_branch_deleted")  # the record still says active
+    except BaseException:
+        try:
+            kept = git.by_path(repo.worktrees()).get(os.path.realpath(rec.path)) is not None
+        except Exception:
+            kept = False  # cannot tell: the journal stays, reconcile looks
+        if kept:
+            _end(repo, key)  # refused before the removal, or put back: nothing to finish
+        raise
     finally:
         _thaw(frozen)
-    new = replace(
-        rec,
-        status="released",
-        released_at=now_iso(),
-        released_tip=work.tip,
-        owner_pid=None,
-        owner_start=None,
-    )
-    repo.store.write_lane(new)
-    objects.forget(repo)  # the lane's store went with its admin dir: drop its alternates entry
-    repo.store.drop_setup_manifest(key)
-    list_path(repo, key).unlink(missing_ok=True)
-    _prune_agent_excludes(repo, key)
     detached_head = work.head if work.detached else None
-    repo.store.event(
-        "release",
-        lane=key,
-        code="released",
-        tip=work.tip,
+    _finish(
+        repo,
+        rec,
+        work.tip,
         discarded_commits=work.unlanded,
         discarded_paths=work.dirty[:200],
         discarded_head=detached_head,
@@ -181,6 +190,116 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
             for r in work.worktree_refs
         ],
     }
+
+
+def _finish(repo: Repo, rec: LaneRecord, tip: str | None, **logged: object) -> None:
+    """After the worktree and the branch went: the record says released, the lane's
+    leftovers in the state go, the release is logged, and its journal is dropped."""
+    new = replace(
+        rec,
+        status="released",
+        released_at=now_iso(),
+        released_tip=tip,
+        owner_pid=None,
+        owner_start=None,
+    )
+    repo.store.write_lane(new)
+    objects.forget(repo)  # the lane's store went with its admin dir: drop its alternates entry
+    repo.store.drop_setup_manifest(rec.key)
+    list_path(repo, rec.key).unlink(missing_ok=True)
+    _prune_agent_excludes(repo, rec.key)
+    repo.store.event("release", lane=rec.key, code="released", tip=tip, **logged)
+    _end(repo, rec.key)
+
+
+# -- a release killed part way ------------------------------------------------------------
+# Written (durably) once G11 let the release through and before anything is removed; gone
+# when the record says released. A journal found under the registry lock is a dead
+# release's (every release holds that lock throughout): reconcile finishes it when the
+# worktree went, and drops it when nothing was removed.
+def journal_path(repo: Repo, key: str) -> Path:
+    return repo.store.dir / "releasing" / f"{key}.json"
+
+
+def begin(repo: Repo, rec: LaneRecord, work: Work) -> None:
+    atomic_write_json(
+        journal_path(repo, rec.key),
+        {
+            "lane": rec.key,
+            "path": rec.path,
+            "tip": work.tip,
+            "discarded_commits": work.unlanded,
+            "at": now_iso(),
+        },
+    )
+
+
+def _end(repo: Repo, key: str) -> None:
+    journal_path(repo, key).unlink(missing_ok=True)
+
+
+def recover(repo: Repo, idx: dict[str, git.Worktree]) -> list[dict[str, Any]]:
+    """reconcile, under the registry lock: finish each release that died after its
+    journal was written (the worktree gone: the branch is deleted at the tip it
+    inspected, the record written released), or drop its journal when its worktree is
+    still there (nothing was removed). A branch moved since, or one holding unlanded
+    commits the release was confirmed to discard, is kept, and so is the lane."""
+    changes: list[dict[str, Any]] = []
+    try:
+        names = sorted(os.listdir(repo.store.dir / "releasing"))
+    except OSError:
+        return changes
+    for name in names:
+        key = name.removesuffix(".json")
+        if not name.endswith(".json") or name.startswith(".") or not policy.valid_key(key):
+            continue
+        d = repo.store.read_json(journal_path(repo, key), lane=key)
+        rec = repo.store.read_lane(key)
+        tip = d.get("tip") if d is not None else None
+        if (
+            d is None
+            or rec is None
+            or rec.status == "released"
+            or d.get("path") != rec.path
+            or not (tip is None or isinstance(tip, str))
+        ):
+            _end(repo, key)
+            continue
+        wt = idx.get(os.path.realpath(rec.path))
+        if wt is not None and wt.exists:
+            _end(repo, key)
+            changes.append({"action": "release_rolled_back", "lane": key})
+            continue
+        if wt is not None:  # git's record of a worktree whose directory went
+            git.run(["worktree", "remove", "--force", rec.path], repo.common_dir, check=False)
+        now = repo.ref_sha(f"refs/heads/{rec.branch}")
+        if now is not None and now != tip:
+            _end(repo, key)  # moved since it was inspected: kept, as release keeps it
+            continue
+        if now is not None and d.get("discarded_commits"):
+            # a confirmed discard of unlanded commits is the owner's to redo, never
+            # reconcile's: the branch (and so the commits) stays, the lane orphaned
+            _end(repo, key)
+            changes.append({"action": "release_not_finished", "lane": key, "tip": tip})
+            continue
+        if now is not None:
+            res = git.run(
+                [
+                    "update-ref",
+                    "-m",
+                    f"git-lane: release {key}",
+                    "-d",
+                    f"refs/heads/{rec.branch}",
+                    now,
+                ],
+                repo.common_dir,
+                check=False,
+            )
+            if not res.ok:
+                continue  # left as it is: the next reconcile (or release) looks again
+        _finish(repo, rec, tip, recovered=True, discarded_commits=d.get("discarded_commits"))
+        changes.append({"action": "release_finished", "lane": key, "tip": tip})
+    return changes
 
 
 def inspect(repo: Repo, rec: LaneRecord, main_sha: str) -> Work:
@@ -423,11 +542,10 @@ def list_path(repo: Repo, key: str) -> Path:
 def _write_list(listing: Path, tops: list[str]) -> Path:
     """Write the NUL-separated list of what the archive takes (`./`-prefixed, so no name
     reads as a tar option) to `listing`; its path."""
-    listing.parent.mkdir(parents=True, exist_ok=True)
     data = b"".join(os.fsencode("./" + t.rstrip("/")) + b"\0" for t in tops)
-    fd = os.open(listing, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
+    # temp + rename like every state file: a release killed mid-write leaves the old list
+    # or the new one, never half of one that `tar -T` would read as a shorter archive
+    atomic_write(listing, data, mode=0o600)
     return listing
 
 
@@ -457,6 +575,7 @@ def _freeze(repo: Repo, key: str, path: str, confirmed: bool) -> tuple[Path, int
     if gd is None:
         return None
     lk = gd / "index.lock"
+    thaw_dead(path)  # a release killed while it held the lane frozen
     try:
         fd = os.open(lk, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
@@ -473,9 +592,41 @@ def _freeze(repo: Repo, key: str, path: str, confirmed: bool) -> tuple[Path, int
         return None  # an admin dir we cannot write: git's own checks still apply
     try:
         ino = os.fstat(fd).st_ino
+        me = os.getpid()
+        os.write(fd, f"{FREEZE_TAG}pid={me} ticks={procs.start_ticks(me)}\n".encode())
     finally:
         os.close(fd)
     return lk, ino
+
+
+# what _freeze writes into the index.lock it holds (git's own start with "DIRC")
+FREEZE_TAG = "git-lane release: "
+
+
+def thaw_dead(path: str) -> bool:
+    """Remove the index.lock a release SIGKILLed while it froze the lane left there (it
+    names the release's pid and start; git would refuse every commit in the lane until
+    someone removed it by hand). Anyone else's index.lock is left alone."""
+    gd = git.worktree_git_dir(path)
+    if gd is None:
+        return False
+    lk = gd / "index.lock"
+    try:
+        with open(lk, "rb") as f:
+            head = f.read(200).decode("ascii")
+    except (OSError, UnicodeDecodeError):
+        return False
+    if not head.startswith(FREEZE_TAG):
+        return False
+    kv = dict(w.partition("=")[::2] for w in head[len(FREEZE_TAG) :].split())
+    pid = int(kv["pid"]) if kv.get("pid", "").isdigit() else 0
+    if pid and kv.get("ticks") and procs.start_ticks(pid) == kv["ticks"]:
+        return False  # that release is still at work
+    try:
+        os.unlink(lk)
+    except OSError:
+        return False
+    return True
 
 
 def _thaw(frozen: tuple[Path, int] | None) -> None:

@@ -12,7 +12,7 @@ import os
 from dataclasses import replace
 from typing import Any
 
-from guard import git, lane, recovery
+from guard import git, lane, objects, recovery
 from guard.errors import Refusal
 from guard.repo import Repo
 from guard.results import RepairResult
@@ -26,6 +26,7 @@ def default_path(repo: Repo, key: str) -> str | None:
         return None
 
 
+@git.in_own_context
 def run(repo: Repo, key: str) -> RepairResult:
     lane.forbid_worker("repair", f"git lane repair {key}")
     lane.check_key(key)
@@ -46,6 +47,7 @@ def run(repo: Repo, key: str) -> RepairResult:
                 next=[f"git lane create {key}"],
                 details={"lane": key, "state": "released"},
             )
+        objects.use(repo, rec.path)  # its commits may be in its own store only
         ref = f"refs/heads/{rec.branch}"
         facts = recovery.branch_facts(repo, rec.path, rec.branch, repo.ref_sha(ref))
         changes.extend(recovery.restore_branch(repo, rec, facts))

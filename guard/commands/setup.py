@@ -157,6 +157,12 @@ def _remember_what_setup_left(repo: Repo, key: str, path: str, before: include.M
         repo.store.write_setup_manifest(rec, include.setup_left(before, after, old))
 
 
+def done_without_command(repo: Repo, key: str, path: str) -> None:
+    """create marks a lane's setup running before the copy (so a create killed meanwhile
+    leaves a lane whose setup reads failed); with no setup_command the mark is lifted."""
+    _record(repo, key, path, setup=None, setup_pid=None, setup_start=None)
+
+
 def _record(repo: Repo, key: str, path: str, **changes: Any) -> None:
     """Update the lane's record under the registry lock, if it is still this lane's."""
     with lane.registry_lock(repo):

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from guard import git, lane, recovery, sandbox
+from guard import git, lane, objects, recovery, sandbox
+from guard.crashpoint import crash_point
 from guard.errors import Refusal
 from guard.policy import MARKER_SIZE, conflict_blocks, marker_sizes
 from guard.repo import Repo
@@ -48,11 +49,16 @@ def _lane(repo: Repo, key: str | None, action: str) -> tuple[str, str, str]:
         raise lane.not_active_refusal(repo, rec, "is released")
     if wt is None or not wt.exists:
         raise lane.missing_worktree_refusal(key, rec.path, action)
+    objects.use(repo, rec.path)  # its commits may be in its own store only
+    objects.catch_up(repo, key, rec.path, rec.branch)
     return key, rec.branch, rec.path
 
 
 def _git(path: str, args: list[str], check: bool = False) -> git.GitResult:
-    return git.run([*REBASE_CFG, *args], path, check=check, env=REBASE_ENV)
+    # the commit a rebase step makes computes a status of the worktree: never one that
+    # runs git inside a submodule (its config is in the lane's admin dir)
+    off = git.submodule_status_off(path)
+    return git.run([*REBASE_CFG, *off, *args], path, check=check, env=REBASE_ENV)
 
 
 BUILTIN_STRATEGIES = frozenset({"ort", "recursive", "resolve", "octopus", "ours", "subtree"})
@@ -114,7 +120,10 @@ def _step_files(path: str) -> list[str]:
     was made while resolving: it belongs to the resolution, is scanned for markers and is
     staged with it (left out, the lane would end dirty with a commit missing a file)."""
     files = set(git.unmerged(path))
-    files.update(git.run(["diff", "--name-only", "-z", "HEAD"], path, check=False).z())
+    # --ignore-submodules=dirty: a submodule's commit is compared in-process; its own
+    # changes would need git run inside it (with the config the lane can write)
+    diff = ["diff", "--ignore-submodules=dirty", "--name-only", "-z", "HEAD"]
+    files.update(git.run(diff, path, check=False).z())
     files.update(
         git.run(["ls-files", "--others", "--exclude-standard", "-z"], path, check=False).z()
     )
@@ -125,8 +134,18 @@ def _add_step(path: str, files: list[str]) -> None:
     """`git add -A` the step's files. A path already gone from both the index and the
     worktree (a deletion the user staged with `git rm`) is left out: naming it would make
     git add fail with "pathspec did not match any files"."""
-    indexed = set(git.run(["--literal-pathspecs", "ls-files", "-z", "--", *files], path).z())
+    staged = git.run(["--literal-pathspecs", "ls-files", "-s", "-z", "--", *files], path).z()
+    indexed = {rec.partition("\t")[2] for rec in staged}
     keep = [f for f in files if f in indexed or os.path.lexists(os.path.join(path, f))]
+    # a populated submodule is not given to add (it would run `git status` inside it, with
+    # the config the lane can write): its entry becomes the commit it has checked out,
+    # read from its files, as `git add` would stage it
+    links = {r.partition("\t")[2] for r in staged if r.startswith("160000 ")}
+    subs = [f for f in keep if f in links and os.path.lexists(os.path.join(path, f, ".git"))]
+    keep = [f for f in keep if f not in subs]
+    for f in subs:
+        _, head = git.submodule_head(os.path.join(path, f))
+        git.run(["update-index", "--cacheinfo", f"160000,{head},{f}"], path)
     if keep:
         git.run(["--literal-pathspecs", "add", "-A", "--", *keep], path)
 
@@ -299,6 +318,7 @@ def _drive(
             return _conflicts(repo, key, path)
         if files:
             _add_step(path, files)
+        crash_point("sync_step")  # the rebase stopped between steps, this one settled
         _trusted_rebase(key, path)
         result = _git(path, ["rebase", "--continue"])
         if not result.ok and git.rebase_in_progress(path) and not git.unmerged(path):
@@ -311,6 +331,7 @@ def _drive(
     raise Refusal("sync_failed", "the rebase did not settle", next=[f"git lane abort {key}"])
 
 
+@git.in_own_context
 def sync(repo: Repo, key: str | None) -> SyncResult:
     key, branch, path = _lane(repo, key, "sync")
     sandbox.clear_stale_pick(path)  # left by a rebase in the sandbox (git lane sync clears it)
@@ -334,6 +355,7 @@ def sync(repo: Repo, key: str | None) -> SyncResult:
     return rebase(repo, key, path, main_sha, before)
 
 
+@git.in_own_context
 def rebase(
     repo: Repo,
     key: str,
@@ -345,6 +367,7 @@ def rebase(
     """Rebase the (clean, on its branch, not mid-rebase) lane at `path` onto `main_sha`:
     what `sync` does after its checks, and what `land --sync`, the queue and auto_sync do
     (under their locks). `then`: what the user runs after the `next` of a refusal here."""
+    objects.use(repo, path)
     if before is None:
         before = git.run(["rev-parse", "HEAD"], path).stdout.strip()
     then = then if then is not None else [f"git lane sync {key}"]
@@ -437,6 +460,7 @@ def ignored_in_the_way(repo: Repo, path: str, tip: str, main_sha: str) -> list[s
     return list(dict.fromkeys(hit))
 
 
+@git.in_own_context
 def continue_(repo: Repo, key: str | None) -> SyncResult:
     key, branch, path = _lane(repo, key, "continue")
     if not git.rebase_in_progress(path):
@@ -489,6 +513,7 @@ def continue_(repo: Repo, key: str | None) -> SyncResult:
     return _drive(repo, key, path, onto, res, chase=True)
 
 
+@git.in_own_context
 def abort(repo: Repo, key: str | None) -> AbortResult:
     key, _branch, path = _lane(repo, key, "abort")
     if not git.rebase_in_progress(path):

@@ -1,0 +1,288 @@
+"""Issue 11, submodule git dirs: a lane's populated submodule keeps its git dir in the
+lane's admin dir (`<admin>/modules/<name>/`), which `git lane exec --sandbox` grants CMD.
+Its `config` and `info/attributes` can name programs (a clean filter, a textconv, an
+fsmonitor, a pager, hooks); the owner's engine git (status, land, sync, release, gc,
+conflicts, export, checkpoint) must never run git inside that submodule with that config,
+and must still tell a submodule's changes (never read as clean)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from conftest import Repo, git
+
+from guard import sandbox
+
+ATTACK = """
+[filter "evil"]
+\tclean = {p}
+\tsmudge = {p}
+[diff "evil"]
+\ttextconv = {p}
+[core]
+\tfsmonitor = {p}
+\tpager = {p}
+\thooksPath = {hooks}
+\talternateRefsCommand = {p}
+\tsshCommand = {p}
+[uploadpack]
+\tpackObjectsHook = {p}
+[status]
+\tsubmoduleSummary = true
+"""
+
+
+@pytest.fixture
+def sub_lane(repo: Repo, tmp_path: Path) -> tuple[Repo, Path, Path]:
+    """main records submodule `sub`; lane alpha has it populated and one commit to land.
+    Returns (repo, lane path, the submodule's git dir in the lane's admin dir)."""
+    home = Path(os.environ["HOME"])
+    with open(home / ".gitconfig", "a") as f:
+        f.write('[protocol "file"]\n\tallow = always\n')
+    sub = tmp_path / "subrepo"
+    sub.mkdir()
+    git(sub, "init", "-q", "-b", "main")
+    (sub / "s.txt").write_text("s\n")
+    git(sub, "add", "s.txt")
+    git(sub, "commit", "-q", "-m", "s")
+    git(repo.path, "submodule", "add", "-q", str(sub), "sub")
+    git(repo.path, "commit", "-q", "-m", "add sub")
+    assert repo.lane("install").rc == 0
+    repo.config("gate_command", "true")
+    path = repo.create("alpha")
+    git(path, "submodule", "update", "--init", "-q")
+    repo.commit(path, "alpha.txt", "alpha\n")
+    admin = Path(git(path, "rev-parse", "--path-format=absolute", "--git-dir").stdout.strip())
+    moddir = admin / "modules" / "sub"
+    assert (moddir / "config").is_file()
+    return repo, path, moddir
+
+
+def payload(tmp_path: Path) -> tuple[Path, Path, Path]:
+    marker = tmp_path / "MARKER"
+    prog = tmp_path / "evil.sh"
+    prog.write_text(f"#!/bin/sh\necho \"$0 $*\" >> '{marker}'\ncat\n")
+    prog.chmod(0o755)
+    hooks = tmp_path / "evil-hooks"
+    hooks.mkdir()
+    for h in ("post-checkout", "pre-commit", "reference-transaction", "post-index-change"):
+        (hooks / h).write_text(f"#!/bin/sh\necho hook {h} >> '{marker}'\n")
+        (hooks / h).chmod(0o755)
+    return marker, prog, hooks
+
+
+def arm(moddir: Path, lane_path: Path, prog: Path, hooks: Path) -> None:
+    """What a sandboxed CMD can do: name programs in the submodule's config and
+    attributes, and touch its file so git has to re-read (clean-filter) it."""
+    with open(moddir / "config", "a") as f:
+        f.write(ATTACK.format(p=prog, hooks=hooks))
+    (moddir / "info").mkdir(exist_ok=True)
+    (moddir / "info" / "attributes").write_text("* filter=evil diff=evil\n")
+    f = lane_path / "sub" / "s.txt"
+    os.utime(f, (1_900_000_000, 1_900_000_000))
+
+
+OWNER_COMMANDS = [
+    ("status", "alpha"),
+    ("conflicts", "--include-dirty"),
+    ("export", "alpha"),
+    ("checkpoint", "alpha"),
+    ("gc", "--dry-run"),
+    ("sync", "alpha"),
+    ("land", "alpha"),
+    ("release", "alpha"),
+]
+
+
+def test_submodule_config_programs_never_run_in_owner_commands(
+    sub_lane: tuple[Repo, Path, Path], tmp_path: Path
+) -> None:
+    repo, path, moddir = sub_lane
+    marker, prog, hooks = payload(tmp_path)
+    arm(moddir, path, prog, hooks)
+    # sanity: git run the ordinary way in the lane does run the submodule's programs
+    git(path, "status", "--porcelain", check=False)
+    assert marker.exists(), "the attack is not armed: plain git status ran nothing"
+    marker.unlink()
+    os.utime(path / "sub" / "s.txt", (1_900_000_100, 1_900_000_100))
+
+    (path / "wip.txt").write_text("uncommitted\n")  # so conflicts/export/checkpoint add -A
+    results = {}
+    ran = []
+    for args in OWNER_COMMANDS:
+        r = repo.jlane(*args)
+        results[args[0]] = (r.rc, r.stdout[-300:], r.stderr[-300:])
+        if marker.exists():  # each command on its own: which of them ran a program
+            ran.append((" ".join(args), marker.read_text()))
+            marker.unlink()
+    assert ran == [], f"owner commands ran programs of the submodule's config: {ran}"
+    # the lane landed (its submodule is at the recorded commit, content unchanged)
+    assert results["land"][0] == 0, results["land"]
+    assert repo.sha() == git(path, "rev-parse", "HEAD").stdout.strip()
+
+
+def test_submodule_changes_still_seen_without_running_its_config(
+    sub_lane: tuple[Repo, Path, Path], tmp_path: Path
+) -> None:
+    """A submodule with uncommitted changes makes the lane dirty (status, land refuses),
+    and one at another commit too: found from its files, never read as clean."""
+    repo, path, moddir = sub_lane
+    marker, prog, hooks = payload(tmp_path)
+    arm(moddir, path, prog, hooks)
+    # same size as the committed "s\n": git must hash it (its clean filter) to see the change
+    (path / "sub" / "s.txt").write_text("t\n")
+    st = repo.jlane("status")
+    [ln] = [x for x in st.json["lanes"] if x["key"] == "alpha"]
+    assert ln["dirty"], st.stdout
+    r = repo.jlane("land", "alpha")
+    assert r.rc == 1 and r.code in ("lane_dirty", "submodule_differs"), r.stdout + r.stderr
+    assert not marker.exists(), marker.read_text()
+
+    git(
+        path / "sub",
+        "-c",
+        "core.hooksPath=/dev/null",
+        "-c",
+        "filter.evil.clean=cat",
+        "-c",
+        "filter.evil.smudge=cat",
+        "commit",
+        "-qam",
+        "moved",
+    )
+    marker.unlink(missing_ok=True)
+    st = repo.jlane("status")
+    [ln] = [x for x in st.json["lanes"] if x["key"] == "alpha"]
+    assert ln["dirty"], st.stdout
+    r = repo.jlane("land", "alpha")
+    assert r.rc == 1 and r.code in ("lane_dirty", "submodule_differs"), r.stdout + r.stderr
+    assert not marker.exists(), marker.read_text()
+
+
+_ABI = sandbox.abi()
+
+
+@pytest.mark.skipif(
+    bool(sandbox.usable(_ABI)), reason=f"no usable Landlock: {sandbox.usable(_ABI)}"
+)
+def test_sandboxed_cmd_can_write_submodule_config_and_owner_runs_nothing(
+    sub_lane: tuple[Repo, Path, Path], tmp_path: Path, gitlane_on_path: Path
+) -> None:
+    """The write itself happens inside `git lane exec --sandbox` (the admin dir is
+    granted); the owner's commands afterwards run none of it."""
+    repo, _path, moddir = sub_lane
+    marker, prog, _hooks = payload(tmp_path)
+    body = tmp_path / "body.sh"
+    body.write_text(
+        "set -e\n"
+        "AD=$(git rev-parse --path-format=absolute --git-dir)\n"
+        f"printf '[filter \"evil\"]\\n\\tclean = %s\\n[core]\\n\\tfsmonitor = %s\\n' '{prog}' '{prog}'"
+        ' >> "$AD/modules/sub/config"\n'
+        'mkdir -p "$AD/modules/sub/info"\n'
+        "echo '* filter=evil' > \"$AD/modules/sub/info/attributes\"\n"
+        "touch -d '2030-01-01' sub/s.txt\n"
+        "echo WROTE\n"
+    )
+    r = repo.lane("exec", "--sandbox", "alpha", "--", "sh", str(body))
+    assert r.rc == 0 and "WROTE" in r.stdout, r.stdout + r.stderr
+    assert "evil" in (moddir / "config").read_text()
+    for args in (("status", "alpha"), ("land", "alpha")):
+        r = repo.jlane(*args)
+        assert not marker.exists(), (args, marker.read_text(), r.stdout, r.stderr)
+    assert r.rc == 0, r.stdout + r.stderr
+
+
+def test_checkpoint_records_submodule_head_without_running_its_config(
+    sub_lane: tuple[Repo, Path, Path], tmp_path: Path
+) -> None:
+    """add -A would run `git status` inside the submodule: the checkpoint leaves the
+    gitlink out of the add and records the commit the submodule has checked out."""
+    repo, path, moddir = sub_lane
+    marker, prog, hooks = payload(tmp_path)
+    (path / "sub" / "s.txt").write_text("moved\n")
+    git(path / "sub", "commit", "-qam", "moved")
+    moved = git(path / "sub", "rev-parse", "HEAD").stdout.strip()
+    arm(moddir, path, prog, hooks)
+    (path / "wip.txt").write_text("wip\n")
+    r = repo.jlane("checkpoint", "alpha")
+    assert r.rc == 0, r.stdout + r.stderr
+    assert not marker.exists(), marker.read_text()
+    tree = git(path, "ls-tree", "HEAD", "sub", "wip.txt").stdout
+    assert f"160000 commit {moved}\tsub" in tree and "wip.txt" in tree, tree
+
+
+def test_submodule_untracked_and_ignore_settings(
+    sub_lane: tuple[Repo, Path, Path], tmp_path: Path
+) -> None:
+    """An untracked file in a submodule makes the lane dirty, as plain `git status` says;
+    the owner's `submodule.<name>.ignore` is honoured as git honours it."""
+    repo, path, moddir = sub_lane
+    marker, prog, hooks = payload(tmp_path)
+    arm(moddir, path, prog, hooks)
+
+    def dirty() -> list[str]:
+        st = repo.jlane("status")
+        assert st.rc == 0, st.stdout + st.stderr
+        [ln] = [x for x in st.json["lanes"] if x["key"] == "alpha"]
+        return list(ln["dirty_paths"])
+
+    assert dirty() == []
+    (path / "sub" / "new.txt").write_text("untracked in the submodule\n")
+    assert dirty() == ["sub"]
+    repo.git("config", "submodule.sub.ignore", "untracked")
+    assert dirty() == []
+    (path / "sub" / "s.txt").write_text("changed\n")
+    assert dirty() == ["sub"]
+    repo.git("config", "submodule.sub.ignore", "dirty")
+    assert dirty() == []
+    repo.git("config", "submodule.sub.ignore", "none")
+    assert dirty() == ["sub"]
+    assert not marker.exists(), marker.read_text()
+
+
+def test_unreadable_submodule_git_dir_is_refused_not_clean(
+    sub_lane: tuple[Repo, Path, Path], tmp_path: Path, gitlane_on_path: Path
+) -> None:
+    """A submodule whose `.git` names no git dir (or whose HEAD names no readable commit)
+    cannot be looked at without git inside it: refused, and the `next` (move it aside,
+    nothing deleted) recovers."""
+    repo, path, _moddir = sub_lane
+    (path / "sub" / "s.txt").write_text("work in the submodule\n")
+    (path / "sub" / ".git").write_text(f"gitdir: {tmp_path / 'nowhere'}\n")
+    for args in (("status",), ("land", "alpha"), ("release", "alpha")):
+        r = repo.jlane(*args)
+        assert r.rc == 1 and r.code == "submodule_unreadable", (args, r.stdout, r.stderr)
+    j = r.json
+    for cmd in j["next"]:
+        assert os.system(cmd) == 0, cmd
+    assert (path / "sub.moved-aside" / "s.txt").read_text() == "work in the submodule\n"
+    st = repo.jlane("status")
+    assert st.rc == 0, st.stdout + st.stderr
+    [ln] = [x for x in st.json["lanes"] if x["key"] == "alpha"]
+    assert ln["dirty"] and "sub.moved-aside/s.txt" in ln["dirty_paths"], ln
+
+
+def test_sync_conflict_and_continue_never_run_submodule_config(
+    sub_lane: tuple[Repo, Path, Path], tmp_path: Path
+) -> None:
+    """The owner's sync stops on a conflict; `continue` lists the step's files (`diff
+    HEAD`), stages them and lets git commit the step (which computes a status): none of
+    it runs git inside the armed submodule."""
+    repo, path, moddir = sub_lane
+    repo.commit(path, "f.txt", "lane\n")
+    beta = repo.create("beta")
+    repo.commit(beta, "f.txt", "main\n")
+    assert repo.jlane("land", "beta").rc == 0
+    marker, prog, hooks = payload(tmp_path)
+    arm(moddir, path, prog, hooks)
+    r = repo.jlane("sync", "alpha")
+    assert r.rc == 1 and r.code == "sync_conflicts", r.stdout + r.stderr
+    assert not marker.exists(), marker.read_text()
+    (path / "f.txt").write_text("resolved\n")
+    os.utime(path / "sub" / "s.txt", (1_900_000_200, 1_900_000_200))
+    r = repo.jlane("continue", "alpha")
+    assert r.rc == 0 and r.json["state"] == "fresh", r.stdout + r.stderr
+    assert not marker.exists(), marker.read_text()
+    assert (path / "f.txt").read_text() == "resolved\n"
