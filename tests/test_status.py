@@ -278,3 +278,40 @@ def test_a_hub_whose_git_dir_moved_is_a_refusal_not_a_crash(repo: Repo, tmp_path
     assert r.rc == 1, r.stderr
     assert r.json["code"] == "not_a_git_repo", r.json
     assert "Traceback" not in r.stderr
+
+
+def test_a_lane_released_while_status_looks_into_it_is_shown_not_a_crash(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """Found by tests/stress/test_lands.py: status lists the worktrees and records, then
+    looks into each lane; a `git lane release` removing that lane in between made status
+    exit 3 (git run in a directory that is gone). The release is put exactly there: status
+    runs git through a wrapper that releases the lane (once) when status asks `git status`
+    in it. The lane is then shown as it is now."""
+    import shlex
+
+    gone = repo.create("gone")
+    repo.create("stays")
+    flag = tmp_path / "released"
+    real = shutil.which("git") or "git"
+    release = [sys.executable, "-m", "guard", "-C", str(repo.path), "release", "gone", "--json"]
+    wrapper = tmp_path / "git-wrapper"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'case "$PWD $*" in *"/gone "*"status --porcelain"*)\n'
+        f"  if [ ! -e {shlex.quote(str(flag))} ]; then\n"
+        f"    : > {shlex.quote(str(flag))}\n"
+        f"    env -u GIT_DIR -u GIT_WORK_TREE -u GIT_COMMON_DIR GITLANE_REAL_GIT={shlex.quote(real)} "
+        f"{shlex.join(release)} > {shlex.quote(str(flag))} 2>&1\n"
+        "  fi;;\n"
+        "esac\n"
+        f'exec {shlex.quote(real)} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    r = repo.jlane("status", env={"GITLANE_REAL_GIT": str(wrapper)})
+    assert json.loads(flag.read_text())["code"] == "released"  # it ran, in that window
+    assert not gone.exists()
+    assert r.rc == 0, r.stdout + r.stderr
+    lanes = {ln["key"]: ln for ln in r.json["lanes"]}
+    assert lanes["stays"]["state"] == "active"
+    assert lanes.get("gone", {"state": "released"})["state"] in ("released", "orphaned")

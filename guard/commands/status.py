@@ -96,7 +96,16 @@ def run(
                 ) from None
         if kind == "step":
             return git.index_matches(arg.path, str(ep.main_before), ep.paths)
-        return lane.view(repo, arg, main_sha, idx, tips)
+        try:
+            return lane.view(repo, arg, main_sha, idx, tips)
+        except (GitError, FileNotFoundError):
+            # a release (or a hand) removed the lane after the worktree list and records
+            # were read: shown as it is now; a lane still there and unchanged is an error
+            now = repo.store.read_lane(arg.key)
+            wt = idx.get(os.path.realpath(arg.path))
+            if wt is not None and wt.exists and now == arg:
+                raise
+            return lane.view(repo, now or arg, main_sha, git.by_path(repo.worktrees()), tips)
 
     results = git.parallel(one, jobs)
     lanes: list[LaneView] = [r for j, r in zip(jobs, results, strict=True) if j[0] == "lane"]
