@@ -110,7 +110,8 @@ def rel_file(i: int, files: int) -> str:
 
 
 def text(i: int, size: int) -> str:
-    lines, n = [], 0
+    lines: list[str] = []
+    n = 0
     while n < size:
         line = f"line {len(lines)} of file {i}: {'x' * (i % 40)}\n"
         lines.append(line)
@@ -345,7 +346,7 @@ def bench_land(base: Path, hub: Path, env: dict[str, str], rounds: int, empty: P
         return took
 
     floor_what = "floor (is-ancestor + update-ref CAS + read-tree -m -u)"
-    a, b = pair(ours, floor, rounds)
+    a, b = pair(ours, floor, rounds, warm=False)  # each side warms its own (untimed) setup
     report("land gate off", a, b, 2.0, ("git lane land", floor_what))
     lane(env, hub, "config", "set", "gate_command", "true")
     lane(env, hub, "config", "set", "gate", "on")
@@ -375,7 +376,7 @@ def bench_conflicts(hub: Path, env: dict[str, str], rounds: int) -> None:
                 sys.exit(f"merge-tree {a} {b}: {r.stderr.decode(errors='replace')}")
         return time.perf_counter() - t
 
-    c = res["counts"]  # type: ignore[index]
+    c = res["counts"]
     a, b = pair(lambda: timed([*LANE, "conflicts", "--json"], hub, env), floor, rounds)
     report("conflicts", a, b, 1.2, ("git lane conflicts --json", f"{len(pairs)} x merge-tree"))
     note(
@@ -561,22 +562,27 @@ def bench_create(base: Path, hub: Path, env: dict[str, str], rounds: int) -> Non
         return took
 
     include_files(False)
-    a, b = pair(ours(), floor, rounds)
+    a, b = pair(ours(), floor, rounds, warm=False)  # a checkout warms nothing the next uses
     report("create", a, b, 1.1, ("git lane create", "git worktree add -b"))
     include_files(True)
+    took: list[float] = []
     try:
-        info = lane(env, hub, "create", f"bench-create-{os.getpid()}-inc")
-        inc: dict[str, object] = info.get("included") or {}  # type: ignore[assignment]
-        lane(
-            env, hub, "release", f"bench-create-{os.getpid()}-inc", "--confirm", "yes-discard-lane"
-        )
-        c, _ = pair(ours(), floor, rounds, warm=False)
+        for _ in range(max(1, rounds // 2)):
+            n[0] += 1
+            key = f"bench-create-{os.getpid()}-{n[0]}"
+            t = time.perf_counter()
+            out = sh([*LANE, "create", key, "--json"], hub, env).stdout
+            took.append(time.perf_counter() - t)
+            inc: dict[str, object] = json.loads(out).get("included") or {}
+            lane(env, hub, "release", key, "--confirm", "yes-discard-lane")
     finally:
         include_files(False)
+    c = statistics.median(took)
     note(
         "create include",
-        f"with .worktreeinclude copies ({inc.get('files', '?')} files, {inc.get('bytes', '?')} bytes): "  # type: ignore[union-attr]
-        f"{c * 1000:.1f} ms, of which the copies {max(0.0, c - a) * 1000:.1f} ms (printed apart)",
+        f"with .worktreeinclude copies ({inc.get('files', '?')} files, {inc.get('bytes', '?')} bytes): "
+        f"{c * 1000:.1f} ms, of which the copies {max(0.0, c - a) * 1000:.1f} ms "
+        f"(printed apart; median of {len(took)})",
     )
 
 
