@@ -158,7 +158,12 @@ class Bench:
         self.git("merge-base", "--is-ancestor", old, tip)
         self.git("update-ref", "-m", f"floor {tag}", "refs/heads/main", tip, old)
         self.git("read-tree", "-m", "-u", old, tip)
-        return time.perf_counter() - t0
+        took = time.perf_counter() - t0
+        # main put back (untimed): land refuses a main that moved past its last landed tip
+        # by other means (main_ahead), which is what this floor did
+        self.git("update-ref", "-m", f"floor {tag} undone", "refs/heads/main", old, tip)
+        self.git("read-tree", "-m", "-u", tip, old)
+        return took
 
     def context(self, reps: int) -> tuple[float, float]:
         """What no land can avoid, measured here too: starting the interpreter, and the
