@@ -62,9 +62,14 @@ def prepare(
     what they left among the lane's ignored files in its setup manifest (release does not
     count those as work)."""
     warnings = list(repo.config.warnings)
-    before = include.stamps(path, include.ignored_files(path))
     included = include.empty()
     patterns = repo.committed_file(main_sha, include.FILE)
+    command = repo.config.get("setup_command")
+    # what was there before, to tell what setup left: a walk of the whole worktree, so
+    # only when something will run (at 100k files it is most of create's extra cost)
+    before = (
+        include.stamps(path, include.ignored_files(path)) if patterns is not None or command else {}
+    )
     if patterns is not None:
         hub = repo.hub()
         if hub is None:
@@ -78,7 +83,6 @@ def prepare(
                     f"{include.FILE}: {len(included['skipped'])} path(s) not copied "
                     f"(first: {included['skipped'][0]['path']}: {included['skipped'][0]['reason']})"
                 )
-    command = repo.config.get("setup_command")
     ran: SetupRun | None = None
     if command:
         ran = _run_command(repo, key, path, command, output, tick)
