@@ -200,3 +200,13 @@ def gitlane_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "PYTHONPATH", os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     )
     return bindir
+
+
+@pytest.fixture
+def hub(repo: Repo, gitlane_on_path: Path) -> Repo:
+    """A repository with git-lane installed, `git lane` on PATH and a gate that passes: the
+    hub the exec and sandbox tests work in."""
+    repo.commit(repo.path, "a.txt", "base\n")
+    assert repo.lane("install").rc == 0
+    repo.config("gate_command", "true")
+    return repo

@@ -68,14 +68,6 @@ SANDBOX_OFF = DENY_BYPASS.replace("grep -v worker_land", "grep -v '^sandbox'").r
 )
 
 
-@pytest.fixture
-def hub(repo: Repo, gitlane_on_path: Path) -> Repo:
-    repo.commit(repo.path, "a.txt", "base\n")
-    assert repo.lane("install").rc == 0
-    repo.config("gate_command", "true")
-    return repo
-
-
 def _exec(hub: Repo, tmp_path: Path, body: str, *args: str, key: str = "alpha") -> LaneRun:
     script = tmp_path / f"body-{key}.sh"
     script.write_text(body)

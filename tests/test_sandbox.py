@@ -15,16 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sandboxhelp import NEEDS_LANDLOCK
 from conftest import Repo, git
 from test_exec_agent import FRESH, SCRIPT, _cases, _check
 
 from guard import sandbox
 
 _ABI = sandbox.abi()
-pytestmark = pytest.mark.skipif(
-    bool(sandbox.usable(_ABI)),
-    reason=f"no usable Landlock on this kernel: {sandbox.usable(_ABI)} ({sandbox.probe()[1]})",
-)
+pytestmark = NEEDS_LANDLOCK
 REAL_GIT = os.path.realpath(shutil.which("git") or "/usr/bin/git")
 
 # try NAME CMD...: "CASE NAME RC" and the output, for each attempt
@@ -37,14 +35,6 @@ try() {
 	printf '%s\n' "$out" | sed 's/^/    | /'
 }
 """
-
-
-@pytest.fixture
-def hub(repo: Repo, gitlane_on_path: Path) -> Repo:
-    repo.commit(repo.path, "a.txt", "base\n")
-    assert repo.lane("install").rc == 0
-    repo.config("gate_command", "true")
-    return repo
 
 
 def _run(hub: Repo, tmp_path: Path, body: str, *args: str, key: str = "alpha") -> Any:

@@ -13,16 +13,11 @@ import os
 import shutil
 from pathlib import Path
 
-import pytest
+from sandboxhelp import NEEDS_LANDLOCK
 from conftest import LaneRun, Repo, git
 
-from guard import sandbox
 
-_ABI = sandbox.abi()
-pytestmark = pytest.mark.skipif(
-    bool(sandbox.usable(_ABI)),
-    reason=f"no usable Landlock on this kernel: {sandbox.usable(_ABI)} ({sandbox.probe()[1]})",
-)
+pytestmark = NEEDS_LANDLOCK
 REAL_GIT = os.path.realpath(shutil.which("git") or "/usr/bin/git")
 
 TRY = r"""
@@ -49,14 +44,6 @@ os.replace(path + ".x", path)
 P
 }
 """
-
-
-@pytest.fixture
-def hub(repo: Repo, gitlane_on_path: Path) -> Repo:
-    repo.commit(repo.path, "a.txt", "base\n")
-    assert repo.lane("install").rc == 0
-    repo.config("gate_command", "true")
-    return repo
 
 
 def _run(hub: Repo, tmp_path: Path, body: str, *args: str, key: str = "alpha") -> LaneRun:

@@ -19,24 +19,13 @@ import time
 from pathlib import Path
 
 import pytest
+from sandboxhelp import NEEDS_LANDLOCK
 from conftest import LaneRun, Repo
 from enginehelp import events, pid_alive, wait_for
 
-from guard import reap, sandbox
+from guard import reap
 
-_ABI = sandbox.abi()
-pytestmark = pytest.mark.skipif(
-    bool(sandbox.usable(_ABI)),
-    reason=f"no usable Landlock on this kernel: {sandbox.usable(_ABI)} ({sandbox.probe()[1]})",
-)
-
-
-@pytest.fixture
-def hub(repo: Repo, gitlane_on_path: Path) -> Repo:
-    repo.commit(repo.path, "a.txt", "base\n")
-    assert repo.lane("install").rc == 0
-    repo.config("gate_command", "true")
-    return repo
+pytestmark = NEEDS_LANDLOCK
 
 
 def _exec(hub: Repo, tmp_path: Path, body: str, *args: str, key: str = "alpha") -> LaneRun:
