@@ -220,6 +220,14 @@ def _lane(repo: Repo, key: str | None, action: str) -> LaneRecord:
     return rec
 
 
+# exec --sandbox as root: CMD keeps uid 0 (without capabilities), the owner of every file
+# root owns, and chmod needs no capability for a file's owner (Landlock has no chmod right)
+ROOT_MODES = (
+    "running as root: CMD can still change the mode bits (not setuid/setgid) of any file "
+    "root owns, outside the lane too; run agents as a non-root user (docs/trust-boundary.md)"
+)
+
+
 def _sandbox(
     repo: Repo, key: str, asked: bool, retry: str, shell: bool = False
 ) -> tuple[bool, list[str]]:
@@ -234,7 +242,7 @@ def _sandbox(
     if shell:
         why = "shellenv cannot confine the shell it prints for (git lane exec KEY -- $SHELL can)"
     if not why:
-        return True, []
+        return True, [ROOT_MODES] if os.geteuid() == 0 else []
     if not (asked or mode == "required") and sandbox.undetermined(why):
         raise Refusal(  # best-effort falls back only where Landlock is known to be missing
             "sandbox_unavailable",
