@@ -45,11 +45,11 @@ SETID = 0o6000  # S_ISUID | S_ISGID
 # open's flags that create a file (and so use the mode): O_CREAT, and __O_TMPFILE (linkat
 # then names it); the same bits on every ABI below
 CREATES = 0o100 | 0o20000000
-# What each listed syscall is checked for: "ioctl" (arg 1 is TIOCSTI or TIOCLINUX),
-# ("mode", i) (arg i has SETID), ("create", f, m) (arg f has CREATES and arg m has
-# SETID), "deny" (EPERM), "enosys" (ENOSYS: callers fall back to a syscall we can check).
-Check = str | tuple[str, int] | tuple[str, int, int]
-_IOCTL, _DENY, _ENOSYS_ = "ioctl", "deny", "enosys"
+# What each listed syscall is checked for: _IOCTL (arg 1 is TIOCSTI or TIOCLINUX),
+# ("mode", i, 0) (arg i has SETID), ("create", f, m) (arg f has CREATES and arg m has
+# SETID), _DENY (EPERM), _ENOSYS_ (ENOSYS: callers fall back to a syscall we can check)
+Check = tuple[str, int, int]
+_IOCTL, _DENY, _ENOSYS_ = ("ioctl", 0, 0), ("deny", 0, 0), ("enosys", 0, 0)
 
 
 def _table(
@@ -71,17 +71,17 @@ def _table(
     io_uring_setup have the same number on every ABI (452, 437, 425)."""
     out: list[tuple[int, Check]] = [(nr, _IOCTL) for nr in ioctl]
     if chmod is not None:
-        out.append((base | chmod, ("mode", 1)))
-    out += [(base | fchmod, ("mode", 1)), (base | fchmodat, ("mode", 2))]
-    out += [(base | 452, ("mode", 2))]  # fchmodat2 (Linux 6.6)
+        out.append((base | chmod, ("mode", 1, 0)))
+    out += [(base | fchmod, ("mode", 1, 0)), (base | fchmodat, ("mode", 2, 0))]
+    out += [(base | 452, ("mode", 2, 0))]  # fchmodat2 (Linux 6.6)
     if open_ is not None:
         out.append((base | open_, ("create", 1, 2)))
     if creat is not None:
-        out.append((base | creat, ("mode", 1)))
+        out.append((base | creat, ("mode", 1, 0)))
     out.append((base | openat, ("create", 2, 3)))
     if mknod is not None:
-        out.append((base | mknod, ("mode", 1)))
-    out.append((base | mknodat, ("mode", 2)))
+        out.append((base | mknod, ("mode", 1, 0)))
+    out.append((base | mknodat, ("mode", 2, 0)))
     out += [(base | 437, _ENOSYS_), (base | 425, _DENY)]  # openat2, io_uring_setup
     return out
 
@@ -122,7 +122,7 @@ def _arg(i: int) -> int:
 
 
 def _label(check: Check) -> str:
-    return f"mode{check[1]}" if isinstance(check, tuple) and check[0] == "mode" else str(check)
+    return f"mode{check[1]}" if check[0] == "mode" else "-".join(map(str, check))
 
 
 def program(machine: str) -> list[tuple[int, int, int, int]]:
@@ -148,10 +148,9 @@ def program(machine: str) -> list[tuple[int, int, int, int]]:
                     asm.append((_JEQ, _label(check), 0, nr))
                     checks.add(check)
         asm.append((_RET, 0, 0, _RET_ALLOW))
-    modes = {c[2] for c in checks if isinstance(c, tuple) and c[0] == "create"}
-    modes |= {c[1] for c in checks if isinstance(c, tuple) and c[0] == "mode"}
-    for check in sorted(checks, key=str):
-        if isinstance(check, tuple) and check[0] == "mode":
+    modes = {c[2] for c in checks if c[0] == "create"} | {c[1] for c in checks if c[0] == "mode"}
+    for check in sorted(checks):
+        if check[0] == "mode":
             continue  # the shared mode blocks below
         asm.append(_label(check))
         if check == _IOCTL:
@@ -165,7 +164,7 @@ def program(machine: str) -> list[tuple[int, int, int, int]]:
             asm.append((_RET, 0, 0, _RET_ERRNO | _EPERM))
         elif check == _ENOSYS_:
             asm.append((_RET, 0, 0, _RET_ERRNO | _ENOSYS))
-        elif isinstance(check, tuple):  # a create: its mode only when it creates
+        else:  # a create: its mode only when it creates
             asm += [(_LD_ABS, 0, 0, _arg(check[1])), (_JSET, f"mode{check[2]}", "allow", CREATES)]
     for i in sorted(modes):
         asm += [f"mode{i}", (_LD_ABS, 0, 0, _arg(i)), (_JSET, "deny", "allow", SETID)]
