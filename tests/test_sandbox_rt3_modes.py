@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import struct
+import subprocess
 import sys
 from pathlib import Path
 
@@ -217,3 +218,39 @@ def test_filter_on_every_abi(machine: str, arch: int, nr: int, args: list[int], 
     if sys.byteorder != "little":
         pytest.skip("the interpreter packs seccomp_data little-endian")
     assert _run(seccomp.program(machine), arch, nr, args) == want
+
+
+@NEEDS_LANDLOCK
+def test_shared_repository_commits_inside_the_sandbox(hub: Repo, tmp_path: Path) -> None:
+    """With core.sharedRepository = group, git chmods each directory it makes g+s, which
+    the filter refuses: exec gives CMD's git core.sharedRepository = umask (after any
+    GIT_CONFIG_COUNT entry of its own), so add and commit in the lane still work."""
+    lane_path = hub.create("alpha")
+    subprocess.run(
+        ["git", "-C", str(hub.path), "config", "core.sharedRepository", "group"], check=True
+    )
+    body = tmp_path / "commit.sh"
+    body.write_text(
+        'for i in 1 2 3 4 5 6 7 8; do echo "$i" > "s$i"; git add "s$i" && git commit -qm "s$i"'
+        " || exit 9; done\n"
+        "git config core.sharedRepository; git config user.kept\n"
+    )
+    r = hub.lane(
+        "exec",
+        "--sandbox",
+        "alpha",
+        "--",
+        "sh",
+        str(body),
+        cwd=lane_path,
+        env={"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "user.kept", "GIT_CONFIG_VALUE_0": "yes"},
+    )
+    assert r.rc == 0, r.stdout + r.stderr
+    assert r.stdout.split() == ["umask", "yes"], r.stdout
+    log = subprocess.run(
+        ["git", "-C", str(hub.path), "log", "--format=%s", "lane/alpha", "-8"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert log.stdout.split() == [f"s{i}" for i in range(8, 0, -1)], log.stdout
