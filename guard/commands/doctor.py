@@ -703,6 +703,8 @@ def check_landlock(repo: Repo) -> list[Check]:
     abi, why = landlock_abi()
     if abi is not None:
         head = f"Landlock ABI {abi}: `git lane exec KEY --sandbox` confines CMD"
+        if os.geteuid() == 0:  # the note exec --sandbox warns with (docs/trust-boundary.md)
+            head += " (run as root, CMD can still change the mode bits of files root owns)"
         recs = [r for r in repo.store.lanes() if r.status == "active" and os.path.isdir(r.path)]
         if not recs:
             return [finding("landlock", OK, head + " (no active lane to show its grants for)")]

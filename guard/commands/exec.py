@@ -220,6 +220,14 @@ def _lane(repo: Repo, key: str | None, action: str) -> LaneRecord:
     return rec
 
 
+# exec --sandbox as root: CMD keeps uid 0 (without capabilities), the owner of every file
+# root owns, and chmod needs no capability for a file's owner (Landlock has no chmod right)
+ROOT_MODES = (
+    "running as root: CMD can still change the mode bits (not setuid/setgid) of any file "
+    "root owns, outside the lane too; run agents as a non-root user (docs/trust-boundary.md)"
+)
+
+
 def _sandbox(
     repo: Repo, key: str, asked: bool, retry: str, shell: bool = False
 ) -> tuple[bool, list[str]]:
@@ -234,7 +242,7 @@ def _sandbox(
     if shell:
         why = "shellenv cannot confine the shell it prints for (git lane exec KEY -- $SHELL can)"
     if not why:
-        return True, []
+        return True, [ROOT_MODES] if os.geteuid() == 0 else []
     if not (asked or mode == "required") and sandbox.undetermined(why):
         raise Refusal(  # best-effort falls back only where Landlock is known to be missing
             "sandbox_unavailable",
@@ -556,6 +564,7 @@ def _confinement(
             env[name] = private
     for name in UNSET_IN_SANDBOX:  # not a barrier: see docs/trust-boundary.md
         env.pop(name, None)
+    _no_shared_perm(env)
     try:
         ruleset = sandbox.prepare(g, [store, *([private] if private else [])])
         seal = seccomp.prepare()
@@ -565,6 +574,21 @@ def _confinement(
         raise _sandbox_failed(repo, rec.key, str(exc), retry) from None
     env[binding.SANDBOX] = f"landlock-abi-{ruleset.abi}"
     return ruleset, seal, private
+
+
+def _no_shared_perm(env: dict[str, str]) -> None:
+    """core.sharedRepository = umask for CMD's git (a GIT_CONFIG_COUNT entry after any it
+    has): set to group/all, git chmods every directory it makes `g+s`, which the seccomp
+    filter refuses (no setgid file from the sandbox), and add/commit fail. What CMD makes
+    then has its umask's modes; the supervisor's own writes (absorb, land) keep the
+    repository's setting. A GIT_CONFIG_COUNT git would reject is left for git to reject."""
+    count = env.get("GIT_CONFIG_COUNT", "0")
+    if not count.isdigit():
+        return
+    n = int(count)
+    env[f"GIT_CONFIG_KEY_{n}"] = "core.sharedRepository"
+    env[f"GIT_CONFIG_VALUE_{n}"] = "umask"
+    env["GIT_CONFIG_COUNT"] = str(n + 1)
 
 
 def _lane_objects(repo: Repo, rec: LaneRecord, env: dict[str, str], retry: str) -> str:
