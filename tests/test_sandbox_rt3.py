@@ -6,6 +6,7 @@ wait is bounded, so a regression fails instead of hanging."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -13,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import Repo
+from conftest import Repo, lane
 from enginehelp import events, pid_alive, wait_for
 from sandboxhelp import NEEDS_LANDLOCK
 
@@ -188,3 +189,58 @@ def test_a_git_read_past_its_timeout_is_killed_with_its_process_group(tmp_path: 
     assert res.timed_out and not res.ok
     assert "timed out after 1 s" in res.stderr
     assert time.monotonic() - begun < 15
+
+
+def _plant(hub: Repo, lane_path: Path) -> Path:
+    """The lane's own store (made by a sandboxed exec), with what a CMD could leave there
+    once its exec was SIGKILLed: a FIFO under an object's name (the branch names it), a
+    link, a foreign http-alternates; and a regular file, which is kept."""
+    r = hub.lane("exec", "--sandbox", "alpha", "--", "true", cwd=lane_path)
+    assert r.rc == 0, r.stderr
+    (store,) = (hub.common_dir / "worktrees").glob("*/objects")
+    (store / "11").mkdir(exist_ok=True)
+    os.mkfifo(store / "11" / SHA[2:])
+    (store / "22").mkdir(exist_ok=True)
+    (store / "22" / ("2" * 38)).symlink_to("/etc/passwd")
+    (store / "info" / "http-alternates").write_text("http://example.invalid/objects\n")
+    (store / "33").mkdir(exist_ok=True)
+    (store / "33" / ("3" * 38)).write_bytes(b"not an object, but a file: kept\n")
+    (hub.common_dir / "refs" / "heads" / "lane" / "alpha").write_text(SHA + "\n")
+    return store
+
+
+def test_the_owners_status_after_a_killed_exec_removes_a_planted_fifo_and_ends(
+    hub: Repo,
+) -> None:
+    lane_path = hub.create("alpha")
+    store = _plant(hub, lane_path)
+    try:
+        status = [sys.executable, "-m", "guard", "status"]
+        assert _bounded(status, hub.path, dict(os.environ), 40) is not None, "status hung"
+        assert not _fifos(store) and not (store / "22" / ("2" * 38)).is_symlink()
+        assert (store / "33" / ("3" * 38)).is_file(), "a regular file was removed"
+        assert (store / "info" / "alternates").is_file(), "enroll's alternates was removed"
+    finally:
+        _release(_fifos(store))
+
+
+def test_doctor_names_a_fifo_in_a_lane_store_and_reconcile_removes_it(hub: Repo) -> None:
+    lane_path = hub.create("alpha")
+    store = _plant(hub, lane_path)
+    try:
+        r = lane("doctor", "--json", cwd=hub.path, timeout=60)
+        checks = [c for c in json.loads(r.stdout)["checks"] if c["name"] == "lane object store"]
+        assert len(checks) == 1 and checks[0]["status"] == "fail", checks
+        assert checks[0]["fix"] == "git lane reconcile"
+        assert "lane alpha" in checks[0]["message"]
+        r = lane("reconcile", "--json", cwd=hub.path, timeout=60)
+        assert r.rc == 0, r.stderr
+        done = [c for c in json.loads(r.stdout)["changes"] if c["action"] == "lane_store_sanitized"]
+        assert len(done) == 1 and len(done[0]["removed"]) == 3, done
+        assert not _fifos(store) and not (store / "info" / "http-alternates").exists()
+        assert (store / "33" / ("3" * 38)).is_file(), "a regular file was removed"
+        r = lane("doctor", "--json", cwd=hub.path, timeout=60)
+        checks = [c for c in json.loads(r.stdout)["checks"] if c["name"] == "lane object store"]
+        assert [c["status"] for c in checks] == ["ok"], checks
+    finally:
+        _release(_fifos(store))
