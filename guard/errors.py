@@ -110,6 +110,12 @@ CODES: dict[str, Code] = _codes(
         "G5",
         "a sandboxed lane's objects do not verify (re-hashed) or are incomplete in the shared store",
     ),
+    (
+        "objects_unreadable",
+        "engine",
+        "G5",
+        "reading a sandboxed lane's own object store timed out (a FIFO planted there)",
+    ),
     ("reconcile_ambiguous", "engine", None, "a dead land left main at neither recorded value"),
     ("no_landed_tip", "engine", None, "restore-main: nothing was ever landed"),
     (

@@ -11,16 +11,21 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+import contextlib
 from contextlib import contextmanager
 from contextvars import ContextVar, copy_context
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from guard.errors import GitError, Refusal
+
+if TYPE_CHECKING:
+    from guard.reap import Workers
 
 # Variables git sets for hooks and for `git --git-dir=...`; an engine call names its
 # repository with -C, so inherited ones would point it at the wrong place.
@@ -402,6 +407,7 @@ class GitResult:
     returncode: int
     stdout: str
     stderr: str
+    timed_out: bool = False  # killed (its whole process group) after run()'s `timeout`
 
     @property
     def ok(self) -> bool:
@@ -415,6 +421,37 @@ class GitResult:
         return [ln for ln in self.stdout.splitlines() if ln]
 
 
+# A git call that reads a store a sandboxed CMD may write while it runs (a lane's own
+# object store) can block for ever: a FIFO planted there blocks git's open(2). Such calls
+# pass `timeout`; git then runs in its own process group, killed whole when it expires.
+LANE_READ_TIMEOUT = 120.0
+
+
+def lane_read_timeout() -> float:
+    """LANE_READ_TIMEOUT, or GITLANE_TEST_LANE_READ_TIMEOUT's seconds (the tests' way to see
+    a timeout fire without waiting two minutes; a bad value is ignored)."""
+    try:
+        t = float(os.environ.get("GITLANE_TEST_LANE_READ_TIMEOUT", ""))
+    except ValueError:
+        return LANE_READ_TIMEOUT
+    return t if 0 < t <= 3600 else LANE_READ_TIMEOUT
+
+
+# the git processes this context starts, when a caller must know them (exec's Absorber:
+# its git is exec's own worker, not part of CMD's tree: guard/reap.py Workers)
+_SPAWNED: ContextVar[Workers | None] = ContextVar("gitlane_spawned", default=None)
+
+
+@contextmanager
+def recording(workers: Workers) -> Iterator[None]:
+    """Within: each git run() starts is in `workers.pids` from its spawn until waited for."""
+    token = _SPAWNED.set(workers)
+    try:
+        yield
+    finally:
+        _SPAWNED.reset(token)
+
+
 def run(
     args: Sequence[str],
     cwd: Where = None,
@@ -423,24 +460,61 @@ def run(
     env: Mapping[str, str] | None = None,
     input: str | None = None,
     scrub: bool = True,
+    timeout: float | None = None,
 ) -> GitResult:
     argv, env = _argv_env(args, cwd, env)
-    proc = subprocess.run(
-        argv,
-        cwd=os.fspath(cwd) if cwd is not None else None,
-        env=base_env(env, scrub=scrub),
-        input=input.encode("utf-8", "surrogateescape") if input is not None else None,
-        capture_output=True,
-        stdin=None if input is not None else subprocess.DEVNULL,
-        check=False,
-    )
+    data = input.encode("utf-8", "surrogateescape") if input is not None else None
+    spawned = _SPAWNED.get()
+    timed_out = False
+    if timeout is None and spawned is None:
+        proc = subprocess.run(
+            argv,
+            cwd=os.fspath(cwd) if cwd is not None else None,
+            env=base_env(env, scrub=scrub),
+            input=data,
+            capture_output=True,
+            stdin=None if input is not None else subprocess.DEVNULL,
+            check=False,
+        )
+        code, out, err = proc.returncode, proc.stdout, proc.stderr
+    else:
+        with spawned.lock if spawned is not None else contextlib.nullcontext():
+            child = subprocess.Popen(
+                argv,
+                cwd=os.fspath(cwd) if cwd is not None else None,
+                env=base_env(env, scrub=scrub),
+                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=timeout is not None,  # its group is killed whole on timeout
+            )
+            if spawned is not None:
+                spawned.pids.add(child.pid)
+        try:
+            out, err = child.communicate(data, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            try:
+                os.killpg(child.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            out, err = child.communicate()
+            err += f"\ngit {args[0] if args else ''} timed out after {timeout:g} s".encode()
+        finally:
+            if spawned is not None:
+                child.poll()
+                if child.returncode is not None:
+                    with spawned.lock:
+                        spawned.pids.discard(child.pid)
+        code = child.returncode
     res = GitResult(
         argv=("git", *args),
-        returncode=proc.returncode,
-        stdout=proc.stdout.decode("utf-8", "surrogateescape"),
-        stderr=proc.stderr.decode("utf-8", "surrogateescape"),
+        returncode=code,
+        stdout=out.decode("utf-8", "surrogateescape"),
+        stderr=err.decode("utf-8", "surrogateescape"),
+        timed_out=timed_out,
     )
-    if check and proc.returncode != 0:
+    if check and code != 0:
         raise GitError(res.argv, res.returncode, res.stdout, res.stderr)
     return res
 

@@ -44,7 +44,7 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
-from guard import binding, procs
+from guard import binding, procs, reap
 from guard.errors import GitError, Refusal
 from guard.store import Store
 
@@ -210,6 +210,10 @@ class Server:
         # held while this server may have a child (the land, git): exec's reaping of
         # CMD's orphans (guard/reap.py) must not wait for a child that is ours to wait for
         self.spawning = threading.Lock()
+        # the land processes it runs (and so, below them, their git and gate): exec's own,
+        # spared by the end of CMD's tree, which comes before exec waits for them
+        self.workers = reap.Workers()
+        self._closed = False  # stop() was called: no land starts any more
         self._threads: list[threading.Thread] = []
         self._loop: threading.Thread | None = None
 
@@ -217,9 +221,8 @@ class Server:
         self._loop = threading.Thread(target=self._accept_loop, name="land-socket", daemon=True)
         self._loop.start()
 
-    def close(self) -> None:
-        """Stop accepting; wait for a land in progress to end (it holds the integration
-        lock: it finishes or is interrupted by its client going away, never cut off)."""
+    def stop(self) -> None:
+        """Stop accepting: no land starts from now on (one in progress goes on)."""
         self._stop.set()
         wake = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:  # the accept loop ends now, not at its next 0.2 s timeout (exec's exit waits)
@@ -231,6 +234,14 @@ class Server:
             wake.close()
         if self._loop is not None:
             self._loop.join()
+        with self.workers.lock:
+            self._closed = True
+
+    def close(self) -> None:
+        """stop(), then wait for a land in progress to end (it holds the integration lock:
+        it finishes or is interrupted by its client going away, never cut off; its reads of
+        the lane's store are bounded, guard/git.py LANE_READ_TIMEOUT)."""
+        self.stop()
         for t in list(self._threads):
             t.join()
         self.sock.close()
@@ -407,18 +418,27 @@ class Server:
 
     def _land(self, conn: socket.socket, args: list[str], peer: int) -> None:
         pypath = str(Path(__file__).resolve().parent.parent)
-        child = subprocess.Popen(
-            [sys.executable, "-P", "-c", _BOOT, pypath, _gate_word(self.confine_gate), *args],
-            cwd=self.store.common_dir,  # the real repository; the key is named in args
-            # a ready mark is the worker's word, said through its supervisor
-            env={**self.env, binding.LANE: self.key} if args[0] == "ready" else self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
+        with self.workers.lock:
+            if self._closed:
+                raise self._refused("exec is ending (CMD has exited)", "closing")
+            child = subprocess.Popen(
+                [sys.executable, "-P", "-c", _BOOT, pypath, _gate_word(self.confine_gate), *args],
+                cwd=self.store.common_dir,  # the real repository; the key is named in args
+                # a ready mark is the worker's word, said through its supervisor
+                env={**self.env, binding.LANE: self.key} if args[0] == "ready" else self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            self.workers.pids.add(child.pid)
         conn.settimeout(SEND_TIMEOUT)
-        gone = _relay(conn, child)
-        rc = child.wait()
+        try:
+            gone = _relay(conn, child)
+            rc = child.wait()
+        finally:
+            if child.poll() is not None:
+                with self.workers.lock:
+                    self.workers.pids.discard(child.pid)
         rc = 128 - rc if rc < 0 else rc  # killed by a signal: as a shell reports it
         if not gone:
             try:

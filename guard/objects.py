@@ -162,8 +162,80 @@ def reading(repo: Repo, *lane_paths: str | None) -> AbstractContextManager[None]
 
 def use(repo: Repo, lane_path: str) -> None:
     """Engine git calls read this lane's own store (and no other lane's) from now until
-    the function run `git.in_own_context` around this returns."""
-    git.name_lane_stores(lane_store(repo.common_dir, lane_path))
+    the function run `git.in_own_context` around this returns (sanitized first)."""
+    store = lane_store(repo.common_dir, lane_path)
+    if store is not None:
+        sanitize(repo, store)
+    git.name_lane_stores(store)
+
+
+# what a lane's store may hold besides loose objects, packs and their files: git's own
+# alternates line for the shared store, which enroll writes (and nothing else)
+_ALTERNATES = ("alternates", "http-alternates")
+
+
+def hostile_entries(common: str | os.PathLike[str], store: str) -> list[str]:
+    """What in a lane's store is no object and could stop or mislead the engine's git:
+    every entry that is not a regular file or a directory (a FIFO blocks git's open(2), a
+    link or a device reads elsewhere), and an `info/alternates` other than the one line
+    enroll writes, or any `info/http-alternates`. One lstat walk, never following."""
+    found: list[str] = []
+    todo = [store]
+    while todo:
+        d = todo.pop()
+        try:
+            with os.scandir(d) as it:
+                for e in it:
+                    try:
+                        if e.is_dir(follow_symlinks=False):
+                            todo.append(e.path)
+                        elif not e.is_file(follow_symlinks=False):
+                            found.append(e.path)
+                    except OSError:
+                        found.append(e.path)
+        except OSError:
+            continue  # gone, or not a directory we may list: git cannot read it either
+    info = os.path.join(store, "info")
+    want = shared(common) + "\n"
+    for name in _ALTERNATES:
+        f = os.path.join(info, name)
+        if f in found or not os.path.lexists(f):
+            continue
+        try:
+            with open(f, encoding="utf-8", errors="surrogateescape") as fh:
+                same = name == "alternates" and fh.read(len(want) + 1) == want
+        except OSError:
+            same = False
+        if not same:
+            found.append(f)
+    return sorted(found)
+
+
+def sanitize(repo: Repo, store: str, lane: str | None = None) -> list[str]:
+    """A lane's store is hostile input (CMD writes it): remove hostile_entries() (nothing a
+    user committed: a FIFO, link or device is no object; the lane's objects reach the
+    shared store through GIT_ALTERNATE_OBJECT_DIRECTORIES, never its alternates), logged.
+    Returns what it removed (an entry it could not remove is still listed, and logged)."""
+    found = hostile_entries(repo.common_dir, store)
+    if not found:
+        return []
+    left: list[str] = []
+    for f in found:
+        try:
+            os.unlink(f)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            left.append(f)
+    repo.store.event(
+        "lane_store_sanitized",
+        lane=lane,
+        code="ok" if not left else "left",
+        store=store,
+        removed=[f for f in found if f not in left][:50],
+        left=left[:50],
+    )
+    return found
 
 
 def _lane_entries(common: str | os.PathLike[str]) -> tuple[list[str], list[str]]:
@@ -262,6 +334,8 @@ def import_lane(repo: Repo, key: str, lane_path: str, base: str | None, tip: str
     one, every object re-hashed; then refuse (objects_corrupt) unless the tip is complete
     in the shared store alone. Returns the number of objects packed (0: nothing to do)."""
     store = lane_store(repo.common_dir, lane_path)
+    if store is not None:
+        sanitize(repo, store, key)  # CMD may still plant one: pack-objects has a timeout
     lanes, own = _lane_entries(repo.common_dir)
     if store is None and not lanes and not git.named_lane_stores():
         return 0  # no lane store in sight: every object git can read is the shared store's
@@ -283,7 +357,10 @@ def import_lane(repo: Repo, key: str, lane_path: str, base: str | None, tip: str
             env=read_env,
             input=revs,
             check=False,
+            timeout=git.lane_read_timeout(),  # a FIFO planted since the walk blocks git
         )
+        if packed.timed_out:
+            raise _unreadable(key, lane_path, tip, packed.stderr)
         if not packed.ok:
             raise _corrupt(key, lane_path, tip, [], packed.stderr)
         data = packed.stdout
@@ -317,7 +394,10 @@ def branch_tip(repo: Repo, branch: str) -> str | None:
     """The lane branch's sha as the ref says (not checked to be a commit: its objects may
     be only in the lane's store)."""
     res = git.run(
-        ["rev-parse", "-q", "--verify", f"refs/heads/{branch}"], repo.common_dir, check=False
+        ["rev-parse", "-q", "--verify", f"refs/heads/{branch}"],
+        repo.common_dir,
+        check=False,
+        timeout=git.lane_read_timeout(),  # the ref is CMD's to write (a FIFO there blocks)
     )
     return res.stdout.strip() if res.ok else None
 
@@ -369,4 +449,19 @@ def _corrupt(key: str, lane_path: str, tip: str, missing: list[str], stderr: str
             f"git lane release {key} --confirm yes-discard-lane",
         ],
         details={"lane": key, "tip": tip, "missing": missing[:20], "stderr": stderr[-2000:]},
+    )
+
+
+def _unreadable(key: str, lane_path: str, tip: str, stderr: str) -> Refusal:
+    return Refusal(
+        "objects_unreadable",
+        f"lane {key}'s tip {tip[:12]} cannot land: reading the lane's own object store took "
+        f"longer than {git.lane_read_timeout():g} s (something in it blocks a read: a FIFO a "
+        "sandboxed command planted there), so git was stopped; main was not moved",
+        next=["git lane reconcile", f"git lane land {key}"],
+        alternatives=[
+            f"git lane export {key}",
+            f"git lane release {key} --confirm yes-discard-lane",
+        ],
+        details={"lane": key, "tip": tip, "stderr": stderr[-2000:]},
     )

@@ -13,7 +13,12 @@ re-parented to exec instead of init, and so stays below exec, where /proc finds 
   limit). Only the children exec did not start itself: the land socket's children are
   its own to wait for, so the socket holds a lock while it may have any
   (guard/landsock.py `Server.spawning`).
-- `end_tree()`, once CMD has ended (and the land socket is closed): every process below
+- `end_tree(spare=...)`, first, once CMD has ended (the land socket takes no new request):
+  every process below exec but exec's own workers (`Workers`: the socket land's process
+  and what it starts, the Absorber's git) is ended the same way, while the hooks are still
+  watched, so a land or an absorb that hangs (git blocked on a FIFO CMD planted in its
+  store) cannot keep what CMD left running alive; only then does exec wait for them.
+- `end_tree()`, once the land socket is closed and the Absorber stopped: every process below
   exec gets SIGTERM (and SIGCONT, for a stopped one), then, GRACE seconds on, SIGKILL,
   pass after pass until exec has no child left: a process that forks while it is being
   ended is found by the next pass, and exec waits for each (no zombie). exec stops
@@ -33,7 +38,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 
 from guard import procs
 
@@ -119,6 +125,17 @@ def _send(pid: int, start: str, sig: int) -> None:
             os.close(fd)
 
 
+class Workers:
+    """pids of the children a thread of exec starts for itself (not CMD's): each is added
+    under `lock` as it is spawned and dropped once waited for, so `end_tree(spare=...)`,
+    which lists the processes below exec under the same lock, never takes a worker (or a
+    process it started) for something CMD left running."""
+
+    def __init__(self) -> None:
+        self.pids: set[int] = set()
+        self.lock = threading.Lock()
+
+
 def _say(line: str) -> None:
     try:
         os.write(2, f"git-lane: warning: {line}\n".encode("utf-8", "surrogateescape"))
@@ -126,14 +143,19 @@ def _say(line: str) -> None:
         pass
 
 
-def end_tree(grace: float = GRACE, say: Callable[[str], None] = _say) -> list[int]:
+def end_tree(
+    grace: float = GRACE, say: Callable[[str], None] = _say, spare: Sequence[Workers] = ()
+) -> list[int]:
     """CMD has ended: end every process still below this one and wait for each; returns
-    the pids it signalled (empty in the common case, at the cost of one waitid)."""
+    the pids it signalled (empty in the common case, at the cost of one waitid). With
+    `spare`, every process but those workers and what they started (see Workers)."""
     watched = {*HURRY, signal.SIGCHLD}
     # blocked, a signal to exec waits for sigtimedwait below, which says "hurry", instead
     # of ending exec (SIGTERM's default) with the hooks unwatched; SIGCHLD wakes it early
     old = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
     try:
+        if spare:
+            return _end_spared(grace, watched, say, spare)
         return _end(grace, watched, say)
     finally:
         while watched & signal.sigpending():
@@ -175,3 +197,67 @@ def _end(grace: float, watched: set[signal.Signals], say: Callable[[str], None])
         if got is not None and got.si_signo in HURRY:
             hurry = True
     return list(signalled)
+
+
+def _targets(me: int, spare: Sequence[Workers]) -> dict[int, tuple[bytes, str]]:
+    """The processes below `me` that no worker in `spare` started (directly or not). The
+    listing is taken while every worker's lock is held: a worker spawned before it is in
+    its set, one spawned after it is not in the listing."""
+    with ExitStack() as stack:
+        for w in spare:
+            stack.enter_context(w.lock)
+        tree = procs.descendants(me)
+        kept: set[int] = set()
+        for w in spare:
+            for pid in w.pids:
+                if pid in tree:
+                    kept.add(pid)
+                    kept.update(procs.descendants(pid))
+    return {p: v for p, v in tree.items() if p not in kept}
+
+
+def _end_spared(
+    grace: float, watched: set[signal.Signals], say: Callable[[str], None], spare: Sequence[Workers]
+) -> list[int]:
+    """end_tree's first pass: until no process but the workers' is left below exec. Only
+    the ended processes that are not a worker's are waited for (by pid: a worker's status
+    is its thread's to collect); /proc says when none is left (the workers keep exec from
+    ever having no child, so the ECHILD proof is end_tree's second pass)."""
+    me = os.getpid()
+    begun = time.monotonic()
+    termed: set[tuple[int, str]] = set()
+    signalled: dict[int, None] = {}
+    hurry, told = False, False
+    while True:
+        try:
+            tree = _targets(me, spare)
+        except OSError:
+            tree = None  # /proc unreadable for a moment: look again
+        if tree is not None and not tree:
+            return list(signalled)
+        now = time.monotonic()
+        kill = hurry or now - begun >= grace
+        for pid, (state, start) in (tree or {}).items():
+            if state == b"Z":
+                try:  # ours: wait for it; another's (a process being ended): later ours
+                    os.waitpid(pid, os.WNOHANG | _WALL)
+                except ChildProcessError:
+                    pass
+                continue
+            if kill:
+                _send(pid, start, signal.SIGKILL)
+            elif (pid, start) not in termed:
+                termed.add((pid, start))
+                _send(pid, start, signal.SIGTERM)
+                _send(pid, start, signal.SIGCONT)
+            signalled[pid] = None
+        if not told and now - begun >= WARN_AFTER and tree:
+            told = True
+            live = sorted(p for p, (s, _) in tree.items() if s != b"Z")
+            say(
+                f"waiting for {len(live)} process(es) CMD left running to end, after "
+                f"SIGKILL: {' '.join(map(str, live)) or '(none listed yet)'}"
+            )
+        got = signal.sigtimedwait(watched, 0.05)
+        if got is not None and got.si_signo in HURRY:
+            hurry = True

@@ -560,6 +560,33 @@ def check_objects(repo: Repo) -> list[Check]:
     return [finding("object store", OK, "no lane's store is an alternate of the shared store")]
 
 
+def check_lane_stores(repo: Repo) -> list[Check]:
+    """Nothing in a sandboxed lane's own store but objects: a FIFO there (planted by CMD)
+    blocks every engine git call that reads it (status, land, gc); a link or device reads
+    elsewhere. `git lane reconcile` removes them from every lane with no live owner (exec
+    removes them itself when its CMD ends)."""
+    from guard import objects
+
+    out: list[Check] = []
+    for rec in repo.store.lanes():
+        if rec.status == "released":
+            continue
+        store = objects.lane_store(repo.common_dir, rec.path)
+        bad = objects.hostile_entries(repo.common_dir, store) if store else []
+        if bad:
+            out.append(
+                finding(
+                    "lane object store",
+                    FAIL,
+                    f"lane {rec.key}'s own object store holds {len(bad)} entr(y/ies) that are "
+                    f"no object ({git.shown(bad[0])}): a FIFO there blocks every engine git "
+                    "call that reads the lane (status, land, gc), a link reads elsewhere",
+                    "git lane reconcile",
+                )
+            )
+    return out or [finding("lane object store", OK, "every lane's own store holds only objects")]
+
+
 # -- state ------------------------------------------------------------------------------
 def check_lock(repo: Repo) -> list[Check]:
     from guard import lock
@@ -835,6 +862,7 @@ CHECKS: tuple[Callable[[Repo], list[Check]], ...] = (
     check_program_config,
     check_replace,
     check_objects,
+    check_lane_stores,
     check_lock,
     check_lanes,
     check_landlock,

@@ -467,16 +467,34 @@ def _supervise(
             result["signal"] = sig
         result["exit_status"] = status
     finally:
+        # the order matters (docs/trust-boundary.md): what CMD left running ends first,
+        # while the hooks are watched, sparing only exec's own workers (a socket land, the
+        # Absorber's git): a land or absorb that hangs (git blocked on a FIFO CMD planted in
+        # its store) cannot keep a daemon alive; then exec waits for them (their reads of
+        # the lane's store are bounded), ends whatever is still below it, and only then
+        # stops watching the hooks
+        if server is not None:
+            server.stop()  # no land starts from now on
+        if absorber is not None:
+            absorber.halt()  # no absorb starts from now on
+        if reaping:
+            spare = [w for w in (server, absorber) if w is not None]
+            ended = reap.end_tree(spare=[w.workers for w in spare])
+            result["ended"] = ended
         if server is not None:
             server.close()  # after a land in progress ends: it runs as this lane's owner
-        if reaping:  # what CMD left running ends before the hooks go unwatched
-            result["ended"] = reap.end_tree()
-        if watch is not None:
-            watch.stop()
         if absorber is not None:
             absorber.stop()
+        if reaping:  # a sandboxed gate of a land may have left one, re-parented to exec
+            more = reap.end_tree()
+            result["ended"] = [*result["ended"], *(p for p in more if p not in result["ended"])]
+        if watch is not None:
+            watch.stop()
         if ruleset is not None:
             ruleset.close()
+            store = objects.lane_store(repo.common_dir, mine.path)
+            if store is not None:  # CMD's tree is gone: nothing plants anything any more
+                objects.sanitize(repo, store, key)
             _absorb(repo, mine)
         if private_tmp is not None:
             shutil.rmtree(private_tmp, ignore_errors=True)
@@ -610,6 +628,8 @@ def _absorb(repo: Repo, rec: LaneRecord, tip: str | None = None) -> str:
     outlive the lane's admin dir (guard/objects.py absorb); what does not verify stays
     where it is, logged. Returns why it did not, or ""."""
     why = objects.absorb(repo, rec.key, rec.path, rec.branch, tip)
+    if why == "objects_unreadable":
+        why = "timeout"  # reading the lane's store took too long (guard/git.py)
     if why:
         repo.store.event("objects_kept_in_lane", lane=rec.key, why=why, tip=tip)
     return why
@@ -632,6 +652,7 @@ class Absorber:
         self._thread: threading.Thread | None = None
         # held while its git runs: exec, a subreaper, must not wait for those children
         self.spawning = threading.Lock()
+        self.workers = reap.Workers()  # its git, spared by end_tree's first pass
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="git-lane-absorb", daemon=True)
@@ -640,13 +661,19 @@ class Absorber:
     def _loop(self) -> None:
         while not self._stop.wait(self.POLL):
             try:
-                with self.spawning:
+                with self.spawning, git.recording(self.workers):
                     tip = objects.branch_tip(self.repo, self.rec.branch)
-                    if tip is not None and tip != self.seen:
+                    if tip is not None and tip != self.seen and not self._stop.is_set():
                         self.seen = tip
+                        # objects.import_lane removes what is no object from the lane's
+                        # store first, and its read of the store is bounded
                         _absorb(self.repo, self.rec, tip)
             except Exception as exc:  # the final absorb still runs; say why
                 self.repo.store.event("objects_kept_in_lane", lane=self.rec.key, why=repr(exc))
+
+    def halt(self) -> None:
+        """No absorb starts from now on (one in progress goes on: stop() waits for it)."""
+        self._stop.set()
 
     def stop(self) -> None:
         self._stop.set()

@@ -57,6 +57,7 @@ def run(repo: Repo) -> ReconcileResult:
             )
             lane.write_marker(repo, wt.path, k)
             changes.append({"action": "adopted", "lane": k, "path": wt.path})
+    changes.extend(_sanitize_lane_stores(repo))
     if not repo.store.epoch_is_valid():
         landing.repair_epoch(repo)
         changes.append({"action": "epoch_repaired"})
@@ -74,6 +75,21 @@ def run(repo: Repo) -> ReconcileResult:
     if warnings:
         out["next"] = nxt
         out["warnings"] = warnings
+    return out
+
+
+def _sanitize_lane_stores(repo: Repo) -> list[dict[str, Any]]:
+    """What is no object in the own store of a lane no live exec owns (a FIFO a sandboxed
+    CMD planted blocks every git read of it) is removed (guard/objects.py sanitize); a
+    lane whose exec still runs is left to it (exec sanitizes its store when CMD ends)."""
+    out: list[dict[str, Any]] = []
+    for rec in repo.store.lanes():
+        if rec.status == "released" or procs.alive(rec.owner_pid, rec.owner_start):
+            continue
+        store = objects.lane_store(repo.common_dir, rec.path)
+        removed = objects.sanitize(repo, store, rec.key) if store else []
+        if removed:
+            out.append({"action": "lane_store_sanitized", "lane": rec.key, "removed": removed})
     return out
 
 

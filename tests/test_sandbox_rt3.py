@@ -1,0 +1,246 @@
+"""Red team round 3 of issue 11, findings 1 and 2: a sandboxed lane's own object store is
+hostile input (guard/objects.py sanitize; bounded reads, guard/git.py LANE_READ_TIMEOUT),
+and exec ends what CMD left running before it waits for its own socket land or absorb
+(guard/commands/exec.py, guard/reap.py). Real kernel, real processes, the real CLI; every
+wait is bounded, so a regression fails instead of hanging."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import Repo, lane
+from enginehelp import events, pid_alive, wait_for
+from sandboxhelp import NEEDS_LANDLOCK
+
+from guard import git
+
+pytestmark = NEEDS_LANDLOCK
+
+SHA = "1111111111111111111111111111111111111111"
+
+# CMD plants a FIFO in its own object store under a made-up object name and points its
+# branch at that name: git reading that object (the supervisor's absorb, a land's import,
+# the owner's status) opens the FIFO, and open(2) of a FIFO blocks until a writer comes
+FIFO = r"""
+set -e
+sha=1111111111111111111111111111111111111111
+mkdir -p "$GIT_OBJECT_DIRECTORY/11"
+mkfifo "$GIT_OBJECT_DIRECTORY/11/${sha#11}"
+printf '%s\n' "$sha" > "$1"
+sleep 3
+"""
+
+
+def _bounded(argv: list[str], cwd: Path, env: dict[str, str], limit: float) -> int | None:
+    """argv's exit status, or None when it still ran after `limit` seconds (then killed,
+    with its process group: exec blocks SIGTERM while it ends CMD's tree)."""
+    p = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        return p.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        return None
+
+
+def _fifos(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_fifo()]
+
+
+def _release(fifos: list[Path]) -> None:
+    """Give a reader blocked in open(2) of each FIFO its writer (then EOF): a git this test
+    leaves blocked (its timeout was in a process the test killed) ends."""
+    for f in fifos:
+        try:
+            os.close(os.open(f, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+
+
+def test_a_fifo_in_the_lane_store_neither_hangs_exec_nor_the_owners_status(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """The FIFO CMD planted is removed before each absorb (and at exec's end, logged): exec
+    ends, the owner's `git lane status` ends, and no FIFO is left in the lane's store."""
+    lane_path = hub.create("alpha")
+    body = tmp_path / "fifo.sh"
+    body.write_text(FIFO)
+    ref = hub.common_dir / "refs" / "heads" / "lane" / "alpha"
+    env = dict(os.environ)
+    argv = [sys.executable, "-m", "guard", "exec", "--sandbox", "alpha", "--"]
+    worktrees = hub.common_dir / "worktrees"
+    try:
+        rc = _bounded([*argv, "sh", str(body), str(ref)], lane_path, env, 40)
+        assert rc is not None, "exec never ended (absorb blocked)"
+        assert not _fifos(worktrees), "a FIFO was left in the lane's store"
+        status = [sys.executable, "-m", "guard", "status"]
+        assert _bounded(status, hub.path, env, 40) is not None, "git lane status never ended"
+        removed = [f for ev in events(hub, "lane_store_sanitized") for f in ev["removed"]]
+        assert any(f.endswith("/objects/11/" + SHA[2:]) for f in removed), removed
+    finally:
+        _release(_fifos(worktrees))
+
+
+# a daemon CMD leaves behind keeps a FIFO in the lane's store (it replants it as soon as
+# it is removed), so the socket land CMD asks for blocks reading it whatever the engine's
+# walk removed; once told "go" (after exec, in the old order, was killed) it chmod -x's
+# the hook: nothing may be left to do it by then
+LINGER = r"""
+lane=$PWD hook=$1 ref=$2
+sha=1111111111111111111111111111111111111111
+mkdir -p "$GIT_OBJECT_DIRECTORY/11"
+fifo="$GIT_OBJECT_DIRECTORY/11/${sha#11}"
+setsid sh -c 'echo $$ > "$0/daemon.pid"
+  while [ ! -e "$0/go" ]; do [ -p "$2" ] || mkfifo "$2" 2>/dev/null; sleep 0.02; done
+  chmod -x "$1" && touch "$0/done"' "$lane" "$hook" "$fifo" </dev/null >/dev/null 2>&1 &
+while [ ! -p "$fifo" ]; do sleep 0.02; done
+printf '%s\n' "$sha" > "$ref"
+(git lane land alpha > "$lane/land.out" 2>&1 &)
+sleep 3
+"""
+
+
+def test_a_hung_socket_land_does_not_keep_what_cmd_left_running_alive(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """With worker_land = "allow", CMD asks for a land of a branch that names a FIFO in its
+    store and leaves a daemon behind that keeps the FIFO there. exec ends the daemon (its
+    first end of CMD's tree spares only exec's own land and absorb) before it waits for
+    them, while the hooks are still watched: the daemon is gone within seconds of CMD's
+    exit, whatever git's reads of the FIFO do; those reads are bounded (killed after
+    the timeout: the absorb logs why=timeout), so exec ends, and the hook keeps its mode."""
+    hub.config("worker_land", "allow")
+    lane_path = hub.create("alpha")
+    hook = hub.common_dir / "hooks" / "reference-transaction"
+    ref = hub.common_dir / "refs" / "heads" / "lane" / "alpha"
+    body = tmp_path / "linger.sh"
+    body.write_text(LINGER)
+    worktrees = hub.common_dir / "worktrees"
+    argv = [sys.executable, "-m", "guard", "exec", "--sandbox", "alpha", "--"]
+    p = subprocess.Popen(
+        [*argv, "sh", str(body), str(hook), str(ref)],
+        env={**os.environ, "GITLANE_TEST_LANE_READ_TIMEOUT": "4"},
+        cwd=lane_path,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    pidfile = lane_path / "daemon.pid"
+    daemon = 0
+    try:
+        wait_for(pidfile.exists, 20, "the daemon's pid file")
+        wait_for(lambda: pidfile.read_text().strip().isdigit(), 5, "the daemon's pid")
+        daemon = int(pidfile.read_text())
+        # CMD exits ~3 s after its land request; the daemon must be ended then, even
+        # though exec still waits for a land blocked on the FIFO (up to its timeout)
+        wait_for(lambda: not pid_alive(daemon), 15, "exec to end the daemon CMD left")
+        (lane_path / "go").touch()
+        time.sleep(0.5)
+        assert not (lane_path / "done").exists()
+        assert hook.stat().st_mode & 0o111, "the hook lost its mode"
+        # the land's and the absorb's reads of the store are bounded (here 4 s): exec
+        # then ends on its own, and the FIFO is gone (removed once CMD's tree was)
+        try:
+            p.wait(timeout=40)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                "exec never ended: a read of the lane store is unbounded"
+            ) from None
+        assert not _fifos(worktrees), "a FIFO was left in the lane's store"
+        ends = events(hub, "exec_end")
+        assert ends and daemon in ends[-1]["ended"], ends
+        assert hook.stat().st_mode & 0o111, "the hook lost its mode after exec was gone"
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        _release(_fifos(worktrees))
+        if daemon and pid_alive(daemon):
+            os.kill(daemon, signal.SIGKILL)
+        hook.chmod(0o755)
+
+
+def test_a_git_read_past_its_timeout_is_killed_with_its_process_group(tmp_path: Path) -> None:
+    """guard/git.py run(timeout=...): git blocked on a FIFO is killed (its whole group),
+    and the call says so (timed_out) instead of blocking for ever."""
+    repo = tmp_path / "r"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    obj = repo / ".git" / "objects" / "11"
+    obj.mkdir(parents=True)
+    os.mkfifo(obj / SHA[2:])
+    begun = time.monotonic()
+    try:
+        res = git.run(["cat-file", "-p", SHA], repo, check=False, timeout=1.0)
+    finally:
+        _release([obj / SHA[2:]])
+    assert res.timed_out and not res.ok
+    assert "timed out after 1 s" in res.stderr
+    assert time.monotonic() - begun < 15
+
+
+def _plant(hub: Repo, lane_path: Path) -> Path:
+    """The lane's own store (made by a sandboxed exec), with what a CMD could leave there
+    once its exec was SIGKILLed: a FIFO under an object's name (the branch names it), a
+    link, a foreign http-alternates; and a regular file, which is kept."""
+    r = hub.lane("exec", "--sandbox", "alpha", "--", "true", cwd=lane_path)
+    assert r.rc == 0, r.stderr
+    (store,) = (hub.common_dir / "worktrees").glob("*/objects")
+    (store / "11").mkdir(exist_ok=True)
+    os.mkfifo(store / "11" / SHA[2:])
+    (store / "22").mkdir(exist_ok=True)
+    (store / "22" / ("2" * 38)).symlink_to("/etc/passwd")
+    (store / "info" / "http-alternates").write_text("http://example.invalid/objects\n")
+    (store / "33").mkdir(exist_ok=True)
+    (store / "33" / ("3" * 38)).write_bytes(b"not an object, but a file: kept\n")
+    (hub.common_dir / "refs" / "heads" / "lane" / "alpha").write_text(SHA + "\n")
+    return store
+
+
+def test_the_owners_status_after_a_killed_exec_removes_a_planted_fifo_and_ends(
+    hub: Repo,
+) -> None:
+    lane_path = hub.create("alpha")
+    store = _plant(hub, lane_path)
+    try:
+        status = [sys.executable, "-m", "guard", "status"]
+        assert _bounded(status, hub.path, dict(os.environ), 40) is not None, "status hung"
+        assert not _fifos(store) and not (store / "22" / ("2" * 38)).is_symlink()
+        assert (store / "33" / ("3" * 38)).is_file(), "a regular file was removed"
+        assert (store / "info" / "alternates").is_file(), "enroll's alternates was removed"
+    finally:
+        _release(_fifos(store))
+
+
+def test_doctor_names_a_fifo_in_a_lane_store_and_reconcile_removes_it(hub: Repo) -> None:
+    lane_path = hub.create("alpha")
+    store = _plant(hub, lane_path)
+    try:
+        r = lane("doctor", "--json", cwd=hub.path, timeout=60)
+        checks = [c for c in json.loads(r.stdout)["checks"] if c["name"] == "lane object store"]
+        assert len(checks) == 1 and checks[0]["status"] == "fail", checks
+        assert checks[0]["fix"] == "git lane reconcile"
+        assert "lane alpha" in checks[0]["message"]
+        r = lane("reconcile", "--json", cwd=hub.path, timeout=60)
+        assert r.rc == 0, r.stderr
+        done = [c for c in json.loads(r.stdout)["changes"] if c["action"] == "lane_store_sanitized"]
+        assert len(done) == 1 and len(done[0]["removed"]) == 3, done
+        assert not _fifos(store) and not (store / "info" / "http-alternates").exists()
+        assert (store / "33" / ("3" * 38)).is_file(), "a regular file was removed"
+        r = lane("doctor", "--json", cwd=hub.path, timeout=60)
+        checks = [c for c in json.loads(r.stdout)["checks"] if c["name"] == "lane object store"]
+        assert [c["status"] for c in checks] == ["ok"], checks
+    finally:
+        _release(_fifos(store))
