@@ -71,8 +71,8 @@ def test_large_bench_quick_mode_prints_every_figure(tmp_path: Path) -> None:
     for name in RATIOS:
         assert re.search(r"ratio +\d+\.\d\dx", line_of(name)), (name, res.stdout)
     assert re.search(r"\d+ pairs \(\d+ conflict", line_of("conflicts pairs"))
-    # 4 lanes: 6 lane pairs and 4 with main
-    assert re.search(r"^conflicts pairs +10 pairs", line_of("conflicts pairs"))
+    # 3 lanes: 3 lane pairs and 3 with main
+    assert re.search(r"^conflicts pairs +6 pairs", line_of("conflicts pairs"))
     assert re.search(r"refused by our hooks in \d+\.\d ms", line_of("hook main refused"))
     assert re.search(
         r"\(\d+ files, \d+ bytes\): \d+\.\d ms, of which the copies \d+\.\d ms",
