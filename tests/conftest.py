@@ -17,6 +17,24 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _signals_as_a_terminal_gives_them() -> None:
+    """A shell without job control starts a background job (`pytest &`, `setsid sh -c
+    '...' &`) with SIGINT and SIGQUIT ignored, and an ignored signal stays ignored across
+    exec: every `git lane` the tests start would then shrug off Ctrl-C, and the tests
+    that check what Ctrl-C does would fail for the way the suite was started. Start from
+    what a terminal gives, whatever started us. A blocked mask is inherited the same way."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
+_signals_as_a_terminal_gives_them()
+
+
 @pytest.fixture(autouse=True)
 def signal_state_restored(request: pytest.FixtureRequest) -> Any:
     """A test that runs engine code in-process (an interrupted gate ignores SIGINT and
