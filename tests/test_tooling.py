@@ -5,12 +5,11 @@ promised it (so the hooks' shellcheck test never skips silently there)."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, shellcheck
 
 
 def _tool(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -38,13 +37,14 @@ def test_mypy_strict() -> None:
 def test_shims_pass_shellcheck() -> None:
     """The PATH shims run as they are (nothing renders them): shellcheck each one, as sh,
     following what it sources (shims/common.sh, and hooks/common.sh from it)."""
-    if not shutil.which("shellcheck"):
+    exe = shellcheck()
+    if not exe:
         pytest.skip("shellcheck is not installed")
     shims = sorted(p for p in (ROOT / "shims").iterdir() if p.name != "README")
     assert any(p.name == "git" for p in shims), shims
     for path in shims:
         res = subprocess.run(
-            ["shellcheck", "-s", "sh", "-x", str(path)],
+            [exe, "-s", "sh", "-x", str(path)],
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -57,6 +57,4 @@ def test_shellcheck_present_when_required() -> None:
     """.ci/run installs shellcheck from the distribution and sets this variable."""
     if os.environ.get("GITLANE_REQUIRE_SHELLCHECK") != "1":
         pytest.skip("GITLANE_REQUIRE_SHELLCHECK is not set (only .ci/run promises shellcheck)")
-    assert shutil.which("shellcheck"), (
-        "shellcheck is not installed: the hooks' shellcheck test would skip"
-    )
+    assert shellcheck(), "shellcheck is not installed: the hooks' shellcheck test would skip"
