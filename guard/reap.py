@@ -163,40 +163,67 @@ def end_tree(
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def _end(grace: float, watched: set[signal.Signals], say: Callable[[str], None]) -> list[int]:
-    me = os.getpid()
-    begun = time.monotonic()
-    termed: set[tuple[int, str]] = set()
-    signalled: dict[int, None] = {}
-    hurry, told = False, False
-    while _reap():
-        try:
-            tree = procs.descendants(me)
-        except OSError:
-            tree = {}  # /proc unreadable for a moment: nobody to signal; wait, look again
+class _Rounds:
+    """What both passes of end_tree do on each look at the tree: SIGTERM (with SIGCONT, which
+    a stopped process needs to act on it) once to each process, SIGKILL from `grace` seconds
+    on, or at once after a SIGINT, SIGTERM, SIGHUP or SIGQUIT to exec; one line saying what
+    it waits for once that takes WARN_AFTER seconds."""
+
+    def __init__(
+        self, grace: float, watched: set[signal.Signals], say: Callable[[str], None]
+    ) -> None:
+        self.grace, self.watched, self.say = grace, watched, say
+        self.begun = time.monotonic()
+        self.termed: set[tuple[int, str]] = set()
+        self.signalled: dict[int, None] = {}
+        self.hurry, self.told = False, False
+
+    def hit(self, tree: dict[int, tuple[bytes, str]], wait_ended: bool) -> None:
+        """Signal every live process in `tree`. An ended one is skipped, or with
+        `wait_ended` waited for by pid (ours; another's, a process being ended: later ours)."""
         now = time.monotonic()
-        kill = hurry or now - begun >= grace
+        kill = self.hurry or now - self.begun >= self.grace
         for pid, (state, start) in tree.items():
             if state == b"Z":
-                continue  # ended: its parent (exec, once that parent is gone) waits for it
+                if wait_ended:
+                    try:
+                        os.waitpid(pid, os.WNOHANG | _WALL)
+                    except ChildProcessError:
+                        pass
+                continue
             if kill:
                 _send(pid, start, signal.SIGKILL)
-            elif (pid, start) not in termed:
-                termed.add((pid, start))
+            elif (pid, start) not in self.termed:
+                self.termed.add((pid, start))
                 _send(pid, start, signal.SIGTERM)
-                _send(pid, start, signal.SIGCONT)  # a stopped process acts on it only then
-            signalled[pid] = None
-        if not told and now - begun >= WARN_AFTER:
-            told = True
+                _send(pid, start, signal.SIGCONT)
+            self.signalled[pid] = None
+        if not self.told and now - self.begun >= WARN_AFTER:
+            self.told = True
             live = sorted(p for p, (s, _) in tree.items() if s != b"Z")
-            say(
+            self.say(
                 f"waiting for {len(live)} process(es) CMD left running to end, after "
                 f"SIGKILL: {' '.join(map(str, live)) or '(none listed yet)'}"
             )
-        got = signal.sigtimedwait(watched, 0.05)
+
+    def pause(self) -> None:
+        """Until a child ends, a signal to exec comes, or 50 ms pass."""
+        got = signal.sigtimedwait(self.watched, 0.05)
         if got is not None and got.si_signo in HURRY:
-            hurry = True
-    return list(signalled)
+            self.hurry = True
+
+
+def _end(grace: float, watched: set[signal.Signals], say: Callable[[str], None]) -> list[int]:
+    rounds = _Rounds(grace, watched, say)
+    while _reap():
+        try:
+            tree = procs.descendants(os.getpid())
+        except OSError:
+            tree = {}  # /proc unreadable for a moment: nobody to signal; wait, look again
+        # an ended process is left: its parent (exec, once that parent is gone) waits for it
+        rounds.hit(tree, wait_ended=False)
+        rounds.pause()
+    return list(rounds.signalled)
 
 
 def _targets(me: int, spare: Sequence[Workers]) -> dict[int, tuple[bytes, str]]:
@@ -223,41 +250,13 @@ def _end_spared(
     the ended processes that are not a worker's are waited for (by pid: a worker's status
     is its thread's to collect); /proc says when none is left (the workers keep exec from
     ever having no child, so the ECHILD proof is end_tree's second pass)."""
-    me = os.getpid()
-    begun = time.monotonic()
-    termed: set[tuple[int, str]] = set()
-    signalled: dict[int, None] = {}
-    hurry, told = False, False
+    rounds = _Rounds(grace, watched, say)
     while True:
         try:
-            tree = _targets(me, spare)
+            tree = _targets(os.getpid(), spare)
         except OSError:
             tree = None  # /proc unreadable for a moment: look again
         if tree is not None and not tree:
-            return list(signalled)
-        now = time.monotonic()
-        kill = hurry or now - begun >= grace
-        for pid, (state, start) in (tree or {}).items():
-            if state == b"Z":
-                try:  # ours: wait for it; another's (a process being ended): later ours
-                    os.waitpid(pid, os.WNOHANG | _WALL)
-                except ChildProcessError:
-                    pass
-                continue
-            if kill:
-                _send(pid, start, signal.SIGKILL)
-            elif (pid, start) not in termed:
-                termed.add((pid, start))
-                _send(pid, start, signal.SIGTERM)
-                _send(pid, start, signal.SIGCONT)
-            signalled[pid] = None
-        if not told and now - begun >= WARN_AFTER and tree:
-            told = True
-            live = sorted(p for p, (s, _) in tree.items() if s != b"Z")
-            say(
-                f"waiting for {len(live)} process(es) CMD left running to end, after "
-                f"SIGKILL: {' '.join(map(str, live)) or '(none listed yet)'}"
-            )
-        got = signal.sigtimedwait(watched, 0.05)
-        if got is not None and got.si_signo in HURRY:
-            hurry = True
+            return list(rounds.signalled)
+        rounds.hit(tree or {}, wait_ended=True)
+        rounds.pause()
