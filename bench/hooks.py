@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -35,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchlib import hermetic_env as _hermetic_env  # noqa: E402
+from benchlib import alternate as compare_values  # noqa: E402
 from benchlib import sh  # noqa: E402
 from guard.commands import create as create_cmd  # noqa: E402
 from guard.commands import install as hookinstall  # noqa: E402
@@ -113,23 +113,6 @@ def rebase_setup(base: Path, env: dict[str, str], commits: int, hooks: str) -> C
         return time.perf_counter() - t
 
     return only_rebase
-
-
-def compare_values(
-    ours: Callable[[], float], floor: Callable[[], float], runs: int
-) -> tuple[float, float]:
-    a: list[float] = []
-    b: list[float] = []
-    ours()
-    floor()
-    for i in range(runs):
-        if i % 2:
-            b.append(floor())
-            a.append(ours())
-        else:
-            a.append(ours())
-            b.append(floor())
-    return statistics.median(a), statistics.median(b)
 
 
 # -- commit ---------------------------------------------------------------------------------

@@ -52,10 +52,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
-from benchlib import sh  # noqa: E402
+from benchlib import alternate as pair  # noqa: E402
+from benchlib import SHIMS, bound_env, hermetic_env, sh  # noqa: E402
 
 LANE = [sys.executable, "-m", "guard"]
-SHIMS = ROOT / "shims"
 EXIT0 = "#!/bin/sh\nexit 0\n"
 INCLUDE_FILES = 40  # ignored files of the hub that .worktreeinclude names (plus .env)
 SCHEMA = 1
@@ -63,29 +63,15 @@ SCHEMA = 1
 
 # -- environment and the cached repository ------------------------------------------------
 def make_env(base: Path) -> dict[str, str]:
-    """benchlib.hermetic_env, but reusable: the lanes live under this HOME's cache."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("GIT_", "GITLANE_")) and k != "PYTHONDONTWRITEBYTECODE"
-    }
-    home = base / "home"
-    home.mkdir(parents=True, exist_ok=True)
-    (home / ".gitconfig").write_text(
-        "[init]\n\tdefaultBranch = main\n[user]\n\tname = Bench\n\temail = bench@example.com\n"
-        "[gc]\n\tauto = 0\n"
-    )
-    env.update(
-        HOME=str(home),
-        XDG_CONFIG_HOME=str(home / ".config"),
-        XDG_CACHE_HOME=str(home / ".cache"),
-        GIT_CONFIG_NOSYSTEM="1",
+    """benchlib.hermetic_env, reused between runs: the lanes live under this HOME's cache."""
+    return hermetic_env(
+        base,
+        gitconfig="[gc]\n\tauto = 0\n",
+        reuse=True,
         GIT_EDITOR="true",
         GIT_SEQUENCE_EDITOR="true",
-        PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
-        PATH=str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", ""),
+        PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
     )
-    return env
 
 
 def lane(env: dict[str, str], cwd: Path, *args: str) -> dict[str, object]:
@@ -214,24 +200,6 @@ def timed(
     return took
 
 
-def pair(
-    ours: Callable[[], float], floor: Callable[[], float], rounds: int, warm: bool = True
-) -> tuple[float, float]:
-    a: list[float] = []
-    b: list[float] = []
-    if warm and rounds > 1:  # a quick run (one round) is a check, not a figure
-        ours()
-        floor()
-    for i in range(rounds):
-        if i % 2:
-            b.append(floor())
-            a.append(ours())
-        else:
-            a.append(ours())
-            b.append(floor())
-    return statistics.median(a), statistics.median(b)
-
-
 RESULTS: list[tuple[str, str]] = []
 
 
@@ -265,7 +233,10 @@ def hooks_dirs(base: Path) -> tuple[Path, Path]:
 
 
 def settle(env: dict[str, str], path: Path) -> None:
-    """Past git's racy-clean second, one status: the index a lane that lived a while has."""
+    """Past git's racy-clean second, one status: the index a lane that lived a while has;
+    and the checkout written out (a fresh lane's 600 MB still going to disk would slow
+    whatever is timed next, which a lane made long ago does not do)."""
+    os.sync()
     time.sleep(1.1)
     git(env, path, "status", "--porcelain")
 
@@ -311,9 +282,15 @@ def bench_land(base: Path, hub: Path, env: dict[str, str], rounds: int, empty: P
         lane(env, hub, "release", key)
         return took
 
+    # G2 (the lane is clean) is a `git status` of the lane, as a person landing by hand
+    # would run: a walk of all its files, which the floor leaves out; timed beside it
+    g2_lane = Path(str(lane(env, hub, "status")["lanes"][0]["path"]))  # type: ignore[index]
+    g2: list[float] = []
+
     def floor() -> float:
         n[0] += 1
         tag = f"floor-{os.getpid()}-{n[0]}"
+        os.sync()
         old = git(env, hub, "rev-parse", "refs/heads/main")
         idx = base / f"{tag}.index"
         ienv = {**env, "GIT_INDEX_FILE": str(idx)}
@@ -343,16 +320,22 @@ def bench_land(base: Path, hub: Path, env: dict[str, str], rounds: int, empty: P
         # put main back (untimed): a main no land moved is refused by the next land
         sh([*raw, "update-ref", "-m", f"floor {tag} undone", "refs/heads/main", old, tip], hub, env)
         sh([*raw, "read-tree", "-m", "-u", tip, old], hub, env)
+        status = ["git", "-c", "core.fsmonitor=false", "status", "--porcelain=v2", "-z"]
+        g2.append(timed([*status, "-uall"], g2_lane, {**env, "GIT_OPTIONAL_LOCKS": "0"}))
         return took
 
     floor_what = "floor (is-ancestor + update-ref CAS + read-tree -m -u)"
+    g2_what = "floor + the lane's git status (G2)"
     a, b = pair(ours, floor, rounds, warm=False)  # each side warms its own (untimed) setup
     report("land gate off", a, b, 2.0, ("git lane land", floor_what))
+    report("land off vs +G2", a, b + statistics.median(g2), 2.0, ("git lane land", g2_what))
     lane(env, hub, "config", "set", "gate_command", "true")
     lane(env, hub, "config", "set", "gate", "on")
+    g2.clear()
     try:
         a, b = pair(ours, floor, rounds, warm=False)
         report("land gate true", a, b, 2.0, ("git lane land", floor_what))
+        report("land true vs +G2", a, b + statistics.median(g2), 2.0, ("git lane land", g2_what))
     finally:
         lane(env, hub, "config", "set", "gate", "off")
         lane(env, hub, "config", "unset", "gate_command")
@@ -476,8 +459,6 @@ def bench_hooks(
 
 
 def bench_shims(base: Path, hub: Path, env: dict[str, str], rounds: int) -> None:
-    from guard import binding
-
     real = os.path.realpath(shutil.which("git", path=env["PATH"]) or "/usr/bin/git")
     key = f"bench-shims-{os.getpid()}"
     path = Path(os.path.realpath(str(lane(env, hub, "create", key)["lane"]["path"])))  # type: ignore[index]
@@ -488,23 +469,7 @@ def bench_shims(base: Path, hub: Path, env: dict[str, str], rounds: int) -> None
         floor = floor_dir / "git"
         floor.write_text(f'#!/bin/sh\nexec {real} "$@"\n')
         floor.chmod(0o755)
-        bound = dict(env)
-        bound.update(
-            {
-                binding.LANE: key,
-                binding.ROLE: "worker",
-                binding.REAL_GIT: real,
-                binding.SHIMS_DIR: str(SHIMS),
-                binding.LANE_PATH: str(path),
-                binding.COMMON: os.path.realpath(hub / ".git"),
-                binding.PYTHON: sys.executable,
-                binding.PYPATH: str(ROOT),
-                binding.HOME_AT_EXEC: env["HOME"],
-                binding.XDG_AT_EXEC: env["XDG_CONFIG_HOME"],
-                binding.PORT: "20000",
-                "PATH": f"{SHIMS}{os.pathsep}{env['PATH']}",
-            }
-        )
+        bound = bound_env(env, key, path, hub / ".git", real)
         unbound = dict(env, PATH=f"{SHIMS}{os.pathsep}{env['PATH']}")
         for name, e in (("shim status bound", bound), ("shim status unbound", unbound)):
             a, b = pair(

@@ -31,12 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchlib import hermetic_env, sh  # noqa: E402
-from guard import binding  # noqa: E402
+from benchlib import bound_env, hermetic_env, sh  # noqa: E402
 from guard.commands import create as create_cmd  # noqa: E402
 from guard.repo import Repo  # noqa: E402
-
-SHIMS = ROOT / "shims"
 
 
 def timed(argv: list[str], cwd: Path, env: dict[str, str], stdin: Path | None = None) -> float:
@@ -75,22 +72,8 @@ def bound_lane(base: Path) -> tuple[Path, dict[str, str]]:
     finally:
         os.environ.clear()
         os.environ.update(old)
-    env.update(
-        {
-            binding.LANE: "bench",
-            binding.ROLE: "worker",
-            binding.REAL_GIT: os.path.realpath(shutil.which("git") or "/usr/bin/git"),
-            binding.SHIMS_DIR: str(SHIMS),
-            binding.LANE_PATH: str(lane),
-            binding.COMMON: os.path.realpath(hub / ".git"),
-            binding.PYTHON: sys.executable,
-            binding.PYPATH: str(ROOT),
-            binding.HOME_AT_EXEC: env["HOME"],
-            binding.XDG_AT_EXEC: env["XDG_CONFIG_HOME"],
-            binding.PORT: "20000",
-            "PATH": f"{SHIMS}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{env['PATH']}",
-        }
-    )
+    git = os.path.realpath(shutil.which("git") or "/usr/bin/git")
+    env = bound_env(env, "bench", lane, hub / ".git", git)
     return lane, env
 
 
