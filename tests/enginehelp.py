@@ -121,3 +121,24 @@ def ready_lane(repo: Repo, key: str, files: dict[str, str] | None = None) -> Pat
 
 
 __all__ = ["ROOT"]
+
+
+def add_submodule(repo: Repo, tmp_path: Path, name: str = "sub", ignore: str | None = None) -> Path:
+    """Commit on main a submodule `name` (a one-commit repository made under tmp_path), with
+    `submodule.NAME.ignore = ignore` in .gitmodules when given; file:// submodules allowed
+    for this test's HOME (git refuses them by default since 2.38.1). Returns its source."""
+    home = Path(os.environ["HOME"])
+    with open(home / ".gitconfig", "a") as f:
+        f.write('[protocol "file"]\n\tallow = always\n')
+    sub = tmp_path / f"{name}-source"
+    sub.mkdir()
+    git(sub, "init", "-q", "-b", "main")
+    (sub / "s.txt").write_text("s\n")
+    git(sub, "add", "s.txt")
+    git(sub, "commit", "-q", "-m", "s")
+    git(repo.path, "submodule", "add", "-q", str(sub), name)
+    if ignore is not None:
+        git(repo.path, "config", "-f", ".gitmodules", f"submodule.{name}.ignore", ignore)
+        git(repo.path, "add", ".gitmodules")
+    git(repo.path, "commit", "-q", "-m", f"add {name}")
+    return sub

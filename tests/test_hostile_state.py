@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from conftest import LaneRun, Repo, git
+from enginehelp import add_submodule
 
 from guard.errors import CODES
 
@@ -531,13 +532,7 @@ def test_a_bare_hub(tmp_path: Path, gitlane_on_path: Path) -> None:
 
 
 def test_a_lane_with_a_submodule(repo: Repo, tmp_path: Path, gitlane_on_path: Path) -> None:
-    sub = tmp_path / "sub"
-    git(tmp_path, "init", "-q", "-b", "main", str(sub))
-    (sub / "s.txt").write_text("s\n")
-    git(sub, "add", "s.txt")
-    git(sub, "commit", "-q", "-m", "sub")
-    git(repo.path, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "mod")
-    git(repo.path, "commit", "-q", "-m", "add a submodule")
+    sub = add_submodule(repo, tmp_path, "mod")
     assert cli("install", cwd=repo.path).rc == 0
     assert cli("config", "set", "gate", "off", cwd=repo.path).rc == 0
     shas: list[str] = []

@@ -15,7 +15,16 @@ import pytest
 from hookfix import install
 
 from conftest import Repo, git
-from enginehelp import epoch, head, owner_file, ready_lane, spawn_lane, status_porcelain, wait_for
+from enginehelp import (
+    add_submodule,
+    epoch,
+    head,
+    owner_file,
+    ready_lane,
+    spawn_lane,
+    status_porcelain,
+    wait_for,
+)
 
 
 def gate(repo: Repo, command: str, timeout: int | None = None) -> None:
@@ -188,20 +197,7 @@ def test_clean_gate_worktree_is_whole_when_the_hub_is_sparse(repo: Repo) -> None
 @pytest.fixture
 def with_submodule(repo: Repo, tmp_path: Path) -> Path:
     """main records a submodule `sub` whose .gitmodules says `ignore = all`."""
-    home = Path(os.environ["HOME"])
-    with open(home / ".gitconfig", "a") as f:
-        f.write('[protocol "file"]\n\tallow = always\n')
-    sub = tmp_path / "subrepo"
-    sub.mkdir()
-    git(sub, "init", "-q", "-b", "main")
-    (sub / "s.txt").write_text("s\n")
-    git(sub, "add", "s.txt")
-    git(sub, "commit", "-q", "-m", "s")
-    git(repo.path, "submodule", "add", "-q", str(sub), "sub")
-    git(repo.path, "config", "-f", ".gitmodules", "submodule.sub.ignore", "all")
-    git(repo.path, "add", ".gitmodules")
-    git(repo.path, "commit", "-q", "-m", "add sub")
-    return sub
+    return add_submodule(repo, tmp_path, ignore="all")
 
 
 def test_submodule_at_another_commit_hidden_by_ignore_all_is_refused(

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Repo, git
+from enginehelp import add_submodule
 
 from guard import sandbox
 
@@ -38,17 +39,7 @@ ATTACK = """
 def sub_lane(repo: Repo, tmp_path: Path) -> tuple[Repo, Path, Path]:
     """main records submodule `sub`; lane alpha has it populated and one commit to land.
     Returns (repo, lane path, the submodule's git dir in the lane's admin dir)."""
-    home = Path(os.environ["HOME"])
-    with open(home / ".gitconfig", "a") as f:
-        f.write('[protocol "file"]\n\tallow = always\n')
-    sub = tmp_path / "subrepo"
-    sub.mkdir()
-    git(sub, "init", "-q", "-b", "main")
-    (sub / "s.txt").write_text("s\n")
-    git(sub, "add", "s.txt")
-    git(sub, "commit", "-q", "-m", "s")
-    git(repo.path, "submodule", "add", "-q", str(sub), "sub")
-    git(repo.path, "commit", "-q", "-m", "add sub")
+    add_submodule(repo, tmp_path)
     assert repo.lane("install").rc == 0
     repo.config("gate_command", "true")
     path = repo.create("alpha")
