@@ -214,8 +214,8 @@ def _not_idle(repo: Repo, rec: LaneRecord, tip: str | None, main_sha: str) -> Au
         r = recovery.branch_refusal(key, facts, "sync")
         return _left(key, r.code, r.message, list(r.next))
     assert tip is not None
-    dirty = git.dirty_paths(path)
-    dirty += git.hidden_differences(path, tip).changed
+    dirty, hidden = git.dirty_and_hidden(path, tip)
+    dirty += hidden.changed
     if dirty:
         r = lane.dirty_refusal(key, path, dirty, "sync")
         return _left(key, r.code, r.message, list(r.next))

@@ -25,6 +25,7 @@ from guard.errors import GitError, Interrupted, Refusal
 from guard.hookcheck import _PICKAXE as MARKER_PICKAXE  # one marker pre-filter, hook and land
 from guard.hookcheck import added_blocks, added_lines
 from guard.repo import Repo
+from guard.store import LaneRecord
 from guard.results import GateSummary, HubUpdate, LandResult, SyncResult
 
 PATHS_CAP = 500
@@ -137,19 +138,54 @@ def worker_land_refusal(key: str, usage: str = "") -> Refusal:
 
 def made_stale(repo: Repo, key: str, before: str, after: str) -> list[str]:
     """The other active lanes this land made stale: main_before was an ancestor of their
-    tip (they were fresh) and the new main is not."""
-    out: list[str] = []
+    tip (they were fresh) and the new main is not. The lanes whose commits are all in the
+    shared store are asked in one git call (a land with 30 lanes beside it made 60
+    `merge-base` calls); a lane with a store of its own is asked alone, reading that store
+    only (guard/objects.py: one lane's store never serves another lane's reads)."""
     tips = git.plain_refs(repo.common_dir, "refs/heads/lane/")
+    asked: dict[str, LaneRecord] = {}
+    out: list[str] = []
     for rec in repo.store.lanes():
-        tip = tips.get(f"refs/heads/{rec.branch}")
+        ref = f"refs/heads/{rec.branch}"
+        tip = tips.get(ref)
         if rec.key == key or rec.status != "active" or tip is None:
             continue
+        if (
+            policy.valid_key(rec.key)
+            and rec.branch == lane.branch_of(rec.key)
+            and objects.lane_store(repo.common_dir, rec.path) is None
+        ):
+            asked[ref] = rec  # lane/KEY: a-z, 0-9 and -, so the ref is its own pattern
+            continue
         with objects.reading(repo, rec.path):  # that lane's store, not the landed one's
-            if git.is_ancestor(repo.common_dir, before, tip) and not git.is_ancestor(
-                repo.common_dir, after, tip
-            ):
+            if _stale_now(repo.common_dir, before, after, tip):
                 out.append(rec.key)
+    if asked:
+        # a lane committing meanwhile is answered for at its new tip: for a notice, better
+        res = git.run(
+            [
+                "for-each-ref",
+                f"--contains={before}",
+                f"--no-contains={after}",
+                "--format=%(refname)",
+                *sorted(asked),
+            ],
+            repo.common_dir,
+            check=False,
+        )
+        if res.ok:
+            out += [asked[ref].key for ref in res.lines() if ref in asked]
+        else:  # git could not answer for all at once (an object missing?): one by one
+            out += [
+                rec.key
+                for ref, rec in asked.items()
+                if _stale_now(repo.common_dir, before, after, tips[ref])
+            ]
     return sorted(out)
+
+
+def _stale_now(common: git.Where, before: str, after: str, tip: str) -> bool:
+    return git.is_ancestor(common, before, tip) and not git.is_ancestor(common, after, tip)
 
 
 def interrupted(repo: Repo, key: str, held: lock.Held, exc: KeyboardInterrupt) -> Interrupted:
@@ -232,7 +268,7 @@ def _land_locked(
         if tip is None:
             return git.dirty_paths(path), git.Hidden()
         g4_trusted_config(t, git.risky_config(path))
-        return git.both(lambda: git.dirty_paths(path), lambda: git.hidden_differences(path, tip))
+        return git.dirty_and_hidden(path, tip)
 
     # The lane's status (G2) is the slow part in a big repository: the facts for G3, G6,
     # G9 and G4's view of the tip are read beside it. Refusals are still decided in order.
@@ -591,9 +627,7 @@ def g4_gate(
     still_dirty: list[str] = []
     hidden = git.Hidden()
     if not clean:  # a clean gate never looked at the lane's worktree
-        still_dirty, hidden = git.both(
-            lambda: git.dirty_paths(t.path), lambda: git.hidden_differences(t.path, t.tip or "")
-        )
+        still_dirty, hidden = git.dirty_and_hidden(t.path, t.tip or "")
     unseen = hidden.changed + hidden.missing + [s.path for s in hidden.submodules]
     if after != t.tip or still_dirty or unseen:
         raise Refusal(
