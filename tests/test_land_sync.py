@@ -174,3 +174,30 @@ def test_land_names_the_lanes_it_made_stale(repo: Repo) -> None:
     assert t.rc == 0, t.stderr
     assert "lane gamma is stale now: git lane sync gamma" in t.stdout
     assert "alpha" not in t.stdout
+
+
+def test_made_stale_reads_a_lane_store_for_its_lane_only(repo: Repo) -> None:
+    """Lanes whose commits are in the shared store are asked in one git call; a lane
+    whose commits live only in its own store (made under `exec --sandbox`) is asked alone,
+    reading that store: it is named, and the shared call is not broken by its objects."""
+    from guard import objects
+    from guard.repo import Repo as GuardRepo
+
+    repo.config("gate", "off")
+    ready_lane(repo, "alpha")
+    ready_lane(repo, "beta")
+    gamma = ready_lane(repo, "gamma")
+    store = objects.enroll(GuardRepo.discover(repo.path), str(gamma))
+    common = git(repo.path, "rev-parse", "--path-format=absolute", "--git-common-dir")
+    (gamma / "g2.txt").write_text("g2\n")
+    own = {
+        "GIT_OBJECT_DIRECTORY": store,
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES": f"{common.stdout.strip()}/objects",
+    }
+    git(gamma, "add", "g2.txt", env=own)
+    git(gamma, "commit", "-q", "-m", "g2", env=own)
+    tip = head(gamma)
+    assert git(repo.path, "cat-file", "-e", tip, check=False).returncode != 0  # its store only
+    r = repo.jlane("land", "beta")
+    assert r.code == "landed", r.json
+    assert r.json["made_stale"] == ["alpha", "gamma"]
