@@ -9,6 +9,7 @@ import statistics
 import subprocess
 import sys
 from collections.abc import Callable
+from typing import TypeVar
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,14 +54,17 @@ def hermetic_env(
     return env
 
 
-def alternate(
-    ours: Callable[[], float], floor: Callable[[], float], runs: int, warm: bool = True
-) -> tuple[float, float]:
-    """The medians of `runs` timings of each side, the two taking turns to go first so
-    drift in the machine's load hits both; with `warm` (and more than one run: a single
-    run is a check, not a figure), one untimed run of each first."""
-    a: list[float] = []
-    b: list[float] = []
+T = TypeVar("T")
+
+
+def turns(
+    ours: Callable[[], T], floor: Callable[[], T], runs: int, warm: bool = True
+) -> tuple[list[T], list[T]]:
+    """`runs` results of each side, the two taking turns to go first so drift in the
+    machine's load hits both; with `warm` (and more than one run: a single run is a check,
+    not a figure), one untimed run of each first."""
+    a: list[T] = []
+    b: list[T] = []
     if warm and runs > 1:
         ours()
         floor()
@@ -71,6 +75,14 @@ def alternate(
         else:
             a.append(ours())
             b.append(floor())
+    return a, b
+
+
+def alternate(
+    ours: Callable[[], float], floor: Callable[[], float], runs: int, warm: bool = True
+) -> tuple[float, float]:
+    """The medians of turns(...)."""
+    a, b = turns(ours, floor, runs, warm)
     return statistics.median(a), statistics.median(b)
 
 

@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchlib import hermetic_env, sh  # noqa: E402
+from benchlib import hermetic_env, sh, turns  # noqa: E402
 from guard.commands import create as create_cmd  # noqa: E402
 from guard.commands import install as hookinstall  # noqa: E402
 from guard.repo import Repo  # noqa: E402
@@ -107,17 +107,7 @@ def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> Callable[[], Timin
 
 
 def compare(a: Callable[[], Timing], b: Callable[[], Timing], runs: int) -> tuple[Timing, Timing]:
-    xs: list[Timing] = []
-    ys: list[Timing] = []
-    a()
-    b()
-    for i in range(runs):
-        if i % 2:
-            ys.append(b())
-            xs.append(a())
-        else:
-            xs.append(a())
-            ys.append(b())
+    xs, ys = turns(a, b, runs)
 
     def summary(v: list[Timing]) -> Timing:
         return statistics.median(w for w, _ in v), statistics.mean(c for _, c in v)
