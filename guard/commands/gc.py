@@ -187,19 +187,7 @@ def _look(
 def _work_verdict(key: str, path: str, work: release.Work, fresh: bool) -> _Verdict:
     """A lane release's G11 would keep: what it holds, the lock reason that says so, and
     what lands it (a stale lane syncs first: land alone would refuse stale_lane)."""
-    parts: list[str] = []
-    if work.unlanded:
-        parts.append(f"{len(work.unlanded)} unlanded commit(s)")
-    if work.dirty:
-        parts.append(f"{len(work.dirty)} uncommitted path(s)")
-    if work.rebase:
-        parts.append("a sync in progress")
-    if work.detached:
-        parts.append(f"{len(work.detached)} commit(s) on no branch")
-    if work.ignored:
-        parts.append(f"{len(work.ignored)} ignored file(s) its setup did not leave")
-    if work.worktree_refs:
-        parts.append("commits only its per-worktree refs hold")
+    parts = release.work_parts(work)
     if work.dirty or work.ignored or work.rebase:
         reason = LOCK_REASON  # what release locks a dirty lane with
         code = (

@@ -447,6 +447,37 @@ def _inspect(repo: Repo, rec: LaneRecord, wt: git.Worktree | None, main_sha: str
     return work
 
 
+def work_parts(work: Work, branch: str | None = None, path: str | None = None) -> list[str]:
+    """What `work` holds that G11 keeps, a phrase each: brief (gc's list), or naming the
+    branch, the worktree and the first few files and refs (release's refusal)."""
+    at = f" in {git.shown(path)}" if path is not None else ""
+    parts: list[str] = []
+    if work.unlanded:
+        parts.append(
+            f"{len(work.unlanded)} unlanded commit(s)" + (f" on {branch}" if branch else "")
+        )
+    if work.dirty:
+        parts.append(f"{len(work.dirty)} uncommitted path(s){at}")
+    if work.rebase:
+        parts.append("a sync in progress")
+    if work.detached:
+        parts.append(
+            f"{len(work.detached)} commit(s) on " + (f"a detached HEAD{at}" if at else "no branch")
+        )
+    if work.ignored:
+        names = ""
+        if path is not None:
+            more = ", ..." if len(work.ignored) > 5 else ""
+            names = f" ({', '.join(map(git.shown, work.ignored[:5]))}{more})"
+        parts.append(f"{len(work.ignored)} ignored file(s) its setup did not leave{names}")
+    if work.worktree_refs:
+        refs = ""
+        if path is not None:
+            refs = f" ({', '.join(str(r['ref']) for r in work.worktree_refs[:5])})"
+        parts.append(f"commits that only its per-worktree refs hold{refs}")
+    return parts
+
+
 def g11_keep_work(
     repo: Repo,
     key: str,
@@ -463,22 +494,7 @@ def g11_keep_work(
         return
     if (work.dirty or work.ignored or work.worktree_refs) and present:
         git.run(["worktree", "lock", "--reason", LOCK_REASON, path], repo.common_dir, check=False)
-    what = []
-    if work.unlanded:
-        what.append(f"{len(work.unlanded)} unlanded commit(s) on {branch}")
-    if work.dirty:
-        what.append(f"{len(work.dirty)} uncommitted path(s) in {git.shown(path)}")
-    if work.rebase:
-        what.append("a sync in progress")
-    if work.detached:
-        what.append(f"{len(work.detached)} commit(s) on a detached HEAD in {git.shown(path)}")
-    if work.ignored:
-        names = ", ".join(map(git.shown, work.ignored[:5]))
-        more = ", ..." if len(work.ignored) > 5 else ""
-        what.append(f"{len(work.ignored)} ignored file(s) its setup did not leave ({names}{more})")
-    if work.worktree_refs:
-        refs = ", ".join(str(r["ref"]) for r in work.worktree_refs[:5])
-        what.append(f"commits that only its per-worktree refs hold ({refs})")
+    what = work_parts(work, branch, path)
     message = f"lane {key} has " + " and ".join(what) + "; releasing would lose them"
     discard = f"git lane release {key} --confirm {CONFIRM}"
     # land takes only committed work on the lane branch: first the branch back in a
