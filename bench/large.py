@@ -278,14 +278,16 @@ def bench_land(base: Path, hub: Path, env: dict[str, str], rounds: int, empty: P
         path = Path(str(lane(env, hub, "create", key)["lane"]["path"]))  # type: ignore[index]
         one_commit(path, key)
         settle(env, path)
+        g2.append(timed(status, path, {**env, "GIT_OPTIONAL_LOCKS": "0"}))
         took = timed([*LANE, "land", key], hub, env)
         lane(env, hub, "release", key)
         return took
 
     # G2 (the lane is clean) is a `git status` of the lane, as a person landing by hand
-    # would run: a walk of all its files, which the floor leaves out; timed beside it
-    g2_lane = Path(str(lane(env, hub, "status")["lanes"][0]["path"]))  # type: ignore[index]
+    # would run: a walk of all its files, which the floor leaves out. Timed on the lane
+    # about to land, just before it lands (as warm as the land finds it)
     g2: list[float] = []
+    status = ["git", "-c", "core.fsmonitor=false", "status", "--porcelain=v2", "-z", "-uall"]
 
     def floor() -> float:
         n[0] += 1
@@ -320,8 +322,6 @@ def bench_land(base: Path, hub: Path, env: dict[str, str], rounds: int, empty: P
         # put main back (untimed): a main no land moved is refused by the next land
         sh([*raw, "update-ref", "-m", f"floor {tag} undone", "refs/heads/main", old, tip], hub, env)
         sh([*raw, "read-tree", "-m", "-u", tip, old], hub, env)
-        status = ["git", "-c", "core.fsmonitor=false", "status", "--porcelain=v2", "-z"]
-        g2.append(timed([*status, "-uall"], g2_lane, {**env, "GIT_OPTIONAL_LOCKS": "0"}))
         return took
 
     floor_what = "floor (is-ancestor + update-ref CAS + read-tree -m -u)"
