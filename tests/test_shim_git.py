@@ -41,6 +41,7 @@ class Lane:
             binding.XDG_AT_EXEC: os.environ["XDG_CONFIG_HOME"],
             binding.PORT: "20000",
         }
+        self.env[binding.PATH_AT_EXEC] = self.env["PATH"]
 
     def git(
         self, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
