@@ -23,7 +23,12 @@ facts the caller gathers (guard/shim.py for the PATH shim, guard/commands/check.
   shim_facts_unknown     a global option this parser does not know, an alias that does not parse,
                          a builtin this policy does not judge
   unsafe_config          -c/--config-env/GIT_CONFIG_* of a key that makes git run a program
-                         (program_key), or of remote.*/url.*; `git config` writing such a key
+                         (program_key, trailer.*.command), or of remote.*/url.*, or
+                         rebase.updateRefs; `git config` writing such a key; a PATH other
+                         than exec's finding another vi/less/ssh... (_search_path); for
+                         read-only commands and `git lane`: HOME/XDG/GIT_CONFIG_* other than
+                         exec's, or a repository inside the lane but the lane's own
+                         (_config_sources: git reads that configuration first)
   external_command       not a builtin of the real git nor an alias: an external git-NAME or a
                          git script (submodule...), which git runs with git-core first on PATH
   unknown_option         a long option not spelled out as the command knows it (git takes any
@@ -32,9 +37,10 @@ After alias expansion the settings an alias carries (-c, --exec-path, -C) are ju
 path_outside_lane also covers options naming a file git writes (_written_paths), a .git
 between the cwd and the lane root, and `git init` over an existing directory.
 Read-only commands (READ_ONLY, and the listing forms of branch/tag/stash/worktree/...)
-are decided before all of that but the explicit hook settings: they write nothing a lane
-could misuse, wherever they point (one told to write a file, `diff --output=F`, is a
-writer). A plain alias is judged as what it runs; an external git-NAME (git-lfs) as a
+are decided before all of that but the explicit hook settings, the PATH and where git
+reads its configuration: they write nothing a lane could misuse, wherever they point (one
+told to write a file, `diff --output=F`, is a writer), in a repository outside the lane
+too (its configuration is its owner's). A plain alias is judged as what it runs; an external git-NAME (git-lfs) as a
 writer. shims/git decides the plain read-only forms and the lane's own add/rm/commit in
 sh without Python; tests/test_shim_git.py holds every such sh pass to a pass here."""
 
