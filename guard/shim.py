@@ -297,6 +297,14 @@ def gather_git(
             raise _unknown(key, "which remote-tracking branches there are (for-each-ref failed)")
         return next((r for r in res.lines() if r.endswith("/" + name)), None)
 
+    def update_refs_config() -> bool:
+        res = _git(["config", "--type=bool", "--get", "rebase.updateRefs"], here, key, "config")
+        if res.returncode not in (0, 1):
+            raise _unknown(
+                key, f"whether rebase.updateRefs is on (git config exited {res.returncode})"
+            )
+        return res.stdout.strip() == "true"
+
     builtins: set[str] = set()
     facts = shimpolicy.GitFacts(
         lane=key,
@@ -322,6 +330,7 @@ def gather_git(
         remote_branch=remote_branch,
         exec_env_path=env.get(binding.PATH_AT_EXEC),
         which=which,
+        update_refs_config=update_refs_config,
     )
     return facts
 

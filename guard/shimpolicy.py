@@ -280,6 +280,8 @@ class GitFacts:
     exec_env_path: str | None = None  # PATH exec gave the process (None: not judged)
     # the file NAME resolves to on PATH-like SEARCH (None: none there)
     which: Callable[[str, str], str | None] = lambda _name, _search: None
+    # is rebase.updateRefs on in the configuration git reads here?
+    update_refs_config: Callable[[], bool] = lambda: False
 
     @property
     def branch(self) -> str:
@@ -2127,14 +2129,26 @@ def _writes_branch(spec: str, f: GitFacts) -> bool:
     return dst.startswith("refs/heads/") or not dst.startswith("refs/")
 
 
+_REBASE_GOING = ("--continue", "--abort", "--skip", "--quit", "--edit-todo", "--show-current-patch")
+
+
 def _commit_like(cmd: str, args: Sequence[str], f: GitFacts, head_ok: bool) -> Refusal | None:
     in_rebase = f.rebase_in_progress and f.head is None
-    if cmd == "rebase" and "--update-refs" in args[: args.index("--") if "--" in args else None]:
+    opts = args[: args.index("--") if "--" in args else None]
+    if cmd == "rebase" and (
+        "--update-refs" in opts
+        or (
+            "--no-update-refs" not in opts
+            and not any(a in _REBASE_GOING for a in opts)
+            and f.update_refs_config()
+        )
+    ):
+        why = "--update-refs" if "--update-refs" in opts else "(rebase.updateRefs is on)"
         return _main_refusal(
             f,
-            "git rebase --update-refs would also rewrite every other branch in the rebased "
+            f"git rebase {why} would also rewrite every other branch in the rebased "
             f"range that is checked out nowhere; lane {f.lane} rewrites only {f.branch}",
-            [_render((), cmd, [a for a in args if a != "--update-refs"])],
+            [_render((), cmd, ["--no-update-refs", *(a for a in args if a != "--update-refs")])],
             argv=[cmd, *args],
         )
     if cmd == "rebase":

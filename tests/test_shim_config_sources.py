@@ -193,6 +193,30 @@ def test_rebase_update_refs_is_refused(hub: Repo) -> None:
     refused(r, "main_mutation_refused")
 
 
+def test_rebase_with_update_refs_configured_is_refused_and_its_next_runs(hub: Repo) -> None:
+    """rebase.updateRefs set by the owner does what --update-refs does: refused; the
+    `next` (with --no-update-refs) rebases the lane alone."""
+    lane_path = hub.create("alpha")
+    hub.git("branch", "feature", "main")
+    hub.git("config", "rebase.updateRefs", "true")
+    before = hub.sha("refs/heads/feature")
+    env = {
+        "GIT_COMMITTER_DATE": "2026-02-02T00:00:00+00:00",
+        "GIT_SEQUENCE_EDITOR": "true",
+    }
+    pre = "echo b > b.txt && git add b.txt && git commit -q -m b && "
+    r = run_in_lane(hub, lane_path, pre + "git rebase -q -i --root --force-rebase", **env)
+    assert hub.sha("refs/heads/feature") == before, (r.rc, r.stderr)
+    refused(r, "main_mutation_refused")
+    nxt = r.stderr.split(". Next: ", 1)[1].splitlines()[0].strip()
+    assert "--no-update-refs" in nxt, nxt
+    tip = hub.sha("refs/heads/lane/alpha")
+    again = run_in_lane(hub, lane_path, nxt, **env)
+    assert again.rc == 0, (again.stdout, again.stderr)
+    assert hub.sha("refs/heads/feature") == before
+    assert hub.sha("refs/heads/lane/alpha") != tip  # the lane's own branch was rewritten
+
+
 def test_checkout_guessing_a_remote_branch_is_refused(hub: Repo) -> None:
     """`git checkout foo`, foo no commit but origin/foo a remote-tracking branch: git would
     create refs/heads/foo and leave lane/alpha; refused. `--` keeps it a file restore."""
