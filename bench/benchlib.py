@@ -91,7 +91,7 @@ def bound_env(env: dict[str, str], key: str, lane: Path, common: Path, git: str)
     the real git behind them)."""
     from guard import binding
 
-    return {
+    out = {
         **env,
         binding.LANE: key,
         binding.ROLE: "worker",
@@ -106,3 +106,5 @@ def bound_env(env: dict[str, str], key: str, lane: Path, common: Path, git: str)
         binding.PORT: "20000",
         "PATH": f"{SHIMS}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{env['PATH']}",
     }
+    out[binding.PATH_AT_EXEC] = out["PATH"]
+    return out

@@ -80,6 +80,7 @@ def bound_env(env: dict[str, str], hub: Path, lane: Path, real: str) -> dict[str
         GITLANE_XDG_CONFIG_HOME=env["XDG_CONFIG_HOME"],
         GITLANE_PORT="20000",
     )
+    out["GITLANE_PATH"] = out["PATH"]
     return out
 
 

@@ -13,6 +13,8 @@ write) spell them once in sh. Standard library only: the shims' slow path import
     GITLANE_PYPATH     the directory holding the guard package (for `python -I`)
     GITLANE_HOME       HOME when exec started ('' when unset)
     GITLANE_XDG_CONFIG_HOME  XDG_CONFIG_HOME when exec started ('' when unset)
+    GITLANE_PATH       the PATH exec gave the process (shims first): another PATH may find
+                       another `vi` or `less` for git to start (shimpolicy._search_path)
     GITLANE_PORT       the lane's port base
     GITLANE_PROGRAM_ENV  JSON {name: value} of the variables naming a program git runs
                        (EDITOR, GIT_ASKPASS, ...: PROGRAM_VARS below) set when exec
@@ -44,6 +46,7 @@ PYTHON = "GITLANE_PYTHON"
 PYPATH = "GITLANE_PYPATH"
 HOME_AT_EXEC = "GITLANE_HOME"
 XDG_AT_EXEC = "GITLANE_XDG_CONFIG_HOME"
+PATH_AT_EXEC = "GITLANE_PATH"
 PORT = "GITLANE_PORT"
 LAND_SOCKET = "GITLANE_LAND_SOCKET"
 SANDBOX = "GITLANE_SANDBOX"  # set only when exec confined the process, so not in NAMES
@@ -59,7 +62,7 @@ PROGRAM_VARS = (
 
 NAMES = (
     LANE, ROLE, REAL_GIT, SHIMS_DIR, LANE_PATH, COMMON, PYTHON, PYPATH, HOME_AT_EXEC,
-    XDG_AT_EXEC, PORT, PROGRAM_ENV,
+    XDG_AT_EXEC, PORT, PROGRAM_ENV, PATH_AT_EXEC,
 )  # fmt: skip
 
 

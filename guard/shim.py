@@ -291,6 +291,20 @@ def gather_git(
             return None
         return [ln.split(" ", 1)[1] for ln in res.lines() if " " in ln]
 
+    def remote_branch(name: str) -> str | None:
+        res = _git(["for-each-ref", "--format=%(refname)", "refs/remotes/"], here, key, "remotes")
+        if not res.ok:
+            raise _unknown(key, "which remote-tracking branches there are (for-each-ref failed)")
+        return next((r for r in res.lines() if r.endswith("/" + name)), None)
+
+    def update_refs_config() -> bool:
+        res = _git(["config", "--type=bool", "--get", "rebase.updateRefs"], here, key, "config")
+        if res.returncode not in (0, 1):
+            raise _unknown(
+                key, f"whether rebase.updateRefs is on (git config exited {res.returncode})"
+            )
+        return res.stdout.strip() == "true"
+
     builtins: set[str] = set()
     facts = shimpolicy.GitFacts(
         lane=key,
@@ -312,8 +326,32 @@ def gather_git(
         long_options=long_options,
         is_builtin=is_builtin,
         fetch_refspecs=fetch_refspecs,
+        gitfile=gitfile,
+        remote_branch=remote_branch,
+        exec_env_path=env.get(binding.PATH_AT_EXEC),
+        which=which,
+        update_refs_config=update_refs_config,
     )
     return facts
+
+
+def gitfile(path: str) -> str | None:
+    """The git dir a `.git` file at PATH names (realpath), None when it is no such file."""
+    if not os.path.isfile(path):
+        return None
+    line = _read_first_line(path)
+    if not line or not line.startswith("gitdir: "):
+        return None
+    return os.path.realpath(os.path.join(os.path.dirname(path), line[len("gitdir: ") :]))
+
+
+def which(name: str, search: str) -> str | None:
+    """The file `name` is on the PATH-like `search` (realpath), as execvp finds it."""
+    for d in search.split(":"):
+        cand = os.path.join(d or ".", name)
+        if os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return os.path.realpath(cand)
+    return None
 
 
 def _long_options(key: str, here: str, cmd: str, sub: str | None) -> frozenset[str] | None:
@@ -359,6 +397,8 @@ def main_git(argv: list[str]) -> int:
             raise _unknown(
                 b.lane, f"which user configuration exec started with ({name} is not set)"
             )
+    if binding.PATH_AT_EXEC not in env:
+        raise _unknown(b.lane, f"which PATH exec started with ({binding.PATH_AT_EXEC} is not set)")
     cfg = owner_config(b.lane, b)
     if cfg["enabled"] != "false":  # enabled = false: everything passes
         refusal = shimpolicy.decide_git(argv, env, gather_git(b, argv, env, cwd, cfg))

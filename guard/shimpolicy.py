@@ -23,7 +23,12 @@ facts the caller gathers (guard/shim.py for the PATH shim, guard/commands/check.
   shim_facts_unknown     a global option this parser does not know, an alias that does not parse,
                          a builtin this policy does not judge
   unsafe_config          -c/--config-env/GIT_CONFIG_* of a key that makes git run a program
-                         (program_key), or of remote.*/url.*; `git config` writing such a key
+                         (program_key, trailer.*.command), or of remote.*/url.*, or
+                         rebase.updateRefs; `git config` writing such a key; a PATH other
+                         than exec's finding another vi/less/ssh... (_search_path); for
+                         read-only commands and `git lane`: HOME/XDG/GIT_CONFIG_* other than
+                         exec's, or a repository inside the lane but the lane's own
+                         (_config_sources: git reads that configuration first)
   external_command       not a builtin of the real git nor an alias: an external git-NAME or a
                          git script (submodule...), which git runs with git-core first on PATH
   unknown_option         a long option not spelled out as the command knows it (git takes any
@@ -32,9 +37,10 @@ After alias expansion the settings an alias carries (-c, --exec-path, -C) are ju
 path_outside_lane also covers options naming a file git writes (_written_paths), a .git
 between the cwd and the lane root, and `git init` over an existing directory.
 Read-only commands (READ_ONLY, and the listing forms of branch/tag/stash/worktree/...)
-are decided before all of that but the explicit hook settings: they write nothing a lane
-could misuse, wherever they point (one told to write a file, `diff --output=F`, is a
-writer). A plain alias is judged as what it runs; an external git-NAME (git-lfs) as a
+are decided before all of that but the explicit hook settings, the PATH and where git
+reads its configuration: they write nothing a lane could misuse, wherever they point (one
+told to write a file, `diff --output=F`, is a writer), in a repository outside the lane
+too (its configuration is its owner's). A plain alias is judged as what it runs; an external git-NAME (git-lfs) as a
 writer. shims/git decides the plain read-only forms and the lane's own add/rm/commit in
 sh without Python; tests/test_shim_git.py holds every such sh pass to a pass here."""
 
@@ -234,6 +240,8 @@ COMMIT_LIKE = frozenset(
 HOOK_KEYS = ("core.hookspath",)
 HOOK_SECTIONS = ("hook.", "include.", "includeif.")
 CONFIG_WRITE_KEYS = (*HOOK_KEYS, "extensions.worktreeconfig")
+# variables naming a configuration file git reads (GIT_CONFIG: the one `git config` uses)
+CONFIG_FILE_ENV = ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG")
 PATH_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY")
 
 
@@ -265,6 +273,15 @@ class GitFacts:
     # unknown
     fetch_refspecs: Callable[[], list[str] | None] = lambda: []
     exists: Callable[[str], bool] = os.path.lexists  # is anything at PATH (a .git)?
+    # the gitdir a `.git` file names (realpath), None when PATH is no such file
+    gitfile: Callable[[str], str | None] = lambda _path: None
+    # is there a remote-tracking branch refs/remotes/*/NAME (checkout's guess)?
+    remote_branch: Callable[[str], str | None] = lambda _name: None
+    exec_env_path: str | None = None  # PATH exec gave the process (None: not judged)
+    # the file NAME resolves to on PATH-like SEARCH (None: none there)
+    which: Callable[[str, str], str | None] = lambda _name, _search: None
+    # is rebase.updateRefs on in the configuration git reads here?
+    update_refs_config: Callable[[], bool] = lambda: False
 
     @property
     def branch(self) -> str:
@@ -395,7 +412,15 @@ def decide_git(argv: Sequence[str], env: Mapping[str, str], facts: GitFacts) -> 
     refusal = _explicit_hook_settings(p, env, facts) or _transient_config(p, env, facts)
     if refusal is not None:
         return refusal
-    if p.cmd is None or p.cmd == "lane":
+    if p.cmd is None:
+        return None  # `git --version`: nothing is read
+    # git reads its configuration (which may name a program) before any command runs
+    refusal = _search_path(p, env, facts)
+    if refusal is None and (p.cmd == "lane" or read_only(p.cmd, p.args)):
+        refusal = _config_sources(p, env, facts)
+    if refusal is not None:
+        return refusal
+    if p.cmd == "lane":
         return None  # `git lane ...`: the engine enforces its own rules
     refusal = _program_env(p, env, facts) or _command_known(p, facts) or _program_options(p, facts)
     if refusal is not None:
@@ -410,6 +435,7 @@ def decide_git(argv: Sequence[str], env: Mapping[str, str], facts: GitFacts) -> 
         _hook_redirection(p, env, facts)
         or _config_write(p, facts)
         or _paths(p, env, facts)
+        or _lane_repository(p, env, facts)
         or _stash(p, facts)
         or _refs(p, facts)
         or _stale(p, facts)
@@ -650,7 +676,7 @@ def _refused_without(
 def _hook_redirection(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
     """What would make this command's hooks (or the engine) read another configuration
     than the one exec started with."""
-    for var in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM"):
+    for var in CONFIG_FILE_ENV:
         if var in env:
             return _hooks_disabled(p, f, f"{var}={env[var]}", env_vars=(var,))
     for var, was in (("HOME", f.home), ("XDG_CONFIG_HOME", f.xdg_config_home)):
@@ -757,6 +783,18 @@ def _config_mode(args: Sequence[str]) -> tuple[str, list[str]]:
 
 
 def _config_write(p: Parsed, f: GitFacts) -> Refusal | None:
+    if p.cmd == "maintenance":
+        sub = _first(p.args)
+        if sub in ("register", "unregister", "start", "stop"):
+            return Refusal(
+                "path_outside_lane",
+                f"git maintenance {sub} writes the user's global git config (maintenance.repo) "
+                f"and the system scheduler, outside lane {f.lane} ({f.lane_path}); git may "
+                "write only in the lane",
+                next=[f"git lane status {f.lane}"],
+                details={"lane": f.lane, "what": f"git maintenance {sub}", "path": "--global"},
+            )
+        return None
     if p.cmd != "config":
         return None
     mode, words = _config_mode(p.args)
@@ -795,12 +833,16 @@ def _config_write(p: Parsed, f: GitFacts) -> Refusal | None:
                 details={"lane": f.lane, "key": w, "argv": ["config", *p.args]},
             )
         section = k.rstrip(".").split(".")[0]
-        if program_key(k) or (
-            _section_op(p.args)
-            and (
-                section in _PROGRAM_SECTIONS
-                or section in {a for a, _b in _PROGRAM_SUBKEYS}
-                or section in {x.split(".")[0] for x in _PROGRAM_KEYS}
+        if (
+            program_key(k)
+            or k in _REF_KEYS
+            or (
+                _section_op(p.args)
+                and (
+                    section in _PROGRAM_SECTIONS
+                    or section in {a for a, _b in _PROGRAM_SUBKEYS}
+                    or section in {x.split(".")[0] for x in _PROGRAM_KEYS}
+                )
             )
         ):
             return Refusal(
@@ -811,7 +853,50 @@ def _config_write(p: Parsed, f: GitFacts) -> Refusal | None:
                 next=[f"git config --show-origin --get-all {_q(w)}"],
                 details={"lane": f.lane, "key": w, "argv": ["config", *p.args]},
             )
-    return None
+    return _config_file_outside(p, f)
+
+
+def _config_file_outside(p: Parsed, f: GitFacts) -> Refusal | None:
+    """`git config` writing a file outside the lane: --global (~/.gitconfig), --system,
+    --file/-f/--blob FILE outside the lane's worktree."""
+    args = list(p.args)
+    where: tuple[str, str, str | None] | None = None
+    for i, a in enumerate(args):
+        if a == "--":
+            break
+        if a in ("--global", "--system"):
+            where = (a, a, None)
+            break
+        name, eq, val = a.partition("=")
+        if name in ("--file", "-f") or (a.startswith("-f") and not a.startswith("--")):
+            raw = val if eq else (a[2:] if name not in ("--file", "-f") else None)
+            if raw is None:
+                raw = args[i + 1] if i + 1 < len(args) else ""
+            real = _clean(raw, f, _cwd_after_chdirs(p, f))
+            if not _inside(real, f.lane_path):
+                where = (a, f"the file {real}", raw)
+                break
+    if where is None:
+        return None
+    opt, what, raw = where
+    rest = [a for a in args if a != opt]
+    if raw is not None and opt in ("--file", "-f"):
+        rest.remove(raw)
+    return Refusal(
+        "path_outside_lane",
+        f"git config {opt} would write {what}, outside lane {f.lane} ({f.lane_path}); "
+        "git may write only in the lane (the lane's repository config: without it)",
+        next=[_render(p.globals, "config", rest)],
+        details={"lane": f.lane, "what": f"git config {opt}", "path": raw or opt},
+    )
+
+
+def _cwd_after_chdirs(p: Parsed, f: GitFacts) -> str:
+    cwd = f.cwd
+    for d in p.chdirs:
+        if d:
+            cwd = _clean(d, f, cwd)
+    return cwd
 
 
 def _section_op(args: Sequence[str]) -> bool:
@@ -819,6 +904,119 @@ def _section_op(args: Sequence[str]) -> bool:
         a in ("--rename-section", "--remove-section", "rename-section", "remove-section")
         for a in args
     )
+
+
+# -- where git reads its configuration and finds its programs ---------------------------
+def _config_sources(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
+    """A command decided as read-only (or `git lane`) still reads a configuration, which
+    may name a program git runs (core.fsmonitor, diff.external, a pager): it passes only
+    when that is the user configuration exec started with and, inside the lane, the lane's
+    own repository. A repository outside the lane is another's, read as any git reads it
+    (docs/trust-boundary.md); one inside the lane (nested, or made bare there) is the
+    lane's own making."""
+    for var, was in (("HOME", f.home), ("XDG_CONFIG_HOME", f.xdg_config_home)):
+        now = env.get(var, "")
+        if now != was:
+            prefix = f"{var}={_q(was)} " if was else f"env -u {var} "
+            return _config_refusal(
+                p,
+                f,
+                f"{var}={now or '(unset)'} (exec started with {was or '(unset)'}) makes git "
+                "read another user configuration",
+                var,
+                prefix + _render(p.globals, p.cmd, p.args),
+            )
+    for var in CONFIG_FILE_ENV:
+        if var in env:
+            return _config_refusal(
+                p,
+                f,
+                f"{var}={env[var]} makes git read that file as its configuration",
+                var,
+                f"env -u {var} " + _render(p.globals, p.cmd, p.args),
+            )
+    return _lane_repository(p, env, f)
+
+
+def _lane_repository(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
+    """A git dir (--git-dir, GIT_DIR, GIT_COMMON_DIR, or a .git between the cwd and the
+    lane root) inside the lane's worktree: a repository of the lane's making, whose
+    configuration git obeys (for every command: _paths lets such a git dir pass as "in
+    the lane")."""
+    cwd = _cwd_after_chdirs(p, f)
+    lane_dotgit = os.path.join(f.lane_path, ".git")
+    for what, raw in (
+        ("--git-dir" if p.git_dir is not None else "GIT_DIR", p.git_dir or env.get("GIT_DIR")),
+        ("GIT_COMMON_DIR", env.get("GIT_COMMON_DIR")),
+    ):
+        if not raw:
+            continue
+        real = _clean(raw, f, cwd)
+        if real == lane_dotgit or os.path.join(cwd, raw) == lane_dotgit:
+            continue  # the lane's own .git file: git follows it to the lane's git dir
+        if _inside(real, f.lane_path):
+            return _nested_refusal(p, f, f"{what} ({real})", real)
+    if not (p.git_dir or env.get("GIT_DIR")):
+        nested = _nested_git(cwd, f)
+        if nested is not None:
+            target = f.gitfile(nested)
+            if target is None or not _inside(target, f.common):
+                return _nested_refusal(p, f, nested, nested)
+    return None
+
+
+def _nested_refusal(p: Parsed, f: GitFacts, what: str, path: str) -> Refusal:
+    return Refusal(
+        "unsafe_config",
+        f"{what} makes git {p.cmd} read a repository inside lane {f.lane} other than the "
+        f"lane's own, whose configuration (core.fsmonitor, diff.external, a pager...) the "
+        "lane wrote and git would obey, running a program past the shim; run it in the "
+        "lane's own repository",
+        next=[f"cd {_q(f.lane_path)} && " + _render(_drop_paths(p.globals), p.cmd, p.args)],
+        details={"lane": f.lane, "key": "repository", "setting": what, "path": path},
+    )
+
+
+def _config_refusal(p: Parsed, f: GitFacts, what: str, var: str, nxt: str) -> Refusal:
+    return Refusal(
+        "unsafe_config",
+        f"{what}, which may name a program git runs past lane {f.lane}'s shim "
+        "(core.fsmonitor, a pager, an editor); run the command without it",
+        next=[nxt],
+        details={"lane": f.lane, "key": var, "setting": what},
+    )
+
+
+# Programs git starts by a bare name looked up on PATH (with its own directory first): the
+# default and the "safe" editors and pagers, ssh, the signature programs, man for `git
+# help`. Another PATH than exec's may put the lane's own file of that name first.
+# (_SAFE_PROGRAMS' names, and more)
+PATH_PROGRAMS = (
+    "cat", "less", "more", "true", "false", "vi", "vim", "nvim", "nano", "emacs",
+    "ssh", "gpg", "gpgsm", "ssh-keygen", "man", "info", "sh",
+)  # fmt: skip
+
+
+def _search_path(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
+    """PATH other than exec's: each program git may start by a bare name must be the file
+    exec's PATH finds (a PATH with the lane's `.venv/bin` first passes; one whose `vi` or
+    `less` is another file does not)."""
+    now = env.get("PATH", "")
+    was = f.exec_env_path
+    if was is None or now == was:
+        return None  # None: not asked (the shim refuses a binding without it)
+    for name in PATH_PROGRAMS:
+        if f.which(name, now) != f.which(name, was):
+            return Refusal(
+                "unsafe_config",
+                f"PATH finds {name} at {f.which(name, now)} (with the PATH exec started "
+                f"with: {f.which(name, was)}); git starts {name} by that name with its own "
+                f"directory first on PATH, past lane {f.lane}'s shim; run the command with "
+                "exec's PATH",
+                next=[f"env PATH={_q(was)} " + _render(p.globals, p.cmd, p.args)],
+                details={"lane": f.lane, "key": "PATH", "setting": f"PATH={now}", "program": name},
+            )
+    return None
 
 
 # -- aliases ----------------------------------------------------------------------------
@@ -925,8 +1123,12 @@ _PROGRAM_SUBKEYS = frozenset(
         ("remote", "uploadpack"),
         ("remote", "vcs"),
         ("submodule", "update"),
+        ("trailer", "command"),  # git interpret-trailers / commit --trailer run them
+        ("trailer", "cmd"),
     ]
 )
+# keys that make git write refs other than the lane's branch (rebase --update-refs)
+_REF_KEYS = frozenset(["rebase.updaterefs"])
 # -c core.pager=cat, -c core.editor=true: what people type (no git in them)
 _SAFE_PROGRAMS = (
     "",
@@ -960,6 +1162,8 @@ def _transient_unsafe(key: str, value: str | None) -> bool:
         return False  # the shim judges what an alias runs (shell ones: shell_alias)
     if (k in _EDITORS or k.startswith("pager.")) and value is not None:
         return value.strip() not in _SAFE_PROGRAMS
+    if k in _REF_KEYS:
+        return value is None or value.strip().lower() not in ("false", "no", "off", "0")
     return program_key(k) or k.startswith(("remote.", "url."))
 
 
@@ -1704,7 +1908,19 @@ def _switch(cmd: str, args: Sequence[str], f: GitFacts) -> Refusal | None:
         if cmd == "checkout" and len(pos) > 1:
             return None  # checkout TREE-ISH PATHS: restores files from it
         if cmd == "checkout" and want != "-" and not f.is_rev(want):
-            return None  # checkout FILE: restores a file
+            guess = None if "--no-guess" in args else f.remote_branch(want)
+            if guess is None:
+                return None  # checkout FILE: restores a file
+            return _main_refusal(
+                f,
+                f"git checkout {want} would create branch {want} from {guess} (git's guess: "
+                f"there is no branch {want}, a remote-tracking one is) and switch lane "
+                f"{f.lane} off {f.branch}; lane {f.lane} works on {f.branch} only",
+                [f"git log {_q(guess)}"],
+                alternatives=[f"git checkout -- {_q(want)}"],
+                argv=[cmd, *args],
+                target=want,
+            )
         target, why = want, "switch to"
     main_ish = target in (f.main, f"refs/heads/{f.main}")
     nxt = [f"git switch {f.branch}"] if f.head != f.branch_ref else _land_next(f)
@@ -1913,8 +2129,28 @@ def _writes_branch(spec: str, f: GitFacts) -> bool:
     return dst.startswith("refs/heads/") or not dst.startswith("refs/")
 
 
+_REBASE_GOING = ("--continue", "--abort", "--skip", "--quit", "--edit-todo", "--show-current-patch")
+
+
 def _commit_like(cmd: str, args: Sequence[str], f: GitFacts, head_ok: bool) -> Refusal | None:
     in_rebase = f.rebase_in_progress and f.head is None
+    opts = args[: args.index("--") if "--" in args else None]
+    if cmd == "rebase" and (
+        "--update-refs" in opts
+        or (
+            "--no-update-refs" not in opts
+            and not any(a in _REBASE_GOING for a in opts)
+            and f.update_refs_config()
+        )
+    ):
+        why = "--update-refs" if "--update-refs" in opts else "(rebase.updateRefs is on)"
+        return _main_refusal(
+            f,
+            f"git rebase {why} would also rewrite every other branch in the rebased "
+            f"range that is checked out nowhere; lane {f.lane} rewrites only {f.branch}",
+            [_render((), cmd, ["--no-update-refs", *(a for a in args if a != "--update-refs")])],
+            argv=[cmd, *args],
+        )
     if cmd == "rebase":
         if any(
             a

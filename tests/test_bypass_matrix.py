@@ -115,6 +115,15 @@ class Row:
 ON_MAIN = 'cd "$HUB" && $GIT switch -q main && '
 HOOK = '"$COMMON/hooks/reference-transaction"'
 MOVE = '$GIT update-ref refs/heads/main "$TIP"'
+# A program of the lane's (LANE/evil.sh) that moves main with the hooks off by the real git
+# (git runs what its configuration names with its own directory first on PATH); as an
+# editor it writes the message too. MOVED: the row's status is whether main moved.
+EVIL = (
+    'printf "#!/bin/sh\\n%s -C %s -c core.hooksPath=/dev/null update-ref refs/heads/main %s\\n'
+    '[ -z \\"\\$1\\" ] || echo msg > \\"\\$1\\"\\n" "$REAL" "$HUB" "$TIP" > "$LANE/evil.sh" && '
+    'chmod +x "$LANE/evil.sh" && '
+)
+MOVED = '; [ "$($REAL -C "$HUB" rev-parse refs/heads/main)" = "$TIP" ]'
 
 ROWS: tuple[Row, ...] = (
     # -- switching the hooks off ---------------------------------------------------------
@@ -604,6 +613,74 @@ ROWS: tuple[Row, ...] = (
         PASSES,
         EACCES,
     ),
+    # -- git running a program, or writing, past the shim (red team 13A) -----------------------
+    Row(
+        "ro_home_config",
+        "a read-only `git status` with `HOME` naming the lane, whose `.gitconfig` sets `core.fsmonitor`",
+        EVIL
+        + 'printf "[core]\\n\\tfsmonitor = %s\\n" "$LANE/evil.sh" > "$LANE/.gitconfig" && HOME="$LANE" $GIT status --short'
+        + MOVED,
+        "main",
+        PASSES,
+        R("unsafe_config"),
+        EACCES,
+        ("main_moved",),
+    ),
+    Row(
+        "trailer_command",
+        "`git -c trailer.x.command=PROG interpret-trailers`",
+        EVIL
+        + '$GIT -c trailer.x.command="$LANE/evil.sh" interpret-trailers --trailer x=1 </dev/null'
+        + MOVED,
+        "main",
+        PASSES,
+        R("unsafe_config"),
+        EACCES,
+        ("main_moved",),
+    ),
+    Row(
+        "path_editor",
+        "`GIT_EDITOR=vi git commit` with the lane's own `vi` first on `PATH`",
+        EVIL
+        + 'mkdir -p "$LANE/.bin" && cp "$LANE/evil.sh" "$LANE/.bin/vi" && '
+        + 'PATH="$LANE/.bin:$PATH" GIT_EDITOR=vi $GIT commit -q --allow-empty'
+        + MOVED,
+        "main",
+        PASSES,
+        R("unsafe_config"),
+        EACCES,
+        ("main_moved",),
+    ),
+    Row(
+        "rebase_update_refs",
+        "`git rebase --update-refs` over a range main points into",
+        "GIT_COMMITTER_DATE=2026-02-02T00:00:00+00:00 GIT_SEQUENCE_EDITOR=true "
+        "$GIT rebase -q -i --root --update-refs --force-rebase"
+        + MOVED.replace('"$TIP"', '"$MAIN"').replace(" = ", " != "),
+        "main",
+        MMR,
+        MMR,
+        EACCES,
+    ),
+    Row(
+        "checkout_guess",
+        "`git checkout foo` creating branch foo from `origin/foo` (git's guess)",
+        "$GIT checkout -q foo",
+        "refs/heads/foo",
+        PASSES,
+        MMR,
+        EACCES,
+        pre="$REAL fetch -q . lane/alpha:refs/remotes/origin/foo && $REAL remote add origin /nonexistent",
+    ),
+    Row(
+        "git_config_env",
+        "`GIT_CONFIG=FILE git config a.b c` (a file outside)",
+        'GIT_CONFIG="$OUT" $GIT config a.b c',
+        "out",
+        PASSES,
+        HOOKS_OFF,
+        EACCES,
+    ),
     # -- git-lane itself -------------------------------------------------------------------------
     Row(
         "uninstall_worker",
@@ -940,6 +1017,8 @@ def aimed(lay: Layer, row: Row) -> object:
     """What the row aims at, as it stands now."""
     if row.target == "main":
         return lay.repo.sha("main")
+    if row.target.startswith("refs/"):
+        return lay.repo.sha(row.target)
     if row.target == "main_meaning":  # replace refs change what main's commit means
         return (lay.repo.sha("main"), git(lay.repo.path, "for-each-ref", "refs/replace/").stdout)
     if row.target == "landed":  # every landed tip is still there

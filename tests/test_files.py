@@ -44,6 +44,7 @@ def bound_env(repo: Repo, key: str, lane: Path, **over: str) -> dict[str, str]:
             "PATH": f"{SHIMS}{os.pathsep}{env['PATH']}",
         }
     )
+    env[binding.PATH_AT_EXEC] = env["PATH"]
     env.update(over)
     return {k: v for k, v in env.items() if v is not None}
 

@@ -41,6 +41,7 @@ class Lane:
             binding.XDG_AT_EXEC: os.environ["XDG_CONFIG_HOME"],
             binding.PORT: "20000",
         }
+        self.env[binding.PATH_AT_EXEC] = self.env["PATH"]
 
     def git(
         self, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
@@ -373,6 +374,12 @@ FAST_CASES: list[tuple[list[str], dict[str, str]]] = [
     (["rm", "-r", "sub"], {"GIT_DIR": "/tmp"}),
     (["rm", "--cached", "x"], {}),
     (["log"], {"GIT_DIR": "/tmp"}),
+    # read-only, but git would read another configuration, or find another `vi` or `less`
+    (["status"], {"HOME": "/tmp"}),
+    (["log"], {"XDG_CONFIG_HOME": "/tmp"}),
+    (["log"], {"GIT_CONFIG": "/tmp/x"}),
+    (["branch"], {"HOME": "/tmp"}),
+    (["status"], {"PATH": f"/tmp{os.pathsep}{SHIMS}{os.pathsep}{os.environ['PATH']}"}),
 ]
 
 

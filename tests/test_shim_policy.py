@@ -53,6 +53,13 @@ def facts(**over: Any) -> GitFacts:
 
 
 ENV = {"HOME": HOME, "XDG_CONFIG_HOME": XDG}
+
+
+def first_on_path(name: str, search: str) -> str:
+    """A `which` where the first PATH entry has every program."""
+    return f"{search.split(':')[0]}/{name}"
+
+
 STALE = {"must_sync": True}
 DETACHED = {"head": None}
 REBASING = {"head": None, "rebase_in_progress": True}
@@ -84,8 +91,42 @@ TABLE: list[tuple[str, dict[str, str], dict[str, Any], str | None]] = [
     ("reflog", {}, {}, None),
     ("notes list", {}, {}, None),
     ("remote -v", {}, {}, None),
-    ("status", {"HOME": "/tmp/fake"}, {}, None),
-    ("log", {"GIT_CONFIG_GLOBAL": "/dev/null"}, {}, None),
+    # ... but git reads its configuration first: only exec's, and the lane's own repository
+    ("status", {"HOME": "/tmp/fake"}, {}, "unsafe_config"),
+    ("log", {"GIT_CONFIG_GLOBAL": "/dev/null"}, {}, "unsafe_config"),
+    ("config --get a.b", {"GIT_CONFIG": "/tmp/x"}, {}, "unsafe_config"),
+    ("lane status", {"XDG_CONFIG_HOME": "/tmp/x"}, {}, "unsafe_config"),
+    (f"--git-dir={LANE}/b.git log", {}, {}, "unsafe_config"),
+    ("log", {"GIT_DIR": f"{LANE}/sub/.git"}, {}, "unsafe_config"),
+    ("log", {"GIT_DIR": f"{LANE}/.git"}, {}, None),
+    (f"--git-dir={LANE}/b.git add x", {}, {}, "unsafe_config"),
+    (
+        "log",
+        {"PATH": "/lane/.bin:/usr/bin"},
+        {"exec_env_path": "/usr/bin", "which": first_on_path},
+        "unsafe_config",
+    ),
+    ("log", {"PATH": "/usr/bin"}, {"exec_env_path": "/usr/bin", "which": first_on_path}, None),
+    # programs and other refs named in config, writes of config outside the lane
+    ("config trailer.x.command foo", {}, {}, "unsafe_config"),
+    ("-c trailer.x.cmd=foo interpret-trailers", {}, {}, "unsafe_config"),
+    ("config rebase.updateRefs true", {}, {}, "unsafe_config"),
+    ("rebase --update-refs main", {}, {}, "main_mutation_refused"),
+    ("rebase main", {}, {"update_refs_config": lambda: True}, "main_mutation_refused"),
+    ("rebase --no-update-refs main", {}, {"update_refs_config": lambda: True}, None),
+    ("rebase --continue", {}, {"update_refs_config": lambda: True}, None),
+    ("config --global a.b c", {}, {}, "path_outside_lane"),
+    ("config --global --get a.b", {}, {}, None),
+    ("config --file=/tmp/x a.b c", {}, {}, "path_outside_lane"),
+    ("maintenance register", {}, {}, "path_outside_lane"),
+    ("config a.b c", {"GIT_CONFIG": "/tmp/x"}, {}, "hooks_disabled"),
+    (
+        "checkout foo",
+        {},
+        {"remote_branch": lambda n: f"refs/remotes/origin/{n}"},
+        "main_mutation_refused",
+    ),
+    ("checkout --no-guess foo", {}, {"remote_branch": lambda n: f"refs/remotes/origin/{n}"}, None),
     ("lane sync alpha", {}, STALE, None),
     ("lane land alpha", {}, {}, None),
     ("--version", {}, {}, None),

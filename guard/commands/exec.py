@@ -190,7 +190,7 @@ def binding_env(repo: Repo, rec: LaneRecord, base: Mapping[str, str]) -> dict[st
             next=["type -a git"],
             details={"lane": rec.key, "path": path},
         )
-    return {
+    env = {
         binding.LANE: rec.key,
         binding.ROLE: "worker",
         binding.REAL_GIT: real,
@@ -205,6 +205,8 @@ def binding_env(repo: Repo, rec: LaneRecord, base: Mapping[str, str]) -> dict[st
         "PATH": bound_path(path, shims, [outer], git_exec_path(real)),
         binding.PROGRAM_ENV: binding.program_env_record(base),
     }
+    env[binding.PATH_AT_EXEC] = env["PATH"]
+    return env
 
 
 # -- refusals shared by exec and shellenv ------------------------------------------------

@@ -1,0 +1,270 @@
+"""The git shim against configuration and programs git finds past it (red team 13A).
+
+Every test runs the real CLI in a real repository with `git lane install` done; the lane
+process is `git lane exec alpha -- sh -c SCRIPT` (the shims first on PATH, no sandbox)
+and uses only what is on PATH: git, write, and files written inside its own lane. The
+payload, started by git with git's own directory first on PATH (so its `git` is the real
+one), moves main with the hooks switched off: main unmoved is the guarantee."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from conftest import LaneRun, Repo, git
+
+PAYLOAD = (
+    "#!/bin/sh\n"
+    "unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE\n"
+    'git -C "$HUB" -c core.hooksPath=/dev/null update-ref refs/heads/main refs/heads/lane/alpha\n'
+    "echo\n"
+)
+# the lane commits, writes the payload into its own worktree, and names it in CFG
+PRELUDE = (
+    "set -e; echo work > work.txt; git add work.txt; git commit -q -m work; "
+    'printf %s "$PAYLOAD" > "$PWD/evil.sh"; '
+    'printf \'[core]\\n\\tfsmonitor = sh "%s"\\n\' "$PWD/evil.sh" > "$CFG"; set +e; '
+)
+
+
+def run_in_lane(hub: Repo, lane_path: Path, script: str, **env: str) -> LaneRun:
+    full = {"HUB": str(hub.path), "PAYLOAD": PAYLOAD, **env}
+    return hub.lane("exec", "alpha", "--", "sh", "-c", script, cwd=lane_path, env=full)
+
+
+def refused(r: LaneRun, code: str) -> None:
+    assert r.rc == 1 and f"git-lane: refused [{code}]" in r.stderr, (r.rc, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(
+    ("cfg", "trigger"),
+    [
+        # a read-only git command with the user configuration pointed into the lane
+        (".gitconfig", 'HOME="$PWD" git status --short'),
+        ("g.cfg", 'GIT_CONFIG_GLOBAL="$PWD/g.cfg" git status --short'),
+        ("xdg/git/config", 'XDG_CONFIG_HOME="$PWD/xdg" git status --short'),
+        # a repository of the lane's own making, nested in the lane
+        ("sub/.git/config", "cd sub && git status --short"),
+        ("sub/.git/config", "git -C sub log -1"),
+        # a bare repository in the lane whose config the `write` shim wrote
+        ("b.git/config", 'git --git-dir=b.git --work-tree="$PWD" status --short'),
+        ("b.git/config", "GIT_DIR=b.git git log -1"),
+    ],
+    ids=[
+        "home",
+        "git_config_global",
+        "xdg_config_home",
+        "nested_repo",
+        "dash_C",
+        "git_dir",
+        "GIT_DIR",
+    ],
+)
+def test_read_only_git_reads_only_exec_config_and_the_lanes_repository(
+    hub: Repo, cfg: str, trigger: str
+) -> None:
+    """A read-only command passes (in sh or Python) only when git will read the user
+    configuration exec started with and, inside the lane, the lane's own repository: a
+    configuration the lane wrote is refused unsafe_config before git reads it."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    pre = ""
+    if cfg.startswith("sub/"):
+        pre = "git init -q sub; "
+    if cfg.startswith("b.git/"):
+        pre = "git init -q --bare b.git; "
+    if cfg.startswith("xdg/"):
+        pre = "mkdir -p xdg/git; "
+    script = pre + PRELUDE + trigger
+    if cfg == "b.git/config":  # written through the write shim, not a redirection
+        script = script.replace('> "$CFG"', '| write "$CFG"')
+    r = run_in_lane(hub, lane_path, script, CFG=cfg)
+    assert hub.sha() == main, (r.rc, r.stdout, r.stderr)
+    refused(r, "unsafe_config")
+
+
+def test_read_only_git_elsewhere_and_its_next(hub: Repo, tmp_path: Path) -> None:
+    """A repository outside the lane is read as any git reads it; the `next` of a refused
+    HOME override (the command with exec's HOME) runs."""
+    lane_path = hub.create("alpha")
+    other = tmp_path / "other"
+    git(tmp_path, "init", "-q", str(other))
+    r = run_in_lane(
+        hub,
+        lane_path,
+        'git -C "$O" status --short && git --git-dir="$O/.git" log -1; echo rc=$?',
+        O=str(other),
+    )
+    assert "rc=128" in r.stdout or "rc=0" in r.stdout, (r.stdout, r.stderr)  # no commit yet
+    assert "git-lane: refused" not in r.stderr, r.stderr
+    r = run_in_lane(hub, lane_path, 'HOME="$PWD" git status --short')
+    refused(r, "unsafe_config")
+    nxt = r.stderr.split(". Next: ", 1)[1].splitlines()[0].strip()
+    assert nxt == f"HOME={os.environ['HOME']} git status --short", r.stderr
+    again = run_in_lane(hub, lane_path, nxt)
+    assert again.rc == 0, (again.stdout, again.stderr)
+
+
+@pytest.mark.parametrize("key", ["trailer.x.command", "trailer.x.cmd", "rebase.updateRefs"])
+def test_git_config_refuses_keys_that_run_programs_or_write_other_refs(hub: Repo, key: str) -> None:
+    """`git config KEY` of a key that makes git run a program later (for everyone who
+    runs git here, unbound) or write other branches is refused like core.fsmonitor."""
+    lane_path = hub.create("alpha")
+    value = "true" if key == "rebase.updateRefs" else "echo RAN-PAST-THE-SHIM >&2; echo v"
+    r = run_in_lane(hub, lane_path, 'git config "$K" "$V"', K=key, V=value)
+    got = git(hub.path, "config", "--get", key, check=False).stdout.strip()
+    assert got == "", got
+    refused(r, "unsafe_config")
+
+
+def test_trailer_command_given_with_dash_c_is_refused(hub: Repo) -> None:
+    """-c trailer.x.command names a program interpret-trailers runs with the real git
+    first on PATH: refused, main unmoved."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    script = (
+        "set -e; echo work > work.txt; git add work.txt; git commit -q -m work; set +e; "
+        "git -c trailer.x.command=\"sh -c '$PAYLOAD'\" interpret-trailers --trailer x=1 </dev/null"
+    )
+    r = run_in_lane(hub, lane_path, script)
+    assert hub.sha() == main, (r.rc, r.stdout, r.stderr)
+    refused(r, "unsafe_config")
+
+
+@pytest.mark.parametrize(
+    "editor", ["GIT_EDITOR=vi", "env -u GIT_EDITOR"], ids=["safe_name", "git_default_vi"]
+)
+def test_an_editor_found_on_another_path_is_refused(hub: Repo, editor: str) -> None:
+    """`vi` (named, or git's default editor) found on a PATH the lane put its own
+    directory first on: refused, the lane's `vi` never runs."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    script = (
+        "set -e; echo work > work.txt; git add work.txt; git commit -q -m work; "
+        'mkdir -p .bin; { printf %s "$PAYLOAD"; echo \'echo msg > "$1"\'; echo "touch $PWD/vi-ran"; } > .bin/vi; '
+        "chmod +x .bin/vi; echo more > more.txt; git add more.txt; set +e; "
+        f'PATH="$PWD/.bin:$PATH" {editor} git commit -q'
+    )
+    r = run_in_lane(hub, lane_path, script)
+    assert hub.sha() == main, (r.rc, r.stdout, r.stderr)
+    assert not (lane_path / "vi-ran").exists()
+    refused(r, "unsafe_config")
+
+
+def test_a_path_that_finds_the_same_programs_passes_and_plain_commands_stay_in_sh(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """A directory of other tools first on PATH (a virtualenv's bin) finds the same vi and
+    less: git runs. With exec's PATH, log, add and commit decide in sh (no Python)."""
+    lane_path = hub.create("alpha")
+    mark = tmp_path / "python-ran"
+    fake = tmp_path / "fake-python"
+    fake.write_text(f"#!/bin/sh\necho ran >> '{mark}'\nexit 97\n")
+    fake.chmod(0o755)
+    script = (
+        "set -e; mkdir -p venv/bin; printf '#!/bin/sh\\n' > venv/bin/tool; chmod +x venv/bin/tool; "
+        'PATH="$PWD/venv/bin:$PATH" git commit -q --allow-empty -m venv; '
+        'GITLANE_PYTHON="$FAKE" git log -1 --oneline; echo x > x.txt; '
+        'GITLANE_PYTHON="$FAKE" git add x.txt; GITLANE_PYTHON="$FAKE" git commit -q -m x; '
+        'GITLANE_PYTHON="$FAKE" git status --short'
+    )
+    r = run_in_lane(hub, lane_path, script, FAKE=str(fake))
+    assert r.rc == 0, (r.stdout, r.stderr)
+    assert not mark.exists(), "a plain command in the lane started Python"
+    log = git(lane_path, "log", "--format=%s", "-2").stdout.split()
+    assert log == ["x", "venv"], log
+
+
+def test_rebase_update_refs_is_refused(hub: Repo) -> None:
+    """`git rebase --update-refs` rewrites every branch in the range checked out nowhere:
+    refused, the other branch unmoved."""
+    lane_path = hub.create("alpha")
+    hub.git("branch", "feature", "main")
+    before = hub.sha("refs/heads/feature")
+    script = (
+        "echo b > b.txt && git add b.txt && git commit -q -m b && "
+        "GIT_COMMITTER_DATE=2026-02-02T00:00:00+00:00 GIT_SEQUENCE_EDITOR=true "
+        "git rebase -q -i --root --update-refs --force-rebase"
+    )
+    r = run_in_lane(hub, lane_path, script)
+    assert hub.sha("refs/heads/feature") == before, (r.rc, r.stderr)
+    refused(r, "main_mutation_refused")
+
+
+def test_rebase_with_update_refs_configured_is_refused_and_its_next_runs(hub: Repo) -> None:
+    """rebase.updateRefs set by the owner does what --update-refs does: refused; the
+    `next` (with --no-update-refs) rebases the lane alone."""
+    lane_path = hub.create("alpha")
+    hub.git("branch", "feature", "main")
+    hub.git("config", "rebase.updateRefs", "true")
+    before = hub.sha("refs/heads/feature")
+    env = {
+        "GIT_COMMITTER_DATE": "2026-02-02T00:00:00+00:00",
+        "GIT_SEQUENCE_EDITOR": "true",
+    }
+    pre = "echo b > b.txt && git add b.txt && git commit -q -m b && "
+    r = run_in_lane(hub, lane_path, pre + "git rebase -q -i --root --force-rebase", **env)
+    assert hub.sha("refs/heads/feature") == before, (r.rc, r.stderr)
+    refused(r, "main_mutation_refused")
+    nxt = r.stderr.split(". Next: ", 1)[1].splitlines()[0].strip()
+    assert "--no-update-refs" in nxt, nxt
+    tip = hub.sha("refs/heads/lane/alpha")
+    again = run_in_lane(hub, lane_path, nxt, **env)
+    assert again.rc == 0, (again.stdout, again.stderr)
+    assert hub.sha("refs/heads/feature") == before
+    assert hub.sha("refs/heads/lane/alpha") != tip  # the lane's own branch was rewritten
+
+
+def test_checkout_guessing_a_remote_branch_is_refused(hub: Repo) -> None:
+    """`git checkout foo`, foo no commit but origin/foo a remote-tracking branch: git would
+    create refs/heads/foo and leave lane/alpha; refused. `--` keeps it a file restore."""
+    lane_path = hub.create("alpha")
+    script = (
+        "git fetch -q . lane/alpha:refs/remotes/origin/foo && "
+        "git remote add origin /nonexistent && git checkout -q foo"
+    )
+    r = run_in_lane(hub, lane_path, script)
+    head = git(lane_path, "symbolic-ref", "-q", "HEAD", check=False).stdout.strip()
+    assert hub.sha("refs/heads/foo") is None, (r.rc, r.stderr)
+    assert head == "refs/heads/lane/alpha", head
+    refused(r, "main_mutation_refused")
+    r = run_in_lane(
+        hub,
+        lane_path,
+        "echo foo > foo && git add foo && git commit -q -m foo && echo changed > foo && git checkout -q -- foo && cat foo",
+    )
+    assert r.rc == 0 and r.stdout.strip() == "foo", (r.stdout, r.stderr)
+
+
+@pytest.mark.parametrize(
+    ("how", "code"),
+    [
+        ('GIT_CONFIG="$OUT" git config a.b c', "hooks_disabled"),
+        ("git config --global a.b c", "path_outside_lane"),
+        ('git config --file "$OUT" a.b c', "path_outside_lane"),
+        ('git config -f "$OUT" a.b c', "path_outside_lane"),
+        ("git maintenance register", "path_outside_lane"),
+    ],
+    ids=["GIT_CONFIG", "global", "file", "f", "maintenance_register"],
+)
+def test_git_config_writes_outside_the_lane_are_refused(
+    hub: Repo, tmp_path: Path, how: str, code: str
+) -> None:
+    """git config writing the file GIT_CONFIG / --file names, the user's ~/.gitconfig
+    (--global, and git maintenance register): refused, the file unchanged."""
+    lane_path = hub.create("alpha")
+    if "--global" in how or "maintenance" in how:  # the HOME exec started with
+        out = Path(os.environ["HOME"]) / ".gitconfig"
+    else:
+        out = tmp_path / "outside" / "file"
+        out.parent.mkdir()
+        out.write_text("")
+    before = out.read_text() if out.exists() else ""
+    r = run_in_lane(hub, lane_path, how, OUT=str(out))
+    assert (out.read_text() if out.exists() else "") == before, r.stderr
+    refused(r, code)
+    # a file inside the lane is the lane's own
+    ok = run_in_lane(hub, lane_path, "git config --file mine.cfg a.b c && cat mine.cfg")
+    assert ok.rc == 0 and "b = c" in ok.stdout, (ok.stdout, ok.stderr)
