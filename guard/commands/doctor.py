@@ -119,7 +119,8 @@ def check_landed(repo: Repo) -> list[Check]:
     # caller's choosing (`git --shallow-file F prune`) deletes history no ref rule guards
     if refs:
         walk = git.run(
-            ["rev-list", "--quiet", *(r.ref for r in refs if r.ref)],
+            # `--`: run in the common dir, a loose ref's name is also a file there
+            ["rev-list", "--quiet", *(r.ref for r in refs if r.ref), "--"],
             repo.common_dir,
             check=False,
         )
