@@ -207,8 +207,8 @@ class Repo:
             # first commit would start a history of its own beside every landed one
             raise Refusal(
                 "no_main_branch",
-                f"refs/heads/{configured or 'main'} does not exist, but lands moved it "
-                f"(the last to {landed[:12]}): it was deleted outside git-lane",
+                f"refs/heads/{configured or 'main'} does not exist, but git-lane recorded it "
+                f"(last at {landed[:12]}): it was deleted outside git-lane",
                 next=["git lane restore-main"],
                 details={"configured": configured, "landed": landed},
             )
@@ -256,7 +256,8 @@ class Repo:
         return sha if sha.strip("0") and git.has_commit(self.common_dir, sha) else None
 
     def _last_landed(self) -> str | None:
-        """The newest landed tip (refs/git-lane/landed/*), or None: one git call, made only
+        """The newest landed tip (refs/git-lane/landed/*; before any land, the baseline
+        refs/git-lane/baseline, which sorts after them), or None: one git call, made only
         on the way to a no_main_branch refusal."""
         res = git.run(
             [
@@ -273,6 +274,7 @@ class Repo:
         return sha or None
 
     @property
+                "refs/git-lane/baseline",
     def main_ref(self) -> str:
         return f"refs/heads/{self.main_branch}"
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from guard import gate, git, include, lane, policy, procs
+from guard import gate, git, include, landed, lane, policy, procs
+from guard.commands import install as hookinstall
 from guard.commands import setup
 from guard.crashpoint import crash_point
 from guard.errors import Refusal
@@ -41,6 +42,8 @@ def run(
         lane.check_key(key)
     cfg = repo.config
     main_sha = repo.main_sha()
+    if hookinstall.guarding(repo):  # installed, but with no main to record back then
+        landed.record_baseline(repo)
     root = lane.worktrees_root(repo)
     # the owner is only what the owner names here (checked live); never taken from the
     # environment, which any process can set
