@@ -231,12 +231,20 @@ class Repo:
                 else "this repository has neither a main nor a master branch with a commit"
             ),
             next=(
-                [f"git branch {git.q(configured)} HEAD"]
-                if configured
-                else ["git commit --allow-empty -m init"]
+                [f"git branch {git.q(configured)} HEAD"] if configured else [self._first_commit()]
             ),
             details={"configured": configured},
         )
+
+    def _first_commit(self) -> str:
+        """The command that makes main's first commit. `git commit` needs a work tree; in
+        a bare repository (or from inside its .git) the commit is made of the empty tree
+        with plumbing, on the branch HEAD names (master when HEAD says so, else main)."""
+        if self.toplevel is not None:
+            return "git commit --allow-empty -m init"
+        head = git.symref(self.common_dir, "HEAD")
+        ref = head if head == "refs/heads/master" else "refs/heads/main"
+        return f'git update-ref {ref} "$(git commit-tree -m init "$(git mktree </dev/null)")" ""'
 
     def _last_head(self) -> str | None:
         """The newest value the main worktree's HEAD reflog recorded, when it still names
@@ -266,6 +274,7 @@ class Repo:
                 "--count=1",
                 "--format=%(objectname)",
                 "refs/git-lane/landed/",
+                "refs/git-lane/baseline",
             ],
             self.common_dir,
             check=False,
@@ -274,7 +283,6 @@ class Repo:
         return sha or None
 
     @property
-                "refs/git-lane/baseline",
     def main_ref(self) -> str:
         return f"refs/heads/{self.main_branch}"
 
