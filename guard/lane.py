@@ -35,13 +35,18 @@ def branch_of(key: str) -> str:
     return f"lane/{key}"
 
 
-def check_key(key: str) -> None:
+def check_key(key: str, creating: bool = False) -> None:
+    """Refuse a key that does not match the key pattern. Its next lists the lanes (the
+    key was likely mistyped); only for create itself is a new lane with an automatic key
+    another way out: elsewhere it would make a lane that has nothing to do with the one
+    that was meant."""
     if not policy.valid_key(key):
         raise Refusal(
             "invalid_lane_key",
             f"{key!r} is not a lane key: use 1-63 characters of a-z, 0-9 and -, "
             "starting and ending with a letter or digit",
-            next=["git lane create"],
+            next=["git lane status"],
+            alternatives=["git lane create"] if creating else [],
             details={"key": key},
         )
 

@@ -82,8 +82,17 @@ def test_unknown_lane_from_the_hub(gated: Repo) -> None:
 
 def test_invalid_lane_key(gated: Repo) -> None:
     r = refusal(gated, "invalid_lane_key", "create", "Bad_Key")
-    ok(run_next(r, gated.path))
+    ok(run_next(r, gated.path))  # lists the lanes
+    assert r.json["alternatives"] == ["git lane create"]
+    ok(run_next(LaneRun(0, json.dumps({"next": r.json["alternatives"]}), ""), gated.path))
     assert gated.jlane("status").json["lanes"]  # a lane (auto key) was created
+    # naming a lane (not creating one), a bad key never leads to a new lane
+    for cmd in (["land"], ["sync"], ["release"], ["status"], ["path"]):
+        r = refusal(gated, "invalid_lane_key", *cmd, "Bad_Key")
+        assert r.json["next"] == ["git lane status"] and r.json["alternatives"] == [], cmd
+        before = gated.jlane("status").json["lanes"]
+        ok(run_next(r, gated.path))
+        assert gated.jlane("status").json["lanes"] == before
 
 
 def test_lane_exists_and_branch_exists(gated: Repo) -> None:

@@ -37,9 +37,9 @@ def run(
                 next=["git lane create"],
                 details={"goal": goal},
             )
-        lane.check_key(f"{prefix}-1")
+        lane.check_key(f"{prefix}-1", creating=True)
     if key is not None:
-        lane.check_key(key)
+        lane.check_key(key, creating=True)
     cfg = repo.config
     main_sha = repo.main_sha()
     if hookinstall.guarding(repo):  # installed, but with no main to record back then
