@@ -129,7 +129,8 @@ def record_baseline(repo: Repo) -> str | None:
     (no land, no baseline): called by install and create. Written as land writes a
     landed ref: a create, under the integration lock whose record's tip is the value, so
     the reference-transaction hook lets it through. A land under way (the lock busy)
-    leaves it to that land's landed ref. Returns the sha recorded, or None."""
+    leaves it to that land's landed ref. Never refuses: a baseline not recorded is
+    recorded by a later create (or logged as baseline_failed). Returns the sha, or None."""
     if last(repo) is not None:
         return None
     try:
@@ -138,9 +139,11 @@ def record_baseline(repo: Repo) -> str | None:
         return None  # no main yet: the first create after its first commit records it
     try:
         held = lock.acquire(repo, "(baseline)", "", sha)
-    except Refusal as busy:
-        if busy.code != "lock_busy":
-            raise
+    except Refusal as no:
+        # busy: a land under way writes its landed ref; an unreadable lock record is for
+        # reconcile and doctor to name, not a reason to refuse the install or create
+        if no.code != "lock_busy":
+            repo.store.event("warning", code="baseline_failed", sha=sha, reason=no.code)
         return None
     try:
         if last(repo) is not None or repo.main_sha() != sha:
