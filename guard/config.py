@@ -65,16 +65,22 @@ def _str_list(v: Any) -> str | None:
 
 
 def _branch(v: Any) -> str | None:
+    """A name `git check-ref-format --branch` takes as a branch of its own (refs/heads/v):
+    not HEAD, not an option, no component starting with a dot or ending in .lock, none of
+    git's forbidden characters or sequences."""
     if _str(v):
         return _str(v)
-    bad = (" ", "~", "^", ":", "?", "*", "[", "\\", "..", "@{", '"', "'")
+    bad = (" ", "~", "^", ":", "?", "*", "[", "\\", "..", "@{", '"', "'", "//")
+    parts = v.split("/")
     if (
         any(b in v for b in bad)
         or any(ord(c) < 32 or ord(c) == 127 for c in v)
         or v.startswith(("-", "/", "refs/"))
         or v.endswith((".", "/", ".lock"))
+        or v in ("HEAD", "@")
+        or any(p.startswith(".") or p.endswith(".lock") for p in parts)
     ):
-        return "must be a plain branch name such as main"
+        return "must be a plain branch name such as main (not HEAD, no leading - or .)"
     return None
 
 

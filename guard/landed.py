@@ -10,6 +10,12 @@ the lock record's tip equal to the new value; landing.finish, which recovery rer
 writes it again when missing (a land from before landed refs). Nothing here ever moves
 or deletes one.
 
+Before the first land, `refs/git-lane/baseline` (in the same protected namespace) holds
+main's tip as it was when git-lane started guarding the repository (`git lane install`,
+else the first `create`), so that a move of main past the hooks before any land is seen
+as one after a land is. It is not a land: it never counts in the epoch, and it is
+read only while no land has been made (`last`).
+
 Zero-padded so that git's own order (for-each-ref, `git log --all --source`) is land
 order, and the newest is one `for-each-ref --sort=-refname --count=1` away; names are
 still read as numbers, and a name that is not exactly 10 digits is not ours."""
@@ -19,11 +25,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from guard import git
+from guard import git, lock
+from guard.errors import Refusal
 from guard.repo import Repo
 from guard.store import EPOCH_MAX
 
 PREFIX = "refs/git-lane/landed/"
+BASELINE = "refs/git-lane/baseline"
 WIDTH = len(str(EPOCH_MAX))  # 10
 
 
@@ -50,6 +58,18 @@ class Landed:
     epoch: int
     sha: str
     ref: str | None
+
+    @property
+    def what(self) -> str:
+        """How messages name it: "land N", or the baseline (epoch 0: no land yet)."""
+        return f"land {self.epoch}" if self.epoch else "the baseline"
+
+    @property
+    def left(self) -> str:
+        """ "where land N left it", or where main stood as git-lane started guarding it."""
+        if self.epoch:
+            return f"where land {self.epoch} left it"
+        return "where it stood when git-lane started guarding it (no land yet)"
 
 
 def from_refs(found: dict[str, str]) -> list[Landed]:
@@ -88,12 +108,70 @@ def newest_ref(repo: Repo) -> Landed | None:
 
 def last(repo: Repo, refs: list[Landed] | None = None) -> Landed | None:
     """Where the last land left main: the newest landed ref, or epoch.json when it names
-    a newer land (one from before landed refs, or whose ref is missing)."""
+    a newer land (one from before landed refs, or whose ref is missing); before any land,
+    the baseline (epoch 0), when one was recorded."""
     best = (refs[-1] if refs else None) if refs is not None else newest_ref(repo)
     ep = repo.store.read_epoch()
     if ep.epoch and ep.main_after and (best is None or ep.epoch > best.epoch):
         return Landed(ep.epoch, ep.main_after, None)
-    return best
+    return best if best is not None else baseline(repo)
+
+
+def baseline(repo: Repo) -> Landed | None:
+    """The recorded baseline as epoch 0, or None (never recorded, or a symbolic ref)."""
+    res = git.run(["for-each-ref", "--format=%(objectname) %(symref)", BASELINE], repo.common_dir)
+    sha, _, sym = res.stdout.strip().partition(" ")
+    return Landed(0, sha, BASELINE) if sha and not sym else None  # a symbolic one is forged
+
+
+def record_baseline(repo: Repo) -> str | None:
+    """Record main's tip as the baseline when nothing records where main should be yet
+    (no land, no baseline): called by install and create. Written as land writes a
+    landed ref: a create, under the integration lock whose record's tip is the value, so
+    the reference-transaction hook lets it through. A land under way (the lock busy)
+    leaves it to that land's landed ref. Never refuses: a baseline not recorded is
+    recorded by a later create (or logged as baseline_failed). Returns the sha, or None."""
+    if last(repo) is not None:
+        return None
+    try:
+        sha = repo.main_sha()
+    except Refusal:
+        return None  # no main yet: the first create after its first commit records it
+    try:
+        held = lock.acquire(repo, "(baseline)", "", sha)
+    except Refusal as no:
+        # busy: a land under way writes its landed ref; an unreadable lock record is for
+        # reconcile and doctor to name, not a reason to refuse the install or create
+        if no.code != "lock_busy":
+            repo.store.event("warning", code="baseline_failed", sha=sha, reason=no.code)
+        return None
+    try:
+        if last(repo) is not None or repo.main_sha() != sha:
+            return None  # a land (or restore) got there first
+        clear_forgeries(repo, None)
+        res = git.run(
+            [
+                "update-ref",
+                "--no-deref",
+                "--create-reflog",
+                "-m",
+                "git-lane: baseline",
+                BASELINE,
+                sha,
+                "",
+            ],
+            repo.common_dir,
+            check=False,
+        )
+    finally:
+        lock.release(repo, held)
+    if not res.ok:
+        repo.store.event(
+            "warning", code="baseline_failed", sha=sha, stderr=res.stderr.strip()[:500]
+        )
+        return None
+    repo.store.event("baseline", sha=sha, ref=BASELINE)
+    return sha
 
 
 def next_epoch(repo: Repo) -> int:

@@ -35,13 +35,18 @@ def branch_of(key: str) -> str:
     return f"lane/{key}"
 
 
-def check_key(key: str) -> None:
+def check_key(key: str, creating: bool = False) -> None:
+    """Refuse a key that does not match the key pattern. Its next lists the lanes (the
+    key was likely mistyped); only for create itself is a new lane with an automatic key
+    another way out: elsewhere it would make a lane that has nothing to do with the one
+    that was meant."""
     if not policy.valid_key(key):
         raise Refusal(
             "invalid_lane_key",
             f"{key!r} is not a lane key: use 1-63 characters of a-z, 0-9 and -, "
             "starting and ending with a letter or digit",
-            next=["git lane create"],
+            next=["git lane status"],
+            alternatives=["git lane create"] if creating else [],
             details={"key": key},
         )
 
@@ -483,19 +488,55 @@ def branch_mismatch_refusal(
 ) -> Refusal:
     """The lane worktree has another branch (or a detached HEAD) checked out: switch back
     to the lane branch, or, when that branch is gone, make it again at what is checked out
-    (a `git switch` to a deleted branch would fail)."""
-    there = repo.ref_sha(f"refs/heads/{branch}") is not None
-    switch = (
-        f"git -C {git.q(path)} switch {branch}"
-        if there
-        else (f"git -C {git.q(path)} switch -c {branch}")
-    )
+    (a `git switch` to a deleted branch would fail). Commits made on a detached HEAD are
+    never left on no branch (see _detached_commits)."""
+    tip = repo.ref_sha(f"refs/heads/{branch}")
+    there = tip is not None
+    p = git.q(path)
+    switch = f"git -C {p} switch {branch}" if there else f"git -C {p} switch -c {branch}"
+    details: dict[str, object] = {"lane": key, "head": head, "branch_exists": there}
+    first: list[str] = []
+    extra = ""
+    if head is None and tip is not None:
+        first, extra = _detached_commits(repo, key, path, branch, tip, details)
     return Refusal(
         "lane_branch_mismatch",
         f"the worktree of lane {key} has {head or 'a detached HEAD'} checked out, not {branch}"
-        + ("" if there else f" (and {branch} no longer exists)"),
-        next=[switch],
-        details={"lane": key, "head": head, "branch_exists": there},
+        + ("" if there else f" (and {branch} no longer exists)")
+        + extra,
+        next=[*first, switch],
+        details=details,
+    )
+
+
+def _detached_commits(
+    repo: Repo, key: str, path: str, branch: str, tip: str, details: dict[str, object]
+) -> tuple[list[str], str]:
+    """What must run before the switch back to `branch` so that the commits of the
+    detached HEAD the branch lacks stay on a branch: when they build on its tip, the
+    branch moves onto them (a compare-and-swap from the tip seen here; the switch then
+    changes no file); otherwise they are kept on a branch of their own, and named. No
+    such commit (HEAD on the branch's history): nothing. Fills `details`."""
+    res = git.run(["rev-parse", "--verify", "-q", "HEAD^{commit}"], path, check=False)
+    sha = res.stdout.strip() if res.ok else ""
+    if not sha or sha == tip or git.is_ancestor(repo.common_dir, sha, tip):
+        return [], ""
+    made = git.commits(repo.common_dir, f"{tip}..{sha}")
+    shown = ", ".join(f"{c[:12]} {subject[:60]}" for c, subject in made[:5])
+    details.update(detached=sha, commits=[c for c, _ in made])
+    p = git.q(path)
+    if git.is_ancestor(repo.common_dir, tip, sha):
+        why = git.q(f"git-lane: {branch} onto the commits of its detached HEAD")
+        return [f"git -C {p} update-ref -m {why} refs/heads/{branch} {sha} {tip}"], (
+            f"; its detached HEAD has commit(s) on top of {branch} ({shown}): the next moves "
+            f"{branch} onto them before the switch"
+        )
+    keep = f"lane-{key}-detached-{sha[:12]}"
+    details["kept_as"] = keep
+    return [f"git -C {p} branch {keep} {sha}"], (
+        f"; its detached HEAD has commit(s) that are not on {branch} ({shown}) and do not "
+        f"build on its tip: the next keeps them on branch {keep} before the switch (bring "
+        f"them into the lane with `git -C {p} cherry-pick`)"
     )
 
 

@@ -207,8 +207,8 @@ class Repo:
             # first commit would start a history of its own beside every landed one
             raise Refusal(
                 "no_main_branch",
-                f"refs/heads/{configured or 'main'} does not exist, but lands moved it "
-                f"(the last to {landed[:12]}): it was deleted outside git-lane",
+                f"refs/heads/{configured or 'main'} does not exist, but git-lane recorded it "
+                f"(last at {landed[:12]}): it was deleted outside git-lane",
                 next=["git lane restore-main"],
                 details={"configured": configured, "landed": landed},
             )
@@ -231,12 +231,20 @@ class Repo:
                 else "this repository has neither a main nor a master branch with a commit"
             ),
             next=(
-                [f"git branch {git.q(configured)} HEAD"]
-                if configured
-                else ["git commit --allow-empty -m init"]
+                [f"git branch {git.q(configured)} HEAD"] if configured else [self._first_commit()]
             ),
             details={"configured": configured},
         )
+
+    def _first_commit(self) -> str:
+        """The command that makes main's first commit. `git commit` needs a work tree; in
+        a bare repository (or from inside its .git) the commit is made of the empty tree
+        with plumbing, on the branch HEAD names (master when HEAD says so, else main)."""
+        if self.toplevel is not None:
+            return "git commit --allow-empty -m init"
+        head = git.symref(self.common_dir, "HEAD")
+        ref = head if head == "refs/heads/master" else "refs/heads/main"
+        return f'git update-ref {ref} "$(git commit-tree -m init "$(git mktree </dev/null)")" ""'
 
     def _last_head(self) -> str | None:
         """The newest value the main worktree's HEAD reflog recorded, when it still names
@@ -256,7 +264,8 @@ class Repo:
         return sha if sha.strip("0") and git.has_commit(self.common_dir, sha) else None
 
     def _last_landed(self) -> str | None:
-        """The newest landed tip (refs/git-lane/landed/*), or None: one git call, made only
+        """The newest landed tip (refs/git-lane/landed/*; before any land, the baseline
+        refs/git-lane/baseline, which sorts after them), or None: one git call, made only
         on the way to a no_main_branch refusal."""
         res = git.run(
             [
@@ -265,6 +274,7 @@ class Repo:
                 "--count=1",
                 "--format=%(objectname)",
                 "refs/git-lane/landed/",
+                "refs/git-lane/baseline",
             ],
             self.common_dir,
             check=False,

@@ -253,6 +253,7 @@ class InstallResult(TypedDict, total=False):
     hooks: list[dict[str, Any]]
     displaced: list[dict[str, str]]
     pinned: dict[str, str]
+    baseline: str  # main's tip recorded as refs/git-lane/baseline (before any land)
 
 
 class Check(TypedDict):

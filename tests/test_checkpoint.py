@@ -206,3 +206,19 @@ def test_the_message_is_kept_as_git_commit_m_keeps_it(repo: Repo) -> None:
     assert r.rc == 0, r.stderr
     body = git(a, "log", "-1", "--format=%B").stdout.rstrip("\n")
     assert body == "#42 fixed\n\n- a line that looks like an option" == r.json["message"]
+
+
+def test_a_message_that_is_not_utf8_is_stored_as_the_bytes_given(repo: Repo) -> None:
+    """`-m $'msg \\xff'`: git commit would rewrite the byte as Latin-1 (U+00FF, c3 bf);
+    the commit holds the byte ff itself, and a UTF-8 message is stored as before."""
+    a = repo.create("alpha")
+    for name, msg in (("f.txt", b"msg \xff caf\xc3\xa9"), ("g.txt", "caf\u00e9".encode())):
+        (a / name).write_text(name)
+        # an argument is handed to the process as bytes: os.fsencode, surrogateescape
+        r = repo.jlane("checkpoint", "alpha", "-m", msg.decode("utf-8", "surrogateescape"))
+        assert r.rc == 0, r.stderr
+        body = subprocess.run(
+            ["git", "cat-file", "commit", "HEAD"], cwd=a, capture_output=True, check=True
+        ).stdout
+        assert body.split(b"\n\n", 1)[1] == msg + b"\n", body
+    assert b"\nencoding " not in body  # the UTF-8 message: no encoding header, as ever

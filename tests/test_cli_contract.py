@@ -138,9 +138,10 @@ def test_refusal_without_json(repo: Repo) -> None:
     r = repo.lane("create", "../escape")
     assert r.rc == 1
     assert r.stdout == ""
-    (line,) = r.stderr.splitlines()
+    line, *others = r.stderr.splitlines()
     m = REFUSAL_LINE.match(line)
     assert m is not None and m.group(1) == "invalid_lane_key"
+    assert others == ["  Or: git lane create"]  # create's other way out: an automatic key
 
 
 def test_not_a_repo_with_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,6 +4,7 @@ the repository file winning over the user file, and workers kept out."""
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from pathlib import Path
@@ -42,6 +43,11 @@ TABLE = [
     ("main_branch", '"two words"', '"trunk"'),
     ("main_branch", '"refs/heads/main"', '"release-1.x"'),
     ("main_branch", "3", '"master"'),
+    ("main_branch", '"HEAD"', '"feature/x"'),
+    ("main_branch", '"-main"', '"main-2"'),
+    ("main_branch", '"a/.hidden"', '"a/b.c"'),
+    ("main_branch", '"a.lock/b"', '"trunk"'),
+    ("main_branch", '"a//b"', '"trunk"'),
     ("sync_policy", '"sometimes"', '"overlap_mandatory"'),
     ("sync_policy", "true", '"land_time_only"'),
     ("gate_command", "true", '"pytest -q"'),
@@ -112,6 +118,32 @@ def test_invalid_value_refused_by_every_command_naming_file_and_key(repo: Repo) 
         assert r.json["details"]["key"] == "sync_policy"
         assert "refused [invalid_config]" in r.stderr
     assert "lane/alpha" not in repo.git("branch", "--list").stdout
+
+
+@pytest.mark.parametrize("name", ["HEAD", "-x", "@", "a/.b", "x.lock", "a//b"])
+def test_main_branch_must_be_a_name_git_takes_for_a_branch(
+    repo: Repo, gitlane_on_path: Path, name: str
+) -> None:
+    """Not a name a branch of its own can have (HEAD and @ name the checkout, a leading -
+    is an option, `git check-ref-format` refuses the rest): `config set`
+    refuses it at the door; written into the owner's file by hand, every command refuses
+    invalid_config, and the next, run as printed, fixes it."""
+    import subprocess
+
+    r = repo.jlane("config", "set", "main_branch", name)
+    assert (r.rc, r.code) == (1, "invalid_config"), r.stdout
+    assert (
+        not (repo.state_dir / "config.toml").exists()
+        or "main_branch" not in (repo.state_dir / "config.toml").read_text()
+    )
+    write(repo.state_dir / "config.toml", f"main_branch = {json.dumps(name)}\n")
+    r = repo.jlane("status")
+    assert (r.rc, r.code) == (1, "invalid_config"), r.stdout
+    assert r.json["details"]["key"] == "main_branch"
+    for cmd in r.json["next"]:
+        ran = subprocess.run(["sh", "-c", cmd], cwd=repo.path, capture_output=True, text=True)
+        assert ran.returncode == 0, (cmd, ran.stderr)
+    assert repo.jlane("status").rc == 0
 
 
 def test_broken_toml_is_invalid_config(repo: Repo) -> None:

@@ -567,3 +567,116 @@ def test_a_dangling_symbolic_main_is_made_plain_at_the_landed_tip(
     assert (r.rc, r.code) == (0, "restored"), r.stdout + r.stderr
     assert repo.sha() == b
     assert git(repo.path, "symbolic-ref", "-q", "refs/heads/main", check=False).stdout == ""
+
+
+# -- before the first land: the baseline ------------------------------------------------------
+BASELINE = "refs/git-lane/baseline"
+
+
+def epoch_of(repo: Repo) -> int:
+    st = repo.jlane("status")
+    assert st.rc == 0, st.stderr
+    return int(st.json["epoch"])
+
+
+@pytest.mark.parametrize("where", ["ahead", "diverged"])
+def test_main_moved_past_the_hooks_before_the_first_land_is_found(hub: Repo, where: str) -> None:
+    """install records where main stands as refs/git-lane/baseline (not a land: epoch 0,
+    no landed ref), so a commit put on main with the hooks off before any land is seen by
+    doctor, status and land as one after a land is, and restore-main's next runs."""
+    base = hub.sha()
+    assert hub.sha(BASELINE) == base and landed_refs(hub) == {} and epoch_of(hub) == 0
+    path = hub.create("alpha")
+    assert_ok(commit_file(path, "w.txt", "w\n"))
+    if where == "ahead":
+        hub.git("-c", "core.hooksPath=/dev/null", "commit", "-q", "--allow-empty", "-m", "sneaked")
+    else:
+        assert base is not None
+        _by_hand(hub, f"{base}~1")
+    moved = hub.sha()
+    c = failing(hub, "main_moved")
+    assert "started guarding" in c["message"]
+    assert "main_moved" in alerts(hub)
+    r = hub.jlane("restore-main")
+    assert (r.rc, r.code) == (1, f"main_{where}"), r.stdout
+    assert r.json["details"]["commits"] == [moved] and r.json["details"]["landed"] == base
+    run_fix(r.json["next"][0], hub.path)  # git log of the commits
+    assert r.json["next"][1] == "git lane doctor"  # which fails, naming the owner's fix
+    assert failing(hub, "main_moved")["fix"].startswith(f"git branch rescue-main-{moved[:12]} ")
+    (by_hand,) = r.json["alternatives"]
+    run_fix(by_hand, hub.path)  # the owner's way: main back, the commit kept on a branch
+    assert hub.sha() == base and hub.sha(f"refs/heads/rescue-main-{moved[:12]}") == moved
+    assert hub.jlane("doctor").rc == 0 and "main_moved" not in alerts(hub)
+    # a baseline is not a land: the first land is still epoch 1
+    r = hub.jlane("land", "alpha")
+    assert (r.rc, r.code, r.json["epoch"]) == (0, "landed", 1), r.stdout
+    assert list(landed_refs(hub)) == [ref(1)] and hub.sha(BASELINE) == base
+
+
+def test_main_rewound_before_the_first_land_is_put_back_by_doctors_fix(hub: Repo) -> None:
+    base = hub.sha()
+    assert base is not None
+    git(hub.path, "-c", "core.hooksPath=/dev/null", "reset", "-q", "--hard", f"{base}~1")
+    c = failing(hub, "main_moved")
+    assert c["fix"] == "git lane restore-main"
+    run_fix(c["fix"], hub.path)
+    assert hub.sha() == base and hub.jlane("doctor").rc == 0
+    assert git(hub.path, "status", "--porcelain").stdout == ""  # the hub came along
+    r = hub.jlane("restore-main")
+    assert (r.rc, r.code) == (0, "unchanged")
+    assert epoch_of(hub) == 0 and landed_refs(hub) == {}
+
+
+def test_the_first_create_records_the_baseline_install_could_not(
+    tmp_path: Path, gitlane_on_path: Path
+) -> None:
+    """install in a repository without a commit records nothing; the first create does,
+    and a baseline is never moved: a later create or install leaves it."""
+    path = tmp_path / "empty"
+    git(tmp_path, "init", "-q", "-b", "main", str(path))
+    repo = Repo(path)
+    assert repo.lane("install").rc == 0
+    assert repo.sha(BASELINE) is None
+    repo.commit(path, "a.txt", "a\n")  # the first commit: the hooks let main be born
+    first = repo.sha()
+    repo.create("alpha")
+    assert repo.sha(BASELINE) == first
+    r = repo.jlane("install")
+    assert r.rc == 0 and "baseline" not in r.json
+    repo.create("beta")
+    assert repo.sha(BASELINE) == first and epoch_of(repo) == 0
+
+
+def test_no_baseline_while_nothing_guards_main(repo: Repo) -> None:
+    """Without the hooks installed main moves by plain commits, so create records no
+    baseline: such a commit is no news to doctor or land."""
+    repo.config("gate", "off")
+    path = repo.create("alpha")
+    assert repo.sha(BASELINE) is None
+    repo.commit(repo.path, "m.txt", "m\n")
+    assert "main_moved" not in doctor(repo)
+    assert_ok(commit_file(path, "a.txt", "a\n"))
+    assert repo.jlane("sync", "alpha").rc == 0
+    assert repo.jlane("land", "alpha").code == "landed"
+
+
+def test_hooks_refuse_moving_deleting_or_forging_the_baseline(hub: Repo) -> None:
+    from hookfix import assert_refused
+
+    base = hub.sha()
+    assert base is not None
+    other = git(hub.path, "commit-tree", "-m", "x", f"{base}^{{tree}}").stdout.strip()
+    assert_refused(run(hub.path, "update-ref", BASELINE, other))  # move
+    assert_refused(run(hub.path, "update-ref", "-d", BASELINE))  # delete
+    assert hub.sha(BASELINE) == base
+
+
+def test_no_baseline_is_forged_where_none_was_recorded(repo: Repo) -> None:
+    """A repository installed before baselines (none recorded): writing one by hand is
+    refused like forging a landed ref."""
+    from hookfix import assert_refused
+
+    install(repo)
+    git(repo.path, "-c", "core.hooksPath=/dev/null", "update-ref", "-d", BASELINE)
+    assert_refused(run(repo.path, "update-ref", BASELINE, str(repo.sha())))
+    assert repo.sha(BASELINE) is None

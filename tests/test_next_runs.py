@@ -82,8 +82,17 @@ def test_unknown_lane_from_the_hub(gated: Repo) -> None:
 
 def test_invalid_lane_key(gated: Repo) -> None:
     r = refusal(gated, "invalid_lane_key", "create", "Bad_Key")
-    ok(run_next(r, gated.path))
+    ok(run_next(r, gated.path))  # lists the lanes
+    assert r.json["alternatives"] == ["git lane create"]
+    ok(run_next(LaneRun(0, json.dumps({"next": r.json["alternatives"]}), ""), gated.path))
     assert gated.jlane("status").json["lanes"]  # a lane (auto key) was created
+    # naming a lane (not creating one), a bad key never leads to a new lane
+    for cmd in (["land"], ["sync"], ["release"], ["status"], ["path"]):
+        r = refusal(gated, "invalid_lane_key", *cmd, "Bad_Key")
+        assert r.json["next"] == ["git lane status"] and r.json["alternatives"] == [], cmd
+        before = gated.jlane("status").json["lanes"]
+        ok(run_next(r, gated.path))
+        assert gated.jlane("status").json["lanes"] == before
 
 
 def test_lane_exists_and_branch_exists(gated: Repo) -> None:
@@ -218,6 +227,67 @@ def test_worktree_locked(gated: Repo) -> None:
     r = refusal(gated, "worktree_locked", "release", "alpha")
     ok(run_next(r, gated.path))
     assert gated.jlane("release", "alpha").code == "released"
+
+
+def run_every_next(r: LaneRun, cwd: Path) -> None:
+    for cmd in r.json["next"]:
+        res = subprocess.run(["sh", "-c", cmd], cwd=cwd, text=True, capture_output=True)
+        assert res.returncode == 0, (cmd, res.stdout, res.stderr)
+
+
+def detached_commit(path: Path, at: str, name: str) -> str:
+    """A commit made by hand on a detached HEAD at `at` (as an agent might, hooks off)."""
+    git(path, "-c", "core.hooksPath=/dev/null", "switch", "-q", "--detach", at)
+    (path / name).write_text(name)
+    git(path, "add", name)
+    git(path, "-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", name)
+    return head(path)
+
+
+def test_lane_branch_mismatch_never_leaves_detached_commits_on_no_branch(hub: Repo) -> None:
+    """Commits on the lane's detached HEAD that build on the lane branch: the next moves
+    the branch onto them (compare-and-swap) and switches, so the land lands them."""
+    path = ready_lane(hub, "alpha")
+    work = detached_commit(path, "HEAD", "two.txt")
+    r = refusal(hub, "lane_branch_mismatch", "land", "alpha")
+    assert r.json["details"]["commits"] == [work], r.stdout
+    run_every_next(r, hub.path)
+    assert hub.sha("refs/heads/lane/alpha") == work
+    assert hub.jlane("land", "alpha").code == "landed"
+    assert git(hub.path, "show", "main:two.txt").stdout == "two.txt"
+
+
+def test_lane_branch_mismatch_keeps_detached_commits_off_the_branch(hub: Repo) -> None:
+    """Commits on a detached HEAD that do not build on the lane branch's tip are named,
+    and the next keeps them on a branch of their own before switching back."""
+    path = ready_lane(hub, "alpha")
+    tip = head(path)
+    work = detached_commit(path, "HEAD~1", "side.txt")
+    r = refusal(hub, "lane_branch_mismatch", "land", "alpha")
+    assert r.json["details"]["commits"] == [work] and work[:12] in r.json["message"]
+    run_every_next(r, hub.path)
+    kept = r.json["details"]["kept_as"]
+    assert hub.sha(f"refs/heads/{kept}") == work
+    assert hub.sha("refs/heads/lane/alpha") == tip == head(path)
+    assert git(path, "symbolic-ref", "HEAD").stdout.strip() == "refs/heads/lane/alpha"
+
+
+@pytest.mark.parametrize("branch", ["main", "master"])
+@pytest.mark.parametrize("installed", [False, True])
+def test_no_main_branch_in_an_empty_bare_repository(
+    tmp_path: Path, gitlane_on_path: Path, branch: str, installed: bool
+) -> None:
+    """`git commit` needs a work tree: in a bare repository the next makes the first
+    commit with plumbing, on the branch HEAD names, through the hooks when installed."""
+    bare = tmp_path / "bare.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", branch, str(bare))
+    repo = Repo(bare)
+    if installed:
+        assert repo.lane("install").rc == 0
+    r = refusal(repo, "no_main_branch", "status")
+    run_every_next(r, bare)
+    st = repo.jlane("status")
+    assert (st.rc, st.json["main"]["branch"]) == (0, branch), st.stdout
 
 
 def test_lock_busy_next_waits_and_lands(gated: Repo) -> None:

@@ -94,7 +94,7 @@ def run(repo: Repo, key: str | None, message: str | None) -> CheckpointResult:
         msg = message or f"Checkpoint of lane {key} ({len(staged)} path(s))"
         res = git.run(
             # as `git commit -m MSG`: whitespace cleanup (a line starting with # is kept)
-            ["commit", "-q", "-F", "-", "--cleanup=whitespace"],
+            [*_encoding(msg), "commit", "-q", "-F", "-", "--cleanup=whitespace"],
             path,
             env={**env, "GIT_EDITOR": "true"},
             input=msg + "\n",
@@ -118,7 +118,9 @@ def run(repo: Repo, key: str | None, message: str | None) -> CheckpointResult:
     ]
     result["code"] = "checkpointed"
     result["commit"] = commit
-    result["message"] = git.run(["log", "-1", "--format=%B", commit], path).stdout.rstrip("\n")
+    result["message"] = git.run(
+        ["log", "-1", *_log_encoding(msg), "--format=%B", commit], path
+    ).stdout.rstrip("\n")
     result["paths"] = staged[:PATHS_CAP]
     result["paths_count"] = len(staged)
     result["warnings"] = notices
@@ -162,3 +164,29 @@ def _commit_refusal(key: str, path: str, res: git.GitResult) -> Refusal:
 def _last_line(text: str) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return lines[-1][:300] if lines else "no output"
+
+
+# A message that is not UTF-8 (`-m $'msg \xff'`: surrogate escapes in the str) is stored as
+# the bytes given. Under git's default i18n.commitEncoding (UTF-8) `git commit` would
+# rewrite each such byte as if it were Latin-1 (0xff became U+00FF, bytes c3 bf); naming
+# an encoding every byte string is valid in makes git store the bytes as they are, with an
+# `encoding ISO-8859-1` header, and `git log` shows them as git shows them anyway.
+RAW_ENCODING = "ISO-8859-1"
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _encoding(msg: str) -> list[str]:
+    """The `-c` git needs so that `msg` is committed as its bytes."""
+    return [] if _is_utf8(msg) else ["-c", f"i18n.commitEncoding={RAW_ENCODING}"]
+
+
+def _log_encoding(msg: str) -> list[str]:
+    """Read such a message back as its bytes (no re-encoding to UTF-8)."""
+    return [] if _is_utf8(msg) else [f"--encoding={RAW_ENCODING}"]

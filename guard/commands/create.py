@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from guard import gate, git, include, lane, policy, procs
+from guard import gate, git, include, landed, lane, policy, procs
+from guard.commands import install as hookinstall
 from guard.commands import setup
 from guard.crashpoint import crash_point
 from guard.errors import Refusal
@@ -36,11 +37,13 @@ def run(
                 next=["git lane create"],
                 details={"goal": goal},
             )
-        lane.check_key(f"{prefix}-1")
+        lane.check_key(f"{prefix}-1", creating=True)
     if key is not None:
-        lane.check_key(key)
+        lane.check_key(key, creating=True)
     cfg = repo.config
     main_sha = repo.main_sha()
+    if hookinstall.guarding(repo):  # installed, but with no main to record back then
+        landed.record_baseline(repo)
     root = lane.worktrees_root(repo)
     # the owner is only what the owner names here (checked live); never taken from the
     # environment, which any process can set

@@ -64,14 +64,14 @@ def check_main(repo: Repo) -> list[Check]:
             finding(
                 "main_moved",
                 FAIL,
-                f"{repo.main_ref} is at {sha[:12]}, not at {last.sha[:12]} where land {last.epoch} left it{said}, "
+                f"{repo.main_ref} is at {sha[:12]}, not at {last.sha[:12]} {last.left}{said}, "
                 "and that commit is gone (it landed before landed refs kept it)",
                 f"git reflog -5 {repo.main_ref}  (owner: find the landed commit; no command restores it)",
             )
         )
         return out
     rel = landed.relation(repo, sha, last.sha)
-    msg = f"{repo.main_ref} is at {sha[:12]}, not at {last.sha[:12]} where land {last.epoch} left it ({where}){said}"
+    msg = f"{repo.main_ref} is at {sha[:12]}, not at {last.sha[:12]} {last.left} ({where}){said}"
     if rel == "behind":
         out.append(
             finding(

@@ -308,7 +308,7 @@ def run(
     """Run argv bound to lane `key`; returns how it ended (CMD's exit status)."""
     if not argv:
         raise ValueError("exec needs a command")  # the CLI requires one: a bug if missing
-    lane.check_key(key)
+    lane.check_key(key, creating=create_first)
     retry = _command(key, argv)
     try:
         if create_first:

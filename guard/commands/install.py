@@ -87,6 +87,18 @@ def same_but_python(installed: str, name: str) -> bool:
     return _strip_python(installed) == _strip_python(script_bytes(name).decode("utf-8"))
 
 
+def guarding(repo: Repo) -> bool:
+    """Has git-lane been installed here: is the reference-transaction hook git runs
+    (from core.hooksPath, else <common-dir>/hooks) git-lane's, on its own or behind the
+    pre-commit framework's? Files only. Without it nothing guards main, and main moving
+    by a plain commit is no news."""
+    d = repo.hooks_dir or common_hooks_dir(repo)
+    k = kind(d / "reference-transaction")
+    if k == "framework":
+        k = kind(d / "reference-transaction.legacy")
+    return k == "ours"
+
+
 def installed(d: Path) -> dict[str, str]:
     """What `git lane status` asks on every run, by reading files only (no git, no
     subprocess): each of our hooks in `d` as "ok", "missing" (no git-lane script where
@@ -309,6 +321,13 @@ def run(repo: Repo, force: bool = False, use_hooks_path: bool = False) -> Instal
     if pinned:
         res["pinned"] = pinned
         res["code"] = "installed"
+    from guard import landed
+
+    # where main stands as the hooks start guarding it: doctor and restore-main then see
+    # a move of main past the hooks before the first land, as they do after one
+    base = landed.record_baseline(repo)
+    if base is not None:
+        res["baseline"] = base
     if changed or displaced or pinned:
         repo.store.event(
             "install", hooks_dir=str(d), hooks=results, displaced=displaced, pinned=pinned

@@ -726,7 +726,7 @@ def g5_main_as_landed(repo: Repo, main_before: str) -> None:
         raise Refusal(
             "main_moved",
             f"{repo.main_ref} ({main_before[:12]}) is behind the last landed tip "
-            f"{last.sha[:12]} (land {last.epoch}): something rewound it outside any land",
+            f"{last.sha[:12]} ({last.what}): something rewound it outside any land",
             next=["git lane restore-main" + lane.OWNER_NOTE],
             details={**details, "relation": rel},
         )

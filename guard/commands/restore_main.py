@@ -62,7 +62,7 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
     if not git.has_commit(repo.common_dir, last.sha):
         raise Refusal(
             "landed_commit_missing",
-            f"the last landed tip {last.sha[:12]} (land {last.epoch}, from {where}) is not in this repository "
+            f"the last landed tip {last.sha[:12]} ({last.what}, from {where}) is not in this repository "
             "any more (it was landed before landed refs kept it, and has been garbage-collected)",
             next=["git lane doctor"],
             details={"epoch": last.epoch, "landed": last.sha, "from": where},
@@ -88,7 +88,7 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
     args = [
         "update-ref",
         "-m",
-        f"git-lane: restore-main to land {last.epoch}",
+        f"git-lane: restore-main to {'land ' + str(last.epoch) if last.epoch else 'the baseline'}",
         main_ref,
         last.sha,
         cur,
@@ -203,7 +203,7 @@ def moved_refusal(
         f"git -c core.hooksPath=/dev/null update-ref -m 'git-lane: main put back by hand' {main_ref} {last.sha} {cur}"
     )
     message = (
-        f"the last landed tip {last.sha[:12]} (land {last.epoch}): commits no land put there "
+        f"the last landed tip {last.sha[:12]} ({last.what}): commits no land put there "
         f"({shown}); restore-main only fast-forwards main back, so nothing was changed "
         "(git lane doctor explains what moved it)"
     )

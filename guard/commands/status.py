@@ -67,7 +67,9 @@ def run(
     ep = repo.store.read_epoch()
     # the lane tips and the last land's landed ref, in one git call
     tips = git.plain_refs(
-        repo.common_dir, "refs/heads/lane/", *([landed.ref_name(ep.epoch)] if ep.epoch else [])
+        repo.common_dir,
+        "refs/heads/lane/",
+        landed.ref_name(ep.epoch) if ep.epoch else landed.BASELINE,  # before any land: the baseline
     )
     # the hub first: with a worktree as big as any lane's, it should not be the straggler
     jobs: list[Any] = [("hub", hub.path)] if hub is not None else []
@@ -126,13 +128,16 @@ def run(
         v["would_conflict"] = with_conflicts.get(v["key"]) if with_conflicts is not None else None
     landing_open = repo.store.landing_path.exists()
     alerts = switched_off(repo) + hooks_alerts(repo)
-    if ep.epoch and not landing_open:  # mid-land, main is ahead of epoch.json by design
-        last = tips.get(landed.ref_name(ep.epoch)) or ep.main_after
+    if not landing_open:  # mid-land, main is ahead of epoch.json by design
+        if ep.epoch:
+            last, by = tips.get(landed.ref_name(ep.epoch)) or ep.main_after, f"land {ep.epoch}"
+        else:  # no land yet: where main stood when git-lane started guarding it
+            last, by = tips.get(landed.BASELINE), "the baseline (git lane install)"
         if last and last != main_sha:
             alerts.append(
                 {
                     "code": "main_moved",
-                    "message": f"{repo.main_ref} is at {main_sha[:12]}, not at {last[:12]} where land {ep.epoch} left it: "
+                    "message": f"{repo.main_ref} is at {main_sha[:12]}, not at {last[:12]} where {by} left it: "
                     "something moved it outside git lane land",
                     "next": "git lane doctor",
                 }
