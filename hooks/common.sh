@@ -112,7 +112,15 @@ gl_cfg_file() {
 		esac
 		case $gl_k in
 		enabled) gl_enabled=$gl_v ;;
-		main_branch) gl_main_cfg=$gl_v ;;
+		main_branch)
+			# guard.config's branch-name rule: a name git would not take as a branch
+			# (HEAD, an option...) names no main to guard, so the hook does not know
+			case $gl_v in
+			HEAD | @ | -* | /* | refs/* | *. | */ | *.lock | .* | */.* | *.lock/* | \
+				*[[:space:][:cntrl:]~^:?*\[\\\"\']* | *..* | *@\{* | *//*) return 1 ;;
+			esac
+			gl_main_cfg=$gl_v
+			;;
 		sync_policy) gl_policy=$gl_v ;;
 		esac
 	done <"$1"

@@ -171,6 +171,17 @@ def test_an_unreadable_config_file_refuses(g1: Guarded) -> None:
     assert sha(g1.hub, "refs/heads/trunk") is None
 
 
+@pytest.mark.parametrize("name", ["HEAD", "-x", "a..b", "a b", "refs/heads/main"])
+def test_a_main_branch_no_branch_can_have_refuses(g1: Guarded, name: str) -> None:
+    """main_branch written by hand as a name git would not take for a branch: the hook
+    does not know which branch to guard (guarding refs/heads/HEAD would leave main open),
+    so it refuses, as the engine refuses invalid_config."""
+    (g1.repo.state_dir / "config.toml").write_text(f'main_branch = "{name}"\n')
+    assert_refused(run(g1.lane, "update-ref", "refs/heads/main", g1.lane_tip), FACTS)
+    assert_refused(commit_file(g1.hub, "m.txt", "m\n"), FACTS)
+    main_is(g1, g1.main)
+
+
 def test_bootstrap_still_creates_main(tmp_path: Path) -> None:
     """The first commit of a new repository (no main anywhere) is allowed; a second is not."""
     path = tmp_path / "empty"
