@@ -749,7 +749,7 @@ ROWS: tuple[Row, ...] = (
         PASSES,
         PASSES,
         EACCES,
-        ("landed history",),
+        ("epoch",),
     ),
 )
 

@@ -532,6 +532,24 @@ def test_doctor_finds_landed_history_a_shallow_file_pruned(
     assert c["fix"] == "git fsck --connectivity-only"
 
 
+def test_an_epoch_set_back_by_hand_is_found_and_reconcile_puts_it_back(
+    landed2: tuple[Repo, list[str], list[str]],
+) -> None:
+    """epoch.json rewritten to an epoch behind a land its landed ref proves (a lane made
+    stale since could pass for fresh): doctor fails `epoch`, and its fix, reconcile,
+    rebuilds the epoch from the newest landed ref; doctor is clean again."""
+    repo, (_a, b), _ = landed2
+    (repo.state_dir / "epoch.json").write_text('{"epoch": 0}\n')
+    c = failing(repo, "epoch")
+    assert c["fix"] == "git lane reconcile"
+    r = repo.jlane("reconcile")
+    assert r.rc == 0, r.json
+    assert {"action": "epoch_repaired"} in r.json["changes"]
+    ep = json.loads((repo.state_dir / "epoch.json").read_text())
+    assert ep["epoch"] == 2 and ep["main_after"] == b
+    assert not [x for x in doctor(repo).get("epoch", []) if x["status"] == "fail"]
+
+
 def test_land_refuses_to_build_on_a_main_no_land_left(
     landed2: tuple[Repo, list[str], list[str]],
 ) -> None:

@@ -104,6 +104,17 @@ def check_landed(repo: Repo) -> list[Check]:
     refs = landed.all_landed(repo)
     ep = repo.store.read_epoch()
     newest = refs[-1].epoch if refs else 0
+    if ep.epoch < newest:
+        return [
+            finding(
+                "epoch",
+                FAIL,
+                f"epoch.json says {ep.epoch}, but land {newest} happened "
+                f"({landed.ref_name(newest)}): the epoch was set back by hand, so a lane "
+                "made stale since then could pass for fresh",
+                "git lane reconcile",
+            )
+        ]
     if ep.epoch > newest and ep.main_after:
         return [
             finding(

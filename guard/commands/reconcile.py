@@ -58,7 +58,10 @@ def run(repo: Repo) -> ReconcileResult:
             lane.write_marker(repo, wt.path, k)
             changes.append({"action": "adopted", "lane": k, "path": wt.path})
     changes.extend(_sanitize_lane_stores(repo))
-    if not repo.store.epoch_is_valid():
+    newest = landed.newest_ref(repo)
+    if not repo.store.epoch_is_valid() or (
+        newest is not None and repo.store.read_epoch().epoch < newest.epoch
+    ):  # unreadable, or set back behind a land its landed ref proves (by hand)
         landing.repair_epoch(repo)
         changes.append({"action": "epoch_repaired"})
     changes.extend(landing.keep_last(repo))
