@@ -100,12 +100,14 @@ def set_aside_file(path: Path) -> Path | None:
     return move_aside(path, str(os.getpid()))
 
 
-def open_regular(path: Path | str) -> int:
+def open_regular(path: Path | str, follow: bool = True) -> int:
     """A read-only descriptor of the regular file at `path` (symlinks followed), opened
     without ever blocking: a FIFO, socket or device where a state file belongs is not
     one (reading it would hang every command, or never end), so it raises OSError as a
-    directory does (EISDIR for a directory, EINVAL for the others)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    directory does (EISDIR for a directory, EINVAL for the others). `follow=False`: a
+    symlink is not one either (ELOOP)."""
+    nofollow = 0 if follow else os.O_NOFOLLOW
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | nofollow)
     try:
         mode = os.fstat(fd).st_mode
     except OSError:
@@ -128,13 +130,18 @@ def special(path: Path | str) -> bool:
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
-def read_regular(path: Path | str) -> bytes:
-    """The bytes of a state file, read as `open_regular` opens it."""
-    fd = open_regular(path)
+def read_regular(path: Path | str, follow: bool = True, limit: int | None = None) -> bytes:
+    """The bytes of a state file, read as `open_regular` opens it; more than `limit`
+    bytes is not a state file of ours: OSError (EFBIG)."""
+    fd = open_regular(path, follow)
     try:
         chunks = []
+        size = 0
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)
+            size += len(chunk)
+            if limit is not None and size > limit:
+                raise OSError(errno.EFBIG, "too large for a state file", os.fspath(path))
         return b"".join(chunks)
     finally:
         os.close(fd)
