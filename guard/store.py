@@ -20,6 +20,8 @@ from guard.errors import Refusal
 from guard.policy import KEY_RE
 
 EVENTS_MAX_BYTES = 4 * 1024 * 1024
+# a JSON state file larger is none of ours (a link to a huge file took 17 s and MemoryError)
+STATE_MAX_BYTES = 64 * 1024 * 1024
 LANE_SCHEMA = 1
 EPOCH_SCHEMA = 1
 # the largest epoch a land may count to: the landed refs name it in 10 digits
@@ -325,7 +327,7 @@ class Store:
     def read_json(self, path: Path, lane: str | None = None) -> dict[str, Any] | None:
         """The object in `path`, or None when missing or corrupt (corrupt is logged)."""
         try:
-            raw = read_regular(path)
+            raw = read_regular(path, limit=STATE_MAX_BYTES)
         except FileNotFoundError:
             return None
         except NotADirectoryError:  # lanes/ (or the state dir) is a file: nothing can be told
@@ -486,7 +488,7 @@ class Store:
         if not self.epoch_path.exists():
             return True
         try:
-            obj = json.loads(read_regular(self.epoch_path))
+            obj = json.loads(read_regular(self.epoch_path, limit=STATE_MAX_BYTES))
             if not isinstance(obj, dict):  # valid JSON, but a list, a string, null...
                 return False
             Epoch.from_dict(obj)
