@@ -152,3 +152,22 @@ def test_reconcile_sets_aside_a_directory_in_a_releasing_journals_place(repo: Re
     assert (aside / "sub").is_dir()  # kept
     assert path.is_dir() and rec(repo, "alpha")["status"] == "active"
     assert repo.jlane("reconcile").rc == 0
+
+
+def test_a_land_left_to_its_live_owner_is_noted_not_reconciled(repo: Repo) -> None:
+    """landing.json while a land holds the integration lock: reconcile leaves it, says so
+    in its changes, and its code is `ok` (nothing was reconciled)."""
+    from enginehelp import flock_holder
+
+    assert repo.lane("install").rc == 0
+    landing = repo.state_dir / "landing.json"
+    landing.write_text('{"stage": "prepared"}')
+    holder = flock_holder(repo)
+    try:
+        r = repo.jlane("reconcile")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert r.rc == 0 and r.code == "ok", r.stdout
+    assert r.json["changes"] == [{"action": "landing_left", "reason": "a land is running"}]
+    assert landing.exists()
