@@ -65,7 +65,7 @@ def run(
     tick: Tick | None = None,
     extra_env: Mapping[str, str] | None = None,
     confine: Callable[[], None] | None = None,
-    started: Callable[[int], None] | None = None,
+    started: Callable[[int, str], None] | None = None,
 ) -> GateRun:
     """Run the gate; `output` gets its bytes as they come; `tick` the seconds so far and
     the command, each time the gate has been silent for config.progress_interval()
@@ -76,8 +76,10 @@ def run(
     GITLANE_GATE_LANE (setup_command runs through here with its own variables).
     `confine` runs in the gate's process before it execs (guard/sandbox.py Prepared);
     when it fails the gate is not run: NotConfined. `started` gets the pid of the gate's
-    session leader once it runs (land records it: a land killed outright cannot stop its
-    gate, the next holder of the lock does, guard/lock.py stop_dead_gate)."""
+    session leader once it runs, and the token put in its environment as
+    GITLANE_GATE_TOKEN (land records both: a land killed outright cannot stop its gate,
+    the next holder of the lock does, guard/lock.py stop_dead_gate, once the token proves
+    the session the gate's)."""
     import selectors
 
     from guard.config import progress_interval
@@ -88,6 +90,8 @@ def run(
         env.pop(k, None)
     # the gate may want to know which lane it checks
     env.update(extra_env if extra_env is not None else {"GITLANE_GATE_LANE": lane})
+    token = os.urandom(16).hex()  # proves a session the gate's to whoever must stop it
+    env["GITLANE_GATE_TOKEN"] = token
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     start = time.monotonic()
     try:
@@ -112,7 +116,7 @@ def run(
         # at once: a land killed between the fork and this record leaves a gate no one
         # knows of (a window of a few system calls)
         try:
-            started(proc.pid)
+            started(proc.pid, token)
         except BaseException:
             _kill_group(proc)
             raise

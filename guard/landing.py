@@ -195,7 +195,12 @@ def finish(
                 )
             )
         txn = stage(repo, txn, "epoch_bumped")
+    # rerun by recovery, a land killed after its event and before the unlink below is
+    # not logged again: one land event per epoch, whenever the kill came
+    logged = _logged_lands(repo) if recovered else set()
     for e in txn.stack[:-1]:
+        if (e["epoch"], e["tip"]) in logged:
+            continue
         repo.store.event(
             "land",
             lane=e["lane"],
@@ -211,6 +216,9 @@ def finish(
             batch=[x["lane"] for x in txn.stack],
         )
     last = txn.stack[-1] if txn.stack else None
+    if (txn.epoch_after, txn.tip) in logged:
+        repo.store.landing_path.unlink(missing_ok=True)
+        return
     repo.store.event(
         "land",
         lane=txn.lane,
@@ -225,7 +233,17 @@ def finish(
         gate_off=txn.gate.get("status") == "off",
         recovered=recovered,
     )
+    crash_point("land_logged")  # the event written, landing.json not yet gone
     repo.store.landing_path.unlink(missing_ok=True)
+
+
+def _logged_lands(repo: Repo) -> set[tuple[object, object]]:
+    """(epoch, main_after) of every land event the log holds (unreadable lines skipped)."""
+    return {
+        (ev.get("epoch"), ev.get("main_after"))
+        for ev in repo.store.events()
+        if ev.get("kind") == "land"
+    }
 
 
 def batch_gate(gate: Mapping[str, object], own: str, top: str) -> dict[str, object]:
@@ -340,7 +358,7 @@ def recover(repo: Repo) -> list[dict[str, Any]]:
         return [{"action": "landing_left", "reason": "a land is running"}]
     try:
         owner = lock.read_owner(repo)
-        if owner is not None and lock.owner_alive(owner):
+        if owner is not None and lock.could_be_landing(owner):
             return [{"action": "landing_left", "reason": "its owner is alive"}]
         held = lock.adopt(fl, owner.lane if owner is not None else "")
         out = recover_locked(repo, held)

@@ -2,8 +2,9 @@
 `locks/integration.flock` (dropped by the kernel when its holder dies); the owner record
 `locks/integration.owner` holds pid, start, host, token, lane, main_before, tip, since,
 start_ticks as `key=value` lines so the reference-transaction hook can read it from sh.
-Only the token holder removes it; a record whose owner died on this host is taken over,
-one from another host never automatically."""
+Only the token holder removes it; a record of this host found by whoever takes the flock
+(its owner dead, or a record cut short naming any pid) is taken over, one from another
+host never automatically."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from guard.repo import Repo
 from guard.store import (
     FileLock,
     ensure_dir,
+    move_aside,
     not_a_directory,
     now_iso,
     read_regular,
@@ -100,6 +102,14 @@ def owner_alive(rec: OwnerRecord) -> bool:
     if rec.host and rec.host != procs.hostname():
         return True  # cannot tell: never assume another host's land is dead
     return procs.alive(rec.pid, rec.start)
+
+
+def could_be_landing(rec: OwnerRecord) -> bool:
+    """For a caller that holds the flock: may the record's owner still be landing? Only on
+    another host (never assumed dead). A land of this host holds the flock for as long
+    as its record exists, so a record of this host (or of no host: a record cut short)
+    found under the flock is a dead land's or garbage, whatever pid it names."""
+    return bool(rec.host) and rec.host != procs.hostname()
 
 
 def _write_owner(repo: Repo, rec: OwnerRecord) -> None:
@@ -191,7 +201,7 @@ def acquire(
             remaining = 0.0 if told is None else min(remaining, every)
         if fl.acquire(timeout=remaining):
             old = read_owner(repo)
-            if old is None or not owner_alive(old):
+            if old is None or not could_be_landing(old):
                 stop_dead_gate(repo)  # a land killed while its gate ran left it running
                 if old is not None:
                     repo.store.event(
@@ -279,10 +289,11 @@ def release(repo: Repo, held: Held) -> None:
 
 
 def clear_dead(repo: Repo) -> list[dict[str, Any]]:
-    """Remove an owner record left by a dead process of this host, and stop the gate a
-    killed land left running (reconcile)."""
+    """Remove an owner record no live land of this host holds (its owner dead, or the
+    flock free: a record cut short may name any live pid), and stop the gate a killed
+    land left running (reconcile)."""
     rec = read_owner(repo)
-    if rec is not None and owner_alive(rec):
+    if rec is not None and could_be_landing(rec):
         return []
     if rec is None and not os.path.lexists(gate_path(repo)):
         return []
@@ -292,7 +303,7 @@ def clear_dead(repo: Repo) -> list[dict[str, Any]]:
     try:
         changes = stop_dead_gate(repo)
         cur = read_owner(repo)
-        if rec is None or cur is None or owner_alive(cur) or cur.token != rec.token:
+        if rec is None or cur is None or could_be_landing(cur) or cur.token != rec.token:
             return changes
         owner_path(repo).unlink()
         repo.store.event(
@@ -308,15 +319,21 @@ def clear_dead(repo: Repo) -> list[dict[str, Any]]:
 # does not end it with the land). It holds no lock (the flock is close-on-exec), but it
 # would go on running, up to gate_timeout, in the lane (beside the next land's gate, or
 # writing into the worktree being landed). So the land records the gate's session leader
-# here while it runs, and whoever holds the flock next finds it: a record there then can
-# only be a dead land's, and its whole session is killed.
+# here while it runs, with the token gate.run put in its environment, and whoever holds
+# the flock next finds it: a record there then can only be a dead land's, and its session
+# is killed once procs.kill_session proves it the gate's (a planted record, or a pid reused
+# by another session, kills nothing).
 def gate_path(repo: Repo) -> Path:
     return repo.store.locks_dir / "integration.gate"
 
 
-def remember_gate(repo: Repo, lane: str, pid: int) -> None:
+GATE_RECORD_MAX = 4096  # bytes: a record of ours is a few lines
+
+
+def remember_gate(repo: Repo, lane: str, pid: int, token: str) -> None:
     """Record the running gate (key=value lines, as the owner record; temp + rename)."""
-    text = f"pid={pid}\nticks={procs.start_ticks(pid)}\nlane={lane}\nland={os.getpid()}\n"
+    ticks = procs.start_ticks(pid)
+    text = f"pid={pid}\nticks={ticks}\nlane={lane}\nland={os.getpid()}\ntoken={token}\n"
     tmp = gate_path(repo).with_name(f".integration.gate.{os.getpid()}.tmp")
     ensure_dir(tmp.parent)
     tmp.write_text(text)
@@ -334,18 +351,25 @@ def forget_gate(repo: Repo) -> None:
 
 def stop_dead_gate(repo: Repo) -> list[dict[str, Any]]:
     """The caller holds the flock: a gate recorded now is a dead land's. Kill its session
-    and drop the record; the change, when something was still running."""
+    (once proven the gate's) and drop the record; the changes: what was still running,
+    and a record that is no record of ours (a FIFO, a symlink, a directory, too large,
+    not text), kept aside."""
     path = gate_path(repo)
     try:
-        text = path.read_text()
+        text = read_regular(path, follow=False, limit=GATE_RECORD_MAX).decode()
     except FileNotFoundError:
         return []
     except (OSError, UnicodeDecodeError):
-        set_aside(path)  # not a record of ours (a directory, garbage): kept aside
-        return []
+        # never read (a FIFO would hang this land and every one behind it): kept aside
+        try:
+            aside = set_aside(path) or move_aside(path, str(os.getpid()))
+        except FileNotFoundError:
+            return []
+        repo.store.event("warning", code="state_corrupt", path=str(path), to=str(aside))
+        return [{"action": "gate_record_set_aside", "path": str(path), "to": str(aside)}]
     kv = dict(line.partition("=")[::2] for line in text.splitlines())
     pid = int(kv["pid"]) if kv.get("pid", "").isdigit() else 0
-    killed = procs.kill_session(pid, kv.get("ticks", "")) if pid else []
+    killed = procs.kill_session(pid, kv.get("ticks", ""), kv.get("token", "")) if pid else []
     forget_gate(repo)
     if not killed:
         return []

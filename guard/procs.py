@@ -158,24 +158,52 @@ def cmdline(pid: int) -> list[str] | None:
         return None
 
 
-def kill_session(sid: int, ticks: str) -> list[int]:
-    """SIGKILL every process of session `sid` started no earlier than its leader (start
-    `ticks`, as start_ticks gives them): a gate a killed land left running, with all it
-    started. Nothing without /proc or without `ticks` (a reused id cannot be told)."""
+def environ_has(pid: int, entry: str) -> bool:
+    """Does process `pid` hold `entry` (NAME=value) in the environment it was started
+    with (/proc/PID/environ)? False when that cannot be read (gone, a zombie, not ours)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            raw = f.read(1 << 22)
+    except OSError:
+        return False
+    return os.fsencode(entry) in raw.split(b"\0")
+
+
+def kill_session(sid: int, ticks: str, token: str) -> list[int]:
+    """SIGKILL every process of session `sid` (a gate a killed land left running, with all
+    it started), only once the session is proven the gate's: its leader, alive, started at
+    exactly `ticks` (start_ticks) and holds GITLANE_GATE_TOKEN=`token` in its environment
+    (gate.run puts it there). With the leader gone, only the members that hold the token
+    themselves. Nothing without /proc, `ticks` or `token`: what cannot be proven the
+    gate's (a reused pid, a planted record) is never killed."""
     import signal
 
-    if sid <= 1 or not ticks.isdigit() or not os.path.isdir("/proc/self"):
+    if sid <= 1 or not ticks.isdigit() or not token or not os.path.isdir("/proc/self"):
         return []
-    killed: list[int] = []
+    mark = f"GITLANE_GATE_TOKEN={token}"
+    members: dict[int, tuple[bytes, int]] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
             fields = stat_fields(int(name))
-            if fields is None or int(fields[3]) != sid or int(fields[19]) < int(ticks):
-                continue  # field 6: session; field 22: start time
-            os.kill(int(name), signal.SIGKILL)
-            killed.append(int(name))
+            if fields is None or int(fields[3]) != sid:
+                continue  # field 6: session
+            members[int(name)] = (fields[0], int(fields[19]))  # state, field 22: start time
         except (OSError, IndexError, ValueError):
+            continue
+    leader = members.get(sid)
+    if leader is not None and leader[0] != b"Z":
+        if leader[1] != int(ticks) or not environ_has(sid, mark):
+            return []  # the pid names another session now (or one we cannot prove ours)
+        doomed = [p for p, (_, t) in members.items() if t >= int(ticks)]
+    else:  # the leader ended: each member proves itself
+        doomed = [p for p, (_, t) in members.items() if t >= int(ticks) and environ_has(p, mark)]
+    killed: list[int] = []
+    for pid in doomed:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        except OSError:
             continue
     return killed

@@ -332,9 +332,9 @@ def _gate_at(repo: Repo, run: Run, where: str, sha: str, key: str) -> gate.GateR
     assert run.command is not None
     run.gate_runs += 1
 
-    def started(pid: int) -> None:
+    def started(pid: int, token: str) -> None:
         # a queue killed while this gate runs: the next holder of the lock stops it
-        lock.remember_gate(repo, key, pid)
+        lock.remember_gate(repo, key, pid, token)
 
     try:
         return gate.run(run.command, where, run.timeout, key, None, run.tick, started=started)

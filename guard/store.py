@@ -20,6 +20,8 @@ from guard.errors import Refusal
 from guard.policy import KEY_RE
 
 EVENTS_MAX_BYTES = 4 * 1024 * 1024
+# a JSON state file larger is none of ours (a link to a huge file took 17 s and MemoryError)
+STATE_MAX_BYTES = 64 * 1024 * 1024
 LANE_SCHEMA = 1
 EPOCH_SCHEMA = 1
 # the largest epoch a land may count to: the landed refs name it in 10 digits
@@ -100,12 +102,14 @@ def set_aside_file(path: Path) -> Path | None:
     return move_aside(path, str(os.getpid()))
 
 
-def open_regular(path: Path | str) -> int:
+def open_regular(path: Path | str, follow: bool = True) -> int:
     """A read-only descriptor of the regular file at `path` (symlinks followed), opened
     without ever blocking: a FIFO, socket or device where a state file belongs is not
     one (reading it would hang every command, or never end), so it raises OSError as a
-    directory does (EISDIR for a directory, EINVAL for the others)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    directory does (EISDIR for a directory, EINVAL for the others). `follow=False`: a
+    symlink is not one either (ELOOP)."""
+    nofollow = 0 if follow else os.O_NOFOLLOW
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | nofollow)
     try:
         mode = os.fstat(fd).st_mode
     except OSError:
@@ -128,13 +132,18 @@ def special(path: Path | str) -> bool:
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
-def read_regular(path: Path | str) -> bytes:
-    """The bytes of a state file, read as `open_regular` opens it."""
-    fd = open_regular(path)
+def read_regular(path: Path | str, follow: bool = True, limit: int | None = None) -> bytes:
+    """The bytes of a state file, read as `open_regular` opens it; more than `limit`
+    bytes is not a state file of ours: OSError (EFBIG)."""
+    fd = open_regular(path, follow)
     try:
         chunks = []
+        size = 0
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)
+            size += len(chunk)
+            if limit is not None and size > limit:
+                raise OSError(errno.EFBIG, "too large for a state file", os.fspath(path))
         return b"".join(chunks)
     finally:
         os.close(fd)
@@ -318,7 +327,7 @@ class Store:
     def read_json(self, path: Path, lane: str | None = None) -> dict[str, Any] | None:
         """The object in `path`, or None when missing or corrupt (corrupt is logged)."""
         try:
-            raw = read_regular(path)
+            raw = read_regular(path, limit=STATE_MAX_BYTES)
         except FileNotFoundError:
             return None
         except NotADirectoryError:  # lanes/ (or the state dir) is a file: nothing can be told
@@ -479,7 +488,7 @@ class Store:
         if not self.epoch_path.exists():
             return True
         try:
-            obj = json.loads(read_regular(self.epoch_path))
+            obj = json.loads(read_regular(self.epoch_path, limit=STATE_MAX_BYTES))
             if not isinstance(obj, dict):  # valid JSON, but a list, a string, null...
                 return False
             Epoch.from_dict(obj)

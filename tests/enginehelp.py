@@ -142,3 +142,19 @@ def add_submodule(repo: Repo, tmp_path: Path, name: str = "sub", ignore: str | N
         git(repo.path, "add", ".gitmodules")
     git(repo.path, "commit", "-q", "-m", f"add {name}")
     return sub
+
+
+def flock_holder(repo: Repo) -> subprocess.Popen[bytes]:
+    """A live process that holds the integration flock, as a land of this host does for as
+    long as its owner record exists (a record alone, the flock free, is a dead land's)."""
+    flock = repo.state_dir / "locks" / "integration.flock"
+    flock.parent.mkdir(parents=True, exist_ok=True)
+    code = (
+        "import fcntl, os, sys, time\n"
+        f"fd = os.open({str(flock)!r}, os.O_RDWR | os.O_CREAT, 0o644)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "sys.stdout.write('held\\n'); sys.stdout.flush(); time.sleep(120)\n"
+    )
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    assert p.stdout is not None and p.stdout.readline() == b"held\n"
+    return p

@@ -196,3 +196,25 @@ def test_ambiguous_state_is_refused_and_nothing_changes(repo: Repo) -> None:
     assert landing["lane"] == "alpha"
     assert repo.sha() == elsewhere and head(beta) != elsewhere
     assert landing_file(repo).exists()
+
+
+@pytest.mark.parametrize("then", ["reconcile", "land"])
+def test_a_land_killed_after_its_land_event_is_not_logged_twice(repo: Repo, then: str) -> None:
+    """Killed after its land event was appended and before landing.json went: recovery
+    (reconcile, or the next land) finishes the land without logging it again, so the
+    epoch stays the number of land events whenever the kill came."""
+    repo.config("gate_command", "true")
+    alpha = ready_lane(repo, "alpha")
+    crash_land(repo, "alpha", "land_logged")
+    assert landing_file(repo).exists() and len(completed_lands(repo)) == 1
+    landed = [head(alpha)]
+    if then == "reconcile":
+        r = repo.jlane("reconcile")
+        assert r.rc == 0 and "landing_completed" in [c["action"] for c in r.json["changes"]]
+    else:
+        beta = ready_lane(repo, "beta")
+        r = repo.jlane("land", "beta")
+        assert r.code == "landed", r.stdout
+        landed.append(head(beta))
+    assert [e["epoch"] for e in completed_lands(repo)] == list(range(1, len(landed) + 1))
+    check_invariants(repo, landed)

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 from pathlib import Path
 
 import psutil
 
 from conftest import Repo, git
 from enginehelp import (
+    flock_holder,
     assert_linear,
     events,
     head,
@@ -127,7 +127,7 @@ def test_land_sync_of_a_fresh_or_dirty_lane(repo: Repo) -> None:
 def test_lock_busy_suggests_wait_and_sync(repo: Repo) -> None:
     repo.config("gate", "off")
     path = stale_lane(repo)
-    holder = subprocess.Popen(["sleep", "60"])
+    holder = flock_holder(repo)
     try:
         start = psutil.Process(holder.pid).create_time()
         owner_file(repo).parent.mkdir(parents=True, exist_ok=True)

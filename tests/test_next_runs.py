@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from conftest import LaneRun, Repo, git
-from enginehelp import head, owner_file, ready_lane
+from enginehelp import flock_holder, head, owner_file, ready_lane
 
 PLACEHOLDERS = ("<KEY>", "<key>", "<N>", "<value>", "<seconds>", "<another", "<new name>")
 
@@ -292,7 +292,7 @@ def test_no_main_branch_in_an_empty_bare_repository(
 
 def test_lock_busy_next_waits_and_lands(gated: Repo) -> None:
     path = ready_lane(gated, "alpha")
-    holder = subprocess.Popen(["sleep", "60"])
+    holder = flock_holder(gated)
     try:
         start = psutil.Process(holder.pid).create_time()
         owner_file(gated).parent.mkdir(parents=True, exist_ok=True)

@@ -136,3 +136,38 @@ def test_nothing_differs_writes_nothing(repo: Repo) -> None:
     assert repo.jlane("status").rc == 0
     assert reconcile(repo) == []
     assert state(repo) == before
+
+
+def test_reconcile_sets_aside_a_directory_in_a_releasing_journals_place(repo: Repo) -> None:
+    """A directory at releasing/KEY.json (no journal of a release) once made every
+    reconcile exit 3: it is set aside, kept, and the lane is left as it was."""
+    assert repo.lane("install").rc == 0
+    path = repo.create("alpha")
+    journal = repo.state_dir / "releasing" / "alpha.json"
+    (journal / "sub").mkdir(parents=True)
+    r = repo.jlane("reconcile")
+    assert r.rc == 0, (r.rc, r.stdout, r.stderr[-300:])
+    assert not journal.exists()
+    (aside,) = (repo.state_dir / "releasing").glob("alpha.json.corrupt-*")
+    assert (aside / "sub").is_dir()  # kept
+    assert path.is_dir() and rec(repo, "alpha")["status"] == "active"
+    assert repo.jlane("reconcile").rc == 0
+
+
+def test_a_land_left_to_its_live_owner_is_noted_not_reconciled(repo: Repo) -> None:
+    """landing.json while a land holds the integration lock: reconcile leaves it, says so
+    in its changes, and its code is `ok` (nothing was reconciled)."""
+    from enginehelp import flock_holder
+
+    assert repo.lane("install").rc == 0
+    landing = repo.state_dir / "landing.json"
+    landing.write_text('{"stage": "prepared"}')
+    holder = flock_holder(repo)
+    try:
+        r = repo.jlane("reconcile")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert r.rc == 0 and r.code == "ok", r.stdout
+    assert r.json["changes"] == [{"action": "landing_left", "reason": "a land is running"}]
+    assert landing.exists()

@@ -315,3 +315,29 @@ def test_a_lane_released_while_status_looks_into_it_is_shown_not_a_crash(
     lanes = {ln["key"]: ln for ln in r.json["lanes"]}
     assert lanes["stays"]["state"] == "active"
     assert lanes.get("gone", {"state": "released"})["state"] in ("released", "orphaned")
+
+
+@pytest.mark.parametrize("kind", ["corrupt", "huge"])
+def test_an_unreadable_epoch_is_said_not_shown_as_0(repo: Repo, tmp_path: Path, kind: str) -> None:
+    """epoch.json corrupt, or a link to a 3 GB (sparse) file: status says the epoch is not
+    known, at once (a huge file is not read whole: it once took 17 s and a MemoryError),
+    and reconcile rebuilds it."""
+    import time
+
+    epoch_json = repo.state_dir / "epoch.json"
+    epoch_json.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "corrupt":
+        epoch_json.write_text('{"epoch": ')
+    else:
+        huge = tmp_path / "huge"
+        with open(huge, "wb") as f:
+            f.truncate(3 << 30)
+        epoch_json.symlink_to(huge)
+    t0 = time.monotonic()
+    st = repo.jlane("status")
+    assert st.rc == 0 and time.monotonic() - t0 < 15, st.stdout
+    assert st.json["epoch"] == 0
+    assert any("epoch is not known" in w and "git lane reconcile" in w for w in st.json["warnings"])
+    r = repo.jlane("reconcile")
+    assert r.rc == 0 and {"action": "epoch_repaired"} in r.json["changes"], r.stdout
+    assert not any("epoch is not known" in w for w in repo.jlane("status").json["warnings"])

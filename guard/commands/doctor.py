@@ -10,6 +10,7 @@ fails."""
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from collections.abc import Callable
 
@@ -607,6 +608,17 @@ def check_lock(repo: Repo) -> list[Check]:
     rec = lock.read_owner(repo)
     if rec is None:
         out.append(finding("lock", OK, "free"))
+    elif not lock.could_be_landing(rec) and rec.start is None and not rec.start_ticks:
+        # no land writes a record without its start time: cut short, or not a land's
+        out.append(
+            finding(
+                "lock",
+                WARN,
+                f"its owner record names pid {rec.pid} without a start time (cut short): "
+                "the next land or reconcile takes it over",
+                "git lane reconcile",
+            )
+        )
     elif lock.owner_alive(rec):
         out.append(
             finding(
@@ -621,6 +633,20 @@ def check_lock(repo: Repo) -> list[Check]:
                 "lock",
                 WARN,
                 f"stale: its owner pid {rec.pid} (landing {rec.lane}) is gone",
+                "git lane reconcile",
+            )
+        )
+    gate = lock.gate_path(repo)
+    try:
+        odd = not stat.S_ISREG(os.lstat(gate).st_mode)
+    except OSError:  # none: no land was killed mid-gate
+        odd = False
+    if odd:
+        out.append(
+            finding(
+                "gate record",
+                WARN,
+                f"{gate} is not a regular file (never read: it is no record of a gate)",
                 "git lane reconcile",
             )
         )

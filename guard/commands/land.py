@@ -666,8 +666,10 @@ def _run_gate(
     worktree and its admin dir) and a private TMPDIR when the temp dir holds the
     repository. A gate that cannot be confined is not run: sandbox_failed."""
 
-    def started(pid: int) -> None:
-        lock.remember_gate(repo, key, pid)  # if this land is killed, the next lock holder stops it
+    def started(pid: int, token: str) -> None:
+        lock.remember_gate(
+            repo, key, pid, token
+        )  # if this land is killed, the next lock holder stops it
 
     if not gate.CONFINE:
         return gate.run(command, cwd, timeout, key, output, tick, started=started)

@@ -71,7 +71,8 @@ def run(repo: Repo) -> ReconcileResult:
         repo.store.event("reconcile", changes=changes)
     out: ReconcileResult = {
         "ok": True,
-        "code": "reconciled" if changes else "ok",
+        # a land left to its live owner is noted, not reconciled
+        "code": "reconciled" if any(c["action"] != "landing_left" for c in changes) else "ok",
         "changes": changes,
     }
     nxt, warnings = _needs_repair(repo)

@@ -25,7 +25,7 @@ from guard.errors import Refusal
 from guard.lane import CONFIRM, LOCK_REASON
 from guard.repo import Repo
 from guard.results import ReleaseResult
-from guard.store import FileLock, LaneRecord, atomic_write, atomic_write_json, now_iso
+from guard.store import FileLock, LaneRecord, atomic_write, atomic_write_json, now_iso, set_aside
 
 
 @dataclass
@@ -239,7 +239,12 @@ def begin(repo: Repo, rec: LaneRecord, work: Work) -> None:
 
 
 def _end(repo: Repo, key: str) -> None:
-    journal_path(repo, key).unlink(missing_ok=True)
+    path = journal_path(repo, key)
+    try:
+        path.unlink(missing_ok=True)
+    except IsADirectoryError:  # no journal of ours: kept aside, as other state files are
+        aside = set_aside(path)
+        repo.store.event("warning", lane=key, code="state_corrupt", path=str(path), to=str(aside))
 
 
 def recover(repo: Repo, idx: dict[str, git.Worktree]) -> list[dict[str, Any]]:

@@ -144,6 +144,11 @@ def run(
             )
     out_of_step = bool(results[1]) if step else False
     warnings = [*repo.config.warnings, *(f"{a['message']} (next: {a['next']})" for a in alerts)]
+    if ep.epoch == 0 and os.path.lexists(repo.store.epoch_path) and not repo.store.epoch_is_valid():
+        warnings.append(
+            f"{repo.store.epoch_path} is unreadable or corrupt: the epoch is not known (shown as 0); "
+            "run: git lane reconcile"
+        )
     if out_of_step and hub is not None:
         warnings.append(
             f"the hub {hub.path} is out of step with main: the land of {ep.lane} moved main but git could not "
