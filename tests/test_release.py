@@ -257,3 +257,37 @@ def test_a_flagged_file_edited_in_the_lane_is_work(repo: Repo) -> None:
     r = repo.jlane("release", "alpha")
     assert (r.rc, r.code) == (1, "unlanded_work"), r.stdout
     assert (path / "f.txt").read_text() == "WORK\n"
+
+
+def test_reconcile_keeps_an_unlanded_branch_a_releasing_journal_names(repo: Repo) -> None:
+    """A releasing journal is a file in the state dir: reconcile asks git what finishing
+    would lose. One saying `discarded_commits: 0` for a lane with an unlanded commit whose
+    worktree went (moved away) never has the branch deleted; nor git's record of the
+    worktree, so `repair` can still bring it back."""
+    import os
+
+    assert repo.lane("install").rc == 0
+    path = repo.create("alpha")
+    tip = repo.commit(path, "work.txt", "precious\n", "unlanded work")
+    moved = path.parent / "alpha-moved"
+    os.rename(path, moved)
+    (repo.state_dir / "releasing").mkdir(exist_ok=True)
+    (repo.state_dir / "releasing" / "alpha.json").write_text(
+        json.dumps(
+            {
+                "lane": "alpha",
+                "path": str(path),
+                "tip": tip,
+                "discarded_commits": 0,
+                "at": "2026-01-01T00:00:00Z",
+            }
+        )
+    )
+    r = repo.jlane("reconcile")
+    assert r.rc == 0, r.stdout
+    assert {"action": "release_not_finished", "lane": "alpha", "tip": tip} in r.json["changes"]
+    assert repo.git("rev-parse", "refs/heads/lane/alpha").stdout.strip() == tip
+    assert record(repo, "alpha")["status"] != "released"
+    assert not (repo.state_dir / "releasing" / "alpha.json").exists()
+    os.rename(moved, path)  # put back: the worktree is git's again, the work there
+    assert repo.git("-C", str(path), "log", "-1", "--format=%H").stdout.strip() == tip

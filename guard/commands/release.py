@@ -274,18 +274,21 @@ def recover(repo: Repo, idx: dict[str, git.Worktree]) -> list[dict[str, Any]]:
             _end(repo, key)
             changes.append({"action": "release_rolled_back", "lane": key})
             continue
-        if wt is not None:  # git's record of a worktree whose directory went
-            git.run(["worktree", "remove", "--force", rec.path], repo.common_dir, check=False)
         now = repo.ref_sha(f"refs/heads/{rec.branch}")
         if now is not None and now != tip:
             _end(repo, key)  # moved since it was inspected: kept, as release keeps it
             continue
-        if now is not None and d.get("discarded_commits"):
-            # a confirmed discard of unlanded commits is the owner's to redo, never
-            # reconcile's: the branch (and so the commits) stays, the lane orphaned
+        if now is not None and (d.get("discarded_commits") or _unlanded(repo, now)):
+            # what finishing would lose is asked of git, at the branch's tip now, never
+            # taken from the journal (a file in the state dir). A confirmed discard of
+            # unlanded commits is the owner's to redo, never reconcile's: the branch (and
+            # so the commits) stays, and so does git's record of its worktree (`repair`
+            # checks it out again from there), the lane orphaned
             _end(repo, key)
             changes.append({"action": "release_not_finished", "lane": key, "tip": tip})
             continue
+        if wt is not None:  # git's record of a worktree whose directory went
+            git.run(["worktree", "remove", "--force", rec.path], repo.common_dir, check=False)
         if now is not None:
             res = git.run(
                 [
@@ -304,6 +307,21 @@ def recover(repo: Repo, idx: dict[str, git.Worktree]) -> list[dict[str, Any]]:
         _finish(repo, rec, tip, recovered=True, discarded_commits=d.get("discarded_commits"))
         changes.append({"action": "release_finished", "lane": key, "tip": tip})
     return changes
+
+
+def _unlanded(repo: Repo, tip: str) -> bool:
+    """Does `tip` hold a commit that neither main nor any landed ref reaches? True when
+    git cannot tell: reconcile then keeps the branch."""
+    try:
+        main_sha = repo.main_sha()
+    except Refusal:
+        return True
+    res = git.run(
+        ["rev-list", "--count", tip, "--not", main_sha, "--glob=refs/git-lane/landed/*"],
+        repo.common_dir,
+        check=False,
+    )
+    return not res.ok or res.stdout.strip() != "0"
 
 
 def keep_modules(repo: Repo, key: str, path: str) -> str | None:
