@@ -11,7 +11,7 @@ import os
 from dataclasses import replace
 from typing import Any
 
-from guard import git, landed, landing, lane, lock, objects, policy, procs, recovery
+from guard import git, gitlocks, landed, landing, lane, lock, objects, policy, procs, recovery
 from guard.commands import release, repair
 from guard.repo import Repo
 from guard.results import ReconcileResult
@@ -199,6 +199,10 @@ def _reconcile_lane(
     if new.status == "active" and present and lane.read_marker(rec.path) != rec.key:
         lane.write_marker(repo, rec.path, rec.key)  # the hooks tell a lane by it
         changes.append({"action": "marker_written", "lane": rec.key})
+    if new.status == "active" and present:
+        gone = gitlocks.clear(repo.state_dir, rec.key, rec.path, repo.store.admin_dir(rec))
+        if gone:
+            changes.append({"action": "git_lock_removed", "lane": rec.key, "files": gone})
     if new.owner_pid and not procs.alive(new.owner_pid, new.owner_start):
         new = replace(new, owner_pid=None, owner_start=None)
         changes.append({"action": "owner_cleared", "lane": rec.key, "pid": rec.owner_pid})
