@@ -189,6 +189,15 @@ def _reconcile_lane(
     # the worktree is there (whatever it has checked out: status and land name a wrong
     # branch themselves); only a vanished worktree orphans a lane
     present = wt is not None and wt.exists
+    if (
+        rec.status == "released"
+        and wt is not None
+        and not present
+        and wt.branch == f"refs/heads/{rec.branch}"
+    ):
+        # a release killed inside its `git worktree remove` (before its journal was
+        # finished this way): what is left of the directory, and git's record of it
+        changes.extend(release.finish_removal(repo, rec, rec.released_tip))
     new = rec
     if rec.status == "active" and not present:
         new = replace(new, status="orphaned")
