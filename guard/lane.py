@@ -63,12 +63,26 @@ def get(repo: Repo, key: str) -> LaneRecord:
                 if worker
                 else ""
             ),
-            next=["git lane status"],
+            next=["git lane reconcile", f"git lane status {key}"]
+            if (interrupted := _interrupted_create(repo, key))
+            else ["git lane status"],
             # a worker's own `create` is refused (role_forbidden): the owner runs it
-            alternatives=[f"git lane create {key}" + (OWNER_NOTE if worker else "")],
+            alternatives=["git lane status"]
+            if interrupted
+            else [f"git lane create {key}" + (OWNER_NOTE if worker else "")],
             details={"lane": key, "active": active},
         )
     return rec
+
+
+def _interrupted_create(repo: Repo, key: str) -> bool:
+    """A create killed between `worktree add` and the registry write left a worktree
+    with lane/KEY checked out and no record: `create KEY` refuses create_interrupted,
+    reconcile adopts it."""
+    branch = f"refs/heads/{branch_of(key)}"
+    if repo.ref_sha(branch) is None:
+        return False
+    return any(w.branch == branch and w.exists for w in repo.worktrees())
 
 
 def corrupt_refusal(repo: Repo, key: str) -> Refusal:
