@@ -115,7 +115,7 @@ def run(
         if path.exists() or path.is_symlink():
             # what a release of this key killed inside its removal left: reconcile's
             wt = git.by_path(repo.worktrees()).get(os.path.realpath(path))
-            left = (
+            stranded = (
                 rec is not None
                 and os.path.realpath(rec.path) == os.path.realpath(path)
                 and wt is not None
@@ -126,9 +126,9 @@ def run(
                 "worktree_path_exists",
                 f"{path} exists already; it was left as it is",
                 next=["git lane reconcile", f"git lane create {key}"]
-                if left
+                if stranded
                 else ["git lane create"],
-                alternatives=["git lane create"] if left else ["git lane reconcile"],
+                alternatives=["git lane create"] if stranded else ["git lane reconcile"],
                 details={"lane": key, "path": str(path)},
             )
         under = git.run(
