@@ -424,6 +424,23 @@ def check_pointers(repo: Repo, rec: LaneRecord) -> None:
         raise pointers_refusal(repo, rec.key, faults)
 
 
+def check_path_owner(repo: Repo, rec: LaneRecord) -> None:
+    """lane_pointers_tampered when another lane's record names the same worktree: the
+    pointers there are that lane's (a record whose path and admin dir both name lane
+    beta's passes check_pointers), and release would remove beta's worktree as alpha's.
+    Its next, repair, points the record back at the lane's own checkout."""
+    real = os.path.realpath(rec.path)
+    for other in repo.store.lanes():
+        if (
+            other.key != rec.key
+            and other.status != "released"
+            and os.path.realpath(other.path) == real
+        ):
+            raise pointers_refusal(
+                repo, rec.key, [f"its recorded path {rec.path} is lane {other.key}'s worktree"]
+            )
+
+
 # -- refusals every command raises the same way -------------------------------------------
 def dirty_refusal(key: str, path: str, dirty: list[str], action: str) -> Refusal:
     """lane_dirty (G2), the same for every command that needs a clean lane."""

@@ -388,3 +388,29 @@ def test_repair_named_by_a_refusal_never_takes_over_another_lanes_worktree(
     assert json.loads(rec_path.read_text())["path"] == str(alpha)
     assert repo.jlane("release", "alpha").code == "released"
     assert (beta / "b.txt").exists() and not alpha.exists()
+
+
+def test_a_record_naming_another_lanes_worktree_and_admin_dir_never_releases_it(
+    repo: Repo,
+) -> None:
+    """lanes/alpha.json with both `path` and `admin` of lane beta (its pointers then look
+    right): release alpha refuses lane_pointers_tampered instead of removing beta's
+    worktree as alpha's; its next, repair, points the record back at alpha's own checkout."""
+    assert repo.lane("install").rc == 0
+    alpha = repo.create("alpha")
+    beta = repo.create("beta")
+    repo.commit(beta, "b.txt", "beta work\n")
+    rec_path = repo.state_dir / "lanes" / "alpha.json"
+    rec = json.loads(rec_path.read_text())
+    rec["path"] = str(beta)
+    rec["admin"] = json.loads((repo.state_dir / "lanes" / "beta.json").read_text())["admin"]
+    rec_path.write_text(json.dumps(rec))
+    r = repo.jlane("release", "alpha")
+    assert r.rc == 1 and r.code == "lane_pointers_tampered", r.stdout
+    assert (beta / "b.txt").read_text() == "beta work\n"
+    assert r.json["next"][0].endswith("lane repair alpha")
+    assert repo.jlane("repair", "alpha").code == "repaired"
+    assert json.loads(rec_path.read_text())["path"] == str(alpha)
+    assert repo.git("symbolic-ref", "HEAD", cwd=beta).stdout.strip() == "refs/heads/lane/beta"
+    assert repo.jlane("release", "alpha").code == "released"
+    assert (beta / "b.txt").exists() and not alpha.exists()

@@ -66,6 +66,7 @@ def run(repo: Repo, key: str | None, confirm: str | None = None) -> ReleaseResul
             return {"ok": True, "code": "already_released", "lane": key}
         objects.use(repo, rec.path)  # its commits may be in its own store only
         lane.check_pointers(repo, rec)  # git in the lane would use another repository
+        lane.check_path_owner(repo, rec)  # never another lane's worktree removed as this one
         lane.owner_conflict(repo, rec, "release")
         if confirm != CONFIRM:
             facts = recovery.branch_facts(
