@@ -2,21 +2,23 @@
 process killed with its git left behind: every later git write in the lane fails on them.
 
 A lock is stale only when provably so: it was a checkpoint's (its record under
-`locks/checkpoint.KEY` names the lock's inode and a process that is gone), or no live git
-process works in the lane (none has its cwd in the worktree or the admin dir, none names
-them in GIT_DIR, GIT_WORK_TREE or GIT_INDEX_FILE). Where /proc cannot tell, a lock is
-held. reconcile removes stale locks; abort, continue and checkpoint refuse lane_busy
-with it as next."""
+`locks/checkpoint.KEY` names the lock's inode and a process that is gone), or it is a
+few seconds old and no live git process works in the lane (none has its cwd in the
+worktree or the admin dir, none names them in GIT_DIR, GIT_WORK_TREE or GIT_INDEX_FILE).
+Where /proc cannot tell, a lock is held. reconcile removes stale locks; abort, continue
+and checkpoint refuse lane_busy with it as next."""
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from guard import procs
 from guard.errors import Refusal
 from guard.store import atomic_write
 
+MIN_AGE = 2.0  # seconds a lock no checkpoint recorded must be old before it can be stale
 _ENV = (b"GIT_DIR=", b"GIT_WORK_TREE=", b"GIT_INDEX_FILE=", b"GIT_COMMON_DIR=")
 
 
@@ -127,6 +129,12 @@ def stale(state_dir: Path, key: str, path: str, admin: Path | None) -> list[Path
                     continue
             except OSError:
                 continue
+        try:
+            young = time.time() - os.lstat(lk).st_mtime < MIN_AGE
+        except OSError:
+            continue
+        if young:
+            continue  # just taken: whoever took it may be no git (libgit2, an IDE) at work
         if busy is None:
             busy = git_at_work(path, admin)
         if not busy:

@@ -225,10 +225,11 @@ def _checkpoint_held_in_its_commit(repo: Repo, path: Path) -> tuple[subprocess.P
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+    held = [admin / "index.lock", repo.state_dir / "locks" / "checkpoint.alpha"]
     deadline = time.monotonic() + 30
-    while not (admin / "index.lock").exists() and time.monotonic() < deadline:
+    while not all(p.exists() for p in held) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert (admin / "index.lock").exists(), "checkpoint never took the lane's index.lock"
+    assert all(p.exists() for p in held), "checkpoint never took (and recorded) the index.lock"
     time.sleep(0.3)
     return p, hook
 

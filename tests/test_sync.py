@@ -461,7 +461,8 @@ def test_abort_after_a_killed_sync_left_a_git_lock_refuses_instead_of_crashing(
     r = repo.jlane("sync", "s")
     assert r.code == "sync_conflicts", r.stdout
     admin = Path(git(path, "rev-parse", "--absolute-git-dir").stdout.strip())
-    (admin / "HEAD.lock").write_text("")  # what the killed `git rebase` left
+    (admin / "HEAD.lock").write_text("")  # what the killed `git rebase` left...
+    os.utime(admin / "HEAD.lock", (1, 1))  # ...noticed a while later
     for action in ("continue", "abort"):
         r = repo.jlane(action, "s")
         assert r.rc == 1 and r.code == "lane_busy", (r.rc, r.stdout, r.stderr[-300:])
