@@ -68,12 +68,26 @@ def get(repo: Repo, key: str) -> LaneRecord:
                 if worker
                 else ""
             ),
-            next=["git lane status"],
+            next=["git lane reconcile", f"git lane status {key}"]
+            if (interrupted := _interrupted_create(repo, key))
+            else ["git lane status"],
             # a worker's own `create` is refused (role_forbidden): the owner runs it
-            alternatives=[f"git lane create {key}" + (OWNER_NOTE if worker else "")],
+            alternatives=["git lane status"]
+            if interrupted
+            else [f"git lane create {key}" + (OWNER_NOTE if worker else "")],
             details={"lane": key, "active": active},
         )
     return rec
+
+
+def _interrupted_create(repo: Repo, key: str) -> bool:
+    """A create killed between `worktree add` and the registry write left a worktree
+    with lane/KEY checked out and no record: `create KEY` refuses create_interrupted,
+    reconcile adopts it."""
+    branch = f"refs/heads/{branch_of(key)}"
+    if repo.ref_sha(branch) is None:
+        return False
+    return any(w.branch == branch and w.exists for w in repo.worktrees())
 
 
 def corrupt_refusal(repo: Repo, key: str) -> Refusal:
@@ -413,6 +427,23 @@ def check_pointers(repo: Repo, rec: LaneRecord) -> None:
     faults = recovery.pointer_faults(repo, rec)
     if faults:
         raise pointers_refusal(repo, rec.key, faults)
+
+
+def check_path_owner(repo: Repo, rec: LaneRecord) -> None:
+    """lane_pointers_tampered when another lane's record names the same worktree: the
+    pointers there are that lane's (a record whose path and admin dir both name lane
+    beta's passes check_pointers), and release would remove beta's worktree as alpha's.
+    Its next, repair, points the record back at the lane's own checkout."""
+    real = os.path.realpath(rec.path)
+    for other in repo.store.lanes():
+        if (
+            other.key != rec.key
+            and other.status != "released"
+            and os.path.realpath(other.path) == real
+        ):
+            raise pointers_refusal(
+                repo, rec.key, [f"its recorded path {rec.path} is lane {other.key}'s worktree"]
+            )
 
 
 # -- refusals every command raises the same way -------------------------------------------

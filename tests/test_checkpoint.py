@@ -222,3 +222,93 @@ def test_a_message_that_is_not_utf8_is_stored_as_the_bytes_given(repo: Repo) -> 
         ).stdout
         assert body.split(b"\n\n", 1)[1] == msg + b"\n", body
     assert b"\nencoding " not in body  # the UTF-8 message: no encoding header, as ever
+
+
+def _checkpoint_held_in_its_commit(repo: Repo, path: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    """A checkpoint of lane alpha started and held inside its commit (a commit-msg hook
+    that sleeps), once it holds the lane's index.lock."""
+    import sys
+    import time
+
+    hook = repo.common_dir / "hooks" / "commit-msg"
+    hook.write_text("#!/bin/sh\nsleep 60 || :\nexit 0\n")
+    hook.chmod(0o755)
+    admin = Path(git(path, "rev-parse", "--absolute-git-dir").stdout.strip())
+    p = subprocess.Popen(
+        [sys.executable, "-m", "guard", "checkpoint", "alpha", "--json"],
+        cwd=repo.path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    held = [admin / "index.lock", repo.state_dir / "locks" / "checkpoint.alpha"]
+    deadline = time.monotonic() + 30
+    while not all(p.exists() for p in held) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert all(p.exists() for p in held), "checkpoint never took (and recorded) the index.lock"
+    time.sleep(0.3)
+    return p, hook
+
+
+def test_a_checkpoint_killed_while_it_holds_the_lanes_index_lock_is_recovered(
+    repo: Repo,
+) -> None:
+    """checkpoint records the index.lock it holds (pid, start ticks, inode) under
+    locks/: killed there with its git (kill -9 of its process group), doctor names the
+    stale lock, checkpoint refuses lane_busy with reconcile as its next, and reconcile
+    removes that lock (only that one: the process is gone); then checkpoint commits."""
+    import signal
+
+    assert repo.lane("install").rc == 0
+    path = repo.create("alpha")
+    (path / "work.txt").write_text("unsaved work\n")
+    p, hook = _checkpoint_held_in_its_commit(repo, path)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    hook.unlink()
+    doctor = repo.jlane("doctor")
+    assert any(
+        c["name"] == "lane alpha" and c["status"] == "fail" and "index.lock" in c["message"]
+        for c in doctor.json["checks"]
+    ), doctor.stdout
+    r = repo.jlane("checkpoint", "alpha")
+    assert r.rc == 1 and r.code == "lane_busy" and r.json["details"]["stale"], r.stdout
+    assert r.json["next"] == ["git lane reconcile", "git lane checkpoint alpha"]
+    rec = repo.jlane("reconcile")
+    assert any(c["action"] == "git_lock_removed" for c in rec.json["changes"]), rec.stdout
+    r = repo.jlane("checkpoint", "alpha")
+    assert r.rc == 0 and r.code == "checkpointed", r.stdout
+    assert git(path, "show", "HEAD:work.txt").stdout == "unsaved work\n"
+    assert not (repo.state_dir / "locks" / "checkpoint.alpha").exists()
+
+
+def _end_hook_sleep(root: int) -> None:
+    """Let the held checkpoint go on: end the `sleep` its commit-msg hook runs."""
+    from guard import procs
+
+    for pid in procs.descendants(root):
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().strip() == "sleep":
+                    os.kill(pid, 15)
+        except OSError:
+            pass
+
+
+def test_reconcile_leaves_the_index_lock_of_a_checkpoint_at_work(repo: Repo) -> None:
+    """The lock a live checkpoint holds (its git between two commands, or inside one) is
+    never removed: reconcile leaves it and the checkpoint then commits."""
+    assert repo.lane("install").rc == 0
+    path = repo.create("alpha")
+    (path / "work.txt").write_text("unsaved work\n")
+    p, _hook = _checkpoint_held_in_its_commit(repo, path)
+    try:
+        rec = repo.jlane("reconcile")
+        assert not any(c["action"] == "git_lock_removed" for c in rec.json["changes"])
+        admin = Path(git(path, "rev-parse", "--absolute-git-dir").stdout.strip())
+        assert (admin / "index.lock").exists()
+    finally:
+        _end_hook_sleep(p.pid)
+        p.wait(timeout=60)
+    assert p.returncode == 0
+    assert git(path, "show", "HEAD:work.txt").stdout == "unsaved work\n"

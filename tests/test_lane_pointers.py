@@ -358,3 +358,59 @@ def test_repair_leaves_a_dotgit_directory_alone(hub: Repo) -> None:
         assert res.returncode == 0, (cmd, res.stdout, res.stderr)
     assert (lane_path / ".git.moved-aside" / "mine").read_text() == "kept\n"
     assert hub.lane("status", "alpha", cwd=lane_path).rc == 0
+
+
+def test_repair_named_by_a_refusal_never_takes_over_another_lanes_worktree(
+    repo: Repo, gitlane_on_path: Path
+) -> None:
+    """lanes/alpha.json whose `path` names lane beta's worktree (valid JSON): release
+    alpha refuses lane_pointers_tampered, and its next (`repair alpha`), run as printed,
+    points alpha's record back at alpha's own checkout (the worktree git has on
+    lane/alpha) and leaves beta's `.git`, branch and files as they were."""
+    assert repo.lane("install").rc == 0
+    alpha = repo.create("alpha")
+    beta = repo.create("beta")
+    repo.commit(beta, "b.txt", "beta work\n")
+    rec_path = repo.state_dir / "lanes" / "alpha.json"
+    rec = json.loads(rec_path.read_text())
+    rec["path"] = str(beta)
+    rec_path.write_text(json.dumps(rec))
+    dotgit = (beta / ".git").read_text()
+    r = repo.jlane("release", "alpha")
+    assert r.rc == 1 and r.code == "lane_pointers_tampered", r.stdout
+    for cmd in r.json["next"]:
+        assert cmd.startswith("git "), cmd
+        done = subprocess.run(cmd, shell=True, cwd=repo.path, capture_output=True, text=True)
+        assert done.returncode == 0, (cmd, done.stdout, done.stderr)
+    assert repo.git("symbolic-ref", "HEAD", cwd=beta).stdout.strip() == "refs/heads/lane/beta"
+    assert (beta / ".git").read_text() == dotgit
+    assert (beta / "b.txt").read_text() == "beta work\n"
+    assert json.loads(rec_path.read_text())["path"] == str(alpha)
+    assert repo.jlane("release", "alpha").code == "released"
+    assert (beta / "b.txt").exists() and not alpha.exists()
+
+
+def test_a_record_naming_another_lanes_worktree_and_admin_dir_never_releases_it(
+    repo: Repo,
+) -> None:
+    """lanes/alpha.json with both `path` and `admin` of lane beta (its pointers then look
+    right): release alpha refuses lane_pointers_tampered instead of removing beta's
+    worktree as alpha's; its next, repair, points the record back at alpha's own checkout."""
+    assert repo.lane("install").rc == 0
+    alpha = repo.create("alpha")
+    beta = repo.create("beta")
+    repo.commit(beta, "b.txt", "beta work\n")
+    rec_path = repo.state_dir / "lanes" / "alpha.json"
+    rec = json.loads(rec_path.read_text())
+    rec["path"] = str(beta)
+    rec["admin"] = json.loads((repo.state_dir / "lanes" / "beta.json").read_text())["admin"]
+    rec_path.write_text(json.dumps(rec))
+    r = repo.jlane("release", "alpha")
+    assert r.rc == 1 and r.code == "lane_pointers_tampered", r.stdout
+    assert (beta / "b.txt").read_text() == "beta work\n"
+    assert r.json["next"][0].endswith("lane repair alpha")
+    assert repo.jlane("repair", "alpha").code == "repaired"
+    assert json.loads(rec_path.read_text())["path"] == str(alpha)
+    assert repo.git("symbolic-ref", "HEAD", cwd=beta).stdout.strip() == "refs/heads/lane/beta"
+    assert repo.jlane("release", "alpha").code == "released"
+    assert (beta / "b.txt").exists() and not alpha.exists()

@@ -257,3 +257,137 @@ def test_a_flagged_file_edited_in_the_lane_is_work(repo: Repo) -> None:
     r = repo.jlane("release", "alpha")
     assert (r.rc, r.code) == (1, "unlanded_work"), r.stdout
     assert (path / "f.txt").read_text() == "WORK\n"
+
+
+def test_reconcile_keeps_an_unlanded_branch_a_releasing_journal_names(repo: Repo) -> None:
+    """A releasing journal is a file in the state dir: reconcile asks git what finishing
+    would lose. One saying `discarded_commits: 0` for a lane with an unlanded commit whose
+    worktree went (moved away) never has the branch deleted; nor git's record of the
+    worktree, so `repair` can still bring it back."""
+    import os
+
+    assert repo.lane("install").rc == 0
+    path = repo.create("alpha")
+    tip = repo.commit(path, "work.txt", "precious\n", "unlanded work")
+    moved = path.parent / "alpha-moved"
+    os.rename(path, moved)
+    (repo.state_dir / "releasing").mkdir(exist_ok=True)
+    (repo.state_dir / "releasing" / "alpha.json").write_text(
+        json.dumps(
+            {
+                "lane": "alpha",
+                "path": str(path),
+                "tip": tip,
+                "discarded_commits": 0,
+                "at": "2026-01-01T00:00:00Z",
+            }
+        )
+    )
+    r = repo.jlane("reconcile")
+    assert r.rc == 0, r.stdout
+    assert {"action": "release_not_finished", "lane": "alpha", "tip": tip} in r.json["changes"]
+    assert repo.git("rev-parse", "refs/heads/lane/alpha").stdout.strip() == tip
+    assert record(repo, "alpha")["status"] != "released"
+    assert not (repo.state_dir / "releasing" / "alpha.json").exists()
+    os.rename(moved, path)  # put back: the worktree is git's again, the work there
+    assert repo.git("-C", str(path), "log", "-1", "--format=%H").stdout.strip() == tip
+
+
+def _many_files_landed(repo: Repo, key: str, n: int) -> Path:
+    assert repo.lane("install").rc == 0
+    assert repo.lane("config", "set", "gate_command", "true").rc == 0
+    path = repo.create(key)
+    (path / "d").mkdir()
+    for i in range(n):
+        (path / "d" / f"f{i}").write_text(str(i))
+    git(path, "add", "-A")
+    git(path, "commit", "-qm", "many files")
+    assert repo.jlane("land", key).rc == 0
+    return path
+
+
+def test_a_release_killed_mid_removal_is_finished_so_the_key_can_be_created_again(
+    repo: Repo,
+) -> None:
+    """release SIGKILLed with its git while `git worktree remove` deletes the lane's
+    files: reconcile finishes the removal (what is left is the landed tip's files, byte
+    for byte) and drops git's record of the worktree; the key can be created again."""
+    import os
+    import signal
+    import time
+
+    path = _many_files_landed(repo, "r", 3000)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "guard", "release", "r", "--json"],
+        cwd=repo.path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and p.poll() is None:
+        try:
+            if len(os.listdir(path / "d")) < 2700:
+                break
+        except OSError:
+            break
+        time.sleep(0.001)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    if not path.exists():
+        pytest.skip("the release ended before it was killed mid-removal")
+    r = repo.jlane("reconcile")
+    assert r.rc == 0, r.stdout
+    assert {"action": "release_leftover_removed", "lane": "r", "path": str(path)} in r.json[
+        "changes"
+    ], r.stdout
+    assert not path.exists() and wt_block(repo, path) is None
+    assert repo.jlane("create", "r").rc == 0
+
+
+def test_a_release_leftover_holding_other_files_is_kept_not_deleted(repo: Repo) -> None:
+    """What is left of a lane a killed release was removing, with a file the lane's tip
+    does not hold (or holds otherwise), is moved whole to kept/, never deleted."""
+    import os
+
+    path = _many_files_landed(repo, "r", 3)
+    tip = git(path, "rev-parse", "HEAD").stdout.strip()
+    (path / "d" / "f0").unlink()  # what the killed removal had done, .git file first
+    (path / ".git").unlink()
+    (path / "d" / "f1").write_text("changed\n")
+    (path / "notes.txt").write_text("not in any commit\n")
+    (repo.state_dir / "releasing").mkdir(exist_ok=True)
+    (repo.state_dir / "releasing" / "r.json").write_text(
+        json.dumps({"lane": "r", "path": str(path), "tip": tip, "discarded_commits": 0})
+    )
+    r = repo.jlane("reconcile")
+    assert r.rc == 0, r.stdout
+    kept = [c for c in r.json["changes"] if c["action"] == "release_leftover_kept"]
+    assert kept and {c["action"] for c in r.json["changes"]} >= {"release_finished"}, r.stdout
+    aside = Path(kept[0]["to"])
+    assert (aside / "notes.txt").read_text() == "not in any commit\n"
+    assert (aside / "d" / "f1").read_text() == "changed\n"
+    assert not os.path.lexists(path) and wt_block(repo, path) is None
+    assert repo.jlane("create", "r").rc == 0
+
+
+def test_create_beside_a_released_lanes_stale_worktree_record_refuses_with_a_way_out(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """git still registers a released lane's half-removed worktree on lane/KEY (a
+    reconcile older than finish_removal left it): create, from another worktrees_root
+    too, refuses worktree_path_exists (git said "already checked out"), never exit 3;
+    its next (reconcile, then create) creates the lane."""
+    path = _many_files_landed(repo, "r", 3)
+    assert repo.jlane("release", "r").code == "released"
+    git(repo.path, "worktree", "add", "-q", "-b", "lane/r", str(path), "main")
+    git(repo.path, "update-ref", "-d", "refs/heads/lane/r")
+    (path / ".git").unlink()
+    repo.config("worktrees_root", str(tmp_path / "elsewhere"))
+    r = repo.jlane("create", "r")
+    assert r.rc == 1 and r.code == "worktree_path_exists", (r.rc, r.stdout, r.stderr[-300:])
+    assert r.json["next"] == ["git lane reconcile", "git lane create r"]
+    for cmd in r.json["next"]:
+        r = repo.jlane(*cmd.split()[2:])
+        assert r.rc == 0, r.stdout
+    assert r.code == "created" and wt_block(repo, path) is None

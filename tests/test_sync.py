@@ -448,3 +448,30 @@ def test_continue_goes_again_when_main_moved_during_the_resolution(repo: Repo) -
         == 0
     )
     assert (b / "other.txt").read_text() == "from c\n"
+
+
+def test_abort_after_a_killed_sync_left_a_git_lock_refuses_instead_of_crashing(
+    repo: Repo,
+) -> None:
+    """A sync killed with its git (kill -9 of the process group) leaves the rebase in
+    progress and git's `HEAD.lock` in the lane's admin dir. abort and continue refuse
+    lane_busy (stale: no git works in the lane), never exit 3 nor an empty worklist;
+    doctor names the lock; their next (reconcile removes it, then the command) aborts."""
+    path, _ = conflicting(repo, "s")
+    r = repo.jlane("sync", "s")
+    assert r.code == "sync_conflicts", r.stdout
+    admin = Path(git(path, "rev-parse", "--absolute-git-dir").stdout.strip())
+    (admin / "HEAD.lock").write_text("")  # what the killed `git rebase` left...
+    os.utime(admin / "HEAD.lock", (1, 1))  # ...noticed a while later
+    for action in ("continue", "abort"):
+        r = repo.jlane(action, "s")
+        assert r.rc == 1 and r.code == "lane_busy", (r.rc, r.stdout, r.stderr[-300:])
+        assert r.json["details"]["stale"] is True
+        assert r.json["next"] == ["git lane reconcile", f"git lane {action} s"]
+    doctor = repo.jlane("doctor")
+    assert any("HEAD.lock" in c["message"] for c in doctor.json["checks"]), doctor.stdout
+    for cmd in r.json["next"]:
+        r = repo.jlane(*cmd.split()[2:])
+        assert r.rc == 0, r.stdout
+    assert r.code == "aborted" and not (admin / "HEAD.lock").exists()
+    assert not rebase_dir(path)

@@ -18,8 +18,9 @@ import contextlib
 import os
 import re
 import shutil
+from pathlib import Path
 
-from guard import git, lane, objects
+from guard import git, gitlocks, lane, objects
 from guard.errors import CODES, Refusal
 from guard.repo import Repo
 from guard.results import CheckpointResult
@@ -65,6 +66,10 @@ def run(repo: Repo, key: str | None, message: str | None) -> CheckpointResult:
     try:
         fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
+        admin = os.path.dirname(lock)
+        dead = gitlocks.stale(repo.state_dir, key, path, Path(admin))
+        if os.path.realpath(lock) in (os.path.realpath(p) for p in dead):
+            raise gitlocks.stale_refusal(key, [lock], "checkpoint") from None
         raise Refusal(
             "lane_busy",
             f"a git command is writing in lane {key} (its index.lock exists); nothing was "
@@ -75,6 +80,8 @@ def run(repo: Repo, key: str | None, message: str | None) -> CheckpointResult:
         ) from None
     committed = False
     try:
+        # reconcile tells this lock from a live git's by it, if this process is killed
+        gitlocks.hold(repo.state_dir, key, lock, os.fstat(fd).st_ino)
         with os.fdopen(fd, "wb") as f:
             if os.path.isfile(own):
                 with open(own, "rb") as src:
@@ -110,6 +117,7 @@ def run(repo: Repo, key: str | None, message: str | None) -> CheckpointResult:
                 os.unlink(lock)
             except FileNotFoundError:
                 pass
+        gitlocks.release(repo.state_dir, key)
     commit = git.run(["rev-parse", "--verify", "HEAD^{commit}"], path).stdout.strip()
     notices = [
         ln.removeprefix("git-lane: ")

@@ -11,7 +11,7 @@ from guard import gate, git, include, landed, lane, policy, procs
 from guard.commands import install as hookinstall
 from guard.commands import setup
 from guard.crashpoint import crash_point
-from guard.errors import Refusal
+from guard.errors import GitError, Refusal
 from guard.repo import Repo
 from guard.results import CreateResult
 from guard.store import LaneRecord, now_iso
@@ -116,11 +116,22 @@ def run(
                 details={"lane": key, "branch": branch},
             )
         if path.exists() or path.is_symlink():
+            # what a release of this key killed inside its removal left: reconcile's
+            wt = git.by_path(repo.worktrees()).get(os.path.realpath(path))
+            stranded = (
+                rec is not None
+                and os.path.realpath(rec.path) == os.path.realpath(path)
+                and wt is not None
+                and not wt.exists
+                and wt.branch == f"refs/heads/{branch}"
+            )
             raise Refusal(
                 "worktree_path_exists",
                 f"{path} exists already; it was left as it is",
-                next=["git lane create"],
-                alternatives=["git lane reconcile"],
+                next=["git lane reconcile", f"git lane create {key}"]
+                if stranded
+                else ["git lane create"],
+                alternatives=["git lane create"] if stranded else ["git lane reconcile"],
                 details={"lane": key, "path": str(path)},
             )
         under = git.run(
@@ -150,7 +161,20 @@ def run(
                 ],
                 details={"key": "worktrees_root", "path": str(path.parent)},
             ) from None
-        git.run(["worktree", "add", "-q", "-b", branch, str(path), main_sha], repo.common_dir)
+        refusal = _add_refused(repo, key, branch, str(path), records)
+        if refusal is not None:
+            raise refusal
+        added = git.run(
+            ["worktree", "add", "-q", "-b", branch, str(path), main_sha],
+            repo.common_dir,
+            check=False,
+        )
+        if not added.ok:
+            # git makes the branch before it checks it out: the one made here goes (CAS)
+            git.run(
+                ["update-ref", "-d", f"refs/heads/{branch}", main_sha], repo.common_dir, check=False
+            )
+            raise GitError(added.argv, added.returncode, added.stdout, added.stderr)
         crash_point("create_worktree_added")
         rec = LaneRecord(
             key=key,
@@ -188,3 +212,36 @@ def run(
         "setup": ran,
         "warnings": warnings,
     }
+
+
+def _add_refused(
+    repo: Repo,
+    key: str,
+    branch: str,
+    path: str,
+    records: dict[str, LaneRecord],
+) -> Refusal | None:
+    """What git would refuse `worktree add` for ("already checked out", "already
+    registered"): a record git keeps of a worktree whose directory went (a release killed
+    inside its removal) still names the branch or the path. A released lane's is
+    reconcile's to clear; anyone else's is left to its owner."""
+    real = os.path.realpath(path)
+    blocking = [
+        w
+        for w in repo.worktrees()
+        if w.branch == f"refs/heads/{branch}" or os.path.realpath(w.path) == real
+    ]
+    if not blocking:
+        return None
+    w = blocking[0]
+    released = {os.path.realpath(r.path) for r in records.values() if r.status == "released"}
+    ours = not w.exists and os.path.realpath(w.path) in released
+    return Refusal(
+        "worktree_path_exists",
+        f"git still has a worktree registered at {w.path} on {w.branch or 'a detached HEAD'}"
+        + (" (its directory is gone or half removed)" if not w.exists else "")
+        + f", so lane {key} cannot be checked out; it was left as it is",
+        next=["git lane reconcile", f"git lane create {key}"] if ours else ["git lane create"],
+        alternatives=["git worktree list --porcelain"],
+        details={"lane": key, "path": path, "registered": w.path},
+    )

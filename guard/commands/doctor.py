@@ -14,7 +14,7 @@ import stat
 from pathlib import Path
 from collections.abc import Callable
 
-from guard import git, landed, sandbox
+from guard import git, gitlocks, landed, sandbox
 from guard.commands import install as hookinstall
 from guard.errors import GitError, Refusal, join_next
 from guard.git import q
@@ -729,6 +729,17 @@ def check_lanes(repo: Repo) -> list[Check]:
                 )
             )
             continue
+        dead = gitlocks.stale(repo.state_dir, rec.key, rec.path, repo.store.admin_dir(rec))
+        if dead:
+            out.append(
+                finding(
+                    f"lane {rec.key}",
+                    FAIL,
+                    f"git lock file(s) left by a process that is gone: {', '.join(map(str, dead))}; "
+                    "every git write in the lane fails on them",
+                    "git lane reconcile",
+                )
+            )
         gd = git.worktree_git_dir(rec.path)
         marker = gd / KEY_FILE if gd is not None else None
         try:

@@ -11,7 +11,7 @@ import os
 from dataclasses import replace
 from typing import Any
 
-from guard import git, landed, landing, lane, lock, objects, policy, procs, recovery
+from guard import git, gitlocks, landed, landing, lane, lock, objects, policy, procs, recovery
 from guard.commands import release, repair
 from guard.repo import Repo
 from guard.results import ReconcileResult
@@ -193,6 +193,15 @@ def _reconcile_lane(
     # the worktree is there (whatever it has checked out: status and land name a wrong
     # branch themselves); only a vanished worktree orphans a lane
     present = wt is not None and wt.exists
+    if (
+        rec.status == "released"
+        and wt is not None
+        and not present
+        and wt.branch == f"refs/heads/{rec.branch}"
+    ):
+        # a release killed inside its `git worktree remove` (before its journal was
+        # finished this way): what is left of the directory, and git's record of it
+        changes.extend(release.finish_removal(repo, rec, rec.released_tip))
     new = rec
     if rec.status == "active" and not present:
         new = replace(new, status="orphaned")
@@ -203,6 +212,10 @@ def _reconcile_lane(
     if new.status == "active" and present and lane.read_marker(rec.path) != rec.key:
         lane.write_marker(repo, rec.path, rec.key)  # the hooks tell a lane by it
         changes.append({"action": "marker_written", "lane": rec.key})
+    if new.status == "active" and present:
+        gone = gitlocks.clear(repo.state_dir, rec.key, rec.path, repo.store.admin_dir(rec))
+        if gone:
+            changes.append({"action": "git_lock_removed", "lane": rec.key, "files": gone})
     if new.owner_pid and not procs.alive(new.owner_pid, new.owner_start):
         new = replace(new, owner_pid=None, owner_start=None)
         changes.append({"action": "owner_cleared", "lane": rec.key, "pid": rec.owner_pid})

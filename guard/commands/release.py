@@ -15,6 +15,7 @@ nothing is deleted."""
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,7 @@ def run(repo: Repo, key: str | None, confirm: str | None = None) -> ReleaseResul
             return {"ok": True, "code": "already_released", "lane": key}
         objects.use(repo, rec.path)  # its commits may be in its own store only
         lane.check_pointers(repo, rec)  # git in the lane would use another repository
+        lane.check_path_owner(repo, rec)  # never another lane's worktree removed as this one
         lane.owner_conflict(repo, rec, "release")
         if confirm != CONFIRM:
             facts = recovery.branch_facts(
@@ -279,18 +281,21 @@ def recover(repo: Repo, idx: dict[str, git.Worktree]) -> list[dict[str, Any]]:
             _end(repo, key)
             changes.append({"action": "release_rolled_back", "lane": key})
             continue
-        if wt is not None:  # git's record of a worktree whose directory went
-            git.run(["worktree", "remove", "--force", rec.path], repo.common_dir, check=False)
         now = repo.ref_sha(f"refs/heads/{rec.branch}")
         if now is not None and now != tip:
             _end(repo, key)  # moved since it was inspected: kept, as release keeps it
             continue
-        if now is not None and d.get("discarded_commits"):
-            # a confirmed discard of unlanded commits is the owner's to redo, never
-            # reconcile's: the branch (and so the commits) stays, the lane orphaned
+        if now is not None and (d.get("discarded_commits") or _unlanded(repo, now)):
+            # what finishing would lose is asked of git, at the branch's tip now, never
+            # taken from the journal (a file in the state dir). A confirmed discard of
+            # unlanded commits is the owner's to redo, never reconcile's: the branch (and
+            # so the commits) stays, and so does git's record of its worktree (`repair`
+            # checks it out again from there), the lane orphaned
             _end(repo, key)
             changes.append({"action": "release_not_finished", "lane": key, "tip": tip})
             continue
+        if wt is not None:  # git's record of a worktree whose directory went (in part)
+            changes.extend(finish_removal(repo, rec, tip))
         if now is not None:
             res = git.run(
                 [
@@ -309,6 +314,88 @@ def recover(repo: Repo, idx: dict[str, git.Worktree]) -> list[dict[str, Any]]:
         _finish(repo, rec, tip, recovered=True, discarded_commits=d.get("discarded_commits"))
         changes.append({"action": "release_finished", "lane": key, "tip": tip})
     return changes
+
+
+def finish_removal(repo: Repo, rec: LaneRecord, tip: str | None) -> list[dict[str, Any]]:
+    """A release killed inside `git worktree remove` leaves part of the lane's directory
+    (its `.git` file may be among what went) and git's record of the worktree: create of
+    the key then fails on both. What is left goes only when each file of it is, byte for
+    byte, the file the lane's tip `tip` commits (nothing lost); else the directory is
+    moved, whole, to `kept/KEY-leftover-<time>` (never deleted). Then git's record goes."""
+    import shutil
+
+    changes: list[dict[str, Any]] = []
+    path = rec.path
+    if os.path.lexists(path):
+        if not os.path.isdir(path) or os.path.islink(path) or not _only_tip_files(repo, path, tip):
+            kept = repo.store.dir / "kept" / f"{rec.key}-leftover-{now_iso().replace(':', '')}"
+            try:
+                kept.parent.mkdir(parents=True, exist_ok=True)
+                os.rename(path, kept)
+            except OSError:
+                return changes  # left as it is: create refuses, nothing is lost
+            changes.append({"action": "release_leftover_kept", "lane": rec.key, "to": str(kept)})
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+            if os.path.lexists(path):
+                return changes
+            changes.append({"action": "release_leftover_removed", "lane": rec.key, "path": path})
+    git.run(["worktree", "remove", "--force", path], repo.common_dir, check=False)
+    return changes
+
+
+def _only_tip_files(repo: Repo, path: str, tip: str | None) -> bool:
+    """Is every file under `path` (a symlink as its target) the same as `tip` commits it
+    at the same place? False when git cannot tell."""
+    import hashlib
+
+    if tip is None:
+        return False
+    listed = git.run(["ls-tree", "-r", "-z", "--full-tree", tip], repo.common_dir, check=False)
+    if not listed.ok:
+        return False
+    blobs: dict[str, str] = {}
+    for entry in listed.z():
+        meta, _, name = entry.partition("\t")
+        parts = meta.split()
+        if len(parts) == 3 and parts[1] == "blob":
+            blobs[name] = parts[2]
+    algo = "sha1" if len(tip) == 40 else "sha256"
+    for top, dirs, files in os.walk(path):
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(top, d))]:
+            full = os.path.join(top, name)
+            want = blobs.get(os.path.relpath(full, path))
+            if want is None:
+                return False
+            try:
+                st = os.lstat(full)
+                if stat.S_ISLNK(st.st_mode):
+                    data = os.fsencode(os.readlink(full))
+                elif stat.S_ISREG(st.st_mode):  # never a FIFO's read (it would hang)
+                    data = Path(full).read_bytes()
+                else:
+                    return False
+            except OSError:
+                return False
+            h = hashlib.new(algo, b"blob %d\0" % len(data) + data)
+            if h.hexdigest() != want:
+                return False
+    return True
+
+
+def _unlanded(repo: Repo, tip: str) -> bool:
+    """Does `tip` hold a commit that neither main nor any landed ref reaches? True when
+    git cannot tell: reconcile then keeps the branch."""
+    try:
+        main_sha = repo.main_sha()
+    except Refusal:
+        return True
+    res = git.run(
+        ["rev-list", "--count", tip, "--not", main_sha, "--glob=refs/git-lane/landed/*"],
+        repo.common_dir,
+        check=False,
+    )
+    return not res.ok or res.stdout.strip() != "0"
 
 
 def keep_modules(repo: Repo, key: str, path: str) -> str | None:

@@ -14,8 +14,10 @@ from typing import Any
 
 from guard import git, lane, objects, recovery
 from guard.errors import Refusal
+from guard.lane import CONFIRM
 from guard.repo import Repo
 from guard.results import RepairResult
+from guard.store import LaneRecord, admin_by_gitdir
 
 
 def default_path(repo: Repo, key: str) -> str | None:
@@ -47,6 +49,12 @@ def run(repo: Repo, key: str) -> RepairResult:
                 next=[f"git lane create {key}"],
                 details={"lane": key, "state": "released"},
             )
+        wts = repo.worktrees()
+        whose = _taken(repo, rec, wts)
+        if whose is not None:
+            # never written to: the record is moved to the lane's own checkout
+            rec, moved = _move_off(repo, rec, wts, whose)
+            changes.append(moved)
         objects.use(repo, rec.path)  # its commits may be in its own store only
         ref = f"refs/heads/{rec.branch}"
         facts = recovery.branch_facts(repo, rec.path, rec.branch, repo.ref_sha(ref))
@@ -78,4 +86,80 @@ def run(repo: Repo, key: str) -> RepairResult:
         "lane": key,
         "changes": changes,
         "warnings": warnings,
+    }
+
+
+def _taken(repo: Repo, rec: LaneRecord, wts: list[git.Worktree]) -> str | None:
+    """Whose the lane's recorded path is when it is not the lane's (a corrupt or planted
+    record): the repository's main checkout or the hub, another lane's worktree, or a
+    worktree git has registered on another branch or admin dir. repair rewrites the
+    `.git` pointers at that path, so it would take that checkout over."""
+    real = os.path.realpath(rec.path)
+    hub = repo.hub(wts)
+    mains = [str(repo.repo_root()), *(w.path for w in wts[:1]), *([hub.path] if hub else [])]
+    if any(os.path.realpath(p) == real for p in mains):
+        return "the repository's main checkout"
+    for k in repo.store.lane_keys():
+        other = repo.store.read_lane(k) if k != rec.key else None
+        if (
+            other is not None
+            and other.status != "released"
+            and os.path.realpath(other.path) == real
+        ):
+            return f"lane {k}'s worktree"
+    wt = git.by_path(wts).get(real)
+    if wt is not None and wt.branch is not None and wt.branch != f"refs/heads/{rec.branch}":
+        return f"the worktree git has on {wt.branch}"
+    theirs = admin_by_gitdir(repo.common_dir / "worktrees", os.path.join(real, ".git"))
+    own = repo.store.admin_dir(rec)
+    if theirs is not None and (own is None or os.path.realpath(own) != os.path.realpath(theirs)):
+        return f"the worktree of git's admin dir {git.shown(theirs)}"
+    return None
+
+
+def _move_off(
+    repo: Repo, rec: LaneRecord, wts: list[git.Worktree], whose: str
+) -> tuple[LaneRecord, dict[str, Any]]:
+    """The record names a path that is not the lane's: it is pointed at the lane's own
+    checkout, the worktree git has on the lane's branch (its admin dir's `gitdir` naming
+    it), else at where create puts the lane (repair checks it out there). Nothing at the
+    old path is touched."""
+    old = os.path.realpath(rec.path)
+    new, admin = None, None
+    for w in wts:
+        if w.branch == f"refs/heads/{rec.branch}" and w.exists and os.path.realpath(w.path) != old:
+            admin = admin_by_gitdir(
+                repo.common_dir / "worktrees", os.path.join(os.path.realpath(w.path), ".git")
+            )
+            if (
+                admin is not None
+                and _taken(repo, replace(rec, path=w.path, admin=admin.name), wts) is None
+            ):
+                new = w.path
+                break
+    if new is None:
+        new = str(lane.worktrees_root(repo) / repo.slug / rec.key)
+        admin = None
+        if os.path.realpath(new) == old or _taken(repo, replace(rec, path=new, admin=None), wts):
+            raise Refusal(
+                "worktree_path_exists",
+                f"lane {rec.key}'s record names {rec.path}, which is {whose}, and its own "
+                f"place {new} is taken too; nothing was changed",
+                next=[
+                    f"mv -n {git.q(new)} {git.q(new + '.moved-aside')}",
+                    f"git lane repair {rec.key}",
+                ]
+                if os.path.lexists(new)
+                else [f"git lane status {rec.key}"],
+                alternatives=[f"git lane release {rec.key} --confirm {CONFIRM}"],
+                details={"lane": rec.key, "path": rec.path, "taken_by": whose},
+            )
+    moved = replace(rec, path=new, admin=admin.name if admin is not None else None)
+    repo.store.write_lane(moved)
+    return moved, {
+        "action": "record_path_moved",
+        "lane": rec.key,
+        "from": rec.path,
+        "to": new,
+        "because": f"{rec.path} is {whose}",
     }

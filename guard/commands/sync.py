@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from guard import git, lane, objects, recovery, sandbox
+from guard import git, gitlocks, lane, objects, recovery, sandbox
 from guard.crashpoint import crash_point
 from guard.errors import Refusal
 from guard.policy import MARKER_SIZE, conflict_blocks, marker_sizes
@@ -52,6 +52,13 @@ def _lane(repo: Repo, key: str | None, action: str) -> tuple[str, str, str]:
     objects.use(repo, rec.path)  # its commits may be in its own store only
     objects.catch_up(repo, key, rec.path, rec.branch)
     return key, rec.branch, rec.path
+
+
+def _check_locks(repo: Repo, key: str, path: str, action: str) -> None:
+    """A sync killed with its git leaves git's lock files (HEAD.lock) with the rebase:
+    `git rebase --abort`/`--continue` would fail on them."""
+    rec = lane.get(repo, key)
+    gitlocks.check(repo.state_dir, key, path, repo.store.admin_dir(rec), action)
 
 
 def _git(path: str, args: list[str], check: bool = False) -> git.GitResult:
@@ -463,6 +470,7 @@ def ignored_in_the_way(repo: Repo, path: str, tip: str, main_sha: str) -> list[s
 @git.in_own_context
 def continue_(repo: Repo, key: str | None) -> SyncResult:
     key, branch, path = _lane(repo, key, "continue")
+    _check_locks(repo, key, path, "continue")
     if not git.rebase_in_progress(path):
         main_sha = repo.main_sha()
         fresh = git.is_ancestor(repo.common_dir, main_sha, f"refs/heads/{branch}")
@@ -516,6 +524,7 @@ def continue_(repo: Repo, key: str | None) -> SyncResult:
 @git.in_own_context
 def abort(repo: Repo, key: str | None) -> AbortResult:
     key, _branch, path = _lane(repo, key, "abort")
+    _check_locks(repo, key, path, "abort")
     if not git.rebase_in_progress(path):
         raise Refusal(
             "no_sync_in_progress",
@@ -523,7 +532,15 @@ def abort(repo: Repo, key: str | None) -> AbortResult:
             next=["git lane status"],
             details={"lane": key},
         )
-    git.run(["rebase", "--abort"], path)
+    res = git.run(["rebase", "--abort"], path, check=False)
+    if not res.ok:  # never a traceback: what git said, and where to look
+        raise Refusal(
+            "sync_failed",
+            f"git rebase --abort failed in lane {key}: {res.stderr.strip()[:500]}",
+            next=[f"git -C {git.q(path)} status"],
+            alternatives=["git lane reconcile", f"git lane abort {key}"],
+            details={"lane": key, "stderr": res.stderr},
+        )
     tip = git.run(["rev-parse", "HEAD"], path).stdout.strip()
     fresh = git.is_ancestor(repo.common_dir, repo.main_sha(), tip)
     repo.store.event("abort", lane=key, tip=tip)

@@ -404,3 +404,18 @@ def test_confirmed_release_killed_keeps_the_commits(repo: Repo, point: str) -> N
     assert not alpha.exists() and repo.sha("refs/heads/lane/alpha") is None
     assert repo.jlane("reconcile").json["changes"] == []
     state_is_whole(repo)
+
+
+def test_a_lane_an_interrupted_create_left_names_reconcile(repo: Repo) -> None:
+    """A create killed between `worktree add` and the registry: a command naming the key
+    refuses unknown_lane with reconcile as its next (never `git lane create KEY`, which
+    refuses create_interrupted); run as printed, the lane is there."""
+    crash(repo, "create_worktree_added", "create", "alpha")
+    r = repo.jlane("sync", "alpha")
+    assert r.rc == 1 and r.code == "unknown_lane", r.stdout
+    assert r.json["next"] == ["git lane reconcile", "git lane status alpha"]
+    assert "git lane create alpha" not in r.json["alternatives"]
+    for cmd in r.json["next"]:
+        r = repo.jlane(*cmd.split()[2:])
+        assert r.rc == 0, r.stdout
+    assert repo.jlane("sync", "alpha").rc == 0
