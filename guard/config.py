@@ -70,7 +70,7 @@ def _branch(v: Any) -> str | None:
     git's forbidden characters or sequences."""
     if _str(v):
         return _str(v)
-    bad = (" ", "~", "^", ":", "?", "*", "[", "\\", "..", "@{", '"', "'", "//")
+    bad = (" ", "~", "^", ":", "?", "*", "[", "\\", "..", "@{", "//")
     parts = v.split("/")
     if (
         any(b in v for b in bad)

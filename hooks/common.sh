@@ -117,7 +117,7 @@ gl_cfg_file() {
 			# (HEAD, an option...) names no main to guard, so the hook does not know
 			case $gl_v in
 			HEAD | @ | -* | /* | refs/* | *. | */ | *.lock | .* | */.* | *.lock/* | \
-				*[[:space:][:cntrl:]~^:?*\[\\\"\']* | *..* | *@\{* | *//*) return 1 ;;
+				*[[:space:][:cntrl:]~^:?*\[\\]* | *..* | *@\{* | *//*) return 1 ;;
 			esac
 			gl_main_cfg=$gl_v
 			;;
