@@ -247,9 +247,10 @@ HOOK_KEYS = ("enabled", "main_branch", "sync_policy")
 _SH_SPACE = " \t\n\v\f\r"
 
 
-def hook_view(text: str) -> dict[str, str]:
+def hook_view(text: str) -> dict[str, str] | None:
     """What the hooks' sh reader takes from a config file: gl_cfg_file, line for line
-    (tests/test_shared_decisions.py holds the two equal). The shell's `read` drops NULs."""
+    (tests/test_shared_decisions.py holds the two equal). The shell's `read` drops NULs.
+    None where gl_cfg_file gives up (a main_branch no branch can have: the hooks refuse)."""
     out: dict[str, str] = {}
     for raw in text.replace("\0", "").split("\n"):
         line = raw.lstrip(_SH_SPACE)
@@ -266,6 +267,8 @@ def hook_view(text: str) -> dict[str, str]:
             v = v[1:].split("'", 1)[0]
         else:
             v = v.split("#", 1)[0].rstrip(_SH_SPACE)
+        if k == "main_branch" and v and _branch(v) is not None:
+            return None
         if k in HOOK_KEYS:
             out[k] = v
     return out
@@ -279,6 +282,16 @@ def check_hook_view(path: Path, data: dict[str, Any]) -> None:
     except OSError:
         return
     sh = hook_view(text)
+    if sh is None:  # the hooks refuse every commit while the file says this
+        raise Refusal(
+            "invalid_config",
+            f"{path}: the git hooks read main_branch from it as no branch name (they read "
+            "the line as written, without TOML's escapes); write it on one line as "
+            "main_branch = 'name' with a name git takes for a branch",
+            next=["git lane config unset main_branch"],
+            alternatives=[f"${{EDITOR:-vi}} {_q(path)}"],
+            details={"file": str(path), "key": "main_branch", "toml": data.get("main_branch")},
+        )
     seen = {
         "enabled": sh.get("enabled") == "false",
         "main_branch": sh.get("main_branch"),

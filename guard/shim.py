@@ -155,7 +155,10 @@ def owner_config(key: str, b: binding.Binding) -> dict[str, str]:
         except OSError as exc:
             raise _unknown(key, f"what {path} says ({exc.strerror})", file=path) from None
         text = raw.decode("utf-8", "surrogateescape")
-        out.update(hook_view(text))
+        seen = hook_view(text)
+        if seen is None:  # a main_branch no branch can have: what to guard is not known
+            raise _unknown(key, f"which branch {path} names as main", file=path)
+        out.update(seen)
         try:
             wl = tomllib.loads(text).get("worker_land")
         except (tomllib.TOMLDecodeError, UnicodeDecodeError):
