@@ -190,7 +190,12 @@ def test_rebase_and_socket_land_inside(hub: Repo, tmp_path: Path) -> None:
     hub.config("worker_land", "allow")
     lane_path = hub.create("alpha")
     hub.commit(lane_path, "lane.txt", "one\n")  # unsandboxed: in the shared store
-    main1 = _main_move(hub, "m.txt")
+    # main moves on by a land (a move by hand past the hooks would leave main ahead of
+    # its last landed tip, the install baseline, and the land below refused main_ahead)
+    mover = hub.create("mover")
+    hub.commit(mover, "m.txt", "m\n")
+    assert hub.lane("land", "mover").rc == 0
+    main1 = hub.sha() or ""
     body = """
 try rebase "$1" rebase -q main
 try edit sh -c 'printf "two\\n" > lane2.txt'
