@@ -92,23 +92,24 @@ def release(state_dir: Path, key: str) -> None:
         pass
 
 
-def _checkpoint(state_dir: Path, key: str) -> tuple[str, str, int]:
-    """("alive" | "dead" | "none", lock, inode) of the checkpoint recorded for `key`:
-    "none" when there is no record or it cannot be read (it tells nothing)."""
+def _checkpoint(state_dir: Path, key: str) -> tuple[str, str, int, float]:
+    """("alive" | "dead" | "none", lock, inode, when recorded) of the checkpoint recorded
+    for `key`: "none" when there is no record or it cannot be read (it tells nothing)."""
     rec = _record(state_dir, key)
     try:
         if not rec.is_file() or rec.is_symlink():
-            return "none", "", 0
+            return "none", "", 0, 0.0
+        written = rec.stat().st_mtime
         kv = dict(ln.partition("=")[::2] for ln in rec.read_text().splitlines())
     except (OSError, UnicodeDecodeError):
-        return "none", "", 0
+        return "none", "", 0, 0.0
     pid, ticks, ino = kv.get("pid", ""), kv.get("ticks", ""), kv.get("ino", "")
     if not (pid.isdigit() and ino.isdigit() and kv.get("lock")):
-        return "none", "", 0
+        return "none", "", 0, 0.0
     now = procs.start_ticks(int(pid))
     # no start time recorded: a live process of that pid may be it
     alive = now == ticks if ticks else bool(now)
-    return ("alive" if alive else "dead"), kv["lock"], int(ino)
+    return ("alive" if alive else "dead"), kv["lock"], int(ino), written
 
 
 def stale(state_dir: Path, key: str, path: str, admin: Path | None) -> list[Path]:
@@ -116,7 +117,7 @@ def stale(state_dir: Path, key: str, path: str, admin: Path | None) -> list[Path
     locks = present(admin)
     if not locks or admin is None:
         return []
-    state, own, ino = _checkpoint(state_dir, key)
+    state, own, ino, written = _checkpoint(state_dir, key)
     if state == "alive":
         return []  # a checkpoint at work: its git may be between two commands
     out = []
@@ -124,10 +125,17 @@ def stale(state_dir: Path, key: str, path: str, admin: Path | None) -> list[Path
     for lk in locks:
         if state == "dead" and os.path.realpath(lk) == os.path.realpath(own):
             try:
-                if os.lstat(lk).st_ino == ino:
-                    out.append(lk)  # the dead checkpoint's own, whoever else is at work
-                    continue
+                st = os.lstat(lk)
             except OSError:
+                continue
+            # the dead checkpoint's own (its inode), at once: whoever else is at work when
+            # it was not written since the record; written since, a lock a later git made
+            # may have reused the freed inode number, so only while no git works there
+            if st.st_ino == ino:
+                if st.st_mtime > written and busy is None:
+                    busy = git_at_work(path, admin)
+                if st.st_mtime <= written or not busy:
+                    out.append(lk)
                 continue
         try:
             young = time.time() - os.lstat(lk).st_mtime < MIN_AGE
