@@ -67,10 +67,12 @@ def _str_list(v: Any) -> str | None:
 def _branch(v: Any) -> str | None:
     """A name `git check-ref-format --branch` takes as a branch of its own (refs/heads/v):
     not HEAD, not an option, no component starting with a dot or ending in .lock, none of
-    git's forbidden characters or sequences."""
+    git's forbidden characters or sequences, and no quote (git allows one; we refuse it so a
+    name never needs quoting where it is printed in a next or read by the hooks' flat TOML
+    reader; the hooks still protect a quoted name written by hand)."""
     if _str(v):
         return _str(v)
-    bad = (" ", "~", "^", ":", "?", "*", "[", "\\", "..", "@{", "//")
+    bad = (" ", "~", "^", ":", "?", "*", "[", "\\", "..", "@{", "//", '"', "'")
     parts = v.split("/")
     if (
         any(b in v for b in bad)
