@@ -334,8 +334,12 @@ def bench_land(base: Path, hub: Path, env: dict[str, str], rounds: int, empty: P
     g2.clear()
     try:
         a, b = pair(ours, floor, rounds, warm=False)
-        report("land gate true", a, b, 2.0, ("git lane land", floor_what))
-        report("land true vs +G2", a, b + statistics.median(g2), 2.0, ("git lane land", g2_what))
+        # A gate in the lane is followed by G2 again (lane_changed_during_gate: what passed
+        # must be what lands, so the lane is read once more after the gate): two statuses.
+        # Issue 3's budget is for gate off; this pair is printed against its own floor.
+        report("land gate true", a, b, None, ("git lane land", floor_what))
+        twice = "floor + G2 before and after the gate"
+        report("land true vs +2G2", a, b + 2 * statistics.median(g2), 2.0, ("git lane land", twice))
     finally:
         lane(env, hub, "config", "set", "gate", "off")
         lane(env, hub, "config", "unset", "gate_command")
