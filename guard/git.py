@@ -808,6 +808,21 @@ def dirty_paths(path: Where, pathspecs: Sequence[str] | None = None) -> list[str
     return _dirty(path, pathspecs)[0]
 
 
+def untracked_only(path: str, paths: list[str]) -> list[str]:
+    """When `paths` (a worktree's dirty paths) are exactly its untracked, not ignored files:
+    them as `ls-files --directory` lists them (a wholly untracked directory once, with a
+    trailing /). Otherwise, or when git cannot say: []."""
+    if not paths:
+        return []
+    base = ["-c", "core.fsmonitor=false", "ls-files", "-z", "--others", "--exclude-standard"]
+    env = {"GIT_OPTIONAL_LOCKS": "0"}
+    files = run(base, path, check=False, env=env)
+    if not files.ok or {x for x in files.stdout.split("\0") if x} != set(paths):
+        return []
+    dirs = run([*base, "--directory"], path, check=False, env=env)
+    return [x for x in dirs.stdout.split("\0") if x] if dirs.ok else []
+
+
 def dirty_and_hidden(path: str, tree: str) -> tuple[list[str], Hidden]:
     """dirty_paths and hidden_differences(path, tree) of one worktree, its index listed
     once for both (in a lane; at 100,000 files each `ls-files` is ~200 ms)."""

@@ -335,6 +335,46 @@ def test_a_gate_that_leaves_build_output_behind_is_dirty(repo: Repo) -> None:
     refused(repo, "lane_changed_during_gate", "alpha")
 
 
+def test_build_output_of_the_gate_next_ignores_it_and_lands(repo: Repo) -> None:
+    # what a Python project with no .gitignore does under `python -m pytest`: every land
+    # would leave __pycache__ behind and be refused, landing again making it again
+    gate(
+        repo,
+        "mkdir -p pkg/__pycache__ __pycache__ && touch pkg/__pycache__/m.pyc __pycache__/t.pyc"
+        " .coverage 'odd [x]*.log'",
+    )
+    path = ready_lane(repo, "alpha", {"pkg/m.py": "x = 1\n"})
+    j = refused(repo, "lane_changed_during_gate", "alpha")
+    d = j["details"]
+    assert sorted(d["gate_left"]) == [  # type: ignore[index]
+        ".coverage",
+        "__pycache__/",
+        "odd [x]*.log",
+        "pkg/__pycache__/",
+    ]
+    next_ = j["next"]
+    assert isinstance(next_, list) and next_[-1] == "git lane land alpha"
+    tip = head(path)
+    res = subprocess.run(
+        " && ".join(next_), shell=True, cwd=repo.path, capture_output=True, text=True
+    )
+    assert res.returncode == 0, res.stderr
+    assert repo.sha() == head(path) != tip  # landed: the .gitignore commit on the lane's
+    assert git(path, "show", "--format=", "--name-only", "HEAD").stdout.strip() == ".gitignore"
+    assert status_porcelain(path) == ""  # the gate's output is ignored now, not lost
+    assert (path / "odd [x]*.log").exists() and (path / "pkg/__pycache__/m.pyc").exists()
+
+
+def test_a_gate_that_changes_a_tracked_file_and_leaves_output_is_not_told_to_ignore(
+    repo: Repo,
+) -> None:
+    gate(repo, "touch new.out && echo more >> alpha.txt")
+    ready_lane(repo, "alpha")
+    j = refused(repo, "lane_changed_during_gate", "alpha")
+    assert j["details"]["gate_left"] == []  # type: ignore[index]
+    assert not any(".gitignore" in c for c in j["next"])  # type: ignore[union-attr]
+
+
 # -- the integration lock, seen from land ---------------------------------------------------
 @pytest.mark.slow
 def test_lock_busy_then_wait_succeeds_once_freed(repo: Repo, tmp_path: Path) -> None:

@@ -630,25 +630,80 @@ def g4_gate(
         still_dirty, hidden = git.dirty_and_hidden(t.path, t.tip or "")
     unseen = hidden.changed + hidden.missing + [s.path for s in hidden.submodules]
     if after != t.tip or still_dirty or unseen:
-        raise Refusal(
-            "lane_changed_during_gate",
-            f"lane {t.key} changed while its gate ran (tip {str(after)[:12]}, "
-            f"{len(still_dirty) + len(unseen)} changed path(s)); what passed is not what would land",
-            next=[f"git -C {git.q(t.path)} status", f"git lane land {t.key}"],
-            details={
-                "lane": t.key,
-                "tip_before": t.tip,
-                "tip_after": after,
-                "dirty_paths": still_dirty[:50],
-                "hidden_paths": unseen[:50],
-            },
-        )
+        raise _changed_during_gate(t, after, still_dirty, unseen)
     # G6 again: the hub may have been edited (or switched) while the gate ran, and an
     # overlapping edit found only after main moved would leave the hub half updated
     hub = repo.hub()
     if hub is not None:
         g6_hub(hub, policy.overlapping(hub_dirty(hub.path, changed), changed), t.key)
     return g.summary()
+
+
+def _changed_during_gate(
+    t: Target, after: str | None, dirty: list[str], unseen: list[str]
+) -> Refusal:
+    """lane_changed_during_gate. When all the gate changed is new untracked files (build
+    output: `__pycache__`, `.coverage`...), landing again would only make them again, so
+    the next ignores them in the lane's .gitignore, committed, and lands; the gate still
+    runs at that commit. Anything else (the tip, a tracked file, a hidden entry): look."""
+    left = [] if after != t.tip or unseen else git.untracked_only(t.path, dirty)
+    p = git.q(t.path)
+    patterns = _ignore_patterns(left) if left else None
+    if patterns:
+        lines = " ".join(git.q(x) for x in patterns)
+        next_ = [
+            f"printf '\\n%s\\n' {lines} >> {git.q(os.path.join(t.path, '.gitignore'))}",
+            f"git -C {p} add .gitignore",
+            f"git -C {p} commit -m {git.q('Ignore what the gate leaves behind')}",
+            f"git lane land {t.key}",
+        ]
+        alternatives = [
+            f"git lane config set gate_worktree clean && git lane land {t.key}"
+            "  # the gate runs in a fresh worktree, removed after it"
+        ]
+        what = f"the gate left {len(left)} untracked path(s) in it ({', '.join(left[:3])})"
+    else:
+        next_ = [f"git -C {p} status", f"git lane land {t.key}"]
+        alternatives = []
+        what = f"{len(dirty) + len(unseen)} changed path(s)"
+    return Refusal(
+        "lane_changed_during_gate",
+        f"lane {t.key} changed while its gate ran (tip {str(after)[:12]}, {what}); "
+        "what passed is not what would land",
+        next=next_,
+        alternatives=alternatives,
+        details={
+            "lane": t.key,
+            "tip_before": t.tip,
+            "tip_after": after,
+            "dirty_paths": dirty[:50],
+            "hidden_paths": unseen[:50],
+            "gate_left": left[:50],
+        },
+    )
+
+
+def _ignore_patterns(paths: list[str]) -> list[str] | None:
+    """.gitignore lines that match exactly these untracked paths' directories or files:
+    a directory git reports whole (`out/`, `pkg/__pycache__/`) by its name at any depth,
+    as build output is named; a file by its path from the lane root. None when a path
+    cannot be written as a pattern (a newline, or a name git would read otherwise)."""
+    out: list[str] = []
+    for p in paths:
+        if "\n" in p or "\r" in p or p.endswith(" ") or "\\" in p:
+            return None
+        if p.endswith("/"):  # __pycache__/, pkg/__pycache__/: by its name, at any depth
+            line = _glob_escape(p[:-1].rsplit("/", 1)[-1]) + "/"
+        else:
+            line = "/" + _glob_escape(p)
+        if line not in out:
+            out.append(line)
+    return out[:20] if len(out) <= 20 else None
+
+
+def _glob_escape(name: str) -> str:
+    esc = "".join("\\" + c if c in "*?[" else c for c in name)
+    return "\\" + esc if esc.startswith(("#", "!")) else esc
 
 
 def _run_gate(
