@@ -586,7 +586,8 @@ def test_red_team_nested_git_and_external_commands(alpha: Lane, tmp_path: Path) 
     foo.write_text(f"#!/bin/sh\necho ran >'{tmp_path}/foo-ran'\n")
     foo.chmod(0o755)
     path = f"{SHIMS}{os.pathsep}{bindir}{os.pathsep}{os.environ['PATH']}"
-    res = alpha.git("foo", "a", env={"PATH": path})
+    # (exec's PATH has bindir too: a PATH adding it is refused first, unsafe_config)
+    res = alpha.git("foo", "a", env={"PATH": path, binding.PATH_AT_EXEC: path})
     refused(res, "external_command")
     assert "Next: git-foo a" in res.stderr
     assert not (tmp_path / "foo-ran").exists()
