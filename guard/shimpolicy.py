@@ -1388,6 +1388,15 @@ def _program_env(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | No
     name = program_env(env)
     if name is None:
         return None
+    if name not in env:  # LESSSECURE unset where the owner's restricts less
+        return Refusal(
+            "unsafe_config",
+            f"{name} is unset (exec started with it set, restricting what less runs); git "
+            f"starts less with its own directory first on PATH, past lane {f.lane}'s shim; "
+            "run the command with it",
+            next=[f"env {name}=1 {_render(p.globals, p.cmd, p.args)}"],
+            details={"lane": f.lane, "key": name, "setting": f"{name} unset"},
+        )
     return Refusal(
         "unsafe_config",
         f"{name}={env[name]}: git runs that program with its own directory first on PATH, "
