@@ -25,7 +25,11 @@ facts the caller gathers (guard/shim.py for the PATH shim, guard/commands/check.
   unsafe_config          -c/--config-env/GIT_CONFIG_* of a key that makes git run a program
                          (program_key, trailer.*.command), or of remote.*/url.*, or
                          rebase.updateRefs; `git config` writing such a key; a PATH other
-                         than exec's finding another vi/less/ssh... (_search_path); for
+                         than exec's finding another vi/less/ssh..., or adding a relative
+                         entry or one the lane can write (_search_path); for every command
+                         GIT_TRACE* naming a file, GIT_ALLOW_PROTOCOL, NAME::URL, alternates
+                         but exec --sandbox's, GIT_INDEX_FILE outside the lane
+                         (_process_env), the safe editors' VIMINIT/LESSOPEN/... (program_env); for
                          read-only commands and `git lane`: HOME/XDG/GIT_CONFIG_* other than
                          exec's, or a repository inside the lane but the lane's own
                          (_config_sources: git reads that configuration first)

@@ -591,3 +591,18 @@ def test_red_team_nested_git_and_external_commands(alpha: Lane, tmp_path: Path) 
     refused(res, "external_command")
     assert "Next: git-foo a" in res.stderr
     assert not (tmp_path / "foo-ran").exists()
+
+
+def test_the_sh_fast_pass_sends_every_judged_environment_name_to_python() -> None:
+    """A variable decide_git judges for every command (the safe editors' and pagers'
+    environment, the protocol switches, the trace files git reads) sends shims/git's
+    fast pass to Python whenever it is set: the sh pass never lets one through."""
+    from guard import shimpolicy
+
+    text = SHIM.read_text()
+    names = [*binding.EDITOR_ENV, *shimpolicy.PROTOCOL_ENV]
+    names += ["GIT_TRACE", "GIT_TRACE2", "GIT_TRACE2_EVENT", "GIT_TRACE2_PERF"]
+    names += ["GIT_TRACE_PACKET", "GIT_TRACE_PERFORMANCE", "GIT_TRACE_SETUP", "GIT_TRACE_CURL"]
+    missing = [n for n in names if n != "LESSSECURE" and "${" + n + ":+x}" not in text]
+    assert not missing, missing
+    assert '*\'"LESSSECURE"\'*) [ -n "${LESSSECURE-}" ] || gs_noenv=x' in text
