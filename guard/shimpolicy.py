@@ -2379,7 +2379,11 @@ def _fetch(cmd: str, args: Sequence[str], f: GitFacts) -> Refusal | None:
             "--depth",
         ),
     )
-    for spec in pos[1:]:
+    specs = list(pos[1:])
+    for i, w in enumerate(pos[1:-1], start=1):
+        if w == "tag":  # `git fetch REMOTE tag NAME`: refs/tags/NAME:refs/tags/NAME
+            specs.append(f"refs/tags/{pos[i + 1]}:refs/tags/{pos[i + 1]}")
+    for spec in specs:
         if _writes_branch(spec, f):
             dst = spec.lstrip("+").partition(":")[2]
             src = spec.partition(":")[0].lstrip("+")

@@ -552,6 +552,7 @@ TABLE: list[tuple[str, dict[str, str], dict[str, Any], str | None]] = [
     ("fetch -pP origin", {}, {}, "main_mutation_refused"),
     ("fetch --tags --force origin", {}, {}, "main_mutation_refused"),
     ("fetch --tags origin", {}, {}, None),
+    ("fetch origin tag v2", {}, {}, "main_mutation_refused"),
     ("fetch . HEAD:refs/worktree/mine", {}, {}, None),
     ("fetch . 'refs/heads/*:refs/remotes/here/*'", {}, {}, None),
     ("push . HEAD:refs/tags/v9", {}, {}, "main_mutation_refused"),
