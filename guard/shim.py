@@ -325,6 +325,12 @@ def gather_git(
             )
         return res.stdout.strip() == "true"
 
+    def config_value(name: str) -> str | None:
+        res = _git(["config", "--get", name], here, key, "config")
+        if res.returncode not in (0, 1):
+            raise _unknown(key, f"the value of {name} (git config exited {res.returncode})")
+        return res.stdout.rstrip("\n") if res.returncode == 0 else None
+
     builtins: set[str] = set()
     facts = shimpolicy.GitFacts(
         lane=key,
@@ -352,6 +358,7 @@ def gather_git(
         which=which,
         writable=writable,
         update_refs_config=update_refs_config,
+        config_value=config_value,
     )
     return facts
 

@@ -18,13 +18,17 @@ facts the caller gathers (guard/shim.py for the PATH shim, guard/commands/check.
                          common dir's objects
   stash_shared           stash push/save/pop/drop/clear/store/branch (refs/stash is shared)
   main_mutation_refused  a write of main or of any ref but the lane's branch (and refs/worktree/*,
-                         which are the lane's own), and commit-like commands off the lane branch
+                         which are the lane's own), and commit-like commands off the lane branch;
+                         a fetch into anything but refs/remotes/* and those; settings that
+                         make gc or fetch delete what others keep (gc.pruneExpire...: expiry_key)
   sync_required          a stale lane under a mandatory policy writing files
   shim_facts_unknown     a global option this parser does not know, an alias that does not parse,
                          a builtin this policy does not judge
   unsafe_config          -c/--config-env/GIT_CONFIG_* of a key that makes git run a program
                          (program_key, trailer.*.command), or of remote.*/url.*, or
-                         rebase.updateRefs; `git config` writing such a key; a PATH other
+                         rebase.updateRefs, or rebase.instructionFormat that can make a todo
+                         line of a message (also set in the config a rebase reads), or
+                         `git clone -c` of one; `git config` writing such a key; a PATH other
                          than exec's finding another vi/less/ssh..., or adding a relative
                          entry or one the lane can write (_search_path); for every command
                          GIT_TRACE* naming a file, GIT_ALLOW_PROTOCOL, NAME::URL, alternates
@@ -52,6 +56,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -288,6 +293,8 @@ class GitFacts:
     writable: Callable[[str], bool] = lambda _path: False
     # is rebase.updateRefs on in the configuration git reads here?
     update_refs_config: Callable[[], bool] = lambda: False
+    # the value of config KEY git reads here (None: unset)
+    config_value: Callable[[str], str | None] = lambda _key: None
 
     @property
     def branch(self) -> str:
@@ -814,6 +821,9 @@ def _config_write(p: Parsed, f: GitFacts) -> Refusal | None:
         )
     if mode != "write":
         return None
+    refusal = _config_write_value(p, words, f)
+    if refusal is not None:
+        return refusal
     for w in words[:2]:  # the key (or section, for --rename-section/--remove-section)
         k = w.lower()
         if (
@@ -860,6 +870,58 @@ def _config_write(p: Parsed, f: GitFacts) -> Refusal | None:
                 details={"lane": f.lane, "key": w, "argv": ["config", *p.args]},
             )
     return _config_file_outside(p, f)
+
+
+def _config_write_value(p: Parsed, words: Sequence[str], f: GitFacts) -> Refusal | None:
+    """`git config` setting an expiry_key (main_mutation_refused, as gc --prune=now) or
+    rebase.instructionFormat to a value that can make a todo command (unsafe_config); a
+    section renamed to gc/rebase/fetch may carry either. Unsetting one passes."""
+    unsets = any(a in ("--unset", "--unset-all", "unset") for a in p.args)
+    if not words or unsets:
+        return None
+    key = words[0].lower()
+    value = words[1] if len(words) >= 2 else None
+    moved = ""  # the section a --rename-section / --remove-section names, when it matters
+    if _section_op(p.args):
+        moved = next(
+            (
+                x
+                for x in (w.lower() for w in words[:2])
+                if x.split(".")[0] in ("gc", "rebase", "fetch")
+            ),
+            "",
+        )
+        if not moved:
+            return None
+        key, value = moved, None
+    nxt = [f"git config --show-origin --get-all {_q(words[0])}"]
+    if moved:
+        nxt = ["git config --show-origin --list"]
+    argv = ["config", *p.args]
+    if expiry_key(key, value) or moved.split(".")[0] in ("gc", "fetch"):
+        return _main_refusal(
+            f,
+            f"git config writing {words[0]} would make every later git gc (also the gc "
+            "--auto that commit, merge or fetch start, the owner's too) or fetch delete what "
+            "other lanes and the owner keep, as git gc --prune=now would; lane "
+            f"{f.lane} may not set it",
+            nxt,
+            key=words[0],
+            argv=argv,
+        )
+    if (key == INSTRUCTION_FORMAT and instruction_format_unsafe(value)) or moved.startswith(
+        "rebase"
+    ):
+        return Refusal(
+            "unsafe_config",
+            f"git config writing {words[0]} {value or ''} would let every later rebase (the "
+            "owner's too) turn a line of a commit message into a todo command such as exec, "
+            "which git runs past every shim; only one-line placeholders (%s %h %H %an %ae) "
+            f"and plain text may go in rebase.instructionFormat; lane {f.lane} may not set it",
+            next=nxt,
+            details={"lane": f.lane, "key": words[0], "argv": argv},
+        )
+    return None
 
 
 def _config_file_outside(p: Parsed, f: GitFacts) -> Refusal | None:
@@ -1239,6 +1301,16 @@ _PROGRAM_KEYS = frozenset(
         "ssh.variant",
         "interactive.difffilter",
         "receive.procreceiverefs",
+        # git 2.39's config list audited for what names a program or picks one to run
+        "gpg.ssh.defaultkeycommand",  # run to find the signing key (gpg.format=ssh)
+        "diff.tool",  # difftool / mergetool run the tool these name
+        "diff.guitool",
+        "merge.tool",
+        "merge.guitool",
+        "help.format",  # web: git help runs git web--browse, a script, and a browser
+        "help.browser",
+        "man.viewer",
+        "imap.tunnel",  # git imap-send runs it with the shell
     ]
 )
 _PROGRAM_SECTIONS = ("alias", "sendemail", "instaweb", "pager", "extensions", "protocol", "trace2")
@@ -1268,6 +1340,8 @@ _PROGRAM_SUBKEYS = frozenset(
         ("submodule", "update"),
         ("trailer", "command"),  # git interpret-trailers / commit --trailer run them
         ("trailer", "cmd"),
+        ("tar", "command"),  # git archive --format=X pipes the tar through it (the shell)
+        ("guitool", "cmd"),
     ]
 )
 # keys that make git write refs other than the lane's branch (rebase --update-refs)
@@ -1299,8 +1373,92 @@ def program_key(key: str) -> bool:
     return len(parts) >= 3 and (parts[0], parts[-1]) in _PROGRAM_SUBKEYS
 
 
+# rebase.instructionFormat formats each line of the todo list of every rebase (interactive
+# or not) and pull --rebase: a placeholder that can give a newline (%B, %b, %n, %x0a, %w(),
+# %N, %(trailers)...), or a newline in the text, makes a line of a commit message a todo
+# command (`exec PROG`, run with git's directory first on PATH). Only one-line
+# placeholders and plain text pass.
+INSTRUCTION_FORMAT = "rebase.instructionformat"
+_ONE_LINE_FORMAT = re.compile(r"(?:[^%\x00-\x1f\x7f]|%[sHh%]|%a[neNE])*")
+
+
+def instruction_format_unsafe(value: str | None) -> bool:
+    """Can rebase.instructionFormat=VALUE put a line of a commit's text on a todo line of
+    its own? (None: a value the shim cannot see.)"""
+    return value is None or _ONE_LINE_FORMAT.fullmatch(value) is None
+
+
+# Settings that make gc (git gc, and the gc --auto that commit, merge, fetch... start) or
+# fetch delete what other lanes and the owner keep, as `gc --prune=now` or `fetch
+# --prune-tags` would: objects being written, reflogs, lanes' worktree records, tags.
+_EXPIRY_KEYS = frozenset(
+    [
+        "gc.pruneexpire",
+        "gc.worktreepruneexpire",
+        "gc.reflogexpire",
+        "gc.reflogexpireunreachable",
+        "fetch.prunetags",
+    ]
+)
+
+
+def expiry_key(key: str, value: str | None) -> bool:
+    """Does setting KEY to VALUE (None: unseen) make git delete what others keep?"""
+    k = key.strip().lower()
+    parts = k.split(".")
+    if k == "core.logallrefupdates":  # off: no reflog, the way back for every ref
+        return value is None or value.strip().lower() in ("false", "no", "off", "0", "")
+    reflog = ("reflogexpire", "reflogexpireunreachable")
+    return k in _EXPIRY_KEYS or (parts[0] == "gc" and len(parts) >= 3 and parts[-1] in reflog)
+
+
+def _transient_expiry(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
+    """-c / --config-env / GIT_CONFIG_* of an expiry_key: judged as the flags are."""
+    found: list[tuple[str, str, tuple[str, ...]]] = []
+    for kv in p.configs:
+        key, eq, val = kv.partition("=")
+        if expiry_key(key, val if eq else None):
+            found.append((f"-c {kv}", key, ("-c", kv)))
+    for kv in p.config_env:
+        if expiry_key(kv.partition("=")[0], None):
+            found.append((f"--config-env {kv}", kv.partition("=")[0], ("--config-env", kv)))
+    if found:
+        what, key, drop = found[0]
+        nxt = _refused_without(p, env, f, drop)
+        if nxt is not None:
+            return nxt
+        return _expiry_refusal(p, f, what, key, _without(p, drop))
+    keys, _ok = _config_keys_from_env(env)
+    bad = [k for k in keys if expiry_key(k, None)]
+    if bad:
+        return _expiry_refusal(
+            p,
+            f,
+            f"GIT_CONFIG_COUNT/GIT_CONFIG_PARAMETERS setting {', '.join(bad)}",
+            bad[0],
+            "env -u GIT_CONFIG_COUNT -u GIT_CONFIG_PARAMETERS " + _render(p.globals, p.cmd, p.args),
+        )
+    return None
+
+
+def _expiry_refusal(p: Parsed, f: GitFacts, what: str, key: str, nxt: str) -> Refusal:
+    return _main_refusal(
+        f,
+        f"{what} makes git gc (also the gc --auto that commit, merge or fetch start) or "
+        "fetch delete what other lanes and the owner keep (objects being written, reflogs, "
+        f"lanes' worktree records, tags), as git gc --prune=now would; lane {f.lane} may "
+        "not; run the command without it",
+        [nxt],
+        key=key,
+        setting=what,
+        argv=[*p.globals, *([p.cmd] if p.cmd else []), *p.args],
+    )
+
+
 def _transient_unsafe(key: str, value: str | None) -> bool:
     k = key.strip().lower()
+    if k == INSTRUCTION_FORMAT:
+        return instruction_format_unsafe(value)
     if k.startswith("alias."):
         return False  # the shim judges what an alias runs (shell ones: shell_alias)
     if (k in _EDITORS or k.startswith("pager.")) and value is not None:
@@ -1314,6 +1472,9 @@ def _transient_config(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal
     """-c / --config-env / GIT_CONFIG_COUNT / GIT_CONFIG_PARAMETERS settings of a program
     key (git runs that program with its own directory first on PATH, past the shim) or of
     a remote / URL rewrite (a fetch refspec the shim would not see)."""
+    refusal = _transient_expiry(p, env, f)
+    if refusal is not None:
+        return refusal
     for kv in p.configs:
         key, eq, val = kv.partition("=")
         if _transient_unsafe(key, val if eq else None):
@@ -1451,6 +1612,10 @@ def _program_options(p: Parsed, f: GitFacts) -> Refusal | None:
     """fetch/clone/ls-remote --upload-pack=PROG, push --receive-pack, archive --exec (and
     git's prefixes of them; clone -u PROG): git runs PROG past the shim."""
     args = list(p.args)
+    if p.cmd == "clone":
+        refusal = _clone_config(p, f)
+        if refusal is not None:
+            return refusal
     word = _runs_program(p.cmd or "", args)
     if word is not None:
         return Refusal(
@@ -1476,6 +1641,86 @@ def _program_options(p: Parsed, f: GitFacts) -> Refusal | None:
             f"PATH, past lane {f.lane}'s shim); run the command without it",
             next=[_render(p.globals, p.cmd, rest)],
             details={"lane": f.lane, "key": name, "argv": [p.cmd or "", *args]},
+        )
+    return None
+
+
+# clone's options that take the next word as their value (short ones: the rest of the word)
+_CLONE_VALUE_SHORT = "obucj"
+
+
+def _clone_config_words(args: Sequence[str]) -> list[tuple[int, int, str]]:
+    """(first word, words, KEY=VALUE) of each -c/--config of `git clone ARGS`: set in the new
+    repository before its checkout, so hooks, filters and programs it names run in it."""
+    out: list[tuple[int, int, str]] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            break
+        if a.startswith("--"):
+            name, eq, val = a.partition("=")
+            if name in _INIT_CLONE_VALUES and not eq:
+                if name == "--config" and i + 1 < len(args):
+                    out.append((i, 2, args[i + 1]))
+                i += 2
+                continue
+            if name == "--config":
+                out.append((i, 1, val))
+        elif a.startswith("-") and a != "-":
+            for j, ch in enumerate(a[1:], start=1):
+                if ch in _CLONE_VALUE_SHORT:
+                    rest = a[j + 1 :]
+                    if ch == "c":
+                        out.append(
+                            (
+                                i,
+                                1 if rest else 2,
+                                rest or (args[i + 1] if i + 1 < len(args) else ""),
+                            )
+                        )
+                    if not rest:
+                        i += 1
+                    break
+        i += 1
+    return out
+
+
+def _clone_config(p: Parsed, f: GitFacts) -> Refusal | None:
+    """`git clone -c KEY=VALUE`, judged as `git -c KEY=VALUE` is: a hook key is
+    hooks_disabled, a program key (or remote/URL) unsafe_config."""
+    args = list(p.args)
+    for start, n, kv in _clone_config_words(args):
+        key, eq, val = kv.partition("=")
+        hook = _hook_key(key)
+        if not hook and not _transient_unsafe(key, val if eq else None):
+            continue
+        word = args[start]
+        rest = [*args[:start], *args[start + n :]]
+        if word.startswith("-") and not word.startswith("--") and len(word) > 2 and n == 2:
+            rest.insert(start, word[:-1])  # -qc KEY=VALUE: keep -q
+        elif word.startswith("-") and not word.startswith("--") and n == 1:
+            head = word[: word.index("c", 1)]
+            if head != "-":
+                rest.insert(start, head)
+        what = f"git clone {word}{' ' + args[start + 1] if n == 2 else ''}"
+        nxt = [_render(p.globals, "clone", rest)]
+        if hook:
+            return Refusal(
+                "hooks_disabled",
+                f"{what} would set {key} in the new repository, switching its hooks to the "
+                f"lane's own programs, which git runs past lane {f.lane}'s shim; run the "
+                "command without it",
+                next=nxt,
+                details={"lane": f.lane, "setting": what, "argv": ["clone", *args]},
+            )
+        return Refusal(
+            "unsafe_config",
+            f"{what}: {key} makes git run a program (or read refs or a repository) that lane "
+            f"{f.lane}'s shim does not see, with git's own directory first on PATH, in the "
+            "new repository's checkout; run the command without it",
+            next=nxt,
+            details={"lane": f.lane, "key": key, "setting": what},
         )
     return None
 
@@ -2026,9 +2271,35 @@ def _refs(p: Parsed, f: GitFacts) -> Refusal | None:
             ["git gc"],
             argv=["prune", *args],
         )
+    if cmd in ("rebase", "pull"):
+        refusal = _instruction_format_config(p, f)
+        if refusal is not None:
+            return refusal
     if cmd in COMMIT_LIKE:
         return _commit_like(cmd, args, f, head_ok)
     return None
+
+
+def _instruction_format_config(p: Parsed, f: GitFacts) -> Refusal | None:
+    """A rebase (interactive or not; pull --rebase) starting while the configuration git
+    reads has a rebase.instructionFormat that can make a todo command of a message line;
+    a -c of a one-line format (judged by _transient_config) is what git uses instead."""
+    if any(a in _REBASE_GOING for a in p.args) or any(
+        kv.partition("=")[0].strip().lower() == INSTRUCTION_FORMAT for kv in p.configs
+    ):
+        return None
+    value = f.config_value("rebase.instructionFormat")
+    if value is None or not instruction_format_unsafe(value):
+        return None
+    return Refusal(
+        "unsafe_config",
+        f"rebase.instructionFormat is {value!r} in the configuration git reads here: git "
+        f"{p.cmd} would write each commit's text into the todo list, where a message line "
+        "such as `exec PROG` is a command git runs past every shim; run it with a one-line "
+        "format",
+        next=[_render(["-c", "rebase.instructionFormat=%s", *p.globals], p.cmd, p.args)],
+        details={"lane": f.lane, "key": "rebase.instructionFormat", "setting": value},
+    )
 
 
 def _first(args: Sequence[str]) -> str | None:
@@ -2094,7 +2365,7 @@ def _switch(cmd: str, args: Sequence[str], f: GitFacts) -> Refusal | None:
 def _branch_write(args: Sequence[str], f: GitFacts) -> Refusal | None:
     """`git branch` forms that write a ref: create NAME [START], -f, -d/-D NAMES,
     -m/-M/-c/-C [OLD] NEW. Upstream and description settings write config only."""
-    pos = _positional(args, ("-u", "--set-upstream-to", "-t", "--track"))
+    pos = _branch_positional(args)
     long_names = {a.split("=", 1)[0] for a in args if a.startswith("--")}
     short = set("".join(a[1:] for a in args if a.startswith("-") and not a.startswith("--")))
     renames = bool(short & set("mMcC") or long_names & {"--move", "--copy"})
@@ -2123,6 +2394,39 @@ def _branch_write(args: Sequence[str], f: GitFacts) -> Refusal | None:
         argv=["branch", *args],
         target=target,
     )
+
+
+# git branch's options that take the next word (git 2.39; -t/--track[=direct|inherit] takes
+# none, -u takes the rest of its word or the next)
+_BRANCH_NEXT_VALUE = (
+    "--set-upstream-to",
+    "--sort",
+    "--format",
+    "--contains",
+    "--no-contains",
+    "--merged",
+    "--no-merged",
+    "--points-at",
+)
+
+
+def _branch_positional(args: Sequence[str]) -> list[str]:
+    """The names `git branch ARGS` is given (after `--` too), parsed as git does."""
+    out: list[str] = []
+    skip = False
+    for i, a in enumerate(args):
+        if skip:
+            skip = False
+        elif a == "--":
+            return [*out, *args[i + 1 :]]
+        elif a.startswith("--"):
+            skip = a in _BRANCH_NEXT_VALUE
+        elif a.startswith("-") and a != "-":
+            u = a.find("u", 1)  # -u UPSTREAM, -fu UPSTREAM (-uX: X is its value)
+            skip = u == len(a) - 1
+        else:
+            out.append(a)
+    return out
 
 
 def _private_ref_next(prefix: str, name: str | None, f: GitFacts) -> list[str]:
@@ -2231,15 +2535,19 @@ def _fetch(cmd: str, args: Sequence[str], f: GitFacts) -> Refusal | None:
             "--depth",
         ),
     )
-    for spec in pos[1:]:
+    specs = list(pos[1:])
+    for i, w in enumerate(pos[1:-1], start=1):
+        if w == "tag":  # `git fetch REMOTE tag NAME`: refs/tags/NAME:refs/tags/NAME
+            specs.append(f"refs/tags/{pos[i + 1]}:refs/tags/{pos[i + 1]}")
+    for spec in specs:
         if _writes_branch(spec, f):
             dst = spec.lstrip("+").partition(":")[2]
             src = spec.partition(":")[0].lstrip("+")
             return _main_refusal(
                 f,
-                f"git {cmd} {spec} would write the branch {dst}; lane {f.lane} writes only "
-                f"{f.branch} (fetch into refs/remotes/ instead)",
-                [f"git fetch {_q(pos[0])} {_q(src)}" if src else f"git lane status {f.lane}"],
+                f"git {cmd} {spec} would write {dst}, shared by every worktree; lane {f.lane} "
+                f"writes only {f.branch} and refs/worktree/* (fetch into refs/remotes/ instead)",
+                [_fetch_next(pos[0], src, f)],
                 argv=[cmd, *args],
             )
     maps = [v for _n, v in _option_values(args, ("--refmap",))]
@@ -2252,12 +2560,28 @@ def _fetch(cmd: str, args: Sequence[str], f: GitFacts) -> Refusal | None:
         if _writes_branch(spec, f):
             return _main_refusal(
                 f,
-                f"git {cmd} would fetch with the refspec {spec}, which writes branches; lane "
-                f"{f.lane} writes only {f.branch} (fetch into refs/remotes/ instead)",
+                f"git {cmd} would fetch with the refspec {spec}, which writes refs outside "
+                f"refs/remotes/; lane {f.lane} writes only {f.branch} (fetch into "
+                "refs/remotes/ instead)",
                 [f"git lane status {f.lane}"],
                 argv=[cmd, *args],
                 refspec=spec,
             )
+    opts = args[: list(args).index("--") if "--" in args else None]
+    shorts = "".join(a[1:] for a in opts if a.startswith("-") and not a.startswith("--"))
+    prune_tags = "--prune-tags" in opts or "P" in shorts
+    if prune_tags or (("--tags" in opts or "t" in shorts) and ("--force" in opts or "f" in shorts)):
+        word = "--prune-tags" if prune_tags else "--tags --force"
+        keep = ("--prune-tags", "-P") if prune_tags else ("--force", "-f")
+        return _main_refusal(
+            f,
+            f"git {cmd} {word} would {'delete' if prune_tags else 'overwrite'} tags, which "
+            f"every worktree shares; lane {f.lane} writes only {f.branch}",
+            [_render((), cmd, [a for a in args if a not in keep])]
+            if not any(len(a) > 2 and a[0] == "-" != a[1] and set(a[1:]) & set("Pf") for a in opts)
+            else [f"git lane status {f.lane}"],
+            argv=[cmd, *args],
+        )
     if "--update-head-ok" in args:
         return _main_refusal(
             f,
@@ -2268,21 +2592,29 @@ def _fetch(cmd: str, args: Sequence[str], f: GitFacts) -> Refusal | None:
     return None
 
 
+def _fetch_next(remote: str, src: str, f: GitFacts) -> str:
+    """The fetch of SRC without the refused destination: into FETCH_HEAD, or (a pattern,
+    which needs one) into the lane's own refs/worktree/fetched/."""
+    if not src:
+        return f"git lane status {f.lane}"
+    if "*" in src:
+        return f"git fetch {_q(remote)} {_q(f'+{src}:refs/worktree/fetched/*')}"
+    return f"git fetch {_q(remote)} {_q(src)}"
+
+
+# where a fetch may write: remote-tracking refs, and the lane's own refs/worktree/*
+_FETCH_DESTINATIONS = ("refs/remotes/", "refs/worktree/")
+
+
 def _writes_branch(spec: str, f: GitFacts) -> bool:
-    """Does fetch refspec SPEC write a branch (or a ref outside refs/) but the lane's?"""
+    """Does fetch refspec SPEC write a ref the lane may not: anything but its own branch,
+    refs/worktree/* and refs/remotes/* (a branch, a tag, notes, refs/git-lane/*...)?"""
     if ":" not in spec:
         return False
     dst = spec.lstrip("+").partition(":")[2]
     if not dst or dst in (f.branch, f.branch_ref):
         return False
-    if "*" in dst:  # refs/*:refs/* writes refs/heads/ too
-        stem = dst.partition("*")[0]
-        return (
-            not stem.startswith("refs/")
-            or stem.startswith("refs/heads/")
-            or ("refs/heads/".startswith(stem))
-        )
-    return dst.startswith("refs/heads/") or not dst.startswith("refs/")
+    return not dst.partition("*")[0].startswith(_FETCH_DESTINATIONS)
 
 
 _REBASE_GOING = ("--continue", "--abort", "--skip", "--quit", "--edit-todo", "--show-current-patch")
