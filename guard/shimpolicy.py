@@ -29,7 +29,11 @@ facts the caller gathers (guard/shim.py for the PATH shim, guard/commands/check.
                          rebase.updateRefs, or rebase.instructionFormat that can make a todo
                          line of a message (also set in the config a rebase reads), or
                          `git clone -c` of one; `git config` writing such a key; a PATH other
-                         than exec's finding another vi/less/ssh... (_search_path); for
+                         than exec's finding another vi/less/ssh..., or adding a relative
+                         entry or one the lane can write (_search_path); for every command
+                         GIT_TRACE* naming a file, GIT_ALLOW_PROTOCOL, NAME::URL, alternates
+                         but exec --sandbox's, GIT_INDEX_FILE outside the lane
+                         (_process_env), the safe editors' VIMINIT/LESSOPEN/... (program_env); for
                          read-only commands and `git lane`: HOME/XDG/GIT_CONFIG_* other than
                          exec's, or a repository inside the lane but the lane's own
                          (_config_sources: git reads that configuration first)
@@ -285,6 +289,8 @@ class GitFacts:
     exec_env_path: str | None = None  # PATH exec gave the process (None: not judged)
     # the file NAME resolves to on PATH-like SEARCH (None: none there)
     which: Callable[[str, str], str | None] = lambda _name, _search: None
+    # may this process write DIR, or make or replace it (a parent it can write)?
+    writable: Callable[[str], bool] = lambda _path: False
     # is rebase.updateRefs on in the configuration git reads here?
     update_refs_config: Callable[[], bool] = lambda: False
     # the value of config KEY git reads here (None: unset)
@@ -422,7 +428,7 @@ def decide_git(argv: Sequence[str], env: Mapping[str, str], facts: GitFacts) -> 
     if p.cmd is None:
         return None  # `git --version`: nothing is read
     # git reads its configuration (which may name a program) before any command runs
-    refusal = _search_path(p, env, facts)
+    refusal = _process_env(p, env, facts) or _search_path(p, env, facts)
     if refusal is None and (p.cmd == "lane" or read_only(p.cmd, p.args)):
         refusal = _config_sources(p, env, facts)
     if refusal is not None:
@@ -1056,6 +1062,7 @@ def _config_refusal(p: Parsed, f: GitFacts, what: str, var: str, nxt: str) -> Re
 PATH_PROGRAMS = (
     "cat", "less", "more", "true", "false", "vi", "vim", "nvim", "nano", "emacs",
     "ssh", "gpg", "gpgsm", "ssh-keygen", "man", "info", "sh",
+    "editor", "pager", "sensible-editor", "sensible-pager", "git-lane",
 )  # fmt: skip
 
 
@@ -1067,6 +1074,9 @@ def _search_path(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | No
     was = f.exec_env_path
     if was is None or now == was:
         return None  # None: not asked (the shim refuses a binding without it)
+    refusal = _path_entries(p, now, was, f)
+    if refusal is not None:
+        return refusal
     for name in PATH_PROGRAMS:
         if f.which(name, now) != f.which(name, was):
             return Refusal(
@@ -1078,6 +1088,139 @@ def _search_path(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | No
                 next=[f"env PATH={_q(was)} " + _render(p.globals, p.cmd, p.args)],
                 details={"lane": f.lane, "key": "PATH", "setting": f"PATH={now}", "program": name},
             )
+    return None
+
+
+# -- the process's environment: what git writes to or runs whatever the command -----------
+# GIT_TRACE* values git takes as "off", "stderr" or an open file descriptor: anything else
+# is a file (or socket) git appends its trace to, argv included, from inside a lane to
+# anywhere the user can write (the state config.toml: a line `enabled = "false"`).
+_TRACE_OK = ("", "0", "1", "2", "true", "false", "3", "4", "5", "6", "7", "8", "9")
+# set by git itself for the programs it starts (no destination)
+_TRACE_INFO = ("GIT_TRACE2_PARENT_SID", "GIT_TRACE2_PARENT_NAME")
+# variables letting git run protocols (ext::CMD runs CMD) its defaults would not
+PROTOCOL_ENV = ("GIT_ALLOW_PROTOCOL", "GIT_PROTOCOL_FROM_USER")
+# commands whose words may be a URL git hands a transport (NAME::ADDRESS: git-remote-NAME)
+_URL_COMMANDS = frozenset(["ls-remote", "fetch", "pull", "push", "clone", "remote", "archive"])
+
+
+def _env_refusal(p: Parsed, f: GitFacts, name: str, value: str, why: str) -> Refusal:
+    return Refusal(
+        "unsafe_config",
+        f"{name}={value}: {why}, past lane {f.lane}'s shim; run the command without it",
+        next=[f"env -u {name} {_render(p.globals, p.cmd, p.args)}"],
+        details={"lane": f.lane, "key": name, "setting": f"{name}={value}"},
+    )
+
+
+def remote_helper(word: str) -> str | None:
+    """NAME when WORD (or the value of --opt=WORD) is a URL NAME::ADDRESS, which git hands
+    to the program git-remote-NAME (ext:: runs ADDRESS as a command)."""
+    w = word.split("=", 1)[1] if word.startswith("--") and "=" in word else word
+    name, sep, _rest = w.partition("::")
+    if sep and name and name[0].isalpha() and all(c.isalnum() or c in "+.-" for c in name):
+        return name
+    return None
+
+
+def _process_env(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
+    """Variables that make any git command (read-only ones too) write outside the lane or
+    run a program: GIT_TRACE* naming a file, GIT_ALLOW_PROTOCOL / GIT_PROTOCOL_FROM_USER,
+    an object store or alternates other than exec's (git repack -a -d -l deletes the packs
+    an alternate also has), an index outside the lane (git status rewrites the index it
+    reads); and a NAME::URL argument (git starts git-remote-NAME)."""
+    for name in sorted(env):
+        if (
+            name.startswith("GIT_TRACE")
+            and name not in _TRACE_INFO
+            and env[name].strip().lower() not in _TRACE_OK
+        ):
+            return _env_refusal(p, f, name, env[name], "git appends its trace to that file")
+    for name in PROTOCOL_ENV:
+        if env.get(name):
+            return _env_refusal(
+                p, f, name, env[name], "git may use transports it would not (ext:: runs a command)"
+            )
+    own_store = os.path.join(f.lane_git_dir, "objects")
+    shared = os.path.join(f.common, "objects")
+    store = env.get("GIT_OBJECT_DIRECTORY")
+    alts = env.get("GIT_ALTERNATE_OBJECT_DIRECTORIES")
+    if store is not None and _clean(store, f, _cwd_after_chdirs(p, f)) not in (own_store, shared):
+        real = _clean(store, f, _cwd_after_chdirs(p, f))
+        return Refusal(
+            "path_outside_lane",
+            f"GIT_OBJECT_DIRECTORY ({real}) is neither the repository's object store nor "
+            f"lane {f.lane}'s own (exec --sandbox's); git {p.cmd} would read and write it",
+            next=[f"env -u GIT_OBJECT_DIRECTORY {_render(p.globals, p.cmd, p.args)}"],
+            details={"lane": f.lane, "what": "GIT_OBJECT_DIRECTORY", "path": real},
+        )
+    if alts and not (store == own_store and alts == shared):  # exec --sandbox's pair
+        return _env_refusal(
+            p,
+            f,
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+            alts,
+            "git counts objects there as borrowed (git repack -a -d -l deletes the "
+            "repository's packs)",
+        )
+    index = env.get("GIT_INDEX_FILE")
+    if index:
+        real = _clean(index, f, _cwd_after_chdirs(p, f))
+        if not any(_inside(real, r) for r in (f.lane_path, f.lane_git_dir)):
+            return Refusal(
+                "path_outside_lane",
+                f"GIT_INDEX_FILE ({real}) is outside lane {f.lane} ({f.lane_path}); git "
+                f"{p.cmd} rewrites the index it reads (git status too), and may write only "
+                "in the lane",
+                next=[f"env -u GIT_INDEX_FILE {_render(p.globals, p.cmd, p.args)}"],
+                details={"lane": f.lane, "what": "GIT_INDEX_FILE", "path": real},
+            )
+    if p.cmd in _URL_COMMANDS:
+        for w in p.args:
+            helper = remote_helper(w)
+            if helper is not None:
+                return Refusal(
+                    "unsafe_config",
+                    f"{w}: git hands a {helper}:: URL to the program git-remote-{helper} "
+                    f"(ext:: runs the rest as a command) with git's directory first on "
+                    f"PATH, past lane {f.lane}'s shim; use a URL git reads itself",
+                    next=[f"git lane status {f.lane}"],
+                    details={"lane": f.lane, "key": "url", "setting": w},
+                )
+    return None
+
+
+def _path_entries(p: Parsed, now: str, was: str, f: GitFacts) -> Refusal | None:
+    """git starts programs by many names off any list (git-remote-NAME for NAME::URL, the
+    difftool it guesses, kfmclient for `git help`, `editor`, `git-lane` itself), each from
+    where git runs it (the worktree's top, for a relative entry). So a PATH other than
+    exec's may only reorder or drop exec's entries, and add absolute directories neither
+    in the lane nor writable by this process (nor their parents): a virtualenv's bin in
+    the lane is the lane's to fill, and is refused."""
+    exec_dirs = {f.realpath(e) for e in was.split(":") if e.startswith("/")}
+    for entry in now.split(":"):
+        why = ""
+        if not entry.startswith("/"):
+            why = "is relative: git resolves it where it runs a program (the worktree's top)"
+        else:
+            real = f.realpath(entry)
+            if real in exec_dirs:
+                continue
+            if _inside(real, f.lane_path) or _inside(real, f.lane_git_dir):
+                why = f"is in lane {f.lane}, whose files the lane writes"
+            elif f.writable(real):
+                why = "is a directory this process can write (or make, or replace)"
+            else:
+                continue
+        return Refusal(
+            "unsafe_config",
+            f"PATH entry {entry or '(empty: the cwd)'} {why}, and not on the PATH exec "
+            "started with; git starts programs by name from PATH (an editor, a pager, "
+            f"git-remote-NAME, a difftool) with its own directory first, past lane {f.lane}'s "
+            "shim; run the command with exec's PATH",
+            next=[f"env PATH={_q(was)} " + _render(p.globals, p.cmd, p.args)],
+            details={"lane": f.lane, "key": "PATH", "setting": f"PATH={now}", "entry": entry},
+        )
     return None
 
 
@@ -1397,6 +1540,10 @@ def program_env(env: Mapping[str, str]) -> str | None:
         val = env.get(name, "")
         if owners.get(name) == val:
             continue
+        if name == "LESSSECURE":  # set, it only restricts less; unset, the owner's is lost
+            if val or not owners.get(name):
+                continue
+            return name
         if val.strip() not in (_SAFE_PROGRAMS if name in _EDITOR_ENV else ("",)):
             return name
     return None
@@ -1406,6 +1553,15 @@ def _program_env(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | No
     name = program_env(env)
     if name is None:
         return None
+    if name not in env:  # LESSSECURE unset where the owner's restricts less
+        return Refusal(
+            "unsafe_config",
+            f"{name} is unset (exec started with it set, restricting what less runs); git "
+            f"starts less with its own directory first on PATH, past lane {f.lane}'s shim; "
+            "run the command with it",
+            next=[f"env {name}=1 {_render(p.globals, p.cmd, p.args)}"],
+            details={"lane": f.lane, "key": name, "setting": f"{name} unset"},
+        )
     return Refusal(
         "unsafe_config",
         f"{name}={env[name]}: git runs that program with its own directory first on PATH, "

@@ -838,6 +838,48 @@ ROWS: tuple[Row, ...] = (
         EACCES,
         ("epoch",),
     ),
+    # -- the process's environment and PATH (red team 13D) -------------------------------------
+    Row(
+        "git_trace_file",
+        "`GIT_TRACE=<hub file> git status` (git appends its trace, argv included, there)",
+        'GIT_TRACE="$HUB/README.md" $GIT status --short >/dev/null',
+        "hub_file",
+        PASSES,
+        R("unsafe_config"),
+        HARMLESS,
+    ),
+    Row(
+        "path_lane_dir",
+        "a PATH with a lane directory first, whose `vi` git starts as the editor",
+        EVIL
+        + 'mkdir -p "$LANE/bin" && cp "$LANE/evil.sh" "$LANE/bin/vi" && '
+        + 'PATH="$LANE/bin:$PATH" GIT_EDITOR=vi $GIT commit -q --allow-empty </dev/null'
+        + MOVED,
+        "main",
+        PASSES,
+        R("unsafe_config"),
+        EACCES,
+        ("main_moved",),
+    ),
+    Row(
+        "allow_protocol_ext",
+        "`GIT_ALLOW_PROTOCOL=ext git ls-remote ext::PROG`",
+        EVIL + '{ GIT_ALLOW_PROTOCOL=ext $GIT ls-remote "ext::$LANE/evil.sh" || :; }' + MOVED,
+        "main",
+        PASSES,
+        R("unsafe_config"),
+        EACCES,
+        ("main_moved",),
+    ),
+    Row(
+        "index_file_read_only",
+        "`GIT_INDEX_FILE=<hub's index> git status` (a read-only command refreshes the index)",
+        'GIT_INDEX_FILE="$COMMON/index" $GIT status --short >/dev/null',
+        "hub_index",
+        PASSES,
+        OUTSIDE,
+        HARMLESS,
+    ),
 )
 
 

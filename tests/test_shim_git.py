@@ -586,7 +586,8 @@ def test_red_team_nested_git_and_external_commands(alpha: Lane, tmp_path: Path) 
     foo.write_text(f"#!/bin/sh\necho ran >'{tmp_path}/foo-ran'\n")
     foo.chmod(0o755)
     path = f"{SHIMS}{os.pathsep}{bindir}{os.pathsep}{os.environ['PATH']}"
-    res = alpha.git("foo", "a", env={"PATH": path})
+    # (exec's PATH has bindir too: a PATH adding it is refused first, unsafe_config)
+    res = alpha.git("foo", "a", env={"PATH": path, binding.PATH_AT_EXEC: path})
     refused(res, "external_command")
     assert "Next: git-foo a" in res.stderr
     assert not (tmp_path / "foo-ran").exists()
@@ -681,3 +682,18 @@ def test_settings_that_make_gc_delete_are_refused_like_gc_prune_now(hub: Repo, c
     refused_run(r, "main_mutation_refused")
     got = hub.git("config", "--get", "gc.pruneExpire", check=False).stdout
     assert got == "", got
+
+
+def test_the_sh_fast_pass_sends_every_judged_environment_name_to_python() -> None:
+    """A variable decide_git judges for every command (the safe editors' and pagers'
+    environment, the protocol switches, the trace files git reads) sends shims/git's
+    fast pass to Python whenever it is set: the sh pass never lets one through."""
+    from guard import shimpolicy
+
+    text = SHIM.read_text()
+    names = [*binding.EDITOR_ENV, *shimpolicy.PROTOCOL_ENV]
+    names += ["GIT_TRACE", "GIT_TRACE2", "GIT_TRACE2_EVENT", "GIT_TRACE2_PERF"]
+    names += ["GIT_TRACE_PACKET", "GIT_TRACE_PERFORMANCE", "GIT_TRACE_SETUP", "GIT_TRACE_CURL"]
+    missing = [n for n in names if n != "LESSSECURE" and "${" + n + ":+x}" not in text]
+    assert not missing, missing
+    assert '*\'"LESSSECURE"\'*) [ -n "${LESSSECURE-}" ] || gs_noenv=x' in text
