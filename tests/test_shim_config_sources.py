@@ -178,6 +178,30 @@ def test_a_path_that_reorders_execs_entries_passes_and_plain_commands_stay_in_sh
     assert log == ["x", "venv"], log
 
 
+def test_an_editor_variable_exec_recorded_stays_in_sh_and_a_changed_one_is_judged(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """LESS=-R (a common shell setting) set when exec started is exec's own value: plain
+    commands still decide in sh (no Python on every git call). The same variable changed
+    in the lane (`+!CMD` runs CMD in less) goes to Python, which refuses it."""
+    lane_path = hub.create("alpha")
+    mark = tmp_path / "python-ran"
+    fake = tmp_path / "fake-python"
+    fake.write_text(f"#!/bin/sh\necho ran >> '{mark}'\nexit 97\n")
+    fake.chmod(0o755)
+    script = 'set -e; GITLANE_PYTHON="$FAKE" git status --short; GITLANE_PYTHON="$FAKE" git log -1'
+    r = run_in_lane(hub, lane_path, script, FAKE=str(fake), LESS="-R")
+    assert r.rc == 0, (r.stdout, r.stderr)
+    assert not mark.exists(), "exec's own LESS sent a plain git status to Python"
+    r = run_in_lane(hub, lane_path, "git commit -q --allow-empty -m x", LESS="-R")
+    assert r.rc == 0, (r.stdout, r.stderr)  # and Python passes it too
+    r = run_in_lane(hub, lane_path, 'LESS="+!touch ran" git log -1', LESS="-R")
+    refused(r, "unsafe_config")
+    assert not (lane_path / "ran").exists()
+    r = run_in_lane(hub, lane_path, 'LESS=\'-R", "X": "y\' git log -1', LESS="-R")
+    refused(r, "unsafe_config")
+
+
 def test_rebase_update_refs_is_refused(hub: Repo) -> None:
     """`git rebase --update-refs` rewrites every branch in the range checked out nowhere:
     refused, the other branch unmoved."""
