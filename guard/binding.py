@@ -53,11 +53,24 @@ SANDBOX = "GITLANE_SANDBOX"  # set only when exec confined the process, so not i
 OBJECTS = "GITLANE_OBJECTS"  # likewise: the lane's private object store (guard/objects.py)
 PROGRAM_ENV = "GITLANE_PROGRAM_ENV"
 
+EDITOR_ENV = (
+    "VIMINIT", "EXINIT", "MYVIMRC", "VIMRUNTIME", "VIM", "GVIMINIT", "MYGVIMRC",
+    "NVIM_APPNAME", "NVIM_LOG_FILE", "NVIM", "NVIM_LISTEN_ADDRESS",
+    "LESSOPEN", "LESSCLOSE", "LESS", "LESSKEY", "LESSKEYIN", "LESSKEY_SYSTEM",
+    "LESSKEYIN_SYSTEM", "LESSKEY_CONTENT", "LESSEDIT", "LESSSECURE_ALLOW", "LESSSECURE", "MORE",
+    "MANPAGER", "MANOPT", "MANROFFOPT", "BROWSER",
+    "SPELL", "NANORC", "EMACSLOADPATH", "EMACSDATA", "EMACSPATH", "EMACSNATIVELOADPATH",
+    "GIT_MAN_VIEWER",
+)  # fmt: skip
 # the variables naming a program git runs past the shim (shimpolicy.program_env judges them)
 PROGRAM_VARS = (
     "GIT_EXTERNAL_DIFF", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_ASKPASS", "SSH_ASKPASS",
     "GIT_PROXY_COMMAND", "GIT_TEMPLATE_DIR",
     "GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "EDITOR", "VISUAL", "GIT_PAGER", "PAGER",
+    # what the "safe" editors and pagers (vi, vim, nvim, nano, emacs, less, more, man)
+    # read from the environment to run a command or load code (VIMINIT's `:call
+    # system()`, LESSOPEN's preprocessor, LESS's `+!cmd`...): only the owner's values pass
+    *EDITOR_ENV,
 )  # fmt: skip
 
 NAMES = (

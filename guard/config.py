@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import os
+import re
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -247,12 +248,46 @@ def _read_toml(path: Path) -> dict[str, Any]:
 # a quoted key, ...) would protect another branch than the engine uses, or none: refused.
 HOOK_KEYS = ("enabled", "main_branch", "sync_policy")
 _SH_SPACE = " \t\n\v\f\r"
+_BARE_KEY = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def _element(line: str) -> bool:
+    return len(line) >= 3 and (
+        (line[0] == '"' and line.endswith('",')) or (line[0] == "'" and line.endswith("',"))
+    )
+
+
+def unreadable_line(text: str) -> str | None:
+    """The first line before any [table] that gl_cfg_file cannot read (not a blank, a
+    comment, `key = value` with a bare key, or a string element of a multi-line array),
+    None when there is none: the hooks then refuse, whatever else the file says."""
+    in_array = False
+    for raw in text.replace("\0", "").split("\n"):
+        line = raw.lstrip(_SH_SPACE)
+        if in_array:
+            t = line.rstrip(_SH_SPACE)
+            if t == "]":
+                in_array = False
+            elif not (t == "" or t.startswith("#") or _element(t)):
+                return raw
+            continue
+        if line == "" or line.startswith("#"):
+            continue
+        if line.startswith("["):
+            return None
+        k, eq, v = line.partition("=")
+        if not eq or not _BARE_KEY.fullmatch(k.rstrip(_SH_SPACE)):
+            return raw
+        in_array = v.strip(_SH_SPACE) == "["
+    return None
 
 
 def hook_view(text: str) -> dict[str, str] | None:
     """What the hooks' sh reader takes from a config file: gl_cfg_file, line for line
     (tests/test_shared_decisions.py holds the two equal). The shell's `read` drops NULs.
     None where gl_cfg_file gives up (a main_branch no branch can have: the hooks refuse)."""
+    if unreadable_line(text) is not None:
+        return None
     out: dict[str, str] = {}
     for raw in text.replace("\0", "").split("\n"):
         line = raw.lstrip(_SH_SPACE)
@@ -263,6 +298,8 @@ def hook_view(text: str) -> dict[str, str] | None:
         k, _, v = line.partition("=")
         k = k.rstrip(_SH_SPACE)
         v = v.lstrip(_SH_SPACE)
+        if v.rstrip(_SH_SPACE) == "[":
+            continue
         if v.startswith('"'):
             v = v[1:].split('"', 1)[0]
         elif v.startswith("'"):
@@ -284,6 +321,17 @@ def check_hook_view(path: Path, data: dict[str, Any]) -> None:
     except OSError:
         return
     sh = hook_view(text)
+    bad = unreadable_line(text)
+    if bad is not None:  # the hooks refuse every commit while the file says this
+        raise Refusal(
+            "invalid_config",
+            f"{path}: the git hooks cannot read the line {bad.strip()!r} (they read only "
+            "blanks, comments, [tables] and `key = value` lines with a bare key, and "
+            "arrays of strings one element a line), so they refuse every commit; write it "
+            "that way",
+            next=[f"${{EDITOR:-vi}} {_q(path)}"],
+            details={"file": str(path), "line": bad},
+        )
     if sh is None:  # the hooks refuse every commit while the file says this
         raise Refusal(
             "invalid_config",

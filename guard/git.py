@@ -40,6 +40,9 @@ REPO_POINTERS = (
     "GIT_NAMESPACE",
 )
 
+# GIT_TRACE* values that name no file (off, stderr, an fd; guard.shimpolicy._process_env)
+TRACE_NOT_A_FILE = ("", "0", "1", "2", "true", "false", "3", "4", "5", "6", "7", "8", "9")
+
 _real_git: str | None = None
 
 # Lane worktrees this process knows from trusted state (guard/store.py pins each lane record
@@ -375,6 +378,9 @@ def real_git() -> str:
 
 def base_env(extra: Mapping[str, str] | None = None, scrub: bool = True) -> dict[str, str]:
     env = dict(os.environ)
+    for k in [k for k, v in env.items() if k.startswith("GIT_TRACE")]:
+        if env[k].strip().lower() not in TRACE_NOT_A_FILE:
+            del env[k]  # no engine call appends its trace to a file a caller named
     if scrub:
         for k in REPO_POINTERS:
             env.pop(k, None)

@@ -1,25 +1,68 @@
-"""git's lock files in a lane (`index.lock`, `HEAD.lock`, ... in its admin dir) that a
-process killed with its git left behind: every later git write in the lane fails on them.
+"""git's lock files left by a process killed with its git: a lane's (`index.lock`,
+`HEAD.lock`, ... in its admin dir) and its branch's (`refs/heads/lane/KEY.lock` in the
+common dir). Every later git write in the lane, or to its branch, fails on them.
 
 A lock is stale only when provably so: it was a checkpoint's (its record under
 `locks/checkpoint.KEY` names the lock's inode and a process that is gone), or it is a
-few seconds old and no live git process works in the lane (none has its cwd in the
-worktree or the admin dir, none names them in GIT_DIR, GIT_WORK_TREE or GIT_INDEX_FILE).
-Where /proc cannot tell, a lock is held. reconcile removes stale locks; abort, continue
-and checkpoint refuse lane_busy with it as next."""
+few seconds old and no live git process works in the repository (none has its cwd in
+the common dir, the hub or any worktree, none names one of them on its command line
+(`-C`, `--git-dir`, `--work-tree`, any argument) or in GIT_DIR, GIT_WORK_TREE,
+GIT_INDEX_FILE, GIT_COMMON_DIR, GIT_OBJECT_DIRECTORY, relative ones resolved against its
+own cwd and `-C` dirs). A git elsewhere can hold a lane's lock (`git branch -m` in the hub
+rewrites the HEAD of every worktree on the branch), so the whole repository counts.
+Where /proc cannot tell, a lock is held. A lane's locks are acted on only when its admin
+dir is git's (a real directory directly under `<common>/worktrees/`, with its `gitdir`)
+and its pointers are intact; never anything outside it, never the hub's own locks.
+
+reconcile removes stale locks; a stale `index.lock` holding a staged state is never
+simply dropped: the one a dead commit left with HEAD's tree (the commit went in, the
+rename did not) is moved over the index, any other that differs from the index is kept
+under `kept/` first. abort, continue and checkpoint refuse lane_busy with it as next."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import stat
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from guard import procs
-from guard.errors import Refusal
-from guard.store import atomic_write
+from guard import git, procs
+from guard.errors import GitError, Refusal
+from guard.store import atomic_write, now_iso, open_regular
+
+if TYPE_CHECKING:
+    from guard.repo import Repo
 
 MIN_AGE = 2.0  # seconds a lock no checkpoint recorded must be old before it can be stale
-_ENV = (b"GIT_DIR=", b"GIT_WORK_TREE=", b"GIT_INDEX_FILE=", b"GIT_COMMON_DIR=")
+_ENV = (
+    b"GIT_DIR=",
+    b"GIT_WORK_TREE=",
+    b"GIT_INDEX_FILE=",
+    b"GIT_COMMON_DIR=",
+    b"GIT_OBJECT_DIRECTORY=",
+)
+
+
+def admin_ok(repo: Repo, admin: Path | None) -> bool:
+    """Is `admin` git's admin dir of a worktree: a directory (no symlink) directly under
+    the real `<common>/worktrees/`, with a regular `gitdir` file? Only then are locks in
+    it a lane's."""
+    if admin is None:
+        return False
+    base = os.path.realpath(os.path.join(repo.common_dir, "worktrees"))
+    try:
+        st = os.lstat(admin)
+        gd = os.lstat(admin / "gitdir")
+    except OSError:
+        return False
+    return (
+        stat.S_ISDIR(st.st_mode)
+        and stat.S_ISREG(gd.st_mode)
+        and os.path.dirname(os.path.realpath(admin)) == base
+        and os.path.realpath(os.path.dirname(admin)) == base
+    )
 
 
 def present(admin: Path | None) -> list[Path]:
@@ -30,46 +73,138 @@ def present(admin: Path | None) -> list[Path]:
         names = sorted(os.listdir(admin))
     except OSError:
         return []
-    return [admin / n for n in names if n.endswith(".lock") and (admin / n).is_file()]
+    out = []
+    for n in names:
+        try:
+            if n.endswith(".lock") and stat.S_ISREG(os.lstat(admin / n).st_mode):
+                out.append(admin / n)
+        except OSError:
+            continue
+    return out
 
 
 def _inside(p: str, roots: list[str]) -> bool:
     return any(p == r or p.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
-def git_at_work(path: str, admin: Path) -> bool:
-    """Does a live git process (other than this one) work in the lane at `path`? True
-    when /proc cannot tell."""
-    roots = [os.path.realpath(path), os.path.realpath(admin)]
+def repo_roots(repo: Repo, *more: str) -> list[str]:
+    """Where a git working on this repository has its cwd or names: the common dir (every
+    admin dir is in it), the hub, every worktree git or a `gitdir` file names, and `more`."""
+    common = os.path.realpath(repo.common_dir)
+    roots = {common, os.path.realpath(repo.repo_root()), *map(os.path.realpath, more)}
+    try:
+        roots.update(os.path.realpath(w.path) for w in git.worktrees(common))
+    except GitError:
+        pass  # the gitdir files below, the hub and `more` still count
+    try:
+        entries = os.listdir(os.path.join(common, "worktrees"))
+    except OSError:
+        entries = []
+    for e in entries:
+        try:
+            with open(os.path.join(common, "worktrees", e, "gitdir"), "rb") as f:
+                named = os.fsdecode(f.read(1 << 16)).strip()
+        except OSError:
+            continue
+        if named:
+            roots.add(os.path.dirname(os.path.realpath(named)))
+    return sorted(roots)
+
+
+def _is_git(pid: int, comm: bytes) -> bool:
+    """Is process `pid` a git: named git* (git, git-upload-pack, ...), or its executable
+    or argv[0] is git or git-* (a git run through a link of another name)?"""
+    if comm.startswith(b"git"):
+        return True
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)")
+    except OSError:
+        exe = ""  # not ours to look into (its comm says it is no git), or a kernel thread
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            arg0 = os.fsdecode(f.read(4096).split(b"\0")[0])
+    except OSError:
+        arg0 = ""
+    names = (os.path.basename(exe), os.path.basename(arg0))
+    return any(n == "git" or n.startswith("git-") for n in names)
+
+
+def _names(cwd: str, argv: list[str], env: list[bytes], roots: list[str]) -> bool:
+    """Does a git started in `cwd` with `argv` and `env` work in `roots`? Its cwd, every
+    `-C` dir (cumulative, as git applies them), and every argument and repository
+    variable resolved against each of those."""
+    bases = [cwd]
+    values: list[str] = []
+    i = 1
+    while i < len(argv):
+        a = argv[i]
+        if a == "-C" and i + 1 < len(argv):
+            if argv[i + 1]:
+                bases.append(os.path.join(bases[-1], argv[i + 1]))
+            i += 2
+            continue
+        values.append(a)
+        if a.startswith("-") and "=" in a:
+            values.append(a.partition("=")[2])  # --git-dir=X, --work-tree=X, ...
+        i += 1
+    for kv in env:
+        if kv.startswith(_ENV):
+            values.append(os.fsdecode(kv.partition(b"=")[2]))
+    if any(_inside(os.path.realpath(b), roots) for b in bases):
+        return True
+    return any(
+        _inside(os.path.realpath(os.path.join(b, v)), roots) for v in values if v for b in bases
+    )
+
+
+_GIT_OPTS_WITH_ARG = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env"}
+
+
+def _ran_git_lane(pid: int) -> bool:
+    """Is `pid` the `git` that ran `git lane ...` (it waits for this process, holding no
+    lock)? Any other ancestor (a `git commit` whose hook runs git-lane) still counts."""
+    argv = procs.cmdline(pid) or []
+    i = 1
+    while i < len(argv) and argv[i].startswith("-"):
+        i += 2 if argv[i] in _GIT_OPTS_WITH_ARG else 1
+    return i < len(argv) and argv[i] == "lane"
+
+
+def git_at_work(roots: list[str]) -> bool:
+    """Does a live git process (other than this one and the `git` that ran `git lane`)
+    work in `roots`? True when /proc cannot tell."""
     me = os.getpid()
     try:
+        mine = {me, *(a for a in procs.ancestors(me) if _ran_git_lane(a))}
         pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
-    except OSError:
+    except (OSError, ValueError):
         return True
     for pid in pids:
-        if pid == me:
+        if pid in mine:
             continue
         try:
             with open(f"/proc/{pid}/comm", "rb") as f:
                 comm = f.read().strip()
         except OSError:
             continue  # gone meanwhile
-        if not comm.startswith(b"git"):
+        if not _is_git(pid, comm):
             continue
         try:
-            if _inside(os.path.realpath(os.readlink(f"/proc/{pid}/cwd")), roots):
-                return True
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = [os.fsdecode(a) for a in f.read().split(b"\0")]
             with open(f"/proc/{pid}/environ", "rb") as f:
                 env = f.read().split(b"\0")
         except FileNotFoundError:
-            continue
+            continue  # gone meanwhile, or a zombie (no cwd): it works nowhere
         except OSError:
             return True  # a git we may not look into: it may be working there
-        for kv in env:
-            if kv.startswith(_ENV):
-                where = os.fsdecode(kv.partition(b"=")[2])
-                if where and _inside(os.path.realpath(where), roots):
-                    return True
+        if argv and argv[-1] == "":
+            argv.pop()  # the NUL that ends the last argument
+        if not argv or not os.path.isabs(cwd):
+            return True  # an argv it rewrote, a cwd /proc cannot name: cannot tell
+        if _names(os.path.realpath(cwd), argv, env, roots):
+            return True
     return False
 
 
@@ -112,12 +247,16 @@ def _checkpoint(state_dir: Path, key: str) -> tuple[str, str, int, float]:
     return ("alive" if alive else "dead"), kv["lock"], int(ino), written
 
 
-def stale(state_dir: Path, key: str, path: str, admin: Path | None) -> list[Path]:
-    """The lane's lock files that provably belong to no live process."""
-    locks = present(admin)
-    if not locks or admin is None:
+def stale(repo: Repo, key: str, path: str, admin: Path | None) -> list[Path]:
+    """The lane's lock files that provably belong to no live process (none when its
+    admin dir is not git's)."""
+    if not admin_ok(repo, admin):
         return []
-    state, own, ino, written = _checkpoint(state_dir, key)
+    assert admin is not None
+    locks = present(admin)
+    if not locks:
+        return []
+    state, own, ino, written = _checkpoint(repo.state_dir, key)
     if state == "alive":
         return []  # a checkpoint at work: its git may be between two commands
     out = []
@@ -133,7 +272,7 @@ def stale(state_dir: Path, key: str, path: str, admin: Path | None) -> list[Path
             # may have reused the freed inode number, so only while no git works there
             if st.st_ino == ino:
                 if st.st_mtime > written and busy is None:
-                    busy = git_at_work(path, admin)
+                    busy = git_at_work(repo_roots(repo, path))
                 if st.st_mtime <= written or not busy:
                     out.append(lk)
                 continue
@@ -144,24 +283,170 @@ def stale(state_dir: Path, key: str, path: str, admin: Path | None) -> list[Path
         if young:
             continue  # just taken: whoever took it may be no git (libgit2, an IDE) at work
         if busy is None:
-            busy = git_at_work(path, admin)
+            busy = git_at_work(repo_roots(repo, path))
         if not busy:
             out.append(lk)
     return out
 
 
-def clear(state_dir: Path, key: str, path: str, admin: Path | None) -> list[str]:
-    """reconcile: remove the lane's stale lock files (and a dead checkpoint's record)."""
-    gone = []
-    for lk in stale(state_dir, key, path, admin):
-        try:
+def _entries(path: str, env: dict[str, str] | None, tree: str | None) -> set[str] | None:
+    """The stage-0 entries (mode, object, path) of an index file (`env` names it) or of
+    `tree`; None when git cannot read it, or (an index) it holds a conflict."""
+    if tree is not None:
+        res = git.run(["ls-tree", "-r", "-z", "--full-tree", tree], path, check=False)
+        if not res.ok:
+            return None
+        out = set()
+        for e in res.z():
+            meta, _, name = e.partition("\t")
+            mode, _kind, sha = meta.split(" ")
+            out.add(f"{mode} {sha}\t{name}")
+        return out
+    res = git.run(["ls-files", "-s", "-z"], path, env=env, check=False)
+    if not res.ok:
+        return None
+    out = set()
+    for e in res.z():
+        meta, _, name = e.partition("\t")
+        mode, sha, stage = meta.split(" ")
+        if stage != "0":
+            return None
+        out.add(f"{mode} {sha}\t{name}")
+    return out
+
+
+def _snapshot(src: Path, dest: Path) -> bool:
+    """Copy the regular file `src` (never through a symlink, never blocking on a FIFO
+    planted in its place) to the new file `dest`; False when `src` is no such file."""
+    try:
+        fd = open_regular(src, follow=False)
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as f, open(dest, "xb") as out:
+        shutil.copyfileobj(f, out)
+    return True
+
+
+def _kept_name(repo: Repo, key: str, what: str) -> Path:
+    kept = repo.state_dir / "kept"
+    kept.mkdir(parents=True, exist_ok=True)
+    stamp = now_iso().replace(":", "")
+    dest, n = kept / f"{key}-{what}-{stamp}", 0
+    while os.path.lexists(dest):
+        n += 1
+        dest = kept / f"{key}-{what}-{stamp}-{n}"
+    return dest
+
+
+def _lift_index_lock(repo: Repo, key: str, path: str, lk: Path) -> dict[str, str]:
+    """A stale index.lock is a whole index a dead git was about to put in place: when it
+    holds HEAD's tree and the index does not (a commit that went in before its rename),
+    it is moved over the index, as the commit would have; else, when it differs from the
+    index (or cannot be read), a copy is kept under kept/ before it goes. Never a staged
+    state lost. Everything is judged on copies taken once (the lane may change them)."""
+    snap = _kept_name(repo, key, "index.lock")
+    if not _snapshot(lk, snap):
+        if stat.S_ISREG(os.lstat(lk).st_mode):
+            raise OSError(f"cannot read {lk}")  # a staged state not to be lost: left
+        os.unlink(lk)  # no index (a link, a FIFO put there since present() looked)
+        return {}
+    idx = lk.with_name("index")
+    cur = snap.with_name(f".{snap.name}.index")
+    try:
+        had_index = _snapshot(idx, cur)
+        lock_e = _entries(path, {"GIT_INDEX_FILE": str(snap)}, None)
+        index_e = _entries(path, {"GIT_INDEX_FILE": str(cur)}, None) if had_index else set()
+        if lock_e is not None and lock_e == index_e:
+            os.unlink(snap)
             os.unlink(lk)
-            gone.append(str(lk))
-        except OSError:
-            pass
-    if _checkpoint(state_dir, key)[0] != "alive":
-        release(state_dir, key)
+            return {}
+        out: dict[str, str] = {}
+        if lock_e is not None and lock_e == _entries(path, None, "HEAD"):
+            parent = _entries(path, None, "HEAD^") if had_index else set()
+            if had_index and (index_e is None or index_e != parent):
+                kept = _kept_name(repo, key, "index")  # staged before it: kept
+                os.replace(cur, kept)
+                out["kept_index"] = str(kept)
+            tmp = lk.with_name(f".index.git-lane-{os.getpid()}")
+            shutil.copyfile(snap, tmp)
+            os.replace(tmp, idx)  # atomic: the index is the old one or the commit's
+            os.unlink(snap)
+            out["moved_over_index"] = str(idx)
+        else:
+            out["kept"] = str(snap)
+        os.unlink(lk)
+        return out
+    finally:
+        if os.path.lexists(cur):
+            os.unlink(cur)
+
+
+def clear(repo: Repo, key: str, path: str, admin: Path | None) -> list[dict[str, str]]:
+    """reconcile: remove the lane's stale lock files (and a dead checkpoint's record);
+    one entry per lock lifted, saying what became of a staged state in it."""
+    gone: list[dict[str, str]] = []
+    for lk in stale(repo, key, path, admin):
+        try:
+            if lk.name == "index.lock":
+                gone.append({"file": str(lk), **_lift_index_lock(repo, key, path, lk)})
+            else:
+                os.unlink(lk)
+                gone.append({"file": str(lk)})
+        except (OSError, GitError):
+            pass  # left as it is: the next reconcile looks again
+    if _checkpoint(repo.state_dir, key)[0] != "alive":
+        release(repo.state_dir, key)
     return gone
+
+
+# -- the lane's branch lock, in the common dir ------------------------------------------
+def ref_lock(repo: Repo, branch: str) -> Path | None:
+    """`<common>/refs/heads/<branch>.lock` of a `lane/...` branch when it is a regular
+    file there (no symlink on the way): a lock a git writing the branch took."""
+    parts = branch.split("/")
+    if parts[0] != "lane" or len(parts) < 2 or any(p in ("", ".", "..") for p in parts):
+        return None
+    heads = Path(os.path.realpath(repo.common_dir)) / "refs" / "heads"
+    lk = heads.joinpath(*parts[:-1], parts[-1] + ".lock")
+    try:
+        if not stat.S_ISREG(os.lstat(lk).st_mode):
+            return None
+    except OSError:
+        return None
+    if os.path.realpath(lk) != str(lk):
+        return None  # a symlinked directory on the way: not git's
+    return lk
+
+
+def ref_lock_state(repo: Repo, branch: str, path: str) -> tuple[Path | None, str]:
+    """(the branch's lock, "young" | "stale" | "held"): stale when a few seconds old and
+    no live git works anywhere in the repository (any of them may be writing the branch),
+    held when old but some git does."""
+    lk = ref_lock(repo, branch)
+    if lk is None:
+        return None, ""
+    try:
+        young = time.time() - os.lstat(lk).st_mtime < MIN_AGE
+    except OSError:
+        return None, ""
+    if young:
+        return lk, "young"
+    return lk, "held" if git_at_work(repo_roots(repo, path)) else "stale"
+
+
+def clear_ref(repo: Repo, branch: str, path: str) -> tuple[str | None, str | None]:
+    """reconcile: (removed, left) the lane's branch lock, when stale; an old one a live
+    git may hold is left (doctor names it, with the command to remove it by hand)."""
+    lk, state = ref_lock_state(repo, branch, path)
+    if lk is None or state == "young":
+        return None, None
+    if state == "held":
+        return None, str(lk)
+    try:
+        os.unlink(lk)
+    except OSError:
+        return None, str(lk)
+    return str(lk), None
 
 
 def stale_refusal(key: str, locks: list[str], action: str) -> Refusal:
@@ -175,13 +460,13 @@ def stale_refusal(key: str, locks: list[str], action: str) -> Refusal:
     )
 
 
-def check(state_dir: Path, key: str, path: str, admin: Path | None, action: str) -> None:
+def check(repo: Repo, key: str, path: str, admin: Path | None, action: str) -> None:
     """abort and continue: refuse (lane_busy) before git runs into a lock of the lane:
     reconcile, then the command again, when the lock is stale; else the command again."""
     locks = present(admin)
     if not locks:
         return
-    dead = stale(state_dir, key, path, admin)
+    dead = stale(repo, key, path, admin)
     if dead:
         raise stale_refusal(key, [str(p) for p in dead], action)
     raise Refusal(

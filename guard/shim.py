@@ -117,11 +117,28 @@ def _read_first_line(path: str) -> str | None:
         return None
 
 
+def gitfile_target(path: str) -> str | None:
+    """What a `.git` file says, read as git reads it (the whole file, not a line): the
+    text after `gitdir: ` when the file is exactly that with one optional trailing
+    newline; None for anything else (a second line, a CR, a NUL), which git could read
+    otherwise than the shim."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(1 << 16)
+    except OSError:
+        return None
+    text = raw.decode("utf-8", "surrogateescape")
+    text = text[:-1] if text.endswith("\n") else text
+    if not text.startswith("gitdir: ") or any(c in text for c in "\n\r\0"):
+        return None
+    return text[len("gitdir: ") :] or None
+
+
 def lane_git_dir(key: str, lane_path: str) -> str:
-    line = _read_first_line(os.path.join(lane_path, ".git"))
-    if not line or not line.startswith("gitdir: "):
-        raise _unknown(key, f"the lane's git dir ({lane_path}/.git has no gitdir line)")
-    gd = os.path.realpath(os.path.join(lane_path, line[len("gitdir: ") :]))
+    named = gitfile_target(os.path.join(lane_path, ".git"))
+    if named is None:
+        raise _unknown(key, f"the lane's git dir ({lane_path}/.git is not one line `gitdir: DIR`)")
+    gd = os.path.realpath(os.path.join(lane_path, named))
     common = os.environ.get(binding.COMMON, "")
     if common and os.path.dirname(gd) != os.path.join(os.path.realpath(common), "worktrees"):
         raise _unknown(
@@ -308,6 +325,12 @@ def gather_git(
             )
         return res.stdout.strip() == "true"
 
+    def config_value(name: str) -> str | None:
+        res = _git(["config", "--get", name], here, key, "config")
+        if res.returncode not in (0, 1):
+            raise _unknown(key, f"the value of {name} (git config exited {res.returncode})")
+        return res.stdout.rstrip("\n") if res.returncode == 0 else None
+
     builtins: set[str] = set()
     facts = shimpolicy.GitFacts(
         lane=key,
@@ -333,7 +356,9 @@ def gather_git(
         remote_branch=remote_branch,
         exec_env_path=env.get(binding.PATH_AT_EXEC),
         which=which,
+        writable=writable,
         update_refs_config=update_refs_config,
+        config_value=config_value,
     )
     return facts
 
@@ -342,10 +367,23 @@ def gitfile(path: str) -> str | None:
     """The git dir a `.git` file at PATH names (realpath), None when it is no such file."""
     if not os.path.isfile(path):
         return None
-    line = _read_first_line(path)
-    if not line or not line.startswith("gitdir: "):
+    named = gitfile_target(path)
+    if named is None:
         return None
-    return os.path.realpath(os.path.join(os.path.dirname(path), line[len("gitdir: ") :]))
+    return os.path.realpath(os.path.join(os.path.dirname(path), named))
+
+
+def writable(path: str) -> bool:
+    """Can this process write PATH, or make it or replace it: it or any parent writable
+    (one not there yet counts by its parent)."""
+    d = os.path.realpath(path)
+    while True:
+        if os.path.lexists(d) and os.access(d, os.W_OK):
+            return True
+        parent = os.path.dirname(d)
+        if parent == d:
+            return False
+        d = parent
 
 
 def which(name: str, search: str) -> str | None:

@@ -18,14 +18,22 @@ facts the caller gathers (guard/shim.py for the PATH shim, guard/commands/check.
                          common dir's objects
   stash_shared           stash push/save/pop/drop/clear/store/branch (refs/stash is shared)
   main_mutation_refused  a write of main or of any ref but the lane's branch (and refs/worktree/*,
-                         which are the lane's own), and commit-like commands off the lane branch
+                         which are the lane's own), and commit-like commands off the lane branch;
+                         a fetch into anything but refs/remotes/* and those; settings that
+                         make gc or fetch delete what others keep (gc.pruneExpire...: expiry_key)
   sync_required          a stale lane under a mandatory policy writing files
   shim_facts_unknown     a global option this parser does not know, an alias that does not parse,
                          a builtin this policy does not judge
   unsafe_config          -c/--config-env/GIT_CONFIG_* of a key that makes git run a program
                          (program_key, trailer.*.command), or of remote.*/url.*, or
-                         rebase.updateRefs; `git config` writing such a key; a PATH other
-                         than exec's finding another vi/less/ssh... (_search_path); for
+                         rebase.updateRefs, or rebase.instructionFormat that can make a todo
+                         line of a message (also set in the config a rebase reads), or
+                         `git clone -c` of one; `git config` writing such a key; a PATH other
+                         than exec's finding another vi/less/ssh..., or adding a relative
+                         entry or one the lane can write (_search_path); for every command
+                         GIT_TRACE* naming a file, GIT_ALLOW_PROTOCOL, NAME::URL, alternates
+                         but exec --sandbox's, GIT_INDEX_FILE outside the lane
+                         (_process_env), the safe editors' VIMINIT/LESSOPEN/... (program_env); for
                          read-only commands and `git lane`: HOME/XDG/GIT_CONFIG_* other than
                          exec's, or a repository inside the lane but the lane's own
                          (_config_sources: git reads that configuration first)
@@ -48,6 +56,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -280,8 +289,12 @@ class GitFacts:
     exec_env_path: str | None = None  # PATH exec gave the process (None: not judged)
     # the file NAME resolves to on PATH-like SEARCH (None: none there)
     which: Callable[[str, str], str | None] = lambda _name, _search: None
+    # may this process write DIR, or make or replace it (a parent it can write)?
+    writable: Callable[[str], bool] = lambda _path: False
     # is rebase.updateRefs on in the configuration git reads here?
     update_refs_config: Callable[[], bool] = lambda: False
+    # the value of config KEY git reads here (None: unset)
+    config_value: Callable[[str], str | None] = lambda _key: None
 
     @property
     def branch(self) -> str:
@@ -415,7 +428,7 @@ def decide_git(argv: Sequence[str], env: Mapping[str, str], facts: GitFacts) -> 
     if p.cmd is None:
         return None  # `git --version`: nothing is read
     # git reads its configuration (which may name a program) before any command runs
-    refusal = _search_path(p, env, facts)
+    refusal = _process_env(p, env, facts) or _search_path(p, env, facts)
     if refusal is None and (p.cmd == "lane" or read_only(p.cmd, p.args)):
         refusal = _config_sources(p, env, facts)
     if refusal is not None:
@@ -808,6 +821,9 @@ def _config_write(p: Parsed, f: GitFacts) -> Refusal | None:
         )
     if mode != "write":
         return None
+    refusal = _config_write_value(p, words, f)
+    if refusal is not None:
+        return refusal
     for w in words[:2]:  # the key (or section, for --rename-section/--remove-section)
         k = w.lower()
         if (
@@ -854,6 +870,58 @@ def _config_write(p: Parsed, f: GitFacts) -> Refusal | None:
                 details={"lane": f.lane, "key": w, "argv": ["config", *p.args]},
             )
     return _config_file_outside(p, f)
+
+
+def _config_write_value(p: Parsed, words: Sequence[str], f: GitFacts) -> Refusal | None:
+    """`git config` setting an expiry_key (main_mutation_refused, as gc --prune=now) or
+    rebase.instructionFormat to a value that can make a todo command (unsafe_config); a
+    section renamed to gc/rebase/fetch may carry either. Unsetting one passes."""
+    unsets = any(a in ("--unset", "--unset-all", "unset") for a in p.args)
+    if not words or unsets:
+        return None
+    key = words[0].lower()
+    value = words[1] if len(words) >= 2 else None
+    moved = ""  # the section a --rename-section / --remove-section names, when it matters
+    if _section_op(p.args):
+        moved = next(
+            (
+                x
+                for x in (w.lower() for w in words[:2])
+                if x.split(".")[0] in ("gc", "rebase", "fetch")
+            ),
+            "",
+        )
+        if not moved:
+            return None
+        key, value = moved, None
+    nxt = [f"git config --show-origin --get-all {_q(words[0])}"]
+    if moved:
+        nxt = ["git config --show-origin --list"]
+    argv = ["config", *p.args]
+    if expiry_key(key, value) or moved.split(".")[0] in ("gc", "fetch"):
+        return _main_refusal(
+            f,
+            f"git config writing {words[0]} would make every later git gc (also the gc "
+            "--auto that commit, merge or fetch start, the owner's too) or fetch delete what "
+            "other lanes and the owner keep, as git gc --prune=now would; lane "
+            f"{f.lane} may not set it",
+            nxt,
+            key=words[0],
+            argv=argv,
+        )
+    if (key == INSTRUCTION_FORMAT and instruction_format_unsafe(value)) or moved.startswith(
+        "rebase"
+    ):
+        return Refusal(
+            "unsafe_config",
+            f"git config writing {words[0]} {value or ''} would let every later rebase (the "
+            "owner's too) turn a line of a commit message into a todo command such as exec, "
+            "which git runs past every shim; only one-line placeholders (%s %h %H %an %ae) "
+            f"and plain text may go in rebase.instructionFormat; lane {f.lane} may not set it",
+            next=nxt,
+            details={"lane": f.lane, "key": words[0], "argv": argv},
+        )
+    return None
 
 
 def _config_file_outside(p: Parsed, f: GitFacts) -> Refusal | None:
@@ -994,6 +1062,7 @@ def _config_refusal(p: Parsed, f: GitFacts, what: str, var: str, nxt: str) -> Re
 PATH_PROGRAMS = (
     "cat", "less", "more", "true", "false", "vi", "vim", "nvim", "nano", "emacs",
     "ssh", "gpg", "gpgsm", "ssh-keygen", "man", "info", "sh",
+    "editor", "pager", "sensible-editor", "sensible-pager", "git-lane",
 )  # fmt: skip
 
 
@@ -1005,6 +1074,9 @@ def _search_path(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | No
     was = f.exec_env_path
     if was is None or now == was:
         return None  # None: not asked (the shim refuses a binding without it)
+    refusal = _path_entries(p, now, was, f)
+    if refusal is not None:
+        return refusal
     for name in PATH_PROGRAMS:
         if f.which(name, now) != f.which(name, was):
             return Refusal(
@@ -1016,6 +1088,139 @@ def _search_path(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | No
                 next=[f"env PATH={_q(was)} " + _render(p.globals, p.cmd, p.args)],
                 details={"lane": f.lane, "key": "PATH", "setting": f"PATH={now}", "program": name},
             )
+    return None
+
+
+# -- the process's environment: what git writes to or runs whatever the command -----------
+# GIT_TRACE* values git takes as "off", "stderr" or an open file descriptor: anything else
+# is a file (or socket) git appends its trace to, argv included, from inside a lane to
+# anywhere the user can write (the state config.toml: a line `enabled = "false"`).
+_TRACE_OK = ("", "0", "1", "2", "true", "false", "3", "4", "5", "6", "7", "8", "9")
+# set by git itself for the programs it starts (no destination)
+_TRACE_INFO = ("GIT_TRACE2_PARENT_SID", "GIT_TRACE2_PARENT_NAME")
+# variables letting git run protocols (ext::CMD runs CMD) its defaults would not
+PROTOCOL_ENV = ("GIT_ALLOW_PROTOCOL", "GIT_PROTOCOL_FROM_USER")
+# commands whose words may be a URL git hands a transport (NAME::ADDRESS: git-remote-NAME)
+_URL_COMMANDS = frozenset(["ls-remote", "fetch", "pull", "push", "clone", "remote", "archive"])
+
+
+def _env_refusal(p: Parsed, f: GitFacts, name: str, value: str, why: str) -> Refusal:
+    return Refusal(
+        "unsafe_config",
+        f"{name}={value}: {why}, past lane {f.lane}'s shim; run the command without it",
+        next=[f"env -u {name} {_render(p.globals, p.cmd, p.args)}"],
+        details={"lane": f.lane, "key": name, "setting": f"{name}={value}"},
+    )
+
+
+def remote_helper(word: str) -> str | None:
+    """NAME when WORD (or the value of --opt=WORD) is a URL NAME::ADDRESS, which git hands
+    to the program git-remote-NAME (ext:: runs ADDRESS as a command)."""
+    w = word.split("=", 1)[1] if word.startswith("--") and "=" in word else word
+    name, sep, _rest = w.partition("::")
+    if sep and name and name[0].isalpha() and all(c.isalnum() or c in "+.-" for c in name):
+        return name
+    return None
+
+
+def _process_env(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
+    """Variables that make any git command (read-only ones too) write outside the lane or
+    run a program: GIT_TRACE* naming a file, GIT_ALLOW_PROTOCOL / GIT_PROTOCOL_FROM_USER,
+    an object store or alternates other than exec's (git repack -a -d -l deletes the packs
+    an alternate also has), an index outside the lane (git status rewrites the index it
+    reads); and a NAME::URL argument (git starts git-remote-NAME)."""
+    for name in sorted(env):
+        if (
+            name.startswith("GIT_TRACE")
+            and name not in _TRACE_INFO
+            and env[name].strip().lower() not in _TRACE_OK
+        ):
+            return _env_refusal(p, f, name, env[name], "git appends its trace to that file")
+    for name in PROTOCOL_ENV:
+        if env.get(name):
+            return _env_refusal(
+                p, f, name, env[name], "git may use transports it would not (ext:: runs a command)"
+            )
+    own_store = os.path.join(f.lane_git_dir, "objects")
+    shared = os.path.join(f.common, "objects")
+    store = env.get("GIT_OBJECT_DIRECTORY")
+    alts = env.get("GIT_ALTERNATE_OBJECT_DIRECTORIES")
+    if store is not None and _clean(store, f, _cwd_after_chdirs(p, f)) not in (own_store, shared):
+        real = _clean(store, f, _cwd_after_chdirs(p, f))
+        return Refusal(
+            "path_outside_lane",
+            f"GIT_OBJECT_DIRECTORY ({real}) is neither the repository's object store nor "
+            f"lane {f.lane}'s own (exec --sandbox's); git {p.cmd} would read and write it",
+            next=[f"env -u GIT_OBJECT_DIRECTORY {_render(p.globals, p.cmd, p.args)}"],
+            details={"lane": f.lane, "what": "GIT_OBJECT_DIRECTORY", "path": real},
+        )
+    if alts and not (store == own_store and alts == shared):  # exec --sandbox's pair
+        return _env_refusal(
+            p,
+            f,
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+            alts,
+            "git counts objects there as borrowed (git repack -a -d -l deletes the "
+            "repository's packs)",
+        )
+    index = env.get("GIT_INDEX_FILE")
+    if index:
+        real = _clean(index, f, _cwd_after_chdirs(p, f))
+        if not any(_inside(real, r) for r in (f.lane_path, f.lane_git_dir)):
+            return Refusal(
+                "path_outside_lane",
+                f"GIT_INDEX_FILE ({real}) is outside lane {f.lane} ({f.lane_path}); git "
+                f"{p.cmd} rewrites the index it reads (git status too), and may write only "
+                "in the lane",
+                next=[f"env -u GIT_INDEX_FILE {_render(p.globals, p.cmd, p.args)}"],
+                details={"lane": f.lane, "what": "GIT_INDEX_FILE", "path": real},
+            )
+    if p.cmd in _URL_COMMANDS:
+        for w in p.args:
+            helper = remote_helper(w)
+            if helper is not None:
+                return Refusal(
+                    "unsafe_config",
+                    f"{w}: git hands a {helper}:: URL to the program git-remote-{helper} "
+                    f"(ext:: runs the rest as a command) with git's directory first on "
+                    f"PATH, past lane {f.lane}'s shim; use a URL git reads itself",
+                    next=[f"git lane status {f.lane}"],
+                    details={"lane": f.lane, "key": "url", "setting": w},
+                )
+    return None
+
+
+def _path_entries(p: Parsed, now: str, was: str, f: GitFacts) -> Refusal | None:
+    """git starts programs by many names off any list (git-remote-NAME for NAME::URL, the
+    difftool it guesses, kfmclient for `git help`, `editor`, `git-lane` itself), each from
+    where git runs it (the worktree's top, for a relative entry). So a PATH other than
+    exec's may only reorder or drop exec's entries, and add absolute directories neither
+    in the lane nor writable by this process (nor their parents): a virtualenv's bin in
+    the lane is the lane's to fill, and is refused."""
+    exec_dirs = {f.realpath(e) for e in was.split(":") if e.startswith("/")}
+    for entry in now.split(":"):
+        why = ""
+        if not entry.startswith("/"):
+            why = "is relative: git resolves it where it runs a program (the worktree's top)"
+        else:
+            real = f.realpath(entry)
+            if real in exec_dirs:
+                continue
+            if _inside(real, f.lane_path) or _inside(real, f.lane_git_dir):
+                why = f"is in lane {f.lane}, whose files the lane writes"
+            elif f.writable(real):
+                why = "is a directory this process can write (or make, or replace)"
+            else:
+                continue
+        return Refusal(
+            "unsafe_config",
+            f"PATH entry {entry or '(empty: the cwd)'} {why}, and not on the PATH exec "
+            "started with; git starts programs by name from PATH (an editor, a pager, "
+            f"git-remote-NAME, a difftool) with its own directory first, past lane {f.lane}'s "
+            "shim; run the command with exec's PATH",
+            next=[f"env PATH={_q(was)} " + _render(p.globals, p.cmd, p.args)],
+            details={"lane": f.lane, "key": "PATH", "setting": f"PATH={now}", "entry": entry},
+        )
     return None
 
 
@@ -1096,6 +1301,16 @@ _PROGRAM_KEYS = frozenset(
         "ssh.variant",
         "interactive.difffilter",
         "receive.procreceiverefs",
+        # git 2.39's config list audited for what names a program or picks one to run
+        "gpg.ssh.defaultkeycommand",  # run to find the signing key (gpg.format=ssh)
+        "diff.tool",  # difftool / mergetool run the tool these name
+        "diff.guitool",
+        "merge.tool",
+        "merge.guitool",
+        "help.format",  # web: git help runs git web--browse, a script, and a browser
+        "help.browser",
+        "man.viewer",
+        "imap.tunnel",  # git imap-send runs it with the shell
     ]
 )
 _PROGRAM_SECTIONS = ("alias", "sendemail", "instaweb", "pager", "extensions", "protocol", "trace2")
@@ -1125,6 +1340,8 @@ _PROGRAM_SUBKEYS = frozenset(
         ("submodule", "update"),
         ("trailer", "command"),  # git interpret-trailers / commit --trailer run them
         ("trailer", "cmd"),
+        ("tar", "command"),  # git archive --format=X pipes the tar through it (the shell)
+        ("guitool", "cmd"),
     ]
 )
 # keys that make git write refs other than the lane's branch (rebase --update-refs)
@@ -1156,8 +1373,92 @@ def program_key(key: str) -> bool:
     return len(parts) >= 3 and (parts[0], parts[-1]) in _PROGRAM_SUBKEYS
 
 
+# rebase.instructionFormat formats each line of the todo list of every rebase (interactive
+# or not) and pull --rebase: a placeholder that can give a newline (%B, %b, %n, %x0a, %w(),
+# %N, %(trailers)...), or a newline in the text, makes a line of a commit message a todo
+# command (`exec PROG`, run with git's directory first on PATH). Only one-line
+# placeholders and plain text pass.
+INSTRUCTION_FORMAT = "rebase.instructionformat"
+_ONE_LINE_FORMAT = re.compile(r"(?:[^%\x00-\x1f\x7f]|%[sHh%]|%a[neNE])*")
+
+
+def instruction_format_unsafe(value: str | None) -> bool:
+    """Can rebase.instructionFormat=VALUE put a line of a commit's text on a todo line of
+    its own? (None: a value the shim cannot see.)"""
+    return value is None or _ONE_LINE_FORMAT.fullmatch(value) is None
+
+
+# Settings that make gc (git gc, and the gc --auto that commit, merge, fetch... start) or
+# fetch delete what other lanes and the owner keep, as `gc --prune=now` or `fetch
+# --prune-tags` would: objects being written, reflogs, lanes' worktree records, tags.
+_EXPIRY_KEYS = frozenset(
+    [
+        "gc.pruneexpire",
+        "gc.worktreepruneexpire",
+        "gc.reflogexpire",
+        "gc.reflogexpireunreachable",
+        "fetch.prunetags",
+    ]
+)
+
+
+def expiry_key(key: str, value: str | None) -> bool:
+    """Does setting KEY to VALUE (None: unseen) make git delete what others keep?"""
+    k = key.strip().lower()
+    parts = k.split(".")
+    if k == "core.logallrefupdates":  # off: no reflog, the way back for every ref
+        return value is None or value.strip().lower() in ("false", "no", "off", "0", "")
+    reflog = ("reflogexpire", "reflogexpireunreachable")
+    return k in _EXPIRY_KEYS or (parts[0] == "gc" and len(parts) >= 3 and parts[-1] in reflog)
+
+
+def _transient_expiry(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
+    """-c / --config-env / GIT_CONFIG_* of an expiry_key: judged as the flags are."""
+    found: list[tuple[str, str, tuple[str, ...]]] = []
+    for kv in p.configs:
+        key, eq, val = kv.partition("=")
+        if expiry_key(key, val if eq else None):
+            found.append((f"-c {kv}", key, ("-c", kv)))
+    for kv in p.config_env:
+        if expiry_key(kv.partition("=")[0], None):
+            found.append((f"--config-env {kv}", kv.partition("=")[0], ("--config-env", kv)))
+    if found:
+        what, key, drop = found[0]
+        nxt = _refused_without(p, env, f, drop)
+        if nxt is not None:
+            return nxt
+        return _expiry_refusal(p, f, what, key, _without(p, drop))
+    keys, _ok = _config_keys_from_env(env)
+    bad = [k for k in keys if expiry_key(k, None)]
+    if bad:
+        return _expiry_refusal(
+            p,
+            f,
+            f"GIT_CONFIG_COUNT/GIT_CONFIG_PARAMETERS setting {', '.join(bad)}",
+            bad[0],
+            "env -u GIT_CONFIG_COUNT -u GIT_CONFIG_PARAMETERS " + _render(p.globals, p.cmd, p.args),
+        )
+    return None
+
+
+def _expiry_refusal(p: Parsed, f: GitFacts, what: str, key: str, nxt: str) -> Refusal:
+    return _main_refusal(
+        f,
+        f"{what} makes git gc (also the gc --auto that commit, merge or fetch start) or "
+        "fetch delete what other lanes and the owner keep (objects being written, reflogs, "
+        f"lanes' worktree records, tags), as git gc --prune=now would; lane {f.lane} may "
+        "not; run the command without it",
+        [nxt],
+        key=key,
+        setting=what,
+        argv=[*p.globals, *([p.cmd] if p.cmd else []), *p.args],
+    )
+
+
 def _transient_unsafe(key: str, value: str | None) -> bool:
     k = key.strip().lower()
+    if k == INSTRUCTION_FORMAT:
+        return instruction_format_unsafe(value)
     if k.startswith("alias."):
         return False  # the shim judges what an alias runs (shell ones: shell_alias)
     if (k in _EDITORS or k.startswith("pager.")) and value is not None:
@@ -1171,6 +1472,9 @@ def _transient_config(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal
     """-c / --config-env / GIT_CONFIG_COUNT / GIT_CONFIG_PARAMETERS settings of a program
     key (git runs that program with its own directory first on PATH, past the shim) or of
     a remote / URL rewrite (a fetch refspec the shim would not see)."""
+    refusal = _transient_expiry(p, env, f)
+    if refusal is not None:
+        return refusal
     for kv in p.configs:
         key, eq, val = kv.partition("=")
         if _transient_unsafe(key, val if eq else None):
@@ -1236,6 +1540,10 @@ def program_env(env: Mapping[str, str]) -> str | None:
         val = env.get(name, "")
         if owners.get(name) == val:
             continue
+        if name == "LESSSECURE":  # set, it only restricts less; unset, the owner's is lost
+            if val or not owners.get(name):
+                continue
+            return name
         if val.strip() not in (_SAFE_PROGRAMS if name in _EDITOR_ENV else ("",)):
             return name
     return None
@@ -1245,6 +1553,15 @@ def _program_env(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | No
     name = program_env(env)
     if name is None:
         return None
+    if name not in env:  # LESSSECURE unset where the owner's restricts less
+        return Refusal(
+            "unsafe_config",
+            f"{name} is unset (exec started with it set, restricting what less runs); git "
+            f"starts less with its own directory first on PATH, past lane {f.lane}'s shim; "
+            "run the command with it",
+            next=[f"env {name}=1 {_render(p.globals, p.cmd, p.args)}"],
+            details={"lane": f.lane, "key": name, "setting": f"{name} unset"},
+        )
     return Refusal(
         "unsafe_config",
         f"{name}={env[name]}: git runs that program with its own directory first on PATH, "
@@ -1295,6 +1612,10 @@ def _program_options(p: Parsed, f: GitFacts) -> Refusal | None:
     """fetch/clone/ls-remote --upload-pack=PROG, push --receive-pack, archive --exec (and
     git's prefixes of them; clone -u PROG): git runs PROG past the shim."""
     args = list(p.args)
+    if p.cmd == "clone":
+        refusal = _clone_config(p, f)
+        if refusal is not None:
+            return refusal
     word = _runs_program(p.cmd or "", args)
     if word is not None:
         return Refusal(
@@ -1320,6 +1641,86 @@ def _program_options(p: Parsed, f: GitFacts) -> Refusal | None:
             f"PATH, past lane {f.lane}'s shim); run the command without it",
             next=[_render(p.globals, p.cmd, rest)],
             details={"lane": f.lane, "key": name, "argv": [p.cmd or "", *args]},
+        )
+    return None
+
+
+# clone's options that take the next word as their value (short ones: the rest of the word)
+_CLONE_VALUE_SHORT = "obucj"
+
+
+def _clone_config_words(args: Sequence[str]) -> list[tuple[int, int, str]]:
+    """(first word, words, KEY=VALUE) of each -c/--config of `git clone ARGS`: set in the new
+    repository before its checkout, so hooks, filters and programs it names run in it."""
+    out: list[tuple[int, int, str]] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            break
+        if a.startswith("--"):
+            name, eq, val = a.partition("=")
+            if name in _INIT_CLONE_VALUES and not eq:
+                if name == "--config" and i + 1 < len(args):
+                    out.append((i, 2, args[i + 1]))
+                i += 2
+                continue
+            if name == "--config":
+                out.append((i, 1, val))
+        elif a.startswith("-") and a != "-":
+            for j, ch in enumerate(a[1:], start=1):
+                if ch in _CLONE_VALUE_SHORT:
+                    rest = a[j + 1 :]
+                    if ch == "c":
+                        out.append(
+                            (
+                                i,
+                                1 if rest else 2,
+                                rest or (args[i + 1] if i + 1 < len(args) else ""),
+                            )
+                        )
+                    if not rest:
+                        i += 1
+                    break
+        i += 1
+    return out
+
+
+def _clone_config(p: Parsed, f: GitFacts) -> Refusal | None:
+    """`git clone -c KEY=VALUE`, judged as `git -c KEY=VALUE` is: a hook key is
+    hooks_disabled, a program key (or remote/URL) unsafe_config."""
+    args = list(p.args)
+    for start, n, kv in _clone_config_words(args):
+        key, eq, val = kv.partition("=")
+        hook = _hook_key(key)
+        if not hook and not _transient_unsafe(key, val if eq else None):
+            continue
+        word = args[start]
+        rest = [*args[:start], *args[start + n :]]
+        if word.startswith("-") and not word.startswith("--") and len(word) > 2 and n == 2:
+            rest.insert(start, word[:-1])  # -qc KEY=VALUE: keep -q
+        elif word.startswith("-") and not word.startswith("--") and n == 1:
+            head = word[: word.index("c", 1)]
+            if head != "-":
+                rest.insert(start, head)
+        what = f"git clone {word}{' ' + args[start + 1] if n == 2 else ''}"
+        nxt = [_render(p.globals, "clone", rest)]
+        if hook:
+            return Refusal(
+                "hooks_disabled",
+                f"{what} would set {key} in the new repository, switching its hooks to the "
+                f"lane's own programs, which git runs past lane {f.lane}'s shim; run the "
+                "command without it",
+                next=nxt,
+                details={"lane": f.lane, "setting": what, "argv": ["clone", *args]},
+            )
+        return Refusal(
+            "unsafe_config",
+            f"{what}: {key} makes git run a program (or read refs or a repository) that lane "
+            f"{f.lane}'s shim does not see, with git's own directory first on PATH, in the "
+            "new repository's checkout; run the command without it",
+            next=nxt,
+            details={"lane": f.lane, "key": key, "setting": what},
         )
     return None
 
@@ -1870,9 +2271,35 @@ def _refs(p: Parsed, f: GitFacts) -> Refusal | None:
             ["git gc"],
             argv=["prune", *args],
         )
+    if cmd in ("rebase", "pull"):
+        refusal = _instruction_format_config(p, f)
+        if refusal is not None:
+            return refusal
     if cmd in COMMIT_LIKE:
         return _commit_like(cmd, args, f, head_ok)
     return None
+
+
+def _instruction_format_config(p: Parsed, f: GitFacts) -> Refusal | None:
+    """A rebase (interactive or not; pull --rebase) starting while the configuration git
+    reads has a rebase.instructionFormat that can make a todo command of a message line;
+    a -c of a one-line format (judged by _transient_config) is what git uses instead."""
+    if any(a in _REBASE_GOING for a in p.args) or any(
+        kv.partition("=")[0].strip().lower() == INSTRUCTION_FORMAT for kv in p.configs
+    ):
+        return None
+    value = f.config_value("rebase.instructionFormat")
+    if value is None or not instruction_format_unsafe(value):
+        return None
+    return Refusal(
+        "unsafe_config",
+        f"rebase.instructionFormat is {value!r} in the configuration git reads here: git "
+        f"{p.cmd} would write each commit's text into the todo list, where a message line "
+        "such as `exec PROG` is a command git runs past every shim; run it with a one-line "
+        "format",
+        next=[_render(["-c", "rebase.instructionFormat=%s", *p.globals], p.cmd, p.args)],
+        details={"lane": f.lane, "key": "rebase.instructionFormat", "setting": value},
+    )
 
 
 def _first(args: Sequence[str]) -> str | None:
@@ -1938,7 +2365,7 @@ def _switch(cmd: str, args: Sequence[str], f: GitFacts) -> Refusal | None:
 def _branch_write(args: Sequence[str], f: GitFacts) -> Refusal | None:
     """`git branch` forms that write a ref: create NAME [START], -f, -d/-D NAMES,
     -m/-M/-c/-C [OLD] NEW. Upstream and description settings write config only."""
-    pos = _positional(args, ("-u", "--set-upstream-to", "-t", "--track"))
+    pos = _branch_positional(args)
     long_names = {a.split("=", 1)[0] for a in args if a.startswith("--")}
     short = set("".join(a[1:] for a in args if a.startswith("-") and not a.startswith("--")))
     renames = bool(short & set("mMcC") or long_names & {"--move", "--copy"})
@@ -1967,6 +2394,39 @@ def _branch_write(args: Sequence[str], f: GitFacts) -> Refusal | None:
         argv=["branch", *args],
         target=target,
     )
+
+
+# git branch's options that take the next word (git 2.39; -t/--track[=direct|inherit] takes
+# none, -u takes the rest of its word or the next)
+_BRANCH_NEXT_VALUE = (
+    "--set-upstream-to",
+    "--sort",
+    "--format",
+    "--contains",
+    "--no-contains",
+    "--merged",
+    "--no-merged",
+    "--points-at",
+)
+
+
+def _branch_positional(args: Sequence[str]) -> list[str]:
+    """The names `git branch ARGS` is given (after `--` too), parsed as git does."""
+    out: list[str] = []
+    skip = False
+    for i, a in enumerate(args):
+        if skip:
+            skip = False
+        elif a == "--":
+            return [*out, *args[i + 1 :]]
+        elif a.startswith("--"):
+            skip = a in _BRANCH_NEXT_VALUE
+        elif a.startswith("-") and a != "-":
+            u = a.find("u", 1)  # -u UPSTREAM, -fu UPSTREAM (-uX: X is its value)
+            skip = u == len(a) - 1
+        else:
+            out.append(a)
+    return out
 
 
 def _private_ref_next(prefix: str, name: str | None, f: GitFacts) -> list[str]:
@@ -2075,15 +2535,19 @@ def _fetch(cmd: str, args: Sequence[str], f: GitFacts) -> Refusal | None:
             "--depth",
         ),
     )
-    for spec in pos[1:]:
+    specs = list(pos[1:])
+    for i, w in enumerate(pos[1:-1], start=1):
+        if w == "tag":  # `git fetch REMOTE tag NAME`: refs/tags/NAME:refs/tags/NAME
+            specs.append(f"refs/tags/{pos[i + 1]}:refs/tags/{pos[i + 1]}")
+    for spec in specs:
         if _writes_branch(spec, f):
             dst = spec.lstrip("+").partition(":")[2]
             src = spec.partition(":")[0].lstrip("+")
             return _main_refusal(
                 f,
-                f"git {cmd} {spec} would write the branch {dst}; lane {f.lane} writes only "
-                f"{f.branch} (fetch into refs/remotes/ instead)",
-                [f"git fetch {_q(pos[0])} {_q(src)}" if src else f"git lane status {f.lane}"],
+                f"git {cmd} {spec} would write {dst}, shared by every worktree; lane {f.lane} "
+                f"writes only {f.branch} and refs/worktree/* (fetch into refs/remotes/ instead)",
+                [_fetch_next(pos[0], src, f)],
                 argv=[cmd, *args],
             )
     maps = [v for _n, v in _option_values(args, ("--refmap",))]
@@ -2096,12 +2560,28 @@ def _fetch(cmd: str, args: Sequence[str], f: GitFacts) -> Refusal | None:
         if _writes_branch(spec, f):
             return _main_refusal(
                 f,
-                f"git {cmd} would fetch with the refspec {spec}, which writes branches; lane "
-                f"{f.lane} writes only {f.branch} (fetch into refs/remotes/ instead)",
+                f"git {cmd} would fetch with the refspec {spec}, which writes refs outside "
+                f"refs/remotes/; lane {f.lane} writes only {f.branch} (fetch into "
+                "refs/remotes/ instead)",
                 [f"git lane status {f.lane}"],
                 argv=[cmd, *args],
                 refspec=spec,
             )
+    opts = args[: list(args).index("--") if "--" in args else None]
+    shorts = "".join(a[1:] for a in opts if a.startswith("-") and not a.startswith("--"))
+    prune_tags = "--prune-tags" in opts or "P" in shorts
+    if prune_tags or (("--tags" in opts or "t" in shorts) and ("--force" in opts or "f" in shorts)):
+        word = "--prune-tags" if prune_tags else "--tags --force"
+        keep = ("--prune-tags", "-P") if prune_tags else ("--force", "-f")
+        return _main_refusal(
+            f,
+            f"git {cmd} {word} would {'delete' if prune_tags else 'overwrite'} tags, which "
+            f"every worktree shares; lane {f.lane} writes only {f.branch}",
+            [_render((), cmd, [a for a in args if a not in keep])]
+            if not any(len(a) > 2 and a[0] == "-" != a[1] and set(a[1:]) & set("Pf") for a in opts)
+            else [f"git lane status {f.lane}"],
+            argv=[cmd, *args],
+        )
     if "--update-head-ok" in args:
         return _main_refusal(
             f,
@@ -2112,21 +2592,29 @@ def _fetch(cmd: str, args: Sequence[str], f: GitFacts) -> Refusal | None:
     return None
 
 
+def _fetch_next(remote: str, src: str, f: GitFacts) -> str:
+    """The fetch of SRC without the refused destination: into FETCH_HEAD, or (a pattern,
+    which needs one) into the lane's own refs/worktree/fetched/."""
+    if not src:
+        return f"git lane status {f.lane}"
+    if "*" in src:
+        return f"git fetch {_q(remote)} {_q(f'+{src}:refs/worktree/fetched/*')}"
+    return f"git fetch {_q(remote)} {_q(src)}"
+
+
+# where a fetch may write: remote-tracking refs, and the lane's own refs/worktree/*
+_FETCH_DESTINATIONS = ("refs/remotes/", "refs/worktree/")
+
+
 def _writes_branch(spec: str, f: GitFacts) -> bool:
-    """Does fetch refspec SPEC write a branch (or a ref outside refs/) but the lane's?"""
+    """Does fetch refspec SPEC write a ref the lane may not: anything but its own branch,
+    refs/worktree/* and refs/remotes/* (a branch, a tag, notes, refs/git-lane/*...)?"""
     if ":" not in spec:
         return False
     dst = spec.lstrip("+").partition(":")[2]
     if not dst or dst in (f.branch, f.branch_ref):
         return False
-    if "*" in dst:  # refs/*:refs/* writes refs/heads/ too
-        stem = dst.partition("*")[0]
-        return (
-            not stem.startswith("refs/")
-            or stem.startswith("refs/heads/")
-            or ("refs/heads/".startswith(stem))
-        )
-    return dst.startswith("refs/heads/") or not dst.startswith("refs/")
+    return not dst.partition("*")[0].startswith(_FETCH_DESTINATIONS)
 
 
 _REBASE_GOING = ("--continue", "--abort", "--skip", "--quit", "--edit-todo", "--show-current-patch")

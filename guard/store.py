@@ -395,7 +395,12 @@ class Store:
         lane's `.git` file."""
         base = self.common_dir / "worktrees"
         if rec.admin:
-            return base / rec.admin
+            d = base / rec.admin
+            # a symlink (`worktrees/evil -> ..`), a file, or a directory with no `gitdir`
+            # of git's is no admin dir: None, never acted on as the lane's
+            if d.is_symlink() or (os.path.lexists(d) and not _git_admin(d)):
+                return None
+            return d
         name = os.path.basename(rec.path)
         if name and (base / name).is_dir() and not (base / name).is_symlink():
             return base / name
@@ -654,6 +659,14 @@ class FileLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _git_admin(d: Path) -> bool:
+    """A real directory holding a regular `gitdir` file, as git makes for a worktree."""
+    try:
+        return stat.S_ISDIR(os.lstat(d).st_mode) and stat.S_ISREG(os.lstat(d / "gitdir").st_mode)
+    except OSError:
+        return False
 
 
 def admin_by_gitdir(base: Path, want: str) -> Path | None:

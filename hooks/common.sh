@@ -89,22 +89,41 @@ gl_fw_refused() {
 }
 
 # gl_cfg_file FILE: read the keys the hooks need from flat TOML (no tables, no Python).
-# No FILE: nothing configured. A FILE that is there but cannot be read: returns 1.
+# No FILE: nothing configured. A FILE that is there but cannot be read: returns 1; so
+# does one with a line it cannot read as a blank, a comment, a [table], `key = value`
+# (a bare key) or an element of a multi-line array of strings: what else the file says
+# (a line git's trace appended: `... 'x` then `enabled = "false"`) it does not know.
 gl_cfg_file() {
 	[ -e "$1" ] || return 0
 	[ -f "$1" ] && [ -r "$1" ] || return 1
+	gl_arr=
 	while IFS= read -r gl_l || [ -n "$gl_l" ]; do
 		gl_l=${gl_l#"${gl_l%%[![:space:]]*}"}
+		if [ -n "$gl_arr" ]; then
+			gl_l=${gl_l%"${gl_l##*[![:space:]]}"}
+			case $gl_l in
+			'' | \#*) ;;
+			']') gl_arr= ;;
+			\"*\", | \'*\',) ;;
+			*) return 1 ;;
+			esac
+			continue
+		fi
 		case $gl_l in
+		'' | \#*) continue ;;
 		\[*) return 0 ;;
-		enabled*|main_branch*|sync_policy*) ;;
-		*) continue ;;
 		esac
 		gl_k=${gl_l%%=*}
-		[ "$gl_k" = "$gl_l" ] && continue
+		[ "$gl_k" = "$gl_l" ] && return 1
 		gl_k=${gl_k%"${gl_k##*[![:space:]]}"}
+		case $gl_k in '' | *[!A-Za-z0-9_.-]*) return 1 ;; esac
 		gl_v=${gl_l#*=}
 		gl_v=${gl_v#"${gl_v%%[![:space:]]*}"}
+		[ "${gl_v%"${gl_v##*[![:space:]]}"}" = '[' ] && gl_arr=1 && continue
+		case $gl_k in
+		enabled | main_branch | sync_policy) ;;
+		*) continue ;;
+		esac
 		case $gl_v in
 		\"*) gl_v=${gl_v#\"} gl_v=${gl_v%%\"*} ;;
 		\'*) gl_v=${gl_v#\'} gl_v=${gl_v%%\'*} ;;

@@ -87,12 +87,13 @@ gs_bound() {
 # (returns 1, gs_why set, when there is none).
 gs_lane_gd() {
 	[ -n "$gs_gd" ] && return 0
-	gs_c=
-	{ IFS= read -r gs_c <"$GITLANE_LANE_PATH/.git"; } 2>/dev/null
+	gs_c='' gs_x=''
+	# git reads the whole file: exactly one line (a second one is part of the name to git)
+	{ { IFS= read -r gs_c && ! IFS= read -r gs_x && [ -z "$gs_x" ]; } <"$GITLANE_LANE_PATH/.git"; } 2>/dev/null || gs_c=
 	case $gs_c in
 	"gitdir: "?*) gs_gd=${gs_c#gitdir: } ;;
 	*)
-		gs_why="the lane's git dir ($GITLANE_LANE_PATH/.git has no gitdir line)"
+		gs_why="the lane's git dir ($GITLANE_LANE_PATH/.git is not one line \`gitdir: DIR\`)"
 		return 1
 		;;
 	esac

@@ -692,6 +692,93 @@ ROWS: tuple[Row, ...] = (
         HOOKS_OFF,
         EACCES,
     ),
+    # -- config keys that run a program, options parsed as git does (red team 13D) ------------
+    Row(
+        "ssh_key_command",
+        "`git -c gpg.ssh.defaultKeyCommand=PROG commit` (ssh signing)",
+        EVIL
+        + '{ $GIT -c gpg.format=ssh -c commit.gpgSign=true -c gpg.ssh.defaultKeyCommand="$LANE/evil.sh" commit -q --allow-empty -m x </dev/null || true; }'
+        + MOVED,
+        "main",
+        PASSES,
+        R("unsafe_config"),
+        EACCES,
+        ("main_moved",),
+    ),
+    Row(
+        "tar_filter_command",
+        "`git -c tar.X.command=PROG archive --format=X` (archive is read-only)",
+        EVIL
+        + '$GIT -c tar.evil.command="$LANE/evil.sh" archive --format=evil HEAD >/dev/null'
+        + MOVED,
+        "main",
+        PASSES,
+        R("unsafe_config"),
+        EACCES,
+        ("main_moved",),
+    ),
+    Row(
+        "instruction_format",
+        "a message line `exec PROG` made a todo command by `-c rebase.instructionFormat=%B`",
+        EVIL
+        + '$GIT commit -q --allow-empty -m s -m "exec $LANE/evil.sh" && '
+        + "{ $GIT -c rebase.instructionFormat=%B rebase -q --force-rebase HEAD~1 </dev/null || true; }"
+        + MOVED,
+        "main",
+        PASSES,
+        R("unsafe_config"),
+        EACCES,
+        ("main_moved",),
+    ),
+    Row(
+        "clone_config",
+        "`git clone -c core.hooksPath=DIR` into the lane (a post-checkout of the lane's)",
+        EVIL
+        + 'mkdir -p "$LANE/hk" && printf "#!/bin/sh\\nunset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE\\nexec %s\\n" "$LANE/evil.sh" > "$LANE/hk/post-checkout" && chmod +x "$LANE/hk/post-checkout" && '
+        + '{ $GIT clone -q -c core.hooksPath="$LANE/hk" "$COMMON" "$LANE/d1" </dev/null || true; }'
+        + MOVED,
+        "main",
+        PASSES,
+        HOOKS_OFF,
+        EACCES,
+        ("main_moved",),
+    ),
+    Row(
+        "gc_prune_expire",
+        "`git -c gc.pruneExpire=now gc` with the reflogs expired by config (landed tips)",
+        "$GIT -c gc.reflogExpire=now -c gc.reflogExpireUnreachable=now -c gc.pruneExpire=now gc -q",
+        "landed",
+        HARMLESS,
+        MMR,
+        EACCES,
+    ),
+    Row(
+        "branch_track",
+        "`git branch -f -t main lane/alpha` (`-t` takes no value)",
+        "$GIT branch -f -t main lane/alpha",
+        "main",
+        MMR,
+        MMR,
+        EACCES,
+    ),
+    Row(
+        "fetch_tag",
+        "`git fetch . lane/alpha:refs/tags/v9` (tags are shared)",
+        "$GIT fetch -q . lane/alpha:refs/tags/v9",
+        "refs/tags/v9",
+        PASSES,
+        MMR,
+        EACCES,
+    ),
+    Row(
+        "fetch_landed",
+        "`git fetch . +main:refs/git-lane/landed/x` (git-lane's namespace)",
+        "$GIT fetch -q . +lane/alpha:refs/git-lane/landed/x",
+        "landed",
+        MMR,
+        MMR,
+        EACCES,
+    ),
     # -- git-lane itself -------------------------------------------------------------------------
     Row(
         "uninstall_worker",
@@ -761,6 +848,48 @@ ROWS: tuple[Row, ...] = (
         PASSES,
         EACCES,
         ("epoch",),
+    ),
+    # -- the process's environment and PATH (red team 13D) -------------------------------------
+    Row(
+        "git_trace_file",
+        "`GIT_TRACE=<hub file> git status` (git appends its trace, argv included, there)",
+        'GIT_TRACE="$HUB/README.md" $GIT status --short >/dev/null',
+        "hub_file",
+        PASSES,
+        R("unsafe_config"),
+        HARMLESS,
+    ),
+    Row(
+        "path_lane_dir",
+        "a PATH with a lane directory first, whose `vi` git starts as the editor",
+        EVIL
+        + 'mkdir -p "$LANE/bin" && cp "$LANE/evil.sh" "$LANE/bin/vi" && '
+        + 'PATH="$LANE/bin:$PATH" GIT_EDITOR=vi $GIT commit -q --allow-empty </dev/null'
+        + MOVED,
+        "main",
+        PASSES,
+        R("unsafe_config"),
+        EACCES,
+        ("main_moved",),
+    ),
+    Row(
+        "allow_protocol_ext",
+        "`GIT_ALLOW_PROTOCOL=ext git ls-remote ext::PROG`",
+        EVIL + '{ GIT_ALLOW_PROTOCOL=ext $GIT ls-remote "ext::$LANE/evil.sh" || :; }' + MOVED,
+        "main",
+        PASSES,
+        R("unsafe_config"),
+        EACCES,
+        ("main_moved",),
+    ),
+    Row(
+        "index_file_read_only",
+        "`GIT_INDEX_FILE=<hub's index> git status` (a read-only command refreshes the index)",
+        'GIT_INDEX_FILE="$COMMON/index" $GIT status --short >/dev/null',
+        "hub_index",
+        PASSES,
+        OUTSIDE,
+        HARMLESS,
     ),
 )
 

@@ -182,6 +182,29 @@ def test_a_main_branch_no_branch_can_have_refuses(g1: Guarded, name: str) -> Non
     main_is(g1, g1.main)
 
 
+def test_a_config_line_the_hooks_cannot_read_refuses(g1: Guarded) -> None:
+    """A line that is no blank, comment, [table], `key = value` (bare key) or array
+    element (what a GIT_TRACE appended: `<time> git.c:NN trace: ... 'x` then `enabled =
+    "false"`): the hooks do not know what the file says, so they refuse rather than obey
+    the `enabled = "false"` after it; the engine refuses the file too (invalid_config)."""
+    cfg = g1.repo.state_dir / "config.toml"
+    cfg.write_text(
+        'sync_policy = "land_time_only"\nwide = [\n    "a",\n    "b",\n]\n'
+        "12:00:00.000000 git.c:463  trace: built-in: git status '\n"
+        'enabled = "false"\n\'\n'
+    )
+    assert_refused(run(g1.lane, "update-ref", "refs/heads/main", g1.lane_tip), FACTS)
+    assert_refused(commit_file(g1.hub, "m.txt", "m\n"), FACTS)
+    main_is(g1, g1.main)
+    res = g1.repo.lane("status")
+    assert res.rc == 1 and "refused [invalid_config]" in res.stderr, (res.rc, res.stderr)
+    # a multi-line array of strings alone (tomli_w writes long ones so) is read fine
+    cfg.write_text('wide = [\n    "a",\n    "b",\n]\nenabled = true\n')
+    assert_refused(
+        run(g1.lane, "update-ref", "refs/heads/main", g1.lane_tip), "main_mutation_refused"
+    )
+
+
 def test_bootstrap_still_creates_main(tmp_path: Path) -> None:
     """The first commit of a new repository (no main anywhere) is allowed; a second is not."""
     path = tmp_path / "empty"

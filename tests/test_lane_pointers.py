@@ -251,9 +251,11 @@ def test_engine_git_in_a_lane_names_the_repository(hub: Repo, tmp_path: Path) ->
     assert hub.lane("doctor").rc in (0, 1)
     (lane_path / "u.txt").write_text("u\n")
     hub.lane("export", "alpha", "-o", str(tmp_path / "out.mbox"))
-    hub.lane("checkpoint", "alpha", "-m", "cp")
+    cp = hub.jlane("checkpoint", "alpha", "-m", "cp")
+    assert cp.code == "lane_pointers_tampered", cp.stdout  # checkpoint runs no git there
     assert not evidence.exists(), "git ran the fake repository's core.fsmonitor"
     (admin / "commondir").write_text("../..\n")
+    assert hub.lane("checkpoint", "alpha", "-m", "cp").rc == 0
     land = hub.lane("land", "alpha")
     assert land.rc == 0, land.stderr
 

@@ -171,3 +171,230 @@ def test_a_land_left_to_its_live_owner_is_noted_not_reconciled(repo: Repo) -> No
     assert r.rc == 0 and r.code == "ok", r.stdout
     assert r.json["changes"] == [{"action": "landing_left", "reason": "a land is running"}]
     assert landing.exists()
+
+
+# -- git's lock files: lifted only when provably no live git's --------------------------
+def _admin(repo: Repo, key: str) -> Path:
+    return repo.common_dir / "worktrees" / key
+
+
+def _hold(
+    argv: list[str], cwd: Path, ref: str, sha: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """A live git holding `ref`'s lock: a prepared `update-ref --stdin` transaction
+    waiting for its `commit`."""
+    p = subprocess.Popen(
+        [*argv, "update-ref", "--no-deref", "--stdin"],
+        cwd=cwd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    assert p.stdin is not None and p.stdout is not None
+    p.stdin.write(f"start\nupdate {ref} {sha}\nprepare\n")
+    p.stdin.flush()
+    assert p.stdout.readline() == "start: ok\n"
+    assert p.stdout.readline() == "prepare: ok\n"
+    return p
+
+
+def _commit_and_end(p: subprocess.Popen[str]) -> None:
+    try:
+        _out, err = p.communicate("commit\n", timeout=30)
+        assert p.returncode == 0, err
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def _age(p: Path) -> None:
+    old = time.time() - 10  # older than gitlocks.MIN_AGE
+    os.utime(p, (old, old))
+
+
+def test_a_live_git_named_by_git_dir_keeps_its_lock(repo: Repo, tmp_path: Path) -> None:
+    """A git run on the lane from outside it (`git --git-dir=<admin>`: its repository is
+    on its command line, nowhere in its cwd or starting environment) holds the lane's
+    HEAD.lock: reconcile leaves it, and that git's update then goes through."""
+    assert repo.lane("install").rc == 0
+    repo.create("alpha")
+    admin = _admin(repo, "alpha")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    p = _hold(["git", f"--git-dir={admin}"], elsewhere, "HEAD", repo.sha() or "")
+    try:
+        _age(admin / "HEAD.lock")
+        r = repo.jlane("reconcile")
+        assert r.rc == 0, r.stderr
+        assert (admin / "HEAD.lock").is_file(), f"a live git's lock was removed: {r.stdout}"
+    finally:
+        _commit_and_end(p)
+
+
+def test_a_live_git_with_a_relative_git_dir_keeps_its_lock_whatever_reconciles_cwd(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """GIT_DIR relative to that git's own cwd (outside the repository): resolved against
+    its cwd, never against reconcile's (run here from a subdirectory of the hub)."""
+    assert repo.lane("install").rc == 0
+    repo.create("alpha")
+    admin = _admin(repo, "alpha")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (repo.path / "sub").mkdir()
+    rel = os.path.relpath(admin, elsewhere)
+    p = _hold(["git"], elsewhere, "HEAD", repo.sha() or "", env={"GIT_DIR": rel})
+    try:
+        _age(admin / "HEAD.lock")
+        r = repo.jlane("reconcile", cwd=repo.path / "sub")
+        assert r.rc == 0, r.stderr
+        assert (admin / "HEAD.lock").is_file(), f"a live git's lock was removed: {r.stdout}"
+    finally:
+        _commit_and_end(p)
+
+
+def test_a_live_git_in_the_hub_keeps_the_lanes_head_lock_it_holds(repo: Repo) -> None:
+    """A git working in the hub can hold a lane's lock (`update-ref worktrees/alpha/HEAD`,
+    `git branch -m` rewriting the HEAD of each worktree on the branch): while any live
+    git works in the repository, reconcile leaves the lane's locks."""
+    assert repo.lane("install").rc == 0
+    repo.create("alpha")
+    admin = _admin(repo, "alpha")
+    p = _hold(["git"], repo.path, "worktrees/alpha/HEAD", repo.sha() or "")
+    try:
+        assert (admin / "HEAD.lock").is_file()
+        _age(admin / "HEAD.lock")
+        r = repo.jlane("reconcile")
+        assert r.rc == 0, r.stderr
+        assert (admin / "HEAD.lock").is_file(), f"a live git's lock was removed: {r.stdout}"
+    finally:
+        _commit_and_end(p)
+
+
+def test_a_lanes_locks_are_left_while_its_record_names_another_lanes_admin_dir(
+    repo: Repo,
+) -> None:
+    """Lane alpha's record naming beta's admin dir (a planted `admin`) never has beta's
+    locks judged by alpha's worktree: alpha's pointers are not intact, so its locks are
+    not acted on; the live git in beta keeps its HEAD.lock."""
+    assert repo.lane("install").rc == 0
+    repo.create("alpha")
+    beta = repo.create("beta")
+    f = repo.state_dir / "lanes" / "alpha.json"
+    d = json.loads(f.read_text())
+    d["admin"] = "beta"
+    f.write_text(json.dumps(d))
+    admin = _admin(repo, "beta")
+    p = _hold(["git"], beta, "HEAD", repo.sha() or "")
+    try:
+        _age(admin / "HEAD.lock")
+        r = repo.jlane("reconcile")
+        assert (admin / "HEAD.lock").is_file(), f"beta's live lock was removed: {r.stdout}"
+        left = [c for c in r.json["changes"] if c["action"] == "git_lock_left"]
+        assert left and left[0]["lane"] == "alpha", r.stdout
+    finally:
+        _commit_and_end(p)
+
+
+def test_the_hubs_locks_are_never_lifted_through_a_symlinked_admin_dir(repo: Repo) -> None:
+    """A record naming `worktrees/evil -> ..` (the common dir): no admin dir of git's, so
+    nothing in it is the lane's. The hub's own index.lock and packed-refs.lock (old, of
+    no live process) stay, and so does the HEAD.lock of a live git in the hub."""
+    assert repo.lane("install").rc == 0
+    repo.create("alpha")
+    (repo.common_dir / "worktrees" / "evil").symlink_to("..")
+    f = repo.state_dir / "lanes" / "alpha.json"
+    d = json.loads(f.read_text())
+    d["admin"] = "evil"
+    f.write_text(json.dumps(d))
+    hub_locks = [repo.common_dir / "index.lock", repo.common_dir / "packed-refs.lock"]
+    for lk in hub_locks:
+        lk.write_text("")
+        _age(lk)
+    p = _hold(["git"], repo.path, "HEAD", repo.sha() or "")
+    try:
+        _age(repo.common_dir / "HEAD.lock")
+        r = repo.jlane("reconcile")
+        for lk in [*hub_locks, repo.common_dir / "HEAD.lock"]:
+            assert lk.is_file(), f"the hub's {lk.name} was removed: {r.stdout}"
+        assert not any(c["action"] == "git_lock_removed" for c in r.json["changes"])
+    finally:
+        p.communicate("abort\n", timeout=30)
+        for lk in hub_locks:
+            lk.unlink()
+
+
+def test_a_lanes_dead_branch_lock_is_lifted_and_one_a_live_git_may_hold_is_named(
+    repo: Repo,
+) -> None:
+    """`refs/heads/lane/alpha.lock` in the common dir (a git killed while it moved the
+    branch): doctor fails it and reconcile lifts it when no live git works anywhere in
+    the repository. While one does (it may be writing the branch), reconcile leaves it
+    and doctor names it with the command that removes it by hand, which works."""
+    assert repo.lane("install").rc == 0
+    path = repo.create("alpha")
+    lk = repo.common_dir / "refs" / "heads" / "lane" / "alpha.lock"
+    lk.write_text(f"{repo.sha()}\n")
+    _age(lk)
+    doctor = repo.jlane("doctor")
+    assert any(
+        c["name"] == "lane alpha" and c["status"] == "fail" and str(lk) in c["message"]
+        for c in doctor.json["checks"]
+    ), doctor.stdout
+    changes = reconcile(repo)
+    assert not lk.exists()
+    assert {"action": "git_lock_removed", "lane": "alpha", "files": [str(lk)]} in changes
+    lk.write_text(f"{repo.sha()}\n")
+    _age(lk)
+    live = subprocess.Popen(
+        ["git", "cat-file", "--batch"], cwd=repo.path, stdin=subprocess.PIPE, text=True
+    )
+    try:
+        changes = reconcile(repo)
+        assert lk.exists()
+        assert any(c["action"] == "git_lock_left" and c["files"] == [str(lk)] for c in changes)
+        doctor = repo.jlane("doctor")
+        (warn,) = [c for c in doctor.json["checks"] if c["name"] == "lane alpha"]
+        assert warn["status"] == "warn", doctor.stdout
+        assert subprocess.run(warn["fix"], shell=True, check=False).returncode == 0
+        assert not lk.exists()
+    finally:
+        live.communicate("", timeout=30)
+    repo.commit(path, "f.txt", "x\n")  # the branch moves again
+
+
+def test_an_unreadable_release_journal_is_kept_aside_not_deleted(repo: Repo) -> None:
+    """releasing/KEY.json that is not JSON: reconcile moves it aside (kept, as other
+    unreadable state files are), never deletes it; the lane is left as it was."""
+    assert repo.lane("install").rc == 0
+    path = repo.create("alpha")
+    journal = repo.state_dir / "releasing" / "alpha.json"
+    journal.parent.mkdir(exist_ok=True)
+    journal.write_text("{not json")
+    changes = reconcile(repo)
+    assert not journal.exists()
+    (aside,) = journal.parent.glob("alpha.json.corrupt-*")
+    assert aside.read_text() == "{not json"
+    assert any(c["action"] == "release_journal_kept" for c in changes), changes
+    assert path.is_dir() and rec(repo, "alpha")["status"] == "active"
+
+
+def test_git_lane_run_through_git_lifts_a_dead_lock_in_the_hub_it_runs_from(
+    repo: Repo, gitlane_on_path: Path
+) -> None:
+    """`git lane reconcile` as a person types it: the `git` that runs git-lane waits for
+    it with its cwd in the hub, holding no lock; it is not counted as a git at work, so
+    a dead lock in a lane is still lifted."""
+    assert repo.lane("install").rc == 0
+    repo.create("alpha")
+    lk = _admin(repo, "alpha") / "HEAD.lock"
+    lk.write_text("")
+    _age(lk)
+    r = subprocess.run(
+        ["git", "lane", "reconcile", "--json"], cwd=repo.path, capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
+    assert not lk.exists(), r.stdout

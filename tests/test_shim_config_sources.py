@@ -9,6 +9,8 @@ one), moves main with the hooks switched off: main unmoved is the guarantee."""
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -153,19 +155,18 @@ def test_an_editor_found_on_another_path_is_refused(hub: Repo, editor: str) -> N
     refused(r, "unsafe_config")
 
 
-def test_a_path_that_finds_the_same_programs_passes_and_plain_commands_stay_in_sh(
+def test_a_path_that_reorders_execs_entries_passes_and_plain_commands_stay_in_sh(
     hub: Repo, tmp_path: Path
 ) -> None:
-    """A directory of other tools first on PATH (a virtualenv's bin) finds the same vi and
-    less: git runs. With exec's PATH, log, add and commit decide in sh (no Python)."""
+    """A PATH that only reorders exec's own entries (one moved first) finds the same vi
+    and less: git runs. With exec's PATH, log, add and commit decide in sh (no Python)."""
     lane_path = hub.create("alpha")
     mark = tmp_path / "python-ran"
     fake = tmp_path / "fake-python"
     fake.write_text(f"#!/bin/sh\necho ran >> '{mark}'\nexit 97\n")
     fake.chmod(0o755)
     script = (
-        "set -e; mkdir -p venv/bin; printf '#!/bin/sh\\n' > venv/bin/tool; chmod +x venv/bin/tool; "
-        'PATH="$PWD/venv/bin:$PATH" git commit -q --allow-empty -m venv; '
+        'set -e; PATH="${PATH##*:}:$PATH" git commit -q --allow-empty -m venv; '
         'GITLANE_PYTHON="$FAKE" git log -1 --oneline; echo x > x.txt; '
         'GITLANE_PYTHON="$FAKE" git add x.txt; GITLANE_PYTHON="$FAKE" git commit -q -m x; '
         'GITLANE_PYTHON="$FAKE" git status --short'
@@ -175,6 +176,30 @@ def test_a_path_that_finds_the_same_programs_passes_and_plain_commands_stay_in_s
     assert not mark.exists(), "a plain command in the lane started Python"
     log = git(lane_path, "log", "--format=%s", "-2").stdout.split()
     assert log == ["x", "venv"], log
+
+
+def test_an_editor_variable_exec_recorded_stays_in_sh_and_a_changed_one_is_judged(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """LESS=-R (a common shell setting) set when exec started is exec's own value: plain
+    commands still decide in sh (no Python on every git call). The same variable changed
+    in the lane (`+!CMD` runs CMD in less) goes to Python, which refuses it."""
+    lane_path = hub.create("alpha")
+    mark = tmp_path / "python-ran"
+    fake = tmp_path / "fake-python"
+    fake.write_text(f"#!/bin/sh\necho ran >> '{mark}'\nexit 97\n")
+    fake.chmod(0o755)
+    script = 'set -e; GITLANE_PYTHON="$FAKE" git status --short; GITLANE_PYTHON="$FAKE" git log -1'
+    r = run_in_lane(hub, lane_path, script, FAKE=str(fake), LESS="-R")
+    assert r.rc == 0, (r.stdout, r.stderr)
+    assert not mark.exists(), "exec's own LESS sent a plain git status to Python"
+    r = run_in_lane(hub, lane_path, "git commit -q --allow-empty -m x", LESS="-R")
+    assert r.rc == 0, (r.stdout, r.stderr)  # and Python passes it too
+    r = run_in_lane(hub, lane_path, 'LESS="+!touch ran" git log -1', LESS="-R")
+    refused(r, "unsafe_config")
+    assert not (lane_path / "ran").exists()
+    r = run_in_lane(hub, lane_path, 'LESS=\'-R", "X": "y\' git log -1', LESS="-R")
+    refused(r, "unsafe_config")
 
 
 def test_rebase_update_refs_is_refused(hub: Repo) -> None:
@@ -268,3 +293,260 @@ def test_git_config_writes_outside_the_lane_are_refused(
     # a file inside the lane is the lane's own
     ok = run_in_lane(hub, lane_path, "git config --file mine.cfg a.b c && cat mine.cfg")
     assert ok.rc == 0 and "b = c" in ok.stdout, (ok.stdout, ok.stderr)
+
+
+# -- red team 13D: the process's environment and PATH (GIT_TRACE, GIT_ALLOW_PROTOCOL,
+# alternates, GIT_INDEX_FILE, the safe editors' environment, PATH entries, the .git file).
+# The payload marks that it ran; it moves main with the hooks off; main unmoved and no mark
+# is the guarantee.
+ENV_PAYLOAD = (
+    "#!/bin/sh\n"
+    "unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_OBJECT_DIRECTORY\n"
+    'git -C "$HUB" -c core.hooksPath=/dev/null update-ref refs/heads/main refs/heads/lane/alpha\n'
+    'echo ran >> "$MARKER"\n'
+    'case $1 in *COMMIT_EDITMSG) echo msg > "$1" ;; esac\n'
+    "exit 0\n"
+)
+# the lane commits on its branch and writes the payload into its own worktree
+ENV_PRELUDE = (
+    "set -e; echo work > work.txt; git add work.txt; git commit -q -m work; "
+    'printf %s "$PAYLOAD" > "$PWD/evil.sh"; chmod +x evil.sh; set +e; '
+)
+
+
+def run_bound(hub: Repo, lane_path: Path, script: str, tmp_path: Path) -> LaneRun:
+    env = {"HUB": str(hub.path), "PAYLOAD": ENV_PAYLOAD, "MARKER": str(tmp_path / "marker")}
+    return hub.lane("exec", "alpha", "--", "sh", "-c", script, cwd=lane_path, env=env)
+
+
+def assert_held(hub: Repo, main: str | None, tmp_path: Path, r: LaneRun) -> None:
+    ran = (tmp_path / "marker").exists()
+    assert hub.sha() == main and not ran, (
+        f"main moved: {hub.sha() != main}, a lane-written program ran: {ran}",
+        r.rc,
+        r.stdout,
+        r.stderr,
+    )
+    assert "Traceback" not in r.stderr, r.stderr
+
+
+def test_git_trace_naming_a_file_is_refused_so_no_line_reaches_the_state_config(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """GIT_TRACE=FILE makes git append its trace, argv included (a newline in an argument
+    kept as is), to FILE: a read-only `git status` (the sh fast pass) wrote a line
+    `enabled = "false"` into <common>/git-lane/config.toml, which the hooks' flat reader
+    and the shim both obey; the next `git update-ref refs/heads/main` passed both."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    script = (
+        ENV_PRELUDE + 'GIT_TRACE="$GITLANE_COMMON/git-lane/config.toml" '
+        'git status "$(printf \'\\nenabled = "false"\\n\')" >/dev/null 2>&1; '
+        "git update-ref refs/heads/main refs/heads/lane/alpha"
+    )
+    r = run_bound(hub, lane_path, script, tmp_path)
+    assert_held(hub, main, tmp_path, r)
+
+
+def test_git_trace_naming_a_file_outside_the_lane_is_refused_and_nothing_is_written(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """The shims promise no write outside the lane through git: GIT_TRACE=<hub file>
+    appends git's trace to a file of the hub's worktree (any path git can open)."""
+    lane_path = hub.create("alpha")
+    before = (hub.path / "a.txt").read_bytes()
+    r = run_bound(hub, lane_path, 'GIT_TRACE="$HUB/a.txt" git status >/dev/null', tmp_path)
+    assert (hub.path / "a.txt").read_bytes() == before, (r.rc, r.stderr)
+
+
+def _default_editor() -> str:
+    env = {k: v for k, v in os.environ.items() if k not in ("GIT_EDITOR", "EDITOR", "VISUAL")}
+    env["TERM"] = "xterm"
+    out = subprocess.run(["git", "var", "GIT_EDITOR"], env=env, capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def test_a_path_with_the_lanes_bin_cannot_supply_gits_default_editor(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """Debian's and Ubuntu's git start `editor` (and `pager`) by that name, not vi/less:
+    _search_path judges a fixed list without them, so a PATH with the lane's `bin` first
+    ran the lane's `editor` for a plain `git commit`."""
+    name = _default_editor()
+    assert name and "/" not in name and " " not in name, name
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    script = (
+        ENV_PRELUDE + f"mkdir -p bin; cp evil.sh bin/{name}; unset GIT_EDITOR EDITOR VISUAL; "
+        "export TERM=xterm; echo more >> work.txt; git add work.txt; "
+        'PATH="$PWD/bin:$PATH" git commit -q </dev/null'
+    )
+    r = run_bound(hub, lane_path, script, tmp_path)
+    assert_held(hub, main, tmp_path, r)
+
+
+@pytest.mark.parametrize(
+    "path_prefix, where",
+    [("bin:", "bin/vi"), (":", "vi")],
+    ids=["relative_entry", "empty_entry"],
+)
+def test_relative_and_empty_path_entries_are_refused(
+    hub: Repo, tmp_path: Path, path_prefix: str, where: str
+) -> None:
+    """A relative (or empty: the cwd) PATH entry is resolved by the shim from the caller's
+    directory, but git runs the editor from the worktree's top: from lane/sub, PATH=bin:...
+    passed (sub/bin has no vi) and git ran lane/bin/vi."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    script = (
+        ENV_PRELUDE + f"mkdir -p bin sub; cp evil.sh {where}; cd sub; export GIT_EDITOR=vi "
+        f'TERM=xterm; PATH="{path_prefix}$PATH" git commit -q --allow-empty </dev/null'
+    )
+    r = run_bound(hub, lane_path, script, tmp_path)
+    assert_held(hub, main, tmp_path, r)
+
+
+@pytest.mark.parametrize(
+    "names, trigger",
+    [
+        # git help: a man viewer git starts by a name not on the list (kfmclient)
+        (
+            ("kfmclient",),
+            'DISPLAY=:0 GIT_MAN_VIEWER=konqueror PATH="$PWD/bin:$PATH" git help status',
+        ),
+        # git difftool: the tool it guesses, found first on PATH
+        (
+            ("opendiff", "kdiff3", "tkdiff", "xxdiff", "meld"),
+            'echo change >> work.txt; DISPLAY=:0 PATH="$PWD/bin:$PATH" git difftool -y',
+        ),
+        # a transport helper git-remote-NAME for NAME::URL (ls-remote: read-only)
+        (("git-remote-evil",), 'PATH="$PWD/bin:$PATH" git ls-remote evil::x'),
+        # `git lane ...` passes to the engine, which git finds as git-lane on PATH
+        (("git-lane",), 'PATH="$PWD/bin:$PATH" git lane status'),
+    ],
+    ids=["help_man_viewer", "difftool_guess", "remote_helper", "git_lane"],
+)
+def test_a_path_adding_a_lane_directory_is_refused_whatever_name_git_starts(
+    hub: Repo, tmp_path: Path, names: tuple[str, ...], trigger: str
+) -> None:
+    """GITLANE_PATH promises that every program git starts by name resolves to the file
+    exec's PATH finds; only a fixed list of names (vi, less, ssh, man...) is compared."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    copies = "; ".join(f"cp evil.sh bin/{n}" for n in names)
+    script = ENV_PRELUDE + f"mkdir -p bin; {copies}; {trigger} </dev/null"
+    r = run_bound(hub, lane_path, script, tmp_path)
+    assert_held(hub, main, tmp_path, r)
+
+
+def test_allow_protocol_and_helper_urls_are_refused(hub: Repo, tmp_path: Path) -> None:
+    """GIT_ALLOW_PROTOCOL=ext lets `ext::CMD` run CMD; ls-remote is read-only and passed the
+    sh fast pass (the variable is judged nowhere)."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    script = ENV_PRELUDE + "GIT_ALLOW_PROTOCOL=ext git ls-remote 'ext::sh evil.sh' </dev/null"
+    r = run_bound(hub, lane_path, script, tmp_path)
+    assert_held(hub, main, tmp_path, r)
+
+
+@pytest.mark.skipif(shutil.which("vim") is None, reason="vim not installed")
+def test_a_safe_editor_with_a_vim_init_command_is_refused(hub: Repo, tmp_path: Path) -> None:
+    """GIT_EDITOR=vi is a "safe" editor, but vim runs VIMINIT's ex commands (`:call system(...)`);
+    the lane's own commit passed the sh fast pass and vim ran the lane's program."""
+    if "VIM" not in subprocess.run(["vi", "--version"], capture_output=True, text=True).stdout:
+        pytest.skip("vi is not vim")
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    script = (
+        ENV_PRELUDE + "export GIT_EDITOR=vi TERM=xterm "
+        "VIMINIT=\":call system('sh $PWD/evil.sh')|qa!\"; git commit -q --allow-empty "
+        "</dev/null >/dev/null"
+    )
+    r = run_bound(hub, lane_path, script, tmp_path)
+    assert_held(hub, main, tmp_path, r)
+
+
+def test_a_gitfile_with_a_second_line_is_refused(hub: Repo, tmp_path: Path) -> None:
+    """git takes the whole lane .git file after `gitdir: ` (only the trailing newline
+    stripped); the Python shim reads its first line. `gitdir: lnk<NL>evil` with lnk a
+    symlink to the lane's git dir satisfied the shim, while git used the lane-made
+    directory `lnk<NL>evil`, whose core.fsmonitor runs on `git status`."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    script = (
+        ENV_PRELUDE + 'ln -s "$(sed -n "s/^gitdir: //p" .git)" lnk; N="$(printf "lnk\\nevil")"; '
+        'mkdir -p "$N/objects" "$N/refs"; printf "ref: refs/heads/x\\n" > "$N/HEAD"; '
+        'printf "[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n'
+        '\\tfsmonitor = sh %s\\n" "$PWD/evil.sh" > "$N/config"; '
+        'printf "gitdir: lnk\\nevil\\n" > .git; git status >/dev/null 2>&1'
+    )
+    r = run_bound(hub, lane_path, script, tmp_path)
+    assert_held(hub, main, tmp_path, r)
+
+
+def test_alternates_other_than_execs_are_refused_so_repack_keeps_the_store(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """GIT_ALTERNATE_OBJECT_DIRECTORIES naming a copy of the packs in the lane: `git repack
+    -a -d -l` packs nothing local (everything is "borrowed") and deletes the repository's
+    packs; with the copy removed, main and every landed commit are gone for good."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    script = (
+        "git repack -a -d -q; mkdir -p objcopy; "
+        'cp -r "$GITLANE_COMMON/objects/pack" objcopy/; '
+        'GIT_ALTERNATE_OBJECT_DIRECTORIES="$PWD/objcopy" git repack -a -d -l -q; rm -rf objcopy'
+    )
+    r = run_bound(hub, lane_path, script, tmp_path)
+    ok = git(hub.path, "cat-file", "-e", f"{main}^{{tree}}", check=False)
+    assert ok.returncode == 0, ("main's objects were deleted", r.rc, r.stderr, ok.stderr)
+
+
+@pytest.mark.skipif(
+    shutil.which("less") is None or shutil.which("script") is None, reason="no less or script"
+)
+def test_a_safe_pager_with_lessopen_is_refused(hub: Repo, tmp_path: Path) -> None:
+    """GIT_PAGER=less is a "safe" pager, but less runs LESSOPEN's input preprocessor (`|-`:
+    for a pipe too): a `git log` in a terminal (here `script`'s) passed the sh fast pass
+    and less ran the lane's program with git's directory first on PATH."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    script = (
+        ENV_PRELUDE + 'export GIT_PAGER=less TERM=xterm LESSOPEN="|-sh $PWD/evil.sh %s"; '
+        'script -qec "git log" /dev/null </dev/null >/dev/null 2>&1'
+    )
+    r = run_bound(hub, lane_path, script, tmp_path)
+    assert_held(hub, main, tmp_path, r)
+
+
+def test_an_index_outside_the_lane_is_refused_for_read_only_commands_too(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """GIT_INDEX_FILE outside the lane is refused for writers (path_outside_lane), but a
+    read-only command is decided before _paths: `git status` refreshes the index it reads
+    and wrote the hub's index (the lane's files' stat data over the hub's entries)."""
+    lane_path = hub.create("alpha")
+    index = hub.common_dir / "index"
+    before = index.read_bytes()
+    script = 'GIT_INDEX_FILE="$GITLANE_COMMON/index" git status --short >/dev/null'
+    r = run_bound(hub, lane_path, script, tmp_path)
+    assert index.read_bytes() == before, (r.rc, r.stderr)
+
+
+def test_a_virtualenv_in_the_lane_first_on_path_is_refused_and_its_next_runs(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """A virtualenv's bin in the lane is the lane's to fill (an `editor`, a
+    git-remote-NAME): a PATH adding it is refused, and the next (exec's PATH) commits."""
+    lane_path = hub.create("alpha")
+    script = (
+        "mkdir -p .venv/bin; printf '#!/bin/sh\\n' > .venv/bin/tool; chmod +x .venv/bin/tool; "
+        'PATH="$PWD/.venv/bin:$PATH" git commit -q --allow-empty -m venv'
+    )
+    r = run_bound(hub, lane_path, script, tmp_path)
+    assert r.rc == 1 and "refused [unsafe_config]" in r.stderr, (r.rc, r.stderr)
+    assert "PATH entry" in r.stderr and "Next: env PATH=" in r.stderr, r.stderr
+    nxt = r.stderr.split("Next: ", 1)[1].strip()
+    r2 = hub.lane("exec", "alpha", "--", "sh", "-c", nxt, cwd=lane_path)
+    assert r2.rc == 0, (nxt, r2.stderr)
+    assert git(lane_path, "log", "-1", "--format=%s").stdout.strip() == "venv"

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Repo, git
+from conftest import ROOT, LaneRun, Repo, git
 from hookfix import install, make_lane
 
 from guard import binding, shim, shimpolicy
@@ -586,7 +586,118 @@ def test_red_team_nested_git_and_external_commands(alpha: Lane, tmp_path: Path) 
     foo.write_text(f"#!/bin/sh\necho ran >'{tmp_path}/foo-ran'\n")
     foo.chmod(0o755)
     path = f"{SHIMS}{os.pathsep}{bindir}{os.pathsep}{os.environ['PATH']}"
-    res = alpha.git("foo", "a", env={"PATH": path})
+    # (exec's PATH has bindir too: a PATH adding it is refused first, unsafe_config)
+    res = alpha.git("foo", "a", env={"PATH": path, binding.PATH_AT_EXEC: path})
     refused(res, "external_command")
     assert "Next: git-foo a" in res.stderr
     assert not (tmp_path / "foo-ran").exists()
+
+
+# -- what a lane may write, however git is asked (red team 13D) ------------------------------
+def exec_sh(hub: Repo, lane_path: Path, script: str) -> LaneRun:
+    """`git lane exec alpha -- sh -c SCRIPT` in lane alpha, after a commit on its branch."""
+    pre = "set -e; echo work > work.txt; git add work.txt; git commit -q -m work; set +e; "
+    return hub.lane("exec", "alpha", "--", "sh", "-c", pre + script, cwd=lane_path)
+
+
+def refused_run(r: LaneRun, code: str) -> None:
+    assert r.rc == 1 and f"git-lane: refused [{code}]" in r.stderr, (r.rc, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(
+    "cmd",
+    ["git branch -f -t feature lane/alpha", "git branch -f --track=inherit feature lane/alpha"],
+    ids=["t", "track_inherit"],
+)
+def test_branch_track_takes_no_value_so_the_shared_branch_is_judged(hub: Repo, cmd: str) -> None:
+    """`git branch -t` takes no value (git 2.39: --track[=direct|inherit]): `branch -f -t
+    feature lane/alpha` moves feature, a shared branch the hooks do not guard."""
+    hub.git("branch", "feature")
+    before = hub.sha("refs/heads/feature")
+    lane_path = hub.create("alpha")
+    r = exec_sh(hub, lane_path, cmd)
+    refused_run(r, "main_mutation_refused")
+    assert hub.sha("refs/heads/feature") == before
+
+
+def test_branch_names_after_double_dash_are_judged(hub: Repo) -> None:
+    hub.git("branch", "feature")
+    before = hub.sha("refs/heads/feature")
+    lane_path = hub.create("alpha")
+    r = exec_sh(hub, lane_path, "git branch -f -- feature lane/alpha")
+    refused_run(r, "main_mutation_refused")
+    assert hub.sha("refs/heads/feature") == before
+
+
+@pytest.mark.parametrize(
+    ("spec", "ref"),
+    [
+        ("+lane/alpha:refs/tags/v1", "refs/tags/v1"),
+        ("+lane/alpha:refs/notes/commits", "refs/notes/commits"),
+        ("+refs/heads/lane/*:refs/git-lane/x/*", "refs/git-lane/x/alpha"),
+    ],
+    ids=["tag", "notes", "git_lane_namespace"],
+)
+def test_fetch_writes_only_remote_tracking_and_the_lanes_own_refs(
+    hub: Repo, spec: str, ref: str
+) -> None:
+    """A lane writes only its branch and refs/worktree/* (git tag is refused); a fetch
+    refspec may add refs/remotes/*: `git fetch . +lane/alpha:refs/tags/v1` moved the
+    owner's tag. Its next fetches the same into FETCH_HEAD only, and runs."""
+    hub.git("tag", "v1")
+    before = hub.sha(ref)
+    lane_path = hub.create("alpha")
+    r = exec_sh(hub, lane_path, f"git fetch -q . {spec}")
+    refused_run(r, "main_mutation_refused")
+    assert hub.sha(ref) == before
+    nxt = r.stderr.split("Next: ", 1)[1].splitlines()[0]
+    r = hub.lane("exec", "alpha", "--", "sh", "-c", nxt, cwd=lane_path)
+    assert r.rc == 0, (nxt, r.rc, r.stderr)
+    r = hub.lane(
+        "exec", "alpha", "--", "git", "fetch", "-q", ".", "lane/alpha:refs/remotes/here/alpha",
+        cwd=lane_path,
+    )  # fmt: skip
+    assert r.rc == 0 and hub.sha("refs/remotes/here/alpha"), (r.rc, r.stderr)
+
+
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        "git -c gc.pruneExpire=now gc -q",
+        "git -c gc.reflogExpire=now -c gc.reflogExpireUnreachable=now gc -q",
+        "git -c gc.worktreePruneExpire=now gc -q",
+        "git config gc.pruneExpire now",
+        "git config core.logAllRefUpdates false",
+        "git fetch -q --prune-tags . lane/alpha",
+    ],
+    ids=["prune", "reflog", "worktree", "config", "reflog_off", "prune_tags"],
+)
+def test_settings_that_make_gc_delete_are_refused_like_gc_prune_now(hub: Repo, cmd: str) -> None:
+    """`git gc --prune=now` is refused (it could delete objects other lanes are writing);
+    `git -c gc.pruneExpire=now gc`, the same in the saved configuration, the reflog and
+    worktree expiries and fetch --prune-tags are refused the same way."""
+    lane_path = hub.create("alpha")
+    r = exec_sh(hub, lane_path, cmd)
+    refused_run(r, "main_mutation_refused")
+    got = hub.git("config", "--get", "gc.pruneExpire", check=False).stdout
+    assert got == "", got
+
+
+def test_the_sh_fast_pass_sends_every_judged_environment_name_to_python() -> None:
+    """A variable decide_git judges for every command (the safe editors' and pagers'
+    environment, the protocol switches, the trace files git reads) sends shims/git's
+    fast pass to Python whenever it is set: the sh pass never lets one through."""
+    from guard import shimpolicy
+
+    text = SHIM.read_text()
+    names = [*binding.EDITOR_ENV, *shimpolicy.PROTOCOL_ENV]
+    names += ["GIT_TRACE", "GIT_TRACE2", "GIT_TRACE2_EVENT", "GIT_TRACE2_PERF"]
+    names += ["GIT_TRACE_PACKET", "GIT_TRACE_PERFORMANCE", "GIT_TRACE_SETUP", "GIT_TRACE_CURL"]
+    editors = text[text.index("for gs_a in VIMINIT") :]
+    editors = editors[: editors.index("; do")].replace("\\\n", " ").split()[3:]
+    missing = [
+        n for n in names if n != "LESSSECURE" and "${" + n + ":+x}" not in text and n not in editors
+    ]
+    assert not missing, missing
+    assert '*\'"LESSSECURE"\'*) [ -n "${LESSSECURE-}" ] || gs_noenv=x' in text

@@ -473,9 +473,138 @@ TABLE: list[tuple[str, dict[str, str], dict[str, Any], str | None]] = [
     ("submodule update", {}, {"is_builtin": lambda n: n != "submodule"}, "external_command"),
     ("for-each-repo --config=x gc", {}, {"is_builtin": lambda n: True}, "shim_facts_unknown"),
     ("patch-id", {}, {"is_builtin": lambda n: True}, None),
+    # red team 13D: what makes any command (read-only too) write outside the lane or run
+    # a program: a trace file, another transport, the safe editors' environment,
+    # alternates and an index other than exec's, a PATH entry the lane can fill
+    ("status", {"GIT_TRACE": COMMON + "/git-lane/config.toml"}, {}, "unsafe_config"),
+    ("status", {"GIT_TRACE2_EVENT": "/tmp/t"}, {}, "unsafe_config"),
+    ("status", {"GIT_TRACE_NEW_KIND": "/tmp/t"}, {}, "unsafe_config"),
+    ("lane status", {"GIT_TRACE_PACKET": "/tmp/t"}, {}, "unsafe_config"),
+    ("status", {"GIT_TRACE": "1", "GIT_TRACE2": "2", "GIT_TRACE_SETUP": "true"}, {}, None),
+    ("ls-remote ext::sh", {"GIT_ALLOW_PROTOCOL": "ext"}, {}, "unsafe_config"),
+    ("ls-remote x", {"GIT_PROTOCOL_FROM_USER": "1"}, {}, "unsafe_config"),
+    ("ls-remote evil::x", {}, {}, "unsafe_config"),
+    ("fetch --upload-pack=x ext::x", {}, {}, "unsafe_config"),
+    ("commit -m a::b", {}, {}, None),
+    ("commit -m x", {"GIT_EDITOR": "vi", "VIMINIT": ":!sh x"}, {}, "unsafe_config"),
+    ("log", {"GIT_PAGER": "less", "LESSOPEN": "|-sh x %s"}, {}, "unsafe_config"),
+    ("log", {"LESS": "+!sh x"}, {}, "unsafe_config"),
+    ("log", {"LESS": "-R", "GITLANE_PROGRAM_ENV": '{"LESS": "-R"}'}, {}, None),
+    ("log", {"LESSSECURE": "1"}, {}, None),
+    ("log", {"GITLANE_PROGRAM_ENV": '{"LESSSECURE": "1"}'}, {}, "unsafe_config"),
+    ("repack -a -d -l", {"GIT_ALTERNATE_OBJECT_DIRECTORIES": LANE + "/o"}, {}, "unsafe_config"),
+    ("status", {"GIT_ALTERNATE_OBJECT_DIRECTORIES": COMMON + "/objects"}, {}, "unsafe_config"),
+    (
+        "status",
+        {
+            "GIT_OBJECT_DIRECTORY": GD + "/objects",
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES": COMMON + "/objects",
+        },
+        {},
+        None,
+    ),
+    ("status", {"GIT_OBJECT_DIRECTORY": "/tmp/objects"}, {}, "path_outside_lane"),
+    ("status", {"GIT_INDEX_FILE": COMMON + "/index"}, {}, "path_outside_lane"),
+    ("status", {"GIT_INDEX_FILE": GD + "/index.tmp"}, {}, None),
+    ("commit -m x", {"PATH": "bin:/usr/bin"}, {"exec_env_path": "/usr/bin"}, "unsafe_config"),
+    ("commit -m x", {"PATH": ":/usr/bin"}, {"exec_env_path": "/usr/bin"}, "unsafe_config"),
+    (
+        "lane status",
+        {"PATH": LANE + "/bin:/usr/bin"},
+        {"exec_env_path": "/usr/bin"},
+        "unsafe_config",
+    ),
+    (
+        "help status",
+        {"PATH": "/opt/x/bin:/usr/bin"},
+        {"exec_env_path": "/usr/bin", "writable": lambda p: True},
+        "unsafe_config",
+    ),
+    ("log", {"PATH": "/opt/x/bin:/usr/bin"}, {"exec_env_path": "/usr/bin"}, None),
+    ("log", {"PATH": "/bin:/usr/bin"}, {"exec_env_path": "/usr/bin:/bin"}, None),
     # the global options git-lane does not know
     ("--frobnicate commit", {}, {}, "shim_facts_unknown"),
     ("-C", {}, {}, "shim_facts_unknown"),
+    # red team 13D: keys that name a program, a todo list made of commit messages
+    ("-c gpg.ssh.defaultKeyCommand=/tmp/p commit -m x", {}, {}, "unsafe_config"),
+    ("config gpg.ssh.defaultKeyCommand /tmp/p", {}, {}, "unsafe_config"),
+    ("-c tar.evil.command=/tmp/p archive --format=evil HEAD", {}, {}, "unsafe_config"),
+    ("config --rename-section x tar.evil", {}, {}, "unsafe_config"),
+    ("-c rebase.instructionFormat=%B rebase -i main", {}, {}, "unsafe_config"),
+    ("-c rebase.instructionFormat=%x0aexec rebase main", {}, {}, "unsafe_config"),
+    ("-c rebase.instructionFormat=%(trailers) rebase main", {}, {}, "unsafe_config"),
+    ("-c 'rebase.instructionFormat=%s\nexec p' rebase main", {}, {}, "unsafe_config"),
+    ("-c 'rebase.instructionFormat=%s by %an <%ae> %h' rebase -i main", {}, {}, None),
+    ("--config-env=rebase.instructionFormat=F rebase main", {}, {}, "unsafe_config"),
+    (
+        "rebase main",
+        {"GIT_CONFIG_PARAMETERS": "'rebase.instructionFormat'='%s'"},
+        {},
+        "unsafe_config",
+    ),
+    ("config rebase.instructionFormat %B", {}, {}, "unsafe_config"),
+    ("config set rebase.instructionFormat '%w(0)%B'", {}, {}, "unsafe_config"),
+    ("config rebase.instructionFormat '%s %h'", {}, {}, None),
+    ("config --unset rebase.instructionFormat", {}, {}, None),
+    ("config --rename-section x rebase", {}, {}, "unsafe_config"),
+    ("rebase main", {}, {"config_value": lambda k: "%B"}, "unsafe_config"),
+    ("rebase -i main", {}, {"config_value": lambda k: "%s%n%b"}, "unsafe_config"),
+    ("pull --rebase origin", {}, {"config_value": lambda k: "%b"}, "unsafe_config"),
+    ("-c rebase.instructionFormat=%s rebase main", {}, {"config_value": lambda k: "%B"}, None),
+    ("rebase --continue", {}, {"config_value": lambda k: "%B"}, None),
+    ("rebase main", {}, {"config_value": lambda k: "%s [%an]"}, None),
+    # clone's own -c / --config, judged as git -c
+    ("clone -c core.hooksPath=/tmp/h /w/repo sub", {}, {}, "hooks_disabled"),
+    ("clone --config=filter.x.smudge=/tmp/p /w/repo sub", {}, {}, "unsafe_config"),
+    ("clone --config filter.x.smudge=/tmp/p /w/repo sub", {}, {}, "unsafe_config"),
+    ("clone -qcfilter.x.smudge=/tmp/p /w/repo sub", {}, {}, "unsafe_config"),
+    ("clone -q -c core.fsmonitor=/tmp/p /w/repo sub", {}, {}, "unsafe_config"),
+    ("clone -c user.name=x /w/repo sub", {}, {}, None),
+    ("clone -o c /w/repo sub", {}, {}, None),
+    # settings that make gc or fetch delete what others keep, as gc --prune=now
+    ("-c gc.pruneExpire=now gc", {}, {}, "main_mutation_refused"),
+    ("-c gc.pruneExpire=now commit -m x", {}, {}, "main_mutation_refused"),
+    ("-c gc.reflogExpireUnreachable=now gc", {}, {}, "main_mutation_refused"),
+    ("-c gc.refs/heads/*.reflogExpire=now gc", {}, {}, "main_mutation_refused"),
+    ("-c gc.worktreePruneExpire=now gc", {}, {}, "main_mutation_refused"),
+    ("-c core.logAllRefUpdates=false commit -m x", {}, {}, "main_mutation_refused"),
+    ("-c fetch.pruneTags=true fetch -p origin", {}, {}, "main_mutation_refused"),
+    ("gc", {"GIT_CONFIG_PARAMETERS": "'gc.pruneexpire'='now'"}, {}, "main_mutation_refused"),
+    ("config gc.pruneExpire now", {}, {}, "main_mutation_refused"),
+    ("config --add gc.reflogExpire now", {}, {}, "main_mutation_refused"),
+    ("config --rename-section x gc", {}, {}, "main_mutation_refused"),
+    ("config --unset gc.pruneExpire", {}, {}, None),
+    ("-c gc.auto=0 commit -m x", {}, {}, None),
+    ("maintenance run --task=gc", {}, {}, None),
+    # branch's options as git parses them: -t/--track take no value
+    ("branch -f -t feature lane/alpha", {}, {}, "main_mutation_refused"),
+    ("branch -f --track feature lane/alpha", {}, {}, "main_mutation_refused"),
+    ("branch -ft feature lane/alpha", {}, {}, "main_mutation_refused"),
+    ("branch -f -- feature lane/alpha", {}, {}, "main_mutation_refused"),
+    ("branch -f -t lane/alpha main", {}, {}, None),
+    ("branch -u origin/main", {}, {}, None),
+    ("branch -fu origin/main lane/alpha", {}, {}, None),
+    # fetch writes refs/remotes/*, the lane's branch and refs/worktree/*; nothing else
+    ("fetch . +lane/alpha:refs/tags/v1", {}, {}, "main_mutation_refused"),
+    ("fetch . lane/alpha:v2", {}, {}, "main_mutation_refused"),
+    ("fetch . HEAD:refs/notes/commits", {}, {}, "main_mutation_refused"),
+    ("fetch . HEAD:refs/git-lane/landed/x", {}, {}, "main_mutation_refused"),
+    ("fetch . 'refs/tags/*:refs/tags/*'", {}, {}, "main_mutation_refused"),
+    ("fetch . 'refs/heads/*:refs/remote*'", {}, {}, "main_mutation_refused"),
+    (
+        "fetch s",
+        {},
+        {"fetch_refspecs": lambda: ["+refs/tags/*:refs/tags/*"]},
+        "main_mutation_refused",
+    ),
+    ("fetch --prune-tags origin", {}, {}, "main_mutation_refused"),
+    ("fetch -pP origin", {}, {}, "main_mutation_refused"),
+    ("fetch --tags --force origin", {}, {}, "main_mutation_refused"),
+    ("fetch --tags origin", {}, {}, None),
+    ("fetch origin tag v2", {}, {}, "main_mutation_refused"),
+    ("fetch . HEAD:refs/worktree/mine", {}, {}, None),
+    ("fetch . 'refs/heads/*:refs/remotes/here/*'", {}, {}, None),
+    ("push . HEAD:refs/tags/v9", {}, {}, "main_mutation_refused"),
 ]
 
 
@@ -723,3 +852,31 @@ def test_generated_command_lines_get_a_pass_or_a_registered_code(
         assert r.code in CODES
         assert isinstance(r.message, str) and r.message
         assert all(isinstance(c, str) for c in r.next)
+
+
+# git 2.39's configuration keys that name a program or a shell command, or pick the one git
+# runs (`git help --config`, read key by key): each is refused as -c and as a config write
+# (alias.*: a -c alias is judged as what it runs, a shell one refused as shell_alias).
+PROGRAM_KEYS_2_39 = [
+    "core.fsmonitor", "core.sshCommand", "core.pager", "core.editor", "core.askPass",
+    "core.gitProxy", "core.alternateRefsCommand", "sequence.editor", "diff.external",
+    "diff.x.command", "diff.x.textconv", "diff.tool", "diff.guitool", "difftool.x.cmd",
+    "difftool.x.path", "merge.tool", "merge.guitool", "mergetool.x.cmd", "mergetool.x.path",
+    "merge.x.driver", "filter.x.clean", "filter.x.smudge", "filter.x.process",
+    "gpg.program", "gpg.ssh.program", "gpg.x509.program", "gpg.openpgp.program",
+    "gpg.ssh.defaultKeyCommand", "credential.helper", "credential.https://h.helper",
+    "sendemail.toCmd", "sendemail.ccCmd", "sendemail.sendmailCmd", "sendemail.smtpServer",
+    "uploadpack.packObjectsHook", "web.browser", "help.browser", "help.format",
+    "browser.x.cmd", "browser.x.path", "man.viewer", "man.x.cmd", "man.x.path",
+    "instaweb.browser", "instaweb.httpd", "tar.x.command", "guitool.x.cmd", "imap.tunnel",
+    "interactive.diffFilter", "ssh.variant", "pager.log", "trailer.x.command",
+    "trailer.x.cmd", "remote.x.uploadpack", "remote.x.receivepack", "remote.x.vcs",
+    "submodule.x.update", "init.templateDir", "url.x.insteadOf",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("key", PROGRAM_KEYS_2_39)
+def test_every_program_key_of_git_2_39_is_judged(key: str) -> None:
+    for line in (f"-c {key}=/tmp/p status", f"config {key} /tmp/p"):
+        r = decide_git(shlex.split(line), ENV, facts())
+        assert r is not None and r.code == "unsafe_config", (line, r.line() if r else None)

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import Repo
+from conftest import LaneRun, Repo
 
 P = "git -c core.hooksPath=/dev/null update-ref refs/heads/main HEAD"
 
@@ -163,3 +163,151 @@ def test_the_owners_own_program_variables_pass_and_a_changed_one_does_not(
     nested = "GIT_ASKPASS=/tmp/evil git lane exec alpha -- git commit -q --allow-empty -m x"
     res = run(nested)
     assert "[unsafe_config]" in res.stderr, res.stderr
+
+
+# -- configuration keys that name a program, or make one of a commit message (red team 13D) --
+# The lane's program (evil.sh, in its own worktree), started by git with git's directory
+# first on PATH (its `git` is the real one), moves main with the hooks off and leaves a
+# marker: main unmoved and no marker is the guarantee.
+PAYLOAD = (
+    "#!/bin/sh\n"
+    "unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_OBJECT_DIRECTORY\n"
+    'git -C "$HUB" -c core.hooksPath=/dev/null update-ref refs/heads/main refs/heads/lane/alpha\n'
+    'echo ran >> "$MARKER"\n'
+    'case $1 in *COMMIT_EDITMSG) echo msg > "$1" ;; esac\n'
+    "exit 0\n"
+)
+PRELUDE = (
+    "set -e; echo work > work.txt; git add work.txt; git commit -q -m work; "
+    'printf %s "$PAYLOAD" > "$PWD/evil.sh"; chmod +x evil.sh; set +e; '
+)
+
+
+def in_lane(hub: Repo, lane_path: Path, script: str, tmp_path: Path) -> LaneRun:
+    """`git lane exec alpha -- sh -c SCRIPT` in lane alpha, with HUB, PAYLOAD, MARKER."""
+    env = {"HUB": str(hub.path), "PAYLOAD": PAYLOAD, "MARKER": str(tmp_path / "marker")}
+    return hub.lane("exec", "alpha", "--", "sh", "-c", script, cwd=lane_path, env=env)
+
+
+def held(hub: Repo, main: str | None, tmp_path: Path, r: LaneRun, code: str) -> None:
+    """Refused with CODE, main where it was and the lane's program never ran."""
+    ran = (tmp_path / "marker").exists()
+    assert hub.sha() == main and not ran, (hub.sha() != main, ran, r.rc, r.stdout, r.stderr)
+    assert f"git-lane: refused [{code}]" in r.stderr, (r.rc, r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(
+    "trigger",
+    [
+        "git -c gpg.format=ssh -c commit.gpgSign=true "
+        '-c gpg.ssh.defaultKeyCommand="$PWD/evil.sh" commit -q --allow-empty -m x',
+        "git config gpg.format ssh && git config commit.gpgSign true && "
+        'git config gpg.ssh.defaultKeyCommand "$PWD/evil.sh" && git commit -q --allow-empty -m x',
+    ],
+    ids=["dash_c", "git_config"],
+)
+def test_the_ssh_signing_key_command_is_a_program_key(
+    hub: Repo, tmp_path: Path, trigger: str
+) -> None:
+    """gpg.ssh.defaultKeyCommand names the program git runs to find an ssh signing key:
+    refused as -c and as a `git config` write (saved, the owner's commits would run it)."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    r = in_lane(hub, lane_path, PRELUDE + trigger + " </dev/null", tmp_path)
+    held(hub, main, tmp_path, r, "unsafe_config")
+
+
+def test_an_archive_filter_command_is_a_program_key(hub: Repo, tmp_path: Path) -> None:
+    """tar.<format>.command is the filter `git archive --format=<format>` pipes the tar
+    through (with the shell): -c of it is refused, though archive without -o is read-only."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    script = (
+        PRELUDE + 'git -c tar.evil.command="sh $PWD/evil.sh" archive --format=evil HEAD '
+        "</dev/null >/dev/null"
+    )
+    held(hub, main, tmp_path, in_lane(hub, lane_path, script, tmp_path), "unsafe_config")
+
+
+def test_a_commit_message_line_never_becomes_a_rebase_todo_command(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """rebase.instructionFormat=%B writes each commit's whole message into the todo list of
+    any rebase: a body line `exec ...` would be a todo command. Refused as -c."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    script = (
+        PRELUDE + 'git commit -q --allow-empty -m subject -m "exec sh $PWD/evil.sh"; '
+        "GIT_SEQUENCE_EDITOR=: git -c rebase.instructionFormat=%B rebase -q -i HEAD~1 </dev/null"
+    )
+    held(hub, main, tmp_path, in_lane(hub, lane_path, script, tmp_path), "unsafe_config")
+
+
+def test_a_saved_instruction_format_is_refused_and_a_rebase_runs_with_a_one_line_one(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """`git config rebase.instructionFormat %B` is refused (the owner's rebases would read
+    it); one already in the configuration (the owner's) makes a rebase refuse, and its
+    next, the rebase with -c rebase.instructionFormat=%s, runs and runs no message line."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    body = PRELUDE + 'git commit -q --allow-empty -m subject -m "exec sh $PWD/evil.sh"; '
+    r = in_lane(hub, lane_path, body + "git config rebase.instructionFormat %B", tmp_path)
+    held(hub, main, tmp_path, r, "unsafe_config")
+    hub.git("config", "rebase.instructionFormat", "%s%n%b")
+    r = hub.lane(
+        "exec", "alpha", "--", "git", "rebase", "-q", "HEAD~1", "--force-rebase",
+        cwd=lane_path,
+    )  # fmt: skip
+    assert r.rc == 1 and "refused [unsafe_config]" in r.stderr, (r.rc, r.stderr)
+    nxt = r.stderr.split("Next: ", 1)[1].splitlines()[0]
+    assert nxt.startswith("git -c rebase.instructionFormat=%s rebase"), nxt
+    env = {"MARKER": str(tmp_path / "marker"), "HUB": str(hub.path)}
+    r = hub.lane("exec", "alpha", "--", "sh", "-c", nxt, cwd=lane_path, env=env)
+    assert r.rc == 0, (r.rc, r.stderr)
+    assert hub.sha() == main and not (tmp_path / "marker").exists()
+
+
+@pytest.mark.parametrize(
+    ("trigger", "code"),
+    [
+        (
+            'mkdir hk; cp evil.sh hk/post-checkout; git clone -q -c core.hooksPath="$PWD/hk" '
+            '"$GITLANE_COMMON" d1',
+            "hooks_disabled",
+        ),
+        (
+            "echo '* filter=x' > attrs; git clone -q --config filter.x.smudge=\"sh $PWD/evil.sh\" "
+            '-c core.attributesFile="$PWD/attrs" "$GITLANE_COMMON" d2',
+            "unsafe_config",
+        ),
+        (
+            "echo '* filter=x' > attrs; git clone -qcfilter.x.smudge=\"sh $PWD/evil.sh\" "
+            '-c core.attributesFile="$PWD/attrs" "$GITLANE_COMMON" d3',
+            "unsafe_config",
+        ),
+    ],
+    ids=["hooks_path", "smudge_filter", "bundled_short"],
+)
+def test_clones_own_config_option_is_judged_like_git_c(
+    hub: Repo, tmp_path: Path, trigger: str, code: str
+) -> None:
+    """`git clone -c KEY=VALUE` (also --config, -qcKEY=VALUE) sets KEY in the new repository
+    before its checkout: a hook path or a program key there is refused as `git -c` is."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    r = in_lane(hub, lane_path, PRELUDE + trigger + " </dev/null", tmp_path)
+    held(hub, main, tmp_path, r, code)
+
+
+def test_a_clone_with_a_plain_config_option_still_works(hub: Repo, tmp_path: Path) -> None:
+    lane_path = hub.create("alpha")
+    r = in_lane(hub, lane_path, 'git clone -q -c user.name=x "$GITLANE_COMMON" d4', tmp_path)
+    assert r.rc == 0, (r.rc, r.stderr)
+    assert git_config(lane_path / "d4", "user.name") == "x"
+
+
+def git_config(where: Path, key: str) -> str:
+    res = subprocess.run(["git", "config", key], cwd=where, text=True, capture_output=True)
+    return res.stdout.strip()

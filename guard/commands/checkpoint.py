@@ -39,6 +39,7 @@ def run(repo: Repo, key: str | None, message: str | None) -> CheckpointResult:
     if wt is None or not wt.exists:
         raise lane.missing_worktree_refusal(key, rec.path, "checkpoint")
     lane.owner_conflict(repo, rec, "checkpoint")
+    lane.check_pointers(repo, rec)  # its git would commit in another repository, admin dir
     path = rec.path
     objects.use(repo, path)  # its commits may be in its own store only
     if git.rebase_in_progress(path):
@@ -67,7 +68,7 @@ def run(repo: Repo, key: str | None, message: str | None) -> CheckpointResult:
         fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
         admin = os.path.dirname(lock)
-        dead = gitlocks.stale(repo.state_dir, key, path, Path(admin))
+        dead = gitlocks.stale(repo, key, path, Path(admin))
         if os.path.realpath(lock) in (os.path.realpath(p) for p in dead):
             raise gitlocks.stale_refusal(key, [lock], "checkpoint") from None
         raise Refusal(

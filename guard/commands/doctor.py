@@ -21,6 +21,7 @@ from guard.git import q
 from guard.repo import Repo
 from guard.results import Check, DoctorResult
 from guard.store import read_regular
+from guard.store import LaneRecord
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 
@@ -837,7 +838,7 @@ def check_lanes(repo: Repo) -> list[Check]:
                 )
             )
             continue
-        dead = gitlocks.stale(repo.state_dir, rec.key, rec.path, repo.store.admin_dir(rec))
+        dead = gitlocks.stale(repo, rec.key, rec.path, repo.store.admin_dir(rec))
         if dead:
             out.append(
                 finding(
@@ -848,6 +849,7 @@ def check_lanes(repo: Repo) -> list[Check]:
                     "git lane reconcile",
                 )
             )
+        out.extend(_branch_lock(repo, rec))
         gd = git.worktree_git_dir(rec.path)
         marker = gd / KEY_FILE if gd is not None else None
         try:
@@ -876,6 +878,36 @@ def check_lanes(repo: Repo) -> list[Check]:
 
 
 # -- Landlock ---------------------------------------------------------------------------
+def _branch_lock(repo: Repo, rec: LaneRecord) -> list[Check]:
+    """The lane's branch lock (`refs/heads/lane/KEY.lock` in the common dir): every update
+    of the branch fails on it. Stale: reconcile lifts it; old but a git works in the
+    repository (any git there may be writing the branch): named, with the command to
+    remove it by hand once none is."""
+    lk, state = gitlocks.ref_lock_state(repo, rec.branch, rec.path)
+    if lk is None or state == "young":
+        return []
+    if state == "stale":
+        return [
+            finding(
+                f"lane {rec.key}",
+                FAIL,
+                f"git lock file left by a process that is gone: {lk}; every update of "
+                f"branch {rec.branch} fails on it",
+                "git lane reconcile",
+            )
+        ]
+    return [
+        finding(
+            f"lane {rec.key}",
+            WARN,
+            f"branch {rec.branch} is locked ({lk}) while a git process works in the "
+            "repository: reconcile leaves it; if no git command is writing the branch, "
+            "remove it by hand",
+            f"rm -f -- {q(str(lk))}",
+        )
+    ]
+
+
 def landlock_abi() -> tuple[int | None, str]:
     """(ABI version, why not): None when the sandbox cannot be applied on this kernel."""
     abi, why = sandbox.probe()

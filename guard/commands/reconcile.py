@@ -77,7 +77,7 @@ def run(repo: Repo) -> ReconcileResult:
     out: ReconcileResult = {
         "ok": True,
         # a land left to its live owner is noted, not reconciled
-        "code": "reconciled" if any(c["action"] != "landing_left" for c in changes) else "ok",
+        "code": "reconciled" if any(c["action"] not in LEFT for c in changes) else "ok",
         "changes": changes,
     }
     nxt, warnings = _needs_repair(repo)
@@ -90,6 +90,47 @@ def run(repo: Repo) -> ReconcileResult:
     if warnings:
         out["next"] = nxt
         out["warnings"] = warnings
+    return out
+
+
+LEFT = ("landing_left", "git_lock_left")  # noted, not reconciled
+
+
+def _git_locks(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
+    """The lane's stale git locks lifted (guard/gitlocks.py), only while its pointers are
+    intact: a record naming another admin dir (a planted `admin`, a symlink under
+    worktrees/) would have another lane's, or the hub's, locks judged as this lane's."""
+    faults = recovery.pointer_faults(repo, rec)
+    admin = repo.store.admin_dir(rec)
+    if faults or not gitlocks.admin_ok(repo, admin):
+        left = [str(p) for p in gitlocks.present(admin)] if gitlocks.admin_ok(repo, admin) else []
+        why = faults or [f"its admin dir {admin} is not git's"]
+        if not left:
+            return []  # doctor names the faults, with `git lane repair KEY`
+        return [{"action": "git_lock_left", "lane": rec.key, "files": left, "why": why}]
+    out: list[dict[str, Any]] = []
+    gone = gitlocks.clear(repo, rec.key, rec.path, admin)
+    if gone:
+        out.append(
+            {
+                "action": "git_lock_removed",
+                "lane": rec.key,
+                "files": [g["file"] for g in gone],
+                "lifted": gone,
+            }
+        )
+    removed, left_ref = gitlocks.clear_ref(repo, rec.branch, rec.path)
+    if removed:
+        out.append({"action": "git_lock_removed", "lane": rec.key, "files": [removed]})
+    if left_ref:
+        out.append(
+            {
+                "action": "git_lock_left",
+                "lane": rec.key,
+                "files": [left_ref],
+                "why": ["a git process works in the repository (it may be writing the branch)"],
+            }
+        )
     return out
 
 
@@ -224,9 +265,7 @@ def _reconcile_lane(
         lane.write_marker(repo, rec.path, rec.key)  # the hooks tell a lane by it
         changes.append({"action": "marker_written", "lane": rec.key})
     if new.status == "active" and present:
-        gone = gitlocks.clear(repo.state_dir, rec.key, rec.path, repo.store.admin_dir(rec))
-        if gone:
-            changes.append({"action": "git_lock_removed", "lane": rec.key, "files": gone})
+        changes.extend(_git_locks(repo, rec))
     if new.owner_pid and not procs.alive(new.owner_pid, new.owner_start):
         new = replace(new, owner_pid=None, owner_start=None)
         changes.append({"action": "owner_cleared", "lane": rec.key, "pid": rec.owner_pid})

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from guard.lane import CONFIRM, LOCK_REASON
 from guard.repo import Repo
 from guard.results import ReleaseResult
 from guard.store import FileLock, LaneRecord, atomic_write, atomic_write_json, now_iso, set_aside
+from guard.store import move_aside
 
 
 @dataclass
@@ -249,6 +251,20 @@ def _end(repo: Repo, key: str) -> None:
         repo.store.event("warning", lane=key, code="state_corrupt", path=str(path), to=str(aside))
 
 
+def _keep_journal(repo: Repo, key: str) -> list[dict[str, Any]]:
+    """An unreadable journal is moved aside as `KEY.json.corrupt-<UTC time>` (kept, as
+    other state files are), logged; left where it is when it cannot be moved."""
+    path = journal_path(repo, key)
+    if not os.path.lexists(path):
+        return []
+    try:
+        aside = move_aside(path, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
+    except OSError:
+        return []
+    repo.store.event("warning", lane=key, code="state_corrupt", path=str(path), to=str(aside))
+    return [{"action": "release_journal_kept", "lane": key, "path": str(aside)}]
+
+
 def recover(repo: Repo, idx: dict[str, git.Worktree]) -> list[dict[str, Any]]:
     """reconcile, under the registry lock: finish each release that died after its
     journal was written (the worktree gone: the branch is deleted at the tip it
@@ -267,9 +283,12 @@ def recover(repo: Repo, idx: dict[str, git.Worktree]) -> list[dict[str, Any]]:
         d = repo.store.read_json(journal_path(repo, key), lane=key)
         rec = repo.store.read_lane(key)
         tip = d.get("tip") if d is not None else None
+        if d is None or not (tip is None or isinstance(tip, str)):
+            # unreadable (not JSON, not a file, a tip of no form): kept aside, never deleted
+            changes.extend(_keep_journal(repo, key))
+            continue
         if (
-            d is None
-            or rec is None
+            rec is None
             or rec.status == "released"
             or d.get("path") != rec.path
             or not (tip is None or isinstance(tip, str))

@@ -58,7 +58,7 @@ def _check_locks(repo: Repo, key: str, path: str, action: str) -> None:
     """A sync killed with its git leaves git's lock files (HEAD.lock) with the rebase:
     `git rebase --abort`/`--continue` would fail on them."""
     rec = lane.get(repo, key)
-    gitlocks.check(repo.state_dir, key, path, repo.store.admin_dir(rec), action)
+    gitlocks.check(repo, key, path, repo.store.admin_dir(rec), action)
 
 
 def _git(path: str, args: list[str], check: bool = False) -> git.GitResult:
