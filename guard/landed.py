@@ -16,6 +16,15 @@ else the first `create`), so that a move of main past the hooks before any land 
 as one after a land is. It is not a land: it never counts in the epoch, and it is
 read only while no land has been made (`last`).
 
+A landed ref is a ref: anything that runs git with the hooks off can write one, at a main
+it moved by hand, to make that main look landed. So a ref counts as a land only when
+something else vouches for it (`vouchers`): a land event in the audit log with its epoch
+and tip, the landing record of a land under way, or epoch.json naming the same land. One
+vouched by nothing and not older than the last vouched land is `unvouched`: never taken
+as the last land (doctor names it; reconcile never raises the epoch to it). Likewise the
+baseline is kept in state too (epoch.json at epoch 0: `main_after`, written with the ref),
+so a baseline ref deleted or moved past the hooks is seen, and never recorded afresh.
+
 Zero-padded so that git's own order (for-each-ref, `git log --all --source`) is land
 order, and the newest is one `for-each-ref --sort=-refname --count=1` away; names are
 still read as numbers, and a name that is not exactly 10 digits is not ours."""
@@ -24,11 +33,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from guard import git, lock
 from guard.errors import Refusal
 from guard.repo import Repo
-from guard.store import EPOCH_MAX
+from guard.store import EPOCH_MAX, Epoch, now_iso
 
 PREFIX = "refs/git-lane/landed/"
 BASELINE = "refs/git-lane/baseline"
@@ -107,36 +117,143 @@ def newest_ref(repo: Repo) -> Landed | None:
 
 
 def last(repo: Repo, refs: list[Landed] | None = None) -> Landed | None:
-    """Where the last land left main: the newest landed ref, or epoch.json when it names
-    a newer land (one from before landed refs, or whose ref is missing); before any land,
-    the baseline (epoch 0), when one was recorded."""
-    best = (refs[-1] if refs else None) if refs is not None else newest_ref(repo)
+    """Where the last land left main: the newest vouched landed ref, or epoch.json when it
+    names a newer land (one from before landed refs, or whose ref is missing, or whose
+    ref was moved); before any land, the baseline (epoch 0), when one was recorded.
+    The audit log is read only when the newest ref is not the land epoch.json names."""
     ep = repo.store.read_epoch()
+    best = (refs[-1] if refs else None) if refs is not None else newest_ref(repo)
+    if best is not None and best.epoch >= ep.epoch and (best.epoch, best.sha) != _of(ep):
+        vouched = vouchers(repo, ep)
+        found = refs if refs is not None else all_landed(repo)
+        ok = [r for r in found if (r.epoch, r.sha) in vouched]
+        best = ok[-1] if ok else None
     if ep.epoch and ep.main_after and (best is None or ep.epoch > best.epoch):
         return Landed(ep.epoch, ep.main_after, None)
     return best if best is not None else baseline(repo)
 
 
-def baseline(repo: Repo) -> Landed | None:
-    """The recorded baseline as epoch 0, or None (never recorded, or a symbolic ref)."""
+def _of(ep: Epoch) -> tuple[int, str] | None:
+    return (ep.epoch, ep.main_after) if ep.epoch and ep.main_after else None
+
+
+def vouchers(repo: Repo, ep: Epoch | None = None) -> set[tuple[int, str]]:
+    """(epoch, tip) of every land something other than its landed ref records: a land
+    event in the audit log (each lane of a batch has its own), the landing record of a
+    land under way (its tip, each batch entry), epoch.json's last land."""
+    out: set[tuple[int, str]] = set()
+    for ev in repo.store.events():
+        if ev.get("kind") == "land":
+            _add(out, ev.get("epoch"), ev.get("main_after"))
+    rec = repo.store.read_json(repo.store.landing_path)
+    if rec is not None:
+        stack = rec.get("stack")
+        for x in [rec, *(stack if isinstance(stack, list) else [])]:
+            if isinstance(x, dict):
+                _add(out, x.get("epoch_after", x.get("epoch")), x.get("tip"))
+    own = _of(ep if ep is not None else repo.store.read_epoch())
+    if own is not None:
+        out.add(own)
+    return out
+
+
+def _add(out: set[tuple[int, str]], epoch: object, tip: object) -> None:
+    ok = isinstance(epoch, int) and not isinstance(epoch, bool) and 0 < epoch <= EPOCH_MAX
+    if ok and isinstance(epoch, int) and isinstance(tip, str):
+        out.add((epoch, tip))
+
+
+def unvouched(repo: Repo, refs: list[Landed] | None = None) -> list[Landed]:
+    """Landed refs vouched by nothing (`vouchers`) and not older than the last vouched
+    land: written past the hooks (or a land whose every other record is gone), never
+    taken as landed. Older ones are left alone: the audit log is rotated, so a land long
+    past may have only its ref left, and it cannot pass for the last land."""
+    found = refs if refs is not None else all_landed(repo)
+    ep = repo.store.read_epoch()
+    if not found or (found[-1].epoch, found[-1].sha) == _of(ep) or found[-1].epoch < ep.epoch:
+        return []
+    vouched = vouchers(repo, ep)
+    floor = max((e for e, _ in vouched), default=0)
+    return [r for r in found if r.epoch >= floor and (r.epoch, r.sha) not in vouched]
+
+
+def newest_vouched(repo: Repo) -> Landed | None:
+    """The newest landed ref something else vouches for (reconcile: how far the epoch
+    may be put back up)."""
+    found = all_landed(repo)
+    vouched = vouchers(repo)
+    ok = [r for r in found if (r.epoch, r.sha) in vouched]
+    return ok[-1] if ok else None
+
+
+def baseline_ref(repo: Repo) -> str | None:
+    """The sha of refs/git-lane/baseline, or None (missing, or a symbolic ref: forged)."""
     res = git.run(["for-each-ref", "--format=%(objectname) %(symref)", BASELINE], repo.common_dir)
     sha, _, sym = res.stdout.strip().partition(" ")
-    return Landed(0, sha, BASELINE) if sha and not sym else None  # a symbolic one is forged
+    return sha if sha and not sym else None
+
+
+def baseline_kept(repo: Repo) -> str | None:
+    """The baseline as state keeps it: epoch.json's `main_after` while its epoch is 0."""
+    ep = repo.store.read_epoch()
+    return ep.main_after if not ep.epoch and ep.main_after else None
+
+
+def baseline_logged(repo: Repo) -> str | None:
+    """The newest baseline the audit log records (read only when state has none)."""
+    sha = None
+    for ev in repo.store.events():
+        if ev.get("kind") == "baseline" and isinstance(ev.get("sha"), str):
+            sha = ev["sha"]
+    return sha
+
+
+def baseline(repo: Repo) -> Landed | None:
+    """The recorded baseline as epoch 0, or None: the one state keeps (whatever became
+    of the ref; `ref` is None when the ref is not at it), else the ref (a repository
+    whose baseline was recorded before state kept it)."""
+    kept = baseline_kept(repo)
+    ref = baseline_ref(repo)
+    if kept is not None:
+        return Landed(0, kept, BASELINE if ref == kept else None)
+    return Landed(0, ref, BASELINE) if ref is not None else None
 
 
 def record_baseline(repo: Repo) -> str | None:
-    """Record main's tip as the baseline when nothing records where main should be yet
-    (no land, no baseline): called by install and create. Written as land writes a
-    landed ref: a create, under the integration lock whose record's tip is the value, so
-    the reference-transaction hook lets it through. A land under way (the lock busy)
-    leaves it to that land's landed ref. Never refuses: a baseline not recorded is
-    recorded by a later create (or logged as baseline_failed). Returns the sha, or None."""
-    if last(repo) is not None:
-        return None
-    try:
-        sha = repo.main_sha()
-    except Refusal:
-        return None  # no main yet: the first create after its first commit records it
+    """install and create: record main's tip as the baseline when nothing records where
+    main should be yet (no land, no baseline in state, the audit log or the ref), in the
+    ref and in state; a baseline recorded before is never recorded afresh, only what is
+    missing of it put back (`ensure_baseline`). Returns the sha newly recorded, or None."""
+    done = ensure_baseline(repo)
+    return next((c["sha"] for c in done if c["action"] == "baseline_recorded"), None)
+
+
+def ensure_baseline(repo: Repo, new: bool = True) -> list[dict[str, Any]]:
+    """Before any land: the baseline in both places. Nothing recorded anywhere: main's tip
+    now is recorded. Recorded somewhere (state, else the audit log, else the ref): the
+    ref is put back at it when missing, state given it when it has none; a ref that
+    disagrees with state is left for doctor to name. Ref writes are made as land makes
+    them: a create, under the integration lock whose record's tip is the value, so the
+    reference-transaction hook lets it through. A land under way (the lock busy) leaves
+    it to that land. Never refuses: what could not be done is logged
+    (baseline_failed) and doctor names it. `new=False` (reconcile: the hooks may not be
+    installed) only puts back what was recorded. Returns the changes made."""
+    made = last(repo)
+    if made is not None and made.epoch:
+        return []  # a land was made: the baseline is no longer read
+    kept, ref = baseline_kept(repo), baseline_ref(repo)
+    if kept is not None and ref is not None:
+        return []  # both there (a ref that disagrees: doctor's `baseline`)
+    recorded = kept or baseline_logged(repo) or ref
+    if recorded is None and not new:
+        return []
+    if recorded is None:
+        try:
+            sha = repo.main_sha()
+        except Refusal:
+            return []  # no main yet: the first create after its first commit records it
+    else:
+        sha = recorded
     try:
         held = lock.acquire(repo, "(baseline)", "", sha)
     except Refusal as no:
@@ -144,34 +261,46 @@ def record_baseline(repo: Repo) -> str | None:
         # reconcile and doctor to name, not a reason to refuse the install or create
         if no.code != "lock_busy":
             repo.store.event("warning", code="baseline_failed", sha=sha, reason=no.code)
-        return None
+        return []
+    out: list[dict[str, Any]] = []
     try:
-        if last(repo) is not None or repo.main_sha() != sha:
-            return None  # a land (or restore) got there first
-        clear_forgeries(repo, None)
-        res = git.run(
-            [
-                "update-ref",
-                "--no-deref",
-                "--create-reflog",
-                "-m",
-                "git-lane: baseline",
-                BASELINE,
-                sha,
-                "",
-            ],
-            repo.common_dir,
-            check=False,
-        )
+        if repo.store.read_epoch().epoch or newest_vouched(repo) is not None:
+            return []  # a land got there first
+        if recorded is None and repo.main_sha() != sha:
+            return []  # main moved meanwhile (a land, a restore): the next call looks again
+        if baseline_ref(repo) is None:
+            clear_forgeries(repo, None)
+            res = git.run(
+                [
+                    "update-ref",
+                    "--no-deref",
+                    "--create-reflog",
+                    "-m",
+                    "git-lane: baseline",
+                    BASELINE,
+                    sha,
+                    "",
+                ],
+                repo.common_dir,
+                check=False,
+            )
+            if not res.ok:
+                repo.store.event(
+                    "warning", code="baseline_failed", sha=sha, stderr=res.stderr.strip()[:500]
+                )
+                return []
+            if recorded is not None:
+                out.append({"action": "baseline_ref_restored", "ref": BASELINE, "sha": sha})
+        if baseline_kept(repo) is None and repo.store.epoch_is_valid():  # else reconcile's
+            repo.store.write_epoch(Epoch(main_after=sha, at=now_iso()))
+            if recorded is not None:
+                out.append({"action": "baseline_kept_in_state", "sha": sha})
     finally:
         lock.release(repo, held)
-    if not res.ok:
-        repo.store.event(
-            "warning", code="baseline_failed", sha=sha, stderr=res.stderr.strip()[:500]
-        )
-        return None
-    repo.store.event("baseline", sha=sha, ref=BASELINE)
-    return sha
+    if recorded is None:
+        repo.store.event("baseline", sha=sha, ref=BASELINE)
+        out.append({"action": "baseline_recorded", "ref": BASELINE, "sha": sha})
+    return out
 
 
 def next_epoch(repo: Repo) -> int:

@@ -425,9 +425,8 @@ def keep_last(repo: Repo) -> list[dict[str, Any]]:
     ep = repo.store.read_epoch()
     if not ep.epoch or not ep.main_after:
         return []
-    newest = landed.newest_ref(repo)
-    if newest is not None and newest.epoch >= ep.epoch:
-        return []
+    if repo.ref_sha(landed.ref_name(ep.epoch)) is not None:
+        return []  # there (one at another commit is doctor's `unvouched landed ref`)
     if not git.has_commit(repo.common_dir, ep.main_after):
         return [
             {
@@ -601,7 +600,9 @@ def _recover_unreadable(
 
 def repair_epoch(repo: Repo) -> None:
     """Rebuild epoch.json from the newest land event, or from the newest landed ref when
-    that names a later land (the event log is rotated; the refs are never pruned)."""
+    that names a later land something else vouches for (landed.vouchers: never from a
+    ref alone, which git run with the hooks off writes); with no land at all, the
+    baseline the audit log (else the ref) recorded, as install kept it."""
     last: dict[str, Any] | None = None
     for ev in repo.store.events():
         if (
@@ -610,12 +611,13 @@ def repair_epoch(repo: Repo) -> None:
             and (last is None or ev["epoch"] >= last["epoch"])
         ):
             last = ev
-    ref = landed.newest_ref(repo)
+    ref = landed.newest_vouched(repo)
     if ref is not None and (last is None or ref.epoch > last["epoch"]):
         repo.store.write_epoch(Epoch(epoch=ref.epoch, main_after=ref.sha, at=now_iso()))
         return
     if last is None:
-        repo.store.write_epoch(Epoch())
+        base = landed.baseline_logged(repo) or landed.baseline_ref(repo)
+        repo.store.write_epoch(Epoch(main_after=base, at=now_iso() if base else None))
         return
     repo.store.write_epoch(
         Epoch(

@@ -13,7 +13,7 @@ from guard.config import cache_home
 from guard.errors import Refusal
 from guard.repo import REPO_MARKER, Repo, read_repo_marker
 from guard.results import LaneView
-from guard.store import FileLock, LaneRecord, read_regular
+from guard.store import FileLock, LaneRecord, admin_by_gitdir, read_regular
 
 KEY_FILE = "gitlane-lane"  # in a lane worktree's admin dir: its key (the hooks tell a lane by it)
 CONFIRM = "yes-discard-lane"
@@ -401,10 +401,77 @@ def ensure_repo_markers(repo: Repo) -> None:
     if not missing or is_worker():
         return
     here = os.path.realpath(repo.start_dir)
+    wts = None
     for rec in missing:
         parent = os.path.dirname(os.path.realpath(rec.path))
         if here != parent and not here.startswith(parent.rstrip(os.sep) + os.sep):
-            write_repo_marker(repo, rec.path)
+            wts = wts if wts is not None else repo.worktrees()
+            if path_taken(repo, rec, wts) is None:  # never beside the hub's own files
+                write_repo_marker(repo, rec.path)
+
+
+def path_taken(repo: Repo, rec: LaneRecord, wts: list[git.Worktree]) -> str | None:
+    """Whose the lane's recorded path is when it is not the lane's (a corrupt or planted
+    record): the repository's main checkout or the hub, its git dir, another lane's
+    worktree, or a worktree git has registered on another branch or admin dir; or a
+    directory inside one of them (the hub's submodule checkout, a new directory in the
+    hub, a subdirectory of a lane), or one that holds one of them. repair rewrites the
+    `.git` pointers at that path, checks the lane out there and writes `.git-lane-repo`
+    beside it, so it would take that checkout over or write into it. Measured after
+    symlinks and `..` are resolved."""
+    real = os.path.realpath(rec.path)
+    hub = repo.hub(wts)
+    try:
+        own_place: str | None = str(worktrees_root(repo) / repo.slug / rec.key)
+    except Refusal:
+        own_place = None
+    # a worktrees_root inside the repository (allow_in_repo_worktrees) puts every lane in
+    # the hub: the place create gives this lane is the one directory there that is its
+    home = own_place is not None and os.path.realpath(own_place) == real
+    mains = [str(repo.repo_root()), *(w.path for w in wts[:1]), *([hub.path] if hub else [])]
+    for p in mains:
+        if _overlaps(real, p, nested_ok=home):
+            return "the repository's main checkout" + _how(real, p)
+    common = str(repo.store.common_dir)
+    if _overlaps(real, common):
+        return "the repository's git dir" + _how(real, common)
+    for k in repo.store.lane_keys():
+        other = repo.store.read_lane(k) if k != rec.key else None
+        if other is not None and other.status != "released" and _overlaps(real, other.path):
+            return f"lane {k}'s worktree" + _how(real, other.path)
+    wt = git.by_path(wts).get(real)
+    if wt is not None and wt.branch is not None and wt.branch != f"refs/heads/{rec.branch}":
+        return f"the worktree git has on {wt.branch}"
+    main_reals = {os.path.realpath(p) for p in mains}
+    for w in wts:
+        them = os.path.realpath(w.path)
+        if them != real and _overlaps(real, them, nested_ok=home and them in main_reals):
+            return f"the worktree git has at {w.path}" + _how(real, w.path)
+    theirs = admin_by_gitdir(repo.common_dir / "worktrees", os.path.join(real, ".git"))
+    own = repo.store.admin_dir(rec)
+    if theirs is not None and (own is None or os.path.realpath(own) != os.path.realpath(theirs)):
+        return f"the worktree of git's admin dir {git.shown(theirs)}"
+    return None
+
+
+def _overlaps(real: str, other: str, nested_ok: bool = False) -> bool:
+    """Is `real` (resolved) the directory `other`, inside it, or holding it? With
+    `nested_ok`, only the first and the last count."""
+    them = os.path.realpath(other)
+    if real == them or _within(them, real):
+        return True
+    return not nested_ok and _within(real, them)
+
+
+def _within(inner: str, outer: str) -> bool:
+    return inner != outer and inner.startswith(outer.rstrip(os.sep) + os.sep)
+
+
+def _how(real: str, other: str) -> str:
+    them = os.path.realpath(other)
+    if real == them:
+        return ""
+    return f" ({'a directory inside it' if _within(real, them) else 'a directory that holds it'})"
 
 
 def pointers_refusal(repo: Repo, key: str, faults: list[str]) -> Refusal:

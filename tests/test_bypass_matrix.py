@@ -157,6 +157,17 @@ ROWS: tuple[Row, ...] = (
         ("main_moved",),
     ),
     Row(
+        "landed_ref_forged",
+        "`git -c core.hooksPath=/dev/null update-ref` of the next landed ref, then of main, to one commit (a main moved by hand made to look landed)",
+        '$GIT -c core.hooksPath=/dev/null update-ref refs/git-lane/landed/0000000002 "$TIP" && '
+        + '$GIT -c core.hooksPath=/dev/null update-ref refs/heads/main "$TIP"',
+        "main",
+        PASSES,
+        MMR,
+        EACCES,
+        ("main_moved", "unvouched landed ref"),
+    ),
+    Row(
         "git_config_count",
         "`GIT_CONFIG_COUNT`/`KEY_0`/`VALUE_0` setting `core.hooksPath`",
         "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.hooksPath GIT_CONFIG_VALUE_0=/dev/null " + MOVE,

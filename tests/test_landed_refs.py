@@ -698,3 +698,126 @@ def test_no_baseline_is_forged_where_none_was_recorded(repo: Repo) -> None:
     git(repo.path, "-c", "core.hooksPath=/dev/null", "update-ref", "-d", BASELINE)
     assert_refused(run(repo.path, "update-ref", BASELINE, str(repo.sha())))
     assert repo.sha(BASELINE) is None
+
+
+# -- a landed ref or the baseline written past the hooks --------------------------------------
+OFF = ("-c", "core.hooksPath=/dev/null")
+
+
+def failing_names(repo: Repo) -> set[str]:
+    return {n for n, cs in doctor(repo).items() if any(c["status"] == "fail" for c in cs)}
+
+
+def test_a_forged_landed_ref_never_makes_a_main_moved_by_hand_look_landed(hub: Repo) -> None:
+    """Past the hooks (core.hooksPath off), a landed ref written at a main moved the same
+    way: nothing else records that land (no land event, no landing, not epoch.json), so
+    doctor fails `main_moved` and names the ref, reconcile raises no epoch to it, status
+    alerts, restore-main does not call main unchanged; the owner's fixes doctor names put
+    main back and remove the ref (its commit kept on a branch), and doctor is clean
+    (issue 13 red team, finding 4; the bypass matrix row `landed_ref_forged`)."""
+    base = hub.sha()
+    path = hub.create("alpha")
+    evil = hub.commit(path, "evil.txt", "never landed\n")
+    git(path, *OFF, "update-ref", ref(1), "HEAD")
+    git(path, *OFF, "update-ref", "refs/heads/main", "HEAD")
+    assert {"main_moved", "unvouched landed ref"} <= failing_names(hub)
+    r = hub.jlane("reconcile")
+    assert r.rc == 0 and {"action": "epoch_repaired"} not in r.json["changes"], r.stdout
+    assert any(ref(1) in w for w in r.json["warnings"]), r.json
+    assert epoch_of(hub) == 0 and "main_moved" in failing_names(hub)
+    assert "main_moved" in alerts(hub)
+    rm = hub.jlane("restore-main")
+    assert (rm.rc, rm.code) == (1, "main_ahead"), rm.stdout
+    assert rm.json["details"]["landed"] == base and rm.json["details"]["commits"] == [evil]
+    for name in ("main_moved", "unvouched landed ref"):
+        run_fix(failing(hub, name)["fix"], hub.path)
+    assert hub.sha() == base and ref(1) not in landed_refs(hub)
+    assert hub.sha(f"refs/heads/git-lane-rescue/landed-1-{evil[:12]}") == evil
+    assert hub.jlane("doctor").rc == 0 and "main_moved" not in alerts(hub)
+    hub.git("reset", "-q", "--hard", base, cwd=path)  # alpha's work was the forgery
+    hub.commit(path, "good.txt", "good\n")
+    r = hub.jlane("land", "alpha")
+    assert (r.rc, r.code, r.json["epoch"]) == (0, "landed", 1), r.stdout + r.stderr
+    assert landed_refs(hub) == {ref(1): r.json["main_after"]}
+
+
+def test_a_landed_ref_moved_past_the_hooks_is_not_the_last_land(
+    landed2: tuple[Repo, list[str], list[str]],
+) -> None:
+    """After two lands, the newest landed ref and main both moved past the hooks to a
+    commit no land made: the land the audit log and epoch.json record is the last land
+    still, doctor fails `main_moved` and names the moved ref, and its fix puts the ref back
+    at the landed tip (the moved value kept on a branch)."""
+    repo, (_a, b), _ = landed2
+    evil = git(repo.path, "commit-tree", "-p", b, "-m", "evil", f"{b}^{{tree}}").stdout.strip()
+    git(repo.path, *OFF, "update-ref", ref(2), evil)
+    git(repo.path, *OFF, "update-ref", "refs/heads/main", evil)
+    assert {"main_moved", "unvouched landed ref"} <= failing_names(repo)
+    assert "main_moved" in alerts(repo)
+    r = repo.jlane("restore-main")
+    assert (r.rc, r.code) == (1, "main_ahead") and r.json["details"]["landed"] == b, r.stdout
+    assert repo.jlane("reconcile").rc == 0 and epoch_of(repo) == 2
+    for name in ("main_moved", "unvouched landed ref"):
+        run_fix(failing(repo, name)["fix"], repo.path)
+    assert repo.sha() == b and landed_refs(repo)[ref(2)] == b
+    assert repo.sha(f"refs/heads/git-lane-rescue/landed-2-{evil[:12]}") == evil
+    assert repo.jlane("doctor").rc == 0
+
+
+def test_baseline_deleted_past_the_hooks_hides_no_main_moved_by_hand(hub: Repo) -> None:
+    """Before any land, the baseline ref deleted past the hooks and main moved the same
+    way: state (epoch.json) keeps the baseline, so doctor fails `main_moved` and
+    `baseline`, status alerts, and neither create nor reconcile records a baseline at the
+    moved main: reconcile, the `baseline` fix, puts the ref back where it was (issue 13
+    red team, finding 5; the bypass matrix row `baseline_deleted`)."""
+    base = hub.sha(BASELINE)
+    assert base is not None
+    path = hub.create("alpha")
+    hub.commit(path, "evil.txt", "never landed\n")
+    git(path, *OFF, "update-ref", "-d", BASELINE)
+    git(path, *OFF, "update-ref", "refs/heads/main", "HEAD")
+    assert {"main_moved", "baseline"} <= failing_names(hub)
+    assert "main_moved" in alerts(hub)
+    assert failing(hub, "baseline")["fix"] == "git lane reconcile"
+    hub.create("beta")
+    assert hub.sha(BASELINE) == base, "create re-recorded the baseline"
+    git(path, *OFF, "update-ref", "-d", BASELINE)
+    r = hub.jlane("reconcile")
+    assert (
+        r.rc == 0
+        and {"action": "baseline_ref_restored", "ref": BASELINE, "sha": base} in (r.json["changes"])
+    ), r.stdout
+    assert hub.sha(BASELINE) == base
+    assert failing_names(hub) >= {"main_moved"} and "baseline" not in failing_names(hub)
+
+
+def test_baseline_moved_past_the_hooks_is_named_and_put_back(hub: Repo) -> None:
+    """The baseline ref moved past the hooks to a main moved the same way: main is
+    compared with the baseline state keeps (`main_moved`), doctor names the moved ref, and
+    the owner's fixes put main and the ref back (the moved values kept on branches)."""
+    base = hub.sha(BASELINE)
+    assert base is not None
+    hub.git(*OFF, "commit", "-q", "--allow-empty", "-m", "sneaked")
+    moved = hub.sha()
+    assert moved is not None
+    git(hub.path, *OFF, "update-ref", BASELINE, moved)
+    assert {"main_moved", "baseline"} <= failing_names(hub)
+    assert "main_moved" in alerts(hub)
+    for name in ("main_moved", "baseline"):
+        run_fix(failing(hub, name)["fix"], hub.path)
+    assert hub.sha() == base and hub.sha(BASELINE) == base
+    assert hub.sha(f"refs/heads/git-lane-rescue/baseline-{moved[:12]}") == moved
+    assert hub.jlane("doctor").rc == 0
+
+
+def test_a_baseline_recorded_before_state_kept_it_is_kept_there_by_reconcile(hub: Repo) -> None:
+    """A repository whose baseline only the ref has (recorded by an older git-lane, or
+    epoch.json lost): doctor warns, reconcile keeps it in state, doctor is clean."""
+    base = hub.sha(BASELINE)
+    (hub.state_dir / "epoch.json").unlink()
+    (c,) = doctor(hub)["baseline"]
+    assert (c["status"], c["fix"]) == ("warn", "git lane reconcile")
+    r = hub.jlane("reconcile")
+    assert {"action": "baseline_kept_in_state", "sha": base} in r.json["changes"], r.stdout
+    assert json.loads((hub.state_dir / "epoch.json").read_text())["main_after"] == base
+    assert doctor(hub)["baseline"][0]["status"] == "ok"

@@ -416,3 +416,123 @@ def test_a_record_naming_another_lanes_worktree_and_admin_dir_never_releases_it(
     assert repo.git("symbolic-ref", "HEAD", cwd=beta).stdout.strip() == "refs/heads/lane/beta"
     assert repo.jlane("release", "alpha").code == "released"
     assert (beta / "b.txt").exists() and not alpha.exists()
+
+
+def _plant_path(repo: Repo, key: str, path: Path | str) -> None:
+    f = repo.state_dir / "lanes" / f"{key}.json"
+    d = json.loads(f.read_text())
+    d["path"] = str(path)
+    f.write_text(json.dumps(d))
+
+
+def _status(where: Path) -> str:
+    return subprocess.run(
+        ["git", "status", "--porcelain", "--ignored"],
+        cwd=where,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def test_repair_never_rewrites_a_submodule_pointer_inside_the_hub(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """A planted record naming the hub's submodule checkout (a directory *inside* the hub,
+    with a `.git` file of its own): repair leaves the hub's `sub/.git` and files as they
+    were, writes no `.git-lane-repo` into the hub, and points the record back at the lane's
+    own worktree (issue 13 red team, finding 7)."""
+    from enginehelp import add_submodule
+
+    add_submodule(repo, tmp_path)
+    assert repo.lane("install").rc == 0
+    alpha = repo.create("alpha")
+    dotgit = repo.path / "sub" / ".git"
+    before = dotgit.read_text()
+    status = _status(repo.path)
+    _plant_path(repo, "alpha", repo.path / "sub")
+    r = repo.jlane("repair", "alpha")
+    assert r.rc == 0, r.stdout + r.stderr
+    assert dotgit.read_text() == before, "repair rewrote the hub's submodule pointer"
+    assert _status(repo.path) == status
+    (moved,) = [c for c in r.json["changes"] if c["action"] == "record_path_moved"]
+    assert moved["to"] == str(alpha)
+    assert json.loads((repo.state_dir / "lanes" / "alpha.json").read_text())["path"] == str(alpha)
+
+
+def _planted(repo: Repo, alpha: Path, beta: Path, where: str) -> Path:
+    """A path inside the hub, its git dir or lane beta's worktree, reached through a
+    symlink or `..` as well as plainly, or one that holds the hub."""
+    if where == "hub":
+        return repo.path / "newdir"
+    if where == "hub_via_symlink":
+        link = alpha.parent / "to-hub"
+        link.symlink_to(repo.path)
+        return link / "newdir"
+    if where == "git_dir":
+        return repo.common_dir / "newdir"
+    if where == "beta_via_dotdot":
+        return beta / ".." / beta.name / "newdir"
+    if where == "holds_the_hub":
+        return repo.path.parent
+    raise AssertionError(where)
+
+
+@pytest.mark.parametrize(
+    "where", ["hub", "hub_via_symlink", "git_dir", "beta_via_dotdot", "holds_the_hub"]
+)
+def test_repair_never_checks_a_lane_out_inside_another_checkout(repo: Repo, where: str) -> None:
+    """The lane's worktree deleted by hand (what repair is for) and its record naming a
+    directory inside the hub, the git dir or another lane's worktree (after symlinks and
+    `..`), or one holding the hub: repair checks the lane out at its own place instead,
+    and nothing is written where the record pointed (issue 13 red team, finding 8)."""
+    assert repo.lane("install").rc == 0
+    alpha = repo.create("alpha")
+    beta = repo.create("beta")
+    repo.commit(alpha, "a.txt", "alpha work\n")
+    shutil.rmtree(alpha)
+    planted = _planted(repo, alpha, beta, where)
+    hub_status, beta_status = _status(repo.path), _status(beta)
+    holder = sorted(os.listdir(planted)) if planted.is_dir() else None
+    _plant_path(repo, "alpha", planted)
+    r = repo.jlane("repair", "alpha")
+    assert r.rc == 0, r.stdout + r.stderr
+    if holder is None:
+        assert not os.path.lexists(planted), f"repair checked the lane out at {planted}"
+    else:
+        assert sorted(os.listdir(planted)) == holder
+    assert _status(repo.path) == hub_status and _status(beta) == beta_status
+    assert not (repo.path / ".git-lane-repo").exists()
+    assert (alpha / "a.txt").read_text() == "alpha work\n"
+    assert json.loads((repo.state_dir / "lanes" / "alpha.json").read_text())["path"] == str(alpha)
+    assert repo.git("symbolic-ref", "HEAD", cwd=alpha).stdout.strip() == "refs/heads/lane/alpha"
+
+
+def test_repair_puts_back_a_lane_whose_worktrees_root_is_inside_the_repository(
+    repo: Repo,
+) -> None:
+    """With allow_in_repo_worktrees every lane lives inside the hub: the place create gives
+    the lane is still its own, and repair checks a deleted lane out there again."""
+    assert repo.lane("install").rc == 0
+    repo.config("allow_in_repo_worktrees", "true")
+    repo.config("worktrees_root", str(repo.path / "lanes"))
+    alpha = repo.create("alpha")
+    assert repo.path in alpha.parents
+    repo.commit(alpha, "a.txt", "alpha work\n")
+    shutil.rmtree(alpha)
+    r = repo.jlane("repair", "alpha")
+    assert r.rc == 0 and r.code == "repaired", r.stdout + r.stderr
+    assert not any(c["action"] == "record_path_moved" for c in r.json["changes"])
+    assert (alpha / "a.txt").read_text() == "alpha work\n"
+
+
+def test_no_command_drops_a_repo_marker_into_the_hub_for_a_planted_record(repo: Repo) -> None:
+    """Owner commands give a lane without one its `.git-lane-repo` beside the lane; a
+    record naming a directory inside the hub would have it written into the hub's root
+    (run from anywhere but the hub: here, lane beta)."""
+    assert repo.lane("install").rc == 0
+    repo.create("alpha")
+    beta = repo.create("beta")
+    _plant_path(repo, "alpha", repo.path / "newdir")
+    assert repo.jlane("status", cwd=beta).rc == 0
+    assert not (repo.path / ".git-lane-repo").exists()

@@ -56,7 +56,13 @@ def check_main(repo: Repo) -> list[Check]:
     out = [finding("main", OK, f"main is {repo.main_branch} at {sha[:12]}")]
     if last is None or sha == last.sha or repo.store.landing_path.exists():
         return out
-    where = f"{last.ref}" if last.ref else f"epoch.json (land {last.epoch})"
+    where = (
+        last.ref
+        if last.ref
+        else f"epoch.json (land {last.epoch})"
+        if last.epoch
+        else "the baseline epoch.json keeps"
+    )
     reflog = git.run(
         ["reflog", "-1", "--format=%gs", repo.main_ref], repo.common_dir, check=False
     ).stdout.strip()
@@ -102,32 +108,37 @@ def check_main(repo: Repo) -> list[Check]:
 
 def check_landed(repo: Repo) -> list[Check]:
     """The last land has its landed ref (lands from before they existed get one from
-    reconcile), so gc cannot delete what was landed whatever happens to main."""
+    reconcile), so gc cannot delete what was landed whatever happens to main; and no
+    landed ref stands for a land nothing else records (landed.unvouched)."""
     refs = landed.all_landed(repo)
     ep = repo.store.read_epoch()
-    newest = refs[-1].epoch if refs else 0
+    last = landed.last(repo, refs)
+    newest = last.epoch if last is not None else 0  # vouched: a ref alone proves nothing
+    forged = landed.unvouched(repo, refs)
+    out: list[Check] = [_unvouched(repo, r) for r in forged]
     if ep.epoch < newest:
         return [
+            *out,
             finding(
                 "epoch",
                 FAIL,
                 f"epoch.json says {ep.epoch}, but land {newest} happened "
-                f"({landed.ref_name(newest)}): the epoch was set back by hand, so a lane "
-                "made stale since then could pass for fresh",
+                f"({landed.ref_name(newest)}, and the audit log records it): the epoch was "
+                "set back by hand, so a lane made stale since then could pass for fresh",
                 "git lane reconcile",
-            )
+            ),
         ]
-    if ep.epoch > newest and ep.main_after:
+    if ep.epoch and ep.main_after and not any(r.epoch == ep.epoch for r in refs):
         return [
+            *out,
             finding(
                 "landed refs",
                 WARN,
                 f"land {ep.epoch} ({ep.main_after[:12]}) has no {landed.ref_name(ep.epoch)}: "
                 "a rewrite of main followed by gc could delete it",
                 "git lane reconcile",
-            )
+            ),
         ]
-    out: list[Check] = []
     # every landed commit must still be there: a prune run with a shallow file of the
     # caller's choosing (`git --shallow-file F prune`) deletes history no ref rule guards
     if refs:
@@ -152,6 +163,103 @@ def check_landed(repo: Repo) -> list[Check]:
     return out or [
         finding("landed refs", OK, f"{len(refs)} landed tip(s) kept under {landed.PREFIX}")
     ]
+
+
+def _unvouched(repo: Repo, r: landed.Landed) -> Check:
+    """A landed ref no land event, landing record or epoch.json vouches for: written past
+    the hooks (`git -c core.hooksPath=/dev/null update-ref`), it would make a main moved
+    the same way look landed. While a land is under way reconcile finishes it (its record
+    is the voucher); otherwise the owner removes it, its commit kept on a rescue branch,
+    or puts it back at the land that other records name."""
+    ref, sha = str(r.ref), r.sha
+    real = next((t for e, t in landed.vouchers(repo) if e == r.epoch), None)
+    msg = (
+        f"{ref} is at {sha[:12]}, but no land event, landing record or epoch.json records "
+        f"land {r.epoch} there: it was written past the hooks, and is not taken as landed"
+    )
+    if repo.store.landing_path.exists():
+        return finding(
+            "unvouched landed ref", FAIL, msg + " (a land is under way)", "git lane reconcile"
+        )
+    keep = f"git update-ref {q(f'refs/heads/git-lane-rescue/landed-{r.epoch}-{sha[:12]}')} {sha} ''"
+    off = "git -c core.hooksPath=/dev/null update-ref"
+    if real is not None:
+        msg += f" (land {r.epoch} left main at {real[:12]})"
+        fix = f"{keep} && {off} -m 'git-lane: landed ref put back' {ref} {real} {sha}"
+    else:
+        fix = f"{keep} && {off} -d {ref} {sha}"
+    return finding(
+        "unvouched landed ref", FAIL, msg + "; the owner's fix keeps its commit on a branch", fix
+    )
+
+
+def check_baseline(repo: Repo) -> list[Check]:
+    """Before the first land main is compared with the baseline, which install kept both
+    as refs/git-lane/baseline and in epoch.json: the ref deleted or moved past the hooks
+    (to hide a main moved the same way, and have the next create record it afresh) is
+    named; so is a baseline only the ref or only the audit log still has."""
+    last = landed.last(repo)
+    if last is not None and last.epoch:
+        return []  # a land was made: the baseline is no longer read
+    kept, ref = landed.baseline_kept(repo), landed.baseline_ref(repo)
+    if kept is not None and ref == kept:
+        return [
+            finding("baseline", OK, f"main's baseline {kept[:12]} is kept in the ref and in state")
+        ]
+    if kept is not None and ref is None:
+        return [
+            finding(
+                "baseline",
+                FAIL,
+                f"{landed.BASELINE} is gone (deleted past the hooks); epoch.json keeps the "
+                f"baseline {kept[:12]}, and main is compared with that",
+                "git lane reconcile",
+            )
+        ]
+    if kept is not None and ref is not None:
+        keep = f"git update-ref refs/heads/git-lane-rescue/baseline-{ref[:12]} {ref} ''"
+        return [
+            finding(
+                "baseline",
+                FAIL,
+                f"{landed.BASELINE} is at {ref[:12]}, but epoch.json keeps the baseline "
+                f"{kept[:12]}: the ref was moved past the hooks, main is compared with "
+                "epoch.json's; the owner's fix keeps the ref's commit on a branch",
+                f"{keep} && git -c core.hooksPath=/dev/null update-ref {landed.BASELINE} {kept} {ref}",
+            )
+        ]
+    logged = landed.baseline_logged(repo)
+    if ref is not None:
+        if logged is not None and logged != ref:
+            return [
+                finding(
+                    "baseline",
+                    FAIL,
+                    f"{landed.BASELINE} is at {ref[:12]}, but the audit log recorded the "
+                    f"baseline {logged[:12]}: the ref was moved past the hooks",
+                    "git lane reconcile",
+                )
+            ]
+        return [
+            finding(
+                "baseline",
+                WARN,
+                f"the baseline {ref[:12]} is kept only in {landed.BASELINE} (recorded "
+                "before epoch.json kept it too): a delete past the hooks would lose it",
+                "git lane reconcile",
+            )
+        ]
+    if logged is not None:
+        return [
+            finding(
+                "baseline",
+                FAIL,
+                f"{landed.BASELINE} is gone and epoch.json no longer keeps it; the audit log "
+                f"recorded the baseline {logged[:12]}",
+                "git lane reconcile",
+            )
+        ]
+    return []  # nothing recorded yet (no hooks, or no commit at install)
 
 
 def check_shadows(repo: Repo) -> list[Check]:
@@ -934,6 +1042,7 @@ def check_program_config(repo: Repo) -> list[Check]:
 CHECKS: tuple[Callable[[Repo], list[Check]], ...] = (
     check_main,
     check_landed,
+    check_baseline,
     check_shadows,
     check_shallow,
     check_enabled,

@@ -59,12 +59,17 @@ def run(repo: Repo) -> ReconcileResult:
             changes.append({"action": "adopted", "lane": k, "path": wt.path})
     changes.extend(_sanitize_lane_stores(repo))
     newest = landed.newest_ref(repo)
+    behind = newest is not None and repo.store.read_epoch().epoch < newest.epoch
     if not repo.store.epoch_is_valid() or (
-        newest is not None and repo.store.read_epoch().epoch < newest.epoch
-    ):  # unreadable, or set back behind a land its landed ref proves (by hand)
+        behind
+        and (proved := landed.newest_vouched(repo)) is not None
+        and repo.store.read_epoch().epoch < proved.epoch
+    ):  # unreadable, or set back behind a land the audit log proves (by hand); never
+        # raised to a landed ref alone, which anything running git with the hooks off writes
         landing.repair_epoch(repo)
         changes.append({"action": "epoch_repaired"})
     changes.extend(landing.keep_last(repo))
+    changes.extend(landed.ensure_baseline(repo, new=False))  # deleted past the hooks
     for ref in landed.clear_forgeries(repo, None):
         changes.append({"action": "forged_symbolic_ref_removed", "ref": ref})
     if changes:
@@ -76,6 +81,12 @@ def run(repo: Repo) -> ReconcileResult:
         "changes": changes,
     }
     nxt, warnings = _needs_repair(repo)
+    warnings.extend(
+        f"{r.ref} ({r.sha[:12]}) is vouched by no land (no land event, no landing under way, "
+        "not epoch.json's land): written past the hooks, it is not taken as landed; "
+        "`git lane doctor` names the command that removes it"
+        for r in landed.unvouched(repo)
+    )
     if warnings:
         out["next"] = nxt
         out["warnings"] = warnings

@@ -50,7 +50,7 @@ def run(repo: Repo, key: str) -> RepairResult:
                 details={"lane": key, "state": "released"},
             )
         wts = repo.worktrees()
-        whose = _taken(repo, rec, wts)
+        whose = lane.path_taken(repo, rec, wts)
         if whose is not None:
             # never written to: the record is moved to the lane's own checkout
             rec, moved = _move_off(repo, rec, wts, whose)
@@ -89,34 +89,6 @@ def run(repo: Repo, key: str) -> RepairResult:
     }
 
 
-def _taken(repo: Repo, rec: LaneRecord, wts: list[git.Worktree]) -> str | None:
-    """Whose the lane's recorded path is when it is not the lane's (a corrupt or planted
-    record): the repository's main checkout or the hub, another lane's worktree, or a
-    worktree git has registered on another branch or admin dir. repair rewrites the
-    `.git` pointers at that path, so it would take that checkout over."""
-    real = os.path.realpath(rec.path)
-    hub = repo.hub(wts)
-    mains = [str(repo.repo_root()), *(w.path for w in wts[:1]), *([hub.path] if hub else [])]
-    if any(os.path.realpath(p) == real for p in mains):
-        return "the repository's main checkout"
-    for k in repo.store.lane_keys():
-        other = repo.store.read_lane(k) if k != rec.key else None
-        if (
-            other is not None
-            and other.status != "released"
-            and os.path.realpath(other.path) == real
-        ):
-            return f"lane {k}'s worktree"
-    wt = git.by_path(wts).get(real)
-    if wt is not None and wt.branch is not None and wt.branch != f"refs/heads/{rec.branch}":
-        return f"the worktree git has on {wt.branch}"
-    theirs = admin_by_gitdir(repo.common_dir / "worktrees", os.path.join(real, ".git"))
-    own = repo.store.admin_dir(rec)
-    if theirs is not None and (own is None or os.path.realpath(own) != os.path.realpath(theirs)):
-        return f"the worktree of git's admin dir {git.shown(theirs)}"
-    return None
-
-
 def _move_off(
     repo: Repo, rec: LaneRecord, wts: list[git.Worktree], whose: str
 ) -> tuple[LaneRecord, dict[str, Any]]:
@@ -133,14 +105,16 @@ def _move_off(
             )
             if (
                 admin is not None
-                and _taken(repo, replace(rec, path=w.path, admin=admin.name), wts) is None
+                and lane.path_taken(repo, replace(rec, path=w.path, admin=admin.name), wts) is None
             ):
                 new = w.path
                 break
     if new is None:
         new = str(lane.worktrees_root(repo) / repo.slug / rec.key)
         admin = None
-        if os.path.realpath(new) == old or _taken(repo, replace(rec, path=new, admin=None), wts):
+        if os.path.realpath(new) == old or lane.path_taken(
+            repo, replace(rec, path=new, admin=None), wts
+        ):
             raise Refusal(
                 "worktree_path_exists",
                 f"lane {rec.key}'s record names {rec.path}, which is {whose}, and its own "

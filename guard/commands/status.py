@@ -129,10 +129,12 @@ def run(
     landing_open = repo.store.landing_path.exists()
     alerts = switched_off(repo) + hooks_alerts(repo)
     if not landing_open:  # mid-land, main is ahead of epoch.json by design
+        # epoch.json first: a ref can be moved (or deleted) past the hooks, to make a main
+        # moved the same way look landed; before any land it keeps the baseline too
         if ep.epoch:
-            last, by = tips.get(landed.ref_name(ep.epoch)) or ep.main_after, f"land {ep.epoch}"
+            last, by = ep.main_after or tips.get(landed.ref_name(ep.epoch)), f"land {ep.epoch}"
         else:  # no land yet: where main stood when git-lane started guarding it
-            last, by = tips.get(landed.BASELINE), "the baseline (git lane install)"
+            last, by = ep.main_after or tips.get(landed.BASELINE), "the baseline (git lane install)"
         if last and last != main_sha:
             alerts.append(
                 {
