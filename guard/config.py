@@ -257,48 +257,72 @@ def _element(line: str) -> bool:
     )
 
 
-def unreadable_line(text: str) -> str | None:
-    """The first line before any [table] that gl_cfg_file cannot read (not a blank, a
-    comment, `key = value` with a bare key, or a string element of a multi-line array),
-    None when there is none: the hooks then refuse, whatever else the file says."""
+def _ml_open(v: str) -> str | None:
+    """The delimiter of a multi-line string a value opens and does not close on its line
+    (gl_cfg_file's gl_ml): its lines up to the closing one are skipped."""
+    v = v.lstrip(_SH_SPACE)
+    for d in ('"""', "'''"):
+        if v.startswith(d) and d not in v[3:]:
+            return d
+    return None
+
+
+def _sh_read(text: str) -> tuple[list[tuple[str, str]], str | None]:
+    """gl_cfg_file's walk: the (key, value) lines it reads before any [table], value as
+    written after `=` (left-trimmed), and the first line it cannot read (or the line of
+    a multi-line string that never ends), None when there is none."""
+    pairs: list[tuple[str, str]] = []
     in_array = False
+    ml: str | None = None
+    opened = ""
     for raw in text.replace("\0", "").split("\n"):
         line = raw.lstrip(_SH_SPACE)
+        if ml is not None:
+            if ml in line:
+                ml = None
+            continue
         if in_array:
             t = line.rstrip(_SH_SPACE)
             if t == "]":
                 in_array = False
             elif not (t == "" or t.startswith("#") or _element(t)):
-                return raw
+                return pairs, raw
             continue
         if line == "" or line.startswith("#"):
             continue
         if line.startswith("["):
-            return None
+            return pairs, None
         k, eq, v = line.partition("=")
         if not eq or not _BARE_KEY.fullmatch(k.rstrip(_SH_SPACE)):
-            return raw
-        in_array = v.strip(_SH_SPACE) == "["
-    return None
+            return pairs, raw
+        v = v.lstrip(_SH_SPACE)
+        ml, opened = _ml_open(v), raw
+        if ml is None and v.rstrip(_SH_SPACE) == "[":
+            in_array = True
+            continue
+        pairs.append((k.rstrip(_SH_SPACE), v))
+    return pairs, (opened if ml is not None else None)
+
+
+def unreadable_line(text: str) -> str | None:
+    """The first line before any [table] that gl_cfg_file cannot read (not a blank, a
+    comment, `key = value` with a bare key, a string element of a multi-line array, or
+    a line of a multi-line string), None when there is none: the hooks then refuse,
+    whatever else the file says."""
+    return _sh_read(text)[1]
 
 
 def hook_view(text: str) -> dict[str, str] | None:
     """What the hooks' sh reader takes from a config file: gl_cfg_file, line for line
     (tests/test_shared_decisions.py holds the two equal). The shell's `read` drops NULs.
-    None where gl_cfg_file gives up (a main_branch no branch can have: the hooks refuse)."""
-    if unreadable_line(text) is not None:
+    None where gl_cfg_file gives up (a line it cannot read; a main_branch no branch can
+    have: the hooks refuse)."""
+    pairs, bad = _sh_read(text)
+    if bad is not None:
         return None
     out: dict[str, str] = {}
-    for raw in text.replace("\0", "").split("\n"):
-        line = raw.lstrip(_SH_SPACE)
-        if line.startswith("["):
-            break
-        if not line.startswith(HOOK_KEYS) or "=" not in line:
-            continue
-        k, _, v = line.partition("=")
-        k = k.rstrip(_SH_SPACE)
-        v = v.lstrip(_SH_SPACE)
-        if v.rstrip(_SH_SPACE) == "[":
+    for k, v in pairs:
+        if k not in HOOK_KEYS:
             continue
         if v.startswith('"'):
             v = v[1:].split('"', 1)[0]
@@ -308,8 +332,7 @@ def hook_view(text: str) -> dict[str, str] | None:
             v = v.split("#", 1)[0].rstrip(_SH_SPACE)
         if k == "main_branch" and v and _branch(v) is not None:
             return None
-        if k in HOOK_KEYS:
-            out[k] = v
+        out[k] = v
     return out
 
 

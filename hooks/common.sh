@@ -96,9 +96,13 @@ gl_fw_refused() {
 gl_cfg_file() {
 	[ -e "$1" ] || return 0
 	[ -f "$1" ] && [ -r "$1" ] || return 1
-	gl_arr=
+	gl_arr='' gl_ml=''
 	while IFS= read -r gl_l || [ -n "$gl_l" ]; do
 		gl_l=${gl_l#"${gl_l%%[![:space:]]*}"}
+		if [ -n "$gl_ml" ]; then # inside a multi-line string: up to its closing line
+			case $gl_l in *"$gl_ml"*) gl_ml= ;; esac
+			continue
+		fi
 		if [ -n "$gl_arr" ]; then
 			gl_l=${gl_l%"${gl_l##*[![:space:]]}"}
 			case $gl_l in
@@ -119,7 +123,13 @@ gl_cfg_file() {
 		case $gl_k in '' | *[!A-Za-z0-9_.-]*) return 1 ;; esac
 		gl_v=${gl_l#*=}
 		gl_v=${gl_v#"${gl_v%%[![:space:]]*}"}
-		[ "${gl_v%"${gl_v##*[![:space:]]}"}" = '[' ] && gl_arr=1 && continue
+		case $gl_v in
+		\"\"\"* | \'\'\'*)
+			gl_ml=${gl_v%"${gl_v#???}"}
+			case ${gl_v#???} in *"$gl_ml"*) gl_ml= ;; esac
+			;;
+		*) [ "${gl_v%"${gl_v##*[![:space:]]}"}" = '[' ] && gl_arr=1 && continue ;;
+		esac
 		case $gl_k in
 		enabled | main_branch | sync_policy) ;;
 		*) continue ;;
@@ -143,6 +153,7 @@ gl_cfg_file() {
 		sync_policy) gl_policy=$gl_v ;;
 		esac
 	done <"$1"
+	[ -z "$gl_ml" ] # a multi-line string that never ends: what follows, it cannot know
 }
 
 # gl_config: user file, then the repository file (which wins). Returns 1 (gl_cfg_bad =

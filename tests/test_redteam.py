@@ -266,7 +266,7 @@ def test_continue_takes_a_binary_file_the_user_replaced(repo: Repo) -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        'gate_command = """\nenabled = false\n"""\n',  # hooks: off; TOML: on
+        'gate_command = """\nmain_branch = "trunk"\n',  # a string that never ends
         'main_branch = """trunk"""\n',
         "main_branch = '''trunk'''\n",
         'main_branch = "tr\\u0075nk"\n',
@@ -290,6 +290,10 @@ def test_config_the_hooks_would_misread_is_refused(repo: Repo, text: str) -> Non
         "main_branch='trunk' # the trunk\n",
         ' \tmain_branch\t=\t"trunk"\r\n',
         'gate_command = """\nmain_branch = "main"\n"""\nmain_branch = "trunk"\n',
+        # the hooks skip a multi-line string's lines as TOML does (they once read this
+        # `enabled = false` and switched themselves off)
+        "gate_command = '''\nenabled = false\n'''\nmain_branch = \"trunk\"\n",
+        'gate_command = """\nenabled = false\n   """ \nmain_branch = "trunk"\n',
         'enabled = true\nmain_branch = "trunk"\n[tool]\nmain_branch = "other"\n',
     ],
 )
