@@ -381,6 +381,7 @@ def base_env(extra: Mapping[str, str] | None = None, scrub: bool = True) -> dict
     for k in [k for k, v in env.items() if k.startswith("GIT_TRACE")]:
         if env[k].strip().lower() not in TRACE_NOT_A_FILE:
             del env[k]  # no engine call appends its trace to a file a caller named
+    env.pop("GIT_TEST_FSMONITOR", None)  # a program git would run as its monitor
     if scrub:
         for k in REPO_POINTERS:
             env.pop(k, None)

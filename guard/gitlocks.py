@@ -22,6 +22,7 @@ under `kept/` first. abort, continue and checkpoint refuse lane_busy with it as 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import stat
 import time
@@ -177,6 +178,7 @@ def git_at_work(roots: list[str]) -> bool:
     try:
         mine = {me, *(a for a in procs.ancestors(me) if _ran_git_lane(a))}
         pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
+        my_ns = os.readlink("/proc/self/ns/mnt")
     except (OSError, ValueError):
         return True
     for pid in pids:
@@ -190,6 +192,12 @@ def git_at_work(roots: list[str]) -> bool:
         if not _is_git(pid, comm):
             continue
         try:
+            # a git in another mount namespace or root (a bubblewrap-style sandbox with
+            # the lane bind-mounted elsewhere) names its paths in its own view: cannot tell
+            if os.readlink(f"/proc/{pid}/ns/mnt") != my_ns or os.readlink(
+                f"/proc/{pid}/root"
+            ) != os.readlink("/proc/self/root"):
+                return True
             cwd = os.readlink(f"/proc/{pid}/cwd")
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 argv = [os.fsdecode(a) for a in f.read().split(b"\0")]
@@ -367,8 +375,12 @@ def _lift_index_lock(repo: Repo, key: str, path: str, lk: Path) -> dict[str, str
                 kept = _kept_name(repo, key, "index")  # staged before it: kept
                 os.replace(cur, kept)
                 out["kept_index"] = str(kept)
-            tmp = lk.with_name(f".index.git-lane-{os.getpid()}")
-            shutil.copyfile(snap, tmp)
+            # a new file of ours (O_EXCL|O_NOFOLLOW: never through a link the lane
+            # planted in its admin dir, which a sandboxed lane can write)
+            tmp = lk.with_name(f".index.git-lane-{secrets.token_hex(8)}")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "wb") as out_f, open(snap, "rb") as in_f:
+                shutil.copyfileobj(in_f, out_f)
             os.replace(tmp, idx)  # atomic: the index is the old one or the commit's
             os.unlink(snap)
             out["moved_over_index"] = str(idx)

@@ -1136,6 +1136,14 @@ def _process_env(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | No
             and env[name].strip().lower() not in _TRACE_OK
         ):
             return _env_refusal(p, f, name, env[name], "git appends its trace to that file")
+    if env.get("GIT_TEST_FSMONITOR"):
+        return _env_refusal(
+            p,
+            f,
+            "GIT_TEST_FSMONITOR",
+            env["GIT_TEST_FSMONITOR"],
+            "git runs that program as its file-system monitor when core.fsmonitor is unset",
+        )
     for name in PROTOCOL_ENV:
         if env.get(name):
             return _env_refusal(
@@ -1197,16 +1205,22 @@ def _path_entries(p: Parsed, now: str, was: str, f: GitFacts) -> Refusal | None:
     exec's may only reorder or drop exec's entries, and add absolute directories neither
     in the lane nor writable by this process (nor their parents): a virtualenv's bin in
     the lane is the lane's to fill, and is refused."""
-    exec_dirs = {f.realpath(e) for e in was.split(":") if e.startswith("/")}
+    # exec's entries as written: one reached through a link is judged as written, since
+    # whoever can write the link's directory can point it elsewhere after the check
+    exec_dirs = {os.path.normpath(e) for e in was.split(":") if e.startswith("/")}
     for entry in now.split(":"):
         why = ""
         if not entry.startswith("/"):
             why = "is relative: git resolves it where it runs a program (the worktree's top)"
         else:
-            real = f.realpath(entry)
-            if real in exec_dirs:
+            if os.path.normpath(entry) in exec_dirs:
                 continue
-            if _inside(real, f.lane_path) or _inside(real, f.lane_git_dir):
+            real = f.realpath(entry)
+            if real != os.path.normpath(entry):
+                why = (
+                    "goes through a symbolic link, which can be pointed elsewhere after this check"
+                )
+            elif _inside(real, f.lane_path) or _inside(real, f.lane_git_dir):
                 why = f"is in lane {f.lane}, whose files the lane writes"
             elif f.writable(real):
                 why = "is a directory this process can write (or make, or replace)"

@@ -15,8 +15,10 @@ gate, named for it, called in order under the integration lock.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import stat
 from dataclasses import dataclass
 from typing import cast
 
@@ -648,7 +650,7 @@ def _changed_during_gate(
     runs at that commit. Anything else (the tip, a tracked file, a hidden entry): look."""
     left = [] if after != t.tip or unseen else git.untracked_only(t.path, dirty)
     p = git.q(t.path)
-    patterns = _ignore_patterns(left) if left else None
+    patterns = _ignore_patterns(left) if left and _plain_gitignore(t.path) else None
     if patterns:
         lines = " ".join(git.q(x) for x in patterns)
         next_ = [
@@ -661,7 +663,8 @@ def _changed_during_gate(
             f"git lane config set gate_worktree clean && git lane land {t.key}"
             "  # the gate runs in a fresh worktree, removed after it"
         ]
-        what = f"the gate left {len(left)} untracked path(s) in it ({', '.join(left[:3])})"
+        shown = ", ".join(json.dumps(x) for x in left[:3])  # escapes, never raw bytes
+        what = f"the gate left {len(left)} untracked path(s) in it ({shown})"
     else:
         next_ = [f"git -C {p} status", f"git lane land {t.key}"]
         alternatives = []
@@ -683,17 +686,30 @@ def _changed_during_gate(
     )
 
 
+def _plain_gitignore(lane_path: str) -> bool:
+    """The lane's top .gitignore is absent or a regular file (never a link the printed
+    `>>` would follow out of the lane, nor anything else)."""
+    try:
+        return stat.S_ISREG(os.lstat(os.path.join(lane_path, ".gitignore")).st_mode)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
 def _ignore_patterns(paths: list[str]) -> list[str] | None:
     """.gitignore lines that match exactly these untracked paths' directories or files:
-    a directory git reports whole (`out/`, `pkg/__pycache__/`) by its name at any depth,
-    as build output is named; a file by its path from the lane root. None when a path
+    a directory git reports whole (`out/`) and a file, each by its path from the lane
+    root; `__pycache__/` by its name at any depth. None when a path
     cannot be written as a pattern (a newline, or a name git would read otherwise)."""
     out: list[str] = []
     for p in paths:
         if "\n" in p or "\r" in p or p.endswith(" ") or "\\" in p:
             return None
-        if p.endswith("/"):  # __pycache__/, pkg/__pycache__/: by its name, at any depth
-            line = _glob_escape(p[:-1].rsplit("/", 1)[-1]) + "/"
+        if p.endswith("/") and p[:-1].rsplit("/", 1)[-1] == "__pycache__":
+            line = "__pycache__/"  # Python makes one per package: by its name, any depth
+        elif p.endswith("/"):
+            line = "/" + _glob_escape(p)  # this directory only, not every one so named
         else:
             line = "/" + _glob_escape(p)
         if line not in out:
