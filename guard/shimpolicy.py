@@ -1294,6 +1294,10 @@ def _facts_unknown(f: GitFacts, what: str, argv: list[str] | None = None) -> Ref
 # -- unsafe_config: settings that make git run a program or move the repository ---------
 _PROGRAM_KEYS = frozenset(
     [
+        # not programs but files git writes wherever they name (format-patch's output,
+        # the cookies a fetch saves): judged the same, as -o is for format-patch
+        "format.outputdirectory",
+        "http.cookiefile",
         "core.fsmonitor",
         "core.sshcommand",
         "core.pager",
@@ -1379,7 +1383,8 @@ _EDITORS = ("core.pager", "core.editor", "sequence.editor")
 
 
 def program_key(key: str) -> bool:
-    """Does config key KEY make git run a program (or change where the repository is)?"""
+    """Does config key KEY make git run a program (or change where the repository is, or
+    name a file git writes)?"""
     k = key.strip().lower()
     parts = k.split(".")
     if parts[0] in _PROGRAM_SECTIONS or k in _PROGRAM_KEYS:

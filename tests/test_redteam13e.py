@@ -212,3 +212,35 @@ def test_a_path_entry_through_a_symlink_the_lane_can_repoint_is_refused(
     )
     r = run_bound(hub, lane_path, script, tmp_path)
     assert_held(hub, main, tmp_path, r)
+
+
+@pytest.mark.parametrize(
+    "trigger",
+    [
+        'git -c format.outputDirectory="$OUT" format-patch -1 HEAD',
+        'git config format.outputDirectory "$OUT"',
+        'git -c http.cookieFile="$OUT/c" -c http.saveCookies=true status',
+    ],
+    ids=["format_output_c", "format_output_config", "cookie_file"],
+)
+def test_config_naming_a_file_git_writes_outside_the_lane_is_refused(
+    hub: Repo, tmp_path: Path, trigger: str
+) -> None:
+    """format.outputDirectory makes format-patch write where it names (as -o would, which
+    the shim judges); http.cookieFile with saveCookies saves cookies there. Found by the
+    13D fix's author, left open: both refused as the program keys are."""
+    lane_path = hub.create("alpha")
+    out = tmp_path / "outside"
+    out.mkdir()
+    r = hub.lane(
+        "exec",
+        "alpha",
+        "--",
+        "sh",
+        "-c",
+        f"set -e; git commit -q --allow-empty -m p; {trigger}",
+        cwd=lane_path,
+        env={"OUT": str(out)},
+    )
+    assert r.rc == 1 and "git-lane: refused [unsafe_config]" in r.stderr, (r.rc, r.stderr)
+    assert list(out.iterdir()) == []
