@@ -53,6 +53,11 @@ SANDBOX = "GITLANE_SANDBOX"  # set only when exec confined the process, so not i
 OBJECTS = "GITLANE_OBJECTS"  # likewise: the lane's private object store (guard/objects.py)
 PROGRAM_ENV = "GITLANE_PROGRAM_ENV"
 
+# GIT_TRACE* values git takes as "off", "stderr" or an open file descriptor; anything else
+# is a file (or socket) git appends its trace to, argv included (shimpolicy._process_env
+# refuses it, git.base_env drops it from the engine's calls)
+TRACE_NOT_A_FILE = ("", "0", "1", "2", "true", "false", "3", "4", "5", "6", "7", "8", "9")
+
 EDITOR_ENV = (
     "VIMINIT", "EXINIT", "MYVIMRC", "VIMRUNTIME", "VIM", "GVIMINIT", "MYGVIMRC",
     "NVIM_APPNAME", "NVIM_LOG_FILE", "NVIM", "NVIM_LISTEN_ADDRESS",
@@ -66,6 +71,8 @@ EDITOR_ENV = (
 PROGRAM_VARS = (
     "GIT_EXTERNAL_DIFF", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_ASKPASS", "SSH_ASKPASS",
     "GIT_PROXY_COMMAND", "GIT_TEMPLATE_DIR",
+    # git-difftool--helper evals the first as a command, runs the second as --tool would
+    "GIT_DIFFTOOL_EXTCMD", "GIT_DIFF_TOOL",
     "GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "EDITOR", "VISUAL", "GIT_PAGER", "PAGER",
     # what the "safe" editors and pagers (vi, vim, nvim, nano, emacs, less, more, man)
     # read from the environment to run a command or load code (VIMINIT's `:call

@@ -40,8 +40,13 @@ REPO_POINTERS = (
     "GIT_NAMESPACE",
 )
 
-# GIT_TRACE* values that name no file (off, stderr, an fd; guard.shimpolicy._process_env)
-TRACE_NOT_A_FILE = ("", "0", "1", "2", "true", "false", "3", "4", "5", "6", "7", "8", "9")
+
+# a program git would run (its file-system monitor, difftool's command) and what
+# rewrites history as git reads it (another replace namespace, another shallow file)
+_PROGRAM_OR_HISTORY = (
+    "GIT_TEST_FSMONITOR", "GIT_DIFFTOOL_EXTCMD", "GIT_DIFF_TOOL",
+    "GIT_REPLACE_REF_BASE", "GIT_SHALLOW_FILE",
+)  # fmt: skip
 
 _real_git: str | None = None
 
@@ -377,11 +382,20 @@ def real_git() -> str:
 
 
 def base_env(extra: Mapping[str, str] | None = None, scrub: bool = True) -> dict[str, str]:
+    from guard.binding import TRACE_NOT_A_FILE
+
     env = dict(os.environ)
     for k in [k for k, v in env.items() if k.startswith("GIT_TRACE")]:
         if env[k].strip().lower() not in TRACE_NOT_A_FILE:
             del env[k]  # no engine call appends its trace to a file a caller named
-    env.pop("GIT_TEST_FSMONITOR", None)  # a program git would run as its monitor
+    for k in _PROGRAM_OR_HISTORY:
+        env.pop(k, None)
+    # ancestry is the commits' own: a replacement ref (refs/replace/*, which a lane can
+    # write by hand) or a graft file (info/grafts, GIT_GRAFT_FILE) would make
+    # `merge-base --is-ancestor` say main is in a lane that drops a landed commit.
+    # The graft file named cannot exist (/dev/null is read, and git warns of grafts).
+    env["GIT_NO_REPLACE_OBJECTS"] = "1"
+    env["GIT_GRAFT_FILE"] = "/proc/self/git-lane-no-grafts"
     if scrub:
         for k in REPO_POINTERS:
             env.pop(k, None)
