@@ -1092,10 +1092,9 @@ def _search_path(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | No
 
 
 # -- the process's environment: what git writes to or runs whatever the command -----------
-# GIT_TRACE* values git takes as "off", "stderr" or an open file descriptor: anything else
-# is a file (or socket) git appends its trace to, argv included, from inside a lane to
-# anywhere the user can write (the state config.toml: a line `enabled = "false"`).
-_TRACE_OK = ("", "0", "1", "2", "true", "false", "3", "4", "5", "6", "7", "8", "9")
+# GIT_TRACE* values other than binding.TRACE_NOT_A_FILE name a file (or socket) git
+# appends its trace to, argv included, from inside a lane to anywhere the user can write
+# (the state config.toml: a line `enabled = "false"`).
 # set by git itself for the programs it starts (no destination)
 _TRACE_INFO = ("GIT_TRACE2_PARENT_SID", "GIT_TRACE2_PARENT_NAME")
 # variables letting git run protocols (ext::CMD runs CMD) its defaults would not
@@ -1133,7 +1132,7 @@ def _process_env(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | No
         if (
             name.startswith("GIT_TRACE")
             and name not in _TRACE_INFO
-            and env[name].strip().lower() not in _TRACE_OK
+            and env[name].strip().lower() not in binding.TRACE_NOT_A_FILE
         ):
             return _env_refusal(p, f, name, env[name], "git appends its trace to that file")
     if env.get("GIT_TEST_FSMONITOR"):
@@ -1205,18 +1204,24 @@ def _path_entries(p: Parsed, now: str, was: str, f: GitFacts) -> Refusal | None:
     exec's may only reorder or drop exec's entries, and add absolute directories neither
     in the lane nor writable by this process (nor their parents): a virtualenv's bin in
     the lane is the lane's to fill, and is refused."""
-    # exec's entries as written: one reached through a link is judged as written, since
-    # whoever can write the link's directory can point it elsewhere after the check
-    exec_dirs = {os.path.normpath(e) for e in was.split(":") if e.startswith("/")}
+    # exec's entries exactly as written: `L/../x` names x only as text (normpath), where
+    # the kernel follows the link L first; any other entry must be written as the
+    # directory it is: absolute, no `.`, `..`, `//`, no link on the way (whoever can
+    # write the link's directory can point it elsewhere after the check)
+    exec_dirs = {e for e in was.split(":") if e.startswith("/")}
     for entry in now.split(":"):
         why = ""
         if not entry.startswith("/"):
             why = "is relative: git resolves it where it runs a program (the worktree's top)"
+        elif entry in exec_dirs:
+            continue
         else:
-            if os.path.normpath(entry) in exec_dirs:
-                continue
+            plain = entry.rstrip("/") or "/"
+            parts = plain.split("/")[1:]
             real = f.realpath(entry)
-            if real != os.path.normpath(entry):
+            if plain != "/" and any(c in ("", ".", "..") for c in parts):
+                why = "is not written plainly (`.`, `..` or `//`), so it names another directory than it reads"
+            elif real != plain:
                 why = (
                     "goes through a symbolic link, which can be pointed elsewhere after this check"
                 )
