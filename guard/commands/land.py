@@ -650,11 +650,17 @@ def _changed_during_gate(
     runs at that commit. Anything else (the tip, a tracked file, a hidden entry): look."""
     left = [] if after != t.tip or unseen else git.untracked_only(t.path, dirty)
     p = git.q(t.path)
-    patterns = _ignore_patterns(left) if left and _plain_gitignore(t.path) else None
-    if patterns:
+    gitignore = git.q(os.path.join(t.path, ".gitignore"))
+    # a .gitignore the gate wrote itself is shown and committed as it is (a pattern for
+    # it would ignore the file `git add` must then add); the rest is appended to it
+    own = ".gitignore" in left
+    rest = [x for x in left if x != ".gitignore"]
+    patterns = _ignore_patterns(rest) if left and _plain_gitignore(t.path) else None
+    if patterns is not None:
         lines = " ".join(git.q(x) for x in patterns)
         next_ = [
-            f"printf '\\n%s\\n' {lines} >> {git.q(os.path.join(t.path, '.gitignore'))}",
+            *([f"cat {gitignore}"] if own else []),
+            *([f"printf '\\n%s\\n' {lines} >> {gitignore}"] if patterns else []),
             f"git -C {p} add .gitignore",
             f"git -C {p} commit -m {git.q('Ignore what the gate leaves behind')}",
             f"git lane land {t.key}",
