@@ -1452,17 +1452,31 @@ def _transient_expiry(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal
         if nxt is not None:
             return nxt
         return _expiry_refusal(p, f, what, key, _without(p, drop))
-    keys, _ok = _config_keys_from_env(env)
-    bad = [k for k in keys if expiry_key(k, None)]
-    if bad:
-        return _expiry_refusal(
-            p,
-            f,
-            f"GIT_CONFIG_COUNT/GIT_CONFIG_PARAMETERS setting {', '.join(bad)}",
-            bad[0],
-            "env -u GIT_CONFIG_COUNT -u GIT_CONFIG_PARAMETERS " + _render(p.globals, p.cmd, p.args),
-        )
+    by_env = _env_setting(env, expiry_key)
+    if by_env is not None:
+        return _expiry_refusal(p, f, *by_env, _without_config_env(p))
     return None
+
+
+_CONFIG_ENV = ("GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS")
+
+
+def _env_setting(
+    env: Mapping[str, str], judge: Callable[[str, str | None], bool]
+) -> tuple[str, str] | None:
+    """(what, the first key) when GIT_CONFIG_COUNT / GIT_CONFIG_PARAMETERS set keys that
+    `judge` refuses whatever their value."""
+    keys, _ok = _config_keys_from_env(env)
+    bad = [k for k in keys if judge(k, None)]
+    if not bad:
+        return None
+    return f"{'/'.join(_CONFIG_ENV)} setting {', '.join(bad)}", bad[0]
+
+
+def _without_config_env(p: Parsed) -> str:
+    return (
+        "env " + " ".join(f"-u {v}" for v in _CONFIG_ENV) + " " + _render(p.globals, p.cmd, p.args)
+    )
 
 
 def _expiry_refusal(p: Parsed, f: GitFacts, what: str, key: str, nxt: str) -> Refusal:
@@ -1507,33 +1521,17 @@ def _transient_config(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal
         key = kv.partition("=")[0]
         if _transient_unsafe(key, None) or key.strip().lower().startswith("alias."):
             return _unsafe_config(p, f, f"--config-env {kv}", key, drop=("--config-env", kv))
-    keys, _ok = _config_keys_from_env(env)
-    bad = [k for k in keys if _transient_unsafe(k, None)]
-    if bad:
-        return _unsafe_config(
-            p,
-            f,
-            f"GIT_CONFIG_COUNT/GIT_CONFIG_PARAMETERS setting {', '.join(bad)}",
-            bad[0],
-            env_vars=("GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS"),
-        )
+    by_env = _env_setting(env, _transient_unsafe)
+    if by_env is not None:
+        return _unsafe_config(p, f, *by_env)
     return None
 
 
 def _unsafe_config(
-    p: Parsed,
-    f: GitFacts,
-    what: str,
-    key: str,
-    drop: tuple[str, ...] = (),
-    env_vars: tuple[str, ...] = (),
+    p: Parsed, f: GitFacts, what: str, key: str, drop: tuple[str, ...] = ()
 ) -> Refusal:
-    if drop:
-        nxt = [_without(p, drop)]
-    else:
-        nxt = [
-            "env " + " ".join(f"-u {v}" for v in env_vars) + " " + _render(p.globals, p.cmd, p.args)
-        ]
+    """`drop`: the words whose removal is the next; none: the GIT_CONFIG_* variables."""
+    nxt = [_without(p, drop) if drop else _without_config_env(p)]
     return Refusal(
         "unsafe_config",
         f"{what}: {key} makes git run a program (or read refs or a repository) that lane "
