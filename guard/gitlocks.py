@@ -88,15 +88,16 @@ def _inside(p: str, roots: list[str]) -> bool:
     return any(p == r or p.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
-def repo_roots(repo: Repo, *more: str) -> list[str]:
+def repo_roots(repo: Repo, *more: str) -> list[str] | None:
     """Where a git working on this repository has its cwd or names: the common dir (every
-    admin dir is in it), the hub, every worktree git or a `gitdir` file names, and `more`."""
+    admin dir is in it), the hub, every worktree git or a `gitdir` file names, and `more`.
+    None when git cannot list the worktrees: where a git may work is then unknown."""
     common = os.path.realpath(repo.common_dir)
     roots = {common, os.path.realpath(repo.repo_root()), *map(os.path.realpath, more)}
     try:
         roots.update(os.path.realpath(w.path) for w in git.worktrees(common))
     except GitError:
-        pass  # the gitdir files below, the hub and `more` still count
+        return None
     try:
         entries = os.listdir(os.path.join(common, "worktrees"))
     except OSError:
@@ -158,7 +159,9 @@ def _names(cwd: str, argv: list[str], env: list[bytes], roots: list[str]) -> boo
     )
 
 
-_GIT_OPTS_WITH_ARG = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env"}
+_GIT_OPTS_WITH_ARG = {
+    "-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix",
+}  # fmt: skip
 
 
 def _ran_git_lane(pid: int) -> bool:
@@ -171,9 +174,11 @@ def _ran_git_lane(pid: int) -> bool:
     return i < len(argv) and argv[i] == "lane"
 
 
-def git_at_work(roots: list[str]) -> bool:
+def git_at_work(roots: list[str] | None) -> bool:
     """Does a live git process (other than this one and the `git` that ran `git lane`)
-    work in `roots`? True when /proc cannot tell."""
+    work in `roots`? True when /proc cannot tell, or the roots are unknown (None)."""
+    if roots is None:
+        return True
     me = os.getpid()
     try:
         mine = {me, *(a for a in procs.ancestors(me) if _ran_git_lane(a))}
