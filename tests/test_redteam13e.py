@@ -118,29 +118,6 @@ def test_git_trace_working_tree_encoding_naming_a_hub_file_is_refused(
     assert (hub.path / "a.txt").read_bytes() == before, (r.rc, r.stderr)
 
 
-def test_git_test_fsmonitor_naming_a_lane_program_is_refused(hub: Repo, tmp_path: Path) -> None:
-    """With core.fsmonitor unset, git 2.39 takes the fsmonitor hook from the environment
-    (GIT_TEST_FSMONITOR, fsmonitor-settings.c): a read-only `git status` (the sh fast
-    pass) runs the lane's program with git's exec path first on PATH, past the shim."""
-    lane_path = hub.create("alpha")
-    main = hub.sha()
-    script = ENV_PRELUDE + 'GIT_TEST_FSMONITOR="$PWD/evil.sh" git status >/dev/null 2>&1'
-    r = run_bound(hub, lane_path, script, tmp_path)
-    assert_held(hub, main, tmp_path, r)
-
-
-def test_git_test_fsmonitor_through_python_is_refused(hub: Repo, tmp_path: Path) -> None:
-    """The same through guard/shim.py (a global option the sh pass leaves to Python)."""
-    lane_path = hub.create("alpha")
-    main = hub.sha()
-    script = (
-        ENV_PRELUDE
-        + 'GIT_TEST_FSMONITOR="$PWD/evil.sh" git -c color.ui=never status >/dev/null 2>&1'
-    )
-    r = run_bound(hub, lane_path, script, tmp_path)
-    assert_held(hub, main, tmp_path, r)
-
-
 @pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root and unshare -m"
 )

@@ -53,20 +53,6 @@ def test_a_replacement_ref_written_past_the_hooks_never_lets_a_stale_lane_land(
     assert repo.sha() == m1
 
 
-def test_difftool_extcmd_naming_a_program_is_refused(hub: Repo, tmp_path: Path) -> None:
-    """git-difftool--helper evals GIT_DIFFTOOL_EXTCMD as a command (as `difftool -x`,
-    which the shim refuses): the lane's program past the shim. (GIT_DIFF_TOOL, which
-    names a tool as --tool does, is judged the same way.)"""
-    lane_path = hub.create("alpha")
-    main = hub.sha()
-    script = (
-        ENV_PRELUDE + 'echo w2 > work.txt; GIT_DIFFTOOL_EXTCMD="$PWD/evil.sh" '
-        "git difftool -y >/dev/null 2>&1"
-    )
-    r = run_bound(hub, lane_path, script, tmp_path)
-    assert_held(hub, main, tmp_path, r)
-
-
 def test_a_path_entry_written_through_a_link_and_dotdot_is_judged_as_the_kernel_reads_it(
     hub: Repo, tmp_path: Path
 ) -> None:

@@ -439,12 +439,30 @@ def test_a_path_adding_a_lane_directory_is_refused_whatever_name_git_starts(
     assert_held(hub, main, tmp_path, r)
 
 
-def test_allow_protocol_and_helper_urls_are_refused(hub: Repo, tmp_path: Path) -> None:
-    """GIT_ALLOW_PROTOCOL=ext lets `ext::CMD` run CMD; ls-remote is read-only and passed the
-    sh fast pass (the variable is judged nowhere)."""
+@pytest.mark.parametrize(
+    "trigger",
+    [
+        # GIT_ALLOW_PROTOCOL=ext lets `ext::CMD` run CMD; ls-remote is read-only and
+        # passed the sh fast pass (the variable was judged nowhere)
+        "GIT_ALLOW_PROTOCOL=ext git ls-remote 'ext::sh evil.sh'",
+        # with core.fsmonitor unset git 2.39 runs GIT_TEST_FSMONITOR's program as its
+        # monitor (fsmonitor-settings.c): a read-only status (the sh fast pass) ran it
+        'GIT_TEST_FSMONITOR="$PWD/evil.sh" git status',
+        # the same through guard/shim.py (a global option the sh pass leaves to Python)
+        'GIT_TEST_FSMONITOR="$PWD/evil.sh" git -c color.ui=never status',
+        # git-difftool--helper evals GIT_DIFFTOOL_EXTCMD as `difftool -x` would
+        'echo w2 > work.txt; GIT_DIFFTOOL_EXTCMD="$PWD/evil.sh" git difftool -y',
+    ],
+    ids=["allow_protocol_ext", "test_fsmonitor_sh", "test_fsmonitor_python", "difftool_extcmd"],
+)
+def test_a_variable_that_makes_git_run_the_lanes_program_is_refused(
+    hub: Repo, tmp_path: Path, trigger: str
+) -> None:
+    """What git reads from the environment to start a program, judged for every command,
+    read-only ones included: the lane's evil.sh never runs, main never moves."""
     lane_path = hub.create("alpha")
     main = hub.sha()
-    script = ENV_PRELUDE + "GIT_ALLOW_PROTOCOL=ext git ls-remote 'ext::sh evil.sh' </dev/null"
+    script = ENV_PRELUDE + trigger + " </dev/null >/dev/null 2>&1"
     r = run_bound(hub, lane_path, script, tmp_path)
     assert_held(hub, main, tmp_path, r)
 
