@@ -66,6 +66,10 @@ EDITOR_ENV = (
     "MANPAGER", "MANOPT", "MANROFFOPT", "BROWSER",
     "SPELL", "NANORC", "EMACSLOADPATH", "EMACSDATA", "EMACSPATH", "EMACSNATIVELOADPATH",
     "GIT_MAN_VIEWER",
+    # what other programs git starts read to load code: gpg's home (gpg.conf's
+    # agent-program), the directory of difftool/mergetool's shell code, the Perl of
+    # git's Perl commands (add -p with add.interactive.useBuiltin=false, send-email...)
+    "GNUPGHOME", "MERGE_TOOLS_DIR", "PERL5OPT", "PERL5LIB", "PERLLIB",
 )  # fmt: skip
 # the variables naming a program git runs past the shim (shimpolicy.program_env judges them)
 PROGRAM_VARS = (

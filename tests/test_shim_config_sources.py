@@ -452,8 +452,51 @@ def test_a_path_adding_a_lane_directory_is_refused_whatever_name_git_starts(
         'GIT_TEST_FSMONITOR="$PWD/evil.sh" git -c color.ui=never status',
         # git-difftool--helper evals GIT_DIFFTOOL_EXTCMD as `difftool -x` would
         'echo w2 > work.txt; GIT_DIFFTOOL_EXTCMD="$PWD/evil.sh" git difftool -y',
+        # ... and sources "$MERGE_TOOLS_DIR/$tool" for the tool it guesses (vimdiff)
+        pytest.param(
+            'mkdir -p mt; for t in vimdiff nvimdiff emerge kompare; do printf "%s\\n" '
+            '"$PWD/evil.sh" > "mt/$t"; done; echo w2 > work.txt; '
+            'MERGE_TOOLS_DIR="$PWD/mt" git difftool -y',
+            marks=pytest.mark.skipif(
+                not any(shutil.which(t) for t in ("vimdiff", "nvimdiff", "emerge", "kompare")),
+                reason="no difftool git would guess",
+            ),
+        ),
+        # Perl obeys PERL5OPT in git 2.39's Perl add--interactive (the sh pass, and Python)
+        *[
+            pytest.param(
+                'printf "system(\\"%s\\"); 1;\\n" "$PWD/evil.sh" > evilmod.pm; '
+                f'echo w2 > work.txt; echo q | PERL5OPT="-I$PWD -Mevilmod" {how}',
+                marks=pytest.mark.skipif(shutil.which("perl") is None, reason="no perl"),
+            )
+            for how in (
+                "GIT_TEST_ADD_I_USE_BUILTIN=0 git add --patch",
+                "git -c add.interactive.useBuiltin=false add -p",
+            )
+        ],
+        # gpg reads GNUPGHOME's gpg.conf: `agent-program PROG` runs for `git commit -S`
+        pytest.param(
+            'T=$(mktemp -d /tmp/gk.XXXXXX); G="$PWD/gnupg"; mkdir -m 700 "$G"; '
+            'gpg --homedir "$T" --batch --passphrase "" --quick-gen-key "a <a@b.c>" ed25519 '
+            'sign never >/dev/null 2>&1; gpgconf --homedir "$T" --kill gpg-agent; '
+            'cp "$T/pubring.kbx" "$G/"; rm -rf "$T"; '
+            'echo "agent-program $PWD/evil.sh" > "$G/gpg.conf"; '
+            'GNUPGHOME="$G" git commit -Sa@b.c --allow-empty -m signed',
+            marks=pytest.mark.skipif(
+                shutil.which("gpg") is None or shutil.which("gpgconf") is None, reason="no gpg"
+            ),
+        ),
     ],
-    ids=["allow_protocol_ext", "test_fsmonitor_sh", "test_fsmonitor_python", "difftool_extcmd"],
+    ids=[
+        "allow_protocol_ext",
+        "test_fsmonitor_sh",
+        "test_fsmonitor_python",
+        "difftool_extcmd",
+        "merge_tools_dir",
+        "perl5opt_sh",
+        "perl5opt_python",
+        "gnupghome",
+    ],
 )
 def test_a_variable_that_makes_git_run_the_lanes_program_is_refused(
     hub: Repo, tmp_path: Path, trigger: str

@@ -691,7 +691,8 @@ def test_the_sh_fast_pass_sends_every_judged_environment_name_to_python() -> Non
     from guard import shimpolicy
 
     text = SHIM.read_text()
-    names = [*binding.EDITOR_ENV, *shimpolicy.PROTOCOL_ENV]
+    names = [*binding.PROGRAM_VARS, *shimpolicy.PROTOCOL_ENV]
+    names = [n for n in names if n not in shimpolicy._EDITOR_ENV]  # their own loop: names
     names += ["GIT_TRACE", "GIT_TRACE2", "GIT_TRACE2_EVENT", "GIT_TRACE2_PERF"]
     names += ["GIT_TRACE_PACKET", "GIT_TRACE_PERFORMANCE", "GIT_TRACE_SETUP", "GIT_TRACE_CURL"]
     editors = text[text.index("for gs_a in VIMINIT") :]
