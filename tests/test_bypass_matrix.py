@@ -102,6 +102,7 @@ class Row:
     sandbox: Cell
     after: tuple[str, ...] = ()  # every doctor check that fails once it passed the hooks
     pre: str = ""  # sh run beforehand by the owner, outside every layer
+    needs: str = ""  # a program the row runs, which the machine may not have
 
     def cell(self, layer: str) -> Cell:
         return {"hooks": self.hooks, "shims": self.shims, "sandbox": self.sandbox}[layer]
@@ -706,6 +707,19 @@ ROWS: tuple[Row, ...] = (
         ("main_moved",),
     ),
     Row(
+        "editor_driven",
+        "an editor git starts, driven through its stdin (`:!PROG` typed into `git commit`'s vi)",
+        EVIL
+        + '{ printf ":!%s\\n:q!\\n" "$LANE/evil.sh" | GIT_EDITOR=vi $GIT commit -q --allow-empty >/dev/null || true; }'
+        + MOVED,
+        "main",
+        PASSES,
+        PASSES,
+        EACCES,
+        ("main_moved",),
+        needs="vi",
+    ),
+    Row(
         "tar_filter_command",
         "`git -c tar.X.command=PROG archive --format=X` (archive is read-only)",
         EVIL
@@ -1185,6 +1199,8 @@ def test_bypass(layer: Layer, row: Row) -> None:
         pytest.skip(f"not a thing in the {layer.name} layer: {cell.code}")
     if row.id == "dulwich":
         pytest.importorskip("dulwich")
+    if row.needs and shutil.which(row.needs) is None:
+        pytest.skip(f"no {row.needs} on this machine")
     before = aimed(layer, row)
     r = run_row(layer, row)
     seen = r.stdout + r.stderr
