@@ -118,7 +118,9 @@ def test_path_loses_git_exec_path_and_dashed_git_commands(repo: Repo, tmp_path: 
         f'#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} -m guard "$@"\n'
     )
     (bindir / "git-lane").chmod(0o755)
-    probe = "command -v git-stash git-update-ref || echo none"
+    # and no GIT_EXEC_PATH, which git sets to its own for `git lane` and which would send
+    # every bound git call to the shim's Python (~80 ms each) instead of its sh pass
+    probe = 'command -v git-stash git-update-ref || echo none; echo "${GIT_EXEC_PATH-unset}"'
     res = subprocess.run(
         [real_git(), "lane", "exec", "alpha", "--", "sh", "-c", probe],
         cwd=repo.path,
@@ -126,7 +128,10 @@ def test_path_loses_git_exec_path_and_dashed_git_commands(repo: Repo, tmp_path: 
         capture_output=True,
         text=True,
     )
-    assert res.stdout.strip() == "none", (res.stdout, res.stderr)
+    assert res.stdout.split() == ["none", "unset"], (res.stdout, res.stderr)
+    # a GIT_EXEC_PATH of the user's own is kept (and judged by the shim)
+    r = repo.lane("exec", "alpha", "--", "sh", "-c", probe, env={"GIT_EXEC_PATH": str(tmp_path)})
+    assert r.stdout.split() == ["none", str(tmp_path)], (r.stdout, r.stderr)
 
 
 def test_shellenv_cd_hint_cannot_end_early(tmp_path: Path) -> None:

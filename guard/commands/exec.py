@@ -209,6 +209,18 @@ def binding_env(repo: Repo, rec: LaneRecord, base: Mapping[str, str]) -> dict[st
     return env
 
 
+def gits_own_exec_path(base: Mapping[str, str], real: str) -> bool:
+    """Is GIT_EXEC_PATH in `base` git's own directory of commands (set by git itself for
+    `git lane ...`, an external command)? It says nothing of the user's, and set, it sends
+    every bound git call to the shim's Python: exec drops it. Another value is kept (the
+    shim judges it)."""
+    v = base.get("GIT_EXEC_PATH")
+    if not v:
+        return False
+    own = git_exec_path(real)
+    return bool(own) and os.path.realpath(v) == os.path.realpath(own)
+
+
 # -- refusals shared by exec and shellenv ------------------------------------------------
 def _lane(repo: Repo, key: str | None, action: str) -> LaneRecord:
     key = lane.current(repo, key, action)
@@ -417,6 +429,8 @@ def _supervise(
     try:
         owner_env = dict(env)  # what the land socket's lands run with: ours, unbound
         env.update(binding_env(repo, mine, env))
+        if gits_own_exec_path(env, env[binding.REAL_GIT]):
+            del env["GIT_EXEC_PATH"]
         cwd = _cwd(mine.path)
         env["PWD"] = cwd
         result["cwd"] = cwd
@@ -871,6 +885,9 @@ def shellenv(repo: Repo, key: str | None, shell: str = "sh") -> ShellenvResult:
     _, warnings = _sandbox(repo, rec.key, False, retry, shell=True)
     _owner_check(repo, rec, retry, "shellenv")
     env = binding_env(repo, rec, os.environ)
+    unset = list(DROPPED)
+    if gits_own_exec_path(os.environ, env[binding.REAL_GIT]):
+        unset.append("GIT_EXEC_PATH")
     cwd = _cwd(rec.path)
     return {
         "ok": True,
@@ -880,8 +897,8 @@ def shellenv(repo: Repo, key: str | None, shell: str = "sh") -> ShellenvResult:
         "cwd": cwd,
         "shell": shell,
         "env": env,
-        "unset": list(DROPPED),
-        "script": script(env, list(DROPPED), cwd, shell),
+        "unset": unset,
+        "script": script(env, unset, cwd, shell),
         "warnings": warnings,
     }
 
