@@ -64,24 +64,21 @@ def make_lane(base: Path, env: dict[str, str], files: int) -> tuple[Path, Path]:
     return hub, lane
 
 
-def bound_env(env: dict[str, str], hub: Path, lane: Path, real: str) -> dict[str, str]:
-    out = dict(env)
-    out.update(
-        PATH=f"{SHIM.parent}{os.pathsep}{env['PATH']}",
-        GITLANE_LANE="work",
-        GITLANE_ROLE="worker",
-        GITLANE_REAL_GIT=real,
-        GITLANE_SHIMS_DIR=str(SHIM.parent),
-        GITLANE_LANE_PATH=os.path.realpath(lane),
-        GITLANE_COMMON=os.path.realpath(hub / ".git"),
-        GITLANE_PYTHON=sys.executable,
-        GITLANE_PYPATH=str(ROOT),
-        GITLANE_HOME=env["HOME"],
-        GITLANE_XDG_CONFIG_HOME=env["XDG_CONFIG_HOME"],
-        GITLANE_PORT="20000",
+def bound_env(base: Path, env: dict[str, str], lane: Path, real: str) -> dict[str, str]:
+    """The environment `git lane exec work -- CMD` gives CMD, started through git as a
+    user starts it (git sets GIT_EXEC_PATH and puts its own directory on PATH for an
+    external command; a binding built by hand once hid that every bound call went to
+    the shim's Python)."""
+    bindir = base / "bin"
+    bindir.mkdir()
+    (bindir / "git-lane").write_text(
+        f'#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} -m guard "$@"\n'
     )
-    out["GITLANE_PATH"] = out["PATH"]
-    return out
+    (bindir / "git-lane").chmod(0o755)
+    e = dict(env, PATH=f"{bindir}{os.pathsep}{env['PATH']}")
+    out = sh([real, "lane", "exec", "work", "--", "env", "-0"], lane, e).stdout
+    pairs = [x.split("=", 1) for x in out.decode("utf-8", "surrogateescape").split("\0")]
+    return {p[0]: p[1] for p in pairs if len(p) == 2}
 
 
 Timing = tuple[float, float]  # wall, CPU of the children
@@ -139,13 +136,13 @@ def main() -> None:
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     real = os.path.realpath(shutil.which("git", path=env["PATH"]) or "/usr/bin/git")
     try:
-        hub, lane = make_lane(base, env, ns.files)
+        _hub, lane = make_lane(base, env, ns.files)
         floor_dir = base / "floor-shim"
         floor_dir.mkdir()
         floor = floor_dir / "git"
         floor.write_text(f'#!/bin/sh\nexec {real} "$@"\n')
         floor.chmod(0o755)
-        bound = bound_env(env, hub, lane, real)
+        bound = bound_env(base, env, lane, real)
         print(
             f"git {sh([real, '--version'], base, env).stdout.decode().split()[-1]}, "
             f"/bin/sh -> {os.path.realpath('/bin/sh')}, {os.cpu_count()} cpu(s), "
