@@ -435,7 +435,12 @@ def decide_git(argv: Sequence[str], env: Mapping[str, str], facts: GitFacts) -> 
         return refusal
     if p.cmd == "lane":
         return None  # `git lane ...`: the engine enforces its own rules
-    refusal = _program_env(p, env, facts) or _command_known(p, facts) or _program_options(p, facts)
+    refusal = (
+        _program_env(p, env, facts)
+        or _command_known(p, facts)
+        or _program_options(p, facts)
+        or _written_outside(p, facts)
+    )
     if refusal is not None:
         return refusal
     if p.cmd not in READ_ONLY:
@@ -447,6 +452,7 @@ def decide_git(argv: Sequence[str], env: Mapping[str, str], facts: GitFacts) -> 
     return (
         _hook_redirection(p, env, facts)
         or _config_write(p, facts)
+        or _sparse_checkout(p, facts)
         or _paths(p, env, facts)
         or _lane_repository(p, env, facts)
         or _stash(p, facts)
@@ -494,20 +500,70 @@ def read_only(cmd: str, args: Sequence[str]) -> bool:
 def _output_file(cmd: str, args: Sequence[str]) -> str | None:
     """The file a reading command was told to write (`--output=F`, `--output F`, and
     `archive -o F`), if any."""
+    word = _output_word(cmd, args)
+    return word[2] if word is not None else None
+
+
+def _output_word(cmd: str, args: Sequence[str]) -> tuple[int, int, str] | None:
+    """(first word, words, file) of the option of `git CMD ARGS` naming a file to write."""
     for i, a in enumerate(args):
-        if a == "--":
+        if _ends_options(args, i):
             break
         name, eq, val = a.partition("=")
-        if len(name) >= 5 and "--output".startswith(name):  # git takes --outp for --output
+        if len(name) >= 3 and "--output".startswith(name):  # any prefix git might complete
             if eq:
-                return val
+                return i, 1, val
             if i + 1 < len(args):
-                return args[i + 1]
+                return i, 2, args[i + 1]
         if cmd == "archive" and a == "-o" and i + 1 < len(args):
-            return args[i + 1]
+            return i, 2, args[i + 1]
         if cmd == "archive" and a.startswith("-o") and len(a) > 2:
-            return a[2:]
+            return i, 1, a[2:]
     return None
+
+
+def _ends_options(args: Sequence[str], i: int) -> bool:
+    """Is args[i] a `--` that ends the options? Not when it may be the value of the option
+    before it: parse-options takes the next word, `--` too, as an option's value and goes
+    on (`grep -e -- -O PROG`, `ls-remote --sort -- --upload-pack=PROG`), so a `--` after
+    an option word ends nothing as far as the policy is concerned."""
+    return args[i] == "--" and not (i > 0 and args[i - 1].startswith("-") and args[i - 1] != "--")
+
+
+def _written_outside(p: Parsed, f: GitFacts) -> Refusal | None:
+    """A file a reading command writes outside the lane, judged before its options are
+    (stash list/show hand theirs to log/diff: `--output=F` is no option of stash's own):
+    `--output=F` (log, diff, stash list/show...), `archive -o F`; and fsck --lost-found,
+    which writes every dangling object into <common>/lost-found."""
+    args = list(p.args)
+    if p.cmd == "fsck":
+        for i, a in enumerate(args):
+            name = a.partition("=")[0]
+            if len(name) >= 3 and "--lost-found".startswith(name):  # git takes --l
+                where = os.path.join(f.common, "lost-found")
+                return Refusal(
+                    "path_outside_lane",
+                    f"git fsck {a} writes every dangling object (a blob the lane made too) "
+                    f"into {where}, outside lane {f.lane} ({f.lane_path}); run fsck without "
+                    "it (it still names the dangling objects)",
+                    next=[_render(p.globals, p.cmd, [*args[:i], *args[i + 1 :]])],
+                    details={"lane": f.lane, "what": f"git fsck {a}", "path": where},
+                )
+    word = _output_word(p.cmd or "", args)
+    if word is None:
+        return None
+    i, n, out = word
+    real = _clean(out, f, _cwd_after_chdirs(p, f))
+    if _inside(real, f.lane_path):
+        return None  # judged with the rest of the command (_paths)
+    rest = [*args[:i], *args[i + n :]]
+    return Refusal(
+        "path_outside_lane",
+        f"git {p.cmd} {args[i]} writes {real}, outside lane {f.lane} ({f.lane_path}); "
+        "git may write only in the lane: write it there (or to stdout)",
+        next=[_render(p.globals, p.cmd, rest)],
+        details={"lane": f.lane, "what": f"git {p.cmd}'s output file", "path": real},
+    )
 
 
 def _is_rev_word(w: str) -> bool:
@@ -924,13 +980,39 @@ def _config_write_value(p: Parsed, words: Sequence[str], f: GitFacts) -> Refusal
     return None
 
 
+def _sparse_checkout(p: Parsed, f: GitFacts) -> Refusal | None:
+    """`git sparse-checkout init/set/add/reapply/disable` first turns on
+    extensions.worktreeConfig in the repository's shared config (git's
+    init_worktree_config), the key `git config` may not write (CONFIG_WRITE_KEYS): from
+    then on git reads every worktree's config.worktree. Refused unless it is on already;
+    `list` only reads."""
+    if p.cmd != "sparse-checkout" or (p.args and p.args[0] == "list"):
+        return None
+    on = (f.config_value("extensions.worktreeConfig") or "").strip().lower()
+    if on in ("true", "yes", "on", "1"):
+        return None
+    words = " ".join(_q(a) for a in p.args)
+    return Refusal(
+        "unsafe_config",
+        f"git sparse-checkout {words} would turn on extensions.worktreeConfig in the "
+        "repository's shared config (which git config may not from a lane: git would then "
+        "read every worktree's config.worktree); the next is the owner's command: the "
+        "repository owner may run it for the lane, outside the lane",
+        next=[
+            f"git -C {_q(f.lane_path)} sparse-checkout {words}".rstrip()
+            + "  # as the repository owner, outside the lane"
+        ],
+        details={"lane": f.lane, "key": "extensions.worktreeConfig", "argv": [p.cmd, *p.args]},
+    )
+
+
 def _config_file_outside(p: Parsed, f: GitFacts) -> Refusal | None:
     """`git config` writing a file outside the lane: --global (~/.gitconfig), --system,
     --file/-f/--blob FILE outside the lane's worktree."""
     args = list(p.args)
     where: tuple[str, str, str | None] | None = None
     for i, a in enumerate(args):
-        if a == "--":
+        if _ends_options(args, i):
             break
         if a in ("--global", "--system"):
             where = (a, a, None)
@@ -1020,6 +1102,8 @@ def _lane_repository(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal 
         if not raw:
             continue
         real = _clean(raw, f, cwd)
+        if what != "GIT_COMMON_DIR" and _shared_git_dir(real, f):
+            return _shared_index_refusal(p, f, f"{what} ({real})", real)
         if real == lane_dotgit or os.path.join(cwd, raw) == lane_dotgit:
             continue  # the lane's own .git file: git follows it to the lane's git dir
         if _inside(real, f.lane_path):
@@ -1030,7 +1114,32 @@ def _lane_repository(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal 
             target = f.gitfile(nested)
             if target is None or not _inside(target, f.common):
                 return _nested_refusal(p, f, nested, nested)
+            if _shared_git_dir(target, f):
+                return _shared_index_refusal(p, f, f"{nested} (gitdir: {target})", target)
     return None
+
+
+def _shared_git_dir(real: str, f: GitFacts) -> bool:
+    """The repository's common dir (the hub's git dir) or another worktree's git dir: git
+    working there reads, refreshes and so writes that git dir's index, not the lane's."""
+    if _inside(real, f.lane_git_dir):
+        return False
+    return real == f.common or _inside(real, os.path.join(f.common, "worktrees"))
+
+
+def _shared_index_refusal(p: Parsed, f: GitFacts, what: str, path: str) -> Refusal:
+    index = os.path.join(path, "index")
+    return Refusal(
+        "path_outside_lane",
+        f"{what} makes git {p.cmd} use {index}, an index outside lane {f.lane} "
+        f"({f.lane_path}): git refreshes (rewrites) the index it reads, git status too; run "
+        "it in the lane's own repository (it sees the same branches)",
+        next=[
+            f"cd {_q(f.lane_path)} && env -u GIT_DIR -u GIT_WORK_TREE "
+            + _render(_drop_paths(p.globals), p.cmd, p.args)
+        ],
+        details={"lane": f.lane, "what": "git dir", "path": path, "index": index},
+    )
 
 
 def _nested_refusal(p: Parsed, f: GitFacts, what: str, path: str) -> Refusal:
@@ -1595,8 +1704,21 @@ def _program_env(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | No
 
 # Options that name a program git runs for a transport (with its exec path first on PATH).
 _PROGRAM_OPTIONS = ("--upload-pack", "--receive-pack", "--exec")
+# The commands that take them: git completes any unique prefix (`ls-remote --u=PROG`,
+# `push --e=PROG`), so every prefix of their names from `--X` on is judged for these
+# (other commands: from 5 characters on, for a command that hands them to another).
+_PROGRAM_OPTION_COMMANDS: dict[str, tuple[str, ...]] = {
+    "ls-remote": ("--upload-pack", "--exec"),
+    "fetch": ("--upload-pack",),
+    "pull": ("--upload-pack",),
+    "clone": ("--upload-pack",),
+    "fetch-pack": ("--upload-pack", "--exec"),
+    "push": ("--receive-pack", "--exec"),
+    "send-pack": ("--receive-pack", "--exec"),
+    "archive": ("--exec",),
+}
 # Per command, options that name a program (or, --template, hooks) git runs past the shim:
-# the long names (any prefix of 4+ characters git would complete) and the short letters.
+# the long names (any prefix from `--X` on git would complete) and the short letters.
 _RUNS_PROGRAM: dict[str, tuple[tuple[str, ...], str]] = {
     "grep": (("--open-files-in-pager",), "O"),
     "difftool": (("--extcmd", "--tool", "--tool-help"), "xt"),
@@ -1619,11 +1741,11 @@ def _runs_program(cmd: str, args: Sequence[str]) -> str | None:
     """The word of `git CMD ARGS` that makes git run a program past the shim (grep -O,
     difftool -x/--tool, rebase -x, clone/init --template), or None."""
     longs, shorts = _RUNS_PROGRAM.get(cmd, ((), ""))
-    for a in args:
-        if a == "--":
+    for i, a in enumerate(args):
+        if _ends_options(args, i):
             break
         name = a.partition("=")[0]
-        if a.startswith("--") and len(name) >= 4 and any(o.startswith(name) for o in longs):
+        if a.startswith("--") and len(name) >= 3 and any(o.startswith(name) for o in longs):
             return a
         if a.startswith("-") and not a.startswith("--") and set(a[1:]) & set(shorts):
             return a
@@ -1647,12 +1769,15 @@ def _program_options(p: Parsed, f: GitFacts) -> Refusal | None:
             next=[_render(p.globals, p.cmd, _drop_word(args, word))],
             details={"lane": f.lane, "key": word.partition("=")[0], "argv": [p.cmd or "", *args]},
         )
+    own = _PROGRAM_OPTION_COMMANDS.get(p.cmd or "", ())
     for i, a in enumerate(args):
-        if a == "--":
+        if _ends_options(args, i):
             break
         name = a.partition("=")[0]
-        hit = (len(name) >= 5 and any(o.startswith(name) for o in _PROGRAM_OPTIONS)) or (
-            p.cmd == "clone" and a.startswith("-u")
+        hit = (
+            (len(name) >= 5 and any(o.startswith(name) for o in _PROGRAM_OPTIONS))
+            or (len(name) >= 3 and any(o.startswith(name) for o in own))
+            or (p.cmd == "clone" and a.startswith("-u"))
         )
         if p.cmd == "rebase" or not hit:
             continue  # rebase --exec: _runs_program above
@@ -1678,7 +1803,7 @@ def _clone_config_words(args: Sequence[str]) -> list[tuple[int, int, str]]:
     i = 0
     while i < len(args):
         a = args[i]
-        if a == "--":
+        if _ends_options(args, i):
             break
         if a.startswith("--"):
             name, eq, val = a.partition("=")
@@ -1828,20 +1953,20 @@ _TAKES_VALUE: dict[str, tuple[str, ...]] = {
 
 
 def long_option_words(args: Sequence[str], cmd: str = "") -> list[str]:
-    """The `--name[=value]` words before `--` (not the value of an option of `cmd` that
-    takes the next word: `commit -m "--fix: x"`)."""
+    """The `--name[=value]` words before the `--` that ends the options (_ends_options;
+    not the value of an option of `cmd` that takes the next word: `commit -m "--fix: x"`)."""
     out = []
     takes = _TAKES_VALUE.get(cmd, ())
     skip = False
-    for a in args:
+    for i, a in enumerate(args):
         if skip:
             skip = False
             continue
-        if a == "--":
+        if _ends_options(args, i):
             break
         if a in takes:
             skip = True
-        elif a.startswith("--"):
+        elif a.startswith("--") and a != "--":
             out.append(a)
     return out
 
@@ -1948,7 +2073,7 @@ def _option_values(args: Sequence[str], names: Sequence[str]) -> list[tuple[str,
     i = 0
     while i < len(args):
         a = args[i]
-        if a == "--":
+        if _ends_options(args, i):
             break
         for n in names:
             if a == n and i + 1 < len(args):

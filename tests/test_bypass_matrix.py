@@ -905,6 +905,16 @@ ROWS: tuple[Row, ...] = (
         OUTSIDE,
         HARMLESS,
     ),
+    Row(
+        "git_dir_read_only",
+        "`git --git-dir=<common dir> status` in the lane (a read-only command refreshes the "
+        "hub's index against the lane's files)",
+        '$GIT --git-dir="$COMMON" status --short >/dev/null',
+        "hub_index",
+        PASSES,
+        OUTSIDE,
+        HARMLESS,
+    ),
 )
 
 

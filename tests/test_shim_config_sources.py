@@ -611,3 +611,145 @@ def test_a_virtualenv_in_the_lane_first_on_path_is_refused_and_its_next_runs(
     r2 = hub.lane("exec", "alpha", "--", "sh", "-c", nxt, cwd=lane_path)
     assert r2.rc == 0, (nxt, r2.stderr)
     assert git(lane_path, "log", "-1", "--format=%s").stdout.strip() == "venv"
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "--upload-pack=PROG .",
+        "--exec=PROG .",
+        "--upl=PROG .",
+        "--up=PROG .",
+        "--u=PROG .",
+        "--e=PROG .",
+        "--sort -- --upload-pack=PROG .",
+    ],
+)
+@pytest.mark.parametrize("where", ["sh", "python"])
+def test_a_program_ls_remote_is_told_to_run_is_refused_whatever_the_prefix(
+    hub: Repo, tmp_path: Path, how: str, where: str
+) -> None:
+    """`git ls-remote --upload-pack=PROG .` (its hidden spelling --exec=PROG, any prefix git
+    completes: --u=, --e=; or after a `--` parse-options takes as --sort's value) makes git
+    run PROG through the shell for a local URL. The sh fast pass (GIT_EXEC_PATH unset, as
+    a process may) passed it on `--o*` and NAME::URL alone; Python took prefixes from 5
+    characters on (red team 13H). Refused in both: evil.sh never runs, main never moves."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    env = (
+        "unset GIT_EXEC_PATH; " if where == "sh" else 'export GIT_EXEC_PATH="$(git --exec-path)"; '
+    )
+    cmd = "git ls-remote " + how.replace("PROG", '"$PWD/evil.sh; git-upload-pack"')
+    r = run_bound(hub, lane_path, ENV_PRELUDE + env + cmd + " >/dev/null 2>&1", tmp_path)
+    assert_held(hub, main, tmp_path, r)
+    r = run_bound(hub, lane_path, env + cmd, tmp_path)
+    assert r.rc == 1 and "refused [unsafe_config]" in r.stderr, (r.rc, r.stderr)
+
+
+def test_grep_open_files_in_pager_after_a_double_dash_value_is_refused(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """`git grep -e -- -O PROG`: parse-options takes `--` as -e's pattern and goes on, so
+    -O runs PROG on the files that match; the sh fast pass and Python stopped looking at
+    the first `--`."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    for env in ("unset GIT_EXEC_PATH; ", 'export GIT_EXEC_PATH="$(git --exec-path)"; '):
+        script = ENV_PRELUDE + "echo -- >> work.txt; " + env + 'git grep -e -- -O"$PWD/evil.sh"'
+        r = run_bound(hub, lane_path, script + " >/dev/null 2>&1", tmp_path)
+        assert_held(hub, main, tmp_path, r)
+
+
+@pytest.mark.parametrize("sub", ["list", "show"])
+def test_stash_output_outside_the_lane_is_refused_and_its_next_runs(
+    hub: Repo, tmp_path: Path, sub: str
+) -> None:
+    """stash list/show hand their words to log/diff, so `--output=F` writes F anywhere, every
+    byte --format's: the sh fast pass let `git stash list ANY` through, and the lane wrote
+    `enabled = false` over <common>/git-lane/config.toml, then moved main with a plain
+    update-ref (red team 13H). Refused (path_outside_lane, in sh and Python alike); the
+    next, the command without --output, runs."""
+    lane_path = hub.create("alpha")
+    (hub.path / "a.txt").write_text("owner's unfinished work\n")
+    git(hub.path, "stash", "-q")
+    main = hub.sha()
+    state = hub.common_dir / "git-lane" / "config.toml"
+    before = state.read_bytes()
+    fmt = "--format='tformat:enabled = false' " if sub == "list" else ""
+    script = (
+        ENV_PRELUDE + f"git stash {sub} {fmt}"
+        '--output="$GITLANE_COMMON/git-lane/config.toml" 2>/dev/null; '
+        "git update-ref refs/heads/main refs/heads/lane/alpha 2>/dev/null"
+    )
+    r = run_bound(hub, lane_path, script, tmp_path)
+    assert_held(hub, main, tmp_path, r)
+    assert state.read_bytes() == before
+    r = run_bound(hub, lane_path, f'git stash {sub} --output="$GITLANE_COMMON/x"', tmp_path)
+    assert r.rc == 1 and "refused [path_outside_lane]" in r.stderr, (r.rc, r.stderr)
+    nxt = r.stderr.split("Next: ", 1)[1].strip()
+    assert nxt == f"git stash {sub}", nxt
+    r2 = run_bound(hub, lane_path, nxt, tmp_path)
+    assert r2.rc == 0, (nxt, r2.stderr)
+
+
+def test_a_git_dir_naming_the_hubs_is_refused_for_read_only_commands_and_its_next_runs(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """--git-dir / GIT_DIR naming the common dir (or a gitfile below the cwd naming it) make
+    `git status` refresh and rewrite the hub's index, as GIT_INDEX_FILE would (red team
+    13H): refused path_outside_lane, and the next (the lane's own repository) runs."""
+    lane_path = hub.create("alpha")
+    index = hub.common_dir / "index"
+    before = index.read_bytes()
+    gitfile = 'mkdir -p sub && echo "gitdir: $GITLANE_COMMON" > sub/.git && cp a.txt sub/ && cd sub && git status'
+    for how in (
+        'git --git-dir="$GITLANE_COMMON" status',
+        'GIT_DIR="$GITLANE_COMMON" git status',
+        gitfile,
+    ):
+        r = run_bound(hub, lane_path, f"sleep 1; touch a.txt; {how}", tmp_path)
+        assert index.read_bytes() == before, (how, r.rc, r.stderr)
+        assert r.rc == 1 and "refused [path_outside_lane]" in r.stderr, (how, r.rc, r.stderr)
+        nxt = r.stderr.split("Next: ", 1)[1].strip()
+        r2 = run_bound(hub, lane_path, nxt, tmp_path)
+        assert r2.rc == 0 and "refused" not in r2.stderr, (nxt, r2.stderr)
+        run_bound(hub, lane_path, "rm -rf sub", tmp_path)
+
+
+def test_sparse_checkout_that_would_turn_on_worktree_config_is_refused_and_the_owner_may(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """`git config extensions.worktreeConfig true` is refused (hooks_disabled), and `git
+    sparse-checkout init` (or set) wrote that very key into the shared config (red team
+    13H): refused unsafe_config while the key is off; the next is the owner's command,
+    which the owner runs outside the lane, after which the lane's own sparse-checkout
+    commands pass."""
+    lane_path = hub.create("alpha")
+    cfg = hub.common_dir / "config"
+    for sub in ("init", "set sub", "disable"):
+        r = run_bound(hub, lane_path, f"git sparse-checkout {sub}", tmp_path)
+        assert r.rc == 1 and "refused [unsafe_config]" in r.stderr, (sub, r.rc, r.stderr)
+        assert "worktreeconfig" not in cfg.read_text().lower(), (sub, cfg.read_text())
+    assert "owner" in r.stderr, r.stderr
+    nxt = r.stderr.split("Next: ", 1)[1].strip()
+    owner = subprocess.run(["sh", "-c", nxt], capture_output=True, text=True, check=False)
+    assert owner.returncode == 0, (nxt, owner.stderr)
+    r = run_bound(hub, lane_path, "git sparse-checkout init && git sparse-checkout list", tmp_path)
+    assert r.rc == 0, (r.rc, r.stderr)
+
+
+def test_fsck_lost_found_is_refused_and_fsck_without_it_runs(hub: Repo, tmp_path: Path) -> None:
+    """fsck is read-only, but `--lost-found` (git takes `--l`) writes every dangling object
+    into <common>/lost-found, a blob the lane made too (red team 13H): refused
+    path_outside_lane, and the next, fsck without it, runs."""
+    lane_path = hub.create("alpha")
+    lost = hub.common_dir / "lost-found"
+    for how in ("--lost-found", "--l"):
+        script = f"printf 'lane bytes\\n' | git hash-object -w --stdin >/dev/null; git fsck {how}"
+        r = run_bound(hub, lane_path, script, tmp_path)
+        assert not lost.exists(), (how, r.rc, r.stderr)
+        assert r.rc == 1 and "refused [path_outside_lane]" in r.stderr, (how, r.rc, r.stderr)
+    nxt = r.stderr.split("Next: ", 1)[1].strip()
+    assert nxt == "git fsck", nxt
+    r2 = run_bound(hub, lane_path, nxt, tmp_path)
+    assert r2.rc == 0 and not lost.exists(), (r2.rc, r2.stderr)
