@@ -1007,8 +1007,8 @@ def _config_sources(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal |
 
 
 def _lane_repository(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
-    """A git dir (--git-dir, GIT_DIR, GIT_COMMON_DIR, or a .git between the cwd and the
-    lane root) inside the lane's worktree: a repository of the lane's making, whose
+    """A git dir (--git-dir, GIT_DIR, GIT_COMMON_DIR, or a .git or bare repository between
+    the cwd and the lane root) inside the lane's worktree: a repository of the lane's making, whose
     configuration git obeys (for every command: _paths lets such a git dir pass as "in
     the lane")."""
     cwd = _cwd_after_chdirs(p, f)
@@ -1989,14 +1989,27 @@ def _written_paths(p: Parsed) -> list[tuple[str, str]]:
 
 
 def _nested_git(cwd: str, f: GitFacts) -> str | None:
-    """A `.git` between the effective cwd and the lane's root (not the root's own): git
-    would use that repository, not the lane's."""
+    """A `.git`, or a directory that is a git dir itself (a bare repository), between the
+    effective cwd and the lane's root (not the root's own .git): git would use that
+    repository, not the lane's."""
     d = cwd
     while _inside(d, f.lane_path) and d != f.lane_path:
         if f.exists(os.path.join(d, ".git")):
             return os.path.join(d, ".git")
+        if _git_directory(d, f):
+            return d
         d = os.path.dirname(d)
     return None
+
+
+def _git_directory(d: str, f: GitFacts) -> bool:
+    """Might git's discovery take D itself as a git dir (setup.c is_git_directory: a valid
+    HEAD, refs/ in the common dir a `commondir` file may name, objects/ or
+    GIT_OBJECT_DIRECTORY; safe.bareRepository is `all` by default)? Judged as shims/git
+    gs_own judges it, by names alone: a HEAD, and refs or commondir."""
+    return f.exists(os.path.join(d, "HEAD")) and (
+        f.exists(os.path.join(d, "refs")) or f.exists(os.path.join(d, "commondir"))
+    )
 
 
 # -- path_outside_lane --------------------------------------------------------------------
