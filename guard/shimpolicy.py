@@ -1030,6 +1030,68 @@ def _lane_repository(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal 
             target = f.gitfile(nested)
             if target is None or not _inside(target, f.common):
                 return _nested_refusal(p, f, nested, nested)
+    return _archive_remote(p, cwd, f)
+
+
+def _archive_remote(p: Parsed, cwd: str, f: GitFacts) -> Refusal | None:
+    """`git archive --remote=REPO` starts git-upload-archive in REPO, which obeys REPO's
+    configuration (`tar.NAME.command` with `tar.NAME.remote`): REPO a local path inside
+    the lane, other than the lane itself, is a repository of the lane's making. (fetch,
+    ls-remote and clone of such a path run git-upload-pack there, which in git 2.39 runs
+    no program its repository's configuration names: uploadpack.packObjectsHook is read
+    from protected configuration only; push runs the repository's hooks but is refused
+    for a lane anyway.)"""
+    if p.cmd != "archive":
+        return None
+    args = list(p.args)
+    for i, a in enumerate(args):
+        if a == "--":
+            break
+        name, eq, val = a.partition("=")
+        # a prefix (--rem): git 2.39 dies on it after its first pass; judged all the same
+        if not (len(name) >= 3 and "--remote".startswith(name)):
+            continue
+        if not eq:
+            if i + 1 >= len(args):
+                continue
+            val = args[i + 1]
+        where = _local_repository(val, cwd, f)
+        if where is None:
+            continue
+        rest = [w for j, w in enumerate(args) if j != i and not (j == i + 1 and not eq)]
+        return Refusal(
+            "unsafe_config",
+            f"git archive {name} {val} starts git-upload-archive in {where}, a repository "
+            f"inside lane {f.lane} other than the lane's own, whose configuration "
+            f"(tar.NAME.command) the lane wrote and git would obey, running a program past "
+            "the shim; archive the lane's own repository",
+            next=[_render(p.globals, p.cmd, rest)],
+            details={"lane": f.lane, "key": "--remote", "setting": val, "path": where},
+        )
+    return None
+
+
+def _local_repository(url: str, cwd: str, f: GitFacts) -> str | None:
+    """The directory inside the lane (not the lane's root: its .git names the lane's own
+    repository) that URL, a remote's name or a local path, makes git serve from, else
+    None. A name with no `/` is a remote's when remote.NAME.url is set (git uses its
+    URL); URLs git sends to another host (scheme://, [user@]host:path) are not local."""
+    if url and "/" not in url and ":" not in url:
+        configured = f.config_value(f"remote.{url}.url")
+        if configured:
+            url = configured
+    if url.startswith("file://"):
+        url = url[len("file://") :]
+    elif "://" in url:
+        return None
+    colon, slash = url.find(":"), url.find("/")
+    if colon >= 0 and (slash < 0 or colon < slash):
+        return None  # scp-like host:path (git's url_is_local_not_ssh)
+    if not url:
+        return None
+    real = _clean(url, f, cwd)
+    if _inside(real, f.lane_path) and real not in (f.lane_path, os.path.join(f.lane_path, ".git")):
+        return real
     return None
 
 
