@@ -677,6 +677,35 @@ def _plant_submodule(script: str) -> str:
 @pytest.mark.xfail(
     strict=True,
     reason="a limit of the shims (docs/trust-boundary.md Layer 2, 'A submodule the lane "
+    "makes'): fetch --recurse-submodules runs `git fetch` inside a populated submodule",
+)
+def test_a_submodule_the_lane_wrote_is_never_fetched_into(hub: Repo, tmp_path: Path) -> None:
+    """The lane commits a gitlink `sub` (and .gitmodules) and writes `sub/.git` itself, its
+    config naming evil.sh as remote.origin.uploadpack: `git fetch --recurse-submodules=yes
+    .` (decided in Python, which lets it pass) runs `git fetch` inside sub, which runs the
+    upload-pack program sub's config names, past the shim."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    script = (
+        ENV_PRELUDE + "mkdir -p sub/.git/objects/info sub/.git/refs/heads; "
+        'echo "ref: refs/heads/m" > sub/.git/HEAD; C=$(git rev-parse HEAD); '
+        'echo "$C" > sub/.git/refs/heads/m; '
+        'echo "$GITLANE_COMMON/objects" > sub/.git/objects/info/alternates; '
+        'printf "[core]\\n\\trepositoryformatversion = 0\\n[remote \\"origin\\"]\\n'
+        '\\turl = %s\\n\\tuploadpack = %s\\n" "$GITLANE_COMMON" "$PWD/evil.sh" '
+        "> sub/.git/config; "
+        'git update-index --add --cacheinfo "160000,$C,sub"; '
+        'printf "[submodule \\"sub\\"]\\n\\tpath = sub\\n\\turl = ./sub\\n" > .gitmodules; '
+        "git add .gitmodules; git commit -q -m sub; "
+        "git fetch --recurse-submodules=yes . >/dev/null 2>&1"
+    )
+    r = run_bound(hub, lane_path, script, tmp_path)
+    assert_held(hub, main, tmp_path, r)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a limit of the shims (docs/trust-boundary.md Layer 2, 'A submodule the lane "
     "makes'): git status/diff/diff-files/diff-index start a child git inside every "
     "populated submodule, past the shim; telling one needs the index's gitlinks, which the "
     "sh fast pass cannot read without a subprocess. exec --sandbox confines the program",
