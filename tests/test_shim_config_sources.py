@@ -677,13 +677,26 @@ def _plant_submodule(script: str) -> str:
 @pytest.mark.xfail(
     strict=True,
     reason="a limit of the shims (docs/trust-boundary.md Layer 2, 'A submodule the lane "
-    "makes'): fetch --recurse-submodules runs `git fetch` inside a populated submodule",
+    "makes'): fetch runs `git fetch` inside a populated submodule (on demand by default)",
 )
-def test_a_submodule_the_lane_wrote_is_never_fetched_into(hub: Repo, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "how",
+    [
+        "git fetch --recurse-submodules=yes .",
+        # on demand (the default): a fetched commit moves sub to a commit sub lacks
+        'T=$(git ls-tree HEAD | grep -v "\tsub$" | { cat; printf "160000 commit %s\\tsub\\n" '
+        "1234567890123456789012345678901234567890; } | git mktree --missing); "
+        'git fetch . "$(git commit-tree -p HEAD -m dangling "$T")"',
+    ],
+    ids=["recurse", "on_demand"],
+)
+def test_a_submodule_the_lane_wrote_is_never_fetched_into(
+    hub: Repo, tmp_path: Path, how: str
+) -> None:
     """The lane commits a gitlink `sub` (and .gitmodules) and writes `sub/.git` itself, its
-    config naming evil.sh as remote.origin.uploadpack: `git fetch --recurse-submodules=yes
-    .` (decided in Python, which lets it pass) runs `git fetch` inside sub, which runs the
-    upload-pack program sub's config names, past the shim."""
+    config naming evil.sh as remote.origin.uploadpack: `git fetch` (decided in Python,
+    which lets it pass) runs `git fetch` inside sub, which runs the upload-pack program
+    sub's config names, past the shim."""
     lane_path = hub.create("alpha")
     main = hub.sha()
     script = (
@@ -696,8 +709,7 @@ def test_a_submodule_the_lane_wrote_is_never_fetched_into(hub: Repo, tmp_path: P
         "> sub/.git/config; "
         'git update-index --add --cacheinfo "160000,$C,sub"; '
         'printf "[submodule \\"sub\\"]\\n\\tpath = sub\\n\\turl = ./sub\\n" > .gitmodules; '
-        "git add .gitmodules; git commit -q -m sub; "
-        "git fetch --recurse-submodules=yes . >/dev/null 2>&1"
+        "git add .gitmodules; git commit -q -m sub; " + how + " >/dev/null 2>&1"
     )
     r = run_bound(hub, lane_path, script, tmp_path)
     assert_held(hub, main, tmp_path, r)
