@@ -647,6 +647,8 @@ def test_archive_remote_naming_a_repository_in_the_lane_is_refused(
     refused(r, "unsafe_config")
     assert "starts git-upload-archive in" in r.stderr and "/nest, a repository" in r.stderr
     assert _next(r) == "git archive --format=evil HEAD", r.stderr
+    nxt = run_bound(hub, lane_path, _next(r), tmp_path)  # the lane's repository: no such format
+    assert "git-lane: refused" not in nxt.stderr and "Unknown archive format" in nxt.stderr
     again = run_bound(hub, lane_path, "git archive --format=tar HEAD | tar tf -", tmp_path)
     assert again.rc == 0 and "two.txt" in again.stdout, again.stderr
     # the lane itself, and a repository outside it, are not the lane's making
