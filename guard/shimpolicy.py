@@ -1089,8 +1089,8 @@ def _config_sources(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal |
 
 
 def _lane_repository(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
-    """A git dir (--git-dir, GIT_DIR, GIT_COMMON_DIR, or a .git between the cwd and the
-    lane root) inside the lane's worktree: a repository of the lane's making, whose
+    """A git dir (--git-dir, GIT_DIR, GIT_COMMON_DIR, or a .git or bare repository between
+    the cwd and the lane root) inside the lane's worktree: a repository of the lane's making, whose
     configuration git obeys (for every command: _paths lets such a git dir pass as "in
     the lane")."""
     cwd = _cwd_after_chdirs(p, f)
@@ -1116,6 +1116,68 @@ def _lane_repository(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal 
                 return _nested_refusal(p, f, nested, nested)
             if _shared_git_dir(target, f):
                 return _shared_index_refusal(p, f, f"{nested} (gitdir: {target})", target)
+    return _archive_remote(p, cwd, f)
+
+
+def _archive_remote(p: Parsed, cwd: str, f: GitFacts) -> Refusal | None:
+    """`git archive --remote=REPO` starts git-upload-archive in REPO, which obeys REPO's
+    configuration (`tar.NAME.command` with `tar.NAME.remote`): REPO a local path inside
+    the lane, other than the lane itself, is a repository of the lane's making. (fetch,
+    ls-remote and clone of such a path run git-upload-pack there, which in git 2.39 runs
+    no program its repository's configuration names: uploadpack.packObjectsHook is read
+    from protected configuration only; push runs the repository's hooks but is refused
+    for a lane anyway.)"""
+    if p.cmd != "archive":
+        return None
+    args = list(p.args)
+    for i, a in enumerate(args):
+        if a == "--":
+            break
+        name, eq, val = a.partition("=")
+        # a prefix (--rem): git 2.39 dies on it after its first pass; judged all the same
+        if not (len(name) >= 3 and "--remote".startswith(name)):
+            continue
+        if not eq:
+            if i + 1 >= len(args):
+                continue
+            val = args[i + 1]
+        where = _local_repository(val, cwd, f)
+        if where is None:
+            continue
+        rest = [w for j, w in enumerate(args) if j != i and not (j == i + 1 and not eq)]
+        return Refusal(
+            "unsafe_config",
+            f"git archive {name} {val} starts git-upload-archive in {where}, a repository "
+            f"inside lane {f.lane} other than the lane's own, whose configuration "
+            f"(tar.NAME.command) the lane wrote and git would obey, running a program past "
+            "the shim; archive the lane's own repository",
+            next=[_render(p.globals, p.cmd, rest)],
+            details={"lane": f.lane, "key": "--remote", "setting": val, "path": where},
+        )
+    return None
+
+
+def _local_repository(url: str, cwd: str, f: GitFacts) -> str | None:
+    """The directory inside the lane (not the lane's root: its .git names the lane's own
+    repository) that URL, a remote's name or a local path, makes git serve from, else
+    None. A name with no `/` is a remote's when remote.NAME.url is set (git uses its
+    URL); URLs git sends to another host (scheme://, [user@]host:path) are not local."""
+    if url and "/" not in url and ":" not in url:
+        configured = f.config_value(f"remote.{url}.url")
+        if configured:
+            url = configured
+    if url.startswith("file://"):
+        url = url[len("file://") :]
+    elif "://" in url:
+        return None
+    colon, slash = url.find(":"), url.find("/")
+    if colon >= 0 and (slash < 0 or colon < slash):
+        return None  # scp-like host:path (git's url_is_local_not_ssh)
+    if not url:
+        return None
+    real = _clean(url, f, cwd)
+    if _inside(real, f.lane_path) and real not in (f.lane_path, os.path.join(f.lane_path, ".git")):
+        return real
     return None
 
 
@@ -2114,14 +2176,27 @@ def _written_paths(p: Parsed) -> list[tuple[str, str]]:
 
 
 def _nested_git(cwd: str, f: GitFacts) -> str | None:
-    """A `.git` between the effective cwd and the lane's root (not the root's own): git
-    would use that repository, not the lane's."""
+    """A `.git`, or a directory that is a git dir itself (a bare repository), between the
+    effective cwd and the lane's root (not the root's own .git): git would use that
+    repository, not the lane's."""
     d = cwd
     while _inside(d, f.lane_path) and d != f.lane_path:
         if f.exists(os.path.join(d, ".git")):
             return os.path.join(d, ".git")
+        if _git_directory(d, f):
+            return d
         d = os.path.dirname(d)
     return None
+
+
+def _git_directory(d: str, f: GitFacts) -> bool:
+    """Might git's discovery take D itself as a git dir (setup.c is_git_directory: a valid
+    HEAD, refs/ in the common dir a `commondir` file may name, objects/ or
+    GIT_OBJECT_DIRECTORY; safe.bareRepository is `all` by default)? Judged as shims/git
+    gs_own judges it, by names alone: a HEAD, and refs or commondir."""
+    return f.exists(os.path.join(d, "HEAD")) and (
+        f.exists(os.path.join(d, "refs")) or f.exists(os.path.join(d, "commondir"))
+    )
 
 
 # -- path_outside_lane --------------------------------------------------------------------

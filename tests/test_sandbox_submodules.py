@@ -87,10 +87,27 @@ OWNER_COMMANDS = [
 ]
 
 
+def in_worktree(path: Path, moddir: Path) -> Path:
+    """Make the submodule's git dir `sub/.git` itself, a directory in the lane's worktree,
+    as a lane makes one by hand (the shims cannot tell it from git status's fast pass:
+    docs/trust-boundary.md Layer 2); returns it."""
+    dotgit = path / "sub" / ".git"
+    dotgit.unlink()
+    moddir.rename(dotgit)
+    git(path, "config", "--file", str(dotgit / "config"), "--unset", "core.worktree")
+    return dotgit
+
+
+@pytest.mark.parametrize("where", ["admin", "worktree"])
 def test_submodule_config_programs_never_run_in_owner_commands(
-    sub_lane: tuple[Repo, Path, Path], tmp_path: Path
+    sub_lane: tuple[Repo, Path, Path], tmp_path: Path, where: str
 ) -> None:
+    """Owner commands on a lane with an armed submodule, its git dir in the lane's admin
+    dir (git's own) or `sub/.git` in the worktree (the lane's making): none runs a
+    program the submodule's config or attributes name."""
     repo, path, moddir = sub_lane
+    if where == "worktree":
+        moddir = in_worktree(path, moddir)
     marker, prog, hooks = payload(tmp_path)
     arm(moddir, path, prog, hooks)
     # sanity: git run the ordinary way in the lane does run the submodule's programs

@@ -753,3 +753,171 @@ def test_fsck_lost_found_is_refused_and_fsck_without_it_runs(hub: Repo, tmp_path
     assert nxt == "git fsck", nxt
     r2 = run_bound(hub, lane_path, nxt, tmp_path)
     assert r2.rc == 0 and not lost.exists(), (r2.rc, r2.stderr)
+
+
+# -- red team 13H: repositories the lane makes inside its own worktree (a bare one as the
+# cwd's, one a URL names, a submodule's). The payload marks that it ran and moves main.
+# the lane commits twice and writes nest/, a bare repository (objects borrowed from the
+# common dir) whose config names evil.sh as diff.external and as a tar format's command
+BARE_NEST = (
+    ENV_PRELUDE + "echo two > two.txt; git add two.txt; git commit -q -m two; "
+    "mkdir -p nest/objects/info nest/refs/heads; "
+    'echo "ref: refs/heads/m" > nest/HEAD; git rev-parse HEAD > nest/refs/heads/m; '
+    'echo "$GITLANE_COMMON/objects" > nest/objects/info/alternates; '
+    'printf "[core]\\n\\tbare = true\\n[diff]\\n\\texternal = %s\\n'
+    '[tar \\"evil\\"]\\n\\tcommand = %s\\n\\tremote = true\\n" "$PWD/evil.sh" "$PWD/evil.sh" '
+    "> nest/config; "
+)
+
+
+def _next(r: LaneRun) -> str:
+    return r.stderr.split(". Next: ", 1)[1].splitlines()[0].strip()
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "cd nest && git diff HEAD~ HEAD",  # the sh fast pass
+        'cd nest && GIT_EXEC_PATH="$(git --exec-path)" git diff HEAD~ HEAD',  # Python
+        "cd nest/refs/heads && git diff HEAD~ HEAD",  # the repository is found upwards
+        "git -C nest/refs diff HEAD~ HEAD",
+    ],
+    ids=["sh", "python", "below", "dash_C"],
+)
+def test_a_bare_repository_the_lane_wrote_is_refused_as_the_cwds_repository(
+    hub: Repo, tmp_path: Path, how: str
+) -> None:
+    """git's discovery takes a directory that *is* a git dir (HEAD, refs/, objects/: a bare
+    repository; safe.bareRepository is `all` by default) as the repository, as it takes a
+    .git: in or below LANE/nest, a bare repository the lane wrote, a read-only command
+    would obey nest/config (diff.external). gs_own (sh) and _nested_git (Python) refuse it
+    unsafe_config before git reads it; the next, in the lane's root, runs."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    r = run_bound(hub, lane_path, BARE_NEST + how + " >/dev/null", tmp_path)
+    assert_held(hub, main, tmp_path, r)
+    refused(r, "unsafe_config")
+    assert "/nest makes git diff read a repository inside lane alpha" in r.stderr, r.stderr
+    nxt = _next(r)
+    assert nxt.startswith(f"cd {lane_path} && git diff"), nxt
+    again = run_bound(hub, lane_path, nxt, tmp_path)
+    assert again.rc == 0 and "+two" in again.stdout, (nxt, again.stderr)
+    assert_held(hub, main, tmp_path, again)
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "--remote=./nest",
+        "--remote nest/",  # the value as the next word
+        '--remote="file://$PWD/nest"',
+        "--rem=nest",  # a prefix: git 2.39 stops at it, a later one may not
+        "--remote=sub/../nest",
+    ],
+)
+def test_archive_remote_naming_a_repository_in_the_lane_is_refused(
+    hub: Repo, tmp_path: Path, how: str
+) -> None:
+    """`git archive --remote=REPO` (read-only) starts git-upload-archive in REPO, which
+    obeys REPO's config: a `tar.NAME.command` with `tar.NAME.remote` runs for
+    `--format=NAME`. REPO a local repository inside the lane (other than the lane itself)
+    is the lane's making: refused unsafe_config; the next (the lane's own repository)
+    runs. (fetch, ls-remote, clone of such a path run git-upload-pack there, which in git
+    2.39 runs no program its repository's config names: not refused.)"""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    script = BARE_NEST + f"mkdir -p sub; git archive {how} --format=evil HEAD >/dev/null"
+    r = run_bound(hub, lane_path, script, tmp_path)
+    assert_held(hub, main, tmp_path, r)
+    refused(r, "unsafe_config")
+    assert "starts git-upload-archive in" in r.stderr and "/nest, a repository" in r.stderr
+    assert _next(r) == "git archive --format=evil HEAD", r.stderr
+    nxt = run_bound(hub, lane_path, _next(r), tmp_path)  # the lane's repository: no such format
+    assert "git-lane: refused" not in nxt.stderr and "Unknown archive format" in nxt.stderr
+    again = run_bound(hub, lane_path, "git archive --format=tar HEAD | tar tf -", tmp_path)
+    assert again.rc == 0 and "two.txt" in again.stdout, again.stderr
+    # the lane itself, and a repository outside it, are not the lane's making
+    other = tmp_path / "other"
+    git(tmp_path, "init", "-q", "--bare", str(other))
+    for ok in ("--remote=.", f"--remote={lane_path}", f"--remote={other}"):
+        r = run_bound(hub, lane_path, f"git archive {ok} HEAD >/dev/null", tmp_path)
+        assert "git-lane: refused" not in r.stderr, (ok, r.stderr)
+    assert_held(hub, main, tmp_path, r)
+
+
+def _plant_submodule(script: str) -> str:
+    """The lane writes `sub/.git` (a repository of its own making, whose config names
+    evil.sh as core.fsmonitor; its objects borrowed from the common dir) into its own
+    worktree, stages `sub` as a gitlink (update-index, which the shim passes), then runs
+    SCRIPT."""
+    return (
+        ENV_PRELUDE + "mkdir -p sub/.git/objects/info sub/.git/refs/heads; "
+        'echo "ref: refs/heads/m" > sub/.git/HEAD; C=$(git rev-parse HEAD); '
+        'echo "$C" > sub/.git/refs/heads/m; '
+        'echo "$GITLANE_COMMON/objects" > sub/.git/objects/info/alternates; '
+        'printf "[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = %s\\n" '
+        '"$PWD/evil.sh" > sub/.git/config; '
+        'git update-index --add --cacheinfo "160000,$C,sub"; ' + script
+    )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a limit of the shims (docs/trust-boundary.md Layer 2, 'A submodule the lane "
+    "makes'): fetch runs `git fetch` inside a populated submodule (on demand by default)",
+)
+@pytest.mark.parametrize(
+    "how",
+    [
+        "git fetch --recurse-submodules=yes .",
+        # on demand (the default): a fetched commit moves sub to a commit sub lacks
+        'T=$(git ls-tree HEAD | grep -v "\tsub$" | { cat; printf "160000 commit %s\\tsub\\n" '
+        "1234567890123456789012345678901234567890; } | git mktree --missing); "
+        'git fetch . "$(git commit-tree -p HEAD -m dangling "$T")"',
+    ],
+    ids=["recurse", "on_demand"],
+)
+def test_a_submodule_the_lane_wrote_is_never_fetched_into(
+    hub: Repo, tmp_path: Path, how: str
+) -> None:
+    """The lane commits a gitlink `sub` (and .gitmodules) and writes `sub/.git` itself, its
+    config naming evil.sh as remote.origin.uploadpack: `git fetch` (decided in Python,
+    which lets it pass) runs `git fetch` inside sub, which runs the upload-pack program
+    sub's config names, past the shim."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    script = (
+        ENV_PRELUDE + "mkdir -p sub/.git/objects/info sub/.git/refs/heads; "
+        'echo "ref: refs/heads/m" > sub/.git/HEAD; C=$(git rev-parse HEAD); '
+        'echo "$C" > sub/.git/refs/heads/m; '
+        'echo "$GITLANE_COMMON/objects" > sub/.git/objects/info/alternates; '
+        'printf "[core]\\n\\trepositoryformatversion = 0\\n[remote \\"origin\\"]\\n'
+        '\\turl = %s\\n\\tuploadpack = %s\\n" "$GITLANE_COMMON" "$PWD/evil.sh" '
+        "> sub/.git/config; "
+        'git update-index --add --cacheinfo "160000,$C,sub"; '
+        'printf "[submodule \\"sub\\"]\\n\\tpath = sub\\n\\turl = ./sub\\n" > .gitmodules; '
+        "git add .gitmodules; git commit -q -m sub; " + how + " >/dev/null 2>&1"
+    )
+    r = run_bound(hub, lane_path, script, tmp_path)
+    assert_held(hub, main, tmp_path, r)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a limit of the shims (docs/trust-boundary.md Layer 2, 'A submodule the lane "
+    "makes'): git status/diff/diff-files/diff-index start a child git inside every "
+    "populated submodule, past the shim; telling one needs the index's gitlinks, which the "
+    "sh fast pass cannot read without a subprocess. exec --sandbox confines the program",
+)
+@pytest.mark.parametrize("how", ["git status", "git diff", "git diff --submodule=diff HEAD"])
+def test_a_submodule_the_lane_wrote_is_never_entered_by_a_read_only_command(
+    hub: Repo, tmp_path: Path, how: str
+) -> None:
+    """The lane stages a gitlink `sub` and writes `sub/.git` itself (a directory whose
+    config names a core.fsmonitor). git status (the sh fast pass) runs `git status` inside
+    every populated submodule, a child git that git starts from its own directory with
+    sub/.git/config, which the lane wrote: the monitor runs past the shim."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    r = run_bound(hub, lane_path, _plant_submodule(how + " >/dev/null 2>&1"), tmp_path)
+    assert_held(hub, main, tmp_path, r)

@@ -65,6 +65,10 @@ DETACHED = {"head": None}
 REBASING = {"head": None, "rebase_in_progress": True}
 OTHER_HEAD = {"head": "refs/heads/feature"}
 
+# what a bare repository the lane wrote at LANE/nest, and a linked one at LANE/wt, hold
+BARE_NEST = {f"{LANE}/nest/{n}" for n in ("HEAD", "refs", "objects", "config")}
+LINKED_NEST = {f"{LANE}/wt/HEAD", f"{LANE}/wt/commondir"}
+
 # (command line, extra environment, lane state, expected code or None for a pass)
 TABLE: list[tuple[str, dict[str, str], dict[str, Any], str | None]] = [
     # read-only, anywhere and in any state
@@ -446,6 +450,32 @@ TABLE: list[tuple[str, dict[str, str], dict[str, Any], str | None]] = [
     ("ls-remote --heads .", {}, {}, None),
     ("fetch --upload-pack /tmp/p origin", {}, {}, "unsafe_config"),
     ("archive --remote=. --exec=/tmp/p HEAD", {}, {}, "unsafe_config"),
+    # red team 13H: git-upload-archive runs in a repository the lane made in its worktree
+    ("archive --remote=nest --format=evil HEAD", {}, {}, "unsafe_config"),
+    ("archive --remote ./nest/ HEAD", {}, {}, "unsafe_config"),
+    ("archive --remote=file:///w/lanes/alpha/nest HEAD", {}, {}, "unsafe_config"),
+    ("archive --rem=nest HEAD", {}, {}, "unsafe_config"),
+    ("-C sub archive --remote=../nest HEAD", {}, {}, "unsafe_config"),
+    ("archive --remote=. HEAD", {}, {}, None),
+    ("archive --remote=/w/lanes/alpha/.git HEAD", {}, {}, None),
+    ("-C sub archive --remote=.. HEAD", {}, {}, None),
+    ("archive --remote=/elsewhere/repo HEAD", {}, {}, None),
+    ("archive --remote=host:nest HEAD", {}, {}, None),
+    ("archive --remote=ssh://host/w/lanes/alpha/nest HEAD", {}, {}, None),
+    ("archive HEAD -- --remote=nest", {}, {}, None),
+    # and a bare repository (HEAD, and refs or commondir) is the cwd's repository
+    (
+        "diff HEAD~ HEAD",
+        {},
+        {"cwd": LANE + "/nest", "exists": BARE_NEST.__contains__},
+        "unsafe_config",
+    ),
+    ("log", {}, {"cwd": LANE + "/nest/refs", "exists": BARE_NEST.__contains__}, "unsafe_config"),
+    ("-C nest/refs log", {}, {"exists": BARE_NEST.__contains__}, "unsafe_config"),
+    ("-C nest add x", {}, {"exists": BARE_NEST.__contains__}, "path_outside_lane"),
+    ("log", {}, {"cwd": LANE + "/wt", "exists": LINKED_NEST.__contains__}, "unsafe_config"),
+    ("log", {}, {"cwd": LANE + "/half", "exists": {LANE + "/half/HEAD"}.__contains__}, None),
+    ("log", {}, {"cwd": LANE + "/sub", "exists": BARE_NEST.__contains__}, None),
     ("clone -u /tmp/p /w/repo sub", {}, {}, "unsafe_config"),
     # red team 3 (F1-F4): programs git runs with its own directory first on PATH
     ("rebase --exec 'make test' main", {}, {}, "unsafe_config"),
