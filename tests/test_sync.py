@@ -6,6 +6,7 @@ import json
 import os
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -636,6 +637,39 @@ def test_a_detached_rebase_state_as_git_writes_it_is_aborted(repo: Repo) -> None
     r = repo.jlane("abort", "alpha")
     assert r.rc == 0 and r.code == "aborted", r.stdout + r.stderr
     assert _refs(repo) == before and head(path) == tip and not rebase_dir(path)
+
+
+def test_owner_continue_on_a_rebase_git_cannot_move_on_ends_with_a_refusal(
+    repo: Repo,
+) -> None:
+    """When `git rebase --continue` fails with no conflict and no step files, sync._drive
+    answers with `--skip`; here (a todo pick of a commit that does not exist: git cannot
+    parse its todo) that fails the same way, and it went round again up to MAX_AUTO_STEPS
+    (10,000) times, several git calls each: the owner's continue spun for minutes. Now it
+    refuses sync_failed at once, and its next (abort, then sync) works as printed."""
+    import sys
+
+    path, tip, rm = _stopped_rebase_naming(repo)
+    (rm / "git-rebase-todo").write_text("pick " + "0123456789abcdef" * 2 + "01234567 x\n")
+    t0 = time.monotonic()
+    try:
+        res = subprocess.run(
+            [sys.executable, "-m", "guard", "continue", "alpha", "--json"],
+            cwd=repo.path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"git lane continue still running after {time.monotonic() - t0:.0f} s")
+    out = json.loads(res.stdout)
+    assert res.returncode == 1 and out["code"] == "sync_failed", res.stdout + res.stderr
+    assert "invalid line" in out["details"]["stderr"]
+    assert out["next"] == ["git lane abort alpha", "git lane sync alpha"]
+    a = repo.jlane(*out["next"][0].split()[2:])
+    assert a.rc == 0 and a.code == "aborted", a.stdout + a.stderr
+    assert head(path) == tip and not rebase_dir(path)
+    assert repo.jlane(*out["next"][1].split()[2:]).rc == 0
 
 
 def test_owner_continue_on_a_rebase_naming_a_ref_it_cannot_move_refuses_at_once(

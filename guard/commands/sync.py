@@ -402,6 +402,34 @@ def _fresh(
     }
 
 
+def _position(path: str) -> tuple[str, bytes, bytes]:
+    """Where the lane's rebase is: HEAD, what is left of its todo and what is done."""
+    head = git.run(["rev-parse", "-q", "--verify", "HEAD"], path, check=False).stdout.strip()
+    gd = git.worktree_git_dir(path) or Path(path) / ".git"
+    got: list[bytes] = []
+    for name in ("git-rebase-todo", "done"):
+        try:
+            got.append(_state_bytes(gd / "rebase-merge" / name, missing=b""))
+        except OSError:
+            got.append(b"?")
+    return head, got[0], got[1]
+
+
+def _stuck(key: str, path: str, result: git.GitResult) -> Refusal:
+    """`--continue` then `--skip` both failed, no conflict came up and the rebase stands
+    where it stood: going round again would do the same, up to MAX_AUTO_STEPS times."""
+    wl = worklist(path)
+    return Refusal(
+        "sync_failed",
+        f"git rebase --continue and --skip both failed in lane {key} and the rebase did not "
+        f"move on (step {wl['step']} of {wl['total']}): {result.stderr.strip()[:500]}; abort "
+        "it (the lane goes back to its branch), then sync again",
+        next=[f"git lane abort {key}", f"git lane sync {key}"],
+        alternatives=[f"git -C {git.q(path)} status"],
+        details={"lane": key, "stderr": result.stderr, "worklist": wl},
+    )
+
+
 def _drive(
     repo: Repo,
     key: str,
@@ -413,7 +441,8 @@ def _drive(
 ) -> SyncResult:
     """After a rebase command: done, stopped on conflicts, or stopped on a step that
     rerere (or an empty commit) already settled, which we continue ourselves. With
-    `chase` (continue), a main that moved meanwhile is rebased onto as well."""
+    `chase` (continue), a main that moved meanwhile is rebased onto as well. A step git
+    can neither continue nor skip ends it (sync_failed), never a loop."""
     for _ in range(MAX_AUTO_STEPS):
         if not git.rebase_in_progress(path):
             sandbox.clear_stale_pick(path)  # what a sandboxed git could not delete
@@ -442,6 +471,7 @@ def _drive(
         if files:
             _add_step(path, files)
         crash_point("sync_step")  # the rebase stopped between steps, this one settled
+        at = _position(path)
         _trusted_rebase(repo, key, path, branch, "--continue")
         result = _git(path, ["rebase", "--continue"])
         if not result.ok and git.rebase_in_progress(path) and not git.unmerged(path):
@@ -449,6 +479,13 @@ def _drive(
             if not _step_files(path):
                 _trusted_rebase(repo, key, path, branch, "--skip")
                 result = _git(path, ["rebase", "--skip"])
+                if (
+                    not result.ok
+                    and git.rebase_in_progress(path)
+                    and not git.unmerged(path)
+                    and _position(path) == at
+                ):
+                    raise _stuck(key, path, result)
             else:
                 return _conflicts(repo, key, path, result.stderr)
     raise Refusal("sync_failed", "the rebase did not settle", next=[f"git lane abort {key}"])
