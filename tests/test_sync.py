@@ -691,3 +691,21 @@ def test_owner_continue_on_a_rebase_naming_a_ref_it_cannot_move_refuses_at_once(
     )
     assert res.returncode == 1, res.stdout + res.stderr
     assert json.loads(res.stdout)["code"] == "rebase_state_untrusted"
+
+
+def test_sync_moves_no_other_branch_even_with_rebase_update_refs_set(repo: Repo) -> None:
+    """The owner's `rebase.updateRefs = true` would make sync's own rebase list every
+    branch that points into the lane (its todo gets update-ref lines, its state an
+    update-refs file): sync passes rebase.updateRefs=false, so its rebase moves the lane's
+    branch alone and its continue is not refused as one sync never started."""
+    repo.git("config", "rebase.updateRefs", "true")
+    path, _tip = conflicting(repo)
+    first = repo.commit(path, "g.txt", "g\n", "lane more")
+    git(path, "branch", "backup", f"{first}~1")
+    backup = repo.sha("refs/heads/backup")
+    r = repo.jlane("sync", "alpha")
+    assert r.code == "sync_conflicts", r.stdout + r.stderr
+    (path / "f.txt").write_text("merged\n")
+    r = repo.jlane("continue", "alpha")
+    assert r.rc == 0 and r.json["state"] == "fresh", r.stdout + r.stderr
+    assert repo.sha("refs/heads/backup") == backup
