@@ -136,14 +136,14 @@ def _rebase(repo: Repo, rec: LaneRecord, main_sha: str, tip: str) -> AutoSyncLef
     key, path = rec.key, rec.path
     sandbox.clear_stale_pick(path)  # as sync does: a sandboxed rebase's leftover
     try:
-        res = sync.rebase(repo, key, path, main_sha, tip)
+        res = sync.rebase(repo, key, path, main_sha, tip, branch=rec.branch)
     except BaseException:
-        _undo(path, tip)  # a failed (or interrupted) rebase leaves nothing behind either
+        _undo(repo, rec, tip)  # a failed (or interrupted) rebase leaves nothing behind either
         raise
     if res["state"] == "fresh":
         return "synced"
     paths = [f["path"] for f in res.get("worklist", {}).get("files", [])]
-    back = _undo(path, tip)
+    back = _undo(repo, rec, tip)
     repo.store.event("abort", lane=key, tip=tip, code="auto_sync_aborted")
     return _left(
         key,
@@ -159,10 +159,15 @@ def _rebase(repo: Repo, rec: LaneRecord, main_sha: str, tip: str) -> AutoSyncLef
     )
 
 
-def _undo(path: str, tip: str) -> bool:
-    """Abort a rebase this pass started; True when the lane's HEAD is back at `tip`."""
+def _undo(repo: Repo, rec: LaneRecord, tip: str) -> bool:
+    """Abort a rebase this pass started; True when the lane's HEAD is back at `tip`. One
+    whose state the lane rewrote meanwhile is never aborted by git (it would move the ref
+    named in it): rebase_state_untrusted, raised into the pass (the lane is left)."""
+    from guard.commands import sync
+
+    path = rec.path
     if git.rebase_in_progress(path):
-        git.run(["rebase", "--abort"], path, check=False)
+        sync.abort_rebase(repo, rec.key, path, rec.branch)
     head = git.run(["rev-parse", "-q", "--verify", "HEAD"], path, check=False).stdout.strip()
     return head == tip
 

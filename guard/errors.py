@@ -172,6 +172,12 @@ CODES: dict[str, Code] = _codes(
         "the lane's stopped rebase holds what sync never writes (exec, merge, a strategy); not continued",
     ),
     (
+        "rebase_state_untrusted",
+        "engine",
+        None,
+        "the lane's stopped rebase names a ref, update-refs or autostash past the lane; nothing run",
+    ),
+    (
         "sandbox_failed",
         "sandbox",
         None,

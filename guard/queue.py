@@ -26,7 +26,7 @@ from typing import Any, cast
 from guard import gate, git, landed, landing, lane, lock, objects, policy, procs, ready
 from guard.commands import land as land_cmd
 from guard.commands import sync as sync_cmd
-from guard.errors import Refusal
+from guard.errors import GitError, Refusal
 from guard.repo import Repo
 from guard.results import GateSummary, LandResult, QueueResult
 
@@ -195,9 +195,13 @@ def land_one(repo: Repo, run: Run, c: Cand) -> None:
             # last look and the rebase hold it, as auto_sync's do (guard/crossrebase.py)
             with lane.registry_lock(repo):
                 _checks(repo, c, main_before)
-                res = sync_cmd.rebase(repo, c.key, c.path, main_before, c.tip, _again(c.key))
+                res = sync_cmd.rebase(
+                    repo, c.key, c.path, main_before, c.tip, _again(c.key), branch=c.branch
+                )
             if res["state"] != "fresh":
-                git.run(["rebase", "--abort"], c.path)
+                ab = sync_cmd.abort_rebase(repo, c.key, c.path, c.branch)
+                if not ab.ok:
+                    raise GitError(ab.argv, ab.returncode, ab.stdout, ab.stderr)
                 raise conflicts_refusal(c.key, main_before)
             before = c.tip
         try:

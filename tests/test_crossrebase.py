@@ -215,3 +215,41 @@ def test_a_lane_a_git_command_is_writing_in_is_left(repo: Repo) -> None:
     assert isinstance(auto, dict)
     assert [(x["lane"], x["code"]) for x in auto["left"]] == [("beta", "lane_busy")]
     assert repo.sha("refs/heads/lane/beta") == tip and (gd / "index.lock").exists()
+
+
+def test_auto_sync_never_aborts_a_rebase_whose_state_the_lane_rewrote(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rebase the pass started stops where the merge was clean, and is aborted at once:
+    the lane (a process of its own, its admin dir granted) rewrote `head-name` meanwhile
+    to name tag v1, and git's abort would move the tag to the lane's commit. The pass
+    leaves the lane rebase_state_untrusted instead; the land stands, the tag stays."""
+    from guard.commands import land, sync
+    from guard.repo import Repo as GRepo
+
+    setup_main_change(repo)
+    repo.config("auto_sync", "true")
+    repo.git("tag", "v1")
+    v1 = repo.sha("refs/tags/v1")
+    beta = repo.create("beta")
+    repo.commit(beta, "shared.txt", "one\nzwei\nthree\n", "try zwei")
+    repo.commit(beta, "shared.txt", "one\ntwo\nthree\n", "back to two")
+    repo.commit(beta, "b.txt", "b\n", "beta work")
+    alpha = repo.create("alpha")
+    a_tip = repo.commit(alpha, "shared.txt", "one\nTWO\nthree\n", "alpha edits shared")
+    real = sync.rebase
+
+    def rebase_then_the_lane_writes(*a: object, **kw: object) -> object:
+        res = real(*a, **kw)  # type: ignore[arg-type]
+        gd = Path(git(beta, "rev-parse", "--absolute-git-dir").stdout.strip())
+        (gd / "rebase-merge" / "head-name").write_text("refs/tags/v1\n")
+        return res
+
+    monkeypatch.setattr(sync, "rebase", rebase_then_the_lane_writes)
+    monkeypatch.chdir(repo.path)
+    res = land.run(GRepo.discover(str(repo.path)), "alpha")
+    assert res["code"] == "landed" and repo.sha() == a_tip
+    auto = res.get("auto_sync")
+    assert isinstance(auto, dict)
+    assert [(x["lane"], x["code"]) for x in auto["left"]] == [("beta", "rebase_state_untrusted")]
+    assert repo.sha("refs/tags/v1") == v1

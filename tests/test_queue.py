@@ -427,3 +427,39 @@ def test_a_marked_lane_landed_by_hand_is_not_landed_again(repo: Repo) -> None:
     assert r.json["landed"] == ["b"]
     assert [(s["lane"], s["code"]) for s in r.json["skipped"]] == [("a", "nothing_to_land")]
     assert repo.sha() == head(b) and epoch(repo) == 2
+
+
+def test_queue_never_aborts_a_rebase_whose_state_the_lane_rewrote(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The queue syncs a stale lane and, on conflicts, aborts that rebase at once: the
+    lane (a process of its own, its admin dir granted) rewrote `head-name` meanwhile to
+    name tag v1, and git's abort would move the tag to the lane's commit. The lane is
+    skipped rebase_state_untrusted instead; the other lands, the tag stays."""
+    from guard.commands import queue as queue_cmd
+    from guard.commands import sync
+    from guard.repo import Repo as GRepo
+
+    repo.config("gate", "off")
+    repo.git("tag", "v1")
+    v1 = repo.sha("refs/tags/v1")
+    ready_lane(repo, "alpha", {"README.md": "alpha\n"})
+    gamma = ready_lane(repo, "gamma", {"README.md": "gamma\n"})  # conflicts with alpha
+    for k in ("alpha", "gamma"):
+        mark(repo, k)
+    real = sync.rebase
+
+    def rebase_then_the_lane_writes(*a: object, **kw: object) -> object:
+        res = real(*a, **kw)  # type: ignore[arg-type]
+        gd = Path(git(gamma, "rev-parse", "--absolute-git-dir").stdout.strip())
+        (gd / "rebase-merge" / "head-name").write_text("refs/tags/v1\n")
+        return res
+
+    monkeypatch.setattr(sync, "rebase", rebase_then_the_lane_writes)
+    monkeypatch.chdir(repo.path)
+    res = queue_cmd.run(GRepo.discover(str(repo.path)), ["alpha", "gamma"])
+    assert res["landed"] == ["alpha"], res
+    assert [(s["lane"], s["code"]) for s in res["skipped"]] == [
+        ("gamma", "rebase_state_untrusted")
+    ], res["skipped"]
+    assert repo.sha("refs/tags/v1") == v1

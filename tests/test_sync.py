@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+import subprocess
+import time
 from pathlib import Path
 
+import pytest
 from conftest import Repo, git
 from enginehelp import head, is_ancestor, lane_status, parents, rebase_dir, subjects
 
@@ -475,3 +479,233 @@ def test_abort_after_a_killed_sync_left_a_git_lock_refuses_instead_of_crashing(
         assert r.rc == 0, r.stdout
     assert r.code == "aborted" and not (admin / "HEAD.lock").exists()
     assert not rebase_dir(path)
+
+
+# -- the lane's rebase state: in its admin dir, the lane's to write -----------------------
+def _stopped_rebase_naming(
+    repo: Repo, head_name: str | None = None, orig_head: str | None = None
+) -> tuple[Path, str, Path]:
+    """Lane alpha with two commits, stopped in a rebase of its own (an `edit` of the last
+    one), whose `<admin>/rebase-merge/head-name` (and orig-head) the lane then rewrites:
+    the admin dir is the lane's to write (exec --sandbox grants it; git keeps HEAD, index
+    and rebase state there). The hooks are installed: they guard main and refs/git-lane/
+    only. Returns the lane's path, its tip and its rebase-merge dir."""
+    from hookfix import install, run
+
+    install(repo)
+    repo.config("gate", "off")
+    path = repo.create("alpha")
+    repo.commit(path, "a.txt", "a\n")
+    repo.commit(path, "b.txt", "b\n")
+    tip = head(path)
+    r = run(path, "rebase", "-i", "HEAD~1", env={"GIT_SEQUENCE_EDITOR": "sed -i 1s/^pick/edit/"})
+    assert r.returncode == 0, r.stderr
+    rm = Path(git(path, "rev-parse", "--absolute-git-dir").stdout.strip()) / "rebase-merge"
+    assert (rm / "head-name").read_text().strip() == "refs/heads/lane/alpha"
+    if head_name is not None:
+        (rm / "head-name").write_text(head_name + "\n")
+    if orig_head is not None:  # git's finish moves head-name from orig-head (a CAS)
+        (rm / "orig-head").write_text(orig_head + "\n")
+    return path, tip, rm
+
+
+def _refs(repo: Repo) -> str:
+    return repo.git("for-each-ref", "--format=%(refname) %(objectname)").stdout
+
+
+@pytest.mark.parametrize("target", ["refs/heads/release", "refs/tags/v1"])
+def test_owner_abort_never_moves_a_ref_the_lane_named_in_its_rebase_state(
+    repo: Repo, target: str
+) -> None:
+    """`git lane abort` ran `git rebase --abort` unconfined, and git's abort moves the ref
+    named in `rebase-merge/head-name` to `orig-head` (and points the lane's HEAD at it):
+    the lane named the owner's branch release (or tag v1), and the owner's abort moved it
+    to the lane's commit. Refused rebase_state_untrusted now, nothing run (red team 13G)."""
+    git(repo.path, "branch", "release")
+    git(repo.path, "tag", "v1")
+    _path, _tip, rm = _stopped_rebase_naming(repo, target)
+    before = _refs(repo)
+    r = repo.jlane("abort", "alpha")
+    assert r.rc == 1 and r.code == "rebase_state_untrusted", r.stdout + r.stderr
+    assert target in r.json["details"]["why"]
+    assert _refs(repo) == before
+    assert rm.is_dir()  # left as it was: the next removes it by hand
+
+
+def test_owner_continue_never_moves_a_ref_the_lane_named_in_its_rebase_state(
+    repo: Repo,
+) -> None:
+    """The same through `git lane continue`: at the end of the rebase git moves
+    `head-name` from `orig-head` to the new HEAD (both the lane's to write: it reads
+    release's value and names it). Refused before any git rebase runs."""
+    git(repo.path, "branch", "release")
+    release = repo.sha("refs/heads/release")
+    assert release is not None
+    _stopped_rebase_naming(repo, "refs/heads/release", orig_head=release)
+    before = _refs(repo)
+    r = repo.jlane("continue", "alpha")
+    assert r.rc == 1 and r.code == "rebase_state_untrusted", r.stdout + r.stderr
+    assert _refs(repo) == before
+
+
+def test_owner_continue_never_runs_a_lane_written_update_refs_file(repo: Repo) -> None:
+    """Quieter than head-name: `rebase-merge/update-refs` (git 2.38+, three lines per
+    ref: name, before, after) is applied by git when the rebase ends, whatever the todo
+    says: the lane listed tag v1 with its value and a commit of its own, and the owner's
+    continue moved the tag, the lane's HEAD back on lane/alpha as if nothing else moved."""
+    git(repo.path, "tag", "v1")
+    v1 = repo.sha("refs/tags/v1")
+    _path, tip, rm = _stopped_rebase_naming(repo)
+    (rm / "update-refs").write_text(f"refs/tags/v1\n{v1}\n{tip}\n")
+    before = _refs(repo)
+    for action in ("continue", "abort"):
+        r = repo.jlane(action, "alpha")
+        assert r.rc == 1 and r.code == "rebase_state_untrusted", r.stdout + r.stderr
+        assert "update-refs" in r.json["details"]["why"]
+    assert _refs(repo) == before
+
+
+def test_owner_abort_never_stores_a_lane_written_autostash_in_the_shared_stash(
+    repo: Repo,
+) -> None:
+    """An `autostash` in the rebase state is applied by git's abort (and end); one that
+    does not apply is stored in refs/stash, the repository's, shared with the hub: the
+    owner's next `git stash pop` in the hub would apply the lane's change there."""
+    path, _tip, rm = _stopped_rebase_naming(repo)
+    (path / "a.txt").write_text("the lane's\n")
+    stash = git(path, "stash", "create").stdout.strip()
+    git(path, "checkout", "-q", "--", "a.txt")
+    (path / "a.txt").write_text("conflicting\n")
+    (rm / "autostash").write_text(stash + "\n")
+    before = _refs(repo)
+    r = repo.jlane("abort", "alpha")
+    assert r.rc == 1 and r.code == "rebase_state_untrusted", r.stdout + r.stderr
+    assert "autostash" in r.json["details"]["why"]
+    assert _refs(repo) == before and repo.sha("refs/stash") is None
+
+
+def test_owner_abort_never_resets_a_branch_moved_since_the_rebase_began(repo: Repo) -> None:
+    """git's abort resets the lane's branch to `orig-head` whatever it is at now: a commit
+    the branch was moved onto meanwhile (here from the hub) would drop off it. Refused
+    while orig-head is not the commit the branch is at; the next keeps the branch."""
+    path, tip, _rm = _stopped_rebase_naming(repo)
+    tree = git(path, "rev-parse", f"{tip}^{{tree}}").stdout.strip()
+    moved = git(repo.path, "commit-tree", "-p", tip, "-m", "on top", tree).stdout.strip()
+    git(repo.path, "update-ref", "refs/heads/lane/alpha", moved, tip)
+    r = repo.jlane("abort", "alpha")
+    assert r.rc == 1 and r.code == "rebase_state_untrusted", r.stdout + r.stderr
+    assert "orig-head" in r.json["details"]["why"]
+    assert repo.sha("refs/heads/lane/alpha") == moved
+
+
+def test_the_untrusted_rebase_state_recovery_runs_as_printed_and_moves_no_ref(
+    repo: Repo, gitlane_on_path: Path
+) -> None:
+    """The next of rebase_state_untrusted, run as printed by a shell: the state is removed
+    (git never reads it), the lane is back on its branch at its tip, every other ref is
+    where it was, and the sync goes through."""
+    git(repo.path, "branch", "release")
+    git(repo.path, "tag", "v1")
+    path, tip, rm = _stopped_rebase_naming(repo, "refs/tags/v1")
+    (rm / "update-refs").write_text(f"refs/heads/release\n{repo.sha('release')}\n{tip}\n")
+    (path / "b.txt").write_text("half done\n")
+    beta = repo.create("beta")
+    repo.commit(beta, "m.txt", "m\n", "main moves")
+    assert repo.jlane("land", "beta").rc == 0
+    before = _refs(repo)
+    r = repo.jlane("abort", "alpha")
+    assert r.rc == 1 and r.code == "rebase_state_untrusted", r.stdout + r.stderr
+    assert r.json["next"][-1] == "git lane sync alpha"
+    for cmd in r.json["next"][:-1]:
+        res = subprocess.run(cmd, shell=True, cwd=repo.path, capture_output=True, text=True)
+        assert res.returncode == 0, (cmd, res.stderr)
+    assert _refs(repo) == before
+    assert not rebase_dir(path)
+    assert git(path, "symbolic-ref", "HEAD").stdout.strip() == "refs/heads/lane/alpha"
+    assert head(path) == tip and git(path, "status", "--porcelain").stdout == ""
+    s = repo.jlane(*r.json["next"][-1].split()[2:])
+    assert s.rc == 0 and s.code == "synced", s.stdout + s.stderr
+    assert is_ancestor(repo.path, repo.sha() or "", head(path))
+    assert _refs(repo).replace(f"lane/alpha {head(path)}", f"lane/alpha {tip}") == before
+
+
+def test_a_detached_rebase_state_as_git_writes_it_is_aborted(repo: Repo) -> None:
+    """`detached HEAD` is what git writes for a rebase begun on a detached HEAD: abort
+    runs, moves no branch, and leaves the lane detached at orig-head."""
+    path, tip, _rm = _stopped_rebase_naming(repo, "detached HEAD")
+    before = _refs(repo)
+    r = repo.jlane("abort", "alpha")
+    assert r.rc == 0 and r.code == "aborted", r.stdout + r.stderr
+    assert _refs(repo) == before and head(path) == tip and not rebase_dir(path)
+
+
+def test_owner_continue_on_a_rebase_git_cannot_move_on_ends_with_a_refusal(
+    repo: Repo,
+) -> None:
+    """When `git rebase --continue` fails with no conflict and no step files, sync._drive
+    answers with `--skip`; here (a todo pick of a commit that does not exist: git cannot
+    parse its todo) that fails the same way, and it went round again up to MAX_AUTO_STEPS
+    (10,000) times, several git calls each: the owner's continue spun for minutes. Now it
+    refuses sync_failed at once, and its next (abort, then sync) works as printed."""
+    import sys
+
+    path, tip, rm = _stopped_rebase_naming(repo)
+    (rm / "git-rebase-todo").write_text("pick " + "0123456789abcdef" * 2 + "01234567 x\n")
+    t0 = time.monotonic()
+    try:
+        res = subprocess.run(
+            [sys.executable, "-m", "guard", "continue", "alpha", "--json"],
+            cwd=repo.path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"git lane continue still running after {time.monotonic() - t0:.0f} s")
+    out = json.loads(res.stdout)
+    assert res.returncode == 1 and out["code"] == "sync_failed", res.stdout + res.stderr
+    assert "invalid line" in out["details"]["stderr"]
+    assert out["next"] == ["git lane abort alpha", "git lane sync alpha"]
+    a = repo.jlane(*out["next"][0].split()[2:])
+    assert a.rc == 0 and a.code == "aborted", a.stdout + a.stderr
+    assert head(path) == tip and not rebase_dir(path)
+    assert repo.jlane(*out["next"][1].split()[2:]).rc == 0
+
+
+def test_owner_continue_on_a_rebase_naming_a_ref_it_cannot_move_refuses_at_once(
+    repo: Repo,
+) -> None:
+    """Red team 13G's case: head-name names release, whose compare-and-swap against
+    orig-head fails at the rebase's end; continue and skip failed the same way round and
+    round. The state is refused before any git rebase runs."""
+    import sys
+
+    git(repo.path, "branch", "release")
+    _stopped_rebase_naming(repo, "refs/heads/release")
+    res = subprocess.run(
+        [sys.executable, "-m", "guard", "continue", "alpha", "--json"],
+        cwd=repo.path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert json.loads(res.stdout)["code"] == "rebase_state_untrusted"
+
+
+def test_sync_moves_no_other_branch_even_with_rebase_update_refs_set(repo: Repo) -> None:
+    """The owner's `rebase.updateRefs = true` would make sync's own rebase list every
+    branch that points into the lane (its todo gets update-ref lines, its state an
+    update-refs file): sync passes rebase.updateRefs=false, so its rebase moves the lane's
+    branch alone and its continue is not refused as one sync never started."""
+    repo.git("config", "rebase.updateRefs", "true")
+    path, _tip = conflicting(repo)
+    first = repo.commit(path, "g.txt", "g\n", "lane more")
+    git(path, "branch", "backup", f"{first}~1")
+    backup = repo.sha("refs/heads/backup")
+    r = repo.jlane("sync", "alpha")
+    assert r.code == "sync_conflicts", r.stdout + r.stderr
+    (path / "f.txt").write_text("merged\n")
+    r = repo.jlane("continue", "alpha")
+    assert r.rc == 0 and r.json["state"] == "fresh", r.stdout + r.stderr
+    assert repo.sha("refs/heads/backup") == backup

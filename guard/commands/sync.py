@@ -12,6 +12,7 @@ from guard.errors import Refusal
 from guard.policy import MARKER_SIZE, conflict_blocks, marker_sizes
 from guard.repo import Repo
 from guard.results import AbortResult, SyncResult, Worklist, WorklistFile
+from guard.store import read_regular
 
 # Passed with -c on every rebase: never written into the repository's config.
 REBASE_CFG = [
@@ -25,6 +26,12 @@ REBASE_CFG = [
     "core.editor=true",
     "-c",
     "advice.mergeConflict=false",
+    # a sync rebases the lane's branch alone: never another branch that points into it
+    # (an update-ref line would make its own todo untrusted), never an autostash
+    "-c",
+    "rebase.updateRefs=false",
+    "-c",
+    "rebase.autoStash=false",
 ]
 REBASE_ENV = {"GIT_EDITOR": "true", "GIT_SEQUENCE_EDITOR": "true"}
 MAX_AUTO_STEPS = 10_000
@@ -71,32 +78,31 @@ def _git(path: str, args: list[str], check: bool = False) -> git.GitResult:
 BUILTIN_STRATEGIES = frozenset({"ort", "recursive", "resolve", "octopus", "ours", "subtree"})
 
 
-def _trusted_rebase(key: str, path: str) -> None:
-    """Refuse `rebase_todo_untrusted` unless the lane's stopped rebase is one sync could
-    have started: `git rebase --continue`/`--skip` runs what is left of the todo, which
-    lives in the lane's admin dir (a sandboxed CMD can write it, and can start a rebase of
-    its own with the real git by path). A sync's todo holds only picks; an `exec` line, a
-    merge, a non-built-in strategy (git runs `git-merge-<name>` from PATH) or an am-based
-    rebase-apply/ are refused. The admin dir comes from trusted state, never the lane's .git."""
+def _trusted_rebase(repo: Repo, key: str, path: str, branch: str, action: str) -> None:
+    """Refuse unless the lane's stopped rebase is one sync could have started, before
+    `git rebase --continue`/`--skip`: first its state (`check_rebase_state`:
+    rebase_state_untrusted), then its todo (`rebase_todo_untrusted`): what is left of the
+    todo is run, and it lives in the lane's admin dir (a sandboxed CMD can write it, and can
+    start a rebase of its own with the real git by path). A sync's todo holds only picks; an
+    `exec` line, a merge, a non-built-in strategy (git runs `git-merge-<name>` from PATH) or
+    an am-based rebase-apply/ are refused. The admin dir comes from trusted state, never
+    the lane's .git."""
+    check_rebase_state(repo, key, path, branch, action)
     gd = git.worktree_git_dir(path)
     why = None
     if gd is None:
         why = "its admin dir cannot be found"
-    elif (gd / "rebase-apply").exists():
+    elif os.path.lexists(gd / "rebase-apply"):
         why = "it is an am-based rebase (rebase-apply/), which sync never starts"
     else:
-        todo = gd / "rebase-merge" / "git-rebase-todo"
         try:
-            lines = todo.read_bytes().decode("utf-8", "surrogateescape").splitlines()
-            strategy = (
-                (gd / "rebase-merge" / "strategy").read_text()
-                if (gd / "rebase-merge" / "strategy").exists()
-                else ""
-            )
-        except (OSError, UnicodeDecodeError) as exc:
-            lines, strategy = [], ""
+            lines = _state_bytes(gd / "rebase-merge" / "git-rebase-todo").splitlines()
+            strategy = _state_bytes(gd / "rebase-merge" / "strategy", missing=b"")
+        except OSError as exc:
+            lines, strategy = [], b""
             why = f"its todo cannot be read: {exc}"
-        for ln in lines:
+        for raw in lines:
+            ln = raw.decode("utf-8", "surrogateescape")
             words = ln.split()
             if not words or words[0].startswith("#") or words == ["noop"]:
                 continue
@@ -104,8 +110,9 @@ def _trusted_rebase(key: str, path: str) -> None:
                 continue
             why = f"its todo holds a line sync never writes: {git.shown(ln.strip()[:200])}"
             break
-        if why is None and strategy.strip() and strategy.strip() not in BUILTIN_STRATEGIES:
-            why = f"it names merge strategy {git.shown(strategy.strip()[:100])}, not a built-in one"
+        named = strategy.decode("utf-8", "surrogateescape").strip()
+        if why is None and named and named not in BUILTIN_STRATEGIES:
+            why = f"it names merge strategy {git.shown(named[:100])}, not a built-in one"
     if why is not None:
         raise Refusal(
             "rebase_todo_untrusted",
@@ -115,6 +122,109 @@ def _trusted_rebase(key: str, path: str) -> None:
             next=[f"git lane abort {key}", f"git lane sync {key}"],
             details={"lane": key, "path": path, "why": why},
         )
+
+
+REBASE_DIRS = ("rebase-merge", "rebase-apply")
+
+
+def _state_bytes(p: Path, missing: bytes | None = None) -> bytes:
+    """A file of the lane's rebase state, as git would read it: a regular file only (a
+    FIFO there would hang the command, a symlink is nothing git writes); `missing` is
+    returned when there is none, else OSError."""
+    try:
+        return read_regular(p, follow=False)
+    except FileNotFoundError:
+        if missing is None:
+            raise
+        return missing
+
+
+def _oneliner(p: Path) -> str:
+    """What git's read_oneliner makes of a state file: one trailing newline dropped."""
+    text = _state_bytes(p).decode("utf-8", "surrogateescape")
+    return text[:-1] if text.endswith("\n") else text
+
+
+def _is_oid(word: str) -> bool:
+    return len(word) in (40, 64) and _is_sha(word)
+
+
+def rebase_state_doubt(repo: Repo, path: str, branch: str) -> str | None:
+    """Why the lane's rebase state (in its admin dir, which the lane can write: exec
+    --sandbox grants it) would make git act past the lane, or None. git moves the ref
+    `head-name` names: `--abort` resets it to `orig-head`, the rebase's end moves it from
+    `orig-head` to the new HEAD; it applies `update-refs` (any ref, from any value to any
+    commit) at the end, and an `autostash` (at the end, at `--abort`, `--quit`: one that
+    does not apply is stored in refs/stash, the repository's, shared by every worktree).
+    A sync's rebase names `refs/heads/<its branch>` (or, begun on a detached HEAD,
+    `detached HEAD`), the commit that branch is at as orig-head, a commit as onto, and
+    no update-refs nor autostash."""
+    gd = git.worktree_git_dir(path)
+    if gd is None:
+        return "its admin dir cannot be found"
+    here = [d for d in REBASE_DIRS if os.path.lexists(gd / d)]
+    if len(here) != 1:
+        return "it has both rebase-merge/ and rebase-apply/" if here else "it has no rebase state"
+    d = gd / here[0]
+    if os.path.islink(d) or not d.is_dir():
+        return f"{here[0]} is not a directory"
+    try:
+        head_name = _oneliner(d / "head-name")
+        orig = _oneliner(d / "orig-head")
+        onto = _oneliner(d / "onto")
+        update_refs = _state_bytes(d / "update-refs", missing=b"")
+        autostash = _state_bytes(d / "autostash", missing=b"")
+    except OSError as exc:
+        return f"its {here[0]}/ cannot be read as git wrote it: {exc}"
+    own = f"refs/heads/{branch}"
+    if head_name not in (own, "detached HEAD"):
+        return f"{here[0]}/head-name names {git.shown(head_name[:200])}, not {own}"
+    if update_refs.strip():
+        return f"{here[0]}/update-refs lists refs for git to move at its end"
+    if os.path.lexists(d / "autostash"):
+        shown = git.shown(autostash.decode("utf-8", "surrogateescape").strip()[:80])
+        return f"{here[0]}/autostash names {shown}, which git would apply or store in refs/stash"
+    if not _is_oid(orig) or not _is_oid(onto):
+        return f"{here[0]}/orig-head or onto is not a full commit id"
+    if head_name == own:
+        at = repo.ref_sha(own)
+        if orig != at:
+            return (
+                f"{here[0]}/orig-head is {orig[:12]}, not the commit {branch} is at "
+                f"({at[:12] if at else 'none'}): git would move {branch} from or to it"
+            )
+    if git.ref_sha(path, orig) != orig or git.ref_sha(path, onto) != onto:
+        return f"{here[0]}/orig-head or onto names no commit"
+    return None
+
+
+def check_rebase_state(repo: Repo, key: str, path: str, branch: str, action: str) -> None:
+    """Refuse `rebase_state_untrusted` before any `git rebase --abort/--continue/--skip`
+    the engine runs in a lane whose rebase state names more than the lane
+    (`rebase_state_doubt`): nothing is run, and the `next` takes the state away by hand
+    without git reading it, then puts the lane back on its branch."""
+    why = rebase_state_doubt(repo, path, branch)
+    if why is not None:
+        raise untrusted_state_refusal(key, path, branch, why, action)
+
+
+def untrusted_state_refusal(key: str, path: str, branch: str, why: str, action: str) -> Refusal:
+    gd = git.worktree_git_dir(path) or Path(path) / ".git"
+    dirs = " ".join(git.q(gd / d) for d in REBASE_DIRS)
+    return Refusal(
+        "rebase_state_untrusted",
+        f"the rebase stopped in lane {key} names more than the lane ({why}): `git rebase "
+        f"{action}` would move what it names outside any sandbox, so nothing was run. Remove "
+        "the lane's rebase state by hand and switch the lane back to its branch (no ref "
+        "moves; what the rebase did so far is dropped, as an abort drops it), then sync again",
+        next=[
+            f"rm -rf -- {dirs}",
+            f"git -C {git.q(path)} switch --discard-changes {git.q(branch)}",
+            f"git lane sync {key}",
+        ],
+        alternatives=[f"git -C {git.q(path)} status"],
+        details={"lane": key, "path": path, "why": why, "admin": str(gd)},
+    )
 
 
 def _is_sha(word: str) -> bool:
@@ -292,12 +402,47 @@ def _fresh(
     }
 
 
+def _position(path: str) -> tuple[str, bytes, bytes]:
+    """Where the lane's rebase is: HEAD, what is left of its todo and what is done."""
+    head = git.run(["rev-parse", "-q", "--verify", "HEAD"], path, check=False).stdout.strip()
+    gd = git.worktree_git_dir(path) or Path(path) / ".git"
+    got: list[bytes] = []
+    for name in ("git-rebase-todo", "done"):
+        try:
+            got.append(_state_bytes(gd / "rebase-merge" / name, missing=b""))
+        except OSError:
+            got.append(b"?")
+    return head, got[0], got[1]
+
+
+def _stuck(key: str, path: str, result: git.GitResult) -> Refusal:
+    """`--continue` then `--skip` both failed, no conflict came up and the rebase stands
+    where it stood: going round again would do the same, up to MAX_AUTO_STEPS times."""
+    wl = worklist(path)
+    return Refusal(
+        "sync_failed",
+        f"git rebase --continue and --skip both failed in lane {key} and the rebase did not "
+        f"move on (step {wl['step']} of {wl['total']}): {result.stderr.strip()[:500]}; abort "
+        "it (the lane goes back to its branch), then sync again",
+        next=[f"git lane abort {key}", f"git lane sync {key}"],
+        alternatives=[f"git -C {git.q(path)} status"],
+        details={"lane": key, "stderr": result.stderr, "worklist": wl},
+    )
+
+
 def _drive(
-    repo: Repo, key: str, path: str, main_sha: str, result: git.GitResult, chase: bool = False
+    repo: Repo,
+    key: str,
+    path: str,
+    branch: str,
+    main_sha: str,
+    result: git.GitResult,
+    chase: bool = False,
 ) -> SyncResult:
     """After a rebase command: done, stopped on conflicts, or stopped on a step that
     rerere (or an empty commit) already settled, which we continue ourselves. With
-    `chase` (continue), a main that moved meanwhile is rebased onto as well."""
+    `chase` (continue), a main that moved meanwhile is rebased onto as well. A step git
+    can neither continue nor skip ends it (sync_failed), never a loop."""
     for _ in range(MAX_AUTO_STEPS):
         if not git.rebase_in_progress(path):
             sandbox.clear_stale_pick(path)  # what a sandboxed git could not delete
@@ -326,13 +471,21 @@ def _drive(
         if files:
             _add_step(path, files)
         crash_point("sync_step")  # the rebase stopped between steps, this one settled
-        _trusted_rebase(key, path)
+        at = _position(path)
+        _trusted_rebase(repo, key, path, branch, "--continue")
         result = _git(path, ["rebase", "--continue"])
         if not result.ok and git.rebase_in_progress(path) and not git.unmerged(path):
             # continue refused without new conflicts (e.g. an emptied commit): skip it
             if not _step_files(path):
-                _trusted_rebase(key, path)
+                _trusted_rebase(repo, key, path, branch, "--skip")
                 result = _git(path, ["rebase", "--skip"])
+                if (
+                    not result.ok
+                    and git.rebase_in_progress(path)
+                    and not git.unmerged(path)
+                    and _position(path) == at
+                ):
+                    raise _stuck(key, path, result)
             else:
                 return _conflicts(repo, key, path, result.stderr)
     raise Refusal("sync_failed", "the rebase did not settle", next=[f"git lane abort {key}"])
@@ -359,7 +512,7 @@ def sync(repo: Repo, key: str | None) -> SyncResult:
     before = git.run(["rev-parse", "HEAD"], path).stdout.strip()
     if git.is_ancestor(repo.common_dir, main_sha, before):
         return _fresh(repo, key, "already_fresh", before, main_sha, event=False)
-    return rebase(repo, key, path, main_sha, before)
+    return rebase(repo, key, path, main_sha, before, branch=branch)
 
 
 @git.in_own_context
@@ -370,11 +523,14 @@ def rebase(
     main_sha: str,
     before: str | None = None,
     then: list[str] | None = None,
+    branch: str | None = None,
 ) -> SyncResult:
     """Rebase the (clean, on its branch, not mid-rebase) lane at `path` onto `main_sha`:
     what `sync` does after its checks, and what `land --sync`, the queue and auto_sync do
-    (under their locks). `then`: what the user runs after the `next` of a refusal here."""
+    (under their locks). `then`: what the user runs after the `next` of a refusal here;
+    `branch`: the lane's (read from its record when not given)."""
     objects.use(repo, path)
+    branch = branch if branch is not None else lane.get(repo, key).branch
     if before is None:
         before = git.run(["rev-parse", "HEAD"], path).stdout.strip()
     then = then if then is not None else [f"git lane sync {key}"]
@@ -382,7 +538,7 @@ def rebase(
     check_ignored(repo, key, path, main_sha, before, then)
     repo.store.event("sync_start", lane=key, main=main_sha, tip_before=before)
     res = _git(path, ["rebase", main_sha])
-    return _drive(repo, key, path, main_sha, res)
+    return _drive(repo, key, path, branch, main_sha, res)
 
 
 def check_merges(repo: Repo, key: str, path: str, main: str, tip: str, then: list[str]) -> None:
@@ -482,7 +638,7 @@ def continue_(repo: Repo, key: str | None) -> SyncResult:
             alternatives=["git lane status"],
             details={"lane": key, "fresh": fresh},
         )
-    _trusted_rebase(key, path)  # first: nothing of an untrusted rebase is acted on
+    _trusted_rebase(repo, key, path, branch, "--continue")  # first: nothing untrusted is acted on
     files = _step_files(path)
     hits = _markers(path, files)
     if hits:
@@ -516,14 +672,14 @@ def continue_(repo: Repo, key: str | None) -> SyncResult:
     if files:
         _add_step(path, files)
     onto = _read(git.worktree_git_dir(path) or Path(path), "rebase-merge/onto") or repo.main_sha()
-    _trusted_rebase(key, path)
+    _trusted_rebase(repo, key, path, branch, "--continue")
     res = _git(path, ["rebase", "--continue"])
-    return _drive(repo, key, path, onto, res, chase=True)
+    return _drive(repo, key, path, branch, onto, res, chase=True)
 
 
 @git.in_own_context
 def abort(repo: Repo, key: str | None) -> AbortResult:
-    key, _branch, path = _lane(repo, key, "abort")
+    key, branch, path = _lane(repo, key, "abort")
     _check_locks(repo, key, path, "abort")
     if not git.rebase_in_progress(path):
         raise Refusal(
@@ -532,7 +688,7 @@ def abort(repo: Repo, key: str | None) -> AbortResult:
             next=["git lane status"],
             details={"lane": key},
         )
-    res = git.run(["rebase", "--abort"], path, check=False)
+    res = abort_rebase(repo, key, path, branch)
     if not res.ok:  # never a traceback: what git said, and where to look
         raise Refusal(
             "sync_failed",
@@ -551,3 +707,11 @@ def abort(repo: Repo, key: str | None) -> AbortResult:
         "state": "fresh" if fresh else "stale",
         "tip": tip,
     }
+
+
+def abort_rebase(repo: Repo, key: str, path: str, branch: str) -> git.GitResult:
+    """`git rebase --abort` in a lane (abort, and the queue and auto_sync giving up a rebase
+    they started), only once its rebase state names nothing past the lane: refused
+    rebase_state_untrusted otherwise, nothing run."""
+    check_rebase_state(repo, key, path, branch, "--abort")
+    return git.run(["rebase", "--abort"], path, check=False)
