@@ -20,6 +20,31 @@ from guard.errors import Refusal
 
 Validator = Callable[[Any], str | None]  # returns a complaint, or None when the value is fine
 
+# No setting is nested more than a few levels; a deeper file is refused as unreadable
+# (tomllib recurses per level of arrays and inline tables and raises RecursionError near
+# 500; dotted keys nest without recursing, but then repr() and json recurse on the value).
+TOML_MAX_DEPTH = 32
+
+
+def toml_loads(text: str) -> dict[str, Any]:
+    """tomllib.loads, with a file nested too deep raising TOMLDecodeError like any other
+    unreadable TOML (never RecursionError: a `.git-lane.toml` anyone can commit would
+    otherwise take every command down)."""
+    try:
+        data = tomllib.loads(text)
+    except RecursionError:
+        raise tomllib.TOMLDecodeError(f"nested more than {TOML_MAX_DEPTH} levels deep") from None
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:  # iterative: the check must not recurse either
+        v, depth = stack.pop()
+        if depth > TOML_MAX_DEPTH:
+            raise tomllib.TOMLDecodeError(f"nested more than {TOML_MAX_DEPTH} levels deep")
+        if isinstance(v, dict):
+            stack.extend((x, depth + 1) for x in v.values())
+        elif isinstance(v, list):
+            stack.extend((x, depth + 1) for x in v)
+    return data
+
 
 def _bool(v: Any) -> str | None:
     return None if isinstance(v, bool) else "must be true or false"
@@ -231,7 +256,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
             details={"file": str(path)},
         ) from None
     try:
-        return tomllib.loads(raw.decode("utf-8"))
+        return toml_loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise Refusal(
             "invalid_config",
@@ -472,7 +497,7 @@ def with_project(owner: Config, text: bytes | None, name: str) -> Config:
     values, sources = dict(owner.values), dict(owner.sources)
     where, warnings = dict(owner.files), list(owner.warnings)
     try:
-        data = tomllib.loads(text.decode("utf-8"))
+        data = toml_loads(text.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         warnings.append(f"{name} is not valid TOML ({exc}); it was ignored")
         return Config(values, sources, warnings, where)
@@ -506,7 +531,7 @@ def parse_value(key: str, text: str) -> Any:
             details={"key": key},
         )
     try:
-        value = tomllib.loads(f"v = {text}")["v"]
+        value = toml_loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         if isinstance(KEYS[key].default, list):
             return [p.strip() for p in text.split(",") if p.strip()]
