@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+import stat
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from guard import git, landed, lock, policy
 from guard.crashpoint import crash_point as crash_point  # landing.crash_point: land, queue
-from guard.errors import Refusal
+from guard.errors import GitError, Refusal
 from guard.repo import Repo
 from guard.store import EPOCH_MAX, Epoch, FileLock, atomic_write_json, now_iso, set_aside
 
@@ -331,10 +332,67 @@ def update_hub(repo: Repo, txn: Landing) -> None:
         repo.store.event("warning", lane=txn.lane, code="hub_update_failed", stderr=stderr)
 
 
+def hub_in_the_way(hub: str, changed: Sequence[str], added: Collection[str]) -> list[str]:
+    """What the hub holds untracked (in practice: ignored, else G6's status saw it) that
+    carrying it to a tip which changes `changed` and adds `added` would overwrite or
+    delete: `git read-tree -m -u` (git 2.34+) takes every ignored file as expendable, and
+    no option of it says otherwise. At a path the tip adds: a file or link, or a directory
+    that holds anything git does not track; at a parent directory the tip needs: a file
+    or link. Only those paths are looked at (an lstat each), never the whole worktree."""
+    hits: list[str] = []
+    for p in sorted(added):
+        try:
+            st = os.lstat(os.path.join(hub, p))
+        except OSError:  # not there (or under a file: a parent, below)
+            continue
+        if not stat.S_ISDIR(st.st_mode) or _holds_untracked(hub, p):
+            hits.append(p)
+    changed_set = set(changed)
+    parents = {p.rsplit("/", i)[0] for p in changed for i in range(1, p.count("/") + 1)}
+    for d in sorted(parents - changed_set):
+        full = os.path.join(hub, d)
+        if os.path.islink(full) or (os.path.lexists(full) and not os.path.isdir(full)):
+            hits.append(d)  # untracked: a tracked one would be among the changed paths
+    return list(dict.fromkeys(hits))
+
+
+def _holds_untracked(hub: str, d: str) -> bool:
+    """A directory of the hub at a path the tip adds as a file holds something git does
+    not track (ignored files included; an empty directory git just removes). When git
+    cannot say: it does (nothing is overwritten on a guess)."""
+    res = git.run(
+        [
+            "--literal-pathspecs",
+            "-c",
+            "core.fsmonitor=false",
+            "ls-files",
+            "-z",
+            "--others",
+            "--directory",
+            "--no-empty-directory",
+            "--",
+            d,
+        ],
+        hub,
+        check=False,
+        env={"GIT_OPTIONAL_LOCKS": "0"},
+    )
+    return not res.ok or bool(res.z())
+
+
+def hub_blockers(hub: str, old: str, new: str) -> list[str]:
+    """hub_in_the_way for carrying the hub from `old` to `new` (one diff of the two)."""
+    changed, added = git.changed_and_added(hub, old, new)
+    return hub_in_the_way(hub, changed, added)
+
+
 def carry_hub(hub: str | None, main_ref: str, old: str, new: str) -> tuple[str, str]:
     """Carry the hub's index and worktree from `old` to `new` (main just moved), keeping
-    its own unrelated edits (a two-tree read-tree merge, as checkout does). Returns
-    ("updated" | "not_hub" | "failed", git's stderr)."""
+    its own unrelated edits (a two-tree read-tree merge, as checkout does); never over an
+    untracked (ignored) file or directory of the hub in the way (hub_in_the_way: land
+    refused that before main moved, but the hub may have changed since, and recovery
+    or restore-main carry it much later). Returns ("updated" | "not_hub" | "failed",
+    git's stderr, or what is in the way)."""
     if not hub or not os.path.isdir(hub):
         return "not_hub", ""
     # still the hub (main checked out there)? Its HEAD file says, without a git call
@@ -345,6 +403,15 @@ def carry_hub(hub: str | None, main_ref: str, old: str, new: str) -> tuple[str, 
         head = ""
     if head != f"ref: {main_ref}":
         return "not_hub", ""
+    try:
+        blockers = hub_blockers(hub, old, new)
+    except GitError as exc:
+        return "failed", exc.stderr
+    if blockers:
+        return "failed", (
+            f"git-lane: untracked (ignored) files of the hub are where {new[:12]} tracks "
+            f"files, and would be overwritten: {', '.join(map(git.shown, blockers[:10]))}"
+        )
     res = git.run(["read-tree", "-m", "-u", old, new], hub, check=False)
     return ("updated", "") if res.ok else ("failed", res.stderr)
 
