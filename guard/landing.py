@@ -164,8 +164,15 @@ def _before(txn: Landing, name: str) -> bool:
     return STAGES.index(txn.stage) < STAGES.index(name)
 
 
+Diff = tuple[Sequence[str], Collection[str]]  # main_before..tip: (changed, added)
+
+
 def finish(
-    repo: Repo, txn: Landing, recovered: bool = False, held: lock.Held | None = None
+    repo: Repo,
+    txn: Landing,
+    recovered: bool = False,
+    held: lock.Held | None = None,
+    diff: Diff | None = None,
 ) -> None:
     """Everything after main moved: hub, epoch (G7), log. Idempotent, so recovery can rerun it.
     A batch (`txn.stack`, with the lock `held`) also gets each lane's landed ref and
@@ -177,7 +184,7 @@ def finish(
     if txn.stack:
         _finish_lanes(repo, txn, held)
     if _before(txn, "hub_updated"):
-        update_hub(repo, txn)
+        update_hub(repo, txn, diff)
         txn = stage(repo, txn, "hub_updated")
     if _before(txn, "epoch_bumped"):
         for e in txn.stack[:-1]:  # a batch: every lane's epoch in turn, the last one below
@@ -326,8 +333,8 @@ def _checked_out(path: str, ref: str) -> bool:
         return False
 
 
-def update_hub(repo: Repo, txn: Landing) -> None:
-    state, stderr = carry_hub(txn.hub, txn.main_ref, txn.main_before, txn.tip)
+def update_hub(repo: Repo, txn: Landing, diff: Diff | None = None) -> None:
+    state, stderr = carry_hub(txn.hub, txn.main_ref, txn.main_before, txn.tip, diff)
     if state == "failed":
         repo.store.event("warning", lane=txn.lane, code="hub_update_failed", stderr=stderr)
 
@@ -380,13 +387,17 @@ def _holds_untracked(hub: str, d: str) -> bool:
     return not res.ok or bool(res.z())
 
 
-def hub_blockers(hub: str, old: str, new: str) -> list[str]:
-    """hub_in_the_way for carrying the hub from `old` to `new` (one diff of the two)."""
-    changed, added = git.changed_and_added(hub, old, new)
+def hub_blockers(hub: str, old: str, new: str, diff: Diff | None = None) -> list[str]:
+    """hub_in_the_way for carrying the hub from `old` to `new`; `diff`, their changed and
+    added paths when the caller has them (a land read them under its lock), else one
+    diff of the two."""
+    changed, added = diff if diff is not None else git.changed_and_added(hub, old, new)
     return hub_in_the_way(hub, changed, added)
 
 
-def carry_hub(hub: str | None, main_ref: str, old: str, new: str) -> tuple[str, str]:
+def carry_hub(
+    hub: str | None, main_ref: str, old: str, new: str, diff: Diff | None = None
+) -> tuple[str, str]:
     """Carry the hub's index and worktree from `old` to `new` (main just moved), keeping
     its own unrelated edits (a two-tree read-tree merge, as checkout does); never over an
     untracked (ignored) file or directory of the hub in the way (hub_in_the_way: land
@@ -404,7 +415,7 @@ def carry_hub(hub: str | None, main_ref: str, old: str, new: str) -> tuple[str, 
     if head != f"ref: {main_ref}":
         return "not_hub", ""
     try:
-        blockers = hub_blockers(hub, old, new)
+        blockers = hub_blockers(hub, old, new, diff)
     except GitError as exc:
         return "failed", exc.stderr
     if blockers:

@@ -545,7 +545,7 @@ def _move_locked(
         tip,
         txn.epoch_after,
     )
-    landing.finish(repo, txn, held=held)
+    landing.finish(repo, txn, held=held, diff=(changed, added))
     for e, x in zip(entries, stack, strict=True):
         ready.remove(repo.state_dir, x.c.key)
         run.landed.append(x.c.key)

@@ -316,7 +316,7 @@ def _land_locked(
     txn = landing.stage(repo, txn, "prepared")
     forged = landed.clear_forgeries(repo, key)  # so the landed ref is written, not through one
     g5_move_main(repo, t, tip, txn.epoch_after)
-    hub_update = g7_epoch(repo, txn)
+    hub_update = g7_epoch(repo, txn, (changed, added))
     warnings = list(repo.config.warnings)  # a project file's ignored keys, say
     if forged:
         warnings.append(
@@ -895,16 +895,20 @@ def g5_move_main(repo: Repo, t: Target, tip: str, epoch: int) -> None:
         # git reported a failure after the ref did move (e.g. a hook's complaint): finish
 
 
-def g7_epoch(repo: Repo, txn: landing.Landing) -> HubUpdate | None:
+def g7_epoch(
+    repo: Repo, txn: landing.Landing, diff: landing.Diff | None = None
+) -> HubUpdate | None:
     """G7: hub carried along, epoch bumped and the land logged, all before the caller
     releases the lock (landing.finish is idempotent: reconcile reruns what a crash left).
     Main has moved by now, so a hub git could not carry along does not undo the land: it
     is reported (with the command that brings it in step) instead of only logged."""
-    landing.finish(repo, txn)
-    return hub_update(repo, txn)
+    landing.finish(repo, txn, diff=diff)
+    return hub_update(repo, txn, diff)
 
 
-def hub_update(repo: Repo, txn: landing.Landing) -> HubUpdate | None:
+def hub_update(
+    repo: Repo, txn: landing.Landing, diff: landing.Diff | None = None
+) -> HubUpdate | None:
     """Was the hub carried from main_before to the tip? Its index still holding main_before's
     entries at the paths this land changed says it was not (G6 made sure the hub had no
     edits of its own there). Then the hub is carried once more, so the answer carries
@@ -916,13 +920,13 @@ def hub_update(repo: Repo, txn: landing.Landing) -> HubUpdate | None:
         return None
     if not git.index_matches(hub, txn.main_before, txn.paths):
         return {"path": hub, "updated": True}
-    state, stderr = landing.carry_hub(hub, txn.main_ref, txn.main_before, txn.tip)
+    state, stderr = landing.carry_hub(hub, txn.main_ref, txn.main_before, txn.tip, diff)
     if state == "updated":
         return {"path": hub, "updated": True, "retried": True}
     if state == "not_hub":
         return None
     try:
-        blockers = landing.hub_blockers(hub, txn.main_before, txn.tip)
+        blockers = landing.hub_blockers(hub, txn.main_before, txn.tip, diff)
     except GitError:
         blockers = []
     return {
