@@ -20,6 +20,31 @@ from guard.errors import Refusal
 
 Validator = Callable[[Any], str | None]  # returns a complaint, or None when the value is fine
 
+# No setting is nested more than a few levels; a deeper file is refused as unreadable
+# (tomllib recurses per level of arrays and inline tables and raises RecursionError near
+# 500; dotted keys nest without recursing, but then repr() and json recurse on the value).
+TOML_MAX_DEPTH = 32
+
+
+def toml_loads(text: str) -> dict[str, Any]:
+    """tomllib.loads, with a file nested too deep raising TOMLDecodeError like any other
+    unreadable TOML (never RecursionError: a `.git-lane.toml` anyone can commit would
+    otherwise take every command down)."""
+    try:
+        data = tomllib.loads(text)
+    except RecursionError:
+        raise tomllib.TOMLDecodeError(f"nested more than {TOML_MAX_DEPTH} levels deep") from None
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:  # iterative: the check must not recurse either
+        v, depth = stack.pop()
+        if depth > TOML_MAX_DEPTH:
+            raise tomllib.TOMLDecodeError(f"nested more than {TOML_MAX_DEPTH} levels deep")
+        if isinstance(v, dict):
+            stack.extend((x, depth + 1) for x in v.values())
+        elif isinstance(v, list):
+            stack.extend((x, depth + 1) for x in v)
+    return data
+
 
 def _bool(v: Any) -> str | None:
     return None if isinstance(v, bool) else "must be true or false"
@@ -231,7 +256,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
             details={"file": str(path)},
         ) from None
     try:
-        return tomllib.loads(raw.decode("utf-8"))
+        return toml_loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise Refusal(
             "invalid_config",
@@ -262,9 +287,25 @@ def _ml_open(v: str) -> str | None:
     (gl_cfg_file's gl_ml): its lines up to the closing one are skipped."""
     v = v.lstrip(_SH_SPACE)
     for d in ('"""', "'''"):
-        if v.startswith(d) and d not in v[3:]:
+        if v.startswith(d) and not _ml_closes(v[3:], d):
             return d
     return None
+
+
+def _ml_closes(text: str, d: str) -> bool:
+    """gl_ml_closes: does `text` close a multi-line string opened by `d`? A literal one
+    at its first delimiter; a basic one at the first delimiter no backslash escapes (in
+    TOML a backslash there takes the next character with it)."""
+    if d == "'''":
+        return d in text
+    i = 0
+    while True:
+        q, b = text.find('"""', i), text.find("\\", i)
+        if q < 0:
+            return False
+        if b < 0 or q < b:
+            return True
+        i = b + 2
 
 
 def _sh_read(text: str) -> tuple[list[tuple[str, str]], str | None]:
@@ -278,7 +319,7 @@ def _sh_read(text: str) -> tuple[list[tuple[str, str]], str | None]:
     for raw in text.replace("\0", "").split("\n"):
         line = raw.lstrip(_SH_SPACE)
         if ml is not None:
-            if ml in line:
+            if _ml_closes(line, ml):
                 ml = None
             continue
         if in_array:
@@ -376,6 +417,8 @@ def check_hook_view(path: Path, data: dict[str, Any]) -> None:
         "sync_policy": data.get("sync_policy"),
     }
     for key in HOOK_KEYS:
+        # the value TOML gives the key (enabled's default is true), for the alternative
+        toml = data.get(key, True) if key == "enabled" else data.get(key)
         if seen[key] != meant[key]:
             shown = {"enabled": "false" if seen[key] else "true"}.get(key, seen[key])
             wanted = {"enabled": "false" if meant[key] else "true"}.get(key, meant[key])
@@ -384,8 +427,15 @@ def check_hook_view(path: Path, data: dict[str, Any]) -> None:
                 f"{path}: the git hooks read {key} as {shown!r} but TOML means {wanted!r}; "
                 f'write it on one line as {key} = "value" (bare true/false for enabled), '
                 "outside multi-line strings and tables",
-                next=[f"git lane config set {key} {_q(json.dumps(meant[key]))}"],
-                alternatives=[f"${{EDITOR:-vi}} {_q(path)}"],
+                # the file is fixed, never the engine made to agree with a misreading
+                # (`config set enabled false` to match hooks that read themselves off)
+                next=[f"${{EDITOR:-vi}} {_q(path)}"],
+                alternatives=[
+                    f"git lane config set {key} {_q(json.dumps(toml))}"
+                    "  # rewrites the file in TOML the hooks read as TOML does"
+                ]
+                if toml is not None
+                else [],
                 details={"file": str(path), "key": key, "hooks_see": seen[key], "toml": meant[key]},
             )
 
@@ -472,7 +522,7 @@ def with_project(owner: Config, text: bytes | None, name: str) -> Config:
     values, sources = dict(owner.values), dict(owner.sources)
     where, warnings = dict(owner.files), list(owner.warnings)
     try:
-        data = tomllib.loads(text.decode("utf-8"))
+        data = toml_loads(text.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         warnings.append(f"{name} is not valid TOML ({exc}); it was ignored")
         return Config(values, sources, warnings, where)
@@ -506,7 +556,7 @@ def parse_value(key: str, text: str) -> Any:
             details={"key": key},
         )
     try:
-        value = tomllib.loads(f"v = {text}")["v"]
+        value = toml_loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         if isinstance(KEYS[key].default, list):
             return [p.strip() for p in text.split(",") if p.strip()]

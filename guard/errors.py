@@ -283,7 +283,8 @@ CODES: dict[str, Code] = _codes(
         "ignored_in_the_way",
         "engine",
         None,
-        "sync/queue: the lane's ignored files are where main now tracks files; never overwritten",
+        "sync/queue/land: the lane's (or the hub's) ignored files are where main (the tip) "
+        "tracks files; never overwritten",
     ),
     ("ready_stale", "engine", None, "queue: the lane moved since it was marked ready"),
     (

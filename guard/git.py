@@ -664,6 +664,19 @@ def changed_paths(cwd: Where, a: str, b: str) -> list[str]:
     return run(["diff", "--name-only", "--no-renames", "-z", a, b], cwd).z()
 
 
+def changed_and_added(cwd: Where, a: str, b: str) -> tuple[list[str], set[str]]:
+    """changed_paths(a, b), and of those the ones `b` adds (no entry at `a`: a file that
+    replaces a directory too), from the same single diff."""
+    out = run(["diff", "--name-status", "--no-renames", "-z", a, b], cwd).z()
+    changed: list[str] = []
+    added: set[str] = set()
+    for status, path in zip(out[0::2], out[1::2], strict=False):
+        changed.append(path)
+        if status == "A":
+            added.add(path)
+    return changed, added
+
+
 def ahead_behind(cwd: Where, base: str, tip: str) -> tuple[int, int]:
     """(behind, ahead) of `tip` against `base`."""
     counts = run(["rev-list", "--left-right", "--count", f"{base}...{tip}"], cwd).stdout.split()

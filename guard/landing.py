@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+import stat
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from guard import git, landed, lock, policy
 from guard.crashpoint import crash_point as crash_point  # landing.crash_point: land, queue
-from guard.errors import Refusal
+from guard.errors import GitError, Refusal
 from guard.repo import Repo
 from guard.store import EPOCH_MAX, Epoch, FileLock, atomic_write_json, now_iso, set_aside
 
@@ -163,8 +164,15 @@ def _before(txn: Landing, name: str) -> bool:
     return STAGES.index(txn.stage) < STAGES.index(name)
 
 
+Diff = tuple[Sequence[str], Collection[str]]  # main_before..tip: (changed, added)
+
+
 def finish(
-    repo: Repo, txn: Landing, recovered: bool = False, held: lock.Held | None = None
+    repo: Repo,
+    txn: Landing,
+    recovered: bool = False,
+    held: lock.Held | None = None,
+    diff: Diff | None = None,
 ) -> None:
     """Everything after main moved: hub, epoch (G7), log. Idempotent, so recovery can rerun it.
     A batch (`txn.stack`, with the lock `held`) also gets each lane's landed ref and
@@ -176,7 +184,7 @@ def finish(
     if txn.stack:
         _finish_lanes(repo, txn, held)
     if _before(txn, "hub_updated"):
-        update_hub(repo, txn)
+        update_hub(repo, txn, diff)
         txn = stage(repo, txn, "hub_updated")
     if _before(txn, "epoch_bumped"):
         for e in txn.stack[:-1]:  # a batch: every lane's epoch in turn, the last one below
@@ -325,16 +333,77 @@ def _checked_out(path: str, ref: str) -> bool:
         return False
 
 
-def update_hub(repo: Repo, txn: Landing) -> None:
-    state, stderr = carry_hub(txn.hub, txn.main_ref, txn.main_before, txn.tip)
+def update_hub(repo: Repo, txn: Landing, diff: Diff | None = None) -> None:
+    state, stderr = carry_hub(txn.hub, txn.main_ref, txn.main_before, txn.tip, diff)
     if state == "failed":
         repo.store.event("warning", lane=txn.lane, code="hub_update_failed", stderr=stderr)
 
 
-def carry_hub(hub: str | None, main_ref: str, old: str, new: str) -> tuple[str, str]:
+def hub_in_the_way(hub: str, changed: Sequence[str], added: Collection[str]) -> list[str]:
+    """What the hub holds untracked (in practice: ignored, else G6's status saw it) that
+    carrying it to a tip which changes `changed` and adds `added` would overwrite or
+    delete: `git read-tree -m -u` (git 2.34+) takes every ignored file as expendable, and
+    no option of it says otherwise. At a path the tip adds: a file or link, or a directory
+    that holds anything git does not track; at a parent directory the tip needs: a file
+    or link. Only those paths are looked at (an lstat each), never the whole worktree."""
+    hits: list[str] = []
+    for p in sorted(added):
+        try:
+            st = os.lstat(os.path.join(hub, p))
+        except OSError:  # not there (or under a file: a parent, below)
+            continue
+        if not stat.S_ISDIR(st.st_mode) or _holds_untracked(hub, p):
+            hits.append(p)
+    changed_set = set(changed)
+    parents = {p.rsplit("/", i)[0] for p in changed for i in range(1, p.count("/") + 1)}
+    for d in sorted(parents - changed_set):
+        full = os.path.join(hub, d)
+        if os.path.islink(full) or (os.path.lexists(full) and not os.path.isdir(full)):
+            hits.append(d)  # untracked: a tracked one would be among the changed paths
+    return list(dict.fromkeys(hits))
+
+
+def _holds_untracked(hub: str, d: str) -> bool:
+    """A directory of the hub at a path the tip adds as a file holds something git does
+    not track (ignored files included; an empty directory git just removes). When git
+    cannot say: it does (nothing is overwritten on a guess)."""
+    res = git.run(
+        [
+            "--literal-pathspecs",
+            "-c",
+            "core.fsmonitor=false",
+            "ls-files",
+            "-z",
+            "--others",
+            "--directory",
+            "--no-empty-directory",
+            "--",
+            d,
+        ],
+        hub,
+        check=False,
+        env={"GIT_OPTIONAL_LOCKS": "0"},
+    )
+    return not res.ok or bool(res.z())
+
+
+def hub_blockers(hub: str, old: str, new: str, diff: Diff | None = None) -> list[str]:
+    """hub_in_the_way for carrying the hub from `old` to `new`; `diff`, their changed and
+    added paths when the caller has them (a land read them under its lock), else one
+    diff of the two."""
+    changed, added = diff if diff is not None else git.changed_and_added(hub, old, new)
+    return hub_in_the_way(hub, changed, added)
+
+
+def carry_hub(
+    hub: str | None, main_ref: str, old: str, new: str, diff: Diff | None = None
+) -> tuple[str, str]:
     """Carry the hub's index and worktree from `old` to `new` (main just moved), keeping
-    its own unrelated edits (a two-tree read-tree merge, as checkout does). Returns
-    ("updated" | "not_hub" | "failed", git's stderr)."""
+    its own unrelated edits (a two-tree read-tree merge, as checkout does); never over an
+    untracked (ignored) file or directory of the hub in the way (hub_in_the_way: land
+    refused that before main moved, but the hub may have changed since, and recovery
+    or restore-main carry it much later). Returns ("updated" | "not_hub" | "failed",
+    git's stderr, or what is in the way)."""
     if not hub or not os.path.isdir(hub):
         return "not_hub", ""
     # still the hub (main checked out there)? Its HEAD file says, without a git call
@@ -345,6 +414,15 @@ def carry_hub(hub: str | None, main_ref: str, old: str, new: str) -> tuple[str, 
         head = ""
     if head != f"ref: {main_ref}":
         return "not_hub", ""
+    try:
+        blockers = hub_blockers(hub, old, new, diff)
+    except GitError as exc:
+        return "failed", exc.stderr
+    if blockers:
+        return "failed", (
+            f"git-lane: untracked (ignored) files of the hub are where {new[:12]} tracks "
+            f"files, and would be overwritten: {', '.join(map(git.shown, blockers[:10]))}"
+        )
     res = git.run(["read-tree", "-m", "-u", old, new], hub, check=False)
     return ("updated", "") if res.ok else ("failed", res.stderr)
 

@@ -498,12 +498,12 @@ def _move_locked(
         rest[:0] = [x.c for x in stack if x.c.key not in out]
         return False
     tip = stack[-1].tip
-    changed = git.changed_paths(repo.common_dir, main0, tip)
+    changed, added = git.changed_and_added(repo.common_dir, main0, tip)
     hub = repo.hub()
     if hub is not None:
-        hits = policy.overlapping(land_cmd.hub_dirty(hub.path, changed), changed)
+        facts = land_cmd.hub_facts(hub.path, changed, added)
         try:
-            land_cmd.g6_hub(hub, hits, stack[-1].c.key)
+            land_cmd.g6_hub(repo, hub, facts, stack[-1].c.key)
         except Refusal as r:
             for x in stack:
                 run.skip(x.c.key, r)
@@ -549,7 +549,7 @@ def _move_locked(
         tip,
         txn.epoch_after,
     )
-    landing.finish(repo, txn, held=held)
+    landing.finish(repo, txn, held=held, diff=(changed, added))
     for e, x in zip(entries, stack, strict=True):
         ready.remove(repo.state_dir, x.c.key)
         run.landed.append(x.c.key)

@@ -157,7 +157,7 @@ def owner_config(key: str, b: binding.Binding) -> dict[str, str]:
     worker_land, from the user file exec started with and the repository's (which wins)."""
     import tomllib
 
-    from guard.config import hook_view
+    from guard.config import hook_view, toml_loads
 
     base = b.xdg_config_home or (os.path.join(b.home, ".config") if b.home else "")
     files = [os.path.join(base, "git-lane", "config.toml")] if base else []
@@ -177,7 +177,7 @@ def owner_config(key: str, b: binding.Binding) -> dict[str, str]:
             raise _unknown(key, f"which branch {path} names as main", file=path)
         out.update(seen)
         try:
-            wl = tomllib.loads(text).get("worker_land")
+            wl = toml_loads(text).get("worker_land")
         except (tomllib.TOMLDecodeError, UnicodeDecodeError):
             wl = None
         if isinstance(wl, str):

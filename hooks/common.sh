@@ -88,6 +88,22 @@ gl_fw_refused() {
 	[ -z "$gl_fw_rec" ] || printf '%s refused\n' "$PPID" >"$gl_fw_rec" 2>/dev/null || :
 }
 
+# gl_ml_closes TEXT: does TEXT, inside a multi-line string opened by $gl_ml, close it?
+# A literal one (''') at its first '''; a basic one (""") at the first """ no backslash
+# escapes: there a backslash takes the next character with it (TOML: `\"""` is a quote
+# and two more of the string, `\\"""` a backslash and the end).
+gl_ml_closes() {
+	case $gl_ml in "'''") case $1 in *"'''"*) return 0 ;; *) return 1 ;; esac ;; esac
+	gl_r=$1
+	while :; do
+		case $gl_r in *'"""'*) ;; *) return 1 ;; esac
+		gl_b=${gl_r%%\\*} gl_q=${gl_r%%'"""'*}
+		[ "${#gl_q}" -lt "${#gl_b}" ] && return 0
+		gl_r=${gl_r#"$gl_b"?}
+		gl_r=${gl_r#?}
+	done
+}
+
 # gl_cfg_file FILE: read the keys the hooks need from flat TOML (no tables, no Python).
 # No FILE: nothing configured. A FILE that is there but cannot be read: returns 1; so
 # does one with a line it cannot read as a blank, a comment, a [table], `key = value`
@@ -100,7 +116,7 @@ gl_cfg_file() {
 	while IFS= read -r gl_l || [ -n "$gl_l" ]; do
 		gl_l=${gl_l#"${gl_l%%[![:space:]]*}"}
 		if [ -n "$gl_ml" ]; then # inside a multi-line string: up to its closing line
-			case $gl_l in *"$gl_ml"*) gl_ml= ;; esac
+			gl_ml_closes "$gl_l" && gl_ml=
 			continue
 		fi
 		if [ -n "$gl_arr" ]; then
@@ -126,7 +142,7 @@ gl_cfg_file() {
 		case $gl_v in
 		\"\"\"* | \'\'\'*)
 			gl_ml=${gl_v%"${gl_v#???}"}
-			case ${gl_v#???} in *"$gl_ml"*) gl_ml= ;; esac
+			gl_ml_closes "${gl_v#???}" && gl_ml=
 			;;
 		*) [ "${gl_v%"${gl_v##*[![:space:]]}"}" = '[' ] && gl_arr=1 && continue ;;
 		esac

@@ -153,6 +153,28 @@ def test_broken_toml_is_invalid_config(repo: Repo) -> None:
     assert r.json["details"]["file"] == str(user_file())
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["x = " + "[" * 3000 + "]" * 3000 + "\n", "max_lanes" + ".x" * 3000 + " = 1\n"],
+    ids=["arrays", "dotted key"],
+)
+def test_a_config_nested_deep_is_invalid_config_not_a_crash(repo: Repo, text: str) -> None:
+    """Nested past what tomllib recurses through (RecursionError, not TOMLDecodeError), or
+    deeper than any setting (repr and json then recurse): unreadable TOML, refused
+    invalid_config like any other, with the file to edit (red team 13G)."""
+    write(repo.state_dir / "config.toml", text)
+    r = repo.jlane("status")
+    assert (r.rc, r.code) == (1, "invalid_config"), r.stdout + r.stderr[-300:]
+    assert "nested" in r.json["message"] and r.json["details"]["file"] == str(
+        repo.state_dir / "config.toml"
+    )
+    # a value given on the command line is read as TOML too: too deep, it is a plain word
+    write(repo.state_dir / "config.toml", "")
+    r = repo.jlane("config", "set", "gate_command", "[" * 3000)
+    assert r.rc == 0 and "internal error" not in r.stderr, r.stderr[-300:]
+    assert repo.jlane("config", "get", "gate_command").json["value"] == "[" * 3000
+
+
 def test_unknown_key_is_a_warning_not_a_refusal(repo: Repo) -> None:
     write(repo.state_dir / "config.toml", "max_lanse = 3\nmax_lanes = 4\n")
     r = repo.jlane("config", "list")

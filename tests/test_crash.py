@@ -218,3 +218,31 @@ def test_a_land_killed_after_its_land_event_is_not_logged_twice(repo: Repo, then
         landed.append(head(beta))
     assert [e["epoch"] for e in completed_lands(repo)] == list(range(1, len(landed) + 1))
     check_invariants(repo, landed)
+
+
+def test_recovery_never_carries_the_hub_over_an_ignored_file(repo: Repo) -> None:
+    """A land killed once main moved is finished by reconcile, possibly long after: the
+    hub's update then meets what is there now. An ignored file that appeared where the
+    tip tracks one stops it (read-tree would overwrite it); status says the hub is out of
+    step and prints the command that, once it is moved aside, brings it along."""
+    repo.commit(repo.path, ".gitignore", "secret.env\n")
+    repo.config("gate", "off")
+    alpha = repo.create("alpha")
+    (alpha / "secret.env").write_text("lane\n")
+    git(alpha, "add", "-f", "secret.env")
+    git(alpha, "commit", "-q", "-m", "track it")
+    crash_land(repo, "alpha", "main_moved")
+    secret = repo.path / "secret.env"
+    secret.write_text("OWNER\n")
+    r = repo.jlane("reconcile")
+    assert r.rc == 0, r.stdout + r.stderr
+    assert secret.read_text() == "OWNER\n"
+    check_invariants(repo, [head(alpha)])
+    st = repo.jlane("status").json
+    assert st["hub"]["out_of_step"] is True, st
+    (warning,) = [w for w in st["warnings"] if "out of step" in w]
+    cmd = warning.split("run: ", 1)[1]
+    secret.unlink()
+    res = subprocess.run(cmd, shell=True, cwd=repo.path, text=True, capture_output=True)
+    assert res.returncode == 0, (cmd, res.stderr)
+    assert secret.read_text() == "lane\n" and status_porcelain(repo.path) == ""

@@ -590,6 +590,68 @@ def test_hub_overlap_edge_paths(repo: Repo) -> None:
     assert not (repo.path / "gone.txt").exists()
 
 
+def test_land_never_overwrites_an_ignored_file_of_the_hub(
+    repo: Repo, gitlane_on_path: Path
+) -> None:
+    """G6 and the hub's ignored files: `read-tree -m -u`, which carries the hub to the tip
+    after main moved, overwrites an ignored file without a word where the tip tracks one
+    (the owner's secret.env, never committed, no other copy, replaced by the lane's). So
+    before main moves, each shape is refused (ignored_in_the_way, lanes' code for the same
+    case): an ignored file at a path the tip adds, an ignored directory where it adds a
+    file (git would delete it), an ignored file where it needs a directory. Its `next`,
+    run as printed, keeps them under kept/ and lands (red team 13G)."""
+    repo.commit(repo.path, ".gitignore", "*.env\ncache\nnotes\nbuild/\n")
+    assert repo.lane("install").rc == 0
+    repo.config("gate", "off")
+    path = repo.create("beta")
+    for name in ("secret.env", "cache", "notes/x.txt", "build/README"):
+        (path / name).parent.mkdir(exist_ok=True)
+        (path / name).write_text(f"lane's {name}\n")
+        git(path, "add", "-f", name)
+    git(path, "commit", "-q", "-m", "track what the hub ignores")
+    hub = repo.path
+    mine = {"secret.env": "OWNER_TOKEN=do-not-lose\n", "cache/data": "cached\n", "notes": "n\n"}
+    for name, text in mine.items():
+        (hub / name).parent.mkdir(exist_ok=True)
+        (hub / name).write_text(text)
+    (hub / "build").mkdir()
+    (hub / "build" / "out.o").write_text("unrelated: the lane adds build/README only\n")
+    (hub / "unrelated.env").write_text("never looked at\n")
+
+    j = refused(repo, "ignored_in_the_way", "beta")
+    assert j["details"]["paths"] == ["cache", "secret.env", "notes"], j  # type: ignore[index]
+    assert (hub / "secret.env").read_text() == mine["secret.env"]
+    for cmd in j["next"]:  # type: ignore[attr-defined]
+        res = subprocess.run(cmd, shell=True, cwd=hub, text=True, capture_output=True)
+        assert res.returncode == 0, (cmd, res.stdout, res.stderr)
+    assert repo.sha() == head(path)  # landed by the last `next`
+    assert (hub / "secret.env").read_text() == "lane's secret.env\n"
+    kept = {
+        str(f.relative_to(d)): f.read_text()
+        for d in (repo.state_dir / "kept").iterdir()
+        for f in d.rglob("*")
+        if f.is_file()
+    }
+    assert kept == mine, kept
+    assert (hub / "build" / "out.o").exists() and (hub / "unrelated.env").exists()
+    assert status_porcelain(hub) == ""
+
+
+def test_an_ignored_hub_file_made_during_the_gate_is_refused(repo: Repo) -> None:
+    """G6's re-check after the gate covers the hub's ignored files too."""
+    repo.commit(repo.path, ".gitignore", "secret.env\n")
+    path = repo.create("alpha")
+    (path / "secret.env").write_text("lane\n")
+    git(path, "add", "-f", "secret.env")
+    git(path, "commit", "-q", "-m", "track it")
+    secret = repo.path / "secret.env"
+    gate(repo, f"echo owner > '{secret}'")
+    j = refused(repo, "ignored_in_the_way", "alpha")
+    assert j["details"]["paths"] == ["secret.env"]  # type: ignore[index]
+    assert secret.read_text() == "owner\n"
+    assert epoch(repo) == 0
+
+
 def test_hub_overlap_with_many_changed_paths(repo: Repo) -> None:
     repo.config("gate", "off")
     path = repo.create("alpha")

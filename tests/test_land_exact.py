@@ -452,6 +452,71 @@ def test_hub_update_failure_is_reported_and_status_shows_it(repo: Repo, tmp_path
     ]
 
 
+def test_the_printed_hub_update_never_overwrites_an_ignored_file(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """The hub could not be carried along (another git held its index) and, before the
+    owner runs the printed command, an ignored file appears where the tip tracks one:
+    read-tree would overwrite it (no option of it says otherwise), so the command checks
+    first and stops, naming it; moved aside, the same command brings the hub in step. The
+    status warning prints the same command (red team 13G)."""
+    repo.commit(repo.path, ".gitignore", "secret.env\n")
+    gate(repo, "true")
+    path = repo.create("alpha")
+    (path / "secret.env").write_text("lane\n")
+    git(path, "add", "-f", "secret.env")
+    git(path, "commit", "-q", "-m", "track it")
+    lock = repo.common_dir / "index.lock"
+    lock.write_text("")
+    j = landed(repo, "alpha")
+    hub = j["hub"]
+    assert hub["updated"] is False, hub  # type: ignore[index]
+    lock.unlink()
+    secret = repo.path / "secret.env"
+    secret.write_text("OWNER\n")
+    (cmd,) = hub["next"]  # type: ignore[index]
+    st = repo.jlane("status").json
+    assert [w for w in st["warnings"] if cmd in w], st["warnings"]
+    res = subprocess.run(cmd, shell=True, cwd=tmp_path, text=True, capture_output=True)
+    assert res.returncode != 0 and "secret.env" in res.stdout, (res.stdout, res.stderr)
+    assert secret.read_text() == "OWNER\n"
+    assert repo.jlane("status").json["hub"]["out_of_step"] is True
+    secret.rename(tmp_path / "kept-secret.env")
+    sh(cmd, tmp_path)
+    assert secret.read_text() == "lane\n" and status_porcelain(repo.path) == ""
+    assert repo.jlane("status").json["hub"]["out_of_step"] is False
+
+
+def test_the_hub_is_never_carried_over_an_ignored_file_that_came_after_g6(repo: Repo) -> None:
+    """landing.carry_hub (the land's hub update, recovery's, restore-main's) looks at the
+    paths the tip adds itself: an ignored file there since G6 looked (recovery may run
+    much later) stops the carry; the land reports it with the moves and the command."""
+    from guard import landing
+
+    repo.commit(repo.path, ".gitignore", "secret.env\nbuild\n")
+    before = repo.sha()
+    assert before is not None
+    path = repo.create("alpha")
+    for name in ("secret.env", "build", "x.txt"):
+        (path / name).write_text(f"lane {name}\n")
+        git(path, "add", "-f", name)
+    git(path, "commit", "-q", "-m", "track them")
+    tip = head(path)
+    git(repo.path, "update-ref", "refs/heads/main", tip, before)  # main moved (no hooks here)
+    (repo.path / "secret.env").write_text("OWNER\n")
+    (repo.path / "build").mkdir()
+    (repo.path / "build" / "out.o").write_text("owner's build\n")
+    state, why = landing.carry_hub(str(repo.path), "refs/heads/main", before, tip)
+    assert state == "failed" and "secret.env" in why and "build" in why, (state, why)
+    assert (repo.path / "secret.env").read_text() == "OWNER\n"
+    assert (repo.path / "build" / "out.o").read_text() == "owner's build\n"
+    assert not (repo.path / "x.txt").exists()  # nothing carried: the hub is as it was
+    (repo.path / "secret.env").unlink()
+    (repo.path / "build" / "out.o").unlink()  # an empty directory: git removes it
+    assert landing.carry_hub(str(repo.path), "refs/heads/main", before, tip)[0] == "updated"
+    assert (repo.path / "build").read_text() == "lane build\n"
+
+
 def test_hub_update_success_is_reported_too(repo: Repo) -> None:
     gate(repo, "true")
     ready_lane(repo, "alpha")

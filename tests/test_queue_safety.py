@@ -157,6 +157,35 @@ def test_queue_never_overwrites_an_ignored_file_of_a_lane(repo: Repo, batch: str
     assert kept.read_text() == "y's own local secret\n"
 
 
+@pytest.mark.parametrize("batch", ["1", "2"])
+def test_queue_never_overwrites_an_ignored_file_of_the_hub(
+    repo: Repo, batch: str, gitlane_on_path: Path
+) -> None:
+    """The queue's G6 (before its one compare-and-swap) judges the hub's ignored files
+    as land does: one where the batch's tip tracks a file is never overwritten by the
+    hub's update; the lanes are skipped, main stays, the `next` keeps it and lands."""
+    (repo.common_dir / "info").mkdir(exist_ok=True)
+    (repo.common_dir / "info" / "exclude").write_text("*.local\n")
+    repo.config("gate_command", "true")
+    x = repo.create("x")
+    (x / "config.local").write_text("tracked by x\n")
+    git(x, "add", "-f", "config.local")
+    git(x, "commit", "-q", "-m", "x tracks config.local")
+    (repo.path / "config.local").write_text("the owner's own\n")
+    before = repo.sha()
+    assert repo.lane("ready", "x").rc == 0
+    r = repo.jlane("queue", "x", "--batch", batch)
+    assert r.rc in (0, 1) and r.json["landed"] == [], r.stdout
+    s = skipped(r.json, "x")
+    assert s["code"] == "ignored_in_the_way", s
+    assert repo.sha() == before
+    assert (repo.path / "config.local").read_text() == "the owner's own\n"
+    sh(repo, s["next"])  # type: ignore[arg-type]
+    assert repo.sha() == head(x)
+    (kept,) = (repo.state_dir / "kept").rglob("config.local")
+    assert kept.read_text() == "the owner's own\n"
+
+
 def test_sync_never_overwrites_an_ignored_file_of_a_lane(repo: Repo) -> None:
     repo.config("gate", "off")
     y = lanes_with_ignored_file(repo)

@@ -14,6 +14,7 @@ from conftest import Repo, git
 from hookfix import assert_ok, assert_refused, commit_file, install, make_lane, run, sha, write
 
 from guard import config
+from guard.errors import Refusal
 from guard.policy import conflict_blocks, marker_sizes
 
 
@@ -294,6 +295,10 @@ def test_config_the_hooks_would_misread_is_refused(repo: Repo, text: str) -> Non
         # `enabled = false` and switched themselves off)
         "gate_command = '''\nenabled = false\n'''\nmain_branch = \"trunk\"\n",
         'gate_command = """\nenabled = false\n   """ \nmain_branch = "trunk"\n',
+        # an escaped quote does not end a multi-line basic string (red team 13G)
+        'gate_command = """\necho \\"""\nenabled = false\nx = 1"""\nmain_branch = "trunk"\n',
+        'gate_command = """echo \\"""\nenabled = false\n"""\nmain_branch = "trunk"\n',
+        'gate_command = """\necho \\\\"""\nmain_branch = "trunk"\n',
         'enabled = true\nmain_branch = "trunk"\n[tool]\nmain_branch = "other"\n',
     ],
 )
@@ -306,6 +311,46 @@ def test_config_both_read_alike_is_fine(repo: Repo, text: str) -> None:
     assert r.rc == 0, r.stderr
     assert r.json["main"]["branch"] == "trunk"
     assert_refused(run(repo.path, "update-ref", "refs/heads/trunk", "main"))
+
+
+def test_hooks_never_read_enabled_false_out_of_an_escaped_quote_in_a_multiline_string(
+    repo: Repo,
+) -> None:
+    """gl_cfg_file ended a multi-line basic string at the first line holding three
+    quotes, escaped or not: a gate_command printing an escaped quote and two more, then
+    holding the text `enabled = false` (TOML: one string, enabled stays true) switched
+    every hook off, and a plain commit on main went through (red team 13G)."""
+    import tomllib
+
+    install(repo)
+    cfg = repo.state_dir / "config.toml"
+    cfg.write_text(
+        (cfg.read_text() if cfg.exists() else "")
+        + 'gate_command = """\necho \\"""\nenabled = false\nx = 1"""\n'
+    )
+    assert "enabled" not in tomllib.loads(cfg.read_text())  # TOML: one string
+    assert repo.jlane("status").rc == 0  # hooks and engine read it alike
+    before = repo.sha()
+    assert_refused(run(repo.path, "commit", "-q", "--allow-empty", "-m", "on main"))
+    assert repo.sha() == before
+
+
+def test_a_disagreement_on_enabled_is_fixed_in_the_file_never_by_switching_off(
+    tmp_path: Path,
+) -> None:
+    """When the hooks and TOML read `enabled` differently, the `next` (doctor's fix) is to
+    edit the file; `git lane config set enabled false` (what it said when TOML meant
+    enabled and the hooks read false) would have switched git-lane off to agree."""
+    from guard import config
+
+    path = tmp_path / "config.toml"
+    path.write_text("enabled = false\n")  # what the hooks read
+    for toml in ({}, {"enabled": True}):  # what TOML made of it, say
+        with pytest.raises(Refusal) as exc:
+            config.check_hook_view(path, toml)
+        r = exc.value
+        assert r.code == "invalid_config" and r.next == [f"${{EDITOR:-vi}} {path}"], r.next
+        assert not [a for a in r.alternatives if "enabled false" in a], r.alternatives
 
 
 @pytest.mark.parametrize("name", ["x\ny", "a\tb", 'a"b', "a'b", "a\x7fb"])

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import signal
 
+import pytest
+
 from conftest import Repo
 from enginehelp import pid_alive, spawn_lane, wait_for
 
@@ -335,3 +337,37 @@ def test_broken_project_file_is_a_warning(repo: Repo) -> None:
         r = repo.jlane(*cmd)
         assert r.rc == 0, (cmd, r.stdout)
         assert any(".git-lane.toml" in w for w in r.json["warnings"]), cmd
+
+
+# a file 12 KB long: tomllib recurses once per level and raises RecursionError (not
+# TOMLDecodeError) past ~500; dotted keys parse, but nest a dict 3,000 levels deep
+DEEP_PROJECT_FILES = {
+    "arrays": "x = " + "[" * 3000 + "]" * 3000 + "\n",
+    "dotted key of a project key": "gate_command" + ".x" * 3000 + " = 1\n",
+}
+
+
+@pytest.mark.parametrize("text", DEEP_PROJECT_FILES.values(), ids=DEEP_PROJECT_FILES.keys())
+def test_a_landed_project_file_nested_deep_never_takes_every_command_down(
+    repo: Repo, text: str
+) -> None:
+    """with_project's promise (a project file any committer can change only ever adds
+    warnings) holds for a file nested deeper than the parser goes: landed once, it was
+    `internal error (RecursionError)`, exit 3, for every command that reads the config,
+    the next land (the fix) among them (red team 13G)."""
+    repo.config("gate", "off")
+    a = Path(str(create(repo, "alpha")["lane"]["path"]))  # type: ignore[index]
+    repo.commit(a, ".git-lane.toml", text)
+    r = repo.jlane("land", "alpha")
+    assert r.code == "landed", r.stdout + r.stderr
+    for cmd in (("status",), ("doctor",), ("config", "list"), ("create", "gamma")):
+        r = repo.jlane(*cmd)
+        assert r.rc in (0, 1) and "internal error" not in r.stderr, (cmd, r.stderr[-300:])
+        if cmd != ("doctor",):  # doctor lists checks (here: hooks not installed, a fail)
+            warned = [w for w in r.json["warnings"] if ".git-lane.toml" in w]
+            assert warned and "nested" in warned[0], (cmd, r.stdout[-500:])
+    b = Path(str(create(repo, "beta")["lane"]["path"]))  # type: ignore[index]
+    repo.commit(b, ".git-lane.toml", 'gate_command = "true"\n')  # the fix, landed
+    r = repo.jlane("land", "beta")
+    assert r.code == "landed", r.stdout + r.stderr
+    assert repo.jlane("config", "get", "gate_command").json["value"] == "true"

@@ -153,8 +153,28 @@ _VALUES = [
     "false#c",
     "false   ",
     '"""\nenabled = false\n"""',
+    # an escaped quote does not close a multi-line basic string; an escaped backslash
+    # before three quotes does (red team 13G: the hooks once read this enabled = false)
+    '"""\necho \\"""\nenabled = false\nx = 1"""',
+    '"""a \\\\"""',
+    '"""a \\"""',
+    "'''a \\'''",
 ]
-_FREE = ["[table]", "[[arr]]", "# comment", "", "   ", 'x = """', '"""', "enabled", "= false", "\t"]
+_FREE = [
+    "[table]",
+    "[[arr]]",
+    "# comment",
+    "",
+    "   ",
+    'x = """',
+    '"""',
+    "enabled",
+    "= false",
+    "\t",
+    '\\"""',
+    '\\\\"""',
+    'a\\ \\"" """',
+]
 
 
 @st.composite

@@ -19,6 +19,7 @@ import json
 import os
 import signal
 import stat
+import time
 from dataclasses import dataclass
 from typing import cast
 
@@ -251,20 +252,20 @@ def _land_locked(
     gate.sweep(repo.common_dir, wts)  # clean gate worktrees a killed land left behind
     hub = repo.hub(wts)
 
-    def main_side() -> tuple[str | None, list[str], list[str], list[str]]:
+    def main_side() -> tuple[str | None, list[str], set[str], HubFacts, list[str]]:
         # one merge-base answers two questions: it is the tip when the lane has nothing
         # main lacks, and main itself exactly when main is an ancestor of the tip
         base = tip
         if tip is not None and tip != main_before:
             base = git.merge_base(repo.common_dir, main_before, tip) or ""
         if tip is None or base != main_before:
-            return base, [], [], []
-        changed, markers = git.both(
-            lambda: git.changed_paths(repo.common_dir, main_before, tip),
+            return base, [], set(), ([], []), []
+        (changed, added), markers = git.both(
+            lambda: git.changed_and_added(repo.common_dir, main_before, tip),
             lambda: marker_hits(path, main_before, tip, str(repo.common_dir)),
         )
-        hits = policy.overlapping(hub_dirty(hub.path, changed), changed) if hub is not None else []
-        return base, changed, hits, markers
+        facts = hub_facts(hub.path, changed, added) if hub is not None else ([], [])
+        return base, changed, added, facts, markers
 
     def lane_side() -> tuple[list[str], git.Hidden]:
         if tip is None:
@@ -274,7 +275,7 @@ def _land_locked(
 
     # The lane's status (G2) is the slow part in a big repository: the facts for G3, G6,
     # G9 and G4's view of the tip are read beside it. Refusals are still decided in order.
-    (dirty, hidden), (base, changed, hub_hits, markers) = git.both(lane_side, main_side)
+    (dirty, hidden), (base, changed, added, hub_hits, markers) = git.both(lane_side, main_side)
     g2_clean(t, dirty)
     if sync and tip is not None and base not in (main_before, tip):
         synced = g3_sync(repo, t)
@@ -286,12 +287,12 @@ def _land_locked(
         )
     g3_fresh(t, base)
     assert tip is not None
-    g6_hub(hub, hub_hits, key)
+    g6_hub(repo, hub, hub_hits, key)
     g9_markers(t, markers)
     g4_exact(t, hidden, gate_in_lane=command is not None and not clean)
     summary: GateSummary = {"command": command, "status": "off", "seconds": 0.0}
     if command is not None:
-        summary = g4_gate(repo, t, command, timeout, clean, changed, output, tick)
+        summary = g4_gate(repo, t, command, timeout, clean, changed, added, output, tick)
     g5_objects(repo, t, tip)
     # Only now, with the gate passed and the tip re-checked, does the lock record name the
     # move the reference-transaction hook may let through: no git run earlier under this
@@ -315,7 +316,7 @@ def _land_locked(
     txn = landing.stage(repo, txn, "prepared")
     forged = landed.clear_forgeries(repo, key)  # so the landed ref is written, not through one
     g5_move_main(repo, t, tip, txn.epoch_after)
-    hub_update = g7_epoch(repo, txn)
+    hub_update = g7_epoch(repo, txn, (changed, added))
     warnings = list(repo.config.warnings)  # a project file's ignored keys, say
     if forged:
         warnings.append(
@@ -326,7 +327,8 @@ def _land_locked(
         why = (hub_update.get("stderr") or "").strip().splitlines()[:1]
         warnings.append(
             f"main moved, but git could not bring the hub {hub_update['path']} along"
-            f"{' (' + why[0] + ')' if why else ''}; once that is out of the way: {hub_update['next'][0]}"
+            f"{' (' + why[0] + ')' if why else ''}; once that is out of the way: "
+            + " && ".join(hub_update["next"])
         )
     return {
         "ok": True,
@@ -413,9 +415,22 @@ def g3_sync(repo: Repo, t: Target) -> SyncResult:
     return sync_cmd.rebase(repo, t.key, t.path, t.main_before, then=[f"git lane land {t.key}"])
 
 
-def g6_hub(hub: git.Worktree | None, hits: list[str], key: str) -> None:
-    """G6: the hub's uncommitted paths that meet this land's changes refuse it; unrelated
-    edits in the hub never do."""
+HubFacts = tuple[list[str], list[str]]  # G6: (dirty paths that meet the land, in the way)
+
+
+def hub_facts(hub: str, changed: list[str], added: set[str]) -> HubFacts:
+    """What G6 judges: the hub's uncommitted paths that meet `changed`, and its untracked
+    (ignored) files the hub's update to the tip would overwrite (landing.hub_in_the_way)."""
+    dirty = policy.overlapping(hub_dirty(hub, changed), changed)
+    seen = set(dirty)
+    return dirty, [p for p in landing.hub_in_the_way(hub, changed, added) if p not in seen]
+
+
+def g6_hub(repo: Repo, hub: git.Worktree | None, facts: HubFacts, key: str) -> None:
+    """G6: the hub's uncommitted paths that meet this land's changes refuse it (unrelated
+    edits in the hub never do), and so do its ignored files where the tip tracks files:
+    the hub's update after main moved would overwrite them without a word."""
+    hits, in_the_way = facts
     if hub is not None and hits:
         raise Refusal(
             "hub_dirty",
@@ -429,6 +444,16 @@ def g6_hub(hub: git.Worktree | None, hits: list[str], key: str) -> None:
                 f"git lane land {key}",
             ],
             details={"lane": key, "paths": hits},
+        )
+    if hub is not None and in_the_way:
+        raise Refusal(
+            "ignored_in_the_way",
+            f"the hub {hub.path} holds untracked (ignored) files where this land's tip tracks "
+            f"files ({', '.join(map(git.shown, in_the_way[:5]))}); bringing the hub along would "
+            "overwrite them without a word: main was not moved. Move them out of the way (kept "
+            "under git-lane's state), then land again",
+            next=[*hub_moves(repo, hub.path, in_the_way), f"git lane land {key}"],
+            details={"lane": key, "hub": hub.path, "paths": in_the_way[:100]},
         )
 
 
@@ -589,6 +614,7 @@ def g4_gate(
     timeout: int,
     clean: bool,
     changed: list[str],
+    added: set[str],
     output: gate.Output | None,
     tick: gate.Tick | None,
 ) -> GateSummary:
@@ -637,7 +663,7 @@ def g4_gate(
     # overlapping edit found only after main moved would leave the hub half updated
     hub = repo.hub()
     if hub is not None:
-        g6_hub(hub, policy.overlapping(hub_dirty(hub.path, changed), changed), t.key)
+        g6_hub(repo, hub, hub_facts(hub.path, changed, added), t.key)
     return g.summary()
 
 
@@ -869,44 +895,78 @@ def g5_move_main(repo: Repo, t: Target, tip: str, epoch: int) -> None:
         # git reported a failure after the ref did move (e.g. a hook's complaint): finish
 
 
-def g7_epoch(repo: Repo, txn: landing.Landing) -> HubUpdate | None:
+def g7_epoch(
+    repo: Repo, txn: landing.Landing, diff: landing.Diff | None = None
+) -> HubUpdate | None:
     """G7: hub carried along, epoch bumped and the land logged, all before the caller
     releases the lock (landing.finish is idempotent: reconcile reruns what a crash left).
     Main has moved by now, so a hub git could not carry along does not undo the land: it
     is reported (with the command that brings it in step) instead of only logged."""
-    landing.finish(repo, txn)
-    return hub_update(txn)
+    landing.finish(repo, txn, diff=diff)
+    return hub_update(repo, txn, diff)
 
 
-def hub_update(txn: landing.Landing) -> HubUpdate | None:
+def hub_update(
+    repo: Repo, txn: landing.Landing, diff: landing.Diff | None = None
+) -> HubUpdate | None:
     """Was the hub carried from main_before to the tip? Its index still holding main_before's
     entries at the paths this land changed says it was not (G6 made sure the hub had no
-    edits of its own there). Then the same two-tree read-tree is tried once more, so the
-    answer carries git's own reason (and a lock another git process held for a moment
-    is over by then). None when there is no hub, or it has switched away from main."""
+    edits of its own there). Then the hub is carried once more, so the answer carries
+    git's own reason (and a lock another git process held for a moment is over by then),
+    or what of the hub's is in the way. None when there is no hub, or it has switched
+    away from main."""
     hub = txn.hub
     if hub is None or not txn.paths or not _on_main(hub, txn.main_ref):
         return None
     if not git.index_matches(hub, txn.main_before, txn.paths):
         return {"path": hub, "updated": True}
-    res = git.run(["read-tree", "-m", "-u", txn.main_before, txn.tip], hub, check=False)
-    if res.ok:
+    state, stderr = landing.carry_hub(hub, txn.main_ref, txn.main_before, txn.tip, diff)
+    if state == "updated":
         return {"path": hub, "updated": True, "retried": True}
+    if state == "not_hub":
+        return None
+    try:
+        blockers = landing.hub_blockers(hub, txn.main_before, txn.tip, diff)
+    except GitError:
+        blockers = []
     return {
         "path": hub,
         "updated": False,
-        "stderr": res.stderr,
-        "next": [hub_next(hub, txn.main_before, txn.tip)],
+        "stderr": stderr,
+        "next": [*hub_moves(repo, hub, blockers), hub_next(hub, txn.main_before, txn.tip)],
     }
+
+
+def hub_moves(repo: Repo, hub: str, paths: list[str]) -> list[str]:
+    """`mkdir -p` + `mv` of each of the hub's paths into a directory of git-lane's kept/
+    made for this refusal (never one a lane's files or an earlier move are in)."""
+    kept = repo.state_dir / "kept" / f"hub.{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    moves: list[str] = []
+    for p in paths:  # each one, however many: the `next` is the whole way
+        dest = kept / p
+        moves.append(f"mkdir -p -- {git.q(dest.parent)}")
+        moves.append(f"mv -- {git.q(os.path.join(hub, p))} {git.q(dest)}")
+    return moves
 
 
 def hub_next(hub: str, before: str, after: str) -> str:
     """What brings a hub whose update failed in step: the two-tree merge land runs (a
-    `reset --keep` would not do: HEAD is main, which already names the tip)."""
+    `reset --keep` would not do: HEAD is main, which already names the tip). read-tree
+    overwrites an ignored file without a word, and has no option against it: first, the
+    ignored files at the paths the tip adds are listed, and any there stops it."""
     h = git.q(hub)
     # the refresh first: a file only touched (same content, new mtime) makes read-tree
     # refuse as "not uptodate" until git has looked at it again
-    return f"git -C {h} update-index -q --refresh && git -C {h} read-tree -m -u {before} {after}"
+    check = (
+        f"! git -C {h} diff --name-only --no-renames -z --diff-filter=A {before} {after}"
+        f" | xargs -0 -r git -C {h} --literal-pathspecs ls-files --others --ignored"
+        " --exclude-standard --directory --"
+        " | sed 's/^/git-lane: ignored, would be overwritten (move it aside): /' | grep ."
+    )
+    return (
+        f"git -C {h} update-index -q --refresh && {check}"
+        f" && git -C {h} read-tree -m -u {before} {after}"
+    )
 
 
 def _on_main(hub: str, main_ref: str) -> bool:
@@ -990,10 +1050,20 @@ def hub_dirty(hub: str, changed: list[str]) -> list[str]:
     paths = git.dirty_paths(hub, changed)
     changed_set = set(changed)
     parents = {p.rsplit("/", i)[0] for p in changed for i in range(1, p.count("/") + 1)}
+    odd: list[str] = []
     for d in sorted(parents - changed_set):
         full = os.path.join(hub, d)
         if os.path.lexists(full) and (os.path.islink(full) or not os.path.isdir(full)):
-            paths.append(d)  # untracked (a tracked one would be among the changed paths)
+            odd.append(d)  # untracked (a tracked one would be among the changed paths)
+    if odd:  # an ignored one is no stash's to take: hub_in_the_way reports it
+        res = git.run(
+            ["check-ignore", "-z", "--stdin"],
+            hub,
+            check=False,
+            input="".join(f"{d}\0" for d in odd),
+        )
+        ignored = set(res.z()) if res.returncode in (0, 1) else set()
+        paths.extend(d for d in odd if d not in ignored)
     return paths
 
 
