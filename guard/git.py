@@ -12,6 +12,7 @@ import os
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -250,6 +251,74 @@ def _check_worktree_config(admin: str, common: str) -> None:
     _WTCONFIG_OK[f] = sig
 
 
+# A lane's index (`<admin>/index`) is the lane's to write (exec --sandbox grants its admin
+# dir). Something there that is no regular file blocks git's open(2) of it for ever (a
+# FIFO) or is not the lane's index at all (a symlink): every engine git call in a pinned
+# lane checks it first, one lstat. And git takes an entry's name from an index as it is:
+# the checks it makes on a name it is given (verify_path) are not made on one it reads,
+# so `checkout-index` (or `checkout -- .`, `commit`) would write or commit `../x` as named.
+def index_file_fault(admin: str | os.PathLike[str]) -> str | None:
+    """Why git must not open `<admin>/index` (None: a regular file, or none at all)."""
+    try:
+        mode = os.lstat(os.path.join(admin, "index")).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be looked at ({exc.strerror})"
+    if stat.S_ISREG(mode):
+        return None
+    kinds = ((stat.S_ISLNK, "a symlink"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"))
+    return next((f"is {what}" for test, what in kinds if test(mode)), "is a socket or a device")
+
+
+def check_index_file(admin: str | os.PathLike[str], lane: str | os.PathLike[str]) -> None:
+    """Refuse (lane_index_unsafe) when the lane's index is no regular file."""
+    fault = index_file_fault(admin)
+    if fault is None:
+        return
+    index = os.path.join(admin, "index")
+    raise Refusal(
+        "lane_index_unsafe",
+        f"the index of the lane at {shown(lane)} ({shown(index)}) {fault}, not a file git "
+        "can read (a FIFO blocks git for ever); nothing was done. It holds nothing "
+        "committed: removing it and reading the lane's commit back into a new index "
+        "keeps every file of the worktree",
+        next=[f"rm -f -- {q(index)}", f"git -C {q(lane)} read-tree HEAD"],
+        details={"lane_path": os.fspath(lane), "index": index, "fault": fault},
+    )
+
+
+# Characters HFS+ ignores in a name (git's is_hfs_dotgit): `.g\u200cit` is `.git` there.
+_HFS_IGNORED = dict.fromkeys(
+    [*range(0x200C, 0x2010), *range(0x202A, 0x202F), *range(0x206A, 0x2070), 0xFEFF]
+)
+
+
+def unsafe_entry_name(name: str) -> bool:
+    """Would git refuse `name` as a path it is given (read-cache.c verify_path, with
+    core.protectNTFS and core.protectHFS both on, as they are where they matter)? An
+    absolute name, an empty, `.` or `..` component, or one that names `.git` on any file
+    system git knows (any case; NTFS's trailing dots and spaces, `:stream` and `git~1`;
+    HFS+'s ignored characters)."""
+    if not name or name.startswith("/"):
+        return True
+    for comp in name.split("/"):
+        if comp in ("", ".", ".."):
+            return True
+        low = comp.lower()
+        ntfs = low.split(":", 1)[0].rstrip(". ")
+        if ntfs in (".git", "git~1") or low.translate(_HFS_IGNORED) == ".git":
+            return True
+    return False
+
+
+def unsafe_index_entries(cwd: Where, env: Mapping[str, str] | None = None) -> list[str]:
+    """The names in the index (of the worktree whose top is `cwd`) git would refuse as a
+    path: what checkout-index or a commit would write or commit outside the worktree."""
+    out = run(["ls-files", "-z", "--full-name"], cwd, env=env).stdout
+    return [n for n in out.split("\0") if n and unsafe_entry_name(n)]
+
+
 def _argv_env(
     args: Sequence[str], cwd: Where, env: Mapping[str, str] | None
 ) -> tuple[tuple[str, ...], Mapping[str, str] | None]:
@@ -260,6 +329,8 @@ def _argv_env(
     if not pinned:  # a submodule inside a lane: its own repository, no program of its config
         return (real_git(), *LANE_CONFIG, *args), env
     _check_worktree_config(pinned["GIT_DIR"], pinned["GIT_COMMON_DIR"])
+    if not (env and "GIT_INDEX_FILE" in env):  # git opens the lane's own index
+        check_index_file(pinned["GIT_DIR"], pinned["GIT_WORK_TREE"])
     own = _store_of(pinned["GIT_DIR"])
     if own is not None:
         stores.insert(0, own)

@@ -288,28 +288,69 @@ def restore_worktree(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
             details={"lane": rec.key, "path": path},
         ) from None
     if admin is not None:
-        Path(path, ".git").write_text(f"gitdir: {admin}\n")
+        dotgit = Path(path, ".git")
+        dotgit.write_text(f"gitdir: {admin}\n")
         steps = [["worktree", "repair", path]]
         if not (admin / "index").exists():
             steps.append(["reset", "-q"])  # the index from HEAD, then the files from it
-        steps.append(["checkout-index", "-a"])
+        _restore_steps(repo, rec, steps)
+        try:
+            repair_pointers(repo, rec)  # the lane's commondir too, before git reads its index
+            _check_index_names(rec, admin)
+        except Refusal:
+            dotgit.unlink()  # the directory as it was found: empty
+            raise
+        steps = [["checkout-index", "-a"]]
         how = "relinked"
     else:
         os.rmdir(path)
         steps = [["worktree", "add", "-q", path, rec.branch]]
         how = "added"
+    _restore_steps(repo, rec, steps)
+    return [{"action": "worktree_restored", "lane": rec.key, "path": path, "how": how}]
+
+
+def _restore_steps(repo: Repo, rec: LaneRecord, steps: list[list[str]]) -> None:
     for argv in steps:
-        cwd = repo.common_dir if argv[0] == "worktree" else path
+        cwd = repo.common_dir if argv[0] == "worktree" else rec.path
         res = git.run(argv, cwd, check=False)
         if not res.ok:
             raise Refusal(
                 "worktree_restore_failed",
-                f"git could not check lane {rec.key} out again at {path} "
+                f"git could not check lane {rec.key} out again at {rec.path} "
                 f"(`git {' '.join(argv)}`: {res.stderr.strip()[:300]}); the branch {rec.branch} is untouched",
-                next=[f"git -C {git.q(path)} status", f"git lane repair {rec.key}"],
-                details={"lane": rec.key, "path": path, "stderr": res.stderr},
+                next=[f"git -C {git.q(rec.path)} status", f"git lane repair {rec.key}"],
+                details={"lane": rec.key, "path": rec.path, "stderr": res.stderr},
             )
-    return [{"action": "worktree_restored", "lane": rec.key, "path": path, "how": how}]
+
+
+def _check_index_names(rec: LaneRecord, admin: Path) -> None:
+    """The lane's index is what fills its worktree (checkout-index -a keeps its staged
+    work), and the lane writes it: git takes an entry's name from an index as it is, so
+    one named `../../.git/hooks/post-checkout` would be written there, outside the lane.
+    Every name is checked first (one ls-files); a name git would refuse as a path it is
+    given refuses the restore, and the index rebuilt from the lane's commit (which git
+    checks as it reads it) lets repair fill the worktree from that."""
+    git.check_index_file(admin, rec.path)
+    bad = git.unsafe_index_entries(rec.path)
+    if not bad:
+        return
+    shown = ", ".join(git.shown(b) for b in bad[:5]) + (" ..." if len(bad) > 5 else "")
+    raise Refusal(
+        "lane_index_unsafe",
+        f"lane {rec.key}'s index names {len(bad)} path(s) outside its worktree or in a git "
+        f"dir ({shown}), which git would write where they point; its worktree was not "
+        "filled from it (nothing was written). The lane's commits are untouched",
+        next=[
+            f"git --git-dir={git.q(admin)} read-tree HEAD",
+            f"git lane repair {rec.key}",
+        ],
+        alternatives=[
+            f"git --git-dir={git.q(admin)} ls-files -s  # the index as the lane left it "
+            "(read-tree drops what it staged)"
+        ],
+        details={"lane": rec.key, "path": rec.path, "index": str(admin / "index"), "paths": bad},
+    )
 
 
 # -- corrupt records ------------------------------------------------------------------------

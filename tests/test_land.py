@@ -665,3 +665,49 @@ def test_hub_overlap_with_many_changed_paths(repo: Repo) -> None:
     (repo.path / "mine.txt").write_text("unrelated\n")
     assert repo.jlane("land", "alpha").code == "landed"
     assert status_porcelain(repo.path) == "?? mine.txt\n"
+
+
+def test_land_refuses_a_tip_that_names_a_path_outside_the_lane(hub: Repo) -> None:
+    """G3: a tip whose tree names `../dotdo` (the owner's git committed a hand-patched
+    index with hooks off; fsck keeps it out of a sandboxed lane's import) is refused
+    lane_index_unsafe with a next that runs, main unmoved; it used to crash
+    internal_error on `git status -- ../dotdo` in the hub (red team 13I)."""
+    import hashlib
+
+    alpha = hub.create("alpha")
+    (alpha / "dotdotxx").write_text("x\n")
+    git(alpha, "add", "dotdotxx")
+    index = Path(
+        git(alpha, "rev-parse", "--path-format=absolute", "--git-path", "index").stdout.strip()
+    )
+    data = index.read_bytes()[:-20].replace(b"dotdotxx\0", b"../dotdo\0")
+    index.write_bytes(data + hashlib.sha1(data).digest())
+    (alpha / "dotdotxx").unlink()
+    git(alpha, "-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", "dotdot")
+    (alpha.parent / "dotdo").write_text("x\n")  # where git reads it: the lane is clean (G2)
+    main = hub.sha()
+    land = hub.jlane("land", "alpha")
+    assert land.rc == 1 and land.code == "lane_index_unsafe", land.stdout + land.stderr
+    assert land.json["details"]["paths"] == ["../dotdo"]
+    assert hub.sha() == main
+    for cmd in land.json["next"]:
+        done = subprocess.run(cmd, shell=True, cwd=hub.path, capture_output=True, text=True)
+        assert done.returncode == 0 and "dotdo" in done.stdout, (cmd, done.stderr)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["../x", "a/../x", "/etc/x", "a//x", "./x", "a/", ".git/hooks/x", "a/.GIT/x", ".git./x",
+     ".git :x/y", "git~1/config", ".g\u200cit/x", ""],
+)  # fmt: skip
+def test_names_git_refuses_as_a_path_are_unsafe_index_entries(name: str) -> None:
+    from guard import git as g
+
+    assert g.unsafe_entry_name(name)
+
+
+@pytest.mark.parametrize("name", ["x", "a/b.txt", "...", ".gitignore", "a/.github/x", "a\\..\\x"])
+def test_ordinary_names_are_safe_index_entries(name: str) -> None:
+    from guard import git as g
+
+    assert not g.unsafe_entry_name(name)

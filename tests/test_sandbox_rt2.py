@@ -1,5 +1,6 @@
 """Red team round 2 of issue 11, findings 1 and 4: a sandboxed CMD writes its admin dir
 (config.worktree, rebase-merge/), and the owner's git then must not run what it names.
+Red team 13I: nor write, commit or block on what the lane put in its index (`index`).
 
 Each `test_hole_*` FAILS TODAY on a real hole (severity in its docstring): the attack runs
 inside `git lane exec KEY --sandbox` in a real repository, and the test asserts what
@@ -7,10 +8,16 @@ README/docs/trust-boundary.md promise."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from sandboxhelp import NEEDS_LANDLOCK
-from conftest import LaneRun, Repo
+from conftest import LaneRun, Repo, git
 
 
 pytestmark = NEEDS_LANDLOCK
@@ -129,3 +136,177 @@ def test_doctor_says_sandbox_refuses_while_worktree_config_is_on(hub: Repo) -> N
     d = hub.lane("doctor")
     assert "exec --sandbox refuses (sandbox_failed)" in d.stdout + d.stderr
     assert "git config --unset extensions.worktreeConfig" in d.stdout + d.stderr
+
+
+# Red team 13I: the lane's index (`<admin>/index`, granted) is the lane's to write. Its
+# entries' names are taken by git as they are (no verify_path on a name read from an
+# index), and a FIFO there blocks git's open(2) of it.
+REAL_GIT = os.path.realpath(shutil.which("git") or "/usr/bin/git")
+
+# CMD rewrites one entry's name to climb out of the worktree (`../../…/hooks/post-checkout`,
+# mode 100755, its blob a script CMD wrote), fixes the index checksum, then empties its
+# worktree, `.git` file included. The owner's `git lane status` then says "git lane repair
+# alpha", and repair filled the directory from that index with `git checkout-index -a`.
+PLANT_INDEX = r"""
+set -e
+G=$1 TARGET=$2
+printf '#!/bin/sh\necho "lane code ran unconfined as $(id -un)" > "%s.ran"\n' "$TARGET" > payload
+chmod +x payload
+$G update-index --add --chmod=+x payload
+python3 - "$TARGET" "$($G rev-parse --absolute-git-dir)/index" <<'P'
+import hashlib, os, sys
+target, index = sys.argv[1:3]
+name = os.path.relpath(target, os.getcwd()).encode()
+data = open(index, "rb").read()[:-20]
+i = data.index(b"payload\0")
+# the entry's 16-bit flags (name length in the low 12 bits) sit right before its name
+flags = int.from_bytes(data[i - 2 : i], "big") & 0xF000 | min(len(name), 0xFFF)
+entry_start = i - 62
+old_len = 62 + len(b"payload") + 1
+old_len += (8 - old_len % 8) % 8
+new = data[entry_start : i - 2] + flags.to_bytes(2, "big") + name + b"\0"
+new += b"\0" * ((8 - len(new) % 8) % 8)
+data = data[:entry_start] + new + data[entry_start + old_len :]
+open(index, "wb").write(data + hashlib.sha1(data).digest())
+P
+$G ls-files -s | grep post-checkout
+find . -mindepth 1 -maxdepth 1 -exec rm -rf {} +
+"""
+
+
+def test_repair_never_writes_an_index_entry_that_climbs_out_of_the_lane(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """HIGH (a write outside the lane; the lane's program runs unconfined as the owner at
+    the next checkout in the hub). repair fills an emptied lane from its index only when
+    every entry's name is one git accepts as a path (recovery._check_index_names); else
+    it refuses lane_index_unsafe, writes nothing (the directory is left empty), and its
+    next (the index rebuilt from the lane's commit, then repair) restores the lane."""
+    alpha = hub.create("alpha")
+    hub.commit(alpha, "kept.txt", "committed in the lane\n")
+    hook = hub.common_dir / "hooks" / "post-checkout"
+    assert not hook.exists()
+    r = _exec(hub, tmp_path, PLANT_INDEX, REAL_GIT, str(hook))
+    assert r.rc == 0, r.stdout + r.stderr
+    assert alpha.is_dir() and not os.listdir(alpha)
+    assert not hook.exists()  # the sandbox held: nothing outside the lane was written
+
+    rep = hub.jlane("repair", "alpha")
+    hub.git("checkout", "-q", "-b", "probe")  # the owner's own next checkout in the hub
+    ran = Path(str(hook) + ".ran")
+    assert not hook.exists() and not ran.exists(), f"repair wrote {hook}: {rep.stdout}"
+    assert rep.rc == 1 and rep.code == "lane_index_unsafe", rep.stdout + rep.stderr
+    assert any("post-checkout" in p for p in rep.json["details"]["paths"])
+    assert not os.listdir(alpha)  # found empty, left empty
+    for cmd in rep.json["next"]:
+        done = subprocess.run(cmd, shell=True, cwd=hub.path, capture_output=True, text=True)
+        assert done.returncode == 0, (cmd, done.stdout, done.stderr)
+    assert not hook.exists() and not ran.exists()
+    assert (alpha / "kept.txt").read_text() == "committed in the lane\n"
+    assert hub.jlane("status", "alpha").rc == 0
+
+
+# CMD replaces its index by a FIFO: open(2) of a FIFO for reading blocks until a writer
+# comes, and every git the owner runs in the lane opens the index.
+PLANT_INDEX_FIFO = r"""
+set -e
+G=$1
+ADMIN=$($G rev-parse --absolute-git-dir)
+rm -f "$ADMIN/index"
+mkfifo "$ADMIN/index"
+"""
+
+
+def _bounded(argv: list[str], cwd: Path, limit: float) -> subprocess.CompletedProcess[str] | None:
+    """argv's result, or None when it still ran after `limit` seconds (then killed, with
+    its process group)."""
+    p = subprocess.Popen(
+        argv, cwd=cwd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        out, err = p.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        return None
+    return subprocess.CompletedProcess(argv, p.returncode, out.decode(), err.decode())
+
+
+def test_a_fifo_at_the_lanes_index_never_hangs_the_owners_commands(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """MED (the owner's command hangs). Every engine git call in a lane checks first that
+    the lane's index is a regular file (one lstat, git._argv_env): status, checkpoint
+    and land end with lane_index_unsafe, whose next (remove it, read the lane's commit
+    into a new index) works as printed."""
+    alpha = hub.create("alpha")
+    hub.commit(alpha, "kept.txt", "committed\n")
+    (alpha / "kept.txt").write_text("uncommitted work\n")
+    r = _exec(hub, tmp_path, PLANT_INDEX_FIFO, REAL_GIT)
+    assert r.rc == 0, r.stdout + r.stderr
+    fifo = next((p for p in (hub.common_dir / "worktrees").glob("*/index") if p.is_fifo()), None)
+    assert fifo is not None
+    try:
+        for args in (["status", "alpha"], ["checkpoint", "alpha"], ["land", "alpha"]):
+            res = _bounded([sys.executable, "-m", "guard", *args, "--json"], hub.path, 40)
+            assert res is not None, f"the owner's `git lane {args[0]}` hung on the lane's index"
+            assert json.loads(res.stdout)["code"] == "lane_index_unsafe", res.stdout + res.stderr
+    finally:
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+    nxt = json.loads(res.stdout)["next"]
+    for cmd in nxt:
+        done = subprocess.run(cmd, shell=True, cwd=hub.path, capture_output=True, text=True)
+        assert done.returncode == 0, (cmd, done.stdout, done.stderr)
+    assert hub.jlane("status", "alpha").rc == 0
+    assert (alpha / "kept.txt").read_text() == "uncommitted work\n"  # the worktree kept
+    cp = hub.jlane("checkpoint", "alpha")
+    assert cp.code == "checkpointed" and cp.json["paths"] == ["kept.txt"], cp.stdout
+
+
+# CMD stages an entry named `../dotdo` (name patched by hand, checksum fixed). Its own
+# commit of it would never reach the shared store: import re-checks every object the lane
+# wrote with `index-pack --strict` (fsck: hasDotdot). The owner's checkpoint commits the
+# lane's index with the owner's git, straight into the shared store.
+PLANT_DOTDOT = r"""
+set -e
+G=$1
+printf 'x\n' > dotdotxx
+$G update-index --add dotdotxx
+python3 - "$($G rev-parse --absolute-git-dir)/index" <<'P'
+import hashlib, sys
+index = sys.argv[1]
+data = open(index, "rb").read()[:-20]
+assert data.count(b"dotdotxx\0") == 1
+data = data.replace(b"dotdotxx\0", b"../dotdo\0")  # same length: flags unchanged
+open(index, "wb").write(data + hashlib.sha1(data).digest())
+P
+rm dotdotxx
+$G ls-files -s
+"""
+
+
+def test_checkpoint_never_commits_an_index_entry_that_climbs_out_of_the_lane(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """LOW (a tree git's fsck refuses reaches the shared store). checkpoint refuses
+    lane_index_unsafe when a path it would commit is one git refuses as a path it is
+    given; nothing is committed, and the next (the index from the lane's commit, then
+    checkpoint) works and keeps the worktree's work."""
+    alpha = hub.create("alpha")
+    (alpha / "work.txt").write_text("uncommitted work\n")
+    before = git(alpha, "rev-parse", "HEAD").stdout.strip()
+    r = _exec(hub, tmp_path, PLANT_DOTDOT, REAL_GIT)
+    assert r.rc == 0, r.stdout + r.stderr
+    cp = hub.jlane("checkpoint", "alpha", "-m", "checkpoint")
+    assert git(alpha, "rev-parse", "HEAD").stdout.strip() == before, cp.stdout
+    assert cp.rc == 1 and cp.code == "lane_index_unsafe", cp.stdout + cp.stderr
+    assert cp.json["details"]["paths"] == ["../dotdo"]
+    for cmd in cp.json["next"]:
+        done = subprocess.run(cmd, shell=True, cwd=hub.path, capture_output=True, text=True)
+        assert done.returncode == 0, (cmd, done.stdout, done.stderr)
+    tip = git(alpha, "rev-parse", "HEAD").stdout.strip()
+    names = git(hub.path, "ls-tree", "-r", "--name-only", tip).stdout.split("\n")
+    assert "work.txt" in names and "../dotdo" not in names

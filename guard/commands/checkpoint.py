@@ -23,6 +23,7 @@ from pathlib import Path
 from guard import git, gitlocks, lane, objects
 from guard.errors import CODES, Refusal
 from guard.repo import Repo
+from guard.store import open_regular
 from guard.results import CheckpointResult
 
 PATHS_CAP = 500
@@ -84,8 +85,9 @@ def run(repo: Repo, key: str | None, message: str | None) -> CheckpointResult:
         # reconcile tells this lock from a live git's by it, if this process is killed
         gitlocks.hold(repo.state_dir, key, lock, os.fstat(fd).st_ino)
         with os.fdopen(fd, "wb") as f:
-            if os.path.isfile(own):
-                with open(own, "rb") as src:
+            git.check_index_file(os.path.dirname(own), path)  # a FIFO there blocks open(2)
+            if os.path.lexists(own):
+                with os.fdopen(open_regular(own, follow=False), "rb") as src:
                     shutil.copyfileobj(src, f)
         with contextlib.suppress(OSError):  # the index's mtime: a racy entry stays racy
             st = os.stat(own)
@@ -99,6 +101,9 @@ def run(repo: Repo, key: str | None, message: str | None) -> CheckpointResult:
         ).z()
         if not staged:  # only what add -A does not take (a submodule's own changes)
             return result
+        bad = [p for p in staged if git.unsafe_entry_name(p)]
+        if bad:  # an entry the lane wrote into its index by hand: never committed
+            raise _unsafe_refusal(key, path, bad)
         msg = message or f"Checkpoint of lane {key} ({len(staged)} path(s))"
         res = git.run(
             # as `git commit -m MSG`: whitespace cleanup (a line starting with # is kept)
@@ -137,6 +142,23 @@ def run(repo: Repo, key: str | None, message: str | None) -> CheckpointResult:
         "checkpoint", lane=key, code="checkpointed", commit=commit, parent=parent, paths=len(staged)
     )
     return result
+
+
+def _unsafe_refusal(key: str, path: str, bad: list[str]) -> Refusal:
+    """The lane's index names a path git refuses as one it is given (`../x`, `.git/x`):
+    git commit takes names from an index as they are, and the owner's commit would put
+    the tree into the shared store, which the lane's own commits reach only through
+    fsck (index-pack --strict). Rebuilding the index from the lane's commit keeps every
+    file of the worktree (checkpoint stages them all again)."""
+    shown = ", ".join(git.shown(b) for b in bad[:5]) + (" ..." if len(bad) > 5 else "")
+    return Refusal(
+        "lane_index_unsafe",
+        f"lane {key}'s index names {len(bad)} path(s) outside its worktree or in a git dir "
+        f"({shown}); nothing was committed and the index is as it was",
+        next=[f"git -C {git.q(path)} read-tree HEAD", f"git lane checkpoint {key}"],
+        alternatives=[f"git -C {git.q(path)} ls-files -s  # the index as it is"],
+        details={"lane": key, "paths": bad[:PATHS_CAP]},
+    )
 
 
 def _commit_refusal(key: str, path: str, res: git.GitResult) -> Refusal:

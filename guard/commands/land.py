@@ -264,6 +264,8 @@ def _land_locked(
             lambda: git.changed_and_added(repo.common_dir, main_before, tip),
             lambda: marker_hits(path, main_before, tip, str(repo.common_dir)),
         )
+        if any(git.unsafe_entry_name(p) for p in changed):  # no git is given them (G3 tip)
+            return base, changed, added, ([], []), markers
         facts = hub_facts(hub.path, changed, added) if hub is not None else ([], [])
         return base, changed, added, facts, markers
 
@@ -287,6 +289,7 @@ def _land_locked(
         )
     g3_fresh(t, base)
     assert tip is not None
+    g3_tip_names(t, changed)
     g6_hub(repo, hub, hub_hits, key)
     g9_markers(t, markers)
     g4_exact(t, hidden, gate_in_lane=command is not None and not clean)
@@ -404,6 +407,28 @@ def g3_fresh(t: Target, base: str | None) -> None:
             alternatives=[f"git lane land {t.key} --sync"],
             details={"lane": t.key, "main": t.main_before, "tip": t.tip},
         )
+
+
+def g3_tip_names(t: Target, changed: list[str]) -> None:
+    """G3: every path the tip changes is one git accepts as a path it is given. A tree
+    naming `../x` or `.git/x` reaches the shared store only from a commit made past the
+    hooks and fsck (the owner's git with a hand-written index): landing it would make
+    every checkout of main write there, and git itself refuses such names on the command
+    line (the hub's status, G6)."""
+    bad = [p for p in changed if git.unsafe_entry_name(p)]
+    if not bad:
+        return
+    tip = str(t.tip)
+    shown = ", ".join(git.shown(b) for b in bad[:5]) + (" ..." if len(bad) > 5 else "")
+    raise Refusal(
+        "lane_index_unsafe",
+        f"lane {t.key}'s tip {tip[:12]} holds {len(bad)} path(s) outside the worktree or in "
+        f"a git dir ({shown}): git never checks such a tree out, so it is not landed; main "
+        "was not moved",
+        next=[f"git -C {git.q(t.path)} log --stat --format=%H%x09%s {t.main_before}..{tip}"],
+        alternatives=[f"git lane release {t.key} --confirm yes-discard-lane"],
+        details={"lane": t.key, "tip": tip, "paths": bad[:100]},
+    )
 
 
 def g3_sync(repo: Repo, t: Target) -> SyncResult:
