@@ -126,26 +126,36 @@ def enroll(repo: Repo, lane_path: str) -> str:
     if admin is None:
         raise OSError(f"no admin dir under {repo.common_dir}/worktrees names {lane_path}")
     store = os.path.join(admin, "objects")
-    # CMD could write these (the admin dir is granted): what is not a plain directory is
-    # set aside (kept, never followed), so what we write next lands where we mean
-    for d in (store, os.path.join(store, "pack"), os.path.join(store, "info")):
-        if os.path.islink(d) or (os.path.lexists(d) and not os.path.isdir(d)):
-            os.replace(d, d + f".aside-{os.getpid()}")
-        os.makedirs(d, mode=0o755, exist_ok=True)
+    # CMD could write these (the admin dir is granted; a CMD of an earlier exec may have
+    # left a process behind): each is reached from the admin dir through directory fds,
+    # and what is not a plain directory is set aside (kept, never followed)
+    for parent, name in (("", "objects"), ("objects", "pack"), ("objects", "info")):
+        pfd, _ = dirfd.walk(admin, parent)
+        try:
+            try:
+                st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+            except FileNotFoundError:
+                st = None
+            if st is not None and not stat.S_ISDIR(st.st_mode):
+                aside = f"{name}.aside-{os.getpid()}"
+                os.rename(name, aside, src_dir_fd=pfd, dst_dir_fd=pfd)
+                st = None
+            if st is None:
+                os.mkdir(name, 0o755, dir_fd=pfd)
+        finally:
+            os.close(pfd)
     # the store reads the shared one by itself too: a tool that names its own alternates
     # (GIT_ALTERNATE_OBJECT_DIRECTORIES, as export does) still sees main's objects. CMD may
     # rewrite this file: it only changes what is read through the lane's store, which
-    # land never trusts (import_lane re-hashes; the shared store is searched first)
-    alt = Path(store) / "info" / "alternates"
-    if alt.is_symlink():
-        alt.unlink()
-    want = shared(repo.common_dir) + "\n"
+    # land never trusts (import_lane re-hashes; the shared store is searched first).
+    # Written by a new file renamed over it: a link there is replaced, never followed
+    want = (shared(repo.common_dir) + "\n").encode("utf-8")
     try:
-        current = alt.read_text(encoding="utf-8")
+        current: bytes | None = dirfd.read_file(admin, "objects/info/alternates", len(want))
     except OSError:
         current = None
     if current != want:
-        atomic_write(alt, want.encode("utf-8"))
+        dirfd.write_file(admin, "objects/info/alternates", want, 0o644)
     _rewrite(repo)
     return store
 
