@@ -144,10 +144,12 @@ def read(dfd: int, name: str, limit: int | None = None) -> bytes:
         os.close(fd)
 
 
-def write_file(root: str, rel: str, data: bytes, mode: int | None = None) -> None:
-    """Atomically replace `root/rel` (its directories must exist, reached without a
-    symlink) with `data`: `replace` in the directory `walk` opens."""
-    dfd, _ = walk(root, os.path.dirname(rel))
+def write_file(
+    root: str, rel: str, data: bytes, mode: int | None = None, create: bool = False
+) -> None:
+    """Atomically replace `root/rel` (its directories reached without a symlink, made
+    when missing and `create`) with `data`: `replace` in the directory `walk` opens."""
+    dfd, _ = walk(root, os.path.dirname(rel), create)
     try:
         replace(dfd, os.path.basename(rel), [data], mode)
     finally:
