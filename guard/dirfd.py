@@ -56,32 +56,41 @@ def walk(root: str, rel: str = ".", create: bool = False) -> tuple[int, list[str
 
 def scan(
     root: str, rel: str = ".", depth: int = 16
-) -> Iterator[tuple[str, int, list[tuple[str, os.stat_result]]]]:
+) -> Iterator[tuple[str, int, list[tuple[str, int]]]]:
     """Every directory at and under `root/rel`, top-down, each as (its path relative to
     `root`, an fd on it, open while the caller acts on it through `dir_fd=`, its entries
-    lstat'ed through that fd). Reached as `walk` reaches them (a name swapped for a link
-    or a FIFO since it was listed is not entered, and an open never blocks); nothing
-    deeper than `depth` levels below `rel`. The fd is the directory that was listed, so
-    an unlink through it removes what was seen there, wherever the lane moved a name."""
+    as (name, kind): stat.S_IFDIR, S_IFREG or S_IFLNK as the entry itself is (never
+    followed), 0 for anything else (a FIFO, socket, device)). Reached as `walk` reaches
+    them (a name swapped for a link or a FIFO since it was listed is not entered, and an
+    open never blocks); nothing deeper than `depth` levels below `rel`. The fd is the
+    directory that was listed, so an unlink through it removes what was seen there,
+    wherever the lane moved a name since."""
     fd, _ = walk(root, rel)
     yield from _scan(os.path.normpath(rel), fd, depth)
 
 
-def _scan(
-    here: str, dfd: int, depth: int
-) -> Iterator[tuple[str, int, list[tuple[str, os.stat_result]]]]:
+def _kind(e: os.DirEntry[str]) -> int:
+    if e.is_file(follow_symlinks=False):  # the common case first: one call
+        return stat.S_IFREG
+    if e.is_dir(follow_symlinks=False):
+        return stat.S_IFDIR
+    return stat.S_IFLNK if e.is_symlink() else 0
+
+
+def _scan(here: str, dfd: int, depth: int) -> Iterator[tuple[str, int, list[tuple[str, int]]]]:
     try:
         entries = []
-        for name in os.listdir(dfd):
-            try:
-                entries.append((name, os.stat(name, dir_fd=dfd, follow_symlinks=False)))
-            except FileNotFoundError:
-                continue
+        with os.scandir(dfd) as it:  # the kernel's d_type: no stat per entry
+            for e in it:
+                try:
+                    entries.append((e.name, _kind(e)))
+                except OSError:
+                    continue  # gone since it was listed
         yield here, dfd, entries
         if depth <= 0:
             return
-        for name, st in entries:
-            if stat.S_ISDIR(st.st_mode):
+        for name, kind in entries:
+            if kind == stat.S_IFDIR:
                 try:
                     sub = os.open(name, DIR | os.O_NONBLOCK, dir_fd=dfd)
                 except OSError:

@@ -207,8 +207,8 @@ def _hostile(
     left: list[str] = []
     try:
         for here, dfd, listed in dirfd.scan(admin, name):
-            for n, st in listed:
-                bad = not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode))
+            for n, kind in listed:
+                bad = kind not in (stat.S_IFDIR, stat.S_IFREG)
                 if here == info and n in _ALTERNATES:
                     try:
                         data: bytes | None = dirfd.read(dfd, n, limit=len(want))
