@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from guard import binding, git, policy
+from guard import binding, dirfd, git, policy
 from guard.errors import GitError, Refusal
 
 WRITE_HELP = """\
@@ -418,12 +418,10 @@ def check_bound(b: binding.Binding, path: str, cwd: str) -> dict[str, object]:
 
 
 # -- the writers ------------------------------------------------------------------------
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
 def _walk(base: str, directory: str, create: bool) -> tuple[int, list[str]]:
     """An fd on `directory` (a realpath at or under `base`), reached from `base` one
-    component at a time, never through a symlink; missing ones made when `create`."""
+    component at a time, never through a symlink (guard/dirfd.py); missing ones made
+    when `create`."""
     rel = os.path.relpath(directory, base)
     if rel == ".." or rel.startswith("../"):  # the decision keeps this from happening
         raise Refusal(
@@ -432,69 +430,25 @@ def _walk(base: str, directory: str, create: bool) -> tuple[int, list[str]]:
             next=[f"ls -ld -- {git.q(directory)}"],
             details={"path": directory, "base": base},
         )
-    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    made: list[str] = []
-    here = base
     try:
+        return dirfd.walk(base, rel, create)
+    except FileNotFoundError:
+        raise
+    except OSError:
+        here = base
         for part in [] if rel == "." else rel.split("/"):
             here = os.path.join(here, part)
-            try:
-                nfd = os.open(part, _DIR, dir_fd=fd)
-            except FileNotFoundError:
-                if not create:
-                    raise
-                os.mkdir(part, 0o777, dir_fd=fd)
-                made.append(here)
-                nfd = os.open(part, _DIR, dir_fd=fd)
-            except (NotADirectoryError, OSError) as e:
-                if os.path.islink(here):
-                    raise Refusal(
-                        "path_outside_lane",
-                        f"{here} became a symlink while writing under it; nothing was written",
-                        next=[f"ls -l -- {git.q(here)}"],
-                        details={"path": here},
-                    ) from None
-                raise e
-            os.close(fd)
-            fd = nfd
-    except BaseException:
-        os.close(fd)
+            if os.path.islink(here):
+                raise Refusal(
+                    "path_outside_lane",
+                    f"{here} became a symlink while writing under it; nothing was written",
+                    next=[f"ls -l -- {git.q(here)}"],
+                    details={"path": here},
+                ) from None
         raise
-    return fd, made
 
 
-def _replace(dfd: int, name: str, chunks: Iterable[bytes], mode: int | None) -> int:
-    """Atomically put the bytes of `chunks` at `name` in the directory `dfd`: temp file,
-    fsync, rename, fsync of the directory; the byte count. `mode` None: 0666 minus the
-    umask (the kernel applies it to the O_CREAT)."""
-    tmp = f".gitlane-{os.getpid()}-{os.urandom(4).hex()}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(tmp, flags, 0o666, dir_fd=dfd)
-    size = 0
-    try:
-        try:
-            for data in chunks:
-                size += len(data)
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-            if mode is not None:
-                os.fchmod(fd, mode)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-    except BaseException:
-        try:
-            os.unlink(tmp, dir_fd=dfd)
-        except OSError:
-            pass
-        raise
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass  # some filesystems cannot fsync a directory; the rename is done
-    return size
+_replace = dirfd.replace
 
 
 def _existing(dfd: int, name: str, t: Target, hardlinks: bool) -> os.stat_result | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from guard import git, objects, policy, procs, recovery
+from guard import dirfd, git, objects, policy, procs, recovery
 from guard.config import cache_home
 from guard.errors import Refusal
 from guard.repo import REPO_MARKER, Repo, read_repo_marker
@@ -340,18 +340,26 @@ def worktrees_root(repo: Repo) -> Path:
 def read_marker(path: str) -> str | None:
     gd = git.worktree_git_dir(path)
     try:
-        return read_regular(gd / KEY_FILE).decode().strip() if gd is not None else None
+        # never through a link: the admin dir is the lane's to write when it is sandboxed
+        return read_regular(gd / KEY_FILE, follow=False).decode().strip() if gd else None
     except (OSError, UnicodeDecodeError):
         return None
 
 
 def write_marker(repo: Repo, path: str, key: str) -> None:
+    """Put the lane's key marker in its admin dir, a directory directly under the real
+    `<common>/worktrees/` (any other git dir the lane's `.git` may name is left alone),
+    reached without a symlink and written by a new file renamed over the marker: a link
+    the lane planted there (or at a temp name) is replaced, never written through."""
     gd = git.worktree_git_dir(path)
-    if gd is not None and gd != repo.common_dir:
-        try:
-            (gd / KEY_FILE).write_text(key + "\n")
-        except OSError:
-            pass
+    base = os.path.realpath(os.path.join(repo.common_dir, "worktrees"))
+    real = os.path.realpath(gd) if gd is not None else ""
+    if os.path.dirname(real) != base:
+        return
+    try:
+        dirfd.write_file(base, os.path.basename(real) + "/" + KEY_FILE, (key + "\n").encode())
+    except OSError:
+        pass
 
 
 # -- a lane's git pointers -------------------------------------------------------------------

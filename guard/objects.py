@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from guard import git
+from guard import dirfd, git
 from guard.errors import Refusal
 from guard.store import FileLock, atomic_write
 
@@ -125,26 +126,36 @@ def enroll(repo: Repo, lane_path: str) -> str:
     if admin is None:
         raise OSError(f"no admin dir under {repo.common_dir}/worktrees names {lane_path}")
     store = os.path.join(admin, "objects")
-    # CMD could write these (the admin dir is granted): what is not a plain directory is
-    # set aside (kept, never followed), so what we write next lands where we mean
-    for d in (store, os.path.join(store, "pack"), os.path.join(store, "info")):
-        if os.path.islink(d) or (os.path.lexists(d) and not os.path.isdir(d)):
-            os.replace(d, d + f".aside-{os.getpid()}")
-        os.makedirs(d, mode=0o755, exist_ok=True)
+    # CMD could write these (the admin dir is granted; a CMD of an earlier exec may have
+    # left a process behind): each is reached from the admin dir through directory fds,
+    # and what is not a plain directory is set aside (kept, never followed)
+    for parent, name in (("", "objects"), ("objects", "pack"), ("objects", "info")):
+        pfd, _ = dirfd.walk(admin, parent)
+        try:
+            try:
+                st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+            except FileNotFoundError:
+                st = None
+            if st is not None and not stat.S_ISDIR(st.st_mode):
+                aside = f"{name}.aside-{os.getpid()}"
+                os.rename(name, aside, src_dir_fd=pfd, dst_dir_fd=pfd)
+                st = None
+            if st is None:
+                os.mkdir(name, 0o755, dir_fd=pfd)
+        finally:
+            os.close(pfd)
     # the store reads the shared one by itself too: a tool that names its own alternates
     # (GIT_ALTERNATE_OBJECT_DIRECTORIES, as export does) still sees main's objects. CMD may
     # rewrite this file: it only changes what is read through the lane's store, which
-    # land never trusts (import_lane re-hashes; the shared store is searched first)
-    alt = Path(store) / "info" / "alternates"
-    if alt.is_symlink():
-        alt.unlink()
-    want = shared(repo.common_dir) + "\n"
+    # land never trusts (import_lane re-hashes; the shared store is searched first).
+    # Written by a new file renamed over it: a link there is replaced, never followed
+    want = (shared(repo.common_dir) + "\n").encode("utf-8")
     try:
-        current = alt.read_text(encoding="utf-8")
+        current: bytes | None = dirfd.read_file(admin, "objects/info/alternates", len(want))
     except OSError:
         current = None
     if current != want:
-        atomic_write(alt, want.encode("utf-8"))
+        dirfd.write_file(admin, "objects/info/alternates", want, 0o644)
     _rewrite(repo)
     return store
 
@@ -178,37 +189,46 @@ def hostile_entries(common: str | os.PathLike[str], store: str) -> list[str]:
     """What in a lane's store is no object and could stop or mislead the engine's git:
     every entry that is not a regular file or a directory (a FIFO blocks git's open(2), a
     link or a device reads elsewhere), and an `info/alternates` other than the one line
-    enroll writes, or any `info/http-alternates`. One lstat walk, never following."""
+    enroll writes, or any `info/http-alternates`. One walk through directory fds from the
+    lane's admin dir, never following a link (guard/dirfd.py)."""
+    return _hostile(common, store, remove=False)[0]
+
+
+def _hostile(
+    common: str | os.PathLike[str], store: str, remove: bool
+) -> tuple[list[str], list[str]]:
+    """(what hostile_entries lists, what of it could not be removed). `remove`: each is
+    unlinked through the fd of the directory it was seen in, right when it is seen: a
+    directory the lane swaps for a link meanwhile leads nowhere (CMD may be running)."""
+    admin, name = os.path.split(store)
+    want = (shared(common) + "\n").encode()
+    info = os.path.join(name, "info")
     found: list[str] = []
-    todo = [store]
-    while todo:
-        d = todo.pop()
-        try:
-            with os.scandir(d) as it:
-                for e in it:
+    left: list[str] = []
+    try:
+        for here, dfd, listed in dirfd.scan(admin, name):
+            for n, kind in listed:
+                bad = kind not in (stat.S_IFDIR, stat.S_IFREG)
+                if here == info and n in _ALTERNATES:
                     try:
-                        if e.is_dir(follow_symlinks=False):
-                            todo.append(e.path)
-                        elif not e.is_file(follow_symlinks=False):
-                            found.append(e.path)
+                        data: bytes | None = dirfd.read(dfd, n, limit=len(want))
                     except OSError:
-                        found.append(e.path)
-        except OSError:
-            continue  # gone, or not a directory we may list: git cannot read it either
-    info = os.path.join(store, "info")
-    want = shared(common) + "\n"
-    for name in _ALTERNATES:
-        f = os.path.join(info, name)
-        if f in found or not os.path.lexists(f):
-            continue
-        try:
-            with open(f, encoding="utf-8", errors="surrogateescape") as fh:
-                same = name == "alternates" and fh.read(len(want) + 1) == want
-        except OSError:
-            same = False
-        if not same:
-            found.append(f)
-    return sorted(found)
+                        data = None
+                    bad = not (n == "alternates" and data == want)
+                if not bad:
+                    continue
+                path = os.path.join(admin, here, n)
+                found.append(path)
+                if remove:
+                    try:
+                        os.unlink(n, dir_fd=dfd)
+                    except FileNotFoundError:
+                        pass
+                    except OSError:
+                        left.append(path)
+    except OSError:
+        pass  # gone, a link, or not a directory we may list: git cannot read it either
+    return sorted(found), left
 
 
 def sanitize(repo: Repo, store: str, lane: str | None = None) -> list[str]:
@@ -216,17 +236,9 @@ def sanitize(repo: Repo, store: str, lane: str | None = None) -> list[str]:
     user committed: a FIFO, link or device is no object; the lane's objects reach the
     shared store through GIT_ALTERNATE_OBJECT_DIRECTORIES, never its alternates), logged.
     Returns what it removed (an entry it could not remove is still listed, and logged)."""
-    found = hostile_entries(repo.common_dir, store)
+    found, left = _hostile(repo.common_dir, store, remove=True)
     if not found:
         return []
-    left: list[str] = []
-    for f in found:
-        try:
-            os.unlink(f)
-        except FileNotFoundError:
-            pass
-        except OSError:
-            left.append(f)
     repo.store.event(
         "lane_store_sanitized",
         lane=lane,

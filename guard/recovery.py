@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from guard import git
+from guard import dirfd, git
 from guard.errors import Refusal
 from guard.repo import Repo
 from guard.store import LaneRecord, admin_by_gitdir, now_iso, read_regular
@@ -70,9 +70,11 @@ def pointer_faults(repo: Repo, rec: LaneRecord) -> list[str]:
 
 
 def _replace(p: Path, text: str) -> None:
-    tmp = p.with_name(f".{p.name}.git-lane-{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, p)  # atomic; a symlink at p is replaced, never followed
+    """Atomically, in `p`'s directory (the lane's root or its admin dir: trusted paths,
+    whose insides a sandboxed lane writes): a new file under a random name (O_EXCL|
+    O_NOFOLLOW: never through a link the lane planted at a name it could guess), renamed
+    over `p` (a symlink at p is replaced, never followed)."""
+    dirfd.write_file(str(p.parent), p.name, text.encode())
 
 
 def repair_pointers(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
@@ -289,7 +291,7 @@ def restore_worktree(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
         ) from None
     if admin is not None:
         dotgit = Path(path, ".git")
-        dotgit.write_text(f"gitdir: {admin}\n")
+        dirfd.write_file(path, ".git", f"gitdir: {admin}\n".encode())
         steps = [["worktree", "repair", path]]
         if not (admin / "index").exists():
             steps.append(["reset", "-q"])  # the index from HEAD, then the files from it

@@ -731,3 +731,47 @@ def test_edit_of_a_fifo_is_refused_without_hanging(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "pipe")
     r = shim("edit", "pipe", "--old", "x", "--new", "y", "--json", cwd=tmp_path, env=env)
     assert (r.rc, r.code) == (1, "not_a_file"), r.stdout
+
+
+def test_dirfd_never_writes_reads_or_unlinks_through_a_link(tmp_path: Path) -> None:
+    """guard/dirfd.py, what the engine writes with in directories a sandboxed lane can
+    write (its admin dir, its store, its worktree): a directory on the way that is a link
+    fails the walk; a link at the target or at a guessable temp name is replaced, never
+    written through; a FIFO is refused without blocking; scan never enters a link and
+    unlinks through the directory it listed."""
+    from guard import dirfd
+
+    root, outside = tmp_path / "lane", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    victim = outside / "main"
+    victim.write_text("keep\n")
+    (root / "via").symlink_to(outside)
+    with pytest.raises(OSError):
+        dirfd.write_file(str(root), "via/main", b"lost\n")
+    with pytest.raises(OSError):
+        dirfd.read_file(str(root), "via/main")
+    with pytest.raises(OSError):
+        dirfd.unlink(str(root), "via/main")
+    (root / "marker").symlink_to(victim)
+    for pid in range(os.getpid() - 2, os.getpid() + 3):
+        (root / f".gitlane-{pid}").symlink_to(victim)
+    dirfd.write_file(str(root), "marker", b"alpha\n")
+    assert victim.read_text() == "keep\n"
+    assert not (root / "marker").is_symlink() and (root / "marker").read_text() == "alpha\n"
+    os.mkfifo(root / "fifo")
+    with pytest.raises(OSError):
+        dirfd.read_file(str(root), "fifo")
+    seen = {
+        (here, name)
+        for here, _dfd, entries in dirfd.scan(str(root))
+        for name, info in entries
+        if info != stat.S_IFREG
+    }
+    assert (".", "via") in seen and (".", "fifo") in seen
+    assert not any(here.startswith("via") for here, _ in seen)  # the link never entered
+    for _, dfd, entries in dirfd.scan(str(root)):
+        for name, info in entries:
+            if info == stat.S_IFLNK:
+                os.unlink(name, dir_fd=dfd)
+    assert victim.read_text() == "keep\n" and not (root / "via").exists()

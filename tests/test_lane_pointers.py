@@ -536,3 +536,84 @@ def test_no_command_drops_a_repo_marker_into_the_hub_for_a_planted_record(repo: 
     _plant_path(repo, "alpha", repo.path / "newdir")
     assert repo.jlane("status", cwd=beta).rc == 0
     assert not (repo.path / ".git-lane-repo").exists()
+
+
+# CMD replaces its lane marker `<admin>/gitlane-lane` (the admin dir is granted) by a symlink
+# to main's loose ref file (red team 13I). The marker no longer reads as the key, so reconcile
+# (and repair, release, create) puts it back: by a new file renamed over the link, never
+# by writing through it (guard/dirfd.py).
+PLANT_MARKER = r"""
+set -e
+ADMIN=$(git rev-parse --path-format=absolute --git-dir)
+rm -f "$ADMIN/gitlane-lane"
+ln -s "$1" "$ADMIN/gitlane-lane"
+"""
+
+
+@needs_landlock
+def test_reconcile_never_writes_the_lane_marker_through_a_link_the_lane_planted(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """HIGH (red team 13I: main's ref file became "alpha", main was gone). The owner's
+    reconcile rewrites the lane's key marker in the lane's admin dir: the link CMD put
+    there is replaced, main's ref is untouched, and the marker is the lane's again."""
+    hub.create("alpha")
+    main = hub.sha()
+    ref = hub.common_dir / "refs" / "heads" / "main"
+    assert ref.is_file()  # loose in a fresh repository
+    r = _exec(hub, tmp_path, PLANT_MARKER, str(ref))
+    assert r.rc == 0, r.stdout + r.stderr
+    marker = hub.common_dir / "worktrees" / "alpha" / "gitlane-lane"
+    assert marker.is_symlink() and ref.read_text().strip() == main  # the sandbox held
+
+    rec = hub.jlane("reconcile")
+    assert ref.read_text().strip() == main, (
+        f"reconcile wrote {ref.read_text()!r} into main's ref ({rec.stdout})"
+    )
+    assert hub.sha() == main
+    assert not marker.is_symlink() and marker.read_text() == "alpha\n", rec.stdout
+    assert {"action": "marker_written", "lane": "alpha"} in rec.json["changes"]
+
+
+# CMD plants, in its own admin dir, a symlink `.commondir.git-lane-<pid>` for every pid the
+# kernel can hand out (/proc/sys/kernel/pid_max), each naming main's loose ref file, then
+# breaks its `commondir` pointer (red team 13I). repair wrote the new pointer to that
+# predictable name with a plain open(2) (following the link, O_TRUNC) before renaming it.
+PLANT_LINKS = r"""
+set -e
+ADMIN=$(git rev-parse --path-format=absolute --git-dir)
+python3 - "$ADMIN" "$1" <<'P'
+import os, sys
+admin, target = sys.argv[1:3]
+top = int(open("/proc/sys/kernel/pid_max").read())
+for n in range(1, top + 1):
+    os.symlink(target, os.path.join(admin, f".commondir.git-lane-{n}"))
+P
+printf 'nowhere\n' > "$ADMIN/commondir"
+"""
+
+
+@needs_landlock
+def test_repair_never_writes_through_a_link_the_lane_planted_at_its_temp_name(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """HIGH (red team 13I: main's ref file clobbered, main gone). repair rewrites a lane
+    pointer by a new file of its own (O_EXCL|O_NOFOLLOW, a random name) renamed over it:
+    a link planted at any name it could guess is never written through."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    ref = hub.common_dir / "refs" / "heads" / "main"
+    assert ref.is_file()
+    r = _exec(hub, tmp_path, PLANT_LINKS, str(ref))
+    assert r.rc == 0, r.stdout + r.stderr
+    assert ref.read_text().strip() == main  # the sandbox held
+
+    rep = hub.jlane("repair", "alpha")
+    assert ref.read_text().strip() == main, (
+        f"repair wrote {ref.read_text()!r} into main's ref ({rep.stdout})"
+    )
+    assert hub.sha() == main
+    assert rep.rc == 0, rep.stdout + rep.stderr
+    admin = hub.common_dir / "worktrees" / "alpha"
+    assert (admin / "commondir").read_text() == "../..\n"
+    assert hub.lane("status", "alpha", cwd=lane_path).rc == 0

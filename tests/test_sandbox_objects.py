@@ -296,3 +296,86 @@ def test_symlinks_in_the_lane_store_are_not_followed(hub: Repo, tmp_path: Path) 
     assert r.rc == 0, r.stderr
     assert list(elsewhere.iterdir()) == []
     assert hub.git("log", "-1", "--format=%s", "lane/alpha").stdout.strip() == "again"
+
+
+# CMD keeps two names in its own store, `zz` and `zz-x`, and swaps them without pause
+# (renameat2 RENAME_EXCHANGE): one is a directory holding a FIFO named `main`, the other a
+# symlink to `<common>/refs/heads` (red team 13I). sanitize used to list `<store>/zz/main`
+# while that name was the directory and unlink(2) the path later, through the link by then:
+# main's loose ref went. It now unlinks through the fd of the directory it listed.
+SWAP = r"""
+G=$1 HEADS=$2 SECS=$3
+cd "$GIT_OBJECT_DIRECTORY"
+mkdir zz && mkfifo zz/main && ln -s "$HEADS" zz-x
+python3 - "$SECS" "$HEADS" <<'P' &
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+heads = sys.argv[2]
+end = time.time() + float(sys.argv[1])
+while time.time() < end:
+    if libc.renameat2(-100, b"zz", -100, b"zz-x", 2) != 0:  # AT_FDCWD, RENAME_EXCHANGE
+        # sanitize removed the link (or the FIFO): put back what is missing, go on
+        names = [n for n in ("zz", "zz-x") if os.path.lexists(n)]
+        if not any(os.path.islink(n) for n in names):
+            free = "zz" if "zz" not in names else "zz-x"
+            os.symlink(heads, free)
+            names.append(free)
+        if not any(os.path.isdir(n) and not os.path.islink(n) for n in names):
+            free = "zz" if "zz" not in names else "zz-x"
+            os.mkdir(free)
+        for n in ("zz", "zz-x"):
+            if os.path.isdir(n) and not os.path.islink(n) and not os.path.lexists(n + "/main"):
+                os.mkfifo(n + "/main")
+P
+cd - >/dev/null
+n=0
+while [ $n -lt "$SECS" ]; do  # a commit a second: exec's Absorber sanitizes at each
+    n=$((n + 1))
+    printf '%s\n' "$n" > n.txt
+    $G add n.txt && $G -c core.hooksPath=/dev/null commit -q -m "n $n"
+    sleep 1
+done
+wait
+"""
+
+
+def test_sanitize_never_unlinks_through_a_directory_the_lane_swapped_for_a_link(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """HIGH (red team 13I: main's ref deleted). A race CMD runs alone, as often as it likes,
+    while it runs and the owner looks at the lane (status sanitizes the lane's store):
+    sanitize removes what it finds through the fd of the directory it found it in, so a
+    directory swapped for a symlink meanwhile leads nowhere."""
+    import subprocess
+    import sys
+    import time
+
+    from enginehelp import events
+
+    hub.create("alpha")
+    main = hub.sha()
+    ref = hub.common_dir / "refs" / "heads" / "main"
+    assert ref.is_file()
+    script = tmp_path / "swap.sh"
+    script.write_text(SWAP)
+    secs = 20
+    argv = [sys.executable, "-m", "guard", "exec", "--sandbox", "alpha", "--", "sh"]
+    cmd = subprocess.Popen(
+        [*argv, str(script), REAL_GIT, str(ref.parent), str(secs)],
+        cwd=hub.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    end = time.time() + secs
+    while time.time() < end and ref.exists():  # the owner looks at the lane meanwhile
+        subprocess.run(
+            [sys.executable, "-m", "guard", "status", "alpha"],
+            cwd=hub.path,
+            capture_output=True,
+            timeout=60,
+        )
+    cmd.communicate(timeout=120)
+    removed = [e.get("removed") for e in events(hub, "lane_store_sanitized")]
+    assert ref.exists() and hub.sha() == main, f"main's ref was unlinked by sanitize: {removed}"
+    assert removed, "sanitize never ran on the lane's store: the race was not exercised"

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import guard
-from guard import adapters, agents, git, lane
+from guard import adapters, agents, dirfd, git, lane
 from guard.errors import Refusal
 from guard.repo import Repo
 from guard.results import AgentFile, AgentSetupResult
@@ -118,8 +118,24 @@ def run(repo: Repo, key: str | None, tool: str) -> AgentSetupResult:
         _not_elsewhere(repo, path, rel, key, tool)
         exclude_file, excluded = _exclude(path, rel, key, tool)
         if old != new:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(target, new)
+            # from the lane's root through directory fds: a directory on the way swapped
+            # for a link since _target looked fails the write instead of leading out
+            try:
+                dirfd.write_file(path, rel, new, 0o644, create=True)
+            except OSError as exc:
+                raise Refusal(
+                    "agent_file_conflict",
+                    f"{rel} in lane {key} could not be written inside the lane "
+                    f"({exc.strerror or exc}): a directory on its way is a symlink or no "
+                    "directory; nothing was written",
+                    next=[f"ls -la -- {git.q(str(target.parent))}"],
+                    alternatives=[f"git lane agent-setup {key} --for {tool}"],
+                    details={
+                        "lane": key,
+                        "file": str(target),
+                        "why": "not a plain file in the lane",
+                    },
+                ) from None
         mine = adapters.written(repo.state_dir, key).get(rel)
         if old is None or (mine is not None and mine == adapters.sha256(old)):
             adapters.remember(repo.state_dir, key, rel, adapters.sha256(new))

@@ -89,9 +89,11 @@ def run(repo: Repo, key: str | None, message: str | None) -> CheckpointResult:
             if os.path.lexists(own):
                 with os.fdopen(open_regular(own, follow=False), "rb") as src:
                     shutil.copyfileobj(src, f)
-        with contextlib.suppress(OSError):  # the index's mtime: a racy entry stays racy
-            st = os.stat(own)
-            os.utime(lock, ns=(st.st_atime_ns, st.st_mtime_ns))
+            f.flush()
+            with contextlib.suppress(OSError):  # the index's mtime: a racy entry stays racy
+                st = os.stat(own)
+                # through our fd: a link the lane put at the lock's name since is not followed
+                os.utime(f.fileno(), ns=(st.st_atime_ns, st.st_mtime_ns))
         env = {"GIT_INDEX_FILE": lock}
         added = git.add_all(path, env)  # never git inside a submodule
         if not added.ok:  # a file git cannot read or clean: nothing is committed

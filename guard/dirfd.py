@@ -1,0 +1,183 @@
+"""Writes, renames, unlinks and reads in directories a sandboxed lane can write (its worktree,
+its admin dir `<common>/worktrees/<id>/` and everything below, its private object store),
+through directory file descriptors: never through a name the lane could re-point.
+
+A trusted root is a directory whose own path no lane can change (the lane's worktree root,
+its admin dir: their parents are not granted); it is opened by path. Every component below
+it is opened with O_NOFOLLOW|O_DIRECTORY from its parent's descriptor, so a directory the
+lane swapped for a symlink fails the walk (ELOOP, ENOTDIR) instead of leading out of the
+lane. The last name is acted on through `dir_fd=`: unlink(2) and rename(2) never follow it;
+a new file is made O_CREAT|O_EXCL|O_NOFOLLOW under a random name, then renamed over the
+target (a link planted at the target is replaced, never written through; one planted at
+the temp name fails the create); a read is O_NOFOLLOW|O_NONBLOCK of a regular file only
+(a FIFO never blocks it). Standard library only (guard.files, which the shims load, uses it).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterable, Iterator
+
+DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def walk(root: str, rel: str = ".", create: bool = False) -> tuple[int, list[str]]:
+    """An fd on `root/rel` (`rel` relative, no `..`), reached from the trusted `root` one
+    component at a time, never through a symlink (OSError: ELOOP or ENOTDIR); missing
+    directories made (0777 minus the umask) when `create`, returned in the list."""
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise OSError(errno.EINVAL, "a path with '..' is not walked", rel)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    made: list[str] = []
+    here = root
+    try:
+        for part in parts:
+            here = os.path.join(here, part)
+            try:
+                nfd = os.open(part, DIR, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                os.mkdir(part, 0o777, dir_fd=fd)
+                made.append(here)
+                nfd = os.open(part, DIR, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, made
+
+
+def scan(
+    root: str, rel: str = ".", depth: int = 16
+) -> Iterator[tuple[str, int, list[tuple[str, int]]]]:
+    """Every directory at and under `root/rel`, top-down, each as (its path relative to
+    `root`, an fd on it, open while the caller acts on it through `dir_fd=`, its entries
+    as (name, kind): stat.S_IFDIR, S_IFREG or S_IFLNK as the entry itself is (never
+    followed), 0 for anything else (a FIFO, socket, device)). Reached as `walk` reaches
+    them (a name swapped for a link or a FIFO since it was listed is not entered, and an
+    open never blocks); nothing deeper than `depth` levels below `rel`. The fd is the
+    directory that was listed, so an unlink through it removes what was seen there,
+    wherever the lane moved a name since."""
+    fd, _ = walk(root, rel)
+    yield from _scan(os.path.normpath(rel), fd, depth)
+
+
+def _kind(e: os.DirEntry[str]) -> int:
+    if e.is_file(follow_symlinks=False):  # the common case first: one call
+        return stat.S_IFREG
+    if e.is_dir(follow_symlinks=False):
+        return stat.S_IFDIR
+    return stat.S_IFLNK if e.is_symlink() else 0
+
+
+def _scan(here: str, dfd: int, depth: int) -> Iterator[tuple[str, int, list[tuple[str, int]]]]:
+    try:
+        entries = []
+        with os.scandir(dfd) as it:  # the kernel's d_type: no stat per entry
+            for e in it:
+                try:
+                    entries.append((e.name, _kind(e)))
+                except OSError:
+                    continue  # gone since it was listed
+        yield here, dfd, entries
+        if depth <= 0:
+            return
+        for name, kind in entries:
+            if kind == stat.S_IFDIR:
+                try:
+                    sub = os.open(name, DIR | os.O_NONBLOCK, dir_fd=dfd)
+                except OSError:
+                    continue  # gone, or no directory any more: never followed
+                yield from _scan(os.path.join(here, name), sub, depth - 1)
+    finally:
+        os.close(dfd)
+
+
+def replace(dfd: int, name: str, chunks: Iterable[bytes], mode: int | None = None) -> int:
+    """Atomically put the bytes of `chunks` at `name` in the directory `dfd`: a new file
+    under a random name, fsync, rename over `name`, fsync of the directory; the byte
+    count. `mode` None: 0666 minus the umask (the kernel applies it to the O_CREAT)."""
+    tmp = f".gitlane-{os.getpid()}-{os.urandom(8).hex()}.tmp"
+    fd = os.open(tmp, _NEW, 0o666, dir_fd=dfd)
+    size = 0
+    try:
+        try:
+            for data in chunks:
+                size += len(data)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            if mode is not None:
+                os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=dfd)
+        except OSError:
+            pass
+        raise
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass  # some filesystems cannot fsync a directory; the rename is done
+    return size
+
+
+def read(dfd: int, name: str, limit: int | None = None) -> bytes:
+    """The bytes of the regular file `name` in `dfd` (a symlink: ELOOP; a FIFO, socket,
+    device or directory: EINVAL/EISDIR, never opened for long); more than `limit`: EFBIG."""
+    fd = os.open(name, _READ, dir_fd=dfd)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            code = errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL
+            raise OSError(code, "not a regular file", name)
+        chunks, size = [], 0
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+            size += len(chunk)
+            if limit is not None and size > limit:
+                raise OSError(errno.EFBIG, "too large", name)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def write_file(
+    root: str, rel: str, data: bytes, mode: int | None = None, create: bool = False
+) -> None:
+    """Atomically replace `root/rel` (its directories reached without a symlink, made
+    when missing and `create`) with `data`: `replace` in the directory `walk` opens."""
+    dfd, _ = walk(root, os.path.dirname(rel), create)
+    try:
+        replace(dfd, os.path.basename(rel), [data], mode)
+    finally:
+        os.close(dfd)
+
+
+def read_file(root: str, rel: str, limit: int | None = None) -> bytes:
+    dfd, _ = walk(root, os.path.dirname(rel))
+    try:
+        return read(dfd, os.path.basename(rel), limit)
+    finally:
+        os.close(dfd)
+
+
+def unlink(root: str, rel: str) -> None:
+    """Remove the non-directory `root/rel` (a symlink itself, never what it names),
+    reached without a symlink on the way."""
+    dfd, _ = walk(root, os.path.dirname(rel))
+    try:
+        os.unlink(os.path.basename(rel), dir_fd=dfd)
+    finally:
+        os.close(dfd)
