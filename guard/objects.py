@@ -59,8 +59,7 @@ def admin_dir(common: str | os.PathLike[str], lane_path: str) -> str | None:
         return None
     for wid in ids:
         try:
-            with open(os.path.join(base, wid, "gitdir"), encoding="utf-8") as fh:
-                named = fh.read().rstrip("\n")
+            named = git.read_admin(os.path.join(base, wid, "gitdir")).rstrip("\n")
         except OSError:
             continue
         if os.path.realpath(named) == want:
@@ -140,7 +139,7 @@ def enroll(repo: Repo, lane_path: str) -> str:
         alt.unlink()
     want = shared(repo.common_dir) + "\n"
     try:
-        current = alt.read_text(encoding="utf-8")
+        current = git.read_admin(alt)  # the lane's store: a FIFO there is never opened
     except OSError:
         current = None
     if current != want:
@@ -202,8 +201,7 @@ def hostile_entries(common: str | os.PathLike[str], store: str) -> list[str]:
         if f in found or not os.path.lexists(f):
             continue
         try:
-            with open(f, encoding="utf-8", errors="surrogateescape") as fh:
-                same = name == "alternates" and fh.read(len(want) + 1) == want
+            same = name == "alternates" and git.read_admin(f, len(want) + 1) == want
         except OSError:
             same = False
         if not same:

@@ -28,6 +28,7 @@ REBASE_CFG = [
 ]
 REBASE_ENV = {"GIT_EDITOR": "true", "GIT_SEQUENCE_EDITOR": "true"}
 MAX_AUTO_STEPS = 10_000
+TODO_MAX = 1 << 26  # a rebase todo longer than this is not one sync reads (64 MiB)
 
 KINDS = {
     frozenset({1, 2, 3}): "both modified",
@@ -87,10 +88,10 @@ def _trusted_rebase(key: str, path: str) -> None:
     else:
         todo = gd / "rebase-merge" / "git-rebase-todo"
         try:
-            lines = todo.read_bytes().decode("utf-8", "surrogateescape").splitlines()
+            lines = git.read_admin(todo, TODO_MAX).splitlines()  # never a FIFO's open
             strategy = (
-                (gd / "rebase-merge" / "strategy").read_text()
-                if (gd / "rebase-merge" / "strategy").exists()
+                git.read_admin(gd / "rebase-merge" / "strategy")
+                if os.path.lexists(gd / "rebase-merge" / "strategy")
                 else ""
             )
         except (OSError, UnicodeDecodeError) as exc:
@@ -210,7 +211,7 @@ def _markers(path: str, files: list[str]) -> list[str]:
         try:
             if p.is_symlink() or not p.is_file():
                 continue
-            data = p.read_bytes()
+            data = git.read_regular(p, follow=False)  # swapped for a FIFO since: never read
         except OSError:
             continue
         hits.extend(f"{f}:{n}" for n in conflict_blocks(data, sizes.get(f, MARKER_SIZE)))
@@ -219,7 +220,7 @@ def _markers(path: str, files: list[str]) -> list[str]:
 
 def _read(gd: Path, name: str) -> str | None:
     try:
-        return (gd / name).read_text().strip()
+        return git.read_admin(gd / name).strip()
     except OSError:
         return None
 
