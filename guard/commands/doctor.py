@@ -639,7 +639,7 @@ def check_replace(repo: Repo) -> list[Check]:
                 FAIL,
                 f"{r} is a symbolic ref: git-lane never writes one (git symbolic-ref bypasses the hooks); "
                 "it is ignored as a landed tip",
-                f"git symbolic-ref --delete {r}",
+                landed.unforge_command(repo, r),
             )
         )
     refs = list(git.refs(repo.common_dir, "refs/replace/"))
