@@ -28,7 +28,6 @@ REBASE_CFG = [
 ]
 REBASE_ENV = {"GIT_EDITOR": "true", "GIT_SEQUENCE_EDITOR": "true"}
 MAX_AUTO_STEPS = 10_000
-TODO_MAX = 1 << 26  # a rebase todo longer than this is not one sync reads (64 MiB)
 
 KINDS = {
     frozenset({1, 2, 3}): "both modified",
@@ -88,10 +87,10 @@ def _trusted_rebase(key: str, path: str) -> None:
     else:
         todo = gd / "rebase-merge" / "git-rebase-todo"
         try:
-            lines = git.read_admin(todo, TODO_MAX).splitlines()  # never a FIFO's open
+            lines = todo.read_bytes().decode("utf-8", "surrogateescape").splitlines()
             strategy = (
-                git.read_admin(gd / "rebase-merge" / "strategy")
-                if os.path.lexists(gd / "rebase-merge" / "strategy")
+                (gd / "rebase-merge" / "strategy").read_text()
+                if (gd / "rebase-merge" / "strategy").exists()
                 else ""
             )
         except (OSError, UnicodeDecodeError) as exc:
