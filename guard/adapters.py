@@ -78,8 +78,7 @@ def _same(lane_path: str, rel: str, files: dict[str, str]) -> bool:
     if os.path.islink(p) or not os.path.isfile(p):
         return False
     try:
-        with open(p, "rb") as f:
-            return sha256(f.read()) == digest
+        return sha256(read_regular(p, follow=False)) == digest  # a swap since: no read
     except OSError:
         return False
 

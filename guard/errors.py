@@ -122,6 +122,12 @@ CODES: dict[str, Code] = _codes(
         "G5",
         "reading a sandboxed lane's own object store timed out (a FIFO planted there)",
     ),
+    (
+        "admin_unreadable",
+        "engine",
+        None,
+        "a lane's admin dir holds a FIFO, socket or device where git reads a file",
+    ),
     ("reconcile_ambiguous", "engine", None, "a dead land left main at neither recorded value"),
     ("no_landed_tip", "engine", None, "restore-main: nothing was ever landed"),
     (

@@ -373,8 +373,7 @@ def _record(state: str, key: str) -> tuple[str, str] | None:
 
 def _common_of(gd: str) -> str | None:
     try:
-        with open(os.path.join(gd, "commondir"), encoding="utf-8", errors="surrogateescape") as f:
-            rel = f.read().rstrip("\n")
+        rel = git.read_admin(os.path.join(gd, "commondir")).rstrip("\n")  # never a FIFO's
     except OSError:
         return None
     return os.path.realpath(os.path.join(gd, rel)) if rel else None

@@ -17,6 +17,7 @@ import subprocess
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 import contextlib
+import errno
 from contextlib import contextmanager
 from contextvars import ContextVar, copy_context
 from dataclasses import dataclass, field
@@ -513,6 +514,53 @@ class GitResult:
         return [ln for ln in self.stdout.splitlines() if ln]
 
 
+def open_regular(path: Path | str, follow: bool = True) -> int:
+    """A read-only descriptor of the regular file at `path` (symlinks followed), opened
+    without ever blocking: a FIFO, socket or device where a state file belongs is not
+    one (reading it would hang every command, or never end), so it raises OSError as a
+    directory does (EISDIR for a directory, EINVAL for the others). `follow=False`: a
+    symlink is not one either (ELOOP)."""
+    nofollow = 0 if follow else os.O_NOFOLLOW
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | nofollow)
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        code = errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL
+        raise OSError(code, "not a regular file", os.fspath(path))
+    return fd
+
+
+def read_regular(path: Path | str, follow: bool = True, limit: int | None = None) -> bytes:
+    """The bytes of a state file, read as `open_regular` opens it; more than `limit`
+    bytes is not a state file of ours: OSError (EFBIG)."""
+    fd = open_regular(path, follow)
+    try:
+        chunks = []
+        size = 0
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+            size += len(chunk)
+            if limit is not None and size > limit:
+                raise OSError(errno.EFBIG, "too large for a state file", os.fspath(path))
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_admin(path: Path | str, limit: int = 1 << 20) -> str:
+    """The text of a file in a lane's admin dir or worktree that git-lane reads by itself
+    (HEAD, logs/HEAD, gitdir, commondir, rebase-merge/*, a .git file...): the lane may
+    write there (exec --sandbox grants its admin dir), so a FIFO, a device or a symlink in
+    its place is never opened to block or followed (OSError, as read_regular); more than
+    `limit` bytes is not one of git's small files (OSError EFBIG); undecodable bytes are
+    kept (surrogateescape)."""
+    return read_regular(path, follow=False, limit=limit).decode("utf-8", "surrogateescape")
+
+
 # A git call that reads a store a sandboxed CMD may write while it runs (a lane's own
 # object store) can block for ever: a FIFO planted there blocks git's open(2). Such calls
 # pass `timeout`; git then runs in its own process group, killed whole when it expires.
@@ -837,8 +885,53 @@ def parse_worktrees(z: str) -> list[Worktree]:
     return out
 
 
+# What git reads in each worktree's admin dir (`<common>/worktrees/<id>/`) to list the
+# worktrees and to run in one: the lane may write there (exec --sandbox grants its admin
+# dir), and a FIFO in one of these places blocks git's open(2) for ever.
+ADMIN_READS = (
+    "HEAD",
+    "gitdir",
+    "commondir",
+    "locked",
+    "index",
+    "config.worktree",
+    "ORIG_HEAD",
+    "FETCH_HEAD",
+    "MERGE_HEAD",
+    "CHERRY_PICK_HEAD",
+    "REVERT_HEAD",
+    "AUTO_MERGE",
+    "logs/HEAD",
+)
+
+
+def admin_blockers(common: str | os.PathLike[str]) -> list[str]:
+    """The places of ADMIN_READS, in every worktree's admin dir, that hold something git's
+    open(2) may block on or never finish reading (a FIFO, a socket, a device; a symlink to
+    one too). A few stat calls per lane: checked before git is asked to read them."""
+    base = os.path.join(common, "worktrees")
+    try:
+        ids = sorted(os.listdir(base))
+    except OSError:
+        return []
+    out = []
+    for wid in ids:
+        for name in ADMIN_READS:
+            p = os.path.join(base, wid, name)
+            try:
+                mode = os.stat(p).st_mode
+            except OSError:
+                continue
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                out.append(p)
+    return out
+
+
 def worktrees(cwd: Where) -> list[Worktree]:
-    return parse_worktrees(run(["worktree", "list", "--porcelain", "-z"], cwd).stdout)
+    """git's worktree list, bounded (lane_read_timeout): it opens every lane's admin files,
+    which the lanes may write; a git killed on expiry is a GitError."""
+    res = run(["worktree", "list", "--porcelain", "-z"], cwd, timeout=lane_read_timeout())
+    return parse_worktrees(res.stdout)
 
 
 def by_path(wts: list[Worktree]) -> dict[str, Worktree]:
@@ -856,7 +949,7 @@ def worktree_git_dir(path: str | os.PathLike[str]) -> Path | None:
     try:
         if dotgit.is_dir():
             return dotgit
-        text = dotgit.read_text()
+        text = read_admin(dotgit)
     except OSError:
         return None
     if not text.startswith("gitdir: "):

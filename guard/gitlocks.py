@@ -104,8 +104,7 @@ def repo_roots(repo: Repo, *more: str) -> list[str] | None:
         entries = []
     for e in entries:
         try:
-            with open(os.path.join(common, "worktrees", e, "gitdir"), "rb") as f:
-                named = os.fsdecode(f.read(1 << 16)).strip()
+            named = git.read_admin(os.path.join(common, "worktrees", e, "gitdir"), 1 << 16).strip()
         except OSError:
             continue
         if named:
@@ -248,7 +247,8 @@ def _checkpoint(state_dir: Path, key: str) -> tuple[str, str, int, float]:
         if not rec.is_file() or rec.is_symlink():
             return "none", "", 0, 0.0
         written = rec.stat().st_mtime
-        kv = dict(ln.partition("=")[::2] for ln in rec.read_text().splitlines())
+        text = git.read_admin(rec, 1 << 16)
+        kv = dict(ln.partition("=")[::2] for ln in text.splitlines())
     except (OSError, UnicodeDecodeError):
         return "none", "", 0, 0.0
     pid, ticks, ino = kv.get("pid", ""), kv.get("ticks", ""), kv.get("ino", "")

@@ -32,6 +32,7 @@ still read as numbers, and a name that is not exactly 10 digits is not ours."""
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -323,7 +324,7 @@ def forgeries(repo: Repo) -> list[str]:
         for n in files:
             p = os.path.join(d, n)
             try:
-                with open(p, "rb") as f:
+                with os.fdopen(git.open_regular(p, follow=False), "rb") as f:  # no FIFO's
                     head = f.read(5)
             except OSError:
                 continue
@@ -332,15 +333,53 @@ def forgeries(repo: Repo) -> list[str]:
     return sorted(out)
 
 
+_SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+
+
+def packed_value(repo: Repo, ref: str) -> str | None:
+    """What packed-refs holds for `ref` (after `git gc` or `pack-refs`, a landed ref lives
+    there only), or None. A symbolic ref written over it hides it without removing it."""
+    try:
+        text = git.read_regular(os.path.join(str(repo.common_dir), "packed-refs"))
+    except OSError:
+        return None
+    want = b" " + ref.encode()
+    for ln in text.splitlines():
+        if ln.endswith(want) and not ln.startswith((b"#", b"^")):
+            sha = ln[: -len(want)].decode("ascii", "replace")
+            if _SHA.fullmatch(sha):
+                return sha
+    return None
+
+
+def unforge_command(repo: Repo, ref: str) -> str:
+    """The command that removes the symbolic ref `ref` and loses nothing: with a packed
+    value beneath it, the ref made plain again at that value (a delete would remove the
+    packed entry too: git deletes a name from both places); else its delete."""
+    packed = packed_value(repo, ref)
+    if packed is not None:
+        return f"git update-ref --no-deref {ref} {packed}"
+    return f"git symbolic-ref --delete {ref}"
+
+
 def clear_forgeries(repo: Repo, lane: str | None) -> list[str]:
-    """Delete every symbolic ref under refs/git-lane/ (the hook lets a symbolic ref there
-    go: it holds nothing landed). Each removal is logged. Returns what was removed."""
+    """Remove every symbolic ref under refs/git-lane/ (the hook lets a symbolic ref there
+    go: it holds nothing landed). One written over a packed landed ref is replaced by
+    that ref's packed value, never deleted (git would delete the packed entry with it).
+    Each is logged. Returns what was removed."""
     gone = []
     for ref in forgeries(repo):
-        res = git.run(["update-ref", "--no-deref", "-d", ref], repo.common_dir, check=False)
+        packed = packed_value(repo, ref)
+        if packed is not None:
+            args = ["update-ref", "--no-deref", ref, packed]
+        else:
+            args = ["update-ref", "--no-deref", "-d", ref]
+        res = git.run(args, repo.common_dir, check=False)
         if res.ok:
             gone.append(ref)
-            repo.store.event("warning", lane=lane, code="landed_ref_forgery_removed", ref=ref)
+            repo.store.event(
+                "warning", lane=lane, code="landed_ref_forgery_removed", ref=ref, restored=packed
+            )
     return gone
 
 

@@ -328,7 +328,7 @@ def _finish_lanes(repo: Repo, txn: Landing, held: lock.Held | None) -> None:
 def _checked_out(path: str, ref: str) -> bool:
     gd = git.worktree_git_dir(path)
     try:
-        return gd is not None and (gd / "HEAD").read_text().strip() == f"ref: {ref}"
+        return gd is not None and git.read_admin(gd / "HEAD").strip() == f"ref: {ref}"
     except OSError:
         return False
 
@@ -409,7 +409,7 @@ def carry_hub(
     # still the hub (main checked out there)? Its HEAD file says, without a git call
     gd = git.worktree_git_dir(hub)
     try:
-        head = (gd / "HEAD").read_text().strip() if gd is not None else ""
+        head = git.read_admin(gd / "HEAD").strip() if gd is not None else ""
     except OSError:
         head = ""
     if head != f"ref: {main_ref}":

@@ -60,8 +60,7 @@ def admin_dir(common: str | os.PathLike[str], lane_path: str) -> str | None:
         return None
     for wid in ids:
         try:
-            with open(os.path.join(base, wid, "gitdir"), encoding="utf-8") as fh:
-                named = fh.read().rstrip("\n")
+            named = git.read_admin(os.path.join(base, wid, "gitdir")).rstrip("\n")
         except OSError:
             continue
         if os.path.realpath(named) == want:

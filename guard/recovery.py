@@ -119,7 +119,7 @@ def repair_pointers(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
 def head_ref(admin: Path) -> str | None:
     """What the worktree's HEAD names: a full ref when symbolic, else None."""
     try:
-        text = (admin / "HEAD").read_text().strip()
+        text = git.read_admin(admin / "HEAD").strip()
     except OSError:
         return None
     return text[len("ref: ") :] if text.startswith("ref: ") else None
@@ -130,7 +130,7 @@ def newest_head_log(admin: Path) -> str | None:
     of the file (a reflog of years stays cheap), or None when there is none."""
     p = admin / "logs" / "HEAD"
     try:
-        with open(p, "rb") as f:
+        with os.fdopen(git.open_regular(p, follow=False), "rb") as f:  # a FIFO never blocks
             f.seek(0, os.SEEK_END)
             size = f.tell()
             chunk = 4096

@@ -12,7 +12,7 @@ from pathlib import Path
 from guard import git, policy
 from guard.config import PROJECT_FILE, Config, load, with_project
 from guard.errors import Refusal
-from guard.store import Store, read_regular, special
+from guard.store import Store, open_regular, read_regular, special
 
 
 # In the directory holding a repository's lanes (<worktrees_root>/<slug>/, not granted by
@@ -250,7 +250,8 @@ class Repo:
         """The newest value the main worktree's HEAD reflog recorded, when it still names
         a commit here (read from the file's end: a reflog of years stays cheap)."""
         try:
-            with open(os.path.join(self.common_dir, "logs", "HEAD"), "rb") as f:
+            fd = open_regular(os.path.join(self.common_dir, "logs", "HEAD"))  # a FIFO's: OSError
+            with os.fdopen(fd, "rb") as f:
                 f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
                 lines = f.read().splitlines()
         except OSError:
@@ -302,7 +303,53 @@ class Repo:
             self.store.lanes()
         except Refusal:
             pass
-        return git.worktrees(self.common_dir)
+        # git opens every lane's admin files to list them: a FIFO there would hang it
+        blocked = git.admin_blockers(self.common_dir)
+        if blocked:
+            raise self.admin_blocked(blocked)
+        res = git.run(
+            ["worktree", "list", "--porcelain", "-z"],
+            self.common_dir,
+            check=False,
+            timeout=git.lane_read_timeout(),
+        )
+        if res.timed_out:  # something planted after the check, or a place it does not know
+            raise self.admin_blocked(git.admin_blockers(self.common_dir), res.stderr)
+        if not res.ok:
+            from guard.errors import GitError
+
+            raise GitError(res.argv, res.returncode, res.stdout, res.stderr)
+        return git.parse_worktrees(res.stdout)
+
+    def admin_blocked(self, paths: list[str], stderr: str = "") -> Refusal:
+        """admin_unreadable: what blocks git in lanes' admin dirs, each with its fix: the
+        thing removed (a FIFO, socket or device node holds nothing committed), HEAD put
+        back naming the lane's branch (from its record, trusted state), then reconcile
+        (which rewrites a lane's gitdir and commondir)."""
+        branches: dict[str, str] = {}
+        try:
+            for rec in self.store.lanes():
+                admin = self.store.admin_dir(rec)
+                if admin is not None:
+                    branches[os.path.realpath(admin)] = rec.branch
+        except Refusal:
+            pass
+        nxt = []
+        for p in paths:
+            nxt.append(f"rm -f -- {git.q(p)}")
+            branch = branches.get(os.path.realpath(os.path.dirname(p)))
+            if os.path.basename(p) == "HEAD" and branch:  # <admin>/HEAD (logs/HEAD: no)
+                nxt.append(f"printf 'ref: refs/heads/%s\\n' {git.q(branch)} > {git.q(p)}")
+        nxt.append("git lane reconcile")
+        where = ", ".join(paths) if paths else f"a file under {self.common_dir}/worktrees/"
+        return Refusal(
+            "admin_unreadable",
+            f"git cannot read a lane's admin dir: {where} is no regular file (a FIFO, a "
+            "socket or a device a lane put there), and git blocks opening it, so nothing "
+            "was done",
+            next=nxt,
+            details={"paths": paths, "stderr": stderr[-2000:]},
+        )
 
     def hub(self, wts: list[git.Worktree] | None = None) -> git.Worktree | None:
         for wt in wts if wts is not None else self.worktrees():

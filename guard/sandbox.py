@@ -343,9 +343,10 @@ def facts(
     lane_real = _real(lane_path)
     common_real = _real(common)
     dotgit = os.path.join(lane_real, ".git")
+    from guard.git import read_admin  # the lane's to write: a FIFO there never blocks
+
     try:
-        with open(dotgit, encoding="utf-8") as fh:
-            text = fh.read()
+        text = read_admin(dotgit)
     except OSError as exc:
         raise SandboxError(f"cannot read {dotgit}: {exc.strerror}") from None
     if not text.startswith("gitdir: "):
@@ -358,8 +359,7 @@ def facts(
     # lane's admin dir. git's record there, `gitdir`, points back at the worktree that owns
     # it, and only the owner of that lane could have written it.
     try:
-        with open(os.path.join(admin, "gitdir"), encoding="utf-8") as fh:
-            back = fh.read().rstrip("\n")
+        back = read_admin(os.path.join(admin, "gitdir")).rstrip("\n")
     except OSError as exc:
         raise SandboxError(f"cannot read {admin}/gitdir: {exc.strerror}") from None
     if _real(back if os.path.isabs(back) else os.path.join(admin, back)) != _real(dotgit):

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from guard import git
+from guard.git import open_regular as open_regular  # here for its callers
+from guard.git import read_regular as read_regular
 from guard.errors import Refusal
 from guard.policy import KEY_RE
 
@@ -102,26 +104,6 @@ def set_aside_file(path: Path) -> Path | None:
     return move_aside(path, str(os.getpid()))
 
 
-def open_regular(path: Path | str, follow: bool = True) -> int:
-    """A read-only descriptor of the regular file at `path` (symlinks followed), opened
-    without ever blocking: a FIFO, socket or device where a state file belongs is not
-    one (reading it would hang every command, or never end), so it raises OSError as a
-    directory does (EISDIR for a directory, EINVAL for the others). `follow=False`: a
-    symlink is not one either (ELOOP)."""
-    nofollow = 0 if follow else os.O_NOFOLLOW
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | nofollow)
-    try:
-        mode = os.fstat(fd).st_mode
-    except OSError:
-        os.close(fd)
-        raise
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        code = errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL
-        raise OSError(code, "not a regular file", os.fspath(path))
-    return fd
-
-
 def special(path: Path | str) -> bool:
     """Is something other than a regular file or a directory (symlinks followed: a FIFO, a
     socket, a device) where a state file belongs? A missing or dangling one is not."""
@@ -130,23 +112,6 @@ def special(path: Path | str) -> bool:
     except OSError:
         return False
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
-
-
-def read_regular(path: Path | str, follow: bool = True, limit: int | None = None) -> bytes:
-    """The bytes of a state file, read as `open_regular` opens it; more than `limit`
-    bytes is not a state file of ours: OSError (EFBIG)."""
-    fd = open_regular(path, follow)
-    try:
-        chunks = []
-        size = 0
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-            size += len(chunk)
-            if limit is not None and size > limit:
-                raise OSError(errno.EFBIG, "too large for a state file", os.fspath(path))
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:

@@ -563,6 +563,77 @@ def test_a_lane_with_a_submodule(repo: Repo, tmp_path: Path, gitlane_on_path: Pa
     state_parses(repo)
 
 
+def release_fifos(root: Path) -> None:
+    """Give a reader blocked in open(2) of a FIFO under `root` its writer (then EOF): a
+    git a failing test leaves blocked ends."""
+    for f in [p for p in root.rglob("*") if p.is_fifo()]:
+        with contextlib.suppress(OSError):
+            os.close(os.open(f, os.O_WRONLY | os.O_NONBLOCK))
+
+
+def fixed_by_next(r: LaneRun, hub: Path, args: tuple[str, ...], fifo: Path) -> None:
+    """The command refused admin_unreadable naming `fifo` (doctor: a FAIL line saying so),
+    and its next (doctor: its fix), run as printed, recovers."""
+    if r.code == "doctor_failed":
+        # each check that lists the worktrees says so: the first fix is the fix
+        check = next(c for c in r.json["checks"] if "[admin_unreadable]" in c["message"])
+        assert str(fifo) in check["message"], check
+        res = sh(check["fix"], hub)
+        assert res.returncode == 0, (check["fix"], res.stdout, res.stderr)
+        return
+    assert r.code == "admin_unreadable", (args, r.stdout)
+    assert r.json["details"]["paths"] == [str(fifo)], r.stdout
+    recovers(r, hub, args)
+
+
+FIFO_COMMANDS = [("status",), ("doctor",), ("reconcile",), ("land", "alpha"), ("sync", "alpha")]
+
+
+@pytest.mark.parametrize("args", [*FIFO_COMMANDS, ("release", "alpha")])
+def test_a_fifo_at_a_lanes_head_reflog_hangs_no_owner_command(
+    world: tuple[Repo, Path, list[str]], args: tuple[str, ...]
+) -> None:
+    """The admin dir is the lane's to write (exec --sandbox grants it, mkfifo included):
+    a FIFO at `<admin>/logs/HEAD` (read for the lane's facts by status, doctor,
+    reconcile, land, sync and release) is never opened to block; each command ends with
+    a result or a coded refusal (red team 13G)."""
+    repo, lp, shas = world
+    admin = admin_dir(lp)  # git in the lane would block on the FIFO too
+    logs_head = admin / "logs" / "HEAD"
+    logs_head.unlink()
+    os.mkfifo(logs_head)
+    try:
+        fixed_by_next(cli(*args, cwd=repo.path), repo.path, args, logs_head)
+    finally:
+        release_fifos(admin)
+    assert cli("status", cwd=repo.path).rc == 0
+    kept(repo, shas)
+
+
+@pytest.mark.parametrize("args", FIFO_COMMANDS)
+def test_a_fifo_at_a_lanes_head_hangs_no_owner_command(
+    world: tuple[Repo, Path, list[str]], args: tuple[str, ...]
+) -> None:
+    """A FIFO at `<admin>/HEAD` blocks git itself (`git worktree list` opens every
+    worktree's HEAD): the engine's git calls that read lanes' admin dirs are bounded
+    (guard/git.py lane_read_timeout) and its own reads never block; each command ends."""
+    repo, lp, shas = world
+    admin = admin_dir(lp)  # git in the lane would block on the FIFO too
+    head = admin / "HEAD"
+    head.unlink()
+    os.mkfifo(head)
+    env = {"GITLANE_TEST_LANE_READ_TIMEOUT": "3"}
+    try:
+        # removes the FIFO, writes HEAD back, reconciles
+        fixed_by_next(cli(*args, cwd=repo.path, env=env), repo.path, args, head)
+    finally:
+        release_fifos(admin)
+    assert head.read_text() == "ref: refs/heads/lane/alpha\n"
+    st = cli("status", cwd=repo.path)
+    assert st.rc == 0 and [ln["state"] for ln in st.json["lanes"]] == ["active"], st.stdout
+    kept(repo, shas)
+
+
 # -- read-only and full state directories: a filesystem of their own -------------------------
 @contextlib.contextmanager
 def mounted(target: Path, *opts: str) -> Iterator[None]:

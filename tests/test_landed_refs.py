@@ -479,6 +479,52 @@ def test_a_symbolic_ref_under_the_landed_namespace_is_never_a_landed_tip(
     assert ref(3) in landed_refs(repo)
 
 
+def test_a_symbolic_ref_over_a_packed_landed_ref_is_removed_keeping_the_landed_ref(
+    landed2: tuple[Repo, list[str], list[str]],
+) -> None:
+    """After `git gc` (or `pack-refs`) the landed refs live in packed-refs only, and a
+    `git symbolic-ref` over one hides it. git deletes a name from packed-refs too when the
+    symbolic ref is deleted: the hooks refuse that delete, and doctor's fix, run as
+    printed, makes the ref plain again at its packed (landed) value (red team 13G)."""
+    from hookfix import assert_refused
+
+    repo, (_a, _b), _ = landed2
+    before = landed_refs(repo)
+    assert_ok(run(repo.path, "pack-refs", "--all"))  # what `git gc` does
+    assert_ok(run(repo.path, "symbolic-ref", ref(1), "refs/heads/main"))
+    assert_refused(run(repo.path, "symbolic-ref", "--delete", ref(1)))
+    assert_refused(run(repo.path, "update-ref", "--no-deref", "-d", ref(1)))
+    checks = doctor(repo)
+    forged = [c for c in checks["landed refs"] if c["status"] == "fail"]
+    assert len(forged) == 1 and forged[0]["fix"] == (
+        f"git update-ref --no-deref {ref(1)} {before[ref(1)]}"
+    ), checks
+    assert_ok(run(repo.path, *forged[0]["fix"].split()[1:]))  # as printed
+    assert landed_refs(repo) == before, landed_refs(repo)
+    assert all(c["status"] == "ok" for c in doctor(repo)["landed refs"])
+    # making it plain at any other value is still refused
+    assert_ok(run(repo.path, "symbolic-ref", ref(1), "refs/heads/main"))
+    assert_refused(run(repo.path, "update-ref", "--no-deref", ref(1), before[ref(2)]))
+
+
+def test_land_clearing_a_symbolic_ref_over_a_packed_landed_ref_keeps_the_landed_ref(
+    landed2: tuple[Repo, list[str], list[str]],
+) -> None:
+    """land removes every symbolic ref under refs/git-lane/ before it writes its own: one
+    over a packed landed ref is made plain at the packed value, never deleted."""
+    from enginehelp import ready_lane
+
+    repo, (a, _b), _ = landed2
+    assert_ok(run(repo.path, "pack-refs", "--all"))
+    assert_ok(run(repo.path, "symbolic-ref", ref(1), "refs/heads/main"))
+    ready_lane(repo, "c")
+    r = repo.jlane("land", "c")
+    assert r.code == "landed", r.stdout + r.stderr
+    assert any("symbolic ref" in w for w in r.json["warnings"]), r.json["warnings"]
+    assert landed_refs(repo).get(ref(1)) == a, landed_refs(repo)
+    assert git(repo.path, "for-each-ref", "--format=%(symref)", LANDED).stdout.strip() == ""
+
+
 def test_land_never_writes_its_landed_ref_through_a_planted_symbolic_ref(
     landed2: tuple[Repo, list[str], list[str]],
 ) -> None:

@@ -295,7 +295,8 @@ def check_shadows(repo: Repo) -> list[Check]:
     root = Path(os.path.realpath(repo.common_dir)) / name
     if os.path.lexists(root) and not root.is_dir():
         try:
-            content = root.read_text(errors="replace").strip()[:80]
+            with os.fdopen(git.open_regular(root, follow=False), "rb") as f:  # never a FIFO's
+                content = f.read(200).decode("utf-8", "replace").strip()[:80]
         except OSError:
             content = "?"
         out.append(
@@ -320,7 +321,8 @@ def check_shallow(repo: Repo) -> list[Check]:
     if not path.exists():
         return [finding("shallow", OK, "not a shallow repository")]
     try:
-        shas = [ln.strip() for ln in path.read_text().splitlines() if ln.strip()]
+        text = git.read_regular(path).decode("utf-8", "surrogateescape")  # never a FIFO's
+        shas = [ln.strip() for ln in text.splitlines() if ln.strip()]
     except OSError as exc:
         return [finding("shallow", FAIL, f"{path} is unreadable: {exc}", f"ls -l {q(path)}")]
     cut = git.shallow_cut(repo.common_dir, shas)
@@ -637,7 +639,7 @@ def check_replace(repo: Repo) -> list[Check]:
                 FAIL,
                 f"{r} is a symbolic ref: git-lane never writes one (git symbolic-ref bypasses the hooks); "
                 "it is ignored as a landed tip",
-                f"git symbolic-ref --delete {r}",
+                landed.unforge_command(repo, r),
             )
         )
     refs = list(git.refs(repo.common_dir, "refs/replace/"))

@@ -997,7 +997,7 @@ def hub_next(hub: str, before: str, after: str) -> str:
 def _on_main(hub: str, main_ref: str) -> bool:
     gd = git.worktree_git_dir(hub)
     try:
-        return gd is not None and (gd / "HEAD").read_text().strip() == f"ref: {main_ref}"
+        return gd is not None and git.read_admin(gd / "HEAD").strip() == f"ref: {main_ref}"
     except OSError:
         return False
 

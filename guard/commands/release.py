@@ -391,7 +391,7 @@ def _only_tip_files(repo: Repo, path: str, tip: str | None) -> bool:
                 if stat.S_ISLNK(st.st_mode):
                     data = os.fsencode(os.readlink(full))
                 elif stat.S_ISREG(st.st_mode):  # never a FIFO's read (it would hang)
-                    data = Path(full).read_bytes()
+                    data = git.read_regular(full, follow=False)  # a swap since: no read
                 else:
                     return False
             except OSError:
@@ -456,7 +456,7 @@ def lock_reason(path: str) -> str | None:
     gd = git.worktree_git_dir(path)
     try:
         return (
-            (gd / "locked").read_text().strip()
+            git.read_admin(gd / "locked").strip()
             if gd is not None and (gd / "locked").is_file()
             else None
         )
@@ -491,7 +491,12 @@ def _inspect(repo: Repo, rec: LaneRecord, wt: git.Worktree | None, main_sha: str
     wanted: set[str] = set()
     replaced: set[str] = set()
     for where, ref in ((rec.path, "HEAD"), (str(common), f"refs/heads/{rec.branch}")):
-        logged = git.run(["reflog", "show", "--format=%H %gs", ref], where, check=False)
+        logged = git.run(  # the lane's logs/HEAD: a FIFO planted there must not hang release
+            ["reflog", "show", "--format=%H %gs", ref],
+            where,
+            check=False,
+            timeout=git.lane_read_timeout() if ref == "HEAD" else None,
+        )
         if not logged.ok and ref == "HEAD":
             work.detached.append(f"(the HEAD reflog of {rec.path} could not be read)")
             continue
@@ -696,7 +701,7 @@ def _prune_agent_excludes(repo: Repo, key: str) -> None:
 
 def _read(path: Path) -> str:
     try:
-        return path.read_text()
+        return git.read_regular(path).decode("utf-8", "surrogateescape")
     except OSError:
         return ""
 
@@ -780,7 +785,7 @@ def thaw_dead(path: str) -> bool:
         return False
     lk = gd / "index.lock"
     try:
-        with open(lk, "rb") as f:
+        with os.fdopen(git.open_regular(lk, follow=False), "rb") as f:  # never a FIFO's
             head = f.read(200).decode("ascii")
     except (OSError, UnicodeDecodeError):
         return False

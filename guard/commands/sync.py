@@ -320,7 +320,7 @@ def _markers(path: str, files: list[str]) -> list[str]:
         try:
             if p.is_symlink() or not p.is_file():
                 continue
-            data = p.read_bytes()
+            data = git.read_regular(p, follow=False)  # swapped for a FIFO since: never read
         except OSError:
             continue
         hits.extend(f"{f}:{n}" for n in conflict_blocks(data, sizes.get(f, MARKER_SIZE)))
@@ -329,7 +329,7 @@ def _markers(path: str, files: list[str]) -> list[str]:
 
 def _read(gd: Path, name: str) -> str | None:
     try:
-        return (gd / name).read_text().strip()
+        return git.read_admin(gd / name).strip()
     except OSError:
         return None
 
