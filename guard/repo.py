@@ -340,6 +340,9 @@ class Repo:
             branch = branches.get(os.path.realpath(os.path.dirname(p)))
             if os.path.basename(p) == "HEAD" and branch:  # <admin>/HEAD (logs/HEAD: no)
                 nxt.append(f"printf 'ref: refs/heads/%s\\n' {git.q(branch)} > {git.q(p)}")
+            if os.path.basename(p) == "index" and branch:  # from the lane's commit; the
+                # worktree's files are kept (with no index, a commit would delete them all)
+                nxt.append(f"git --git-dir={git.q(os.path.dirname(p))} read-tree HEAD")
         nxt.append("git lane reconcile")
         where = ", ".join(paths) if paths else f"a file under {self.common_dir}/worktrees/"
         return Refusal(
