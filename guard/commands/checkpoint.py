@@ -95,6 +95,11 @@ def run(repo: Repo, key: str | None, message: str | None) -> CheckpointResult:
                 # through our fd: a link the lane put at the lock's name since is not followed
                 os.utime(f.fileno(), ns=(st.st_atime_ns, st.st_mtime_ns))
         env = {"GIT_INDEX_FILE": lock}
+        # every name, before git touches it: `git add -A` over a name git refuses as a
+        # path (`../x`, which sorts first) writes a tree with entries twice
+        bad = git.unsafe_index_entries(path, env)
+        if bad:  # an entry the lane wrote into its index by hand: never committed
+            raise _unsafe_refusal(key, path, bad)
         added = git.add_all(path, env)  # never git inside a submodule
         if not added.ok:  # a file git cannot read or clean: nothing is committed
             raise _commit_refusal(key, path, added)
