@@ -353,6 +353,13 @@ P
 """
 
 
+def _says_stale(hub: Repo) -> None:
+    """The owner's status reads the absorbed lane from the shared store: stale, 1 behind."""
+    st = hub.jlane("status", "alpha")
+    view = st.json["lanes"][0]
+    assert (view["fresh"], view["behind"]) == (False, 1), st.stdout
+
+
 def test_a_commit_graph_in_the_lane_store_never_lets_a_stale_lane_land(
     hub: Repo, tmp_path: Path
 ) -> None:
@@ -375,6 +382,7 @@ def test_a_commit_graph_in_the_lane_store_never_lets_a_stale_lane_land(
     tip = git(alpha, "rev-parse", "HEAD").stdout.strip()
     # the truth: the lane's tip does not contain the landed commit
     assert git(hub.path, "merge-base", "--is-ancestor", m1, tip, check=False).returncode == 1
+    _says_stale(hub)
 
     land = hub.jlane("land", "alpha")
     # a stale lane must be refused (stale_lane), and main must still hold what was landed
@@ -443,6 +451,7 @@ def test_a_pack_in_the_lane_store_never_lets_a_stale_lane_land(hub: Repo, tmp_pa
     assert r.rc == 0, r.stdout + r.stderr
     tip = git(alpha, "rev-parse", "HEAD").stdout.strip()
     assert git(hub.path, "merge-base", "--is-ancestor", m1, tip, check=False).returncode == 1
+    _says_stale(hub)
 
     land = hub.jlane("land", "alpha")
     assert hub.sha() == m1, f"main moved onto a lane that drops a landed commit: {land.stdout}"
@@ -470,3 +479,26 @@ def test_a_commit_graph_never_lets_cmd_land_its_stale_lane_through_the_socket(
     assert hub.sha() == m1, (
         f"CMD's socket land moved main onto its stale lane: {r.stdout}{r.stderr}"
     )
+
+
+def test_a_commit_graph_never_lets_the_queue_land_a_stale_lane_unsynced(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """The queue asks whether a lane must be synced after importing it, from the shared
+    store alone: the forged graph's stale lane is rebased onto main, then landed, and main
+    keeps the landed commit (before: judged fresh, not synced, and refused stale_lane by
+    land; before that fix, landed over the landed commit)."""
+    alpha = hub.create("alpha")
+    mover = hub.create("mover")
+    hub.commit(mover, "m.txt", "landed by mover\n")
+    assert hub.lane("land", "mover").rc == 0
+    m1 = hub.sha() or ""
+    r = _run(hub, tmp_path, FORGE_GRAPH, REAL_GIT, m1)
+    assert r.rc == 0, r.stdout + r.stderr
+    assert hub.jlane("ready", "alpha").rc == 0
+    q = hub.jlane("queue", "alpha")
+    assert q.json["landed"] == ["alpha"], q.stdout + q.stderr
+    main = hub.sha() or ""
+    assert git(hub.path, "merge-base", "--is-ancestor", m1, main, check=False).returncode == 0
+    assert (hub.path / "m.txt").exists() and (hub.path / "alpha.txt").exists()
+    del alpha
