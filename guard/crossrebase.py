@@ -102,8 +102,10 @@ def _one(repo: Repo, rec: LaneRecord, main_sha: str) -> AutoSyncLeft | str | Non
     objects.use(repo, rec.path)  # this lane's store only, never the landed lane's
     key, branch_ref = rec.key, f"refs/heads/{rec.branch}"
     tip = repo.ref_sha(branch_ref)
-    if tip is not None and git.is_ancestor(repo.common_dir, main_sha, tip):
-        return None
+    if tip is not None:
+        with objects.decided_in_shared_store(repo, rec.path, main_sha, tip):
+            if git.is_ancestor(repo.common_dir, main_sha, tip):
+                return None
     # cheap looks first, without the registry lock; all of them again under it
     why = _not_idle(repo, rec, tip, main_sha)
     if why is not None:

@@ -48,6 +48,7 @@ REPO_POINTERS = (
 _PROGRAM_OR_HISTORY = (
     "GIT_TEST_FSMONITOR", "GIT_DIFFTOOL_EXTCMD", "GIT_DIFF_TOOL",
     "GIT_REPLACE_REF_BASE", "GIT_SHALLOW_FILE",
+    "GIT_TEST_COMMIT_GRAPH",  # reads a commit-graph whatever core.commitGraph says
 )  # fmt: skip
 
 _real_git: str | None = None
@@ -122,6 +123,36 @@ def lane_objects(*stores: str | None) -> Iterator[None]:
         yield
     finally:
         _READ_STORES.reset(token)
+
+
+# Decisions about ancestry, freshness and what lands (land's gates, the queue) are made
+# once the lane's objects are in the shared store, imported through objects.import_lane
+# (every object re-hashed): from then on, within `shared_store_only()`, engine git calls
+# read the shared store alone. No lane store is named, not even the own store of a lane
+# the call runs in: git looks an object up in every pack (an alternate's too) before any
+# loose object, so a pack a lane wrote could stand in for a loose commit of the shared
+# store. And no commit-graph is read (core.commitGraph=false): git takes a commit's
+# parents from the first object directory's commit-graph, unchecked, and a graph file is
+# a plain file anyone who writes a store can forge (red team 13I). What a lane's own
+# worktree holds (its status: staged objects may be in its store only) is read with
+# `shared_store_only(False)`.
+_SHARED_ONLY: ContextVar[bool] = ContextVar("gitlane_shared_only", default=False)
+SHARED_ONLY_CONFIG = ("-c", "core.commitGraph=false")
+
+
+@contextmanager
+def shared_store_only(on: bool = True) -> Iterator[None]:
+    """Within (when `on`): engine git calls read the shared object store alone, without
+    any commit-graph; `on=False` reads lanes' stores again (a lane's own worktree facts)."""
+    token = _SHARED_ONLY.set(on)
+    try:
+        yield
+    finally:
+        _SHARED_ONLY.reset(token)
+
+
+def reading_shared_store_only() -> bool:
+    return _SHARED_ONLY.get()
 
 
 def in_own_context(fn: F) -> F:
@@ -324,18 +355,20 @@ def _argv_env(
     args: Sequence[str], cwd: Where, env: Mapping[str, str] | None
 ) -> tuple[tuple[str, ...], Mapping[str, str] | None]:
     pinned = lane_pointers(cwd)
-    stores = list(_READ_STORES.get())
+    only = _SHARED_ONLY.get()
+    stores = [] if only else list(_READ_STORES.get())
+    pre = SHARED_ONLY_CONFIG if only else ()
     if pinned is None:
-        return (real_git(), *args), _with_stores(stores, env)
+        return (real_git(), *pre, *args), _with_stores(stores, env)
     if not pinned:  # a submodule inside a lane: its own repository, no program of its config
-        return (real_git(), *LANE_CONFIG, *args), env
+        return (real_git(), *LANE_CONFIG, *pre, *args), env
     _check_worktree_config(pinned["GIT_DIR"], pinned["GIT_COMMON_DIR"])
     if not (env and "GIT_INDEX_FILE" in env):  # git opens the lane's own index
         check_index_file(pinned["GIT_DIR"], pinned["GIT_WORK_TREE"])
-    own = _store_of(pinned["GIT_DIR"])
+    own = None if only else _store_of(pinned["GIT_DIR"])
     if own is not None:
         stores.insert(0, own)
-    return (real_git(), *LANE_CONFIG, *args), _with_stores(stores, {**pinned, **(env or {})})
+    return (real_git(), *LANE_CONFIG, *pre, *args), _with_stores(stores, {**pinned, **(env or {})})
 
 
 Where = str | os.PathLike[str] | None

@@ -647,6 +647,26 @@ def _detached_commits(
 
 
 # -- the view of a lane -------------------------------------------------------------------
+def _ahead_behind(repo: Repo, main_sha: str, tip: str) -> tuple[int, int]:
+    """(behind, ahead) of a lane's tip. A sandboxed lane's (its store named: objects.use)
+    is read from the shared store alone (git.shared_store_only) when that holds the tip,
+    as it does once exec absorbed it: a commit-graph or a pack the lane wrote into its own
+    store cannot make it look fresh. Its newest commits in its own store only (not
+    absorbed yet, or refused): read there too, for this report; land decides from the
+    shared store, after its verified import."""
+    if git.named_lane_stores():
+        with git.shared_store_only():
+            res = git.run(
+                ["rev-list", "--left-right", "--count", f"{main_sha}...{tip}"],
+                repo.common_dir,
+                check=False,
+            )
+        counts = res.stdout.split()
+        if res.ok and len(counts) == 2:
+            return int(counts[0]), int(counts[1])
+    return git.ahead_behind(repo.common_dir, main_sha, tip)
+
+
 def overlap(repo: Repo, main_sha: str, tip: str) -> tuple[list[str], list[str]]:
     """Paths the lane and main each changed since their merge-base."""
     mb = git.merge_base(repo.common_dir, main_sha, tip)
@@ -713,7 +733,7 @@ def view(
         if tip == main_sha:
             v["fresh"] = True  # 0 ahead, 0 behind: no need to ask git
         elif tip is not None:
-            v["behind"], v["ahead"] = git.ahead_behind(repo.common_dir, main_sha, tip)
+            v["behind"], v["ahead"] = _ahead_behind(repo, main_sha, tip)
             v["fresh"] = v["behind"] == 0
         if exists and wt is not None:
             dp = git.dirty_paths(rec.path)

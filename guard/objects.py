@@ -31,7 +31,8 @@ import os
 import shutil
 import stat
 import tempfile
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -399,6 +400,25 @@ def import_lane(repo: Repo, key: str, lane_path: str, base: str | None, tip: str
         raise _corrupt(
             key, lane_path, tip, [], f"the shared store could not be checked: {exc}"
         ) from None
+
+
+@contextmanager
+def decided_in_shared_store(repo: Repo, lane_path: str, base: str, tip: str) -> Iterator[None]:
+    """Within: a sandboxed lane's ancestry is read from the shared store alone
+    (git.shared_store_only: no lane store, no commit-graph) when that store holds all `tip`
+    needs beyond `base` (absorbed or imported: verified), so a commit-graph or pack the lane
+    wrote into its own store cannot make it look fresh (sync, auto_sync, the queue's sync).
+    A lane with no store of its own, or whose newest objects are in its store only (not
+    absorbed yet, or refused), is read as before; land decides after its own import."""
+    store = lane_store(repo.common_dir, lane_path)
+    complete = False
+    if store is not None:
+        try:
+            complete = not _missing(repo, _view(repo, _lane_entries(repo.common_dir)[1]), tip, base)
+        except OSError:
+            complete = False
+    with git.shared_store_only(complete):
+        yield
 
 
 def branch_tip(repo: Repo, branch: str) -> str | None:

@@ -186,10 +186,17 @@ def land_one(repo: Repo, run: Run, c: Cand) -> None:
         if repo.store.landing_path.exists():
             landing.recover_locked(repo, held)
         main_before = repo.main_sha()
-        land_cmd.g5_main_as_landed(repo, main_before)
+        with git.shared_store_only():  # main's history: the shared store's alone
+            land_cmd.g5_main_as_landed(repo, main_before)
         _checks(repo, c, main_before)
         before: str | None = None
-        if not git.is_ancestor(repo.common_dir, main_before, c.tip):
+        # the lane's objects go into the shared store first, re-hashed (objects_corrupt):
+        # whether it must be synced is that store's answer, never what the lane's own
+        # store says (a commit-graph or pack planted there: git.shared_store_only)
+        objects.import_lane(repo, c.key, c.path, main_before, c.tip)
+        with git.shared_store_only():
+            fresh = git.is_ancestor(repo.common_dir, main_before, c.tip)
+        if not fresh:
             run.say(c.key, f"syncing onto {main_before[:12]}", done=False)
             # an exec records itself as a lane's owner only under the registry lock: the
             # last look and the rebase hold it, as auto_sync's do (guard/crossrebase.py)
@@ -393,15 +400,17 @@ def land_batch(repo: Repo, run: Run, cands: list[Cand]) -> list[Cand]:
                     # the lane itself is moved to its stacked tip if it lands (reset --keep)
                     sync_cmd.check_merges(repo, c.key, c.path, main0, c.tip, _again(c.key))
                     sync_cmd.check_ignored(repo, c.key, c.path, base, c.tip, _again(c.key))
-                    s = _stack_one(repo, where, c, main0, base)
-                    if s == base:  # every commit of it is on main already (landed by hand?)
-                        land_cmd.g3_fresh(
-                            land_cmd.Target(c.key, c.branch, c.path, base, base), base
+                    # where it forks from main, what it adds: the shared store's answer
+                    with git.shared_store_only():
+                        s = _stack_one(repo, where, c, main0, base)
+                        if s == base:  # every commit of it is on main already (by hand?)
+                            land_cmd.g3_fresh(
+                                land_cmd.Target(c.key, c.branch, c.path, base, base), base
+                            )
+                        st = land_cmd.Target(c.key, c.branch, c.path, base, s)
+                        land_cmd.g9_markers(
+                            st, land_cmd.marker_hits(where, base, s, str(repo.common_dir))
                         )
-                    st = land_cmd.Target(c.key, c.branch, c.path, base, s)
-                    land_cmd.g9_markers(
-                        st, land_cmd.marker_hits(where, base, s, str(repo.common_dir))
-                    )
                 except Refusal as r:
                     run.skip(c.key, r)
                     continue

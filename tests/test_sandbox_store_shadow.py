@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -15,10 +16,11 @@ from pathlib import Path
 
 import pytest
 from sandboxhelp import NEEDS_LANDLOCK
-from conftest import Repo, git
+from conftest import LaneRun, Repo, git
 
 
 pytestmark = NEEDS_LANDLOCK
+REAL_GIT = os.path.realpath(shutil.which("git") or "/usr/bin/git")
 
 
 def _alternates(hub: Repo) -> list[str]:
@@ -278,3 +280,225 @@ def test_release_and_gc_see_the_unlanded_commit(stored: tuple[Repo, Path, str]) 
     assert not _store(hub.path).joinpath("..", "worktrees", "alpha").exists()
     hub.git(*rel.json["recover"].split()[1:])
     assert hub.git("show", "lane/alpha:x.txt").stdout == "x\n"
+
+
+# -- ancestry is the shared store's: what a lane writes into its own store never makes a
+# stale lane look fresh to land (red team 13I). Land imports the tip first, verified, then
+# decides from the shared store alone, with no commit-graph (git.shared_store_only).
+def _run(hub: Repo, tmp_path: Path, body: str, *args: str, key: str = "alpha") -> LaneRun:
+    script = tmp_path / f"script-{key}.sh"
+    script.write_text(body)
+    return hub.lane("exec", "--sandbox", key, "--", "sh", str(script), *args)
+
+
+# CMD (lane at the old main M0) commits P (parent M0) and T (parent P), then writes into
+# its OWN object store (`$GIT_OBJECT_DIRECTORY/info/commit-graph`, granted: the store is in
+# the lane's admin dir) a commit-graph that says P's parent is the current main M1 (by hand:
+# the file format is public, git checks no checksum when it loads one). Git
+# reads the commit-graph of the first object dir that has one, alternates included
+# (commit-graph.c prepare_commit_graph), and a commit found in the graph takes its parents
+# from there, not from the object (git 2.39 parses a commit named on the command line from
+# its object, so the lie is one commit below the tip). The shared store has no
+# commit-graph of its own (git-lane never writes one; `git gc` would).
+FORGE_GRAPH = r"""
+set -e
+G=$1 M1=$2
+printf 'alpha\n' > alpha.txt
+$G add alpha.txt
+$G -c core.hooksPath=/dev/null commit -q -m "alpha work"
+P=$($G rev-parse HEAD)
+printf 'more\n' >> alpha.txt
+$G -c core.hooksPath=/dev/null commit -q -am "alpha more work"
+{ $G log --format='%H %T %P %ct' "$M1"; $G log -1 --format="%H %T $M1 %ct" "$P"; } \
+    > "$TMPDIR/commits"
+python3 - "$TMPDIR/commits" "$GIT_OBJECT_DIRECTORY/info/commit-graph" <<'P'
+import hashlib, struct, sys
+rows = {}
+for ln in open(sys.argv[1]):
+    f = ln.split()
+    rows[f[0]] = (f[1], f[2:-1], int(f[-1]))
+oids = sorted(rows)
+idx = {o: i for i, o in enumerate(oids)}
+gen = {}
+def g(o):
+    if o not in gen:
+        gen[o] = 1 + max((g(p) for p in rows[o][1]), default=0)
+    return gen[o]
+fan = [0] * 256
+for o in oids:
+    fan[int(o[:2], 16)] += 1
+acc, oidf = 0, b""
+for n in fan:
+    acc += n
+    oidf += struct.pack(">I", acc)
+oidl = b"".join(bytes.fromhex(o) for o in oids)
+cdat = b""
+for o in oids:
+    tree, parents, date = rows[o]
+    ps = [idx[p] for p in parents] + [0x70000000] * 2
+    cdat += bytes.fromhex(tree) + struct.pack(">II", ps[0], ps[1])
+    cdat += struct.pack(">II", (g(o) << 2) | (date >> 32), date & 0xFFFFFFFF)
+chunks = [(b"OIDF", oidf), (b"OIDL", oidl), (b"CDAT", cdat)]
+out = b"CGPH" + bytes([1, 1, len(chunks), 0])
+off = 8 + 12 * (len(chunks) + 1)
+for cid, data in chunks:
+    out += cid + struct.pack(">Q", off)
+    off += len(data)
+out += b"\0\0\0\0" + struct.pack(">Q", off)
+for _, data in chunks:
+    out += data
+out += hashlib.sha1(out).digest()
+open(sys.argv[2], "wb").write(out)
+P
+"""
+
+
+def _says_stale(hub: Repo) -> None:
+    """The owner's status reads the absorbed lane from the shared store: stale, 1 behind."""
+    st = hub.jlane("status", "alpha")
+    view = st.json["lanes"][0]
+    assert (view["fresh"], view["behind"]) == (False, 1), st.stdout
+
+
+def test_a_commit_graph_in_the_lane_store_never_lets_a_stale_lane_land(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """HIGH (main moved backwards, landed work lost from main). A sandboxed lane plants a
+    commit-graph in its own object store. Every engine git call that reads the lane's
+    commits names that store (GIT_ALTERNATE_OBJECT_DIRECTORIES), so the owner's `git lane
+    land` G3 (`merge-base main tip`) reads the lane's forged graph: the stale lane (its tip
+    does not contain the last landed commit) is judged a fast-forward and main is moved
+    onto it, dropping what was landed. The same class as the replacement refs and grafts
+    base_env already shuts out (GIT_NO_REPLACE_OBJECTS, GIT_GRAFT_FILE), by another door."""
+    alpha = hub.create("alpha")
+    mover = hub.create("mover")
+    hub.commit(mover, "m.txt", "landed by mover\n")
+    assert hub.lane("land", "mover").rc == 0
+    m1 = hub.sha() or ""
+    assert (hub.path / "m.txt").exists()
+
+    r = _run(hub, tmp_path, FORGE_GRAPH, REAL_GIT, m1)
+    assert r.rc == 0, r.stdout + r.stderr
+    tip = git(alpha, "rev-parse", "HEAD").stdout.strip()
+    # the truth: the lane's tip does not contain the landed commit
+    assert git(hub.path, "merge-base", "--is-ancestor", m1, tip, check=False).returncode == 1
+    _says_stale(hub)
+
+    land = hub.jlane("land", "alpha")
+    # a stale lane must be refused (stale_lane), and main must still hold what was landed
+    assert hub.sha() == m1, f"main moved onto a lane that drops a landed commit: {land.stdout}"
+    assert (hub.path / "m.txt").exists()  # the hub's checkout of it, too
+    assert land.rc != 0 and land.code == "stale_lane", land.stdout + land.stderr
+
+
+# The same lie without a commit-graph: git looks an object up in every pack (the shared
+# store's first, then the alternates') before any loose object, so a pack in the lane's
+# store shadows every LOOSE object of the shared store, for every engine call that names
+# the lane's store. P, the lane's first commit, was made by the owner outside the sandbox
+# (loose in the shared store); CMD commits T on P and writes into its own store a pack (and
+# .idx, by hand) holding bytes under P's name that say P's parent is M1. git re-hashes an
+# object named on the command line (parse_object), not a parent it walks to.
+FORGE_PACK = r"""
+set -e
+G=$1 M1=$2
+printf 'more\n' >> alpha.txt
+$G -c core.hooksPath=/dev/null commit -q -am "alpha more work"
+P=$($G rev-parse HEAD~1)
+{ echo "tree $($G rev-parse "$P^{tree}")"; echo "parent $M1"; $G cat-file commit "$P" | sed -n '/^author/,$p'; } > "$TMPDIR/forged"
+python3 - "$GIT_OBJECT_DIRECTORY/pack" "$P" commit "$TMPDIR/forged" <<'PY'
+import hashlib, struct, sys, zlib, os
+out, name, kind, src = sys.argv[1:5]
+body = open(src, "rb").read()
+t = {"commit": 1, "tree": 2, "blob": 3, "tag": 4}[kind]
+n = len(body)
+hdr = bytearray()
+c = (t << 4) | (n & 15)
+n >>= 4
+while n:
+    hdr.append(c | 0x80)
+    c = n & 0x7F
+    n >>= 7
+hdr.append(c)
+entry = bytes(hdr) + zlib.compress(body)
+pack = b"PACK" + struct.pack(">II", 2, 1) + entry
+pack += hashlib.sha1(pack).digest()
+psum = pack[-20:]
+oid = bytes.fromhex(name)
+fan = b"".join(struct.pack(">I", 1 if i >= oid[0] else 0) for i in range(256))
+idx = b"\377tOc" + struct.pack(">I", 2) + fan + oid + struct.pack(">I", zlib.crc32(entry)) + struct.pack(">I", 12)
+idx += psum
+idx += hashlib.sha1(idx).digest()
+base = os.path.join(out, "pack-" + psum.hex())
+open(base + ".pack", "wb").write(pack)
+open(base + ".idx", "wb").write(idx)
+print(base)
+PY
+"""
+
+
+def test_a_pack_in_the_lane_store_never_lets_a_stale_lane_land(hub: Repo, tmp_path: Path) -> None:
+    """HIGH (main moved backwards, landed work lost from main), as the commit-graph test
+    above, by a forged packed object shadowing a loose commit of the shared store: a fix
+    that only drops commit-graph files from the lane's store does not close it."""
+    alpha = hub.create("alpha")
+    hub.commit(alpha, "alpha.txt", "alpha\n")  # P: the owner's, loose in the shared store
+    mover = hub.create("mover")
+    hub.commit(mover, "m.txt", "landed by mover\n")
+    assert hub.lane("land", "mover").rc == 0
+    m1 = hub.sha() or ""
+
+    r = _run(hub, tmp_path, FORGE_PACK, REAL_GIT, m1)
+    assert r.rc == 0, r.stdout + r.stderr
+    tip = git(alpha, "rev-parse", "HEAD").stdout.strip()
+    assert git(hub.path, "merge-base", "--is-ancestor", m1, tip, check=False).returncode == 1
+    _says_stale(hub)
+
+    land = hub.jlane("land", "alpha")
+    assert hub.sha() == m1, f"main moved onto a lane that drops a landed commit: {land.stdout}"
+    assert (hub.path / "m.txt").exists()
+    assert land.rc != 0 and land.code == "stale_lane", land.stdout + land.stderr
+
+
+def test_a_commit_graph_never_lets_cmd_land_its_stale_lane_through_the_socket(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """HIGH, as the commit-graph test above, with nobody but CMD: under `worker_land =
+    "allow"` the supervisor's socket land (unconfined, the lane's store named) is fooled
+    the same way, so a sandboxed worker drops main's landed commits on its own."""
+    hub.config("worker_land", "allow")
+    alpha = hub.create("alpha")
+    mover = hub.create("mover")
+    hub.commit(mover, "m.txt", "landed by mover\n")
+    assert hub.lane("land", "mover").rc == 0
+    m1 = hub.sha() or ""
+    r = _run(
+        hub, tmp_path, FORGE_GRAPH + 'git lane land || echo "socket land refused"\n', REAL_GIT, m1
+    )
+    tip = git(alpha, "rev-parse", "HEAD").stdout.strip()
+    assert git(hub.path, "merge-base", "--is-ancestor", m1, tip, check=False).returncode == 1
+    assert hub.sha() == m1, (
+        f"CMD's socket land moved main onto its stale lane: {r.stdout}{r.stderr}"
+    )
+
+
+def test_a_commit_graph_never_lets_the_queue_land_a_stale_lane_unsynced(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """The queue asks whether a lane must be synced after importing it, from the shared
+    store alone: the forged graph's stale lane is rebased onto main, then landed, and main
+    keeps the landed commit (before: judged fresh, not synced, and refused stale_lane by
+    land; before that fix, landed over the landed commit)."""
+    alpha = hub.create("alpha")
+    mover = hub.create("mover")
+    hub.commit(mover, "m.txt", "landed by mover\n")
+    assert hub.lane("land", "mover").rc == 0
+    m1 = hub.sha() or ""
+    r = _run(hub, tmp_path, FORGE_GRAPH, REAL_GIT, m1)
+    assert r.rc == 0, r.stdout + r.stderr
+    assert hub.jlane("ready", "alpha").rc == 0
+    q = hub.jlane("queue", "alpha")
+    assert q.json["landed"] == ["alpha"], q.stdout + q.stderr
+    main = hub.sha() or ""
+    assert git(hub.path, "merge-base", "--is-ancestor", m1, main, check=False).returncode == 0
+    assert (hub.path / "m.txt").exists() and (hub.path / "alpha.txt").exists()
+    del alpha

@@ -244,8 +244,32 @@ def _land_locked(
     sync: bool = False,
 ) -> LandResult | SyncResult:
     main_before, tip = _main_and_tip(repo, branch)
-    g5_main_as_landed(repo, main_before)
     t = Target(key, branch, path, main_before, tip)
+    if tip is not None and tip != main_before:
+        # G5's import first: every fact below is read from the shared store alone
+        g5_objects(repo, t, tip)
+    with git.shared_store_only():
+        return _decide_and_land(repo, t, held, command, timeout, clean, output, tick, sync)
+
+
+def _decide_and_land(
+    repo: Repo,
+    t: Target,
+    held: lock.Held,
+    command: str | None,
+    timeout: int,
+    clean: bool,
+    output: gate.Output | None,
+    tick: gate.Tick | None,
+    sync: bool,
+) -> LandResult | SyncResult:
+    """_land_locked once the tip's objects are in the shared store, verified (G5's import):
+    ancestry (G3, G5's main-as-landed), what lands (G6's paths, G9's markers, the gate in
+    a clean worktree) and the move are read from that store alone (git.shared_store_only:
+    no lane's store, no commit-graph), so nothing a lane wrote into its own store can make
+    a stale lane look fresh; only the lane's own worktree facts (G2, G4) read its store."""
+    key, branch, path, main_before, tip = t.key, t.branch, t.path, t.main_before, t.tip
+    g5_main_as_landed(repo, main_before)
     wts = repo.worktrees()
     _check_worktree(repo, t, git.by_path(wts).get(os.path.realpath(path)))
     _check_branch(repo, t)
@@ -270,17 +294,19 @@ def _land_locked(
         return base, changed, added, facts, markers
 
     def lane_side() -> tuple[list[str], git.Hidden]:
-        if tip is None:
-            return git.dirty_paths(path), git.Hidden()
-        g4_trusted_config(t, git.risky_config(path))
-        return git.dirty_and_hidden(path, tip)
+        with git.shared_store_only(False):  # its staged objects may be in its store only
+            if tip is None:
+                return git.dirty_paths(path), git.Hidden()
+            g4_trusted_config(t, git.risky_config(path))
+            return git.dirty_and_hidden(path, tip)
 
     # The lane's status (G2) is the slow part in a big repository: the facts for G3, G6,
     # G9 and G4's view of the tip are read beside it. Refusals are still decided in order.
     (dirty, hidden), (base, changed, added, hub_hits, markers) = git.both(lane_side, main_side)
     g2_clean(t, dirty)
     if sync and tip is not None and base not in (main_before, tip):
-        synced = g3_sync(repo, t)
+        with git.shared_store_only(False):  # the lane's rebase, as `git lane sync` runs it
+            synced = g3_sync(repo, t)
         if synced["state"] != "fresh":
             return synced  # stopped on conflicts, left exactly as `git lane sync` leaves it
         # everything is read again at the rebased tip, under the same lock hold
@@ -296,7 +322,6 @@ def _land_locked(
     summary: GateSummary = {"command": command, "status": "off", "seconds": 0.0}
     if command is not None:
         summary = g4_gate(repo, t, command, timeout, clean, changed, added, output, tick)
-    g5_objects(repo, t, tip)
     # Only now, with the gate passed and the tip re-checked, does the lock record name the
     # move the reference-transaction hook may let through: no git run earlier under this
     # land (nor anything the gate started) could have made it.
@@ -680,7 +705,8 @@ def g4_gate(
     still_dirty: list[str] = []
     hidden = git.Hidden()
     if not clean:  # a clean gate never looked at the lane's worktree
-        still_dirty, hidden = git.dirty_and_hidden(t.path, t.tip or "")
+        with git.shared_store_only(False):  # its own worktree: G2's view of it
+            still_dirty, hidden = git.dirty_and_hidden(t.path, t.tip or "")
     unseen = hidden.changed + hidden.missing + [s.path for s in hidden.submodules]
     if after != t.tip or still_dirty or unseen:
         raise _changed_during_gate(t, after, still_dirty, unseen)
@@ -868,7 +894,9 @@ def g5_main_as_landed(repo: Repo, main_before: str) -> None:
 def g5_objects(repo: Repo, t: Target, tip: str) -> None:
     """G5: main may only name objects the shared store holds itself, verified: a sandboxed
     lane's own store is re-hashed into it, and the tip checked complete without any
-    alternate (objects_corrupt otherwise; guard/objects.py)."""
+    alternate (objects_corrupt otherwise; guard/objects.py). Run first under the lock,
+    before any gate reads the tip: G3's ancestry is then the shared store's, never what a
+    lane's store says (a forged commit-graph or pack there would make a stale lane fresh)."""
     objects.import_lane(repo, t.key, t.path, t.main_before, tip)
 
 

@@ -510,7 +510,9 @@ def sync(repo: Repo, key: str | None) -> SyncResult:
         raise lane.dirty_refusal(key, path, dirty, "sync")
     main_sha = repo.main_sha()  # pinned: the rebase targets this sha, whatever lands meanwhile
     before = git.run(["rev-parse", "HEAD"], path).stdout.strip()
-    if git.is_ancestor(repo.common_dir, main_sha, before):
+    with objects.decided_in_shared_store(repo, path, main_sha, before):
+        fresh = git.is_ancestor(repo.common_dir, main_sha, before)
+    if fresh:
         return _fresh(repo, key, "already_fresh", before, main_sha, event=False)
     return rebase(repo, key, path, main_sha, before, branch=branch)
 
@@ -534,11 +536,14 @@ def rebase(
     if before is None:
         before = git.run(["rev-parse", "HEAD"], path).stdout.strip()
     then = then if then is not None else [f"git lane sync {key}"]
-    check_merges(repo, key, path, main_sha, before, then)
-    check_ignored(repo, key, path, main_sha, before, then)
-    repo.store.event("sync_start", lane=key, main=main_sha, tip_before=before)
-    res = _git(path, ["rebase", main_sha])
-    return _drive(repo, key, path, branch, main_sha, res)
+    # git's rebase asks where the lane forks from main: the shared store's answer, once
+    # it holds the lane's commits (a lane's forged commit-graph made it a no-op)
+    with objects.decided_in_shared_store(repo, path, main_sha, before):
+        check_merges(repo, key, path, main_sha, before, then)
+        check_ignored(repo, key, path, main_sha, before, then)
+        repo.store.event("sync_start", lane=key, main=main_sha, tip_before=before)
+        res = _git(path, ["rebase", main_sha])
+        return _drive(repo, key, path, branch, main_sha, res)
 
 
 def check_merges(repo: Repo, key: str, path: str, main: str, tip: str, then: list[str]) -> None:
