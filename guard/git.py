@@ -391,9 +391,10 @@ def q(word: str | os.PathLike[str]) -> str:
     # UTF-8 (a surrogate-escaped file name) is spelled byte by byte, as the file system has it
     fmt = "".join(
         "".join(f"\\{b:03o}" for b in c.encode("utf-8", "surrogateescape"))
-        if not c.isprintable() or c in "\\%"
+        # a leading `-` would be read as an option of printf (dash: "Illegal option")
+        if not c.isprintable() or c in "\\%" or (i == 0 and c == "-")
         else c
-        for c in body
+        for i, c in enumerate(body)
     )
     return '"$(printf ' + shlex.quote(fmt) + ')"' + tail
 

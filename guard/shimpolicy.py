@@ -507,7 +507,7 @@ def _output_file(cmd: str, args: Sequence[str]) -> str | None:
 def _output_word(cmd: str, args: Sequence[str]) -> tuple[int, int, str] | None:
     """(first word, words, file) of the option of `git CMD ARGS` naming a file to write."""
     for i, a in enumerate(args):
-        if _ends_options(args, i):
+        if _ends_options(args, i, cmd or None):
             break
         name, eq, val = a.partition("=")
         if len(name) >= 3 and "--output".startswith(name):  # any prefix git might complete
@@ -522,12 +522,18 @@ def _output_word(cmd: str, args: Sequence[str]) -> tuple[int, int, str] | None:
     return None
 
 
-def _ends_options(args: Sequence[str], i: int) -> bool:
-    """Is args[i] a `--` that ends the options? Not when it may be the value of the option
-    before it: parse-options takes the next word, `--` too, as an option's value and goes
-    on (`grep -e -- -O PROG`, `ls-remote --sort -- --upload-pack=PROG`), so a `--` after
-    an option word ends nothing as far as the policy is concerned."""
-    return args[i] == "--" and not (i > 0 and args[i - 1].startswith("-") and args[i - 1] != "--")
+def _ends_options(args: Sequence[str], i: int, cmd: str | None = None) -> bool:
+    """Is args[i] a `--` that ends the options? For the commands with an option that
+    writes a file or runs a program (_DASH_AS_VALUE; `cmd` None: any), not when it may be
+    the value of the option before it: parse-options takes the next word, `--` too, as an
+    option's value and goes on (`grep -e -- -O PROG`, `ls-remote --sort --
+    --upload-pack=PROG`), so a `--` after an option word ends nothing there. For any other
+    command `--` ends the options (`git rm --cached -- --exec=x` names a file)."""
+    if args[i] != "--":
+        return False
+    if cmd is not None and cmd not in _DASH_AS_VALUE:
+        return True
+    return not (i > 0 and args[i - 1].startswith("-") and args[i - 1] != "--")
 
 
 def _written_outside(p: Parsed, f: GitFacts) -> Refusal | None:
@@ -1779,6 +1785,12 @@ _PROGRAM_OPTION_COMMANDS: dict[str, tuple[str, ...]] = {
     "send-pack": ("--receive-pack", "--exec"),
     "archive": ("--exec",),
 }
+# Commands with an option that writes a file or runs a program: a `--` after an option
+# word may be that option's value there, and the options go on (_ends_options)
+_DASH_AS_VALUE = frozenset(
+    {*_PROGRAM_OPTION_COMMANDS, "grep", "format-patch", "config", "log", "diff", "show"}
+    | {"whatchanged", "stash", "difftool", "rebase", "init", "fsck", "archive"}
+)
 # Per command, options that name a program (or, --template, hooks) git runs past the shim:
 # the long names (any prefix from `--X` on git would complete) and the short letters.
 _RUNS_PROGRAM: dict[str, tuple[tuple[str, ...], str]] = {
@@ -1833,7 +1845,10 @@ def _program_options(p: Parsed, f: GitFacts) -> Refusal | None:
         )
     own = _PROGRAM_OPTION_COMMANDS.get(p.cmd or "", ())
     for i, a in enumerate(args):
-        if _ends_options(args, i):
+        # for the commands that take these options, a `--` after an option word may be
+        # its value (parse-options reads on); for any other, `--` ends the options as
+        # it always does (`git rm --cached -- --exec=x` names a file)
+        if _ends_options(args, i, p.cmd or ""):
             break
         name = a.partition("=")[0]
         hit = (
@@ -2024,7 +2039,7 @@ def long_option_words(args: Sequence[str], cmd: str = "") -> list[str]:
         if skip:
             skip = False
             continue
-        if _ends_options(args, i):
+        if _ends_options(args, i, cmd or None):
             break
         if a in takes:
             skip = True
