@@ -12,7 +12,7 @@ from pathlib import Path
 from guard import git, policy
 from guard.config import PROJECT_FILE, Config, load, with_project
 from guard.errors import Refusal
-from guard.store import Store, open_regular, read_regular, special
+from guard.store import LaneRecord, Store, open_regular, read_regular, special
 
 
 # In the directory holding a repository's lanes (<worktrees_root>/<slug>/, not granted by
@@ -300,11 +300,14 @@ class Repo:
     # -- worktrees -----------------------------------------------------------------
     def worktrees(self) -> list[git.Worktree]:
         try:  # reading the lane records pins each lane: git run in one names its repository
-            self.store.lanes()
+            recs = self.store.lanes()
         except Refusal:
-            pass
+            recs = []
         # git opens every lane's admin files to list them: a FIFO there would hang it
         blocked = git.admin_blockers(self.common_dir)
+        # a lane whose admin dir lost its HEAD is no worktree to git ("not a git
+        # repository" for every call in it): named as the others, HEAD written back
+        blocked += [p for p in self._headless(recs) if p not in blocked]
         if blocked:
             raise self.admin_blocked(blocked)
         res = git.run(
@@ -320,6 +323,20 @@ class Repo:
 
             raise GitError(res.argv, res.returncode, res.stdout, res.stderr)
         return git.parse_worktrees(res.stdout)
+
+    def _headless(self, recs: list[LaneRecord]) -> list[str]:
+        """`<admin>/HEAD` of each active lane whose admin dir is there without it."""
+        out = []
+        for rec in recs:
+            if rec.status != "active":
+                continue
+            admin = self.store.admin_dir(rec)
+            if admin is None or not os.path.isdir(admin):
+                continue
+            head = os.path.join(admin, "HEAD")
+            if not os.path.lexists(head):
+                out.append(head)
+        return out
 
     def admin_blocked(self, paths: list[str], stderr: str = "") -> Refusal:
         """admin_unreadable: what blocks git in lanes' admin dirs, each with its fix: the
@@ -347,9 +364,9 @@ class Repo:
         where = ", ".join(paths) if paths else f"a file under {self.common_dir}/worktrees/"
         return Refusal(
             "admin_unreadable",
-            f"git cannot read a lane's admin dir: {where} is no regular file (a FIFO, a "
-            "socket or a device a lane put there), and git blocks opening it, so nothing "
-            "was done",
+            f"git cannot read a lane's admin dir: {where} is missing, or is no regular "
+            "file (a FIFO, a socket or a device a lane put there) that git blocks opening, "
+            "so nothing was done",
             next=nxt,
             details={"paths": paths, "stderr": stderr[-2000:]},
         )

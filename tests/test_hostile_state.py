@@ -634,6 +634,24 @@ def test_a_fifo_at_a_lanes_head_hangs_no_owner_command(
     kept(repo, shas)
 
 
+@pytest.mark.parametrize("args", [*FIFO_COMMANDS, ("release", "alpha")])
+def test_a_lane_admin_dir_without_head_is_named_with_its_fix(
+    world: tuple[Repo, Path, list[str]], args: tuple[str, ...]
+) -> None:
+    """`<admin>/HEAD` removed (by hand, or by a sandboxed lane: its admin dir is granted):
+    git calls the lane "not a git repository". Every owner command refuses
+    admin_unreadable naming it (status crashed with a GitError, exit 3), and the next, run
+    as printed, writes HEAD back from the lane's record; nothing committed is lost."""
+    repo, lp, shas = world
+    head = admin_dir(lp) / "HEAD"
+    head.unlink()
+    fixed_by_next(cli(*args, cwd=repo.path), repo.path, args, head)
+    assert head.read_text() == "ref: refs/heads/lane/alpha\n"
+    st = cli("status", cwd=repo.path)
+    assert st.rc == 0 and [ln["state"] for ln in st.json["lanes"]] == ["active"], st.stdout
+    kept(repo, shas)
+
+
 # -- read-only and full state directories: a filesystem of their own -------------------------
 @contextlib.contextmanager
 def mounted(target: Path, *opts: str) -> Iterator[None]:
