@@ -325,7 +325,9 @@ class Repo:
         return git.parse_worktrees(res.stdout)
 
     def _headless(self, recs: list[LaneRecord]) -> list[str]:
-        """`<admin>/HEAD` of each active lane whose admin dir is there without it."""
+        """`<admin>/HEAD` of each active lane whose admin dir is there and whose HEAD git
+        would not take (missing, a directory, a link, not `ref: refs/...` nor an object
+        name): git then calls the lane "not a git repository" for every call in it."""
         out = []
         for rec in recs:
             if rec.status != "active":
@@ -334,7 +336,16 @@ class Repo:
             if admin is None or not os.path.isdir(admin):
                 continue
             head = os.path.join(admin, "HEAD")
-            if not os.path.lexists(head):
+            try:
+                text = git.read_admin(head, limit=4096).strip()
+            except OSError:
+                out.append(head)
+                continue
+            if text.startswith("ref:"):
+                ok = text[4:].strip().startswith("refs/")
+            else:
+                ok = re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", text) is not None
+            if not ok:
                 out.append(head)
         return out
 
@@ -353,7 +364,9 @@ class Repo:
             pass
         nxt = []
         for p in paths:
-            nxt.append(f"rm -f -- {git.q(p)}")
+            # a directory where git reads a file holds nothing committed either
+            rm = "rm -rf" if os.path.isdir(p) and not os.path.islink(p) else "rm -f"
+            nxt.append(f"{rm} -- {git.q(p)}")
             branch = branches.get(os.path.realpath(os.path.dirname(p)))
             if os.path.basename(p) == "HEAD" and branch:  # <admin>/HEAD (logs/HEAD: no)
                 nxt.append(f"printf 'ref: refs/heads/%s\\n' {git.q(branch)} > {git.q(p)}")
@@ -364,9 +377,9 @@ class Repo:
         where = ", ".join(paths) if paths else f"a file under {self.common_dir}/worktrees/"
         return Refusal(
             "admin_unreadable",
-            f"git cannot read a lane's admin dir: {where} is missing, or is no regular "
-            "file (a FIFO, a socket or a device a lane put there) that git blocks opening, "
-            "so nothing was done",
+            f"git cannot read a lane's admin dir: {where} is missing, names no branch or "
+            "commit, or is no regular file (a FIFO, a socket or a device a lane put there, "
+            "which git blocks opening), so nothing was done",
             next=nxt,
             details={"paths": paths, "stderr": stderr[-2000:]},
         )

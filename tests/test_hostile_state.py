@@ -652,6 +652,26 @@ def test_a_lane_admin_dir_without_head_is_named_with_its_fix(
     kept(repo, shas)
 
 
+@pytest.mark.parametrize("bad", ["garbage\n", "", "ref: heads/x\n", "dir", "link"])
+def test_a_lane_head_git_cannot_take_is_named_with_its_fix(
+    world: tuple[Repo, Path, list[str]], bad: str
+) -> None:
+    """A HEAD that names no branch or commit, or is a directory or a link: the same."""
+    repo, lp, shas = world
+    head = admin_dir(lp) / "HEAD"
+    head.unlink()
+    if bad == "dir":
+        (head / "x").mkdir(parents=True)
+    elif bad == "link":
+        head.symlink_to(repo.path / ".git" / "HEAD")
+    else:
+        head.write_text(bad)
+    fixed_by_next(cli("status", cwd=repo.path), repo.path, ("status",), head)
+    assert head.read_text() == "ref: refs/heads/lane/alpha\n"
+    assert (repo.path / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n"
+    kept(repo, shas)
+
+
 # -- read-only and full state directories: a filesystem of their own -------------------------
 @contextlib.contextmanager
 def mounted(target: Path, *opts: str) -> Iterator[None]:
