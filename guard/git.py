@@ -399,6 +399,12 @@ def q(word: str | os.PathLike[str]) -> str:
     return '"$(printf ' + shlex.quote(fmt) + ')"' + tail
 
 
+def shown_some(paths: Sequence[str], most: int = 5) -> str:
+    """The first `most` of `paths` for a message, each as `shown` gives it."""
+    more = " ..." if len(paths) > most else ""
+    return ", ".join(shown(p) for p in paths[:most]) + more
+
+
 def shown(path: str | os.PathLike[str]) -> str:
     """A path for a message, on one line: as it is when every character prints, else in
     double quotes with C escapes (as git shows it with core.quotePath), so a name with a

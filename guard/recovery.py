@@ -337,7 +337,7 @@ def _check_index_names(rec: LaneRecord, admin: Path) -> None:
     bad = git.unsafe_index_entries(rec.path)
     if not bad:
         return
-    shown = ", ".join(git.shown(b) for b in bad[:5]) + (" ..." if len(bad) > 5 else "")
+    shown = git.shown_some(bad)
     raise Refusal(
         "lane_index_unsafe",
         f"lane {rec.key}'s index names {len(bad)} path(s) outside its worktree or in a git "

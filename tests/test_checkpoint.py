@@ -417,3 +417,28 @@ def test_checkpoint_refuses_a_lane_whose_record_names_a_symlinked_admin_dir(repo
     assert r.rc == 1 and r.code == "lane_pointers_tampered", r.stdout
     assert {b: repo.sha(f"refs/heads/{b}") for b in before} == before
     assert (path / "work.txt").read_text() == "unsaved\n"
+
+
+def test_a_file_another_file_system_reads_as_git_is_moved_aside_by_the_next(repo: Repo) -> None:
+    """`.g\u200cit/config` (HFS+ ignores U+200C: `.git/config` on a Mac clone): git on
+    Linux stages it; checkpoint commits nothing, and its next, run as printed, moves the
+    file into kept/ (a read-tree would leave it to be taken again) and checkpoints."""
+    a = repo.create("alpha")
+    odd = a / "sub" / ".g\u200cit"
+    odd.mkdir(parents=True)
+    (odd / "config").write_text("[core]\n\tfsmonitor = evil\n")
+    (a / "sub" / "keep.txt").write_text("mine\n")
+    index = _index(a)
+    r = repo.jlane("checkpoint", "alpha")
+    assert r.rc == 1 and r.code == "lane_index_unsafe", r.stdout + r.stderr
+    assert _index(a) == index
+    assert git(a, "log", "--format=%s").stdout.splitlines() == ["init"]
+    for cmd in r.json["next"]:
+        res = subprocess.run(cmd, shell=True, cwd=repo.path, capture_output=True, text=True)
+        assert res.returncode == 0, (cmd, res.stdout, res.stderr)
+    kept = Path(r.json["details"]["kept"])
+    assert (kept / "sub" / ".g\u200cit" / "config").read_text().startswith("[core]")
+    assert git(a, "ls-tree", "-r", "--name-only", "HEAD").stdout.splitlines() == [
+        "README.md",
+        "sub/keep.txt",
+    ]

@@ -18,6 +18,7 @@ import contextlib
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 
 from guard import git, gitlocks, lane, objects
@@ -109,8 +110,10 @@ def run(repo: Repo, key: str | None, message: str | None) -> CheckpointResult:
         if not staged:  # only what add -A does not take (a submodule's own changes)
             return result
         bad = [p for p in staged if git.unsafe_entry_name(p)]
-        if bad:  # an entry the lane wrote into its index by hand: never committed
-            raise _unsafe_refusal(key, path, bad)
+        if bad:  # a file add -A took that HFS+ reads as .git (git on Linux takes
+            # `.g\u200cit/x`): never committed; the index is as it was, the file is
+            # moved aside by the next (read-tree would leave it to be taken again)
+            raise _worktree_unsafe_refusal(repo, key, path, bad)
         msg = message or f"Checkpoint of lane {key} ({len(staged)} path(s))"
         res = git.run(
             # as `git commit -m MSG`: whitespace cleanup (a line starting with # is kept)
@@ -157,7 +160,7 @@ def _unsafe_refusal(key: str, path: str, bad: list[str]) -> Refusal:
     the tree into the shared store, which the lane's own commits reach only through
     fsck (index-pack --strict). Rebuilding the index from the lane's commit keeps every
     file of the worktree (checkpoint stages them all again)."""
-    shown = ", ".join(git.shown(b) for b in bad[:5]) + (" ..." if len(bad) > 5 else "")
+    shown = git.shown_some(bad)
     return Refusal(
         "lane_index_unsafe",
         f"lane {key}'s index names {len(bad)} path(s) outside its worktree or in a git dir "
@@ -165,6 +168,32 @@ def _unsafe_refusal(key: str, path: str, bad: list[str]) -> Refusal:
         next=[f"git -C {git.q(path)} read-tree HEAD", f"git lane checkpoint {key}"],
         alternatives=[f"git -C {git.q(path)} ls-files -s  # the index as it is"],
         details={"lane": key, "paths": bad[:PATHS_CAP]},
+    )
+
+
+def _worktree_unsafe_refusal(repo: Repo, key: str, path: str, bad: list[str]) -> Refusal:
+    """Files of the lane's worktree whose names git on Linux takes and another file
+    system reads as `.git` (HFS+ ignores some characters): each is moved, from its first
+    such component down, into a directory of git-lane's kept/ made for this refusal."""
+    kept = repo.state_dir / "kept" / f"{key}.{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    tops: list[str] = []
+    for name in bad:
+        comps = name.split("/")
+        i = next(i for i in range(len(comps)) if git.unsafe_entry_name(comps[i]))
+        top = "/".join(comps[: i + 1])
+        if top not in tops:
+            tops.append(top)
+    moves: list[str] = []
+    for top in tops:
+        dest = kept / top
+        moves.append(f"mkdir -p -- {git.q(dest.parent)}")
+        moves.append(f"mv -- {git.q(os.path.join(path, top))} {git.q(dest)}")
+    return Refusal(
+        "lane_index_unsafe",
+        f"lane {key} holds {len(bad)} file(s) whose names another file system reads as a "
+        f"git dir ({git.shown_some(bad)}); nothing was committed and the index is as it was",
+        next=[*moves, f"git lane checkpoint {key}"],
+        details={"lane": key, "paths": bad[:PATHS_CAP], "kept": str(kept)},
     )
 
 

@@ -444,7 +444,7 @@ def g3_tip_names(t: Target, changed: list[str]) -> None:
     if not bad:
         return
     tip = str(t.tip)
-    shown = ", ".join(git.shown(b) for b in bad[:5]) + (" ..." if len(bad) > 5 else "")
+    shown = git.shown_some(bad)
     raise Refusal(
         "lane_index_unsafe",
         f"lane {t.key}'s tip {tip[:12]} holds {len(bad)} path(s) outside the worktree or in "
