@@ -710,3 +710,9 @@ def test_the_sh_fast_pass_sends_every_judged_environment_name_to_python() -> Non
     ]
     assert not missing, missing
     assert '*\'"LESSSECURE"\'*) [ -n "${LESSSECURE-}" ] || gs_noenv=x' in text
+    # the loop runs only when one of them is set: the presence check names the same ones
+    import re
+
+    present = re.findall(r"\$\{(\w+):\+x\}", "".join(re.findall(r"^gs_any=.*$", text, re.M)))
+    assert sorted(present) == sorted(editors), set(present) ^ set(editors)
+    assert set(editors) == set(binding.EDITOR_ENV) - {"LESSSECURE"}
