@@ -452,6 +452,10 @@ def test_a_path_adding_a_lane_directory_is_refused_whatever_name_git_starts(
         'GIT_TEST_FSMONITOR="$PWD/evil.sh" git -c color.ui=never status',
         # git-difftool--helper evals GIT_DIFFTOOL_EXTCMD as `difftool -x` would
         'echo w2 > work.txt; GIT_DIFFTOOL_EXTCMD="$PWD/evil.sh" git difftool -y',
+        # ... and sources "$MERGE_TOOLS_DIR/$tool": GIT_DIFF_TOOL (or --tool) climbing
+        # out of git's mergetools directory sources the lane's file
+        'echo w2 > work.txt; GIT_DIFF_TOOL="../../../../../..$PWD/evil.sh" git difftool -y',
+        'echo w2 > work.txt; git difftool -y --tool="../../../../../..$PWD/evil.sh"',
         # ... and sources "$MERGE_TOOLS_DIR/$tool" for the tool it guesses (vimdiff)
         pytest.param(
             'mkdir -p mt; for t in vimdiff nvimdiff emerge kompare; do printf "%s\\n" '
@@ -492,6 +496,8 @@ def test_a_path_adding_a_lane_directory_is_refused_whatever_name_git_starts(
         "test_fsmonitor_sh",
         "test_fsmonitor_python",
         "difftool_extcmd",
+        "diff_tool_path",
+        "difftool_tool_path",
         "merge_tools_dir",
         "perl5opt_sh",
         "perl5opt_python",
