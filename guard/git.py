@@ -289,34 +289,57 @@ def _check_worktree_config(admin: str, common: str) -> None:
 # lane checks it first, one lstat. And git takes an entry's name from an index as it is:
 # the checks it makes on a name it is given (verify_path) are not made on one it reads,
 # so `checkout-index` (or `checkout -- .`, `commit`) would write or commit `../x` as named.
-def index_file_fault(admin: str | os.PathLike[str]) -> str | None:
-    """Why git must not open `<admin>/index` (None: a regular file, or none at all)."""
-    try:
-        mode = os.lstat(os.path.join(admin, "index")).st_mode
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return f"cannot be looked at ({exc.strerror})"
+def _fault(mode: int) -> str | None:
+    """Why git must not open a file of this mode (None: a regular file)."""
     if stat.S_ISREG(mode):
         return None
     kinds = ((stat.S_ISLNK, "a symlink"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"))
     return next((f"is {what}" for test, what in kinds if test(mode)), "is a socket or a device")
 
 
-def check_index_file(admin: str | os.PathLike[str], lane: str | os.PathLike[str]) -> None:
-    """Refuse (lane_index_unsafe) when the lane's index is no regular file."""
-    fault = index_file_fault(admin)
-    if fault is None:
-        return
+def index_file_fault(admin: str | os.PathLike[str]) -> tuple[str, str] | None:
+    """The file of `<admin>/index` git must not open, and why (None: all regular, or no
+    index): the index itself, and with a split index (its `link` extension) each
+    `<admin>/sharedindex.<sha>`, which git opens as well."""
     index = os.path.join(admin, "index")
+    try:
+        fault = _fault(os.lstat(index).st_mode)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return index, f"cannot be looked at ({exc.strerror})"
+    if fault is not None:
+        return index, fault
+    try:
+        with os.scandir(admin) as it:
+            for e in it:
+                if e.name.startswith("sharedindex."):
+                    fault = _fault(e.stat(follow_symlinks=False).st_mode)
+                    if fault is not None:
+                        return e.path, fault
+    except OSError as exc:
+        return os.fspath(admin), f"cannot be listed ({exc.strerror})"
+    return None
+
+
+def check_index_file(admin: str | os.PathLike[str], lane: str | os.PathLike[str]) -> None:
+    """Refuse (lane_index_unsafe) when the lane's index (or a shared index it may
+    name) is no regular file."""
+    found = index_file_fault(admin)
+    if found is None:
+        return
+    path, fault = found
+    index = os.path.join(admin, "index")
+    rm = [index] if path in (index, os.fspath(admin)) else [path, index]
+    how = "rm -rf" if fault == "is a directory" else "rm -f"  # nothing committed is there
     raise Refusal(
         "lane_index_unsafe",
-        f"the index of the lane at {shown(lane)} ({shown(index)}) {fault}, not a file git "
+        f"the index of the lane at {shown(lane)} ({shown(path)}) {fault}, not a file git "
         "can read (a FIFO blocks git for ever); nothing was done. It holds nothing "
         "committed: removing it and reading the lane's commit back into a new index "
         "keeps every file of the worktree",
-        next=[f"rm -f -- {q(index)}", f"git -C {q(lane)} read-tree HEAD"],
-        details={"lane_path": os.fspath(lane), "index": index, "fault": fault},
+        next=[f"{how} -- {' '.join(q(p) for p in rm)}", f"git -C {q(lane)} read-tree HEAD"],
+        details={"lane_path": os.fspath(lane), "index": path, "fault": fault},
     )
 
 
@@ -925,46 +948,46 @@ def parse_worktrees(z: str) -> list[Worktree]:
     return out
 
 
-# What git reads in each worktree's admin dir (`<common>/worktrees/<id>/`) to list the
-# worktrees and to run in one: the lane may write there (exec --sandbox grants its admin
-# dir), and a FIFO in one of these places blocks git's open(2) for ever.
-ADMIN_READS = (
-    "HEAD",
-    "gitdir",
-    "commondir",
-    "locked",
-    "index",
-    "config.worktree",
-    "ORIG_HEAD",
-    "FETCH_HEAD",
-    "MERGE_HEAD",
-    "CHERRY_PICK_HEAD",
-    "REVERT_HEAD",
-    "AUTO_MERGE",
-    "logs/HEAD",
-)
-
-
 def admin_blockers(common: str | os.PathLike[str]) -> list[str]:
-    """The places of ADMIN_READS, in every worktree's admin dir, that hold something git's
-    open(2) may block on or never finish reading (a FIFO, a socket, a device; a symlink to
-    one too). A few stat calls per lane: checked before git is asked to read them."""
+    """The places in every worktree's admin dir that hold something git's open(2) may
+    block on or never finish reading (a FIFO, a socket, a device; a symlink to one too):
+    the whole dir is looked at but its object store (the lane's own, whose reads are
+    bounded): HEAD, index, gitdir, commondir, locked, config.worktree, the pseudo-refs,
+    per-worktree refs under refs/ and logs/, a split index's sharedindex.*, the rebase
+    state that worktree listings and branch checks read. A few stat calls per lane: checked before git is
+    asked to read them."""
     base = os.path.join(common, "worktrees")
     try:
         ids = sorted(os.listdir(base))
     except OSError:
         return []
-    out = []
+    out: list[str] = []
     for wid in ids:
-        for name in ADMIN_READS:
-            p = os.path.join(base, wid, name)
-            try:
-                mode = os.stat(p).st_mode
-            except OSError:
-                continue
-            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-                out.append(p)
+        admin = os.path.join(base, wid)
+        if os.path.islink(admin) or not os.path.isdir(admin):
+            continue
+        _blockers_under(admin, out, top=True)
     return out
+
+
+def _blockers_under(d: str, out: list[str], top: bool = False) -> None:
+    try:
+        with os.scandir(d) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError:
+        return
+    for e in entries:
+        if top and e.name == "objects":
+            continue
+        try:
+            mode = os.stat(e.path).st_mode  # a link to a regular file is read as one
+        except OSError:
+            continue  # a dangling link: git finds nothing there either
+        if stat.S_ISDIR(mode):
+            if not e.is_symlink():
+                _blockers_under(e.path, out)
+        elif not stat.S_ISREG(mode):
+            out.append(e.path)
 
 
 def worktrees(cwd: Where) -> list[Worktree]:

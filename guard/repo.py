@@ -352,8 +352,10 @@ class Repo:
     def admin_blocked(self, paths: list[str], stderr: str = "") -> Refusal:
         """admin_unreadable: what blocks git in lanes' admin dirs, each with its fix: the
         thing removed (a FIFO, socket or device node holds nothing committed), HEAD put
-        back naming the lane's branch (from its record, trusted state), then reconcile
-        (which rewrites a lane's gitdir and commondir)."""
+        back naming the lane's branch (from its record, trusted state), commondir put
+        back as git writes it, the index read back from HEAD (the worktree's files are
+        kept: with no index, a commit would delete them all), then reconcile (which
+        rewrites a lane's gitdir and commondir)."""
         branches: dict[str, str] = {}
         try:
             for rec in self.store.lanes():
@@ -362,17 +364,32 @@ class Repo:
                     branches[os.path.realpath(admin)] = rec.branch
         except Refusal:
             pass
-        nxt = []
+        base = os.path.realpath(os.path.join(self.common_dir, "worktrees"))
+        nxt: list[str] = []
+        after: dict[str, list[str]] = {}  # admin dir -> the names removed there
         for p in paths:
             # a directory where git reads a file holds nothing committed either
             rm = "rm -rf" if os.path.isdir(p) and not os.path.islink(p) else "rm -f"
             nxt.append(f"{rm} -- {git.q(p)}")
-            branch = branches.get(os.path.realpath(os.path.dirname(p)))
-            if os.path.basename(p) == "HEAD" and branch:  # <admin>/HEAD (logs/HEAD: no)
-                nxt.append(f"printf 'ref: refs/heads/%s\\n' {git.q(branch)} > {git.q(p)}")
-            if os.path.basename(p) == "index" and branch:  # from the lane's commit; the
-                # worktree's files are kept (with no index, a commit would delete them all)
-                nxt.append(f"git --git-dir={git.q(os.path.dirname(p))} read-tree HEAD")
+            rel = os.path.relpath(os.path.realpath(os.path.dirname(p)), base).split(os.sep)
+            if rel[0] in ("", ".", ".."):
+                continue
+            adm = os.path.join(base, rel[0])
+            after.setdefault(adm, []).append(os.path.relpath(os.path.realpath(p), adm))
+        for adm, names in after.items():
+            a = git.q(adm)
+            branch = branches.get(os.path.realpath(adm))
+            head_ok = "HEAD" not in names
+            if not head_ok and branch:
+                nxt.append(f"printf 'ref: refs/heads/%s\\n' {git.q(branch)} > {a}/HEAD")
+                head_ok = True
+            if "commondir" in names:  # as `git worktree add` writes it
+                nxt.append(f"printf '../..\\n' > {a}/commondir")
+            split = any(n.startswith("sharedindex.") for n in names)
+            if split and "index" not in names:  # a split index names its shared one
+                nxt.append(f"rm -f -- {a}/index")
+            if ("index" in names or split) and head_ok:
+                nxt.append(f"git --git-dir={a} read-tree HEAD")
         nxt.append("git lane reconcile")
         where = ", ".join(paths) if paths else f"a file under {self.common_dir}/worktrees/"
         return Refusal(

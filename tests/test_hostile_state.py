@@ -634,6 +634,96 @@ def test_a_fifo_at_a_lanes_head_hangs_no_owner_command(
     kept(repo, shas)
 
 
+@pytest.mark.parametrize("args", [*FIFO_COMMANDS, ("release", "alpha"), ("gc",)])
+def test_a_fifo_as_a_per_worktree_ref_hangs_no_owner_command(
+    world: tuple[Repo, Path, list[str]], args: tuple[str, ...]
+) -> None:
+    """Per-worktree refs (refs/worktree/*, refs/bisect/*) live in the lane's admin dir:
+    a FIFO at `<admin>/refs/worktree/x` blocked the for-each-ref of release and gc for
+    ever (red team 13J). The whole admin dir but its object store is looked at first."""
+    repo, lp, shas = world
+    fifo = admin_dir(lp) / "refs" / "worktree" / "x"
+    fifo.parent.mkdir(parents=True)
+    os.mkfifo(fifo)
+    env = {"GITLANE_TEST_LANE_READ_TIMEOUT": "3"}
+    try:
+        fixed_by_next(cli(*args, cwd=repo.path, env=env), repo.path, args, fifo)
+    finally:
+        release_fifos(admin_dir(lp))
+    assert not os.path.lexists(fifo)
+    assert cli("status", cwd=repo.path).rc == 0
+    kept(repo, shas)
+
+
+def test_a_fifo_at_a_split_index_shared_file_hangs_no_owner_command(
+    world: tuple[Repo, Path, list[str]],
+) -> None:
+    """A split index makes git open `<admin>/sharedindex.<sha>` too: a FIFO there hung
+    the owner's status (red team 13L). The next removes it and the index naming it,
+    reads the index back from the lane's commit: the worktree's files are kept."""
+    repo, lp, shas = world
+    (lp / "b.txt").write_text("uncommitted\n")
+    git(lp, "update-index", "--split-index")
+    admin = admin_dir(lp)
+    shared = sorted(p for p in admin.iterdir() if p.name.startswith("sharedindex."))
+    assert len(shared) == 1, sorted(os.listdir(admin))
+    shared[0].unlink()
+    os.mkfifo(shared[0])
+    env = {"GITLANE_TEST_LANE_READ_TIMEOUT": "3"}
+    try:
+        fixed_by_next(cli("status", cwd=repo.path, env=env), repo.path, ("status",), shared[0])
+    finally:
+        release_fifos(admin)
+    assert (lp / "b.txt").read_text() == "uncommitted\n"
+    assert git(lp, "status", "--porcelain").stdout == " M b.txt\n"
+    kept(repo, shas)
+
+
+def test_the_admin_unreadable_next_rebuilds_an_index_whose_commondir_was_blocked_too(
+    world: tuple[Repo, Path, list[str]],
+) -> None:
+    """FIFOs at both `commondir` and `index`: the next put commondir back before reading
+    the index from HEAD (read-tree ran in an admin dir with no commondir: not a git
+    dir, the index never rebuilt; red team 13L)."""
+    repo, lp, shas = world
+    (lp / "b.txt").write_text("uncommitted\n")
+    admin = admin_dir(lp)
+    for name in ("commondir", "index"):
+        (admin / name).unlink()
+        os.mkfifo(admin / name)
+    env = {"GITLANE_TEST_LANE_READ_TIMEOUT": "3"}
+    try:
+        r = cli("status", cwd=repo.path, env=env)
+        assert r.code == "admin_unreadable", r.stdout
+        recovers(r, repo.path, "status")
+    finally:
+        release_fifos(admin)
+    assert (admin / "index").is_file() and (admin / "commondir").read_text() == "../..\n"
+    assert git(lp, "status", "--porcelain").stdout == " M b.txt\n"
+    kept(repo, shas)
+
+
+def test_the_admin_unreadable_next_rebuilds_the_index_of_a_worktree_of_the_owners(
+    world: tuple[Repo, Path, list[str]], tmp_path: Path
+) -> None:
+    """The owner's own `git worktree add` (no lane record): the next reads its index back
+    too (it stopped at `rm`, and the next commit there would delete every file)."""
+    repo, _lp, shas = world
+    git(repo.path, "branch", "rel")
+    own = tmp_path / "own-wt"
+    git(repo.path, "worktree", "add", "-q", str(own), "rel")
+    admin = admin_dir(own)
+    (admin / "index").unlink()
+    os.mkfifo(admin / "index")
+    try:
+        fixed_by_next(cli("status", cwd=repo.path), repo.path, ("status",), admin / "index")
+    finally:
+        release_fifos(admin)
+    assert (admin / "index").is_file()
+    assert git(own, "diff", "--cached", "--name-status").stdout == ""
+    kept(repo, shas)
+
+
 @pytest.mark.parametrize("args", [*FIFO_COMMANDS, ("release", "alpha")])
 def test_a_lane_admin_dir_without_head_is_named_with_its_fix(
     world: tuple[Repo, Path, list[str]], args: tuple[str, ...]
