@@ -191,6 +191,17 @@ def test_forged_object_is_never_absorbed(hub: Repo, tmp_path: Path) -> None:
     land = hub.lane("--json", "land", "alpha")
     assert land.rc == 1 and land.code == "objects_corrupt", land.stdout + land.stderr
     assert hub.sha() == main
+    # release cannot establish that the tip is landed (it does not verify): it is unlanded
+    rel = hub.lane("--json", "release", "alpha")
+    assert rel.rc == 1 and rel.code == "unlanded_work", rel.stdout
+    assert "not verified" in rel.json["details"]["commits"][0], rel.stdout
+    assert (
+        hub.git("rev-parse", "-q", "--verify", "refs/heads/lane/alpha", check=False).returncode == 0
+    )
+    discard = rel.json["next"][-1]
+    assert discard == "git lane release alpha --confirm yes-discard-lane", rel.stdout
+    done = subprocess.run(discard, shell=True, cwd=hub.path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 # -- every engine command reads a lane whose newest commits are in its own store only ----
