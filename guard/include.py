@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from guard import git
+from guard import dirfd, git
 from guard.results import Included
 
 FILE = ".worktreeinclude"
@@ -65,71 +65,111 @@ def matches(hub: str, patterns: bytes) -> list[str]:
 
 def copy(hub: str, lane: str, patterns: bytes, progress: Progress | None = None) -> Included:
     """Copy what `patterns` names from the hub into the lane; what could not be copied is
-    in `skipped`, with why."""
+    in `skipped`, with why. Every write in the lane goes through directory fds (a CMD may
+    be running there: `git lane setup` while an exec runs), as guard/dirfd.py writes."""
     t = _Tally()
     hub_real = os.path.realpath(hub)
-    made: dict[str, int] = {}  # lane directories this copy made -> the hub's mode for them
-    checked: dict[str, bool] = {}  # relative directory -> plain in both hub and lane
+    dirs = _LaneDirs(hub_real, lane)
     last = time.monotonic()
-    for rel in matches(hub, patterns):
-        parts = rel.split("/")
-        if any(p in ("", ".", "..", ".git") for p in parts):
-            t.skipped.append({"path": rel, "reason": "not a plain relative path"})
-            continue
-        parent = "/".join(parts[:-1])
-        if not _dirs_ok(hub_real, lane, parent, checked, made):
-            t.skipped.append(
-                {"path": rel, "reason": "a directory on its way is not a plain directory"}
-            )
-            continue
-        try:
-            _copy_one(os.path.join(hub_real, rel), os.path.join(lane, rel), rel, t)
-        except OSError as exc:
-            t.skipped.append({"path": rel, "reason": exc.strerror or str(exc)})
-        if progress is not None and time.monotonic() - last >= PROGRESS_SECONDS:
-            last = time.monotonic()
-            progress(t.files, t.bytes)
-    for d in sorted(made, key=len, reverse=True):  # deepest first: a read-only parent last
-        try:
-            os.chmod(os.path.join(lane, d), made[d])
-        except OSError:
-            pass
+    try:
+        for rel in matches(hub, patterns):
+            parts = rel.split("/")
+            if any(p in ("", ".", "..", ".git") for p in parts):
+                t.skipped.append({"path": rel, "reason": "not a plain relative path"})
+                continue
+            dfd = dirs.enter("/".join(parts[:-1]))
+            if dfd is None:
+                t.skipped.append(
+                    {"path": rel, "reason": "a directory on its way is not a plain directory"}
+                )
+                continue
+            try:
+                _copy_one(os.path.join(hub_real, rel), dfd, parts[-1], rel, t)
+            except OSError as exc:
+                t.skipped.append({"path": rel, "reason": exc.strerror or str(exc)})
+            if progress is not None and time.monotonic() - last >= PROGRESS_SECONDS:
+                last = time.monotonic()
+                progress(t.files, t.bytes)
+    finally:
+        dirs.close()
     return t.result()
 
 
-def _dirs_ok(hub: str, lane: str, rel: str, checked: dict[str, bool], made: dict[str, int]) -> bool:
-    """Every directory of `rel` is a real directory in the hub and in the lane (made there
-    when missing): nothing on the way is a symlink that leads out of either."""
-    if rel == "":
-        return True
-    if rel in checked:
-        return checked[rel]
-    head, _, _ = rel.rpartition("/")
-    ok = _dirs_ok(hub, lane, head, checked, made)
-    if ok:
+class _LaneDirs:
+    """The lane's directories on the way to the file being copied, each an fd opened from
+    its parent's with O_NOFOLLOW|O_DIRECTORY (made there, 0700, when missing), from the
+    lane's root opened by path (a trusted root: guard/dirfd.py). A directory a running CMD
+    swapped for a link fails the open (ELOOP) and its files are skipped; one it renamed
+    after the open keeps its fd, so the files go where the directory went, in the lane.
+    Each directory must be a plain one in the hub too. The paths come sorted, so those
+    under a directory come together: it is left once, and a directory this copy made gets
+    the hub's mode (| 0700) then, through its fd (a read-only parent after its children);
+    only the fds on one path are open at a time."""
+
+    def __init__(self, hub: str, lane: str) -> None:
+        self.hub = hub
+        root = os.open(lane, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        # (relative path, fd or None when not a plain directory, mode to give it on leaving)
+        self.stack: list[tuple[str, int | None, int | None]] = [("", root, None)]
+
+    def enter(self, rel: str) -> int | None:
+        while len(self.stack) > 1:
+            top = self.stack[-1][0]
+            if rel == top or rel.startswith(top + "/"):
+                break
+            self._leave()
+        top, fd, _ = self.stack[-1]
+        rest = rel[len(top) :].lstrip("/")
+        for part in rest.split("/") if rest else []:
+            here = f"{top}/{part}" if top else part
+            sub, mode = self._open(fd, here, part) if fd is not None else (None, None)
+            self.stack.append((here, sub, mode))
+            top, fd = here, sub
+        return fd
+
+    def _open(self, parent: int, rel: str, name: str) -> tuple[int | None, int | None]:
         try:
-            src = os.lstat(os.path.join(hub, rel))
-            ok = stat.S_ISDIR(src.st_mode)
-            dst_path = os.path.join(lane, rel)
+            src = os.lstat(os.path.join(self.hub, rel))
+            if not stat.S_ISDIR(src.st_mode):
+                return None, None
+            mode = None
             try:
-                ok = ok and stat.S_ISDIR(os.lstat(dst_path).st_mode)
+                return os.open(name, dirfd.DIR | os.O_NONBLOCK, dir_fd=parent), None
             except FileNotFoundError:
-                if ok:
-                    os.mkdir(dst_path, 0o700)
-                    made[rel] = stat.S_IMODE(src.st_mode) | 0o700
+                os.mkdir(name, 0o700, dir_fd=parent)
+                mode = stat.S_IMODE(src.st_mode) | 0o700
+            return os.open(name, dirfd.DIR | os.O_NONBLOCK, dir_fd=parent), mode
         except OSError:
-            ok = False
-    checked[rel] = ok
-    return ok
+            return None, None
+
+    def _leave(self) -> None:
+        _, fd, mode = self.stack.pop()
+        if fd is None:
+            return
+        try:
+            if mode is not None:
+                os.fchmod(fd, mode)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        while self.stack:
+            self._leave()
 
 
-def _copy_one(src: str, dst: str, rel: str, t: _Tally) -> None:
+def _copy_one(src: str, dfd: int, name: str, rel: str, t: _Tally) -> None:
+    """Copy the hub's `src` to `name` in the lane directory `dfd` (never over anything)."""
     st = os.lstat(src)
-    if os.path.lexists(dst):
+    try:
+        os.lstat(name, dir_fd=dfd)
         t.kept += 1
         return
+    except FileNotFoundError:
+        pass
     if stat.S_ISLNK(st.st_mode):
-        os.symlink(os.readlink(src), dst)  # the link itself, never what it points at
+        os.symlink(os.readlink(src), name, dir_fd=dfd)  # the link itself, never its target
         t.files += 1
         return
     if not stat.S_ISREG(st.st_mode):
@@ -141,16 +181,16 @@ def _copy_one(src: str, dst: str, rel: str, t: _Tally) -> None:
             t.skipped.append({"path": rel, "reason": "changed while copied"})
             return
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        dfd = os.open(dst, flags, 0o600)
+        ffd = os.open(name, flags, 0o600, dir_fd=dfd)
         try:
-            reflinked = _clone_or_copy(sfd, dfd)
-            os.fchmod(dfd, stat.S_IMODE(st.st_mode) & 0o777)
-            os.utime(dfd, ns=(st.st_atime_ns, st.st_mtime_ns))
+            reflinked = _clone_or_copy(sfd, ffd)
+            os.fchmod(ffd, stat.S_IMODE(st.st_mode) & 0o777)
+            os.utime(ffd, ns=(st.st_atime_ns, st.st_mtime_ns))
         except BaseException:
-            os.close(dfd)
-            os.unlink(dst)  # never leave half a file that a later copy would keep
+            os.close(ffd)
+            os.unlink(name, dir_fd=dfd)  # never leave half a file that a later copy would keep
             raise
-        os.close(dfd)
+        os.close(ffd)
     finally:
         os.close(sfd)
     t.files += 1

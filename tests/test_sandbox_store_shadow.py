@@ -191,6 +191,17 @@ def test_forged_object_is_never_absorbed(hub: Repo, tmp_path: Path) -> None:
     land = hub.lane("--json", "land", "alpha")
     assert land.rc == 1 and land.code == "objects_corrupt", land.stdout + land.stderr
     assert hub.sha() == main
+    # release cannot establish that the tip is landed (it does not verify): it is unlanded
+    rel = hub.lane("--json", "release", "alpha")
+    assert rel.rc == 1 and rel.code == "unlanded_work", rel.stdout
+    assert "not verified" in rel.json["details"]["commits"][0], rel.stdout
+    assert (
+        hub.git("rev-parse", "-q", "--verify", "refs/heads/lane/alpha", check=False).returncode == 0
+    )
+    discard = rel.json["next"][-1]
+    assert discard == "git lane release alpha --confirm yes-discard-lane", rel.stdout
+    done = subprocess.run(discard, shell=True, cwd=hub.path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 # -- every engine command reads a lane whose newest commits are in its own store only ----
@@ -502,3 +513,110 @@ def test_a_commit_graph_never_lets_the_queue_land_a_stale_lane_unsynced(
     assert git(hub.path, "merge-base", "--is-ancestor", m1, main, check=False).returncode == 0
     assert (hub.path / "m.txt").exists() and (hub.path / "alpha.txt").exists()
     del alpha
+
+
+# -- release and gc decide "landed?" the same way (red team 13J): the lane's tip imported
+# into the shared store first (verified), then asked of that store alone, no commit-graph.
+# CMD writes into its OWN object store a commit-graph (made as FORGE_GRAPH above makes it)
+# that says: M0 (main's first commit, in the shared store) has the lane's commit P as its
+# parent, and P is a root. Every commit of the lane then looks reachable from main.
+# argv: G, then "oid:parent,parent" rows (an empty parent list for a root)
+FORGE_GRAPH_ROWS = r"""
+set -e
+G=$1; shift
+: > "$TMPDIR/commits"
+for row in "$@"; do
+    oid=${row%%:*}; ps=$(printf '%s' "${row#*:}" | tr ',' ' ')
+    $G log -1 --format="%H %T $ps %ct" "$oid" >> "$TMPDIR/commits"
+done
+python3 - "$TMPDIR/commits" "$GIT_OBJECT_DIRECTORY/info/commit-graph" <<'P'
+import hashlib, struct, sys
+rows = {}
+for ln in open(sys.argv[1]):
+    f = ln.split()
+    rows[f[0]] = (f[1], f[2:-1], int(f[-1]))
+oids = sorted(rows)
+idx = {o: i for i, o in enumerate(oids)}
+gen = {}
+def g(o):
+    if o not in gen:
+        gen[o] = 1 + max((g(p) for p in rows[o][1]), default=0)
+    return gen[o]
+fan = [0] * 256
+for o in oids:
+    fan[int(o[:2], 16)] += 1
+acc, oidf = 0, b""
+for n in fan:
+    acc += n
+    oidf += struct.pack(">I", acc)
+oidl = b"".join(bytes.fromhex(o) for o in oids)
+cdat = b""
+for o in oids:
+    tree, parents, date = rows[o]
+    ps = [idx[p] for p in parents] + [0x70000000] * 2
+    cdat += bytes.fromhex(tree) + struct.pack(">II", ps[0], ps[1])
+    cdat += struct.pack(">II", (g(o) << 2) | (date >> 32), date & 0xFFFFFFFF)
+chunks = [(b"OIDF", oidf), (b"OIDL", oidl), (b"CDAT", cdat)]
+out = b"CGPH" + bytes([1, 1, len(chunks), 0])
+off = 8 + 12 * (len(chunks) + 1)
+for cid, data in chunks:
+    out += cid + struct.pack(">Q", off)
+    off += len(data)
+out += b"\0\0\0\0" + struct.pack(">Q", off)
+for _, data in chunks:
+    out += data
+out += hashlib.sha1(out).digest()
+open(sys.argv[2], "wb").write(out)
+P
+"""
+
+
+def test_a_commit_graph_in_the_lane_store_never_lets_release_drop_unlanded_work(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """HIGH (work lost). The owner committed P in lane alpha (not landed). A sandboxed CMD
+    in alpha writes a commit-graph into its own store saying main's base M0 has P as its
+    parent. `git lane release alpha` (no --confirm) decided "landed?" with the lane's
+    store named and its commit-graph read: it found no unlanded commit, G11 did not refuse
+    unlanded_work, and the branch was deleted with no `recover` printed. Now
+    release.branch_unlanded imports the tip first and asks the shared store alone."""
+    alpha = hub.create("alpha")
+    m0 = hub.sha() or ""
+    p = hub.commit(alpha, "owner.txt", "the owner's unlanded work\n")
+    mover = hub.create("mover")
+    hub.commit(mover, "m.txt", "landed by mover\n")
+    assert hub.lane("land", "mover").rc == 0
+    m1 = hub.sha() or ""
+    assert git(hub.path, "merge-base", "--is-ancestor", p, m1, check=False).returncode == 1
+    r = _run(hub, tmp_path, FORGE_GRAPH_ROWS, REAL_GIT, f"{m0}:{p}", f"{p}:")
+    assert r.rc == 0, r.stdout + r.stderr
+    rel = hub.jlane("release", "alpha")
+    assert (
+        hub.git("rev-parse", "-q", "--verify", "refs/heads/lane/alpha", check=False).returncode == 0
+    ), f"release deleted lane/alpha holding unlanded {p[:12]}: {rel.stdout}"
+    assert rel.rc == 1 and rel.code == "unlanded_work", rel.stdout
+    assert [c.split()[0] for c in rel.json["details"]["commits"]] == [
+        hub.git("rev-parse", "--short", p).stdout.strip()
+    ], rel.stdout
+
+
+def test_a_commit_graph_in_the_lane_store_never_lets_gc_release_unlanded_work(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """HIGH (work lost), the release finding above through the owner's routine `git lane
+    gc`: lane alpha landed once, the owner then committed P in it; the sandboxed CMD's
+    forged commit-graph made gc._look (release.inspect, and is_ancestor(tip, landed)
+    with the lane's store named) judge it landed, and gc released it, branch and all."""
+    alpha = hub.create("alpha")
+    hub.commit(alpha, "first.txt", "landed\n")
+    assert hub.lane("land", "alpha").rc == 0
+    l1 = hub.sha() or ""
+    m0 = hub.git("rev-parse", f"{l1}^").stdout.strip()
+    p = hub.commit(alpha, "owner.txt", "the owner's unlanded work\n")
+    r = _run(hub, tmp_path, FORGE_GRAPH_ROWS, REAL_GIT, f"{m0}:{p}", f"{p}:")
+    assert r.rc == 0, r.stdout + r.stderr
+    gc = hub.jlane("gc")
+    assert (
+        hub.git("rev-parse", "-q", "--verify", "refs/heads/lane/alpha", check=False).returncode == 0
+    ), f"gc released lane/alpha holding unlanded {p[:12]}: {gc.stdout}"
+    assert [k["lane"] for k in gc.json["kept"]] == ["alpha"], gc.stdout

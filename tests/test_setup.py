@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -15,6 +17,7 @@ import signal
 import pytest
 
 from conftest import Repo
+from sandboxhelp import NEEDS_LANDLOCK
 from enginehelp import pid_alive, spawn_lane, wait_for
 
 INCLUDE = ".env\nnode_modules/\n.venv/\n"
@@ -147,6 +150,133 @@ def test_a_lane_symlink_never_lets_a_copy_write_outside(repo: Repo, tmp_path: Pa
     assert r.rc == 0, r.stderr
     assert list(elsewhere.iterdir()) == []
     assert r.json["included"]["files"] == 0 and r.json["included"]["skipped"]
+
+
+# CMD (sandboxed, still running while the owner sets the lane up again) waits for the
+# copy to make `cfg/` in the lane, then puts a link to a directory of the owner's there
+SWAP_DIR = r"""
+touch "$1"
+i=0
+while [ $i -lt 2000000 ]; do
+    if [ -d cfg ] && [ ! -L cfg ]; then
+        mv cfg cfg.moved && ln -s "$2" cfg && echo swapped && exit 0
+    fi
+    i=$((i+1))
+done
+echo never-swapped
+"""
+
+
+@NEEDS_LANDLOCK
+def test_setup_never_copies_or_chmods_through_a_link_a_running_cmd_swapped_in(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """HIGH (a write outside the lane: the hub's ignored files written into, and the mode
+    of, a directory of the owner's the lane chose; red team 13J). include.copy checked the
+    lane's directories once (lstat, os.mkdir by path), then wrote each file by its full
+    path (O_NOFOLLOW covers only the last component) and at the end chmodded every
+    directory it made by path (os.chmod follows links). A sandboxed CMD still
+    running in the lane swaps the `cfg/` the copy just made for a symlink to the owner's
+    private directory: the files after the swap are created there, and the directory
+    gets the hub's mode | 0o700. Nothing stops `git lane setup` while an exec runs. Now
+    every write goes through directory fds (include._LaneDirs): a swapped name fails the
+    walk, a renamed directory takes the files with it, in the lane."""
+    track_files = {".gitignore": "cfg/\n", ".worktreeinclude": "cfg/\n"}
+    mover = hub.create("mover")
+    for name, text in track_files.items():
+        hub.commit(mover, name, text)
+    assert hub.lane("land", "mover").rc == 0
+    lp = hub.create("alpha")
+    cfg = hub.path / "cfg"
+    cfg.mkdir()
+    os.chmod(cfg, 0o755)
+    for n in range(3000):
+        (cfg / f"f{n:04d}.env").write_text(f"SECRET_{n}=1\n")
+    victim = tmp_path / "owner-private"
+    victim.mkdir()
+    os.chmod(victim, 0o700)
+    script = tmp_path / "swap.sh"
+    script.write_text(SWAP_DIR)
+    ready = lp / ".cmd-ready"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "guard",
+            "exec",
+            "--sandbox",
+            "alpha",
+            "--",
+            "sh",
+            str(script),
+            str(ready),
+            str(victim),
+        ],
+        cwd=hub.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready.exists(), "CMD never started"
+        st = hub.jlane("setup", "alpha")
+    finally:
+        out, err = proc.communicate(timeout=120)
+    assert "swapped" in out, (out, err[-300:])  # the race was run, not missed
+    written = sorted(p.name for p in victim.iterdir())
+    mode = victim.stat().st_mode & 0o777
+    assert not written and mode == 0o700, (
+        f"setup wrote {len(written)} file(s) into {victim} and left it {oct(mode)} "
+        f"(CMD: {out.strip()} {err.strip()[-300:]}; setup: {st.stdout[-500:]})"
+    )
+
+
+def test_a_lane_directory_renamed_or_linked_mid_copy_never_leads_outside(
+    repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race above made certain, in process: right after the first file of `cfg/` is
+    copied, `cfg` is renamed and a link to a private directory put in its place. The rest
+    of cfg/ goes where the directory went (its fd), in the lane; the private directory
+    gets no file and keeps its mode; a directory met as a link is skipped."""
+    from guard import include
+
+    hub = repo.path
+    (hub / "cfg" / "sub").mkdir(parents=True)
+    os.chmod(hub / "cfg", 0o755)
+    for n in range(5):
+        (hub / "cfg" / f"f{n}.env").write_text(f"S{n}\n")
+        (hub / "cfg" / "sub" / f"g{n}.env").write_text(f"T{n}\n")
+    (hub / ".gitignore").write_text("cfg/\n")
+    lane = tmp_path / "lane"
+    lane.mkdir()
+    victim = tmp_path / "owner-private"
+    victim.mkdir()
+    os.chmod(victim, 0o700)
+    real = include._clone_or_copy
+    swapped: list[bool] = []
+
+    def swap_then_copy(sfd: int, dfd: int) -> bool:
+        if not swapped:
+            swapped.append(True)
+            os.rename(lane / "cfg", lane / "cfg.moved")
+            os.symlink(victim, lane / "cfg")
+        return real(sfd, dfd)
+
+    monkeypatch.setattr(include, "_clone_or_copy", swap_then_copy)
+    got = include.copy(str(hub), str(lane), b"cfg/\n")
+    assert list(victim.iterdir()) == [] and victim.stat().st_mode & 0o777 == 0o700
+    moved = sorted(str(p.relative_to(lane / "cfg.moved")) for p in (lane / "cfg.moved").rglob("*"))
+    assert moved == sorted(
+        [*(f"f{n}.env" for n in range(5)), "sub", *(f"sub/g{n}.env" for n in range(5))]
+    ), moved
+    assert (lane / "cfg.moved").stat().st_mode & 0o777 == 0o755
+    assert got["files"] == 10 and not got["skipped"], got
+    # a second copy meets the link at cfg/: it skips, never follows it
+    again = include.copy(str(hub), str(lane), b"cfg/\n")
+    assert again["files"] == 0 and again["skipped"] and list(victim.iterdir()) == []
 
 
 def test_existing_files_in_the_lane_are_never_overwritten(repo: Repo) -> None:

@@ -148,7 +148,7 @@ def _look(
         return _Verdict(r.code, r.message, list(r.next))
     work = release.inspect(repo, rec, main_sha)
     if work.any():
-        fresh = work.tip is not None and git.is_ancestor(repo.common_dir, main_sha, work.tip)
+        fresh = work.tip is not None and _shared_ancestor(repo, main_sha, work.tip)
         v = _work_verdict(key, rec.path, work, fresh)
         v.ignored_only = bool(work.ignored) and not (
             work.unlanded or work.dirty or work.rebase or work.detached or work.worktree_refs
@@ -175,13 +175,22 @@ def _look(
         return v
     # its tip is on main (release found no unlanded commit); it must be under the landed
     # refs too, which no rewrite of main can take away
-    if last is None or not git.is_ancestor(repo.common_dir, tip, last.sha):
+    if last is None or not _shared_ancestor(repo, tip, last.sha):
         return _Verdict(
             "main_moved",
             f"lane {key}'s tip {tip[:12]} is on main but not under refs/git-lane/landed/",
             ["git lane doctor"],
         )
     return None
+
+
+def _shared_ancestor(repo: Repo, a: str, b: str) -> bool:
+    """Is `a` an ancestor of `b`, asked of the shared store alone (no lane's store, no
+    commit-graph: release.inspect imported the lane's tip there first, verified)? False
+    when git cannot tell (an object missing there): the lane is kept."""
+    with git.shared_store_only():
+        res = git.run(["merge-base", "--is-ancestor", a, b], repo.common_dir, check=False)
+    return res.returncode == 0
 
 
 def _work_verdict(key: str, path: str, work: release.Work, fresh: bool) -> _Verdict:

@@ -120,14 +120,10 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
     present = wt is not None and wt.exists
     frozen = _freeze(repo, key, rec.path, confirmed) if present else None
     try:
+        # _inspect imports what the branch holds into the shared store first (verified):
+        # its store goes with its admin dir, and `recover` below must still find the commits
         work = _inspect(repo, rec, wt if present else None, main_sha)
         g11_keep_work(repo, key, rec.path, rec.branch, present, confirmed, work)
-        if work.tip is not None and objects.lane_store(common, rec.path) is not None:
-            # its store goes with its admin dir: what its branch holds goes to the shared
-            # store first (verified), so `recover` below still finds the commits
-            why = objects.absorb(repo, key, rec.path, rec.branch, work.tip)
-            if why:
-                repo.store.event("objects_kept_in_lane", lane=key, why=why, tip=work.tip)
         begin(repo, rec, work)  # what reconcile finishes if this process dies from here on
         crash_point("release_inspected")  # the lane frozen (its index.lock), nothing removed
         kept_modules = None
@@ -409,11 +405,12 @@ def _unlanded(repo: Repo, tip: str) -> bool:
         main_sha = repo.main_sha()
     except Refusal:
         return True
-    res = git.run(
-        ["rev-list", "--count", tip, "--not", main_sha, "--glob=refs/git-lane/landed/*"],
-        repo.common_dir,
-        check=False,
-    )
+    with git.shared_store_only():  # no lane's store, no commit-graph (see branch_unlanded)
+        res = git.run(
+            ["rev-list", "--count", tip, "--not", main_sha, "--glob=refs/git-lane/landed/*"],
+            repo.common_dir,
+            check=False,
+        )
     return not res.ok or res.stdout.strip() != "0"
 
 
@@ -464,13 +461,31 @@ def lock_reason(path: str) -> str | None:
         return ""
 
 
+def branch_unlanded(repo: Repo, rec: LaneRecord, tip: str, main_sha: str) -> list[str]:
+    """The commits of the lane's branch at `tip` that main lacks ("%h %s" each). Asked of
+    the shared store alone (git.shared_store_only: no lane's store, no commit-graph), once
+    what `tip` holds beyond main is imported there from the lane's own store, every object
+    re-hashed (objects.absorb, as land's G5): a commit-graph or pack a sandboxed CMD wrote
+    into its store cannot make the owner's commits look landed. A tip whose objects do not
+    verify, or that git cannot read there, counts as unlanded (the branch is kept)."""
+    why = objects.absorb(repo, rec.key, rec.path, rec.branch, tip)
+    if why:
+        repo.store.event("objects_kept_in_lane", lane=rec.key, why=why, tip=tip)
+        return [f"{tip[:12]} (its objects are not verified into the shared store: {why})"]
+    with git.shared_store_only():
+        res = git.run(
+            ["log", "--format=%h %s", f"{main_sha}..{tip}", "--"], repo.common_dir, check=False
+        )
+    if not res.ok:
+        return [f"{tip[:12]} (git could not list the commits main lacks)"]
+    return res.lines()
+
+
 def _inspect(repo: Repo, rec: LaneRecord, wt: git.Worktree | None, main_sha: str) -> Work:
     common = repo.common_dir
     work = Work(tip=repo.ref_sha(f"refs/heads/{rec.branch}"))
-    if work.tip is not None and not git.is_ancestor(common, work.tip, main_sha):
-        work.unlanded = git.run(
-            ["log", "--format=%h %s", f"{main_sha}..{work.tip}"], common
-        ).lines()
+    if work.tip is not None:
+        work.unlanded = branch_unlanded(repo, rec, work.tip, main_sha)
     if wt is None:
         return work
     keep = [main_sha, *([work.tip] if work.tip else [])]
