@@ -523,17 +523,34 @@ def _output_word(cmd: str, args: Sequence[str]) -> tuple[int, int, str] | None:
 
 
 def _ends_options(args: Sequence[str], i: int, cmd: str | None = None) -> bool:
-    """Is args[i] a `--` that ends the options? For the commands with an option that
-    writes a file or runs a program (_DASH_AS_VALUE; `cmd` None: any), not when it may be
-    the value of the option before it: parse-options takes the next word, `--` too, as an
-    option's value and goes on (`grep -e -- -O PROG`, `ls-remote --sort --
-    --upload-pack=PROG`), so a `--` after an option word ends nothing there. For any other
-    command `--` ends the options (`git rm --cached -- --exec=x` names a file)."""
+    """Is args[i] a `--` that ends the options? Not when it may be the value of the option
+    word before it: parse-options takes the next word, `--` too, as an option's value and
+    goes on (`grep -e -- -O PROG`, `range-diff -S -- --output=F`, `checkout-index --prefix
+    -- --pref=DIR`), so a `--` after an option word ends nothing as far as the policy is
+    concerned, for any command; only for the commands in _DASH_ENDS, whose every option
+    taking the next word is listed, does a `--` after another option word end the options
+    (`git rm --cached -- --exec=x` names a file)."""
     if args[i] != "--":
         return False
-    if cmd is not None and cmd not in _DASH_AS_VALUE:
-        return True
-    return not (i > 0 and args[i - 1].startswith("-") and args[i - 1] != "--")
+    prev = args[i - 1] if i > 0 else ""
+    if not prev.startswith("-") or prev in ("-", "--"):
+        return True  # after a name, `-` (stdin), or a `--` taken as a value: the end
+    known = _DASH_ENDS.get(cmd or "")
+    if known is None:
+        return False
+    longs, shorts = known
+    if prev.startswith("--"):
+        return prev not in longs
+    # a group of short flags: the first letter taking a value takes the rest of the word
+    for j, ch in enumerate(prev[1:], start=2):
+        if ch in shorts:
+            return j < len(prev)
+    return True
+
+
+def _options_end(args: Sequence[str], cmd: str | None = None) -> int:
+    """The index of the `--` that ends the options of `git CMD ARGS` (len(args): none)."""
+    return next((i for i in range(len(args)) if _ends_options(args, i, cmd)), len(args))
 
 
 def _written_outside(p: Parsed, f: GitFacts) -> Refusal | None:
@@ -1137,7 +1154,7 @@ def _archive_remote(p: Parsed, cwd: str, f: GitFacts) -> Refusal | None:
         return None
     args = list(p.args)
     for i, a in enumerate(args):
-        if a == "--":
+        if _ends_options(args, i, p.cmd):
             break
         name, eq, val = a.partition("=")
         # a prefix (--rem): git 2.39 dies on it after its first pass; judged all the same
@@ -1785,12 +1802,28 @@ _PROGRAM_OPTION_COMMANDS: dict[str, tuple[str, ...]] = {
     "send-pack": ("--receive-pack", "--exec"),
     "archive": ("--exec",),
 }
-# Commands with an option that writes a file or runs a program: a `--` after an option
-# word may be that option's value there, and the options go on (_ends_options)
-_DASH_AS_VALUE = frozenset(
-    {*_PROGRAM_OPTION_COMMANDS, "grep", "format-patch", "config", "log", "diff", "show"}
-    | {"whatchanged", "stash", "difftool", "rebase", "init", "fsck", "archive"}
-)
+# Commands whose options taking the next word as their value are all listed here (git
+# 2.39's `git CMD -h`: long names, short letters; an abbreviation of a long one is refused
+# as unknown_option before it matters): a `--` after any other option word ends their
+# options (_ends_options). Any command not here: a `--` after an option word may be its
+# value, and the options go on. None of these has an option writing a file or running a
+# program.
+_PATHSPEC_FILE = "--pathspec-from-file"
+_DASH_ENDS: dict[str, tuple[frozenset[str], str]] = {
+    "rm": (frozenset({_PATHSPEC_FILE}), ""),
+    "add": (frozenset({_PATHSPEC_FILE, "--chmod"}), ""),
+    "mv": (frozenset(), ""),
+    "reset": (frozenset({_PATHSPEC_FILE}), ""),
+    "restore": (frozenset({_PATHSPEC_FILE, "--source", "--conflict"}), "s"),
+    "checkout": (frozenset({_PATHSPEC_FILE, "--conflict", "--orphan"}), "bB"),
+    "commit": (
+        frozenset(
+            {_PATHSPEC_FILE, "--file", "--author", "--date", "--message", "--reedit-message"}
+            | {"--reuse-message", "--squash", "--fixup", "--trailer", "--template", "--cleanup"}
+        ),
+        "FmcCt",
+    ),
+}
 # Per command, options that name a program (or, --template, hooks) git runs past the shim:
 # the long names (any prefix from `--X` on git would complete) and the short letters.
 _RUNS_PROGRAM: dict[str, tuple[tuple[str, ...], str]] = {
@@ -1846,9 +1879,9 @@ def _program_options(p: Parsed, f: GitFacts) -> Refusal | None:
     own = _PROGRAM_OPTION_COMMANDS.get(p.cmd or "", ())
     for i, a in enumerate(args):
         # for the commands that take these options, a `--` after an option word may be
-        # its value (parse-options reads on); for any other, `--` ends the options as
-        # it always does (`git rm --cached -- --exec=x` names a file)
-        if _ends_options(args, i, p.cmd or ""):
+        # its value (parse-options reads on); past any `--` they are no options of any
+        # other command (git dies on them, or they name a file: `rm -- --exec=x`)
+        if _ends_options(args, i, p.cmd) if own else a == "--":
             break
         name = a.partition("=")[0]
         hit = (
@@ -2144,13 +2177,15 @@ _READ_PATH_OPTIONS = frozenset(
 )
 
 
-def _option_values(args: Sequence[str], names: Sequence[str]) -> list[tuple[str, str]]:
+def _option_values(
+    args: Sequence[str], names: Sequence[str], cmd: str | None = None
+) -> list[tuple[str, str]]:
     """(option, value) for each of `names` in args: --opt=V, --opt V, -oV, -o V."""
     out: list[tuple[str, str]] = []
     i = 0
     while i < len(args):
         a = args[i]
-        if _ends_options(args, i):
+        if _ends_options(args, i, cmd):
             break
         for n in names:
             if a == n and i + 1 < len(args):
@@ -2172,7 +2207,7 @@ def _written_paths(p: Parsed) -> list[tuple[str, str]]:
     cmd, args = p.cmd or "", list(p.args)
     out = [(f"git {cmd} {n}", v) for n, v in _option_values(args, _PATH_OPTIONS.get(cmd, ()))]
     if cmd != "config":
-        out += [(f"git {cmd} --output", v) for _n, v in _option_values(args, ("--output",))]
+        out += [(f"git {cmd} --output", v) for _n, v in _option_values(args, ("--output",), cmd)]
     if cmd == "bundle" and args and args[0] == "create":
         pos = _positional(args[1:], ("--version",))
         if pos:
@@ -2804,7 +2839,7 @@ def _fetch(cmd: str, args: Sequence[str], f: GitFacts) -> Refusal | None:
                 argv=[cmd, *args],
                 refspec=spec,
             )
-    opts = args[: list(args).index("--") if "--" in args else None]
+    opts = args[: _options_end(args, cmd)]
     shorts = "".join(a[1:] for a in opts if a.startswith("-") and not a.startswith("--"))
     prune_tags = "--prune-tags" in opts or "P" in shorts
     if prune_tags or (("--tags" in opts or "t" in shorts) and ("--force" in opts or "f" in shorts)):
@@ -2859,7 +2894,7 @@ _REBASE_GOING = ("--continue", "--abort", "--skip", "--quit", "--edit-todo", "--
 
 def _commit_like(cmd: str, args: Sequence[str], f: GitFacts, head_ok: bool) -> Refusal | None:
     in_rebase = f.rebase_in_progress and f.head is None
-    opts = args[: args.index("--") if "--" in args else None]
+    opts = args[: _options_end(args, cmd)]
     if cmd == "rebase" and (
         "--update-refs" in opts
         or (
