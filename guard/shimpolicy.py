@@ -2442,15 +2442,18 @@ def _main_refusal(
 
 
 def _positional(args: Sequence[str], with_value: Sequence[str] = ()) -> list[str]:
-    """Non-option words before `--` (options in `with_value` eat the next word)."""
+    """The non-option words, and every word after the `--` that ends the options (options
+    in `with_value` eat the next word, a `--` too): parse-options reads the names after
+    `--` as the same names (`symbolic-ref -- REF TARGET`, `fetch -- REMOTE SPEC`, `bundle
+    create -- FILE`), only a word starting with `-` can no longer be an option there."""
     out: list[str] = []
     skip = False
-    for a in args:
+    for i, a in enumerate(args):
         if skip:
             skip = False
             continue
         if a == "--":
-            break
+            return [*out, *args[i + 1 :]]
         if a in with_value:
             skip = True
             continue
@@ -2956,7 +2959,10 @@ def _commit_like(cmd: str, args: Sequence[str], f: GitFacts, head_ok: bool) -> R
 
 
 def _reset_moves_head(args: Sequence[str]) -> bool:
-    return not ("--" in args or any(a in ("-p", "--patch") for a in args))
+    """Does `git reset ARGS` move HEAD? Not with paths after its `--` (nor -p): those
+    change the index only; `git reset --hard REV --` names no path and moves HEAD."""
+    end = _options_end(args, "reset")
+    return not (end < len(args) - 1 or any(a in ("-p", "--patch") for a in args[:end]))
 
 
 # -- sync_required ------------------------------------------------------------------------
