@@ -319,6 +319,7 @@ class Parsed:
     work_tree: str | None = None
     exec_path: str | None = None  # --exec-path=X (not the bare query)
     unknown: str | None = None  # a global option this parser does not know
+    bare_at: int | None = None  # --bare setting GIT_DIR: how many -C moved the cwd before it
 
 
 def parse(argv: Sequence[str]) -> Parsed:
@@ -326,12 +327,15 @@ def parse(argv: Sequence[str]) -> Parsed:
     out: dict[str, list[str]] = {"-C": [], "-c": [], "--config-env": []}
     single: dict[str, str | None] = {"git_dir": None, "work_tree": None, "exec_path": None}
     unknown = None
+    bare_at: int | None = None
     i = 0
     while i < len(argv):
         w = argv[i]
         if not w.startswith("-") or w == "-":
             break
         name, eq, val = w.partition("=")
+        if w == "--bare" and bare_at is None and single["git_dir"] is None:
+            bare_at = len(out["-C"])  # git.c: GIT_DIR = the cwd now, unless already set
         if w in _GLOBAL_FLAGS or w in _GLOBAL_ALONE:
             i += 1
             continue
@@ -383,6 +387,7 @@ def parse(argv: Sequence[str]) -> Parsed:
         work_tree=single["work_tree"],
         exec_path=single["exec_path"],
         unknown=unknown,
+        bare_at=bare_at,
     )
 
 
@@ -1064,12 +1069,23 @@ def _config_file_outside(p: Parsed, f: GitFacts) -> Refusal | None:
     )
 
 
-def _cwd_after_chdirs(p: Parsed, f: GitFacts) -> str:
+def _cwd_after_chdirs(p: Parsed, f: GitFacts, count: int | None = None) -> str:
     cwd = f.cwd
-    for d in p.chdirs:
+    for d in p.chdirs[:count]:
         if d:
             cwd = _clean(d, f, cwd)
     return cwd
+
+
+def _given_git_dir(p: Parsed, env: Mapping[str, str], f: GitFacts) -> tuple[str, str | None]:
+    """(what, value) of the git dir git is told to use: --git-dir, GIT_DIR, or --bare,
+    which sets GIT_DIR (when not set yet) to the cwd git is in when it parses --bare,
+    before a later -C moves it (`cd b.git && git --bare -C .. status` reads b.git)."""
+    if p.git_dir is not None:
+        return "--git-dir", p.git_dir
+    if env.get("GIT_DIR") or p.bare_at is None:
+        return "GIT_DIR", env.get("GIT_DIR")
+    return "--bare", _cwd_after_chdirs(p, f, p.bare_at)
 
 
 def _section_op(args: Sequence[str]) -> bool:
@@ -1118,10 +1134,8 @@ def _lane_repository(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal 
     the lane")."""
     cwd = _cwd_after_chdirs(p, f)
     lane_dotgit = os.path.join(f.lane_path, ".git")
-    for what, raw in (
-        ("--git-dir" if p.git_dir is not None else "GIT_DIR", p.git_dir or env.get("GIT_DIR")),
-        ("GIT_COMMON_DIR", env.get("GIT_COMMON_DIR")),
-    ):
+    given = _given_git_dir(p, env, f)
+    for what, raw in (given, ("GIT_COMMON_DIR", env.get("GIT_COMMON_DIR"))):
         if not raw:
             continue
         real = _clean(raw, f, cwd)
@@ -1131,7 +1145,7 @@ def _lane_repository(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal 
             continue  # the lane's own .git file: git follows it to the lane's git dir
         if _inside(real, f.lane_path):
             return _nested_refusal(p, f, f"{what} ({real})", real)
-    if not (p.git_dir or env.get("GIT_DIR")):
+    if not given[1]:
         nested = _nested_git(cwd, f)
         if nested is not None:
             target = f.gitfile(nested)
@@ -2267,10 +2281,10 @@ def _paths(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
             cwd = _clean(d, f, cwd)
     lane_roots = (f.lane_path, f.lane_git_dir)
     checks: list[tuple[str, str, tuple[str, ...]]] = []
-    gd = p.git_dir if p.git_dir is not None else env.get("GIT_DIR")
+    gd_what, gd = _given_git_dir(p, env, f)
     wt = p.work_tree if p.work_tree is not None else env.get("GIT_WORK_TREE")
     if gd:
-        checks.append(("--git-dir" if p.git_dir is not None else "GIT_DIR", gd, lane_roots))
+        checks.append((gd_what, gd, lane_roots))
     else:
         checks.append(("-C" if p.chdirs else "the working directory", cwd, lane_roots))
     if wt:
@@ -2383,6 +2397,8 @@ def _drop_paths(globals_: Sequence[str]) -> list[str]:
             skip = True
             continue
         if w.startswith(("--git-dir=", "--work-tree=")) or (w.startswith("-C") and len(w) > 2):
+            continue
+        if w == "--bare":  # it names the cwd as the git dir
             continue
         out.append(w)
     return out
