@@ -382,6 +382,16 @@ FAST_CASES: list[tuple[list[str], dict[str, str]]] = [
     (["rm", "-r", "sub"], {"GIT_DIR": "/tmp"}),
     (["rm", "--cached", "x"], {}),
     (["log"], {"GIT_DIR": "/tmp"}),
+    # a `--` after an option word (red team 13K), and --bare (GIT_DIR: the cwd then)
+    (["log", "-S", "--", "--exec=/tmp/gitlane-p"], {}),
+    (["blame", "-L", "--", "--output=/tmp/gitlane-b", "x"], {}),
+    (["range-diff", "-S", "--", "--output=/tmp/gitlane-r", "HEAD...HEAD"], {}),
+    (["rm", "--cached", "--", "--exec=x"], {}),
+    (["commit", "-m", "x", "--", "--amend"], {}),
+    (["--bare", "status"], {}),
+    (["--bare", "-C", "..", "status"], {}),
+    (["--bare", "add", "x"], {}),
+    (["-P", "--bare", "commit", "-m", "x"], {}),
     # read-only, but git would read another configuration, or find another `vi` or `less`
     (["status"], {"HOME": "/tmp"}),
     (["log"], {"XDG_CONFIG_HOME": "/tmp"}),
@@ -410,6 +420,8 @@ def test_sh_fast_passes_are_passes_of_the_policy(alpha: Lane, tmp_path: Path) ->
     # not vacuous: the plain forms did decide in sh
     assert {("status",), ("add", "-A"), ("branch", "-vv"), ("-P", "log", "-1")} <= fasts
     assert ("checkout", "main") not in fasts and ("-P", "stash") not in fasts
+    # a global option the sh pass does not know goes to Python (--bare names a git dir)
+    assert not any("--bare" in argv for argv in fasts), fasts
 
 
 # -- a scripted agent: a shell script that only runs git, as an agent CLI would ------------
