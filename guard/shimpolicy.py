@@ -2116,8 +2116,11 @@ def _long_options(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | N
         if known is not None and name in known:
             continue
         cands = sorted(k for k in (known or ()) if k.startswith(name))
+        i = args.index(a)
+        # past a `--` read as a possible value it may name a file: ./NAME is that file
+        as_file = [_render(p.globals, cmd, [*args[:i], "./" + a, *args[i + 1 :]])]
+        past = "--" in args[:i]
         if len(cands) == 1:
-            i = args.index(a)
             full = [*args[:i], cands[0] + eq + val, *args[i + 1 :]]
             argv = [*p.globals, cmd, *full]
             inner = decide_git(argv, env, f)
@@ -2125,14 +2128,16 @@ def _long_options(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | N
                 return inner  # what git would do with it spelled out is refused
             nxt = [_render(p.globals, cmd, full)]
         else:
-            nxt = [f"git help {_q(cmd)}"]
+            nxt = as_file if past else [f"git help {_q(cmd)}"]
         what = f"git {cmd}{' ' + sub if sub else ''}"
         return Refusal(
             "unknown_option",
             f"{name} is not an option of {what} as written"
             + (f" (git would take it as {cands[0]})" if len(cands) == 1 else "")
-            + f"; lane {f.lane}'s shim judges options spelled out in full",
+            + f"; lane {f.lane}'s shim judges options spelled out in full"
+            + (f" (a file of that name after `--`: ./{a})" if past else ""),
             next=nxt,
+            alternatives=as_file if past and len(cands) == 1 else [],
             details={"lane": f.lane, "option": a, "argv": [cmd, *args], "candidates": cands},
         )
     return None

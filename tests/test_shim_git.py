@@ -685,6 +685,23 @@ def test_refs_named_after_dash_dash_are_judged(hub: Repo, how: str, ref: str) ->
     assert hub.sha(ref) == before, (r.stdout, r.stderr)
 
 
+def test_a_file_named_like_an_option_after_dash_dash_has_a_next_that_names_it(
+    hub: Repo,
+) -> None:
+    """A `--` after an option word is read as a possible value (parse-options takes it so,
+    then reads on), so a file named like an option after it is judged as an option: `git
+    clean -f -- --weird` is refused unknown_option; the next names the same file as
+    ./--weird and runs."""
+    lane_path = hub.create("alpha")
+    (lane_path / "--weird").write_text("x\n")
+    r = hub.lane("exec", "alpha", "--", "git", "clean", "-f", "--", "--weird", cwd=lane_path)
+    refused_run(r, "unknown_option")
+    nxt = r.stderr.split("Next: ", 1)[1].splitlines()[0].strip()
+    assert nxt == "git clean -f -- ./--weird", r.stderr
+    r = hub.lane("exec", "alpha", "--", "sh", "-c", nxt, cwd=lane_path)
+    assert r.rc == 0 and not (lane_path / "--weird").exists(), (r.rc, r.stdout, r.stderr)
+
+
 def test_reset_with_no_path_after_dash_dash_moves_head_and_is_judged(hub: Repo) -> None:
     """`git reset --hard REV --` names no path: git moves HEAD, where the policy took any
     `--` for an index-only reset. With the lane's HEAD on a shared branch (the owner's
