@@ -319,6 +319,7 @@ class Parsed:
     work_tree: str | None = None
     exec_path: str | None = None  # --exec-path=X (not the bare query)
     unknown: str | None = None  # a global option this parser does not know
+    bare_at: int | None = None  # --bare setting GIT_DIR: how many -C moved the cwd before it
 
 
 def parse(argv: Sequence[str]) -> Parsed:
@@ -326,12 +327,15 @@ def parse(argv: Sequence[str]) -> Parsed:
     out: dict[str, list[str]] = {"-C": [], "-c": [], "--config-env": []}
     single: dict[str, str | None] = {"git_dir": None, "work_tree": None, "exec_path": None}
     unknown = None
+    bare_at: int | None = None
     i = 0
     while i < len(argv):
         w = argv[i]
         if not w.startswith("-") or w == "-":
             break
         name, eq, val = w.partition("=")
+        if w == "--bare" and bare_at is None and single["git_dir"] is None:
+            bare_at = len(out["-C"])  # git.c: GIT_DIR = the cwd now, unless already set
         if w in _GLOBAL_FLAGS or w in _GLOBAL_ALONE:
             i += 1
             continue
@@ -383,6 +387,7 @@ def parse(argv: Sequence[str]) -> Parsed:
         work_tree=single["work_tree"],
         exec_path=single["exec_path"],
         unknown=unknown,
+        bare_at=bare_at,
     )
 
 
@@ -523,17 +528,34 @@ def _output_word(cmd: str, args: Sequence[str]) -> tuple[int, int, str] | None:
 
 
 def _ends_options(args: Sequence[str], i: int, cmd: str | None = None) -> bool:
-    """Is args[i] a `--` that ends the options? For the commands with an option that
-    writes a file or runs a program (_DASH_AS_VALUE; `cmd` None: any), not when it may be
-    the value of the option before it: parse-options takes the next word, `--` too, as an
-    option's value and goes on (`grep -e -- -O PROG`, `ls-remote --sort --
-    --upload-pack=PROG`), so a `--` after an option word ends nothing there. For any other
-    command `--` ends the options (`git rm --cached -- --exec=x` names a file)."""
+    """Is args[i] a `--` that ends the options? Not when it may be the value of the option
+    word before it: parse-options takes the next word, `--` too, as an option's value and
+    goes on (`grep -e -- -O PROG`, `range-diff -S -- --output=F`, `checkout-index --prefix
+    -- --pref=DIR`), so a `--` after an option word ends nothing as far as the policy is
+    concerned, for any command; only for the commands in _DASH_ENDS, whose every option
+    taking the next word is listed, does a `--` after another option word end the options
+    (`git rm --cached -- --exec=x` names a file)."""
     if args[i] != "--":
         return False
-    if cmd is not None and cmd not in _DASH_AS_VALUE:
-        return True
-    return not (i > 0 and args[i - 1].startswith("-") and args[i - 1] != "--")
+    prev = args[i - 1] if i > 0 else ""
+    if not prev.startswith("-") or prev in ("-", "--"):
+        return True  # after a name, `-` (stdin), or a `--` taken as a value: the end
+    known = _DASH_ENDS.get(cmd or "")
+    if known is None:
+        return False
+    longs, shorts = known
+    if prev.startswith("--"):
+        return prev not in longs
+    # a group of short flags: the first letter taking a value takes the rest of the word
+    for j, ch in enumerate(prev[1:], start=2):
+        if ch in shorts:
+            return j < len(prev)
+    return True
+
+
+def _options_end(args: Sequence[str], cmd: str | None = None) -> int:
+    """The index of the `--` that ends the options of `git CMD ARGS` (len(args): none)."""
+    return next((i for i in range(len(args)) if _ends_options(args, i, cmd)), len(args))
 
 
 def _written_outside(p: Parsed, f: GitFacts) -> Refusal | None:
@@ -1047,12 +1069,23 @@ def _config_file_outside(p: Parsed, f: GitFacts) -> Refusal | None:
     )
 
 
-def _cwd_after_chdirs(p: Parsed, f: GitFacts) -> str:
+def _cwd_after_chdirs(p: Parsed, f: GitFacts, count: int | None = None) -> str:
     cwd = f.cwd
-    for d in p.chdirs:
+    for d in p.chdirs[:count]:
         if d:
             cwd = _clean(d, f, cwd)
     return cwd
+
+
+def _given_git_dir(p: Parsed, env: Mapping[str, str], f: GitFacts) -> tuple[str, str | None]:
+    """(what, value) of the git dir git is told to use: --git-dir, GIT_DIR, or --bare,
+    which sets GIT_DIR (when not set yet) to the cwd git is in when it parses --bare,
+    before a later -C moves it (`cd b.git && git --bare -C .. status` reads b.git)."""
+    if p.git_dir is not None:
+        return "--git-dir", p.git_dir
+    if env.get("GIT_DIR") or p.bare_at is None:
+        return "GIT_DIR", env.get("GIT_DIR")
+    return "--bare", _cwd_after_chdirs(p, f, p.bare_at)
 
 
 def _section_op(args: Sequence[str]) -> bool:
@@ -1101,10 +1134,8 @@ def _lane_repository(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal 
     the lane")."""
     cwd = _cwd_after_chdirs(p, f)
     lane_dotgit = os.path.join(f.lane_path, ".git")
-    for what, raw in (
-        ("--git-dir" if p.git_dir is not None else "GIT_DIR", p.git_dir or env.get("GIT_DIR")),
-        ("GIT_COMMON_DIR", env.get("GIT_COMMON_DIR")),
-    ):
+    given = _given_git_dir(p, env, f)
+    for what, raw in (given, ("GIT_COMMON_DIR", env.get("GIT_COMMON_DIR"))):
         if not raw:
             continue
         real = _clean(raw, f, cwd)
@@ -1114,7 +1145,7 @@ def _lane_repository(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal 
             continue  # the lane's own .git file: git follows it to the lane's git dir
         if _inside(real, f.lane_path):
             return _nested_refusal(p, f, f"{what} ({real})", real)
-    if not (p.git_dir or env.get("GIT_DIR")):
+    if not given[1]:
         nested = _nested_git(cwd, f)
         if nested is not None:
             target = f.gitfile(nested)
@@ -1137,7 +1168,7 @@ def _archive_remote(p: Parsed, cwd: str, f: GitFacts) -> Refusal | None:
         return None
     args = list(p.args)
     for i, a in enumerate(args):
-        if a == "--":
+        if _ends_options(args, i, p.cmd):
             break
         name, eq, val = a.partition("=")
         # a prefix (--rem): git 2.39 dies on it after its first pass; judged all the same
@@ -1785,12 +1816,28 @@ _PROGRAM_OPTION_COMMANDS: dict[str, tuple[str, ...]] = {
     "send-pack": ("--receive-pack", "--exec"),
     "archive": ("--exec",),
 }
-# Commands with an option that writes a file or runs a program: a `--` after an option
-# word may be that option's value there, and the options go on (_ends_options)
-_DASH_AS_VALUE = frozenset(
-    {*_PROGRAM_OPTION_COMMANDS, "grep", "format-patch", "config", "log", "diff", "show"}
-    | {"whatchanged", "stash", "difftool", "rebase", "init", "fsck", "archive"}
-)
+# Commands whose options taking the next word as their value are all listed here (git
+# 2.39's `git CMD -h`: long names, short letters; an abbreviation of a long one is refused
+# as unknown_option before it matters): a `--` after any other option word ends their
+# options (_ends_options). Any command not here: a `--` after an option word may be its
+# value, and the options go on. None of these has an option writing a file or running a
+# program.
+_PATHSPEC_FILE = "--pathspec-from-file"
+_DASH_ENDS: dict[str, tuple[frozenset[str], str]] = {
+    "rm": (frozenset({_PATHSPEC_FILE}), ""),
+    "add": (frozenset({_PATHSPEC_FILE, "--chmod"}), ""),
+    "mv": (frozenset(), ""),
+    "reset": (frozenset({_PATHSPEC_FILE}), ""),
+    "restore": (frozenset({_PATHSPEC_FILE, "--source", "--conflict"}), "s"),
+    "checkout": (frozenset({_PATHSPEC_FILE, "--conflict", "--orphan"}), "bB"),
+    "commit": (
+        frozenset(
+            {_PATHSPEC_FILE, "--file", "--author", "--date", "--message", "--reedit-message"}
+            | {"--reuse-message", "--squash", "--fixup", "--trailer", "--template", "--cleanup"}
+        ),
+        "FmcCt",
+    ),
+}
 # Per command, options that name a program (or, --template, hooks) git runs past the shim:
 # the long names (any prefix from `--X` on git would complete) and the short letters.
 _RUNS_PROGRAM: dict[str, tuple[tuple[str, ...], str]] = {
@@ -1846,9 +1893,9 @@ def _program_options(p: Parsed, f: GitFacts) -> Refusal | None:
     own = _PROGRAM_OPTION_COMMANDS.get(p.cmd or "", ())
     for i, a in enumerate(args):
         # for the commands that take these options, a `--` after an option word may be
-        # its value (parse-options reads on); for any other, `--` ends the options as
-        # it always does (`git rm --cached -- --exec=x` names a file)
-        if _ends_options(args, i, p.cmd or ""):
+        # its value (parse-options reads on); past any `--` they are no options of any
+        # other command (git dies on them, or they name a file: `rm -- --exec=x`)
+        if _ends_options(args, i, p.cmd) if own else a == "--":
             break
         name = a.partition("=")[0]
         hit = (
@@ -2069,8 +2116,11 @@ def _long_options(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | N
         if known is not None and name in known:
             continue
         cands = sorted(k for k in (known or ()) if k.startswith(name))
+        i = args.index(a)
+        # past a `--` read as a possible value it may name a file: ./NAME is that file
+        as_file = [_render(p.globals, cmd, [*args[:i], "./" + a, *args[i + 1 :]])]
+        past = "--" in args[:i]
         if len(cands) == 1:
-            i = args.index(a)
             full = [*args[:i], cands[0] + eq + val, *args[i + 1 :]]
             argv = [*p.globals, cmd, *full]
             inner = decide_git(argv, env, f)
@@ -2078,14 +2128,16 @@ def _long_options(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | N
                 return inner  # what git would do with it spelled out is refused
             nxt = [_render(p.globals, cmd, full)]
         else:
-            nxt = [f"git help {_q(cmd)}"]
+            nxt = as_file if past else [f"git help {_q(cmd)}"]
         what = f"git {cmd}{' ' + sub if sub else ''}"
         return Refusal(
             "unknown_option",
             f"{name} is not an option of {what} as written"
             + (f" (git would take it as {cands[0]})" if len(cands) == 1 else "")
-            + f"; lane {f.lane}'s shim judges options spelled out in full",
+            + f"; lane {f.lane}'s shim judges options spelled out in full"
+            + (f" (a file of that name after `--`: ./{a})" if past else ""),
             next=nxt,
+            alternatives=as_file if past and len(cands) == 1 else [],
             details={"lane": f.lane, "option": a, "argv": [cmd, *args], "candidates": cands},
         )
     return None
@@ -2144,13 +2196,15 @@ _READ_PATH_OPTIONS = frozenset(
 )
 
 
-def _option_values(args: Sequence[str], names: Sequence[str]) -> list[tuple[str, str]]:
+def _option_values(
+    args: Sequence[str], names: Sequence[str], cmd: str | None = None
+) -> list[tuple[str, str]]:
     """(option, value) for each of `names` in args: --opt=V, --opt V, -oV, -o V."""
     out: list[tuple[str, str]] = []
     i = 0
     while i < len(args):
         a = args[i]
-        if _ends_options(args, i):
+        if _ends_options(args, i, cmd):
             break
         for n in names:
             if a == n and i + 1 < len(args):
@@ -2172,7 +2226,7 @@ def _written_paths(p: Parsed) -> list[tuple[str, str]]:
     cmd, args = p.cmd or "", list(p.args)
     out = [(f"git {cmd} {n}", v) for n, v in _option_values(args, _PATH_OPTIONS.get(cmd, ()))]
     if cmd != "config":
-        out += [(f"git {cmd} --output", v) for _n, v in _option_values(args, ("--output",))]
+        out += [(f"git {cmd} --output", v) for _n, v in _option_values(args, ("--output",), cmd)]
     if cmd == "bundle" and args and args[0] == "create":
         pos = _positional(args[1:], ("--version",))
         if pos:
@@ -2232,10 +2286,10 @@ def _paths(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
             cwd = _clean(d, f, cwd)
     lane_roots = (f.lane_path, f.lane_git_dir)
     checks: list[tuple[str, str, tuple[str, ...]]] = []
-    gd = p.git_dir if p.git_dir is not None else env.get("GIT_DIR")
+    gd_what, gd = _given_git_dir(p, env, f)
     wt = p.work_tree if p.work_tree is not None else env.get("GIT_WORK_TREE")
     if gd:
-        checks.append(("--git-dir" if p.git_dir is not None else "GIT_DIR", gd, lane_roots))
+        checks.append((gd_what, gd, lane_roots))
     else:
         checks.append(("-C" if p.chdirs else "the working directory", cwd, lane_roots))
     if wt:
@@ -2349,6 +2403,8 @@ def _drop_paths(globals_: Sequence[str]) -> list[str]:
             continue
         if w.startswith(("--git-dir=", "--work-tree=")) or (w.startswith("-C") and len(w) > 2):
             continue
+        if w == "--bare":  # it names the cwd as the git dir
+            continue
         out.append(w)
     return out
 
@@ -2407,15 +2463,18 @@ def _main_refusal(
 
 
 def _positional(args: Sequence[str], with_value: Sequence[str] = ()) -> list[str]:
-    """Non-option words before `--` (options in `with_value` eat the next word)."""
+    """The non-option words, and every word after the `--` that ends the options (options
+    in `with_value` eat the next word, a `--` too): parse-options reads the names after
+    `--` as the same names (`symbolic-ref -- REF TARGET`, `fetch -- REMOTE SPEC`, `bundle
+    create -- FILE`), only a word starting with `-` can no longer be an option there."""
     out: list[str] = []
     skip = False
-    for a in args:
+    for i, a in enumerate(args):
         if skip:
             skip = False
             continue
         if a == "--":
-            break
+            return [*out, *args[i + 1 :]]
         if a in with_value:
             skip = True
             continue
@@ -2804,7 +2863,7 @@ def _fetch(cmd: str, args: Sequence[str], f: GitFacts) -> Refusal | None:
                 argv=[cmd, *args],
                 refspec=spec,
             )
-    opts = args[: list(args).index("--") if "--" in args else None]
+    opts = args[: _options_end(args, cmd)]
     shorts = "".join(a[1:] for a in opts if a.startswith("-") and not a.startswith("--"))
     prune_tags = "--prune-tags" in opts or "P" in shorts
     if prune_tags or (("--tags" in opts or "t" in shorts) and ("--force" in opts or "f" in shorts)):
@@ -2859,7 +2918,7 @@ _REBASE_GOING = ("--continue", "--abort", "--skip", "--quit", "--edit-todo", "--
 
 def _commit_like(cmd: str, args: Sequence[str], f: GitFacts, head_ok: bool) -> Refusal | None:
     in_rebase = f.rebase_in_progress and f.head is None
-    opts = args[: args.index("--") if "--" in args else None]
+    opts = args[: _options_end(args, cmd)]
     if cmd == "rebase" and (
         "--update-refs" in opts
         or (
@@ -2921,7 +2980,10 @@ def _commit_like(cmd: str, args: Sequence[str], f: GitFacts, head_ok: bool) -> R
 
 
 def _reset_moves_head(args: Sequence[str]) -> bool:
-    return not ("--" in args or any(a in ("-p", "--patch") for a in args))
+    """Does `git reset ARGS` move HEAD? Not with paths after its `--` (nor -p): those
+    change the index only; `git reset --hard REV --` names no path and moves HEAD."""
+    end = _options_end(args, "reset")
+    return not (end < len(args) - 1 or any(a in ("-p", "--patch") for a in args[:end]))
 
 
 # -- sync_required ------------------------------------------------------------------------

@@ -666,6 +666,66 @@ def test_grep_open_files_in_pager_after_a_double_dash_value_is_refused(
         assert_held(hub, main, tmp_path, r)
 
 
+@pytest.mark.parametrize(
+    "how",
+    [
+        # parse-options takes `--` as -S's value and reads on: --output opens OUT
+        'git range-diff -S -- --output="$OUT" HEAD~1...HEAD',
+        # -L takes `--`; blame hands --output to the revision/diff parser, which opens
+        # (truncates) OUT before blame dies on the range
+        'git blame -L -- --output="$OUT" work.txt',
+        'git annotate -L -- --output="$OUT" work.txt',
+    ],
+    ids=["range_diff", "blame", "annotate"],
+)
+def test_a_dash_dash_taken_as_a_value_never_hides_output_of_a_reading_command(
+    hub: Repo, tmp_path: Path, how: str
+) -> None:
+    """A `--` right after an option word may be its value (`range-diff -S --`, `blame -L
+    --`), and parse-options reads on: `--output=F` past it writes F. The policy kept that
+    reading for a list of commands only; range-diff, blame and annotate were not on it, so
+    the sh pass sent the call to Python (gs_words reads every word) and Python let git
+    truncate a file of the hub's worktree (red team 13K #6). Refused path_outside_lane."""
+    lane_path = hub.create("alpha")
+    out = hub.path / "a.txt"
+    before = out.read_bytes()
+    script = (
+        "set -e; echo one > work.txt; git add work.txt; git commit -q -m one; "
+        "echo two > work.txt; git commit -q -am two; set +e; " + how
+    )
+    r = hub.lane("exec", "alpha", "--", "sh", "-c", script, cwd=lane_path, env={"OUT": str(out)})
+    assert r.rc == 1 and "refused [path_outside_lane]" in r.stderr, (r.rc, r.stdout, r.stderr)
+    assert out.read_bytes() == before, (out.read_bytes()[:200], r.rc, r.stdout, r.stderr)
+
+
+def test_bare_as_a_global_option_names_the_cwd_before_dash_c_moves_it(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """`git --bare` sets GIT_DIR to the cwd git is in when it parses it, before a later -C
+    moves the cwd: `cd b.git && git --bare -C .. --work-tree=. status` reads b.git, a bare
+    repository the lane made, as its repository (its core.fsmonitor). The policy took
+    --bare for a plain flag and looked for a nested repository from the cwd after -C only,
+    so the read-only status passed and git ran the lane's monitor (red team 13K #5). It is
+    judged as --git-dir=<that cwd>: unsafe_config, and the next (the command in the lane's
+    own repository, without --bare, -C and --work-tree) runs."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    script = (
+        ENV_PRELUDE + "git init -q --bare b.git; "
+        'printf \'[core]\\n\\tfsmonitor = sh "%s/evil.sh"\\n\' "$PWD" | write b.git/config; '
+        'cat "$(git rev-parse --path-format=absolute --git-path index)" | write b.git/index; '
+        "cd b.git && git --bare -C .. --work-tree=. status >/dev/null; echo rc=$?"
+    )
+    r = run_bound(hub, lane_path, script, tmp_path)
+    assert_held(hub, main, tmp_path, r)
+    assert "refused [unsafe_config]" in r.stderr, (r.rc, r.stdout, r.stderr)
+    nxt = r.stderr.split("Next: ", 1)[1].splitlines()[0].strip()
+    assert nxt == f"cd {lane_path} && git status", nxt
+    r2 = run_bound(hub, lane_path, "cd b.git && " + nxt, tmp_path)
+    assert r2.rc == 0, (nxt, r2.stdout, r2.stderr)
+    assert not (tmp_path / "marker").exists()
+
+
 @pytest.mark.parametrize("sub", ["list", "show"])
 def test_stash_output_outside_the_lane_is_refused_and_its_next_runs(
     hub: Repo, tmp_path: Path, sub: str

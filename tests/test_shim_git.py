@@ -382,6 +382,16 @@ FAST_CASES: list[tuple[list[str], dict[str, str]]] = [
     (["rm", "-r", "sub"], {"GIT_DIR": "/tmp"}),
     (["rm", "--cached", "x"], {}),
     (["log"], {"GIT_DIR": "/tmp"}),
+    # a `--` after an option word (red team 13K), and --bare (GIT_DIR: the cwd then)
+    (["log", "-S", "--", "--exec=/tmp/gitlane-p"], {}),
+    (["blame", "-L", "--", "--output=/tmp/gitlane-b", "x"], {}),
+    (["range-diff", "-S", "--", "--output=/tmp/gitlane-r", "HEAD...HEAD"], {}),
+    (["rm", "--cached", "--", "--exec=x"], {}),
+    (["commit", "-m", "x", "--", "--amend"], {}),
+    (["--bare", "status"], {}),
+    (["--bare", "-C", "..", "status"], {}),
+    (["--bare", "add", "x"], {}),
+    (["-P", "--bare", "commit", "-m", "x"], {}),
     # read-only, but git would read another configuration, or find another `vi` or `less`
     (["status"], {"HOME": "/tmp"}),
     (["log"], {"XDG_CONFIG_HOME": "/tmp"}),
@@ -410,6 +420,8 @@ def test_sh_fast_passes_are_passes_of_the_policy(alpha: Lane, tmp_path: Path) ->
     # not vacuous: the plain forms did decide in sh
     assert {("status",), ("add", "-A"), ("branch", "-vv"), ("-P", "log", "-1")} <= fasts
     assert ("checkout", "main") not in fasts and ("-P", "stash") not in fasts
+    # a global option the sh pass does not know goes to Python (--bare names a git dir)
+    assert not any("--bare" in argv for argv in fasts), fasts
 
 
 # -- a scripted agent: a shell script that only runs git, as an agent CLI would ------------
@@ -636,6 +648,125 @@ def test_branch_names_after_double_dash_are_judged(hub: Repo) -> None:
     r = exec_sh(hub, lane_path, "git branch -f -- feature lane/alpha")
     refused_run(r, "main_mutation_refused")
     assert hub.sha("refs/heads/feature") == before
+
+
+def test_symbolic_ref_names_after_dash_dash_are_judged(hub: Repo) -> None:
+    """`git symbolic-ref refs/heads/main refs/heads/lane/alpha` is refused (the hooks never
+    see it: git 2.39 writes symrefs outside any ref transaction); with `--` before the
+    names parse-options writes the same symbolic ref, and the policy read no names past
+    `--` (red team 13K #2): main resolved to the lane's tip, moved without a land."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    r = exec_sh(hub, lane_path, "git symbolic-ref -- refs/heads/main refs/heads/lane/alpha")
+    refused_run(r, "main_mutation_refused")
+    sym = git(hub.path, "symbolic-ref", "-q", "refs/heads/main", check=False).stdout.strip()
+    assert hub.sha() == main and sym == "", sym
+
+
+@pytest.mark.parametrize(
+    ("how", "ref"),
+    [
+        # fetch_tag of the bypass matrix (hooks: passes, shims: refused), past a `--`
+        ("git fetch -q -- . lane/alpha:refs/tags/v9", "refs/tags/v9"),
+        # a shared branch checked out nowhere, rebased onto the lane (and the lane left on it)
+        ("git rebase -q -- lane/alpha release", "refs/heads/release"),
+    ],
+    ids=["fetch_tag", "rebase_other_branch"],
+)
+def test_refs_named_after_dash_dash_are_judged(hub: Repo, how: str, ref: str) -> None:
+    """fetch's refspecs and rebase's branch after a `--` are the same names to git: `git
+    fetch -- . SRC:refs/tags/v9` wrote a shared tag and `git rebase -- UPSTREAM release`
+    rewrote a shared branch, each refused without the `--` (red team 13K #10)."""
+    git(hub.path, "branch", "release")
+    lane_path = hub.create("alpha")
+    before = hub.sha(ref)
+    r = exec_sh(hub, lane_path, how)
+    refused_run(r, "main_mutation_refused")
+    assert hub.sha(ref) == before, (r.stdout, r.stderr)
+
+
+def test_a_file_named_like_an_option_after_dash_dash_has_a_next_that_names_it(
+    hub: Repo,
+) -> None:
+    """A `--` after an option word is read as a possible value (parse-options takes it so,
+    then reads on), so a file named like an option after it is judged as an option: `git
+    clean -f -- --weird` is refused unknown_option; the next names the same file as
+    ./--weird and runs."""
+    lane_path = hub.create("alpha")
+    (lane_path / "--weird").write_text("x\n")
+    r = hub.lane("exec", "alpha", "--", "git", "clean", "-f", "--", "--weird", cwd=lane_path)
+    refused_run(r, "unknown_option")
+    nxt = r.stderr.split("Next: ", 1)[1].splitlines()[0].strip()
+    assert nxt == "git clean -f -- ./--weird", r.stderr
+    r = hub.lane("exec", "alpha", "--", "sh", "-c", nxt, cwd=lane_path)
+    assert r.rc == 0 and not (lane_path / "--weird").exists(), (r.rc, r.stdout, r.stderr)
+
+
+def test_reset_with_no_path_after_dash_dash_moves_head_and_is_judged(hub: Repo) -> None:
+    """`git reset --hard REV --` names no path: git moves HEAD, where the policy took any
+    `--` for an index-only reset. With the lane's HEAD on a shared branch (the owner's
+    switch here) that branch moved; refused like reset without the `--`."""
+    git(hub.path, "branch", "release")
+    lane_path = hub.create("alpha")
+    hub.commit(lane_path, "work.txt", "work\n")
+    git(lane_path, "symbolic-ref", "HEAD", "refs/heads/release")
+    before = hub.sha("refs/heads/release")
+    script = "git reset -q --hard lane/alpha --"
+    r = hub.lane("exec", "alpha", "--", "sh", "-c", script, cwd=lane_path)
+    refused_run(r, "main_mutation_refused")
+    assert hub.sha("refs/heads/release") == before, (r.stdout, r.stderr)
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        'git bundle create -- "$OUT" HEAD',
+        'git rev-parse HEAD | git pack-objects -q -- "$OUT"',
+    ],
+    ids=["bundle_create", "pack_objects"],
+)
+def test_a_file_named_after_dash_dash_is_still_the_file_git_writes(
+    hub: Repo, tmp_path: Path, how: str
+) -> None:
+    """parse-options takes `--` as the end of the options and the next word as the file all
+    the same: `git bundle create -- FILE` wrote FILE anywhere (here over a file of the
+    hub's worktree), `pack-objects -- BASE` wrote BASE-<hash>.pack/.idx outside the lane
+    (red team 13K #8)."""
+    lane_path = hub.create("alpha")
+    target = hub.path / "a.txt"
+    before = target.read_bytes()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    out = target if "bundle" in how else outside / "base"
+    pre = "set -e; git commit -q --allow-empty -m x; set +e; "
+    r = hub.lane("exec", "alpha", "--", "sh", "-c", pre + how, cwd=lane_path, env={"OUT": str(out)})
+    refused_run(r, "path_outside_lane")
+    assert target.read_bytes() == before, (r.rc, r.stdout, r.stderr)
+    assert list(outside.iterdir()) == [], (r.rc, r.stdout, r.stderr)
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        'git checkout-index -a --prefix -- --pref="$OUT/"',
+        'git bugreport --suffix -- --output-d="$OUT"',
+        'git diagnose --suffix -- --output-d="$OUT"',
+    ],
+    ids=["checkout_index", "bugreport", "diagnose"],
+)
+def test_an_abbreviated_path_option_past_a_dash_dash_value_is_judged(
+    hub: Repo, tmp_path: Path, how: str
+) -> None:
+    """`--prefix -- --pref=DIR/`: --prefix takes `--` as its value (in the lane), then git
+    completes `--pref` to --prefix=DIR/; the policy ended the options at that `--` for a
+    command it did not list, so the abbreviation was never judged and the lane's files
+    were checked out outside the lane (red team 13K #7; bugreport/diagnose -o alike).
+    Refused; the next spells the option out, and is refused for the same reason."""
+    lane_path = hub.create("alpha")
+    out = tmp_path / "outside"
+    r = hub.lane("exec", "alpha", "--", "sh", "-c", how, cwd=lane_path, env={"OUT": str(out)})
+    refused_run(r, "path_outside_lane")
+    assert not out.exists(), (sorted(p.name for p in out.iterdir()), r.stdout, r.stderr)
 
 
 @pytest.mark.parametrize(
