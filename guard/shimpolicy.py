@@ -2154,6 +2154,8 @@ _PATH_OPTIONS: dict[str, tuple[str, ...]] = {
     "index-pack": ("-o",),
     "commit-graph": ("--object-dir",),
     "multi-pack-index": ("--object-dir",),
+    # the index read-tree writes (`--index-output FILE` too, and a/../../x: judged by realpath)
+    "read-tree": ("--index-output",),
 }
 # Options whose value git only reads, or that is no path at all (a value outside the lane
 # is fine for them); any other --opt=/path outside the lane is refused.

@@ -697,8 +697,10 @@ def test_settings_that_make_gc_delete_are_refused_like_gc_prune_now(hub: Repo, c
     [
         'git format-patch -qko "$OUT" HEAD~1',  # -q quiet, -k keep subject, -o DIR
         'git archive -9o "$OUT" HEAD',  # -9 best compression, -o FILE
+        # not a group: read-tree's --index-output takes the next word as well as =FILE
+        'git read-tree --index-output "$OUT" HEAD',
     ],
-    ids=["format_patch", "archive"],
+    ids=["format_patch", "archive", "read_tree_index_output"],
 )
 def test_format_patch_output_directory_in_a_group_of_short_flags_is_judged(
     hub: Repo, tmp_path: Path, how: str

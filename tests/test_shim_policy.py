@@ -693,6 +693,10 @@ TABLE: list[tuple[str, dict[str, str], dict[str, Any], str | None]] = [
     ("switch -qc newb", {}, {}, "main_mutation_refused"),
     ("update-ref -dm refs/heads/lane/alpha refs/heads/main", {}, {}, "main_mutation_refused"),
     ("update-ref -dm x refs/heads/lane/alpha", {}, {}, None),
+    # read-tree's --index-output FILE (the next word too) writes FILE
+    ("read-tree --index-output /tmp/x HEAD", {}, {}, "path_outside_lane"),
+    ("read-tree --index-output=a/../../../x HEAD", {}, {}, "path_outside_lane"),
+    ("read-tree --index-output=idx HEAD", {}, {}, None),
     # notes refs named in the environment: only refs/notes/* (commit --amend writes them)
     ("commit --amend -m x", {"GIT_NOTES_REWRITE_REF": "refs/heads/main"}, {}, "unsafe_config"),
     ("commit --amend -m x", {"GIT_NOTES_REWRITE_REF": "refs/notes/x:refs/*"}, {}, "unsafe_config"),
