@@ -66,6 +66,13 @@ EDITOR_ENV = (
     "MANPAGER", "MANOPT", "MANROFFOPT", "BROWSER",
     "SPELL", "NANORC", "EMACSLOADPATH", "EMACSDATA", "EMACSPATH", "EMACSNATIVELOADPATH",
     "GIT_MAN_VIEWER",
+    # what man (man-db) reads to find pages or run its formatter and pager, and what the
+    # groff it starts reads to run its programs (troff, grotty, preconv: GROFF_BIN_PATH
+    # first, GROFF_COMMAND_PREFIX before each name, a font dir's DESC `postpro`) or load
+    # macros; less's program for tags and the history file it writes
+    "MANPATH", "MANROFFSEQ", "MANLESS", "MAN_DISABLE_SECCOMP", "GROFF_BIN_PATH",
+    "GROFF_COMMAND_PREFIX", "GROFF_TMAC_PATH", "GROFF_FONT_PATH", "GROFF_TYPESETTER",
+    "LESSGLOBALTAGS", "LESSHISTFILE",
     # what other programs git starts read to load code: gpg's home (gpg.conf's
     # agent-program), the directory of difftool/mergetool's shell code, the Perl of
     # git's Perl commands (add -p with add.interactive.useBuiltin=false, send-email...)

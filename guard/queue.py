@@ -38,6 +38,9 @@ STACK_CFG = [
     "core.editor=true",
     "-c",
     "advice.mergeConflict=false",
+    # git's one-line todo whatever a config says (%B: a message line `exec PROG` runs)
+    "-c",
+    "rebase.instructionFormat=",
 ]
 STACK_ENV = {"GIT_EDITOR": "true", "GIT_SEQUENCE_EDITOR": "true"}
 GATE_CODES = ("gate_failed", "gate_timeout", "lane_changed_during_gate")

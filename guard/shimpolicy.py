@@ -520,10 +520,10 @@ def _output_word(cmd: str, args: Sequence[str]) -> tuple[int, int, str] | None:
                 return i, 1, val
             if i + 1 < len(args):
                 return i, 2, args[i + 1]
-        if cmd == "archive" and a == "-o" and i + 1 < len(args):
-            return i, 2, args[i + 1]
-        if cmd == "archive" and a.startswith("-o") and len(a) > 2:
-            return i, 1, a[2:]
+        # -o FILE, -oFILE, and in a group of short flags (-9o FILE, -vo FILE)
+        group = _short_value(args, i, "o", "o") if cmd == "archive" else None
+        if group is not None and (group[2] == 1 or i + 1 < len(args)):
+            return i, group[2], group[1]
     return None
 
 
@@ -585,6 +585,9 @@ def _written_outside(p: Parsed, f: GitFacts) -> Refusal | None:
     if _inside(real, f.lane_path):
         return None  # judged with the rest of the command (_paths)
     rest = [*args[:i], *args[i + n :]]
+    group = _short_value(args, i, "o", "o") if p.cmd == "archive" else None
+    if group is not None and group[0] != "-":
+        rest.insert(i, group[0])  # -9o FILE: keep -9
     return Refusal(
         "path_outside_lane",
         f"git {p.cmd} {args[i]} writes {real}, outside lane {f.lane} ({f.lane_path}); "
@@ -824,6 +827,11 @@ def _hooks_disabled(
     )
 
 
+# git config's short options that take a value (-f FILE, -t TYPE; git 2.39): in a group
+# (`-zf FILE`) the rest of the word is its value, or the next word
+_CONFIG_SHORT_VALUES = "ft"
+
+
 def _config_mode(args: Sequence[str]) -> tuple[str, list[str]]:
     """`git config ARGS`: ("read" | "write" | "edit", the key words it names)."""
     write_flags = {
@@ -870,6 +878,16 @@ def _config_mode(args: Sequence[str]) -> tuple[str, list[str]]:
             mode = mode or "read"
         elif name in value_opts and "=" not in a:
             skip = True
+        elif a.startswith("-") and not a.startswith("--") and len(a) > 2:
+            # a group of short flags (`-zf FILE`, `-ze`): each letter as git reads it
+            for j, ch in enumerate(a[1:], start=1):
+                if ch == "e":
+                    return "edit", []
+                if ch == "l":
+                    mode = mode or "read"
+                if ch in _CONFIG_SHORT_VALUES:
+                    skip = j == len(a) - 1  # its value: the rest of the word, or the next
+                    break
         elif a.startswith("-"):
             continue
         else:
@@ -1039,33 +1057,36 @@ def _config_file_outside(p: Parsed, f: GitFacts) -> Refusal | None:
     --file/-f/--blob FILE outside the lane's worktree."""
     args = list(p.args)
     where: tuple[str, str, str | None] | None = None
+    rest: list[str] = []
     for i, a in enumerate(args):
         if _ends_options(args, i):
             break
         if a in ("--global", "--system"):
             where = (a, a, None)
+            rest = [*args[:i], *args[i + 1 :]]
             break
         name, eq, val = a.partition("=")
-        if name in ("--file", "-f") or (a.startswith("-f") and not a.startswith("--")):
-            raw = val if eq else (a[2:] if name not in ("--file", "-f") else None)
-            if raw is None:
-                raw = args[i + 1] if i + 1 < len(args) else ""
+        group = _short_value(args, i, _CONFIG_SHORT_VALUES, "f")  # -f, -fFILE, -zf FILE
+        if name == "--file" or group is not None:
+            n = 1 if eq else 2
+            raw = val if eq else (args[i + 1] if i + 1 < len(args) else "")
+            head = "-"
+            if group is not None:
+                head, raw, n = group
             real = _clean(raw, f, _cwd_after_chdirs(p, f))
             if not _inside(real, f.lane_path):
                 where = (a, f"the file {real}", raw)
+                rest = [*args[:i], *([head] if head != "-" else []), *args[i + n :]]
                 break
     if where is None:
         return None
-    opt, what, raw = where
-    rest = [a for a in args if a != opt]
-    if raw is not None and opt in ("--file", "-f"):
-        rest.remove(raw)
+    opt, what, named = where
     return Refusal(
         "path_outside_lane",
         f"git config {opt} would write {what}, outside lane {f.lane} ({f.lane_path}); "
         "git may write only in the lane (the lane's repository config: without it)",
         next=[_render(p.globals, "config", rest)],
-        details={"lane": f.lane, "what": f"git config {opt}", "path": raw or opt},
+        details={"lane": f.lane, "what": f"git config {opt}", "path": named or opt},
     )
 
 
@@ -1307,6 +1328,21 @@ def _search_path(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | No
 _TRACE_INFO = ("GIT_TRACE2_PARENT_SID", "GIT_TRACE2_PARENT_NAME")
 # variables letting git run protocols (ext::CMD runs CMD) its defaults would not
 PROTOCOL_ENV = ("GIT_ALLOW_PROTOCOL", "GIT_PROTOCOL_FROM_USER")
+# variables naming notes refs (colon-separated, globs): GIT_NOTES_REWRITE_REF's are written
+# by commit --amend and rebase, any ref git is given there (notes.rewriteRef is held to
+# refs/notes/ by git, not the variable); only refs under refs/notes/ pass
+NOTES_ENV = ("GIT_NOTES_REWRITE_REF", "GIT_NOTES_REF", "GIT_NOTES_DISPLAY_REF")
+
+
+def notes_refs_ok(value: str) -> bool:
+    """Every ref (or glob) of a colon-separated notes ref list is under refs/notes/."""
+    return all(
+        r.startswith("refs/notes/") and ".." not in r and "\\" not in r
+        for r in value.split(":")
+        if r
+    )
+
+
 # commands whose words may be a URL git hands a transport (NAME::ADDRESS: git-remote-NAME)
 _URL_COMMANDS = frozenset(["ls-remote", "fetch", "pull", "push", "clone", "remote", "archive"])
 
@@ -1355,6 +1391,16 @@ def _process_env(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | No
         if env.get(name):
             return _env_refusal(
                 p, f, name, env[name], "git may use transports it would not (ext:: runs a command)"
+            )
+    for name in NOTES_ENV:
+        if not notes_refs_ok(env.get(name, "")):
+            return _env_refusal(
+                p,
+                f,
+                name,
+                env[name],
+                "it names a ref outside refs/notes/, which git writes notes into "
+                "(commit --amend, rebase: GIT_NOTES_REWRITE_REF) or reads as notes",
             )
     own_store = os.path.join(f.lane_git_dir, "objects")
     shared = os.path.join(f.common, "objects")
@@ -1898,14 +1944,17 @@ def _program_options(p: Parsed, f: GitFacts) -> Refusal | None:
         if _ends_options(args, i, p.cmd) if own else a == "--":
             break
         name = a.partition("=")[0]
-        hit = (
-            (len(name) >= 5 and any(o.startswith(name) for o in _PROGRAM_OPTIONS))
-            or (len(name) >= 3 and any(o.startswith(name) for o in own))
-            or (p.cmd == "clone" and a.startswith("-u"))
+        hit = (len(name) >= 5 and any(o.startswith(name) for o in _PROGRAM_OPTIONS)) or (
+            len(name) >= 3 and any(o.startswith(name) for o in own)
         )
-        if p.cmd == "rebase" or not hit:
+        # clone -u PROG, -uPROG, -qu PROG (the rest of a group of short flags, or the next word)
+        short = _short_value(args, i, _CLONE_VALUE_SHORT, "u") if p.cmd == "clone" else None
+        if p.cmd == "rebase" or not (hit or short):
             continue  # rebase --exec: _runs_program above
         rest = [w for j, w in enumerate(args) if j != i and not (j == i + 1 and "=" not in a)]
+        if short is not None:
+            head, _v, n = short
+            rest = [*args[:i], *([head] if head != "-" else []), *args[i + n :]]
         return Refusal(
             "unsafe_config",
             f"git {p.cmd} {a} names a program git runs (with its own directory first on "
@@ -2157,6 +2206,8 @@ _PATH_OPTIONS: dict[str, tuple[str, ...]] = {
     "index-pack": ("-o",),
     "commit-graph": ("--object-dir",),
     "multi-pack-index": ("--object-dir",),
+    # the index read-tree writes (`--index-output FILE` too, and a/../../x: judged by realpath)
+    "read-tree": ("--index-output",),
 }
 # Options whose value git only reads, or that is no path at all (a value outside the lane
 # is fine for them); any other --opt=/path outside the lane is refused.
@@ -2196,16 +2247,63 @@ _READ_PATH_OPTIONS = frozenset(
 )
 
 
+# Per command, the short options that take a value (git 2.39's parse-options): in a group
+# of short flags the first of them takes the rest of the word, or the next word
+# (`format-patch -qko DIR`, `-kvo`: -v's value is "o"). A command not named here: only the
+# letters _option_values looks for take one.
+_SHORT_VALUES: dict[str, str] = {
+    "format-patch": "ov",
+    "archive": "o",
+    "bugreport": "os",
+    "diagnose": "os",
+    "config": _CONFIG_SHORT_VALUES,
+    "clone": _CLONE_VALUE_SHORT,
+}
+
+
+def _short_value(
+    args: Sequence[str], i: int, values: str, want: str
+) -> tuple[str, str, int] | None:
+    """When args[i] is a group of short flags (`-o`, `-oV`, `-qko`) whose first letter of
+    `values` (the command's value-taking letters) is `want`: (the letters before it, its
+    value: the rest of the word or the next word, the words it spans); else None."""
+    a = args[i]
+    if not a.startswith("-") or a.startswith("--") or len(a) < 2:
+        return None
+    for j, ch in enumerate(a[1:], start=1):
+        if ch in values or ch == want:
+            if ch != want:
+                return None
+            if j < len(a) - 1:
+                return a[:j], a[j + 1 :], 1
+            return a[:j], args[i + 1] if i + 1 < len(args) else "", 2
+    return None
+
+
 def _option_values(
-    args: Sequence[str], names: Sequence[str], cmd: str | None = None
+    args: Sequence[str], names: Sequence[str], cmd: str = ""
 ) -> list[tuple[str, str]]:
-    """(option, value) for each of `names` in args: --opt=V, --opt V, -oV, -o V."""
+    """(option, value) for each of `names` in args: --opt=V, --opt V, -oV, -o V, and a
+    short one in a group of short flags (-qko V: _short_value, `cmd`'s letters)."""
     out: list[tuple[str, str]] = []
+    shorts = "".join(n[1:] for n in names if len(n) == 2 and n[0] == "-" and n[1] != "-")
+    values = _SHORT_VALUES.get(cmd, "") + shorts
     i = 0
     while i < len(args):
         a = args[i]
         if _ends_options(args, i, cmd):
             break
+        hit = next(
+            ((f"-{c}", g) for c in shorts if (g := _short_value(args, i, values, c)) is not None),
+            None,
+        )
+        if hit is not None:
+            n, (_head, v, words) = hit
+            if words == 2 and i + 1 >= len(args):
+                break  # no value: git refuses
+            out.append((n, v))
+            i += words
+            continue
         for n in names:
             if a == n and i + 1 < len(args):
                 out.append((n, args[i + 1]))
@@ -2224,7 +2322,7 @@ def _option_values(
 def _written_paths(p: Parsed) -> list[tuple[str, str]]:
     """(what, path) for every file or directory `git CMD ARGS` is told to write."""
     cmd, args = p.cmd or "", list(p.args)
-    out = [(f"git {cmd} {n}", v) for n, v in _option_values(args, _PATH_OPTIONS.get(cmd, ()))]
+    out = [(f"git {cmd} {n}", v) for n, v in _option_values(args, _PATH_OPTIONS.get(cmd, ()), cmd)]
     if cmd != "config":
         out += [(f"git {cmd} --output", v) for _n, v in _option_values(args, ("--output",), cmd)]
     if cmd == "bundle" and args and args[0] == "create":
@@ -2475,13 +2573,23 @@ def _positional(args: Sequence[str], with_value: Sequence[str] = ()) -> list[str
             continue
         if a == "--":
             return [*out, *args[i + 1 :]]
-        if a in with_value:
+        if a in with_value or _group_takes_next(a, with_value):
             skip = True
             continue
         if a.startswith("-") and a != "-":
             continue
         out.append(a)
     return out
+
+
+def _group_takes_next(word: str, with_value: Sequence[str]) -> bool:
+    """A group of short flags whose first value-taking letter (of `with_value`'s short
+    options) ends it takes the next word: `update-ref -dm MSG REF` is -d -m MSG."""
+    letters = "".join(o[1] for o in with_value if len(o) == 2 and o[0] == "-" and o[1] != "-")
+    if not letters or not word.startswith("-") or word.startswith("--") or len(word) < 3:
+        return False
+    at = next((j for j, ch in enumerate(word[1:], start=1) if ch in letters), None)
+    return at == len(word) - 1
 
 
 def _refs(p: Parsed, f: GitFacts) -> Refusal | None:
@@ -2613,7 +2721,15 @@ def _switch(cmd: str, args: Sequence[str], f: GitFacts) -> Refusal | None:
         del before
     target: str | None = None
     why = None
+    letters = "bB" if cmd == "checkout" else "cC"  # the short options that create a branch
     for i, a in enumerate(args):
+        # in a group of short flags (-qb NEW, -fBNEW) too: the rest of the word, or the next
+        group = next(
+            (g for c in letters if (g := _short_value(args, i, letters, c)) is not None), None
+        )
+        if group is not None and a != "--" and not a.startswith("--"):
+            target, why = group[1] or "a branch with no name", "create and check out"
+            break
         if a in creates or a.startswith(("--orphan=", "--create=", "--force-create=")):
             new = args[i + 1] if "=" not in a and i + 1 < len(args) else a.partition("=")[2]
             target, why = new or "a branch with no name", "create and check out"

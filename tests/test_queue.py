@@ -339,6 +339,25 @@ def test_batch_skips_a_lane_that_does_not_stack_and_leaves_it(repo: Repo) -> Non
     assert r.json["gate_runs"] == 0
 
 
+def test_a_configured_instruction_format_never_makes_a_batch_run_a_message_line(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """rebase.instructionFormat=%B in the repository's config puts each commit's whole
+    message into a rebase's todo, where a line `exec PROG` is a command; the batch's
+    stacking rebase names git's one-line default itself, so the line stays text."""
+    repo.config("gate", "off")
+    git(repo.path, "config", "rebase.instructionFormat", "%B")
+    flag = tmp_path / "ran"
+    ready_lane(repo, "a")
+    b = repo.create("b")
+    repo.commit(b, "b.txt", "b\n", f"b\n\nexec touch {flag}")
+    for k in ("a", "b"):
+        mark(repo, k)
+    r = repo.jlane("queue", "--batch", "2")
+    assert r.json["landed"] == ["a", "b"], (r.stdout, r.stderr)
+    assert not flag.exists()
+
+
 # -- a batch killed part way ----------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.parametrize("point", ["prepared", "main_moved", "batch_lane_moved", "hub_updated"])

@@ -270,9 +270,11 @@ def test_checkout_guessing_a_remote_branch_is_refused(hub: Repo) -> None:
         ("git config --global a.b c", "path_outside_lane"),
         ('git config --file "$OUT" a.b c', "path_outside_lane"),
         ('git config -f "$OUT" a.b c', "path_outside_lane"),
+        # -f in a group of short flags (-z: NUL-terminated output) is -f all the same
+        ('git config -zf "$OUT" a.b c', "path_outside_lane"),
         ("git maintenance register", "path_outside_lane"),
     ],
-    ids=["GIT_CONFIG", "global", "file", "f", "maintenance_register"],
+    ids=["GIT_CONFIG", "global", "file", "f", "zf", "maintenance_register"],
 )
 def test_git_config_writes_outside_the_lane_are_refused(
     hub: Repo, tmp_path: Path, how: str, code: str
@@ -514,6 +516,66 @@ def test_a_variable_that_makes_git_run_the_lanes_program_is_refused(
     script = ENV_PRELUDE + trigger + " </dev/null >/dev/null 2>&1"
     r = run_bound(hub, lane_path, script, tmp_path)
     assert_held(hub, main, tmp_path, r)
+
+
+@pytest.mark.skipif(shutil.which("man") is None, reason="no man(1) to start")
+def test_groff_bin_path_is_judged_like_the_other_man_variables(hub: Repo, tmp_path: Path) -> None:
+    """binding.EDITOR_ENV judges what man reads to run a program (MANPAGER, MANOPT,
+    MANROFFOPT) and what the groff man starts reads: GROFF_BIN_PATH names the directory
+    groff runs `troff` (and grotty, preconv...) from first. `git help status` (read-only:
+    the sh fast pass, and Python alike) would exec man, man groff, groff the lane's
+    `troff` with git's own directory first on PATH. MANWIDTH (any width but the cached
+    one) keeps man from reusing a formatted cat page."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    script = (
+        ENV_PRELUDE + "mkdir -p gb; "
+        '{ printf %s "$PAYLOAD"; } | write gb/troff; chmod +x gb/troff; '
+        'GROFF_BIN_PATH="$PWD/gb" MANWIDTH=97 git help status >/dev/null 2>&1; '
+        "echo rc=$?"
+    )
+    r = run_bound(hub, lane_path, script, tmp_path)
+    assert_held(hub, main, tmp_path, r)
+
+
+def test_clone_upload_pack_in_a_group_of_short_flags_is_refused(hub: Repo, tmp_path: Path) -> None:
+    """clone's -u PROG (--upload-pack) runs PROG past the shim; in a group of short flags
+    (`-qu PROG`: -q is quiet) git takes -u and the next word all the same."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    script = ENV_PRELUDE + 'git clone -qu "sh $PWD/evil.sh" "file://$HUB" dst; echo rc=$?'
+    r = run_bound(hub, lane_path, script, tmp_path)
+    assert_held(hub, main, tmp_path, r)
+    assert "refused [unsafe_config]" in r.stderr, (r.stdout, r.stderr)
+
+
+def test_rebase_instruction_format_written_with_a_short_flag_group_never_reaches_a_sync(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """`git config rebase.instructionFormat %B` is refused (a message line `exec PROG`
+    becomes a todo command), and so is `git config -zf <common>/config
+    rebase.instructionFormat %B`: -f in a group of short flags is -f to git (the file is
+    its value, not the key). The repository's config keeps no format; the owner's `git
+    lane sync` (which names git's one-line default itself) never runs the lane's line."""
+    from enginehelp import ready_lane
+
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    script = (
+        ENV_PRELUDE + 'git config -zf "$GITLANE_COMMON/config" rebase.instructionFormat %B; '
+        'git add evil.sh; git commit -q -m "$(printf \'x\\n\\nexec sh %s/evil.sh\' "$PWD")"; '
+        "echo rc=$?"
+    )
+    r = run_bound(hub, lane_path, script, tmp_path)
+    assert hub.sha() == main, (r.rc, r.stdout, r.stderr)
+    assert "refused [unsafe_config]" in r.stderr, (r.stdout, r.stderr)
+    ready_lane(hub, "beta")
+    assert hub.lane("land", "beta").rc == 0
+    landed = hub.sha()
+    s = hub.lane("sync", "alpha", env={"HUB": str(hub.path), "MARKER": str(tmp_path / "marker")})
+    assert_held(hub, landed, tmp_path, s)
+    got = git(hub.path, "config", "--get", "rebase.instructionFormat", check=False).stdout
+    assert got == "", (got, r.stdout, r.stderr)
 
 
 @pytest.mark.skipif(shutil.which("vim") is None, reason="vim not installed")

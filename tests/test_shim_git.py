@@ -823,6 +823,70 @@ def test_settings_that_make_gc_delete_are_refused_like_gc_prune_now(hub: Repo, c
     assert got == "", got
 
 
+@pytest.mark.parametrize(
+    "how",
+    [
+        'git format-patch -qko "$OUT" HEAD~1',  # -q quiet, -k keep subject, -o DIR
+        'git archive -9o "$OUT" HEAD',  # -9 best compression, -o FILE
+        # not a group: read-tree's --index-output takes the next word as well as =FILE
+        'git read-tree --index-output "$OUT" HEAD',
+    ],
+    ids=["format_patch", "archive", "read_tree_index_output"],
+)
+def test_format_patch_output_directory_in_a_group_of_short_flags_is_judged(
+    hub: Repo, tmp_path: Path, how: str
+) -> None:
+    """format-patch's -o DIR and archive's -o FILE are judged (path_outside_lane) in a
+    group of short flags too: git's parse-options takes -o and the rest of the word, or
+    the next word, wherever -o stands in the group."""
+    lane_path = hub.create("alpha")
+    out = tmp_path / "outside"
+    script = "set -e; git commit -q --allow-empty -m x; set +e; " + how
+    r = hub.lane("exec", "alpha", "--", "sh", "-c", script, cwd=lane_path, env={"OUT": str(out)})
+    assert not out.exists(), (r.rc, r.stdout, r.stderr)
+    assert "refused [path_outside_lane]" in r.stderr, (r.stdout, r.stderr)
+
+
+def test_notes_rewrite_ref_in_the_environment_never_lets_commit_amend_move_main(
+    repo: Repo, gitlane_on_path: Path, tmp_path: Path
+) -> None:
+    """GIT_NOTES_REWRITE_REF names the notes refs `commit --amend` (and rebase) copy the
+    amended commit's note into; from the environment git takes any ref, not only
+    refs/notes/*. The lane landed a file named after one of its commits (a note, to git
+    reading main's tree as a notes tree); `GIT_NOTES_REWRITE_REF=refs/heads/main git
+    commit --amend` on that commit would commit "Notes added by 'git commit --amend'"
+    onto main. With the shims alone (a stand-in hook: the bypass matrix's shims layer)
+    main stays: the variable sends the sh fast pass to Python, which refuses any ref
+    outside refs/notes/."""
+    hook = repo.common_dir / "hooks" / "reference-transaction"
+    hook.write_text("#!/bin/sh\nexit 0\n")
+    hook.chmod(0o755)
+    repo.config("gate_command", "true")
+    lane_path = repo.create("alpha")
+    x = repo.commit(lane_path, "work.txt", "work\n")
+    repo.commit(lane_path, x, "a note\n", "a file named after a commit")
+    r = repo.lane("land", "alpha")
+    assert r.rc == 0, (r.stdout, r.stderr)
+    main = repo.sha()
+    script = (
+        "set -e; git reset -q --hard HEAD~1; set +e; "
+        "GIT_NOTES_REWRITE_REF=refs/heads/main git commit -q --amend -m amended; echo rc=$?"
+    )
+    r = repo.lane("exec", "alpha", "--", "sh", "-c", script, cwd=lane_path)
+    assert repo.sha() == main, (
+        git(repo.path, "log", "--oneline", "-3", "main").stdout,
+        r.rc,
+        r.stdout,
+        r.stderr,
+    )
+    assert "refused [unsafe_config]" in r.stderr, (r.stdout, r.stderr)
+    # its next runs as printed: the amend without the variable
+    nxt = r.stderr.split("Next: ", 1)[1].splitlines()[0]
+    assert nxt.startswith("env -u GIT_NOTES_REWRITE_REF git commit"), r.stderr
+    r = repo.lane("exec", "alpha", "--", "sh", "-c", nxt, cwd=lane_path)
+    assert r.rc == 0 and repo.sha() == main, (r.stdout, r.stderr)
+
+
 def test_the_sh_fast_pass_sends_every_judged_environment_name_to_python() -> None:
     """A variable decide_git judges for every command (the safe editors' and pagers'
     environment, the protocol switches, the trace files git reads) sends shims/git's
@@ -830,7 +894,7 @@ def test_the_sh_fast_pass_sends_every_judged_environment_name_to_python() -> Non
     from guard import shimpolicy
 
     text = SHIM.read_text()
-    names = [*binding.PROGRAM_VARS, *shimpolicy.PROTOCOL_ENV]
+    names = [*binding.PROGRAM_VARS, *shimpolicy.PROTOCOL_ENV, *shimpolicy.NOTES_ENV]
     names = [n for n in names if n not in shimpolicy._EDITOR_ENV]  # their own loop: names
     names += ["GIT_TRACE", "GIT_TRACE2", "GIT_TRACE2_EVENT", "GIT_TRACE2_PERF"]
     names += ["GIT_TRACE_PACKET", "GIT_TRACE_PERFORMANCE", "GIT_TRACE_SETUP", "GIT_TRACE_CURL"]

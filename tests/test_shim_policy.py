@@ -717,6 +717,42 @@ TABLE: list[tuple[str, dict[str, str], dict[str, Any], str | None]] = [
     ("-C /elsewhere --bare log", {}, {}, None),
     ("--git-dir=/elsewhere/.git --bare log", {}, {}, None),
     ("--bare log", {"GIT_DIR": "/elsewhere/.git"}, {}, None),
+    # a value-taking short option inside a group of short flags is that option to git
+    # (parse-options: the rest of the word, or the next word)
+    ("config -zf /tmp/x a.b c", {}, {}, "path_outside_lane"),
+    ("config -zf/tmp/x a.b c", {}, {}, "path_outside_lane"),
+    ("config -zf /w/repo/.git/config rebase.instructionFormat %B", {}, {}, "unsafe_config"),
+    ("config -ze", {}, {}, "hooks_disabled"),
+    ("config -zt bool a.b true", {}, {}, None),
+    ("config -zf mine.cfg a.b c", {}, {}, None),
+    ("format-patch -qko /tmp/x HEAD~1", {}, {}, "path_outside_lane"),
+    ("format-patch -ko/tmp/x HEAD~1", {}, {}, "path_outside_lane"),
+    ("format-patch -kvo /tmp/x HEAD~1", {}, {}, None),  # -v takes "o": /tmp/x is a revision
+    ("format-patch -qko patches HEAD~1", {}, {}, None),
+    ("archive -9o /tmp/x.tar HEAD", {}, {}, "path_outside_lane"),
+    ("archive -vo/tmp/x.tar HEAD", {}, {}, "path_outside_lane"),
+    ("bugreport -so /tmp/x", {}, {}, None),  # -s takes "o"
+    ("clone -qu 'sh evil.sh' src dst", {}, {}, "unsafe_config"),
+    ("clone -qo up src dst", {}, {}, None),
+    ("checkout -qb newb", {}, {}, "main_mutation_refused"),
+    ("checkout -fB main HEAD", {}, {}, "main_mutation_refused"),
+    ("switch -qc newb", {}, {}, "main_mutation_refused"),
+    ("update-ref -dm refs/heads/lane/alpha refs/heads/main", {}, {}, "main_mutation_refused"),
+    ("update-ref -dm x refs/heads/lane/alpha", {}, {}, None),
+    # read-tree's --index-output FILE (the next word too) writes FILE
+    ("read-tree --index-output /tmp/x HEAD", {}, {}, "path_outside_lane"),
+    ("read-tree --index-output=a/../../../x HEAD", {}, {}, "path_outside_lane"),
+    ("read-tree --index-output=idx HEAD", {}, {}, None),
+    # notes refs named in the environment: only refs/notes/* (commit --amend writes them)
+    ("commit --amend -m x", {"GIT_NOTES_REWRITE_REF": "refs/heads/main"}, {}, "unsafe_config"),
+    ("commit --amend -m x", {"GIT_NOTES_REWRITE_REF": "refs/notes/x:refs/*"}, {}, "unsafe_config"),
+    ("commit --amend -m x", {"GIT_NOTES_REWRITE_REF": "refs/notes/commits"}, {}, None),
+    ("log", {"GIT_NOTES_REF": "refs/heads/main"}, {}, "unsafe_config"),
+    ("log", {"GIT_NOTES_DISPLAY_REF": "refs/notes/*"}, {}, None),
+    # what man and the groff it starts read to run a program
+    ("help status", {"GROFF_BIN_PATH": LANE + "/gb"}, {}, "unsafe_config"),
+    ("help status", {"GROFF_FONT_PATH": LANE + "/f"}, {}, "unsafe_config"),
+    ("help status", {"MANPATH": LANE + "/man"}, {}, "unsafe_config"),
 ]
 
 

@@ -49,6 +49,23 @@ def test_clean_sync_rebases_onto_main_and_reports_fresh(repo: Repo) -> None:
     assert "rerere" not in cfg_after.lower() and "conflictstyle" not in cfg_after.lower()
 
 
+def test_a_configured_instruction_format_never_makes_a_sync_run_a_message_line(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """rebase.instructionFormat=%B in the repository's config (the owner's, or one written
+    past every shim) puts each commit's whole message into the todo, where a line `exec
+    PROG` is a command the rebase runs; sync's rebase names git's one-line default (an
+    empty value) itself, so the line stays text and the sync is fresh."""
+    mark = tmp_path / "mark"
+    git(repo.path, "config", "rebase.instructionFormat", "%B")
+    path = repo.create("alpha")
+    repo.commit(path, "a.txt", "a\n", f"lane a\n\nexec touch {mark}")
+    repo.commit(repo.path, "m.txt", "m\n", "main m")
+    r = repo.jlane("sync", "alpha")
+    assert r.rc == 0 and r.json["state"] == "fresh", (r.stdout, r.stderr)
+    assert not mark.exists()
+
+
 def test_sync_of_a_fresh_lane_changes_nothing(repo: Repo) -> None:
     path = repo.create("alpha")
     tip = repo.commit(path, "a.txt", "a\n")

@@ -32,6 +32,10 @@ REBASE_CFG = [
     "rebase.updateRefs=false",
     "-c",
     "rebase.autoStash=false",
+    # the todo's lines are git's one-line default, whatever a config says (%B would make a
+    # commit message line `exec PROG` a command the rebase runs)
+    "-c",
+    "rebase.instructionFormat=",
 ]
 REBASE_ENV = {"GIT_EDITOR": "true", "GIT_SEQUENCE_EDITOR": "true"}
 MAX_AUTO_STEPS = 10_000
