@@ -2441,13 +2441,54 @@ def _paths(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
         else:
             ok = any(_inside(real, r) for r in roots if r)
         if not ok:
+            args = list(p.args)
+            if what not in _WHERE_GIT_WORKS:  # a path among the words: cd does not move it
+                args = _into_lane(args, raw, f.lane_path) or []
+            again = _render(_drop_paths(p.globals), p.cmd, args) if args else ""
             return Refusal(
                 "path_outside_lane",
                 f"{what} ({real}) is outside lane {f.lane} ({f.lane_path}); git {p.cmd} "
                 "may write only in the lane",
-                next=[f"cd {_q(f.lane_path)} && " + _render(_drop_paths(p.globals), p.cmd, p.args)],
+                next=[f"cd {_q(f.lane_path)} && {again}" if again else f"git lane status {f.lane}"],
                 details={"lane": f.lane, "what": what, "path": real, "lane_path": f.lane_path},
             )
+    return None
+
+
+# what _paths judges of where git works (not a word of the command's own arguments)
+_WHERE_GIT_WORKS = frozenset(
+    {
+        "-C",
+        "the working directory",
+        "--git-dir",
+        "GIT_DIR",
+        "--bare",
+        "--work-tree",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_COMMON_DIR",
+        "GIT_OBJECT_DIRECTORY",
+    }
+)
+
+
+def _into_lane(args: Sequence[str], raw: str, lane: str) -> list[str] | None:
+    """`args` with the first word that is `raw`, or ends in it after an option's letters
+    (`--output=RAW`, `-oRAW`, `-qkoRAW`), naming the same last component in the lane's top
+    instead (None: no such word)."""
+    name = os.path.basename(raw.rstrip("/")) or "out"
+    if name in (".", ".."):
+        name = "out"
+    to = os.path.join(lane, name) + ("/" if raw.endswith("/") else "")
+    out = list(args)
+    for i, w in enumerate(out):
+        if w == raw:
+            out[i] = to
+            return out
+        head = w[: len(w) - len(raw)]
+        if raw and w.endswith(raw) and head.startswith("-") and head != "-" and " " not in head:
+            out[i] = head + to
+            return out
     return None
 
 

@@ -827,7 +827,7 @@ def test_settings_that_make_gc_delete_are_refused_like_gc_prune_now(hub: Repo, c
     "how",
     [
         'git format-patch -qko "$OUT" HEAD~1',  # -q quiet, -k keep subject, -o DIR
-        'git archive -9o "$OUT" HEAD',  # -9 best compression, -o FILE
+        'git archive --format=zip -9o "$OUT" HEAD',  # -9 best compression, -o FILE
         # not a group: read-tree's --index-output takes the next word as well as =FILE
         'git read-tree --index-output "$OUT" HEAD',
     ],
@@ -845,6 +845,15 @@ def test_format_patch_output_directory_in_a_group_of_short_flags_is_judged(
     r = hub.lane("exec", "alpha", "--", "sh", "-c", script, cwd=lane_path, env={"OUT": str(out)})
     assert not out.exists(), (r.rc, r.stdout, r.stderr)
     assert "refused [path_outside_lane]" in r.stderr, (r.stdout, r.stderr)
+    # the next runs as printed: the command without the file (archive: to stdout), or
+    # with the same last component in the lane (a `cd LANE &&` alone would run the same
+    # absolute path again)
+    nxt = r.stderr.split("Next: ", 1)[1].splitlines()[0]
+    again = hub.lane("exec", "alpha", "--", "sh", "-c", nxt + " >/dev/null", cwd=lane_path)
+    assert again.rc == 0, (nxt, again.stdout, again.stderr)
+    assert not out.exists(), nxt
+    if nxt.startswith("cd "):
+        assert (lane_path / "outside").exists(), nxt
 
 
 def test_notes_rewrite_ref_in_the_environment_never_lets_commit_amend_move_main(
