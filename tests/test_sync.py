@@ -709,3 +709,55 @@ def test_sync_moves_no_other_branch_even_with_rebase_update_refs_set(repo: Repo)
     r = repo.jlane("continue", "alpha")
     assert r.rc == 0 and r.json["state"] == "fresh", r.stdout + r.stderr
     assert repo.sha("refs/heads/backup") == backup
+
+
+# -- the rest of the rebase state git reads (red teams 13J, 13L) ---------------------------
+
+
+def _admin(lane: Path) -> Path:
+    return Path(git(lane, "rev-parse", "--path-format=absolute", "--git-dir").stdout.strip())
+
+
+def _stopped_sync(hub: Repo, picks: int = 1, owner: list[str] | None = None) -> tuple[Path, Path]:
+    """Lane beta's sync stopped on a conflict in a.txt (main changed it too), resolved in
+    the worktree: the lane's path and its rebase-merge dir. `owner`: `git config` pairs of
+    the owner's, set just before the sync."""
+    beta = hub.create("beta")
+    hub.commit(beta, "a.txt", "beta\n")
+    for i in range(1, picks):
+        hub.commit(beta, f"b{i}.txt", "more\n")
+    alpha = hub.create("alpha")
+    hub.commit(alpha, "a.txt", "alpha\n")
+    assert hub.jlane("land", "alpha").rc == 0
+    for k, v in zip((owner or [])[::2], (owner or [])[1::2], strict=True):
+        hub.git("config", k, v)
+    s = hub.jlane("sync", "beta")
+    assert s.rc == 1 and s.code == "sync_conflicts", s.stdout
+    rm = _admin(beta) / "rebase-merge"
+    assert rm.is_dir()
+    (beta / "a.txt").write_text("resolved\n")
+    return beta, rm
+
+
+def test_continue_never_runs_a_merge_strategy_the_lane_named_with_a_trailing_space(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """git's read_oneliner drops one newline from rebase-merge/strategy, nothing else:
+    `ort ` is no built-in, git would run `git-merge-ort ` from PATH (a relative entry
+    finds the lane's, git runs from the worktree's top). Judged as git reads it: refused
+    rebase_todo_untrusted, nothing run (red team 13L #1)."""
+    beta, rm = _stopped_sync(hub, picks=2)  # a second pick: the strategy runs for it
+    ran = tmp_path / "lane-program-ran"
+    tool = beta / "node_modules" / ".bin" / "git-merge-ort "
+    tool.parent.mkdir(parents=True)
+    tool.write_text(f"#!/bin/sh\nid > '{ran}'\nexit 2\n")
+    tool.chmod(0o755)
+    (rm / "strategy").write_text("ort \n")
+    env = {"PATH": f"node_modules/.bin{os.pathsep}{os.environ['PATH']}"}
+    r = hub.jlane("continue", "beta", env=env)
+    assert not ran.exists(), (r.rc, r.stdout[-600:])
+    assert r.rc == 1 and r.code == "rebase_todo_untrusted", r.stdout
+    (rm / "strategy").write_text("ort\n")  # as git writes a built-in one: continued
+    r = hub.jlane("continue", "beta", env=env)
+    assert r.rc == 0 and r.code == "synced", r.stdout
+    assert not ran.exists()

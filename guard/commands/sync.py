@@ -110,8 +110,13 @@ def _trusted_rebase(repo: Repo, key: str, path: str, branch: str, action: str) -
                 continue
             why = f"its todo holds a line sync never writes: {git.shown(ln.strip()[:200])}"
             break
-        named = strategy.decode("utf-8", "surrogateescape").strip()
-        if why is None and named and named not in BUILTIN_STRATEGIES:
+        # as git's read_oneliner reads it: one trailing newline dropped, nothing else
+        # (`ort ` is no built-in: git would run `git-merge-ort ` from PATH)
+        named = strategy.decode("utf-8", "surrogateescape")
+        named = named[:-1] if named.endswith("\n") else named
+        if why is None and os.path.lexists(gd / "rebase-merge" / "strategy") and (
+            named not in BUILTIN_STRATEGIES
+        ):
             why = f"it names merge strategy {git.shown(named[:100])}, not a built-in one"
     if why is not None:
         raise Refusal(
