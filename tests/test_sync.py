@@ -761,3 +761,69 @@ def test_continue_never_runs_a_merge_strategy_the_lane_named_with_a_trailing_spa
     r = hub.jlane("continue", "beta", env=env)
     assert r.rc == 0 and r.code == "synced", r.stdout
     assert not ran.exists()
+
+
+@pytest.mark.parametrize(
+    "name,content",
+    [("gpg_sign_opt", "-Sthe-owners-release-key\n"), ("gpg_sign_opt", "-S\n"), ("signoff", "--signoff\n")],
+)
+def test_continue_never_signs_with_the_owners_key_because_the_lane_asked(
+    hub: Repo, tmp_path: Path, name: str, content: str
+) -> None:
+    """git's sequencer obeys rebase-merge/gpg_sign_opt (`-S<keyid>`: the owner's
+    gpg.program signs every commit the rest of the rebase makes, with the lane's key id)
+    and `signoff` (the owner's Signed-off-by), files a sync never writes (the owner's
+    config says no commit.gpgSign here) and the lane can. Refused rebase_state_untrusted,
+    nothing run; the next runs as printed (red team 13L #2, 13J J4)."""
+    ran = tmp_path / "gpg-ran"
+    prog = tmp_path / "owners-gpg"
+    prog.write_text(f"#!/bin/sh\necho \"$@\" >> '{ran}'\nexit 1\n")
+    prog.chmod(0o755)
+    with open(Path(os.environ["HOME"]) / ".gitconfig", "a") as f:
+        f.write(f"[gpg]\n\tprogram = {prog}\n")
+    beta, rm = _stopped_sync(hub)
+    tip = hub.sha("refs/heads/lane/beta")
+    (rm / name).write_text(content)  # the lane writes it
+    r = hub.jlane("continue", "beta")
+    assert not ran.exists(), (r.rc, r.stdout[-600:], ran.read_text())
+    assert r.rc == 1 and r.code == "rebase_state_untrusted", r.stdout
+    assert name in r.json["details"]["why"]
+    assert hub.sha("refs/heads/lane/beta") == tip
+    assert r.json["next"][-1] == "git lane sync beta"  # stops on the conflict again
+    for cmd in r.json["next"][:-1]:
+        res = subprocess.run(cmd, shell=True, cwd=hub.path, capture_output=True, text=True)
+        assert res.returncode == 0, (cmd, res.stdout, res.stderr)
+    assert not rebase_dir(beta) and not ran.exists() and head(beta) == tip
+
+
+@pytest.mark.parametrize("action", ["abort", "continue"])
+@pytest.mark.parametrize("name", ["gpg_sign_opt", "quiet"])
+def test_a_fifo_in_the_rebase_state_hangs_no_owner_command(
+    hub: Repo, action: str, name: str
+) -> None:
+    """git opens every file of its rebase state it looks for (gpg_sign_opt, quiet,
+    signoff...) with a plain open(2): a FIFO the lane put there blocked the owner's abort
+    and continue for ever. Every entry is lstat'ed first: rebase_state_untrusted (red team
+    13J J6)."""
+    beta, rm = _stopped_sync(hub)
+    os.mkfifo(rm / name)
+    import sys
+
+    try:
+        res = subprocess.run(
+            [sys.executable, "-m", "guard", action, "beta", "--json"],
+            cwd=hub.path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"git lane {action} hung on a FIFO at rebase-merge/{name}")
+    finally:
+        try:
+            os.close(os.open(rm / name, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+    out = json.loads(res.stdout)
+    assert res.returncode == 1 and out["code"] == "rebase_state_untrusted", res.stdout
+    assert name in out["details"]["why"]

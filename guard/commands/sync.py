@@ -89,6 +89,10 @@ def _trusted_rebase(repo: Repo, key: str, path: str, branch: str, action: str) -
     the lane's .git."""
     check_rebase_state(repo, key, path, branch, action)
     gd = git.worktree_git_dir(path)
+    if gd is not None and os.path.isdir(gd / "rebase-merge"):
+        odd = _state_files_doubt(repo, gd / "rebase-merge", "rebase-merge", settings=True)
+        if odd is not None:  # what git's continue would obey as the owner (its signing key)
+            raise untrusted_state_refusal(key, path, branch, odd, action)
     why = None
     if gd is None:
         why = "its admin dir cannot be found"
@@ -154,6 +158,82 @@ def _is_oid(word: str) -> bool:
     return len(word) in (40, 64) and _is_sha(word)
 
 
+# The files a sync's own rebase (REBASE_CFG, merge backend, picks only) leaves in
+# rebase-merge/, as git 2.39 writes them (a sync stopped on a conflict, the owner's config
+# default or with commit.gpgSign / rebase.rescheduleFailedExec): any other file is a
+# setting the lane asked for (signoff, strategy_opts, allow_rerere_autoupdate...), which
+# git's continue would obey as the owner. Their content is judged below or elsewhere
+# (head-name, orig-head, onto, update-refs, autostash here, the todo and the strategy by
+# _trusted_rebase); the others git only tests for, or keeps as the lane's own record.
+SYNC_STATE_FILES = frozenset(
+    {
+        "author-script",
+        "done",
+        "drop_redundant_commits",
+        "dropped",
+        "end",
+        "git-rebase-todo",
+        "git-rebase-todo.backup",
+        "gpg_sign_opt",
+        "head-name",
+        "interactive",
+        "message",
+        "msgnum",
+        "no-reschedule-failed-exec",
+        "reschedule-failed-exec",
+        "onto",
+        "orig-head",
+        "patch",
+        "rewritten-list",
+        "stopped-sha",
+        "strategy",
+        "update-refs",
+        "autostash",
+    }
+)
+MAX_STATE_ENTRIES = 10_000
+
+
+def _state_files_doubt(repo: Repo, d: Path, name: str, settings: bool) -> str | None:
+    """Why the entries of the rebase state dir `d` are not what a sync's rebase leaves:
+    anything not a regular file (git opens them with a plain open(2): a FIFO blocks the
+    owner's abort/continue for ever; git makes no directory or link there), and with
+    `settings` (before a continue or skip: an abort commits nothing, so the lane's own
+    `git rebase -i` can still be aborted) in rebase-merge/ a file outside SYNC_STATE_FILES,
+    or a gpg_sign_opt other than the `-S` the owner's own commit.gpgSign writes (the lane's
+    key id, or a signature the owner did not ask for, made with the owner's program)."""
+    try:
+        entries = []
+        with os.scandir(d) as it:
+            for e in it:
+                entries.append(e)
+                if len(entries) > MAX_STATE_ENTRIES:
+                    return f"{name}/ holds more than {MAX_STATE_ENTRIES} entries"
+        for e in entries:
+            if not e.is_file(follow_symlinks=False):
+                return f"{name}/{git.shown(e.name[:100])} is not a regular file"
+    except OSError as exc:
+        return f"its {name}/ cannot be listed: {exc}"
+    if name != "rebase-merge" or not settings:
+        return None  # rebase-apply/ is never continued (_trusted_rebase)
+    for e in sorted(entries, key=lambda e: e.name):
+        if e.name not in SYNC_STATE_FILES:
+            return f"{name}/{git.shown(e.name[:100])} is a setting no sync writes"
+    try:
+        sign = _state_bytes(d / "gpg_sign_opt", missing=b"")
+    except OSError as exc:
+        return f"its {name}/ cannot be read as git wrote it: {exc}"
+    if os.path.lexists(d / "gpg_sign_opt"):
+        owner_signs = git.config_bool(repo.common_dir, "commit.gpgSign", False)
+        if sign != b"-S\n" or not owner_signs:
+            shown = git.shown(sign.decode("utf-8", "surrogateescape").strip()[:80])
+            return (
+                f"{name}/gpg_sign_opt asks git to sign with {shown}, which the owner's "
+                "commit.gpgSign does not"
+            )
+    return None
+
+
 def rebase_state_doubt(repo: Repo, path: str, branch: str) -> str | None:
     """Why the lane's rebase state (in its admin dir, which the lane can write: exec
     --sandbox grants it) would make git act past the lane, or None. git moves the ref
@@ -173,6 +253,9 @@ def rebase_state_doubt(repo: Repo, path: str, branch: str) -> str | None:
     d = gd / here[0]
     if os.path.islink(d) or not d.is_dir():
         return f"{here[0]} is not a directory"
+    odd = _state_files_doubt(repo, d, here[0], settings=False)
+    if odd is not None:
+        return odd
     try:
         head_name = _oneliner(d / "head-name")
         orig = _oneliner(d / "orig-head")
