@@ -827,3 +827,23 @@ def test_a_fifo_in_the_rebase_state_hangs_no_owner_command(
     out = json.loads(res.stdout)
     assert res.returncode == 1 and out["code"] == "rebase_state_untrusted", res.stdout
     assert name in out["details"]["why"]
+
+
+def test_a_sync_the_owners_commit_gpgsign_signs_is_continued_and_a_failed_signature_ends(
+    hub: Repo,
+) -> None:
+    """With the owner's own commit.gpgSign the sync's rebase writes gpg_sign_opt `-S`: that
+    one is continued, not refused. When git then cannot sign (nor commit), continue said
+    sync_conflicts with no file and `git lane continue` as its next, which failed the same
+    way for ever (red team 13J J4): now sync_failed with git's words, and its next (abort,
+    then sync) runs as printed."""
+    beta, rm = _stopped_sync(hub, owner=["commit.gpgSign", "true", "gpg.program", "false"])
+    assert (rm / "gpg_sign_opt").read_text() == "-S\n"
+    tip = hub.sha("refs/heads/lane/beta")
+    r = hub.jlane("continue", "beta")
+    assert r.rc == 1 and r.code == "sync_failed", r.stdout
+    assert "sign" in r.json["details"]["stderr"]
+    assert r.json["next"] == ["git lane abort beta", "git lane sync beta"]
+    a = hub.jlane(*r.json["next"][0].split()[2:])
+    assert a.rc == 0 and a.code == "aborted", a.stdout
+    assert head(beta) == tip and not rebase_dir(beta)

@@ -518,6 +518,23 @@ def _stuck(key: str, path: str, result: git.GitResult) -> Refusal:
     )
 
 
+def _uncommitted(key: str, path: str, result: git.GitResult) -> Refusal:
+    """`--continue` failed with the step resolved and staged, no conflict, and the rebase
+    did not move on: git could not make the commit (its signing program, a hook). Another
+    `continue` fails the same way until that is fixed."""
+    wl = worklist(path)
+    return Refusal(
+        "sync_failed",
+        f"git rebase --continue could not commit the resolved step {wl['step']} of "
+        f"{wl['total']} in lane {key}: {result.stderr.strip()[:500]}; nothing conflicts. "
+        "Abort it (the lane goes back to its branch) and sync again once what git reports "
+        "is fixed (or fix it and continue: the resolution is still staged)",
+        next=[f"git lane abort {key}", f"git lane sync {key}"],
+        alternatives=[f"git -C {git.q(path)} status", f"git lane continue {key}"],
+        details={"lane": key, "stderr": result.stderr, "worklist": wl},
+    )
+
+
 def _drive(
     repo: Repo,
     key: str,
@@ -574,6 +591,10 @@ def _drive(
                     and _position(path) == at
                 ):
                     raise _stuck(key, path, result)
+            elif _position(path) == at:
+                # git could not commit the step (a signing program or hook that failed):
+                # `continue` again would fail the same way, never a conflict to resolve
+                raise _uncommitted(key, path, result)
             else:
                 return _conflicts(repo, key, path, result.stderr)
     raise Refusal("sync_failed", "the rebase did not settle", next=[f"git lane abort {key}"])
