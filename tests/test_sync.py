@@ -847,3 +847,30 @@ def test_a_sync_the_owners_commit_gpgsign_signs_is_continued_and_a_failed_signat
     a = hub.jlane(*r.json["next"][0].split()[2:])
     assert a.rc == 0 and a.code == "aborted", a.stdout
     assert head(beta) == tip and not rebase_dir(beta)
+
+
+def test_untrusted_state_next_never_drops_the_lanes_autostash(hub: Repo) -> None:
+    """The owner's rebase.autoStash = true; the agent's own `git rebase main` in lane beta
+    stashes its uncommitted edits as a commit named only by rebase-merge/autostash and
+    stops on a conflict. abort is refused rebase_state_untrusted (an autostash) and its
+    next removed the state, the stash's only name with it: it now stores that commit in
+    the stash first, and `git stash pop` brings the edits back (red team 13L #3)."""
+    with open(Path(os.environ["HOME"]) / ".gitconfig", "a") as f:
+        f.write("[rebase]\n\tautoStash = true\n")
+    beta = hub.create("beta")
+    hub.commit(beta, "a.txt", "beta\n")
+    alpha = hub.create("alpha")
+    hub.commit(alpha, "a.txt", "alpha\n")
+    assert hub.jlane("land", "alpha").rc == 0
+    (beta / "README.md").write_text("the agent's uncommitted work\n")
+    reb = git(beta, "rebase", "main", check=False)  # the agent's own rebase, in its lane
+    admin = _admin(beta)
+    assert (admin / "rebase-merge" / "autostash").is_file(), reb.stdout + reb.stderr
+    r = hub.jlane("abort", "beta")
+    assert r.code == "rebase_state_untrusted", r.stdout
+    assert r.json["next"][0].startswith(f"git -C {beta} stash store "), r.json["next"]
+    for cmd in r.json["next"][:-1]:
+        res = subprocess.run(cmd, shell=True, cwd=hub.path, capture_output=True, text=True)
+        assert res.returncode == 0, (cmd, res.stderr)
+    assert git(beta, "stash", "pop").returncode == 0
+    assert (beta / "README.md").read_text() == "the agent's uncommitted work\n"

@@ -296,22 +296,48 @@ def check_rebase_state(repo: Repo, key: str, path: str, branch: str, action: str
         raise untrusted_state_refusal(key, path, branch, why, action)
 
 
+def _autostash(path: str, gd: Path) -> str | None:
+    """The commit the lane's rebase state names as its autostash (the stashed uncommitted
+    edits: that file is their only name), read as the engine reads the state, when it is a
+    full commit id of a commit the lane sees (the shared store or its own); else None."""
+    for d in REBASE_DIRS:
+        try:
+            word = _oneliner(gd / d / "autostash").strip()
+        except OSError:
+            continue
+        if _is_oid(word) and git.ref_sha(path, word) == word:
+            return word
+    return None
+
+
 def untrusted_state_refusal(key: str, path: str, branch: str, why: str, action: str) -> Refusal:
     gd = git.worktree_git_dir(path) or Path(path) / ".git"
     dirs = " ".join(git.q(gd / d) for d in REBASE_DIRS)
+    stash = _autostash(path, gd)
+    keep: list[str] = []
+    said = ""
+    if stash is not None:  # the rm below drops the stash's only name: give it one first
+        msg = f"git lane: autostash of the rebase in lane {key}"
+        keep = [f"git -C {git.q(path)} stash store -m {git.q(msg)} {stash}"]
+        said = (
+            f" The rebase's autostash (the lane's uncommitted edits, {stash[:12]}) is first "
+            f"stored in the stash: `git -C {git.q(path)} stash pop` brings the edits back."
+        )
     return Refusal(
         "rebase_state_untrusted",
         f"the rebase stopped in lane {key} names more than the lane ({why}): `git rebase "
         f"{action}` would move what it names outside any sandbox, so nothing was run. Remove "
         "the lane's rebase state by hand and switch the lane back to its branch (no ref "
-        "moves; what the rebase did so far is dropped, as an abort drops it), then sync again",
+        "moves; what the rebase did so far is dropped, as an abort drops it), then sync again."
+        + said,
         next=[
+            *keep,
             f"rm -rf -- {dirs}",
             f"git -C {git.q(path)} switch --discard-changes {git.q(branch)}",
             f"git lane sync {key}",
         ],
         alternatives=[f"git -C {git.q(path)} status"],
-        details={"lane": key, "path": path, "why": why, "admin": str(gd)},
+        details={"lane": key, "path": path, "why": why, "admin": str(gd), "autostash": stash},
     )
 
 
