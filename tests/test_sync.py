@@ -874,3 +874,18 @@ def test_untrusted_state_next_never_drops_the_lanes_autostash(hub: Repo) -> None
         assert res.returncode == 0, (cmd, res.stderr)
     assert git(beta, "stash", "pop").returncode == 0
     assert (beta / "README.md").read_text() == "the agent's uncommitted work\n"
+
+
+def test_a_lane_written_msgnum_never_crashes_the_owners_land(hub: Repo) -> None:
+    """worklist() turned rebase-merge/msgnum and end into numbers with a bare int(): `one`
+    there (the lane's admin dir) made land, sync and ready exit 3. They are shown only:
+    anything but a few digits is shown as 0 (red team 13J J7)."""
+    alpha = hub.create("alpha")
+    rm = _admin(alpha) / "rebase-merge"
+    rm.mkdir()
+    (rm / "msgnum").write_text("one\n")
+    (rm / "end").write_text("9" * 40 + "\n")
+    for args in (["land", "alpha"], ["sync", "alpha"], ["ready", "alpha"]):
+        res = hub.jlane(*args)
+        assert res.rc in (0, 1) and "Traceback" not in res.stderr, (args, res.rc, res.stderr)
+        assert res.code, (args, res.stdout)

@@ -448,6 +448,14 @@ def _read(gd: Path, name: str) -> str | None:
         return None
 
 
+def _count(text: str | None) -> int:
+    """A step number of the rebase state (msgnum, end), shown only: the lane can write it,
+    so anything but a few digits is shown as 0 (never a crash of the owner's command)."""
+    if text is None or not (0 < len(text) <= 9) or not all(c in "0123456789" for c in text):
+        return 0
+    return int(text)
+
+
 def worklist(path: str) -> Worklist:
     gd = git.worktree_git_dir(path) or Path(path) / ".git"
     step = total = 0
@@ -455,7 +463,7 @@ def worklist(path: str) -> Worklist:
         if (gd / d).is_dir():
             msg = _read(gd / d, "msgnum") or _read(gd / d, "next")
             end = _read(gd / d, "end") or _read(gd / d, "last")
-            step, total = int(msg or 0), int(end or 0)
+            step, total = _count(msg), _count(end)
             break
     sha = git.run(["rev-parse", "-q", "--verify", "REBASE_HEAD"], path, check=False).stdout.strip()
     subject = (
