@@ -323,3 +323,25 @@ def test_reconcile_says_a_lane_was_synced_since_its_ready_mark(repo: Repo, tmp_p
     assert said and old[:12] in said[0], r.json
     sh(repo, [said[0].split("`")[3]])  # the way back, as said
     assert head(p) == old
+
+
+def test_sync_onto_a_main_that_made_a_tracked_file_a_directory_is_no_ignored_file(
+    repo: Repo,
+) -> None:
+    """main replaced the file README.md by a directory; lane beta tracks it as
+    the base had it and never touched it: git's rebase takes main's side. The ignored
+    check took a.txt, a file the tip tracks, for an ignored file in the way of a.txt/x
+    (ignored_in_the_way, its next moved the committed file out): a parent the tip tracks
+    as a file is git's to handle (red team 13L #6)."""
+    repo.config("gate", "off")
+    beta = repo.create("beta")
+    repo.commit(beta, "b.txt", "beta\n")
+    alpha = repo.create("alpha")
+    git(alpha, "rm", "-q", "README.md")
+    (alpha / "README.md").mkdir()
+    repo.commit(alpha, "README.md/x", "now a directory\n")
+    assert repo.jlane("land", "alpha").rc == 0
+    r = repo.jlane("sync", "beta")
+    assert r.rc == 0 and r.code == "synced", r.stdout
+    assert (beta / "README.md" / "x").read_text() == "now a directory\n"
+    assert git(beta, "status", "--porcelain").stdout == ""

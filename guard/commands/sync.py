@@ -763,6 +763,8 @@ def ignored_in_the_way(repo: Repo, path: str, tip: str, main_sha: str) -> list[s
         for i in range(1, len(parts)):
             d = "/".join(parts[:i])
             full = os.path.join(path, d)
+            if d in tracked:  # a file the tip tracks: git's rebase handles it as such
+                break
             if d in tracked_dirs:
                 continue
             if os.path.islink(full) or (os.path.lexists(full) and not os.path.isdir(full)):
