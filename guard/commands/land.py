@@ -19,7 +19,6 @@ import json
 import os
 import signal
 import stat
-import time
 from dataclasses import dataclass
 from typing import cast
 
@@ -993,7 +992,7 @@ def hub_update(
 def hub_moves(repo: Repo, hub: str, paths: list[str]) -> list[str]:
     """`mkdir -p` + `mv` of each of the hub's paths into a directory of git-lane's kept/
     made for this refusal (never one a lane's files or an earlier move are in)."""
-    kept = repo.state_dir / "kept" / f"hub.{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    kept = repo.kept_dir("hub")
     moves: list[str] = []
     for p in paths:  # each one, however many: the `next` is the whole way
         dest = kept / p

@@ -720,7 +720,7 @@ def check_ignored(repo: Repo, key: str, path: str, onto: str, tip: str, then: li
     hit = ignored_in_the_way(repo, path, tip, onto)
     if not hit:
         return
-    kept = repo.state_dir / "kept" / key
+    kept = repo.kept_dir(key)  # one per refusal: a second never moves over the first's
     moves: list[str] = []
     for p in hit:  # each one, however many: the `next` is the whole way
         dest = kept / p
@@ -736,7 +736,7 @@ def check_ignored(repo: Repo, key: str, path: str, onto: str, tip: str, then: li
             f"git -C {git.q(path)} --literal-pathspecs add -f -- {' '.join(git.q(p) for p in hit)} && git -C "
             f"{git.q(path)} commit -m {git.q('track them')}  # the sync then shows them as conflicts"
         ],
-        details={"lane": key, "paths": hit[:100], "onto": onto, "tip": tip},
+        details={"lane": key, "paths": hit[:100], "onto": onto, "tip": tip, "kept": str(kept)},
     )
 
 
