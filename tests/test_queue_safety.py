@@ -187,6 +187,36 @@ def test_queue_never_overwrites_an_ignored_file_of_the_hub(
     assert kept.read_text() == "the owner's own\n"
 
 
+def test_batch_queue_lands_the_lane_no_ignored_file_is_in_the_way_of(
+    repo: Repo, gitlane_on_path: Path
+) -> None:
+    """The batch's G6 judged the hub's ignored files for the whole stack and skipped every
+    lane with one lane's refusal: q1, which tracks nothing where the hub has an ignored
+    file, was skipped with q2's next. Only q2 is skipped now (its own next, which lands
+    it once its file is kept aside); q1 goes round again and lands (red team 13L #9)."""
+    (repo.common_dir / "info").mkdir(exist_ok=True)
+    with open(repo.common_dir / "info" / "exclude", "a") as f:
+        f.write("build.log\n")
+    repo.config("gate_command", "true")
+    (repo.path / "build.log").write_text("the owner's build log\n")
+    q1 = repo.create("q1")
+    repo.commit(q1, "q1.txt", "q1\n")
+    q2 = repo.create("q2")
+    (q2 / "build.log").write_text("lane\n")
+    git(q2, "add", "-f", "build.log")
+    git(q2, "commit", "-q", "-m", "q2")
+    for k in ("q1", "q2"):
+        assert repo.lane("ready", k).rc == 0
+    r = repo.jlane("queue", "q1", "q2", "--batch", "2")
+    assert r.json["landed"] == ["q1"], r.stdout
+    assert on_main(repo, "q1.txt")
+    s = skipped(r.json, "q2")
+    assert s["code"] == "ignored_in_the_way" and s["next"][-1] == "git lane queue q2", s
+    assert (repo.path / "build.log").read_text() == "the owner's build log\n"
+    sh(repo, s["next"])  # type: ignore[arg-type]
+    assert repo.sha() == head(q2)
+
+
 def test_sync_never_overwrites_an_ignored_file_of_a_lane(repo: Repo) -> None:
     repo.config("gate", "off")
     y = lanes_with_ignored_file(repo)
