@@ -6,6 +6,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -765,7 +766,11 @@ def test_continue_never_runs_a_merge_strategy_the_lane_named_with_a_trailing_spa
 
 @pytest.mark.parametrize(
     "name,content",
-    [("gpg_sign_opt", "-Sthe-owners-release-key\n"), ("gpg_sign_opt", "-S\n"), ("signoff", "--signoff\n")],
+    [
+        ("gpg_sign_opt", "-Sthe-owners-release-key\n"),
+        ("gpg_sign_opt", "-S\n"),
+        ("signoff", "--signoff\n"),
+    ],
 )
 def test_continue_never_signs_with_the_owners_key_because_the_lane_asked(
     hub: Repo, tmp_path: Path, name: str, content: str
@@ -805,9 +810,8 @@ def test_a_fifo_in_the_rebase_state_hangs_no_owner_command(
     signoff...) with a plain open(2): a FIFO the lane put there blocked the owner's abort
     and continue for ever. Every entry is lstat'ed first: rebase_state_untrusted (red team
     13J J6)."""
-    beta, rm = _stopped_sync(hub)
+    _beta, rm = _stopped_sync(hub)
     os.mkfifo(rm / name)
-    import sys
 
     try:
         res = subprocess.run(

@@ -1017,9 +1017,9 @@ def hub_next(hub: str, before: str, after: str) -> str:
     # each parent of an added path that is not a real directory in the hub (a directory
     # itself would list the ignored files inside it, which read-tree leaves alone)
     parents = (
-        "xargs -0 -r sh -c 'cd \"$0\" || exit 1; for f; do p=$f; while :; do case $p in"
+        'xargs -0 -r sh -c \'cd "$0" || exit 1; for f; do p=$f; while :; do case $p in'
         ' */*) p=${p%/*} ;; *) break ;; esac; if [ -L "$p" ] || [ ! -d "$p" ]; then'
-        f" printf \"%s\\0\" \"$p\"; fi; done; done' {h}"
+        f' printf "%s\\0" "$p"; fi; done; done\' {h}'
     )
     # the refresh first: a file only touched (same content, new mtime) makes read-tree
     # refuse as "not uptodate" until git has looked at it again

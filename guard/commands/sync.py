@@ -118,8 +118,10 @@ def _trusted_rebase(repo: Repo, key: str, path: str, branch: str, action: str) -
         # (`ort ` is no built-in: git would run `git-merge-ort ` from PATH)
         named = strategy.decode("utf-8", "surrogateescape")
         named = named[:-1] if named.endswith("\n") else named
-        if why is None and os.path.lexists(gd / "rebase-merge" / "strategy") and (
-            named not in BUILTIN_STRATEGIES
+        if (
+            why is None
+            and os.path.lexists(gd / "rebase-merge" / "strategy")
+            and (named not in BUILTIN_STRATEGIES)
         ):
             why = f"it names merge strategy {git.shown(named[:100])}, not a built-in one"
     if why is not None:
