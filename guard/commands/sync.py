@@ -169,6 +169,7 @@ def _is_oid(word: str) -> bool:
 # _trusted_rebase); the others git only tests for, or keeps as the lane's own record.
 SYNC_STATE_FILES = frozenset(
     {
+        "amend",  # a stop after a commit (the lane's own `edit`): HEAD is amended, no more
         "author-script",
         "done",
         "drop_redundant_commits",
