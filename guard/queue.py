@@ -517,8 +517,22 @@ def _move_locked(
         try:
             land_cmd.g6_hub(repo, hub, facts, stack[-1].c.key)
         except Refusal as r:
+            # only the lanes whose own changes meet the hub's paths are skipped, each with
+            # its own refusal (its next lands it); the others go round again, as above.
+            # None found on its own (the stack's changes together): every lane, as before
+            hit: list[tuple[Stacked, Refusal]] = []
             for x in stack:
-                run.skip(x.c.key, r)
+                c, a = git.changed_and_added(repo.common_dir, x.before, x.tip)
+                try:
+                    land_cmd.g6_hub(repo, hub, land_cmd.hub_facts(hub.path, c, a), x.c.key)
+                except Refusal as own:  # its next: again through the queue (main moves)
+                    own.next = [*own.next[:-1], *_again(x.c.key)]
+                    hit.append((x, own))
+            for x, why in hit or [(x, r) for x in stack]:
+                run.skip(x.c.key, why)
+            out = {x.c.key for x, _ in hit}
+            if hit:
+                rest[:0] = [x.c for x in stack if x.c.key not in out]
             return False
     lock.update(repo, held, main_before=main0, tip=tip)
     first = landed.next_epoch(repo)

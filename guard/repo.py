@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
+import time
 from functools import cached_property
 from pathlib import Path
 
@@ -87,6 +89,13 @@ class Repo:
         if not res.ok or not res.stdout.endswith("\n") or len(res.stdout) < 2:
             return None
         return Path(res.stdout[:-1])
+
+    def kept_dir(self, name: str) -> Path:
+        """A directory of git-lane's kept/ for one refusal's moves (`name`, the UTC time and
+        a random part: never one an earlier refusal's `next` moved files into, so a second
+        `mv` never replaces what the first kept). Not made here: the `next` makes it."""
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        return self.state_dir / "kept" / f"{name}.{stamp}.{secrets.token_hex(4)}"
 
     @property
     def start_dir(self) -> str:

@@ -487,6 +487,44 @@ def test_the_printed_hub_update_never_overwrites_an_ignored_file(
     assert repo.jlane("status").json["hub"]["out_of_step"] is False
 
 
+def test_the_printed_hub_update_never_overwrites_an_ignored_file_where_the_tip_needs_a_directory(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """As above, with the ignored file at a parent of what the tip adds: the hub holds an
+    ignored file `logs`, the tip adds `logs/x`; the printed command listed ignored files
+    at the added paths only, so read-tree replaced the file `logs` by a directory without
+    a word. It now checks each parent that is no directory in the hub too, and stops; a
+    directory `logs` with ignored files of its own in it stops nothing (red team 13L #4)."""
+    repo.commit(repo.path, ".gitignore", "logs\n*.o\n")
+    repo.commit(repo.path, "src/main.c", "int main;\n")
+    gate(repo, "true")
+    path = repo.create("alpha")
+    for name in ("logs/x", "src/new.c"):
+        (path / name).parent.mkdir(exist_ok=True)
+        (path / name).write_text("lane\n")
+        git(path, "add", "-f", name)
+    git(path, "commit", "-q", "-m", "adds logs/x and src/new.c")
+    lock = repo.common_dir / "index.lock"
+    lock.write_text("")
+    j = landed(repo, "alpha")
+    hub = j["hub"]
+    assert hub["updated"] is False, hub  # type: ignore[index]
+    lock.unlink()
+    logs = repo.path / "logs"
+    logs.write_text("SECRET owner log\n")
+    (repo.path / "src" / "main.o").write_text("an ignored build output\n")
+    (cmd,) = hub["next"]  # type: ignore[index]
+    res = subprocess.run(cmd, shell=True, cwd=tmp_path, text=True, capture_output=True)
+    assert res.returncode != 0 and "logs" in res.stdout, (res.stdout, res.stderr)
+    assert "main.o" not in res.stdout, res.stdout
+    assert logs.is_file() and logs.read_text() == "SECRET owner log\n"
+    logs.rename(tmp_path / "kept-logs")
+    sh(cmd, tmp_path)
+    assert (logs / "x").read_text() == "lane\n" and (repo.path / "src" / "new.c").is_file()
+    assert (repo.path / "src" / "main.o").is_file()
+    assert repo.jlane("status").json["hub"]["out_of_step"] is False
+
+
 def test_the_hub_is_never_carried_over_an_ignored_file_that_came_after_g6(repo: Repo) -> None:
     """landing.carry_hub (the land's hub update, recovery's, restore-main's) looks at the
     paths the tip adds itself: an ignored file there since G6 looked (recovery may run

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -153,7 +154,7 @@ def test_queue_never_overwrites_an_ignored_file_of_a_lane(repo: Repo, batch: str
     assert head(y) == tip_y
     sh(repo, s["next"])  # type: ignore[arg-type]  # moved aside, kept; then the queue lands y
     assert on_main(repo, "y.txt")
-    kept = repo.state_dir / "kept" / "y" / "config.local"
+    (kept,) = (repo.state_dir / "kept").glob("y.*/config.local")
     assert kept.read_text() == "y's own local secret\n"
 
 
@@ -186,6 +187,36 @@ def test_queue_never_overwrites_an_ignored_file_of_the_hub(
     assert kept.read_text() == "the owner's own\n"
 
 
+def test_batch_queue_lands_the_lane_no_ignored_file_is_in_the_way_of(
+    repo: Repo, gitlane_on_path: Path
+) -> None:
+    """The batch's G6 judged the hub's ignored files for the whole stack and skipped every
+    lane with one lane's refusal: q1, which tracks nothing where the hub has an ignored
+    file, was skipped with q2's next. Only q2 is skipped now (its own next, which lands
+    it once its file is kept aside); q1 goes round again and lands (red team 13L #9)."""
+    (repo.common_dir / "info").mkdir(exist_ok=True)
+    with open(repo.common_dir / "info" / "exclude", "a") as f:
+        f.write("build.log\n")
+    repo.config("gate_command", "true")
+    (repo.path / "build.log").write_text("the owner's build log\n")
+    q1 = repo.create("q1")
+    repo.commit(q1, "q1.txt", "q1\n")
+    q2 = repo.create("q2")
+    (q2 / "build.log").write_text("lane\n")
+    git(q2, "add", "-f", "build.log")
+    git(q2, "commit", "-q", "-m", "q2")
+    for k in ("q1", "q2"):
+        assert repo.lane("ready", k).rc == 0
+    r = repo.jlane("queue", "q1", "q2", "--batch", "2")
+    assert r.json["landed"] == ["q1"], r.stdout
+    assert on_main(repo, "q1.txt")
+    s = skipped(r.json, "q2")
+    assert s["code"] == "ignored_in_the_way" and s["next"][-1] == "git lane queue q2", s
+    assert (repo.path / "build.log").read_text() == "the owner's build log\n"
+    sh(repo, s["next"])  # type: ignore[arg-type]
+    assert repo.sha() == head(q2)
+
+
 def test_sync_never_overwrites_an_ignored_file_of_a_lane(repo: Repo) -> None:
     repo.config("gate", "off")
     y = lanes_with_ignored_file(repo)
@@ -195,6 +226,71 @@ def test_sync_never_overwrites_an_ignored_file_of_a_lane(repo: Repo) -> None:
     assert (y / "config.local").read_text() == "y's own local secret\n"
     sh(repo, r.json["next"])
     assert (y / "config.local").read_text() == "tracked by x\n"
+
+
+def test_sync_onto_a_main_that_made_a_tracked_file_a_directory_is_no_ignored_file(
+    repo: Repo,
+) -> None:
+    """main replaced the file README.md by a directory; lane beta tracks it as
+    the base had it and never touched it: git's rebase takes main's side. The ignored
+    check took a.txt, a file the tip tracks, for an ignored file in the way of a.txt/x
+    (ignored_in_the_way, its next moved the committed file out): a parent the tip tracks
+    as a file is git's to handle (red team 13L #6)."""
+    repo.config("gate", "off")
+    beta = repo.create("beta")
+    repo.commit(beta, "b.txt", "beta\n")
+    alpha = repo.create("alpha")
+    git(alpha, "rm", "-q", "README.md")
+    (alpha / "README.md").mkdir()
+    repo.commit(alpha, "README.md/x", "now a directory\n")
+    assert repo.jlane("land", "alpha").rc == 0
+    r = repo.jlane("sync", "beta")
+    assert r.rc == 0 and r.code == "synced", r.stdout
+    assert (beta / "README.md" / "x").read_text() == "now a directory\n"
+    assert git(beta, "status", "--porcelain").stdout == ""
+
+
+def _ignored_sync_next(hub: Repo, key: str) -> list[str]:
+    r = hub.jlane("sync", key)
+    assert r.rc == 1 and r.code == "ignored_in_the_way", r.stdout
+    return list(r.json["next"])
+
+
+def test_a_second_ignored_in_the_way_next_never_overwrites_what_the_first_kept(
+    repo: Repo, gitlane_on_path: Path
+) -> None:
+    """check_ignored moved the lane's ignored files to `<state>/kept/<key>/<path>`, the
+    same place every time: the second refusal's next for the same path of the same lane
+    moved the new file over the one the first next kept. Each refusal has a directory of
+    its own (red team 13L #10)."""
+    hub = repo
+    hub.config("gate", "off")
+    (hub.common_dir / "info").mkdir(exist_ok=True)
+    with open(hub.common_dir / "info" / "exclude", "a") as f:
+        f.write("cfg.env\n")
+    beta = hub.create("beta")
+    hub.commit(beta, "b.txt", "beta\n")
+    (beta / "cfg.env").write_text("first secret\n")
+
+    def land(key: str, change: Callable[[Path], object]) -> None:
+        p = hub.create(key)
+        change(p)
+        git(p, "commit", "-q", "-m", key)
+        assert hub.jlane("land", key).rc == 0
+
+    def add(p: Path) -> None:
+        (p / "cfg.env").write_text("main's\n")
+        git(p, "add", "-f", "cfg.env")
+
+    land("a1", add)
+    sh(hub, _ignored_sync_next(hub, "beta"))
+    land("a2", lambda p: git(p, "rm", "-q", "cfg.env"))
+    assert hub.jlane("sync", "beta").rc == 0
+    (beta / "cfg.env").write_text("second secret\n")
+    land("a3", add)
+    sh(hub, _ignored_sync_next(hub, "beta"))
+    kept = sorted(p.read_text() for p in (hub.state_dir / "kept").rglob("cfg.env"))
+    assert kept == ["first secret\n", "second secret\n"], kept
 
 
 # -- HIGH 3 / MED 4: what changed while the queue ran ---------------------------------------

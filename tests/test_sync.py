@@ -6,6 +6,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -726,3 +727,186 @@ def test_sync_moves_no_other_branch_even_with_rebase_update_refs_set(repo: Repo)
     r = repo.jlane("continue", "alpha")
     assert r.rc == 0 and r.json["state"] == "fresh", r.stdout + r.stderr
     assert repo.sha("refs/heads/backup") == backup
+
+
+# -- the rest of the rebase state git reads (red teams 13J, 13L) ---------------------------
+
+
+def _admin(lane: Path) -> Path:
+    return Path(git(lane, "rev-parse", "--path-format=absolute", "--git-dir").stdout.strip())
+
+
+def _stopped_sync(hub: Repo, picks: int = 1, owner: list[str] | None = None) -> tuple[Path, Path]:
+    """Lane beta's sync stopped on a conflict in a.txt (main changed it too), resolved in
+    the worktree: the lane's path and its rebase-merge dir. `owner`: `git config` pairs of
+    the owner's, set just before the sync."""
+    beta = hub.create("beta")
+    hub.commit(beta, "a.txt", "beta\n")
+    for i in range(1, picks):
+        hub.commit(beta, f"b{i}.txt", "more\n")
+    alpha = hub.create("alpha")
+    hub.commit(alpha, "a.txt", "alpha\n")
+    assert hub.jlane("land", "alpha").rc == 0
+    for k, v in zip((owner or [])[::2], (owner or [])[1::2], strict=True):
+        hub.git("config", k, v)
+    s = hub.jlane("sync", "beta")
+    assert s.rc == 1 and s.code == "sync_conflicts", s.stdout
+    rm = _admin(beta) / "rebase-merge"
+    assert rm.is_dir()
+    (beta / "a.txt").write_text("resolved\n")
+    return beta, rm
+
+
+def test_continue_never_runs_a_merge_strategy_the_lane_named_with_a_trailing_space(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """git's read_oneliner drops one newline from rebase-merge/strategy, nothing else:
+    `ort ` is no built-in, git would run `git-merge-ort ` from PATH (a relative entry
+    finds the lane's, git runs from the worktree's top). Judged as git reads it: refused
+    rebase_todo_untrusted, nothing run (red team 13L #1)."""
+    beta, rm = _stopped_sync(hub, picks=2)  # a second pick: the strategy runs for it
+    ran = tmp_path / "lane-program-ran"
+    tool = beta / "node_modules" / ".bin" / "git-merge-ort "
+    tool.parent.mkdir(parents=True)
+    tool.write_text(f"#!/bin/sh\nid > '{ran}'\nexit 2\n")
+    tool.chmod(0o755)
+    (rm / "strategy").write_text("ort \n")
+    env = {"PATH": f"node_modules/.bin{os.pathsep}{os.environ['PATH']}"}
+    r = hub.jlane("continue", "beta", env=env)
+    assert not ran.exists(), (r.rc, r.stdout[-600:])
+    assert r.rc == 1 and r.code == "rebase_todo_untrusted", r.stdout
+    (rm / "strategy").write_text("ort\n")  # as git writes a built-in one: continued
+    r = hub.jlane("continue", "beta", env=env)
+    assert r.rc == 0 and r.code == "synced", r.stdout
+    assert not ran.exists()
+
+
+@pytest.mark.parametrize(
+    "name,content",
+    [
+        ("gpg_sign_opt", "-Sthe-owners-release-key\n"),
+        ("gpg_sign_opt", "-S\n"),
+        ("signoff", "--signoff\n"),
+    ],
+)
+def test_continue_never_signs_with_the_owners_key_because_the_lane_asked(
+    hub: Repo, tmp_path: Path, name: str, content: str
+) -> None:
+    """git's sequencer obeys rebase-merge/gpg_sign_opt (`-S<keyid>`: the owner's
+    gpg.program signs every commit the rest of the rebase makes, with the lane's key id)
+    and `signoff` (the owner's Signed-off-by), files a sync never writes (the owner's
+    config says no commit.gpgSign here) and the lane can. Refused rebase_state_untrusted,
+    nothing run; the next runs as printed (red team 13L #2, 13J J4)."""
+    ran = tmp_path / "gpg-ran"
+    prog = tmp_path / "owners-gpg"
+    prog.write_text(f"#!/bin/sh\necho \"$@\" >> '{ran}'\nexit 1\n")
+    prog.chmod(0o755)
+    with open(Path(os.environ["HOME"]) / ".gitconfig", "a") as f:
+        f.write(f"[gpg]\n\tprogram = {prog}\n")
+    beta, rm = _stopped_sync(hub)
+    tip = hub.sha("refs/heads/lane/beta")
+    (rm / name).write_text(content)  # the lane writes it
+    r = hub.jlane("continue", "beta")
+    assert not ran.exists(), (r.rc, r.stdout[-600:], ran.read_text())
+    assert r.rc == 1 and r.code == "rebase_state_untrusted", r.stdout
+    assert name in r.json["details"]["why"]
+    assert hub.sha("refs/heads/lane/beta") == tip
+    assert r.json["next"][-1] == "git lane sync beta"  # stops on the conflict again
+    for cmd in r.json["next"][:-1]:
+        res = subprocess.run(cmd, shell=True, cwd=hub.path, capture_output=True, text=True)
+        assert res.returncode == 0, (cmd, res.stdout, res.stderr)
+    assert not rebase_dir(beta) and not ran.exists() and head(beta) == tip
+
+
+@pytest.mark.parametrize("action", ["abort", "continue"])
+@pytest.mark.parametrize("name", ["gpg_sign_opt", "quiet"])
+def test_a_fifo_in_the_rebase_state_hangs_no_owner_command(
+    hub: Repo, action: str, name: str
+) -> None:
+    """git opens every file of its rebase state it looks for (gpg_sign_opt, quiet,
+    signoff...) with a plain open(2): a FIFO the lane put there blocked the owner's abort
+    and continue for ever. Every entry is lstat'ed first: rebase_state_untrusted (red team
+    13J J6)."""
+    _beta, rm = _stopped_sync(hub)
+    os.mkfifo(rm / name)
+
+    try:
+        res = subprocess.run(
+            [sys.executable, "-m", "guard", action, "beta", "--json"],
+            cwd=hub.path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"git lane {action} hung on a FIFO at rebase-merge/{name}")
+    finally:
+        try:
+            os.close(os.open(rm / name, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+    out = json.loads(res.stdout)
+    assert res.returncode == 1 and out["code"] == "rebase_state_untrusted", res.stdout
+    assert name in out["details"]["why"]
+
+
+def test_a_sync_the_owners_commit_gpgsign_signs_is_continued_and_a_failed_signature_ends(
+    hub: Repo,
+) -> None:
+    """With the owner's own commit.gpgSign the sync's rebase writes gpg_sign_opt `-S`: that
+    one is continued, not refused. When git then cannot sign (nor commit), continue said
+    sync_conflicts with no file and `git lane continue` as its next, which failed the same
+    way for ever (red team 13J J4): now sync_failed with git's words, and its next (abort,
+    then sync) runs as printed."""
+    beta, rm = _stopped_sync(hub, owner=["commit.gpgSign", "true", "gpg.program", "false"])
+    assert (rm / "gpg_sign_opt").read_text() == "-S\n"
+    tip = hub.sha("refs/heads/lane/beta")
+    r = hub.jlane("continue", "beta")
+    assert r.rc == 1 and r.code == "sync_failed", r.stdout
+    assert "sign" in r.json["details"]["stderr"]
+    assert r.json["next"] == ["git lane abort beta", "git lane sync beta"]
+    a = hub.jlane(*r.json["next"][0].split()[2:])
+    assert a.rc == 0 and a.code == "aborted", a.stdout
+    assert head(beta) == tip and not rebase_dir(beta)
+
+
+def test_untrusted_state_next_never_drops_the_lanes_autostash(hub: Repo) -> None:
+    """The owner's rebase.autoStash = true; the agent's own `git rebase main` in lane beta
+    stashes its uncommitted edits as a commit named only by rebase-merge/autostash and
+    stops on a conflict. abort is refused rebase_state_untrusted (an autostash) and its
+    next removed the state, the stash's only name with it: it now stores that commit in
+    the stash first, and `git stash pop` brings the edits back (red team 13L #3)."""
+    with open(Path(os.environ["HOME"]) / ".gitconfig", "a") as f:
+        f.write("[rebase]\n\tautoStash = true\n")
+    beta = hub.create("beta")
+    hub.commit(beta, "a.txt", "beta\n")
+    alpha = hub.create("alpha")
+    hub.commit(alpha, "a.txt", "alpha\n")
+    assert hub.jlane("land", "alpha").rc == 0
+    (beta / "README.md").write_text("the agent's uncommitted work\n")
+    reb = git(beta, "rebase", "main", check=False)  # the agent's own rebase, in its lane
+    admin = _admin(beta)
+    assert (admin / "rebase-merge" / "autostash").is_file(), reb.stdout + reb.stderr
+    r = hub.jlane("abort", "beta")
+    assert r.code == "rebase_state_untrusted", r.stdout
+    assert r.json["next"][0].startswith(f"git -C {beta} stash store "), r.json["next"]
+    for cmd in r.json["next"][:-1]:
+        res = subprocess.run(cmd, shell=True, cwd=hub.path, capture_output=True, text=True)
+        assert res.returncode == 0, (cmd, res.stderr)
+    assert git(beta, "stash", "pop").returncode == 0
+    assert (beta / "README.md").read_text() == "the agent's uncommitted work\n"
+
+
+def test_a_lane_written_msgnum_never_crashes_the_owners_land(hub: Repo) -> None:
+    """worklist() turned rebase-merge/msgnum and end into numbers with a bare int(): `one`
+    there (the lane's admin dir) made land, sync and ready exit 3. They are shown only:
+    anything but a few digits is shown as 0 (red team 13J J7)."""
+    alpha = hub.create("alpha")
+    rm = _admin(alpha) / "rebase-merge"
+    rm.mkdir()
+    (rm / "msgnum").write_text("one\n")
+    (rm / "end").write_text("9" * 40 + "\n")
+    for args in (["land", "alpha"], ["sync", "alpha"], ["ready", "alpha"]):
+        res = hub.jlane(*args)
+        assert res.rc in (0, 1) and "Traceback" not in res.stderr, (args, res.rc, res.stderr)
+        assert res.code, (args, res.stdout)

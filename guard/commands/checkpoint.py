@@ -18,7 +18,6 @@ import contextlib
 import os
 import re
 import shutil
-import time
 from pathlib import Path
 
 from guard import git, gitlocks, lane, objects
@@ -175,7 +174,7 @@ def _worktree_unsafe_refusal(repo: Repo, key: str, path: str, bad: list[str]) ->
     """Files of the lane's worktree whose names git on Linux takes and another file
     system reads as `.git` (HFS+ ignores some characters): each is moved, from its first
     such component down, into a directory of git-lane's kept/ made for this refusal."""
-    kept = repo.state_dir / "kept" / f"{key}.{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    kept = repo.kept_dir(key)
     tops: list[str] = []
     for name in bad:
         comps = name.split("/")

@@ -19,7 +19,6 @@ import json
 import os
 import signal
 import stat
-import time
 from dataclasses import dataclass
 from typing import cast
 
@@ -993,7 +992,7 @@ def hub_update(
 def hub_moves(repo: Repo, hub: str, paths: list[str]) -> list[str]:
     """`mkdir -p` + `mv` of each of the hub's paths into a directory of git-lane's kept/
     made for this refusal (never one a lane's files or an earlier move are in)."""
-    kept = repo.state_dir / "kept" / f"hub.{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    kept = repo.kept_dir("hub")
     moves: list[str] = []
     for p in paths:  # each one, however many: the `next` is the whole way
         dest = kept / p
@@ -1006,14 +1005,26 @@ def hub_next(hub: str, before: str, after: str) -> str:
     """What brings a hub whose update failed in step: the two-tree merge land runs (a
     `reset --keep` would not do: HEAD is main, which already names the tip). read-tree
     overwrites an ignored file without a word, and has no option against it: first, the
-    ignored files at the paths the tip adds are listed, and any there stops it."""
+    ignored files at the paths the tip adds, and at their parent directories that are no
+    directory in the hub (an ignored file `logs` where the tip adds `logs/x`), are listed,
+    and any there stops it."""
     h = git.q(hub)
+    added = f"git -C {h} diff --name-only --no-renames -z --diff-filter=A {before} {after}"
+    ignored = (
+        f"xargs -0 -r git -C {h} --literal-pathspecs ls-files --others --ignored"
+        " --exclude-standard --directory --"
+    )
+    # each parent of an added path that is not a real directory in the hub (a directory
+    # itself would list the ignored files inside it, which read-tree leaves alone)
+    parents = (
+        'xargs -0 -r sh -c \'cd "$0" || exit 1; for f; do p=$f; while :; do case $p in'
+        ' */*) p=${p%/*} ;; *) break ;; esac; if [ -L "$p" ] || [ ! -d "$p" ]; then'
+        f' printf "%s\\0" "$p"; fi; done; done\' {h}'
+    )
     # the refresh first: a file only touched (same content, new mtime) makes read-tree
     # refuse as "not uptodate" until git has looked at it again
     check = (
-        f"! git -C {h} diff --name-only --no-renames -z --diff-filter=A {before} {after}"
-        f" | xargs -0 -r git -C {h} --literal-pathspecs ls-files --others --ignored"
-        " --exclude-standard --directory --"
+        f"! {{ {added} | {ignored}; {added} | {parents} | {ignored}; }}"
         " | sed 's/^/git-lane: ignored, would be overwritten (move it aside): /' | grep ."
     )
     return (

@@ -93,6 +93,10 @@ def _trusted_rebase(repo: Repo, key: str, path: str, branch: str, action: str) -
     the lane's .git."""
     check_rebase_state(repo, key, path, branch, action)
     gd = git.worktree_git_dir(path)
+    if gd is not None and os.path.isdir(gd / "rebase-merge"):
+        odd = _state_files_doubt(repo, gd / "rebase-merge", "rebase-merge", settings=True)
+        if odd is not None:  # what git's continue would obey as the owner (its signing key)
+            raise untrusted_state_refusal(key, path, branch, odd, action)
     why = None
     if gd is None:
         why = "its admin dir cannot be found"
@@ -114,8 +118,15 @@ def _trusted_rebase(repo: Repo, key: str, path: str, branch: str, action: str) -
                 continue
             why = f"its todo holds a line sync never writes: {git.shown(ln.strip()[:200])}"
             break
-        named = strategy.decode("utf-8", "surrogateescape").strip()
-        if why is None and named and named not in BUILTIN_STRATEGIES:
+        # as git's read_oneliner reads it: one trailing newline dropped, nothing else
+        # (`ort ` is no built-in: git would run `git-merge-ort ` from PATH)
+        named = strategy.decode("utf-8", "surrogateescape")
+        named = named[:-1] if named.endswith("\n") else named
+        if (
+            why is None
+            and os.path.lexists(gd / "rebase-merge" / "strategy")
+            and (named not in BUILTIN_STRATEGIES)
+        ):
             why = f"it names merge strategy {git.shown(named[:100])}, not a built-in one"
     if why is not None:
         raise Refusal(
@@ -153,6 +164,83 @@ def _is_oid(word: str) -> bool:
     return len(word) in (40, 64) and _is_sha(word)
 
 
+# The files a sync's own rebase (REBASE_CFG, merge backend, picks only) leaves in
+# rebase-merge/, as git 2.39 writes them (a sync stopped on a conflict, the owner's config
+# default or with commit.gpgSign / rebase.rescheduleFailedExec): any other file is a
+# setting the lane asked for (signoff, strategy_opts, allow_rerere_autoupdate...), which
+# git's continue would obey as the owner. Their content is judged below or elsewhere
+# (head-name, orig-head, onto, update-refs, autostash here, the todo and the strategy by
+# _trusted_rebase); the others git only tests for, or keeps as the lane's own record.
+SYNC_STATE_FILES = frozenset(
+    {
+        "amend",  # a stop after a commit (the lane's own `edit`): HEAD is amended, no more
+        "author-script",
+        "done",
+        "drop_redundant_commits",
+        "dropped",
+        "end",
+        "git-rebase-todo",
+        "git-rebase-todo.backup",
+        "gpg_sign_opt",
+        "head-name",
+        "interactive",
+        "message",
+        "msgnum",
+        "no-reschedule-failed-exec",
+        "reschedule-failed-exec",
+        "onto",
+        "orig-head",
+        "patch",
+        "rewritten-list",
+        "stopped-sha",
+        "strategy",
+        "update-refs",
+        "autostash",
+    }
+)
+MAX_STATE_ENTRIES = 10_000
+
+
+def _state_files_doubt(repo: Repo, d: Path, name: str, settings: bool) -> str | None:
+    """Why the entries of the rebase state dir `d` are not what a sync's rebase leaves:
+    anything not a regular file (git opens them with a plain open(2): a FIFO blocks the
+    owner's abort/continue for ever; git makes no directory or link there), and with
+    `settings` (before a continue or skip: an abort commits nothing, so the lane's own
+    `git rebase -i` can still be aborted) in rebase-merge/ a file outside SYNC_STATE_FILES,
+    or a gpg_sign_opt other than the `-S` the owner's own commit.gpgSign writes (the lane's
+    key id, or a signature the owner did not ask for, made with the owner's program)."""
+    try:
+        entries = []
+        with os.scandir(d) as it:
+            for e in it:
+                entries.append(e)
+                if len(entries) > MAX_STATE_ENTRIES:
+                    return f"{name}/ holds more than {MAX_STATE_ENTRIES} entries"
+        for e in entries:
+            if not e.is_file(follow_symlinks=False):
+                return f"{name}/{git.shown(e.name[:100])} is not a regular file"
+    except OSError as exc:
+        return f"its {name}/ cannot be listed: {exc}"
+    if name != "rebase-merge" or not settings:
+        return None  # rebase-apply/ is never continued (_trusted_rebase)
+    for e in sorted(entries, key=lambda e: e.name):
+        if e.name not in SYNC_STATE_FILES:
+            return f"{name}/{git.shown(e.name[:100])} is a setting no sync writes"
+    try:
+        sign = _state_bytes(d / "gpg_sign_opt", missing=b"")
+    except OSError as exc:
+        return f"its {name}/ cannot be read as git wrote it: {exc}"
+    if os.path.lexists(d / "gpg_sign_opt"):
+        owner_signs = git.config_bool(repo.common_dir, "commit.gpgSign", False)
+        if sign != b"-S\n" or not owner_signs:
+            shown = git.shown(sign.decode("utf-8", "surrogateescape").strip()[:80])
+            return (
+                f"{name}/gpg_sign_opt asks git to sign with {shown}, which the owner's "
+                "commit.gpgSign does not"
+            )
+    return None
+
+
 def rebase_state_doubt(repo: Repo, path: str, branch: str) -> str | None:
     """Why the lane's rebase state (in its admin dir, which the lane can write: exec
     --sandbox grants it) would make git act past the lane, or None. git moves the ref
@@ -172,6 +260,9 @@ def rebase_state_doubt(repo: Repo, path: str, branch: str) -> str | None:
     d = gd / here[0]
     if os.path.islink(d) or not d.is_dir():
         return f"{here[0]} is not a directory"
+    odd = _state_files_doubt(repo, d, here[0], settings=False)
+    if odd is not None:
+        return odd
     try:
         head_name = _oneliner(d / "head-name")
         orig = _oneliner(d / "orig-head")
@@ -212,22 +303,48 @@ def check_rebase_state(repo: Repo, key: str, path: str, branch: str, action: str
         raise untrusted_state_refusal(key, path, branch, why, action)
 
 
+def _autostash(path: str, gd: Path) -> str | None:
+    """The commit the lane's rebase state names as its autostash (the stashed uncommitted
+    edits: that file is their only name), read as the engine reads the state, when it is a
+    full commit id of a commit the lane sees (the shared store or its own); else None."""
+    for d in REBASE_DIRS:
+        try:
+            word = _oneliner(gd / d / "autostash").strip()
+        except OSError:
+            continue
+        if _is_oid(word) and git.ref_sha(path, word) == word:
+            return word
+    return None
+
+
 def untrusted_state_refusal(key: str, path: str, branch: str, why: str, action: str) -> Refusal:
     gd = git.worktree_git_dir(path) or Path(path) / ".git"
     dirs = " ".join(git.q(gd / d) for d in REBASE_DIRS)
+    stash = _autostash(path, gd)
+    keep: list[str] = []
+    said = ""
+    if stash is not None:  # the rm below drops the stash's only name: give it one first
+        msg = f"git lane: autostash of the rebase in lane {key}"
+        keep = [f"git -C {git.q(path)} stash store -m {git.q(msg)} {stash}"]
+        said = (
+            f" The rebase's autostash (the lane's uncommitted edits, {stash[:12]}) is first "
+            f"stored in the stash: `git -C {git.q(path)} stash pop` brings the edits back."
+        )
     return Refusal(
         "rebase_state_untrusted",
         f"the rebase stopped in lane {key} names more than the lane ({why}): `git rebase "
         f"{action}` would move what it names outside any sandbox, so nothing was run. Remove "
         "the lane's rebase state by hand and switch the lane back to its branch (no ref "
-        "moves; what the rebase did so far is dropped, as an abort drops it), then sync again",
+        "moves; what the rebase did so far is dropped, as an abort drops it), then sync again."
+        + said,
         next=[
+            *keep,
             f"rm -rf -- {dirs}",
             f"git -C {git.q(path)} switch --discard-changes {git.q(branch)}",
             f"git lane sync {key}",
         ],
         alternatives=[f"git -C {git.q(path)} status"],
-        details={"lane": key, "path": path, "why": why, "admin": str(gd)},
+        details={"lane": key, "path": path, "why": why, "admin": str(gd), "autostash": stash},
     )
 
 
@@ -338,6 +455,14 @@ def _read(gd: Path, name: str) -> str | None:
         return None
 
 
+def _count(text: str | None) -> int:
+    """A step number of the rebase state (msgnum, end), shown only: the lane can write it,
+    so anything but a few digits is shown as 0 (never a crash of the owner's command)."""
+    if text is None or not (0 < len(text) <= 9) or not all(c in "0123456789" for c in text):
+        return 0
+    return int(text)
+
+
 def worklist(path: str) -> Worklist:
     gd = git.worktree_git_dir(path) or Path(path) / ".git"
     step = total = 0
@@ -345,7 +470,7 @@ def worklist(path: str) -> Worklist:
         if (gd / d).is_dir():
             msg = _read(gd / d, "msgnum") or _read(gd / d, "next")
             end = _read(gd / d, "end") or _read(gd / d, "last")
-            step, total = int(msg or 0), int(end or 0)
+            step, total = _count(msg), _count(end)
             break
     sha = git.run(["rev-parse", "-q", "--verify", "REBASE_HEAD"], path, check=False).stdout.strip()
     subject = (
@@ -434,6 +559,23 @@ def _stuck(key: str, path: str, result: git.GitResult) -> Refusal:
     )
 
 
+def _uncommitted(key: str, path: str, result: git.GitResult) -> Refusal:
+    """`--continue` failed with the step resolved and staged, no conflict, and the rebase
+    did not move on: git could not make the commit (its signing program, a hook). Another
+    `continue` fails the same way until that is fixed."""
+    wl = worklist(path)
+    return Refusal(
+        "sync_failed",
+        f"git rebase --continue could not commit the resolved step {wl['step']} of "
+        f"{wl['total']} in lane {key}: {result.stderr.strip()[:500]}; nothing conflicts. "
+        "Abort it (the lane goes back to its branch) and sync again once what git reports "
+        "is fixed (or fix it and continue: the resolution is still staged)",
+        next=[f"git lane abort {key}", f"git lane sync {key}"],
+        alternatives=[f"git -C {git.q(path)} status", f"git lane continue {key}"],
+        details={"lane": key, "stderr": result.stderr, "worklist": wl},
+    )
+
+
 def _drive(
     repo: Repo,
     key: str,
@@ -490,6 +632,10 @@ def _drive(
                     and _position(path) == at
                 ):
                     raise _stuck(key, path, result)
+            elif _position(path) == at:
+                # git could not commit the step (a signing program or hook that failed):
+                # `continue` again would fail the same way, never a conflict to resolve
+                raise _uncommitted(key, path, result)
             else:
                 return _conflicts(repo, key, path, result.stderr)
     raise Refusal("sync_failed", "the rebase did not settle", next=[f"git lane abort {key}"])
@@ -581,7 +727,7 @@ def check_ignored(repo: Repo, key: str, path: str, onto: str, tip: str, then: li
     hit = ignored_in_the_way(repo, path, tip, onto)
     if not hit:
         return
-    kept = repo.state_dir / "kept" / key
+    kept = repo.kept_dir(key)  # one per refusal: a second never moves over the first's
     moves: list[str] = []
     for p in hit:  # each one, however many: the `next` is the whole way
         dest = kept / p
@@ -597,7 +743,7 @@ def check_ignored(repo: Repo, key: str, path: str, onto: str, tip: str, then: li
             f"git -C {git.q(path)} --literal-pathspecs add -f -- {' '.join(git.q(p) for p in hit)} && git -C "
             f"{git.q(path)} commit -m {git.q('track them')}  # the sync then shows them as conflicts"
         ],
-        details={"lane": key, "paths": hit[:100], "onto": onto, "tip": tip},
+        details={"lane": key, "paths": hit[:100], "onto": onto, "tip": tip, "kept": str(kept)},
     )
 
 
@@ -624,6 +770,8 @@ def ignored_in_the_way(repo: Repo, path: str, tip: str, main_sha: str) -> list[s
         for i in range(1, len(parts)):
             d = "/".join(parts[:i])
             full = os.path.join(path, d)
+            if d in tracked:  # a file the tip tracks: git's rebase handles it as such
+                break
             if d in tracked_dirs:
                 continue
             if os.path.islink(full) or (os.path.lexists(full) and not os.path.isdir(full)):
