@@ -55,7 +55,7 @@ def walk(root: str, rel: str = ".", create: bool = False) -> tuple[int, list[str
 
 
 def scan(
-    root: str, rel: str = ".", depth: int = 16
+    root: str, rel: str = ".", depth: int = 16, skip: frozenset[str] = frozenset()
 ) -> Iterator[tuple[str, int, list[tuple[str, int]]]]:
     """Every directory at and under `root/rel`, top-down, each as (its path relative to
     `root`, an fd on it, open while the caller acts on it through `dir_fd=`, its entries
@@ -64,9 +64,10 @@ def scan(
     them (a name swapped for a link or a FIFO since it was listed is not entered, and an
     open never blocks); nothing deeper than `depth` levels below `rel`. The fd is the
     directory that was listed, so an unlink through it removes what was seen there,
-    wherever the lane moved a name since."""
+    wherever the lane moved a name since. The directories of `rel` named in `skip` are
+    listed but not entered."""
     fd, _ = walk(root, rel)
-    yield from _scan(os.path.normpath(rel), fd, depth)
+    yield from _scan(os.path.normpath(rel), fd, depth, skip)
 
 
 def _kind(e: os.DirEntry[str]) -> int:
@@ -77,7 +78,9 @@ def _kind(e: os.DirEntry[str]) -> int:
     return stat.S_IFLNK if e.is_symlink() else 0
 
 
-def _scan(here: str, dfd: int, depth: int) -> Iterator[tuple[str, int, list[tuple[str, int]]]]:
+def _scan(
+    here: str, dfd: int, depth: int, skip: frozenset[str] = frozenset()
+) -> Iterator[tuple[str, int, list[tuple[str, int]]]]:
     try:
         entries = []
         with os.scandir(dfd) as it:  # the kernel's d_type: no stat per entry
@@ -90,7 +93,7 @@ def _scan(here: str, dfd: int, depth: int) -> Iterator[tuple[str, int, list[tupl
         if depth <= 0:
             return
         for name, kind in entries:
-            if kind == stat.S_IFDIR:
+            if kind == stat.S_IFDIR and name not in skip:
                 try:
                     sub = os.open(name, DIR | os.O_NONBLOCK, dir_fd=dfd)
                 except OSError:

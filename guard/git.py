@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from guard import dirfd
 from guard.errors import GitError, Refusal
 
 if TYPE_CHECKING:
@@ -948,46 +950,73 @@ def parse_worktrees(z: str) -> list[Worktree]:
     return out
 
 
-def admin_blockers(common: str | os.PathLike[str]) -> list[str]:
-    """The places in every worktree's admin dir that hold something git's open(2) may
-    block on or never finish reading (a FIFO, a socket, a device; a symlink to one too):
-    the whole dir is looked at but its object store (the lane's own, whose reads are
-    bounded): HEAD, index, gitdir, commondir, locked, config.worktree, the pseudo-refs,
-    per-worktree refs under refs/ and logs/, a split index's sharedindex.*, the rebase
-    state that worktree listings and branch checks read. A few stat calls per lane: checked before git is
-    asked to read them."""
+# How deep git-lane looks into a worktree's admin dir (refs/worktree/a/b/..., logs/refs/...,
+# rebase-merge/...): git makes nothing near it; a tree deeper than this is one git-lane
+# cannot vouch for, and is moved aside by reconcile like a FIFO.
+ADMIN_DEPTH = 24
+
+
+@dataclass(frozen=True)
+class AdminBlock:
+    """A thing in a worktree's admin dir git must not be let open: `rel` under the admin
+    dir `admin`, `kind` "special" (a FIFO, socket or device: git's open(2) blocks),
+    "link" (git follows it, anywhere), or "deep" (a directory tree past ADMIN_DEPTH)."""
+
+    admin: str
+    rel: str
+    kind: str
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self.admin, self.rel)
+
+
+def admin_blocks(common: str | os.PathLike[str]) -> list[AdminBlock]:
+    """What every worktree's admin dir holds that git must not be let open: walked
+    through directory fds (dirfd.scan: no link followed, no open that blocks), all of it
+    but its object store (the lane's own, whose reads are bounded): HEAD, index, a split
+    index's sharedindex.*, the pseudo-refs, per-worktree refs under refs/ and logs/, the
+    rebase state. git itself makes no link, FIFO or device there."""
     base = os.path.join(common, "worktrees")
     try:
         ids = sorted(os.listdir(base))
     except OSError:
         return []
-    out: list[str] = []
+    out: list[AdminBlock] = []
     for wid in ids:
         admin = os.path.join(base, wid)
         if os.path.islink(admin) or not os.path.isdir(admin):
             continue
-        _blockers_under(admin, out, top=True)
+        try:
+            for here, _fd, entries in dirfd.scan(admin, ".", ADMIN_DEPTH, frozenset({"objects"})):
+                level = 0 if here == "." else here.count("/") + 1
+                for name, kind in entries:
+                    rel = os.path.normpath(os.path.join(here, name))
+                    if kind == stat.S_IFLNK:
+                        out.append(AdminBlock(admin, rel, "link"))
+                    elif kind == 0:
+                        out.append(AdminBlock(admin, rel, "special"))
+                    elif kind == stat.S_IFDIR and level >= ADMIN_DEPTH:
+                        out.append(AdminBlock(admin, rel, "deep"))
+        except OSError:
+            continue  # the admin dir went away (a release) or is no directory: git's to say
     return out
 
 
-def _blockers_under(d: str, out: list[str], top: bool = False) -> None:
+def head_takes(admin: str | os.PathLike[str]) -> bool:
+    """Would git take `<admin>/HEAD` (a regular file: `ref: refs/...` or an object name)?"""
     try:
-        with os.scandir(d) as it:
-            entries = sorted(it, key=lambda e: e.name)
+        text = read_admin(os.path.join(admin, "HEAD"), limit=4096).strip()
     except OSError:
-        return
-    for e in entries:
-        if top and e.name == "objects":
-            continue
-        try:
-            mode = os.stat(e.path).st_mode  # a link to a regular file is read as one
-        except OSError:
-            continue  # a dangling link: git finds nothing there either
-        if stat.S_ISDIR(mode):
-            if not e.is_symlink():
-                _blockers_under(e.path, out)
-        elif not stat.S_ISREG(mode):
-            out.append(e.path)
+        return False
+    if text.startswith("ref:"):
+        return text[4:].strip().startswith("refs/")
+    return re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", text) is not None
+
+
+def admin_blockers(common: str | os.PathLike[str]) -> list[str]:
+    """The paths of admin_blocks."""
+    return [b.path for b in admin_blocks(common)]
 
 
 def worktrees(cwd: Where) -> list[Worktree]:

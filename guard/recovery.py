@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -425,3 +426,109 @@ def rebuild_record(
     repo.store.write_lane(rec)
     changes.append({"action": "record_rebuilt", "lane": key, "path": path, "status": status})
     return rec, changes
+
+
+def mend_admin(repo: Repo) -> list[dict[str, Any]]:
+    """What admin_unreadable names, mended (reconcile's first step: every other one lists
+    the worktrees, which git cannot while these are there). In each worktree's admin dir,
+    through directory fds only (a lane still running may swap a directory of its admin dir
+    for a link to one of the owner's at any moment): a FIFO, socket, device or link is
+    unlinked from the directory it was listed in (it holds nothing committed); a tree
+    deeper than git.ADMIN_DEPTH is moved whole into kept/ (renamed: nothing of it lost);
+    an active lane's HEAD git would not take is written back naming its branch (from
+    its record); a commondir removed is written back as git writes it; an index removed
+    (or the shared index it named) is read back from HEAD, the worktree's files kept."""
+    changes: list[dict[str, Any]] = []
+    heads = repo.lane_heads()
+    todo: dict[str, list[git.AdminBlock]] = {}
+    for b in git.admin_blocks(repo.common_dir):
+        todo.setdefault(b.admin, []).append(b)
+    for admin in heads:
+        if not git.head_takes(admin):
+            todo.setdefault(admin, [])
+    for admin, blocks in todo.items():
+        try:
+            afd, _ = dirfd.walk(admin)
+        except OSError:
+            continue  # gone (a release) or no directory: nothing of git's to mend
+        try:
+            changes.extend(_mend_one(repo, admin, afd, blocks, heads.get(admin)))
+        finally:
+            os.close(afd)
+    return changes
+
+
+def _mend_one(
+    repo: Repo, admin: str, afd: int, blocks: list[git.AdminBlock], branch: str | None
+) -> list[dict[str, Any]]:
+    removed: list[str] = []
+    moved: dict[str, str] = {}
+    kept: Path | None = None
+
+    def aside(name: str) -> None:
+        nonlocal kept
+        if name in moved:
+            return
+        if kept is None:
+            kept = repo.kept_dir(f"admin-{os.path.basename(admin)}")
+            kept.mkdir(parents=True)
+        kfd = os.open(kept, dirfd.DIR)
+        try:
+            os.rename(name, name, src_dir_fd=afd, dst_dir_fd=kfd)
+        finally:
+            os.close(kfd)
+        moved[name] = str(kept / name)
+
+    for b in blocks:
+        top = b.rel.split("/")[0]
+        try:
+            if b.kind == "deep":
+                aside(top)
+                continue
+            if top in moved:
+                continue
+            dfd, _ = dirfd.walk(admin, os.path.dirname(b.rel))
+            try:
+                st = os.stat(os.path.basename(b.rel), dir_fd=dfd, follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode):
+                    continue  # not what was listed any more: the next listing judges it
+                os.unlink(os.path.basename(b.rel), dir_fd=dfd)
+            finally:
+                os.close(dfd)
+            removed.append(b.rel)
+        except FileNotFoundError:
+            continue
+    if branch is not None and not git.head_takes(admin):
+        try:
+            st = os.stat("HEAD", dir_fd=afd, follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                aside("HEAD")
+            elif not stat.S_ISREG(st.st_mode):
+                os.unlink("HEAD", dir_fd=afd)
+        except FileNotFoundError:
+            pass
+        dirfd.replace(afd, "HEAD", [f"ref: refs/heads/{branch}\n".encode()])
+        removed.append("HEAD (written back)")
+    if "commondir" in removed or "commondir" in moved:
+        dirfd.replace(afd, "commondir", [b"../..\n"])
+    gone = [n for n in [*removed, *moved] if n == "index" or n.startswith("sharedindex.")]
+    rebuilt = False
+    if gone and git.head_takes(admin):
+        if "index" not in gone:  # a split index whose shared file went: the index too
+            try:
+                os.unlink("index", dir_fd=afd)
+            except FileNotFoundError:
+                pass
+        res = git.run(["--git-dir=" + admin, "read-tree", "HEAD"], repo.common_dir, check=False)
+        rebuilt = res.ok
+    if not (removed or moved):
+        return []
+    return [
+        {
+            "action": "admin_mended",
+            "admin": admin,
+            "removed": removed,
+            "kept": moved,
+            "index_rebuilt": rebuilt,
+        }
+    ]

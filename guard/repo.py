@@ -333,80 +333,49 @@ class Repo:
             raise GitError(res.argv, res.returncode, res.stdout, res.stderr)
         return git.parse_worktrees(res.stdout)
 
-    def _headless(self, recs: list[LaneRecord]) -> list[str]:
-        """`<admin>/HEAD` of each active lane whose admin dir is there and whose HEAD git
-        would not take (missing, a directory, a link, not `ref: refs/...` nor an object
-        name): git then calls the lane "not a git repository" for every call in it."""
-        out = []
+    def lane_heads(self, recs: list[LaneRecord] | None = None) -> dict[str, str]:
+        """Each active lane's admin dir (from trusted state, there as a directory) and the
+        branch its HEAD must name."""
+        if recs is None:
+            try:
+                recs = self.store.lanes()
+            except Refusal:
+                recs = []
+        out: dict[str, str] = {}
         for rec in recs:
             if rec.status != "active":
                 continue
             admin = self.store.admin_dir(rec)
-            if admin is None or not os.path.isdir(admin):
-                continue
-            head = os.path.join(admin, "HEAD")
-            try:
-                text = git.read_admin(head, limit=4096).strip()
-            except OSError:
-                out.append(head)
-                continue
-            if text.startswith("ref:"):
-                ok = text[4:].strip().startswith("refs/")
-            else:
-                ok = re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", text) is not None
-            if not ok:
-                out.append(head)
+            if admin is not None and os.path.isdir(admin) and not os.path.islink(admin):
+                out[str(admin)] = rec.branch
         return out
 
+    def _headless(self, recs: list[LaneRecord]) -> list[str]:
+        """`<admin>/HEAD` of each active lane whose HEAD git would not take (missing, a
+        directory, a link, not `ref: refs/...` nor an object name): git then calls the
+        lane "not a git repository" for every call in it."""
+        return [
+            os.path.join(a, "HEAD") for a in self.lane_heads(recs) if not git.head_takes(a)
+        ]
+
     def admin_blocked(self, paths: list[str], stderr: str = "") -> Refusal:
-        """admin_unreadable: what blocks git in lanes' admin dirs, each with its fix: the
-        thing removed (a FIFO, socket or device node holds nothing committed), HEAD put
-        back naming the lane's branch (from its record, trusted state), commondir put
-        back as git writes it, the index read back from HEAD (the worktree's files are
-        kept: with no index, a commit would delete them all), then reconcile (which
-        rewrites a lane's gitdir and commondir)."""
-        branches: dict[str, str] = {}
-        try:
-            for rec in self.store.lanes():
-                admin = self.store.admin_dir(rec)
-                if admin is not None:
-                    branches[os.path.realpath(admin)] = rec.branch
-        except Refusal:
-            pass
-        base = os.path.realpath(os.path.join(self.common_dir, "worktrees"))
-        nxt: list[str] = []
-        after: dict[str, list[str]] = {}  # admin dir -> the names removed there
-        for p in paths:
-            # a directory where git reads a file holds nothing committed either
-            rm = "rm -rf" if os.path.isdir(p) and not os.path.islink(p) else "rm -f"
-            nxt.append(f"{rm} -- {git.q(p)}")
-            rel = os.path.relpath(os.path.realpath(os.path.dirname(p)), base).split(os.sep)
-            if rel[0] in ("", ".", ".."):
-                continue
-            adm = os.path.join(base, rel[0])
-            after.setdefault(adm, []).append(os.path.relpath(os.path.realpath(p), adm))
-        for adm, names in after.items():
-            a = git.q(adm)
-            branch = branches.get(os.path.realpath(adm))
-            head_ok = "HEAD" not in names
-            if not head_ok and branch:
-                nxt.append(f"printf 'ref: refs/heads/%s\\n' {git.q(branch)} > {a}/HEAD")
-                head_ok = True
-            if "commondir" in names:  # as `git worktree add` writes it
-                nxt.append(f"printf '../..\\n' > {a}/commondir")
-            split = any(n.startswith("sharedindex.") for n in names)
-            if split and "index" not in names:  # a split index names its shared one
-                nxt.append(f"rm -f -- {a}/index")
-            if ("index" in names or split) and head_ok:
-                nxt.append(f"git --git-dir={a} read-tree HEAD")
-        nxt.append("git lane reconcile")
-        where = ", ".join(paths) if paths else f"a file under {self.common_dir}/worktrees/"
+        """admin_unreadable: what blocks git in lanes' admin dirs. The fix is reconcile's
+        (recovery.mend_admin), never a printed `rm` by path: a lane still running could
+        swap a directory on that path for a link to one of the owner's between the
+        refusal and the `rm`. Reconcile removes each thing through directory fds (a FIFO,
+        socket, device or link holds nothing committed; a too-deep tree is moved into
+        kept/), writes HEAD back naming the lane's branch (from its record), commondir as
+        git writes it, reads the index back from HEAD when it (or its shared index) was
+        one (the worktree's files are kept), then goes on as reconcile does."""
+        where = ", ".join(git.shown(p) for p in paths[:10]) + (" ..." if len(paths) > 10 else "")
+        where = where or f"a file under {self.common_dir}/worktrees/"
         return Refusal(
             "admin_unreadable",
             f"git cannot read a lane's admin dir: {where} is missing, names no branch or "
             "commit, or is no regular file (a FIFO, a socket or a device a lane put there, "
-            "which git blocks opening), so nothing was done",
-            next=nxt,
+            "which git blocks opening; a link; a tree too deep to vouch for), so nothing "
+            "was done",
+            next=["git lane reconcile"],
             details={"paths": paths, "stderr": stderr[-2000:]},
         )
 

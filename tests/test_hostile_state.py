@@ -581,8 +581,20 @@ def fixed_by_next(r: LaneRun, hub: Path, args: tuple[str, ...], fifo: Path) -> N
         res = sh(check["fix"], hub)
         assert res.returncode == 0, (check["fix"], res.stdout, res.stderr)
         return
+    if args == ("reconcile",):  # the fix itself: it mends before it lists the worktrees
+        assert r.code == "reconciled", r.stdout
+        mended = [c for c in r.json["changes"] if c["action"] == "admin_mended"]
+        names = [os.path.join(c["admin"], n) for c in mended for n in [*c["removed"], *c["kept"]]]
+        names += [
+            os.path.join(c["admin"], "HEAD")
+            for c in mended
+            if "HEAD (written back)" in c["removed"]
+        ]
+        assert str(fifo) in names, r.stdout
+        return
     assert r.code == "admin_unreadable", (args, r.stdout)
     assert r.json["details"]["paths"] == [str(fifo)], r.stdout
+    assert r.json["next"] == ["git lane reconcile"], r.stdout
     recovers(r, hub, args)
 
 
@@ -759,6 +771,132 @@ def test_a_lane_head_git_cannot_take_is_named_with_its_fix(
     fixed_by_next(cli("status", cwd=repo.path), repo.path, ("status",), head)
     assert head.read_text() == "ref: refs/heads/lane/alpha\n"
     assert (repo.path / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n"
+    kept(repo, shas)
+
+
+LANE_READ_ENV = {"GITLANE_TEST_LANE_READ_TIMEOUT": "3"}
+
+
+def test_a_lane_head_symlinked_to_a_fifo_is_fixed_by_the_printed_next(
+    world: tuple[Repo, Path, list[str]],
+) -> None:
+    """`<admin>/HEAD` a symlink (the lane writes its admin dir) to a FIFO in the lane's
+    worktree: admin_unreadable names HEAD, but the next only says `rm -f HEAD` and
+    `git lane reconcile`: admin_blocked compares the *realpath* of each path with "HEAD"
+    (realpath(<admin>/HEAD) is the link's target), so the printf that writes HEAD back is
+    left out and the printed `git lane reconcile` refuses admin_unreadable again (HEAD
+    now missing). The same for any HEAD link (tests/test_hostile_state.py::
+    test_a_lane_head_git_cannot_take_is_named_with_its_fix[link] fails on main too)."""
+    repo, lp, shas = world
+    admin = admin_dir(lp)
+    os.mkfifo(lp / "f")
+    (admin / "HEAD").unlink()
+    os.symlink(lp / "f", admin / "HEAD")
+    try:
+        r = cli("status", cwd=repo.path, env=LANE_READ_ENV)
+        assert r.code == "admin_unreadable", r.stdout
+        recovers(r, repo.path, "status")  # fails: `git lane reconcile` refuses again
+    finally:
+        release_fifos(lp)
+    assert (admin / "HEAD").read_text() == "ref: refs/heads/lane/alpha\n"
+    assert cli("status", cwd=repo.path).rc == 0
+    kept(repo, shas)
+
+
+def test_a_deep_directory_in_a_lane_admin_dir_is_no_internal_error(
+    world: tuple[Repo, Path, list[str]],
+) -> None:
+    """git.admin_blockers now walks the whole admin dir by recursion (_blockers_under):
+    a lane (exec --sandbox grants its admin dir) makes `<admin>/junk/a/a/...` 1100 deep
+    (well under PATH_MAX) and every owner command that lists the worktrees (status,
+    doctor, land, sync, release, gc, reconcile) ends internal_error, exit 3 ("maximum
+    recursion depth exceeded"), until the owner finds the directory by hand."""
+    repo, lp, shas = world
+    admin = admin_dir(lp)
+    top = os.open(admin, os.O_RDONLY | os.O_DIRECTORY)
+    os.mkdir("junk", dir_fd=top)
+    cur = os.open("junk", os.O_RDONLY | os.O_DIRECTORY, dir_fd=top)
+    os.close(top)
+    for _ in range(1100):
+        os.mkdir("a", dir_fd=cur)
+        nxt = os.open("a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=cur)
+        os.close(cur)
+        cur = nxt
+    os.close(cur)
+    for args in (("status",), ("land", "alpha")):
+        r = cli(*args, cwd=repo.path)
+        assert r.code == "admin_unreadable", (args, r.rc, r.stdout)
+    recovers(r, repo.path, "land")  # reconcile moves the tree into kept/, whole
+    assert not (admin / "junk").exists()
+    assert list((repo.state_dir / "kept").glob("admin-*/junk/a/a"))
+    assert cli("status", cwd=repo.path).rc == 0
+    kept(repo, shas)
+
+
+def test_a_fifo_behind_a_symlinked_admin_subdir_hangs_no_owner_command(
+    world: tuple[Repo, Path, list[str]],
+) -> None:
+    """admin_blockers' walk does not go into a symlinked directory (`if not
+    e.is_symlink()`), but git does: `<admin>/refs/worktree` a link to a directory of the
+    lane's worktree holding a FIFO `x` hangs `git lane gc` (its for-each-ref opens x) past
+    the lane read timeout, as 13J's FIFO at refs/worktree/x did before its fix (the same
+    with `<admin>/refs` itself a link)."""
+    repo, lp, shas = world
+    admin = admin_dir(lp)
+    linked, leaf = "refs/worktree", "x"
+    hidden = lp / ".hidden"
+    hidden.mkdir()
+    os.mkfifo(hidden / leaf)
+    link = admin / linked
+    if link.is_dir() and not link.is_symlink():
+        for p in link.iterdir():
+            p.rename(hidden / p.name) if p.name != leaf else p.unlink()
+        link.rmdir()
+    link.parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(hidden, link)
+    try:
+        for args in (("gc",), ("release", "alpha"), ("status",), ("land", "alpha")):
+            r = cli(*args, cwd=repo.path, env=LANE_READ_ENV)  # a hang is an AssertionError
+            assert r.code == "admin_unreadable", (args, r.rc, r.stdout, r.stderr)
+        recovers(r, repo.path, "land")
+    finally:
+        release_fifos(lp)
+    assert (hidden / leaf).is_fifo()  # the link went, never what it named
+    assert cli("status", cwd=repo.path).rc == 0
+    kept(repo, shas)
+
+
+def test_the_admin_unreadable_next_removes_nothing_outside_the_admin_dir(
+    world: tuple[Repo, Path, list[str]], tmp_path: Path
+) -> None:
+    """admin_blockers now reports FIFOs anywhere under the admin dir (refs/worktree/NAME,
+    with NAME the lane's choice), and the next removes each by its path, `rm -f --
+    <admin>/refs/worktree/NAME`, through directories a sandboxed CMD still running can
+    write (the docs' 'engine's own writes where CMD writes' goes through directory fds
+    for exactly this). CMD swaps `refs/worktree` for a link to an owner's directory after
+    the refusal: the owner's next, run as printed, deletes the owner's file NAME there."""
+    repo, lp, shas = world
+    admin = admin_dir(lp)
+    owners = tmp_path / "owners-dir"
+    owners.mkdir()
+    (owners / "precious.txt").write_text("the owner's\n")
+    wt = admin / "refs" / "worktree"
+    wt.mkdir(parents=True)
+    os.mkfifo(wt / "precious.txt")
+    try:
+        r = cli("status", cwd=repo.path, env=LANE_READ_ENV)
+    finally:
+        release_fifos(admin)
+    assert r.code == "admin_unreadable", r.stdout
+    # CMD, still running in the sandbox, after the refusal was printed
+    (wt / "precious.txt").unlink()
+    wt.rmdir()
+    os.symlink(owners, wt)
+    for cmd in r.json["next"]:
+        subprocess.run(["sh", "-c", cmd], cwd=repo.path, check=False)
+    assert (owners / "precious.txt").read_text() == "the owner's\n", r.json["next"]
+    assert not os.path.lexists(wt)  # the link itself went (reconcile, by fds)
+    assert cli("status", cwd=repo.path).rc == 0
     kept(repo, shas)
 
 

@@ -21,6 +21,9 @@ from guard.store import LaneRecord, now_iso
 def run(repo: Repo) -> ReconcileResult:
     lane.forbid_worker("reconcile")
     changes: list[dict[str, Any]] = repo.store.repair_layout()  # directories where files belong
+    # what admin_unreadable names (a FIFO, a link, a bad HEAD in an admin dir), by fds,
+    # before anything lists the worktrees (git cannot while they are there)
+    changes.extend(recovery.mend_admin(repo))
     changes.extend(landing.recover(repo))
     changes.extend(lock.clear_dead(repo))
     changes.extend(_sweep_gate_worktrees(repo))
