@@ -354,9 +354,7 @@ class Repo:
         """`<admin>/HEAD` of each active lane whose HEAD git would not take (missing, a
         directory, a link, not `ref: refs/...` nor an object name): git then calls the
         lane "not a git repository" for every call in it."""
-        return [
-            os.path.join(a, "HEAD") for a in self.lane_heads(recs) if not git.head_takes(a)
-        ]
+        return [os.path.join(a, "HEAD") for a in self.lane_heads(recs) if not git.head_takes(a)]
 
     def admin_blocked(self, paths: list[str], stderr: str = "") -> Refusal:
         """admin_unreadable: what blocks git in lanes' admin dirs. The fix is reconcile's
