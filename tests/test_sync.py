@@ -846,6 +846,14 @@ def test_a_fifo_in_the_rebase_state_hangs_no_owner_command(
         except OSError:
             pass
     out = json.loads(res.stdout)
+    if out["code"] == "admin_unreadable":  # the listing of the worktrees saw it first
+        assert out["details"]["paths"] == [str(rm / name)], res.stdout
+        assert out["next"] == ["git lane reconcile"], res.stdout
+        assert hub.jlane("reconcile").code == "reconciled"
+        assert not os.path.lexists(rm / name)  # removed through fds, nothing else
+        assert hub.jlane("abort", "beta").rc == 0
+        return
+    # planted after the listing: the rebase state's own check
     assert res.returncode == 1 and out["code"] == "rebase_state_untrusted", res.stdout
     assert name in out["details"]["why"]
 
@@ -910,3 +918,25 @@ def test_a_lane_written_msgnum_never_crashes_the_owners_land(hub: Repo) -> None:
         res = hub.jlane(*args)
         assert res.rc in (0, 1) and "Traceback" not in res.stderr, (args, res.rc, res.stderr)
         assert res.code, (args, res.stdout)
+
+
+@pytest.mark.parametrize("name", ["gpg_sign_opt", "quiet"])
+def test_a_fifo_planted_in_the_rebase_state_after_the_listing_is_doubted(
+    hub: Repo, name: str
+) -> None:
+    """A FIFO planted after the worktree listing's walk (which names it admin_unreadable
+    first: the test above) is still never opened: the rebase state's own check lstat's
+    every entry before git runs."""
+    from guard.commands import sync as sync_cmd
+    from guard.repo import Repo as GRepo
+
+    beta, rm = _stopped_sync(hub)
+    os.mkfifo(rm / name)
+    try:
+        why = sync_cmd.rebase_state_doubt(GRepo.discover(hub.path), str(beta), "lane/beta")
+    finally:
+        try:
+            os.close(os.open(rm / name, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+    assert why is not None and name in why, why
