@@ -971,12 +971,18 @@ class AdminBlock:
         return os.path.join(self.admin, self.rel)
 
 
+# The directories of a worktree's admin dir whose files git opens (per-worktree refs and
+# their logs, the rebase and sequencer state); other directories there (none of git's)
+# git never enters, nor names starting with a dot (git-lane's temporary names).
+ADMIN_GIT_DIRS = ("refs", "logs", "rebase-merge", "rebase-apply", "sequencer")
+
+
 def admin_blocks(common: str | os.PathLike[str]) -> list[AdminBlock]:
-    """What every worktree's admin dir holds that git must not be let open: walked
-    through directory fds (dirfd.scan: no link followed, no open that blocks), all of it
-    but its object store (the lane's own, whose reads are bounded): HEAD, index, a split
-    index's sharedindex.*, the pseudo-refs, per-worktree refs under refs/ and logs/, the
-    rebase state. git itself makes no link, FIFO or device there."""
+    """What every worktree's admin dir holds, where git opens files, that git must not be
+    let open: walked through directory fds (dirfd.scan: no link followed, no open that
+    blocks): its top (HEAD, index, a split index's sharedindex.*, commondir, gitdir, the
+    pseudo-refs...) and ADMIN_GIT_DIRS; never its object store (the lane's own, whose
+    reads are bounded). git itself makes no link, FIFO or device there."""
     base = os.path.join(common, "worktrees")
     try:
         ids = sorted(os.listdir(base))
@@ -988,19 +994,30 @@ def admin_blocks(common: str | os.PathLike[str]) -> list[AdminBlock]:
         if os.path.islink(admin) or not os.path.isdir(admin):
             continue
         try:
-            for here, _fd, entries in dirfd.scan(admin, ".", ADMIN_DEPTH, frozenset({"objects"})):
-                level = 0 if here == "." else here.count("/") + 1
-                for name, kind in entries:
-                    rel = os.path.normpath(os.path.join(here, name))
-                    if kind == stat.S_IFLNK:
-                        out.append(AdminBlock(admin, rel, "link"))
-                    elif kind == 0:
-                        out.append(AdminBlock(admin, rel, "special"))
-                    elif kind == stat.S_IFDIR and level >= ADMIN_DEPTH:
-                        out.append(AdminBlock(admin, rel, "deep"))
+            walk = [d for d in ADMIN_GIT_DIRS if _is_real_dir(os.path.join(admin, d))]
+            for rel, depth in [(".", 0), *((d, ADMIN_DEPTH) for d in walk)]:
+                for here, _fd, entries in dirfd.scan(admin, rel, depth):
+                    level = 0 if here == "." else here.count("/") + 1
+                    for name, kind in entries:
+                        if here == "." and name.startswith("."):
+                            continue
+                        r = os.path.normpath(os.path.join(here, name))
+                        if kind == stat.S_IFLNK:
+                            out.append(AdminBlock(admin, r, "link"))
+                        elif kind == 0:
+                            out.append(AdminBlock(admin, r, "special"))
+                        elif kind == stat.S_IFDIR and here != "." and level >= ADMIN_DEPTH:
+                            out.append(AdminBlock(admin, r, "deep"))
         except OSError:
             continue  # the admin dir went away (a release) or is no directory: git's to say
     return out
+
+
+def _is_real_dir(p: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(p).st_mode)
+    except OSError:
+        return False
 
 
 def head_takes(admin: str | os.PathLike[str]) -> bool:

@@ -374,7 +374,7 @@ class Repo:
             "which git blocks opening; a link; a tree too deep to vouch for), so nothing "
             "was done",
             next=["git lane reconcile"],
-            details={"paths": paths, "stderr": stderr[-2000:]},
+            details={"paths": paths[:100], "count": len(paths), "stderr": stderr[-2000:]},
         )
 
     def hub(self, wts: list[git.Worktree] | None = None) -> git.Worktree | None:

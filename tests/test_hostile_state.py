@@ -806,29 +806,31 @@ def test_a_lane_head_symlinked_to_a_fifo_is_fixed_by_the_printed_next(
 def test_a_deep_directory_in_a_lane_admin_dir_is_no_internal_error(
     world: tuple[Repo, Path, list[str]],
 ) -> None:
-    """git.admin_blockers now walks the whole admin dir by recursion (_blockers_under):
-    a lane (exec --sandbox grants its admin dir) makes `<admin>/junk/a/a/...` 1100 deep
-    (well under PATH_MAX) and every owner command that lists the worktrees (status,
-    doctor, land, sync, release, gc, reconcile) ends internal_error, exit 3 ("maximum
-    recursion depth exceeded"), until the owner finds the directory by hand."""
+    """A lane (exec --sandbox grants its admin dir) makes `<admin>/refs/junk/a/a/...`
+    1100 deep (under PATH_MAX): the walk (recursive then) made every owner command that
+    lists the worktrees exit 3 with RecursionError (red team 13N). Past 24 levels it is a
+    tree git-lane cannot vouch for: admin_unreadable, and reconcile moves it into kept/
+    whole. A directory of the admin dir git never enters (`junk/`) is left alone."""
     repo, lp, shas = world
     admin = admin_dir(lp)
-    top = os.open(admin, os.O_RDONLY | os.O_DIRECTORY)
-    os.mkdir("junk", dir_fd=top)
-    cur = os.open("junk", os.O_RDONLY | os.O_DIRECTORY, dir_fd=top)
-    os.close(top)
-    for _ in range(1100):
-        os.mkdir("a", dir_fd=cur)
-        nxt = os.open("a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=cur)
+    (admin / "refs").mkdir(exist_ok=True)
+    for parent in ("refs", "."):
+        top = os.open(admin / parent, os.O_RDONLY | os.O_DIRECTORY)
+        os.mkdir("junk", dir_fd=top)
+        cur = os.open("junk", os.O_RDONLY | os.O_DIRECTORY, dir_fd=top)
+        os.close(top)
+        for _ in range(1100):
+            os.mkdir("a", dir_fd=cur)
+            nxt = os.open("a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=cur)
+            os.close(cur)
+            cur = nxt
         os.close(cur)
-        cur = nxt
-    os.close(cur)
     for args in (("status",), ("land", "alpha")):
         r = cli(*args, cwd=repo.path)
         assert r.code == "admin_unreadable", (args, r.rc, r.stdout)
     recovers(r, repo.path, "land")  # reconcile moves the tree into kept/, whole
-    assert not (admin / "junk").exists()
-    assert list((repo.state_dir / "kept").glob("admin-*/junk/a/a"))
+    assert not (admin / "refs").exists() and (admin / "junk").is_dir()
+    assert list((repo.state_dir / "kept").glob("admin-*/refs/junk/a/a"))
     assert cli("status", cwd=repo.path).rc == 0
     kept(repo, shas)
 

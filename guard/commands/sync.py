@@ -191,6 +191,8 @@ SYNC_STATE_FILES = frozenset(
         "onto",
         "orig-head",
         "patch",
+        "quiet",  # the lane's own `git rebase -q`: output only
+        "verbose",
         "rewritten-list",
         "stopped-sha",
         "strategy",
