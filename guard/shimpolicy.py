@@ -534,8 +534,10 @@ def _ends_options(args: Sequence[str], i: int, cmd: str | None = None) -> bool:
     -- --pref=DIR`), so a `--` after an option word ends nothing as far as the policy is
     concerned, for any command; only for the commands in _DASH_ENDS, whose every option
     taking the next word is listed, does a `--` after another option word end the options
-    (`git rm --cached -- --exec=x` names a file)."""
-    if args[i] != "--":
+    (`git rm --cached -- --exec=x` names a file). For a command that drops its own `--`
+    and hands the words after it to another option parser (_DASH_HANDED_ON), no `--` ends
+    them."""
+    if args[i] != "--" or _hands_on_dashdash(cmd, args):
         return False
     prev = args[i - 1] if i > 0 else ""
     if not prev.startswith("-") or prev in ("-", "--"):
@@ -551,6 +553,30 @@ def _ends_options(args: Sequence[str], i: int, cmd: str | None = None) -> bool:
         if ch in shorts:
             return j < len(prev)
     return True
+
+
+# Commands (and subcommands) whose parse_options drops their `--` (no KEEP_DASHDASH) and
+# hands the words after it to another option parser, where `--output=F`, `--upload-pack=P`
+# are options again (git 2.39): pull to fetch, `stash list`/`show` to log/diff, `remote
+# update` to `fetch --multiple`, cherry-pick/revert/fast-export and `bundle create FILE` to
+# setup_revisions. Their `--` never ends the options as far as the policy is concerned.
+_DASH_HANDED_ON: dict[str, tuple[str, ...] | None] = {
+    "pull": None,
+    "cherry-pick": None,
+    "revert": None,
+    "fast-export": None,
+    "stash": ("list", "show"),
+    "remote": ("update",),
+    "bundle": ("create",),
+}
+
+
+def _hands_on_dashdash(cmd: str | None, args: Sequence[str]) -> bool:
+    """Does `git CMD ARGS` hand the words after its own `--` to another option parser?"""
+    if cmd not in _DASH_HANDED_ON:
+        return False
+    subs = _DASH_HANDED_ON[cmd or ""]
+    return subs is None or (bool(args) and args[0] in subs)
 
 
 def _options_end(args: Sequence[str], cmd: str | None = None) -> int:
@@ -1941,7 +1967,8 @@ def _program_options(p: Parsed, f: GitFacts) -> Refusal | None:
         # for the commands that take these options, a `--` after an option word may be
         # its value (parse-options reads on); past any `--` they are no options of any
         # other command (git dies on them, or they name a file: `rm -- --exec=x`)
-        if _ends_options(args, i, p.cmd) if own else a == "--":
+        ends = a == "--" and not _hands_on_dashdash(p.cmd, args)
+        if _ends_options(args, i, p.cmd) if own else ends:
             break
         name = a.partition("=")[0]
         hit = (len(name) >= 5 and any(o.startswith(name) for o in _PROGRAM_OPTIONS)) or (
@@ -3003,7 +3030,7 @@ def _fetch(cmd: str, args: Sequence[str], f: GitFacts) -> Refusal | None:
                 [_fetch_next(pos[0], src, f)],
                 argv=[cmd, *args],
             )
-    maps = [v for _n, v in _option_values(args, ("--refmap",))]
+    maps = [v for _n, v in _option_values(args, ("--refmap",), cmd)]
     if len(pos) < 2 and not maps:
         configured = f.fetch_refspecs()  # git uses the remote's configured refspecs
         if configured is None:
