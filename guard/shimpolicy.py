@@ -3138,8 +3138,7 @@ def _commit_like(cmd: str, args: Sequence[str], f: GitFacts, head_ok: bool) -> R
                 "--exec",
                 "-C",
                 "--whitespace",
-                "-S",
-            ),
+            ),  # -S/--gpg-sign[=KEY]: an optional value, never the next word
         )
         if len(pos) >= 2 and pos[1] not in (f.branch, f.branch_ref):
             return _main_refusal(

@@ -685,6 +685,22 @@ def test_refs_named_after_dash_dash_are_judged(hub: Repo, how: str, ref: str) ->
     assert hub.sha(ref) == before, (r.stdout, r.stderr)
 
 
+@pytest.mark.parametrize("how", ["-S", "-qS", "--gpg-sign"])
+def test_rebase_gpg_sign_takes_no_next_word_so_the_branch_named_is_judged(
+    hub: Repo, how: str
+) -> None:
+    """`git rebase -S UPSTREAM BRANCH`: -S is --gpg-sign[=KEY], whose value is never the
+    next word; the policy let -S (and -qS) eat UPSTREAM, read BRANCH as the upstream, and
+    a shared branch checked out nowhere was checked out in the lane and rewritten (red
+    team 13M #4). Refused as `rebase UPSTREAM BRANCH` is."""
+    hub.git("branch", "feature")
+    before = hub.sha("refs/heads/feature")
+    lane_path = hub.create("alpha")
+    r = exec_sh(hub, lane_path, f"git rebase {how} lane/alpha feature")
+    refused_run(r, "main_mutation_refused")
+    assert hub.sha("refs/heads/feature") == before, (r.stdout, r.stderr)
+
+
 def test_a_file_named_like_an_option_after_dash_dash_has_a_next_that_names_it(
     hub: Repo,
 ) -> None:
