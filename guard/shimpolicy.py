@@ -2769,7 +2769,7 @@ def _refs(p: Parsed, f: GitFacts) -> Refusal | None:
             f,
             f"git tag writes refs/tags, which every worktree shares; lane {f.lane} writes "
             "only its own branch (and refs/worktree/*)",
-            _private_ref_next("tags/", _first(args), f),
+            _private_ref_next("tags/", _tag_name(args), f),
             argv=["tag", *args],
         )
     if cmd == "update-ref":
@@ -2861,6 +2861,16 @@ def _instruction_format_config(p: Parsed, f: GitFacts) -> Refusal | None:
         next=[_render(["-c", "rebase.instructionFormat=%s", *p.globals], p.cmd, p.args)],
         details={"lane": f.lane, "key": "rebase.instructionFormat", "setting": value},
     )
+
+
+# tag's options that take the next word (git 2.39; --contains/--merged... only list)
+_TAG_NEXT_VALUE = (*_TAKES_VALUE["tag"], "--sort", "--format", "--points-at")
+
+
+def _tag_name(args: Sequence[str]) -> str | None:
+    """The tag `git tag ARGS` writes (not the value of -m MSG, -F FILE, -u KEY, -fm MSG)."""
+    pos = _positional(args, _TAG_NEXT_VALUE)
+    return pos[0] if pos else None
 
 
 def _first(args: Sequence[str]) -> str | None:
@@ -3076,16 +3086,7 @@ def _fetch(cmd: str, args: Sequence[str], f: GitFacts) -> Refusal | None:
             f,
             f"git {cmd} {shallow[0]} changes the repository's shallow boundary, shared by "
             "every worktree (and main's history with it)",
-            [
-                f"git {cmd} "
-                + " ".join(
-                    _q(a)
-                    for a in args
-                    if a not in shallow
-                    and a.split("=", 1)[0]
-                    not in ("--depth", "--deepen", "--shallow-since", "--shallow-exclude")
-                )
-            ],
+            [_render((), cmd, _without_shallow(args))],
             argv=[cmd, *args],
         )
     pos = _positional(
@@ -3159,6 +3160,24 @@ def _fetch(cmd: str, args: Sequence[str], f: GitFacts) -> Refusal | None:
             argv=[cmd, *args],
         )
     return None
+
+
+# fetch's (and pull's) shallow options; those taking a value take the next word too
+_SHALLOW_VALUES = ("--depth", "--deepen", "--shallow-since", "--shallow-exclude")
+
+
+def _without_shallow(args: Sequence[str]) -> list[str]:
+    """`args` without fetch's shallow options and their values (`--depth 1`, `--depth=1`)."""
+    out: list[str] = []
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+        elif a in _SHALLOW_VALUES:
+            skip = True
+        elif a.split("=", 1)[0] not in (*_SHALLOW_VALUES, "--unshallow", "--update-shallow"):
+            out.append(a)
+    return out
 
 
 def _fetch_next(remote: str, src: str, f: GitFacts) -> str:
