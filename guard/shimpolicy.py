@@ -2196,6 +2196,10 @@ def _long_options(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | N
         # past a `--` read as a possible value it may name a file: ./NAME is that file
         as_file = [_render(p.globals, cmd, [*args[:i], "./" + a, *args[i + 1 :]])]
         past = "--" in args[:i]
+        if past and _hands_on_dashdash(cmd, args):
+            # past a `--` git drops, another parser (fetch's, log's) reads it: neither this
+            # command's name for it nor a file named so is what git would take
+            cands, past = [], False
         if len(cands) == 1:
             full = [*args[:i], cands[0] + eq + val, *args[i + 1 :]]
             argv = [*p.globals, cmd, *full]

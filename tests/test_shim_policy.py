@@ -927,6 +927,9 @@ def test_nexts_name_the_words_git_parses() -> None:
     assert nxt("merge-file /tmp/cur b o") == ["git merge-file -p /tmp/cur b o"]
     assert nxt("stash list -- --output=/tmp/F") == ["git stash list --"]
     assert nxt("pull -- --upload-pack=/tmp/p .") == ["git pull -- ."]
+    # an abbreviation past a `--` git drops is another parser's (fetch's --e is no --edit)
+    assert nxt("pull -- --e=/tmp/p .") == ["git help pull"]
+    assert nxt("stash list -- --oneline") == ["git help stash"]
 
 
 def test_hooks_disabled_next_is_the_command_without_the_setting() -> None:
