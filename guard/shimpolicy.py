@@ -534,8 +534,10 @@ def _ends_options(args: Sequence[str], i: int, cmd: str | None = None) -> bool:
     -- --pref=DIR`), so a `--` after an option word ends nothing as far as the policy is
     concerned, for any command; only for the commands in _DASH_ENDS, whose every option
     taking the next word is listed, does a `--` after another option word end the options
-    (`git rm --cached -- --exec=x` names a file)."""
-    if args[i] != "--":
+    (`git rm --cached -- --exec=x` names a file). For a command that drops its own `--`
+    and hands the words after it to another option parser (_DASH_HANDED_ON), no `--` ends
+    them."""
+    if args[i] != "--" or _hands_on_dashdash(cmd, args):
         return False
     prev = args[i - 1] if i > 0 else ""
     if not prev.startswith("-") or prev in ("-", "--"):
@@ -551,6 +553,30 @@ def _ends_options(args: Sequence[str], i: int, cmd: str | None = None) -> bool:
         if ch in shorts:
             return j < len(prev)
     return True
+
+
+# Commands (and subcommands) whose parse_options drops their `--` (no KEEP_DASHDASH) and
+# hands the words after it to another option parser, where `--output=F`, `--upload-pack=P`
+# are options again (git 2.39): pull to fetch, `stash list`/`show` to log/diff, `remote
+# update` to `fetch --multiple`, cherry-pick/revert/fast-export and `bundle create FILE` to
+# setup_revisions. Their `--` never ends the options as far as the policy is concerned.
+_DASH_HANDED_ON: dict[str, tuple[str, ...] | None] = {
+    "pull": None,
+    "cherry-pick": None,
+    "revert": None,
+    "fast-export": None,
+    "stash": ("list", "show"),
+    "remote": ("update",),
+    "bundle": ("create",),
+}
+
+
+def _hands_on_dashdash(cmd: str | None, args: Sequence[str]) -> bool:
+    """Does `git CMD ARGS` hand the words after its own `--` to another option parser?"""
+    if cmd not in _DASH_HANDED_ON:
+        return False
+    subs = _DASH_HANDED_ON[cmd or ""]
+    return subs is None or (bool(args) and args[0] in subs)
 
 
 def _options_end(args: Sequence[str], cmd: str | None = None) -> int:
@@ -1941,7 +1967,8 @@ def _program_options(p: Parsed, f: GitFacts) -> Refusal | None:
         # for the commands that take these options, a `--` after an option word may be
         # its value (parse-options reads on); past any `--` they are no options of any
         # other command (git dies on them, or they name a file: `rm -- --exec=x`)
-        if _ends_options(args, i, p.cmd) if own else a == "--":
+        ends = a == "--" and not _hands_on_dashdash(p.cmd, args)
+        if _ends_options(args, i, p.cmd) if own else ends:
             break
         name = a.partition("=")[0]
         hit = (len(name) >= 5 and any(o.startswith(name) for o in _PROGRAM_OPTIONS)) or (
@@ -2169,6 +2196,10 @@ def _long_options(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | N
         # past a `--` read as a possible value it may name a file: ./NAME is that file
         as_file = [_render(p.globals, cmd, [*args[:i], "./" + a, *args[i + 1 :]])]
         past = "--" in args[:i]
+        if past and _hands_on_dashdash(cmd, args):
+            # past a `--` git drops, another parser (fetch's, log's) reads it: neither this
+            # command's name for it nor a file named so is what git would take
+            cands, past = [], False
         if len(cands) == 1:
             full = [*args[:i], cands[0] + eq + val, *args[i + 1 :]]
             argv = [*p.globals, cmd, *full]
@@ -2329,6 +2360,10 @@ def _written_paths(p: Parsed) -> list[tuple[str, str]]:
         pos = _positional(args[1:], ("--version",))
         if pos:
             out.append(("git bundle create's file", pos[0]))
+    if cmd == "merge-file" and not _merge_file_stdout(args):
+        pos = _positional(args, _MERGE_FILE_VALUES)  # CURRENT BASE OTHER: git writes CURRENT
+        if pos:
+            out.append((_MERGE_FILE_CURRENT, pos[0]))
     if cmd == "pack-objects":
         pos = _positional(args, ("--window", "--depth", "--threads", "--filter"))
         if pos:
@@ -2340,6 +2375,34 @@ def _written_paths(p: Parsed) -> list[tuple[str, str]]:
     if cmd in ("apply", "am") and "--unsafe-paths" in args:
         out.append((f"git {cmd} --unsafe-paths", "/"))
     return out
+
+
+# merge-file's options taking the next word (git 2.39 `git merge-file -h`), and what
+# _paths calls the file it writes its result into (unless -p/--stdout)
+_MERGE_FILE_VALUES = ("-L", "--marker-size")
+_MERGE_FILE_CURRENT = "git merge-file's current file"
+
+
+def _merge_file_stdout(args: Sequence[str]) -> bool:
+    """Does `git merge-file ARGS` write its result to stdout (-p, --stdout, -qp), not into
+    its first file? (-L takes the rest of its word, or the next word.)"""
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a == "--":
+            return False
+        if a in ("-p", "--stdout"):
+            return True
+        if a in _MERGE_FILE_VALUES:
+            skip = True
+        elif a.startswith("-") and not a.startswith("--"):
+            letters = a[1:].partition("L")[0]
+            if "p" in letters:
+                return True
+            skip = a.endswith("L") and "L" not in letters
+    return False
 
 
 def _nested_git(cwd: str, f: GitFacts) -> str | None:
@@ -2434,21 +2497,35 @@ def _paths(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
     if out is not None:
         checks.append((f"git {p.cmd}'s output file", out, (f.lane_path,)))
     checks += [(what, raw, (f.lane_path,)) for what, raw in _written_paths(p)]
+    dot_git = os.path.join(f.lane_path, ".git")  # the lane's link to its git dir
     for what, raw, roots in checks:
         real = raw if what in ("-C", "the working directory") else _clean(raw, f, cwd)
         if what == "GIT_COMMON_DIR":
             ok = real == f.common
         else:
             ok = any(_inside(real, r) for r in roots if r)
-        if not ok:
+        own_git = what not in _WHERE_GIT_WORKS and _inside(real, dot_git)
+        if not ok or own_git:
             args = list(p.args)
+            if what == _MERGE_FILE_CURRENT:  # the merge to stdout: no file is written
+                return Refusal(
+                    "path_outside_lane",
+                    f"{what} ({real}) is outside lane {f.lane} ({f.lane_path}); git "
+                    "merge-file writes its result into it: print it instead (-p)",
+                    next=[_render(p.globals, p.cmd, ["-p", *args])],
+                    details={"lane": f.lane, "what": what, "path": real, "lane_path": f.lane_path},
+                )
             if what not in _WHERE_GIT_WORKS:  # a path among the words: cd does not move it
-                args = _into_lane(args, raw, f.lane_path) or []
+                args = _into_lane(args, raw, _option_of(p, what), f, p.cmd or "") or []
             again = _render(_drop_paths(p.globals), p.cmd, args) if args else ""
+            where = (
+                f"is lane {f.lane}'s own .git (the link to its git dir)"
+                if own_git
+                else f"is outside lane {f.lane} ({f.lane_path})"
+            )
             return Refusal(
                 "path_outside_lane",
-                f"{what} ({real}) is outside lane {f.lane} ({f.lane_path}); git {p.cmd} "
-                "may write only in the lane",
+                f"{what} ({real}) {where}; git {p.cmd} may write only in the lane",
                 next=[f"cd {_q(f.lane_path)} && {again}" if again else f"git lane status {f.lane}"],
                 details={"lane": f.lane, "what": what, "path": real, "lane_path": f.lane_path},
             )
@@ -2472,24 +2549,67 @@ _WHERE_GIT_WORKS = frozenset(
 )
 
 
-def _into_lane(args: Sequence[str], raw: str, lane: str) -> list[str] | None:
-    """`args` with the first word that is `raw`, or ends in it after an option's letters
-    (`--output=RAW`, `-oRAW`, `-qkoRAW`), naming the same last component in the lane's top
-    instead (None: no such word)."""
-    name = os.path.basename(raw.rstrip("/")) or "out"
-    if name in (".", ".."):
-        name = "out"
+def _option_of(p: Parsed, what: str) -> str | None:
+    """The option whose value _paths judged as `what` (`-o`, `--index-output`, `--output`,
+    as given), None for a name among the command's arguments (bundle create's file)."""
+    head = f"git {p.cmd} "
+    if what == f"git {p.cmd}'s output file":
+        word = _output_word(p.cmd or "", p.args)
+        if word is not None:
+            a = p.args[word[0]]
+            return a.partition("=")[0] if a.startswith("--") else "-o"
+    if what.startswith(head + "-"):
+        return what[len(head) :]
+    return None
+
+
+def _into_lane(
+    args: Sequence[str], raw: str, opt: str | None, f: GitFacts, cmd: str = ""
+) -> list[str] | None:
+    """`args` with the word the parser took `raw` from (`--opt=RAW`, `--opt RAW`, `-oRAW`,
+    `-qko RAW`; the name itself when `opt` is None) naming a fresh name in the lane's top
+    instead: RAW's last component when nothing is there and it is no git name, else `out`,
+    `out-1`... (a name in the lane may be a link to where RAW is; None: no such word)."""
+    lane = f.lane_path
+    base = os.path.basename(raw.rstrip("/"))
+    names = [base] if _plain_name(base) else []
+    names += ["out", *(f"out-{n}" for n in range(1, 100))]
+    name = next((n for n in names if not f.exists(os.path.join(lane, n))), None)
+    if name is None:
+        return None
     to = os.path.join(lane, name) + ("/" if raw.endswith("/") else "")
     out = list(args)
     for i, w in enumerate(out):
-        if w == raw:
-            out[i] = to
-            return out
-        head = w[: len(w) - len(raw)]
-        if raw and w.endswith(raw) and head.startswith("-") and head != "-" and " " not in head:
-            out[i] = head + to
-            return out
+        if opt is None:
+            if w == raw:
+                out[i] = to
+                return out
+        elif opt.startswith("--"):
+            if w == f"{opt}={raw}":
+                out[i] = f"{opt}={to}"
+                return out
+            if w == opt and i + 1 < len(out) and out[i + 1] == raw:
+                out[i + 1] = to
+                return out
+        else:
+            letter = opt[1:]
+            g = _short_value(out, i, _SHORT_VALUES.get(cmd, "") + letter, letter)
+            if g is not None and g[1] == raw:
+                if g[2] == 1:
+                    out[i] = g[0] + letter + to
+                else:
+                    out[i + 1] = to
+                return out
     return None
+
+
+def _plain_name(name: str) -> bool:
+    """A name _into_lane may give git to write in the lane's top: printable ASCII, no `:`,
+    and no git name (`.git` in any case, NTFS's `.git.` / `git~1`: guard.git.unsafe_entry_name)."""
+    if not name or name in (".", "..") or not name.isascii() or not name.isprintable():
+        return False
+    low = name.lower()
+    return ":" not in low and low.rstrip(". ") not in (".git", "git~1")
 
 
 _INIT_CLONE_VALUES = (
@@ -2653,7 +2773,7 @@ def _refs(p: Parsed, f: GitFacts) -> Refusal | None:
             f,
             f"git tag writes refs/tags, which every worktree shares; lane {f.lane} writes "
             "only its own branch (and refs/worktree/*)",
-            _private_ref_next("tags/", _first(args), f),
+            _private_ref_next("tags/", _tag_name(args), f),
             argv=["tag", *args],
         )
     if cmd == "update-ref":
@@ -2745,6 +2865,16 @@ def _instruction_format_config(p: Parsed, f: GitFacts) -> Refusal | None:
         next=[_render(["-c", "rebase.instructionFormat=%s", *p.globals], p.cmd, p.args)],
         details={"lane": f.lane, "key": "rebase.instructionFormat", "setting": value},
     )
+
+
+# tag's options that take the next word (git 2.39; --contains/--merged... only list)
+_TAG_NEXT_VALUE = (*_TAKES_VALUE["tag"], "--sort", "--format", "--points-at")
+
+
+def _tag_name(args: Sequence[str]) -> str | None:
+    """The tag `git tag ARGS` writes (not the value of -m MSG, -F FILE, -u KEY, -fm MSG)."""
+    pos = _positional(args, _TAG_NEXT_VALUE)
+    return pos[0] if pos else None
 
 
 def _first(args: Sequence[str]) -> str | None:
@@ -2960,16 +3090,7 @@ def _fetch(cmd: str, args: Sequence[str], f: GitFacts) -> Refusal | None:
             f,
             f"git {cmd} {shallow[0]} changes the repository's shallow boundary, shared by "
             "every worktree (and main's history with it)",
-            [
-                f"git {cmd} "
-                + " ".join(
-                    _q(a)
-                    for a in args
-                    if a not in shallow
-                    and a.split("=", 1)[0]
-                    not in ("--depth", "--deepen", "--shallow-since", "--shallow-exclude")
-                )
-            ],
+            [_render((), cmd, _without_shallow(args))],
             argv=[cmd, *args],
         )
     pos = _positional(
@@ -3003,7 +3124,7 @@ def _fetch(cmd: str, args: Sequence[str], f: GitFacts) -> Refusal | None:
                 [_fetch_next(pos[0], src, f)],
                 argv=[cmd, *args],
             )
-    maps = [v for _n, v in _option_values(args, ("--refmap",))]
+    maps = [v for _n, v in _option_values(args, ("--refmap",), cmd)]
     if len(pos) < 2 and not maps:
         configured = f.fetch_refspecs()  # git uses the remote's configured refspecs
         if configured is None:
@@ -3043,6 +3164,24 @@ def _fetch(cmd: str, args: Sequence[str], f: GitFacts) -> Refusal | None:
             argv=[cmd, *args],
         )
     return None
+
+
+# fetch's (and pull's) shallow options; those taking a value take the next word too
+_SHALLOW_VALUES = ("--depth", "--deepen", "--shallow-since", "--shallow-exclude")
+
+
+def _without_shallow(args: Sequence[str]) -> list[str]:
+    """`args` without fetch's shallow options and their values (`--depth 1`, `--depth=1`)."""
+    out: list[str] = []
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+        elif a in _SHALLOW_VALUES:
+            skip = True
+        elif a.split("=", 1)[0] not in (*_SHALLOW_VALUES, "--unshallow", "--update-shallow"):
+            out.append(a)
+    return out
 
 
 def _fetch_next(remote: str, src: str, f: GitFacts) -> str:
@@ -3111,8 +3250,7 @@ def _commit_like(cmd: str, args: Sequence[str], f: GitFacts, head_ok: bool) -> R
                 "--exec",
                 "-C",
                 "--whitespace",
-                "-S",
-            ),
+            ),  # -S/--gpg-sign[=KEY]: an optional value, never the next word
         )
         if len(pos) >= 2 and pos[1] not in (f.branch, f.branch_ref):
             return _main_refusal(

@@ -714,6 +714,33 @@ def test_a_program_ls_remote_is_told_to_run_is_refused_whatever_the_prefix(
     assert r.rc == 1 and "refused [unsafe_config]" in r.stderr, (r.rc, r.stderr)
 
 
+@pytest.mark.parametrize(
+    "how",
+    [
+        'git pull -- --upload-pack="sh $PWD/evil.sh" .',
+        'git pull -- --exec="sh $PWD/evil.sh" .',
+        'git pull -- --u="sh $PWD/evil.sh" .',
+        'git remote update -- --upload-pack="sh $PWD/evil.sh"',
+    ],
+    ids=["pull_upload_pack", "pull_exec", "pull_prefix", "remote_update"],
+)
+def test_a_program_handed_past_a_dropped_dashdash_to_fetch_is_refused(
+    hub: Repo, tmp_path: Path, how: str
+) -> None:
+    """`git pull -- --upload-pack=PROG .`: pull's parse_options drops its `--` (no
+    KEEP_DASHDASH) and runs `git fetch --upload-pack=PROG .`, which runs PROG with git's
+    directory first on PATH; `git remote update -- ...` hands the same to `fetch
+    --multiple`. The policy read that `--` (no option word before it) as the end of the
+    options and passed the call (red team 13M #1). A `--` these commands hand on ends no
+    option: refused unsafe_config, evil.sh never runs, main never moves."""
+    git(hub.path, "remote", "add", "self", str(hub.path))
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    r = run_bound(hub, lane_path, ENV_PRELUDE + how + "; echo rc=$?", tmp_path)
+    assert_held(hub, main, tmp_path, r)
+    assert "refused [unsafe_config]" in r.stderr, (r.stdout, r.stderr)
+
+
 def test_grep_open_files_in_pager_after_a_double_dash_value_is_refused(
     hub: Repo, tmp_path: Path
 ) -> None:
@@ -818,6 +845,40 @@ def test_stash_output_outside_the_lane_is_refused_and_its_next_runs(
     assert nxt == f"git stash {sub}", nxt
     r2 = run_bound(hub, lane_path, nxt, tmp_path)
     assert r2.rc == 0, (nxt, r2.stderr)
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        'git stash list -- --output="$OUT"',
+        'git fast-export -- --output="$OUT" HEAD',
+        'git bundle create -- b.bundle --output="$OUT" HEAD',
+        'GIT_EDITOR=true git revert -- --output="$OUT" HEAD',
+    ],
+    ids=["stash_list", "fast_export", "bundle_create", "revert"],
+)
+def test_output_handed_past_a_dropped_dashdash_is_refused(
+    hub: Repo, tmp_path: Path, how: str
+) -> None:
+    """`git stash list -- --output=F`: stash drops its `--` and hands `--output=F` to `git
+    log`, which writes F (red team 13M #2); cherry-pick, revert, fast-export and `bundle
+    create FILE` drop theirs and hand the rest to setup_revisions alike. The policy took
+    that `--` for the end of the options: F was written outside the lane. Refused
+    path_outside_lane; the next (the command without --output) runs."""
+    (hub.path / "a.txt").write_text("owner's change\n")
+    git(hub.path, "stash", "-q")  # refs/stash is shared: the owner's stash is the lane's list
+    lane_path = hub.create("alpha")
+    out = tmp_path / "outside.txt"
+    script = ENV_PRELUDE + how + "; echo rc=$?"
+    r = hub.lane(
+        "exec", "alpha", "--", "sh", "-c", script, cwd=lane_path,
+        env={"HUB": str(hub.path), "PAYLOAD": ENV_PAYLOAD, "OUT": str(out)},
+    )  # fmt: skip
+    assert not out.exists(), (out.read_bytes()[:200], r.stdout, r.stderr)
+    assert "refused [path_outside_lane]" in r.stderr, (r.stdout, r.stderr)
+    nxt = r.stderr.split("Next: ", 1)[1].splitlines()[0].strip()
+    again = hub.lane("exec", "alpha", "--", "sh", "-c", nxt + " >/dev/null", cwd=lane_path)
+    assert again.rc == 0 and not out.exists(), (nxt, again.stdout, again.stderr)
 
 
 def test_a_git_dir_naming_the_hubs_is_refused_for_read_only_commands_and_its_next_runs(

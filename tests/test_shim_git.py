@@ -685,6 +685,22 @@ def test_refs_named_after_dash_dash_are_judged(hub: Repo, how: str, ref: str) ->
     assert hub.sha(ref) == before, (r.stdout, r.stderr)
 
 
+@pytest.mark.parametrize("how", ["-S", "-qS", "--gpg-sign"])
+def test_rebase_gpg_sign_takes_no_next_word_so_the_branch_named_is_judged(
+    hub: Repo, how: str
+) -> None:
+    """`git rebase -S UPSTREAM BRANCH`: -S is --gpg-sign[=KEY], whose value is never the
+    next word; the policy let -S (and -qS) eat UPSTREAM, read BRANCH as the upstream, and
+    a shared branch checked out nowhere was checked out in the lane and rewritten (red
+    team 13M #4). Refused as `rebase UPSTREAM BRANCH` is."""
+    hub.git("branch", "feature")
+    before = hub.sha("refs/heads/feature")
+    lane_path = hub.create("alpha")
+    r = exec_sh(hub, lane_path, f"git rebase {how} lane/alpha feature")
+    refused_run(r, "main_mutation_refused")
+    assert hub.sha("refs/heads/feature") == before, (r.stdout, r.stderr)
+
+
 def test_a_file_named_like_an_option_after_dash_dash_has_a_next_that_names_it(
     hub: Repo,
 ) -> None:
@@ -854,6 +870,81 @@ def test_format_patch_output_directory_in_a_group_of_short_flags_is_judged(
     assert not out.exists(), nxt
     if nxt.startswith("cd "):
         assert (lane_path / "outside").exists(), nxt
+
+
+def test_merge_file_writes_its_result_only_into_a_file_in_the_lane(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """`git merge-file CURRENT BASE OTHER` writes the merge into CURRENT (without -p): no
+    path of merge-file was judged, so a file outside the lane was rewritten with the lane's
+    content (red team 13M #5). CURRENT is judged by its realpath (-L NAME taken as a
+    label); the next, the same merge to stdout (-p), runs and writes nothing."""
+    lane_path = hub.create("alpha")
+    out = tmp_path / "outside.txt"
+    out.write_text("base\n")
+    pre = "printf 'base\\n' > b.txt; printf 'lane wrote this\\n' > o.txt; "
+    r = exec_sh(hub, lane_path, pre + f"git merge-file -L a -L b -L c '{out}' b.txt o.txt")
+    refused_run(r, "path_outside_lane")
+    assert out.read_text() == "base\n", (out.read_text(), r.stdout, r.stderr)
+    nxt = r.stderr.split("Next: ", 1)[1].splitlines()[0]
+    assert nxt.startswith("git merge-file -p "), nxt
+    again = hub.lane("exec", "alpha", "--", "sh", "-c", nxt, cwd=lane_path)
+    assert again.rc == 0 and again.stdout == "lane wrote this\n", (nxt, again.stdout, again.stderr)
+    assert out.read_text() == "base\n"
+    # in the lane (its own file), and to stdout, merge-file runs
+    ok_run = pre + "cp b.txt c.txt && git merge-file c.txt b.txt o.txt"
+    r = hub.lane("exec", "alpha", "--", "sh", "-c", ok_run, cwd=lane_path)
+    assert r.rc == 0 and (lane_path / "c.txt").read_text() == "lane wrote this\n", r.stderr
+
+
+def _run_next(hub: Repo, lane_path: Path, script: str) -> tuple[LaneRun, str, LaneRun]:
+    """Run SCRIPT in the lane (refused), then its printed next as printed."""
+    r = exec_sh(hub, lane_path, script)
+    refused_run(r, "path_outside_lane")
+    nxt = r.stderr.split("Next: ", 1)[1].splitlines()[0]
+    return r, nxt, hub.lane("exec", "alpha", "--", "sh", "-c", nxt, cwd=lane_path)
+
+
+def test_path_outside_lane_next_never_names_the_lanes_own_git_link(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """`git read-tree --index-output=/elsewhere/.git HEAD` was refused with the next `cd
+    LANE && git read-tree --index-output=LANE/.git HEAD` (the same last component), which
+    passed and renamed an index over the lane's `.git` file: the lane was no git worktree
+    any more (red team 13M #3). The next names a fresh file that is no git name (`out`),
+    and runs; the lane's `.git` as a written file is refused from inside the lane too."""
+    lane_path = hub.create("alpha")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    _r, nxt, again = _run_next(
+        hub, lane_path, f"git read-tree --index-output='{elsewhere}/.git' HEAD"
+    )
+    assert nxt == f"cd {lane_path} && git read-tree --index-output={lane_path}/out HEAD", nxt
+    assert again.rc == 0 and (lane_path / "out").is_file(), (nxt, again.stdout, again.stderr)
+    for how in ("--index-output=.git", "--index-output ./.git"):
+        script = f"git read-tree {how} HEAD"
+        refused_run(
+            hub.lane("exec", "alpha", "--", "sh", "-c", script, cwd=lane_path), "path_outside_lane"
+        )
+    assert (lane_path / ".git").read_bytes()[:8] == b"gitdir: "
+    assert git(lane_path, "status", "--porcelain", check=False).returncode == 0
+
+
+def test_path_outside_lane_next_never_names_a_link_out_of_the_lane(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """`git format-patch -o /elsewhere/pp HEAD~1` was refused with the next `cd LANE && git
+    format-patch -o LANE/pp HEAD~1`; with a link `pp` in the lane to that same directory,
+    the next was refused again, with itself as its next (red team 13M #6). A name that is
+    there already is never the next's: `out`, which runs and writes in the lane."""
+    lane_path = hub.create("alpha")
+    outside = tmp_path / "elsewhere" / "pp"
+    outside.mkdir(parents=True)
+    (lane_path / "pp").symlink_to(outside)
+    _r, nxt, again = _run_next(hub, lane_path, f"git format-patch -o '{outside}' HEAD~1")
+    assert nxt == f"cd {lane_path} && git format-patch -o {lane_path}/out 'HEAD~1'", nxt
+    assert again.rc == 0 and "refused" not in again.stderr, (nxt, again.stdout, again.stderr)
+    assert list(outside.iterdir()) == [] and len(list((lane_path / "out").iterdir())) == 1
 
 
 def test_notes_rewrite_ref_in_the_environment_never_lets_commit_amend_move_main(

@@ -753,6 +753,39 @@ TABLE: list[tuple[str, dict[str, str], dict[str, Any], str | None]] = [
     ("help status", {"GROFF_BIN_PATH": LANE + "/gb"}, {}, "unsafe_config"),
     ("help status", {"GROFF_FONT_PATH": LANE + "/f"}, {}, "unsafe_config"),
     ("help status", {"MANPATH": LANE + "/man"}, {}, "unsafe_config"),
+    # red team 13M: a `--` a command drops and hands on (to fetch, log, setup_revisions)
+    # ends no option
+    ("pull -- --upload-pack=/tmp/p .", {}, {}, "unsafe_config"),
+    ("pull -- --u=/tmp/p .", {}, {}, "unsafe_config"),
+    ("pull -- --exec=/tmp/p .", {}, {}, "unsafe_config"),
+    ("pull -- --refmap=+refs/heads/*:refs/heads/* . feature", {}, {}, "main_mutation_refused"),
+    ("pull -- . lane/alpha", {}, {}, None),
+    ("remote update -- --upload-pack=/tmp/p", {}, {}, "unsafe_config"),
+    ("stash list -- --output=/tmp/F", {}, {}, "path_outside_lane"),
+    ("stash show -- --output=/tmp/F", {}, {}, "path_outside_lane"),
+    ("cherry-pick -- --output=/tmp/F HEAD", {}, {}, "path_outside_lane"),
+    ("revert -- --output=/tmp/F HEAD", {}, {}, "path_outside_lane"),
+    ("fast-export -- --output=/tmp/F HEAD", {}, {}, "path_outside_lane"),
+    ("bundle create -- b.bundle --output=/tmp/F HEAD", {}, {}, "path_outside_lane"),
+    ("bundle create -- b.bundle HEAD", {}, {}, None),
+    ("cherry-pick -- HEAD", {}, {}, None),
+    # merge-file writes its result into its first file (unless -p/--stdout)
+    ("merge-file /tmp/cur b o", {}, {}, "path_outside_lane"),
+    ("merge-file -L a -L b -L c /tmp/cur b o", {}, {}, "path_outside_lane"),
+    ("merge-file -Lp /tmp/cur b o", {}, {}, "path_outside_lane"),  # -L takes "p"
+    ("merge-file -q --marker-size 9 /tmp/cur b o", {}, {}, "path_outside_lane"),
+    ("merge-file .git b o", {}, {}, "path_outside_lane"),
+    ("merge-file -p /tmp/cur b o", {}, {}, None),
+    ("merge-file -qp /tmp/cur b o", {}, {}, None),
+    ("merge-file cur b o", {}, {}, None),
+    # the lane's own .git is no file git may write
+    ("read-tree --index-output=.git HEAD", {}, {}, "path_outside_lane"),
+    ("read-tree --index-output .git HEAD", {}, {}, "path_outside_lane"),
+    ("bundle create .git HEAD", {}, {}, "path_outside_lane"),
+    # -S/--gpg-sign[=KEY] never takes the next word
+    ("rebase -S lane/alpha feature", {}, {}, "main_mutation_refused"),
+    ("rebase -qS lane/alpha feature", {}, {}, "main_mutation_refused"),
+    ("rebase -S main", {}, {}, None),
 ]
 
 
@@ -861,6 +894,42 @@ def test_small_messages() -> None:
     assert r is not None and r.code == "unknown_option"
     assert r.next == ["git tag --contains HEAD t"]  # a listing: it runs
     assert decide_git(shlex.split("tag --contains HEAD t"), ENV, facts()) is None
+
+
+def test_nexts_name_the_words_git_parses() -> None:
+    """A next changes the word git took a value from, never a value of another option
+    (red team 13M's lows): tag's name past -m MSG / -F FILE / -u KEY, fetch without
+    --depth's value, the output directory and not --subject-prefix's value, a fresh
+    name in the lane (never its .git, nor a name already there: a link out)."""
+
+    def nxt(line: str, **state: Any) -> list[str]:
+        r = decide_git(shlex.split(line), ENV, facts(**state))
+        assert r is not None, line
+        return r.next
+
+    for line in ("tag -m msg v9", "tag -fm msg v9", "tag -F f v9", "tag -u k v9", "tag -a v9"):
+        assert nxt(line) == ["git update-ref refs/worktree/tags/v9 HEAD"], line
+    assert nxt("fetch --depth 1 . HEAD") == ["git fetch . HEAD"]
+    assert nxt("fetch --shallow-since 2020-01-01 --unshallow . HEAD") == ["git fetch . HEAD"]
+    assert nxt("format-patch --subject-prefix=../x -o ../x HEAD~1") == [
+        f"cd {LANE} && git format-patch --subject-prefix=../x -o {LANE}/x 'HEAD~1'"
+    ]
+    assert nxt("format-patch -qko/tmp/x HEAD~1") == [
+        f"cd {LANE} && git format-patch -qko{LANE}/x 'HEAD~1'"
+    ]
+    assert nxt("read-tree --index-output=/tmp/e/.git HEAD") == [
+        f"cd {LANE} && git read-tree --index-output={LANE}/out HEAD"
+    ]
+    taken = {f"{LANE}/pp", f"{LANE}/out"}
+    assert nxt("format-patch -o /tmp/pp HEAD~1", exists=taken.__contains__) == [
+        f"cd {LANE} && git format-patch -o {LANE}/out-1 'HEAD~1'"
+    ]
+    assert nxt("merge-file /tmp/cur b o") == ["git merge-file -p /tmp/cur b o"]
+    assert nxt("stash list -- --output=/tmp/F") == ["git stash list --"]
+    assert nxt("pull -- --upload-pack=/tmp/p .") == ["git pull -- ."]
+    # an abbreviation past a `--` git drops is another parser's (fetch's --e is no --edit)
+    assert nxt("pull -- --e=/tmp/p .") == ["git help pull"]
+    assert nxt("stash list -- --oneline") == ["git help stash"]
 
 
 def test_hooks_disabled_next_is_the_command_without_the_setting() -> None:
