@@ -833,6 +833,9 @@ def test_a_deep_directory_in_a_lane_admin_dir_is_no_internal_error(
     assert list((repo.state_dir / "kept").glob("admin-*/refs/junk/a/a"))
     assert cli("status", cwd=repo.path).rc == 0
     kept(repo, shas)
+    # rm (fts) removes what Python's recursive rmtree cannot (pytest's own cleanup)
+    for deep in [admin / "junk", *(repo.state_dir / "kept").glob("admin-*")]:
+        subprocess.run(["rm", "-rf", "--", str(deep)], check=True)
 
 
 def test_a_fifo_behind_a_symlinked_admin_subdir_hangs_no_owner_command(
