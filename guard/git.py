@@ -960,7 +960,8 @@ ADMIN_DEPTH = 24
 class AdminBlock:
     """A thing in a worktree's admin dir git must not be let open: `rel` under the admin
     dir `admin`, `kind` "special" (a FIFO, socket or device: git's open(2) blocks),
-    "link" (git follows it, anywhere), or "deep" (a directory tree past ADMIN_DEPTH)."""
+    "link" (git follows it, anywhere), or "deep" (a directory tree past ADMIN_DEPTH, or a
+    directory where git reads a file: ADMIN_FILES)."""
 
     admin: str
     rel: str
@@ -974,7 +975,36 @@ class AdminBlock:
 # The directories of a worktree's admin dir whose files git opens (per-worktree refs and
 # their logs, the rebase and sequencer state); other directories there (none of git's)
 # git never enters, nor names starting with a dot (git-lane's temporary names).
-ADMIN_GIT_DIRS = ("refs", "logs", "rebase-merge", "rebase-apply", "sequencer")
+ADMIN_GIT_DIRS = ("refs", "logs", "rebase-merge", "rebase-apply", "sequencer", "info")
+# The names at the top of an admin dir git reads as files: a directory there fails git
+# ("Is a directory") for every command that lists the worktrees.
+ADMIN_FILES = frozenset(
+    {
+        "HEAD",
+        "index",
+        "commondir",
+        "gitdir",
+        "locked",
+        "config.worktree",
+        "ORIG_HEAD",
+        "FETCH_HEAD",
+        "MERGE_HEAD",
+        "MERGE_MSG",
+        "MERGE_MODE",
+        "CHERRY_PICK_HEAD",
+        "REVERT_HEAD",
+        "AUTO_MERGE",
+        "BISECT_LOG",
+        "BISECT_START",
+        "BISECT_EXPECTED_REV",
+        "BISECT_TERMS",
+        "BISECT_ANCESTORS_OK",
+        "BISECT_NAMES",
+        "BISECT_RUN",
+        "BISECT_HEAD",
+        "SQUASH_MSG",
+    }
+)
 
 
 def admin_blocks(common: str | os.PathLike[str]) -> list[AdminBlock]:
@@ -1008,6 +1038,8 @@ def admin_blocks(common: str | os.PathLike[str]) -> list[AdminBlock]:
                             out.append(AdminBlock(admin, r, "special"))
                         elif kind == stat.S_IFDIR and here != "." and level >= ADMIN_DEPTH:
                             out.append(AdminBlock(admin, r, "deep"))
+                        elif kind == stat.S_IFDIR and here == "." and name in ADMIN_FILES:
+                            out.append(AdminBlock(admin, r, "deep"))  # moved aside whole
         except OSError:
             continue  # the admin dir went away (a release) or is no directory: git's to say
     return out

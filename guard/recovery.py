@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import time
 from dataclasses import dataclass
@@ -513,13 +514,23 @@ def _mend_one(
         dirfd.replace(afd, "commondir", [b"../..\n"])
     gone = [n for n in [*removed, *moved] if n == "index" or n.startswith("sharedindex.")]
     rebuilt = False
-    if gone and git.head_takes(admin):
+    tree = _index_commit(repo, afd, branch) if gone else None
+    if gone and tree is not None:
         if "index" not in gone:  # a split index whose shared file went: the index too
             try:
                 os.unlink("index", dir_fd=afd)
             except FileNotFoundError:
                 pass
-        res = git.run(["--git-dir=" + admin, "read-tree", "HEAD"], repo.common_dir, check=False)
+        # git run in the common dir (its configuration, its store: never the repository a
+        # lane-written commondir names, whose config could name a program to fetch with),
+        # writing the admin dir's index through its lock (O_EXCL, then a rename)
+        with git.shared_store_only():
+            res = git.run(
+                ["read-tree", tree],
+                repo.common_dir,
+                env={"GIT_INDEX_FILE": os.path.join(admin, "index")},
+                check=False,
+            )
         rebuilt = res.ok
     if not (removed or moved):
         return []
@@ -532,3 +543,23 @@ def _mend_one(
             "index_rebuilt": rebuilt,
         }
     ]
+
+
+def _index_commit(repo: Repo, afd: int, branch: str | None) -> str | None:
+    """The commit a worktree's index is read back from: a lane's branch (its record, the
+    common dir's ref), else what the admin dir's HEAD names (an owner's worktree: no
+    lane writes its admin dir), resolved in the common dir; None: none can be told."""
+    name = f"refs/heads/{branch}" if branch else None
+    if name is None:
+        try:
+            text = dirfd.read(afd, "HEAD", limit=4096).decode("utf-8", "replace").strip()
+        except OSError:
+            return None
+        name = text[4:].strip() if text.startswith("ref:") else text
+    res = git.run(
+        ["rev-parse", "--verify", "--quiet", "--end-of-options", name + "^{commit}"],
+        repo.common_dir,
+        check=False,
+    )
+    sha = res.stdout.strip()
+    return sha if res.ok and re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha) else None

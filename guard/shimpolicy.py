@@ -576,7 +576,11 @@ def _hands_on_dashdash(cmd: str | None, args: Sequence[str]) -> bool:
     if cmd not in _DASH_HANDED_ON:
         return False
     subs = _DASH_HANDED_ON[cmd or ""]
-    return subs is None or (bool(args) and args[0] in subs)
+    if subs is None:
+        return True
+    # the subcommand: the first word that is no option (`remote -v update`)
+    first = next((a for a in args if a == "--" or not a.startswith("-")), None)
+    return first is not None and first in subs
 
 
 def _options_end(args: Sequence[str], cmd: str | None = None) -> int:
@@ -1616,7 +1620,17 @@ _PROGRAM_KEYS = frozenset(
         "imap.tunnel",  # git imap-send runs it with the shell
     ]
 )
-_PROGRAM_SECTIONS = ("alias", "sendemail", "instaweb", "pager", "extensions", "protocol", "trace2")
+# remotes.GROUP: each member becomes a word of a child `git fetch` (`--upload-pack=PROG`)
+_PROGRAM_SECTIONS = (
+    "alias",
+    "sendemail",
+    "instaweb",
+    "pager",
+    "extensions",
+    "protocol",
+    "trace2",
+    "remotes",
+)
 _PROGRAM_SUBKEYS = frozenset(
     [
         ("diff", "textconv"),
@@ -2387,22 +2401,28 @@ def _merge_file_stdout(args: Sequence[str]) -> bool:
     """Does `git merge-file ARGS` write its result to stdout (-p, --stdout, -qp), not into
     its first file? (-L takes the rest of its word, or the next word.)"""
     skip = False
+    out = False
     for a in args:
         if skip:
             skip = False
             continue
         if a == "--":
-            return False
-        if a in ("-p", "--stdout"):
-            return True
+            break
         if a in _MERGE_FILE_VALUES:
             skip = True
-        elif a.startswith("-") and not a.startswith("--"):
+        elif a.startswith("--"):
+            name = a.partition("=")[0]
+            # the last of --stdout / --no-stdout decides (git takes any unique prefix)
+            if len(name) >= 3 and "--stdout".startswith(name):
+                out = True
+            elif len(name) >= 6 and "--no-stdout".startswith(name):
+                out = False
+        elif a.startswith("-") and a != "-":
             letters = a[1:].partition("L")[0]
             if "p" in letters:
-                return True
+                out = True
             skip = a.endswith("L") and "L" not in letters
-    return False
+    return out
 
 
 def _nested_git(cwd: str, f: GitFacts) -> str | None:

@@ -9,12 +9,17 @@ one), moves main with the hooks switched off: main unmoved is the guarantee."""
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import LaneRun, Repo, git
+from test_shim_policy import ENV, facts
+
+from guard.shimpolicy import decide_git
 
 PAYLOAD = (
     "#!/bin/sh\n"
@@ -1110,3 +1115,82 @@ def test_a_submodule_the_lane_wrote_is_never_entered_by_a_read_only_command(
     main = hub.sha()
     r = run_bound(hub, lane_path, _plant_submodule(how + " >/dev/null 2>&1"), tmp_path)
     assert_held(hub, main, tmp_path, r)
+
+
+def _exec_sh(hub: Repo, lane_path: Path, script: str) -> LaneRun:
+    pre = "set -e; echo work > work.txt; git add work.txt; git commit -q -m work; set +e; "
+    return hub.lane("exec", "alpha", "--", "sh", "-c", pre + script, cwd=lane_path)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "remote -v update -- --upload-pack=/tmp/p",
+        "remote --verbose update -- --upload-pack=/tmp/p",
+        "-c branch.lane/alpha.remote=. remote -v update -- --upload-pack=/tmp/p",
+    ],
+)
+def test_remote_update_after_a_remote_option_still_hands_its_dashdash_on(line: str) -> None:
+    """_hands_on_dashdash asked (red team 13O) `args[0] in ("update",)`: `git remote -v update`
+    has `-v` there, so its `--` ends the options and `--upload-pack=P` past it is never
+    judged; git 2.39's remote update hands it to `fetch --multiple` as an option (checked
+    with real git: P runs). `remote -v update --upload-pack=P` (no --) is refused."""
+    r = decide_git(shlex.split(line), ENV, facts())
+    assert r is not None and r.code == "unsafe_config", (line, r)
+
+
+def test_remote_v_update_dashdash_upload_pack_runs_the_lanes_program(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """End to end through the shims: the lane names its remote `.` for one call
+    (`-c branch.lane/alpha.remote=.`, passed) and `git remote -v update --
+    --upload-pack=PROG` runs PROG (a program of the lane's choosing) as the owner's
+    fetch would."""
+    lane_path = hub.create("alpha")
+    mark = tmp_path / "ran"
+    prog = tmp_path / "prog.sh"
+    prog.write_text(f'#!/bin/sh\necho ran >> "{mark}"\nexec git-upload-pack "$@"\n')
+    prog.chmod(prog.stat().st_mode | stat.S_IXUSR)
+    r = _exec_sh(
+        hub,
+        lane_path,
+        f"git -c branch.lane/alpha.remote=. remote -v update -- --upload-pack={prog}",
+    )
+    assert not mark.exists(), ("PROG ran", r.rc, r.stdout, r.stderr)
+    assert r.rc == 1 and "refused [unsafe_config]" in r.stderr, (r.rc, r.stdout, r.stderr)
+
+
+def test_a_remotes_group_member_is_handed_to_fetch_as_an_option(hub: Repo, tmp_path: Path) -> None:
+    """The same hand-on as fixV's `remote update --`, without any `--`: `fetch GROUP`
+    (and `remote update GROUP`, `fetch --multiple`) runs one `git fetch --append ...
+    NAME` per member of `remotes.GROUP`, each NAME an argv word of the child, so a member
+    `--upload-pack=PROG` is an option there (git 2.39 fetch_multiple; checked with real
+    git). `-c remotes.*` is not judged (only remote.*/url.*), so PROG runs."""
+    lane_path = hub.create("alpha")
+    mark = tmp_path / "ran"
+    prog = tmp_path / "prog.sh"
+    prog.write_text(f'#!/bin/sh\necho ran >> "{mark}"\nexec git-upload-pack "$@"\n')
+    prog.chmod(0o755)
+    r = _exec_sh(
+        hub,
+        lane_path,
+        f"git -c 'remotes.g=--upload-pack={prog} .' -c branch.lane/alpha.remote=. fetch g",
+    )
+    assert not mark.exists(), ("PROG ran", r.rc, r.stdout, r.stderr)
+
+
+@pytest.mark.parametrize("how", ["-p --no-stdout", "--stdout --no-stdout"])
+def test_merge_file_no_stdout_after_p_still_writes_the_file_outside(
+    hub: Repo, tmp_path: Path, how: str
+) -> None:
+    """merge-file's first file is judged merge-file's first file unless -p/--stdout is given, but git's
+    OPT_BOOL takes the last of -p/--stdout and --no-stdout: `merge-file -p --no-stdout
+    CUR B O` writes the merge into CUR, a file outside the lane (checked with real git)."""
+    lane_path = hub.create("alpha")
+    out = tmp_path / "outside.txt"
+    out.write_text("base\n")
+    pre = "printf 'base\\n' > b.txt; printf 'lane wrote this\\n' > o.txt; "
+    r = _exec_sh(hub, lane_path, pre + f"git merge-file {how} '{out}' b.txt o.txt")
+    assert out.read_text() == "base\n", (out.read_text(), r.rc, r.stdout, r.stderr)
+    r2 = decide_git(shlex.split(f"merge-file {how} /tmp/cur b o"), ENV, facts())
+    assert r2 is not None and r2.code == "path_outside_lane", r2
