@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import stat
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -499,6 +501,7 @@ def _mend_one(
             removed.append(b.rel)
         except FileNotFoundError:
             continue
+    failed: list[str] = []  # a lane still running put something back: named, never a crash
     if branch is not None and not git.head_takes(admin):
         try:
             st = os.stat("HEAD", dir_fd=afd, follow_symlinks=False)
@@ -508,10 +511,16 @@ def _mend_one(
                 os.unlink("HEAD", dir_fd=afd)
         except FileNotFoundError:
             pass
-        dirfd.replace(afd, "HEAD", [f"ref: refs/heads/{branch}\n".encode()])
-        removed.append("HEAD (written back)")
+        try:
+            dirfd.replace(afd, "HEAD", [f"ref: refs/heads/{branch}\n".encode()])
+            removed.append("HEAD (written back)")
+        except OSError:
+            failed.append("HEAD")
     if "commondir" in removed or "commondir" in moved:
-        dirfd.replace(afd, "commondir", [b"../..\n"])
+        try:
+            dirfd.replace(afd, "commondir", [b"../..\n"])
+        except OSError:
+            failed.append("commondir")
     gone = [n for n in [*removed, *moved] if n == "index" or n.startswith("sharedindex.")]
     rebuilt = False
     tree = _index_commit(repo, afd, branch) if gone else None
@@ -521,17 +530,9 @@ def _mend_one(
                 os.unlink("index", dir_fd=afd)
             except FileNotFoundError:
                 pass
-        # git run in the common dir (its configuration, its store: never the repository a
-        # lane-written commondir names, whose config could name a program to fetch with),
-        # writing the admin dir's index through its lock (O_EXCL, then a rename)
-        with git.shared_store_only():
-            res = git.run(
-                ["read-tree", tree],
-                repo.common_dir,
-                env={"GIT_INDEX_FILE": os.path.join(admin, "index")},
-                check=False,
-            )
-        rebuilt = res.ok
+        rebuilt = _index_back(repo, afd, tree)
+        if not rebuilt:
+            failed.append("index")
     if not (removed or moved):
         return []
     return [
@@ -541,8 +542,40 @@ def _mend_one(
             "removed": removed,
             "kept": moved,
             "index_rebuilt": rebuilt,
+            "failed": failed,
         }
     ]
+
+
+def _index_back(repo: Repo, afd: int, tree: str) -> bool:
+    """Read `tree` into a new index, then put it at the admin dir's `index`. git reads it
+    in the common dir (its configuration, its store: never the repository a lane-written
+    commondir names, whose config could name a program to fetch with) into a file of
+    git-lane's own state dir: git's lock follows a link at the path it locks (the lock is
+    made beside the link's target), so it never writes a path in the admin dir; the file
+    goes in through the admin dir's fd (dirfd.replace: a link there is replaced)."""
+    try:
+        tmp = tempfile.mkdtemp(prefix="mend-index-", dir=repo.state_dir)
+    except OSError:
+        return False
+    try:
+        with git.shared_store_only():
+            res = git.run(
+                ["read-tree", tree],
+                repo.common_dir,
+                env={"GIT_INDEX_FILE": os.path.join(tmp, "index")},
+                check=False,
+            )
+        if not res.ok:
+            return False
+        with open(os.path.join(tmp, "index"), "rb") as f:
+            data = f.read()
+        dirfd.replace(afd, "index", [data])
+        return True
+    except OSError:
+        return False
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _index_commit(repo: Repo, afd: int, branch: str | None) -> str | None:

@@ -328,6 +328,9 @@ class Repo:
         if res.timed_out:  # something planted after the check, or a place it does not know
             raise self.admin_blocked(git.admin_blockers(self.common_dir), res.stderr)
         if not res.ok:
+            blocked = git.admin_blockers(self.common_dir)  # put there since the look
+            if blocked:
+                raise self.admin_blocked(blocked, res.stderr)
             from guard.errors import GitError
 
             raise GitError(res.argv, res.returncode, res.stdout, res.stderr)

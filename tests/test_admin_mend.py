@@ -5,8 +5,12 @@ team 13O)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Repo
@@ -128,3 +132,130 @@ def test_a_fifo_at_a_lanes_sparse_checkout_file_hangs_no_owner_command(hub: Repo
         fifo.unlink()
     assert not hung, "git lane status hung on <admin>/info/sparse-checkout"
     assert r.returncode != 3, r.stderr
+
+
+def test_the_mend_never_writes_through_a_link_the_lane_puts_back_at_admin_index(
+    hub: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sandboxed CMD (it may write its admin dir) makes `<admin>/index` a link; the
+    owner's `git lane reconcile` (mend_admin) unlinks it and then, after a `git rev-parse`
+    (_index_commit), runs `GIT_INDEX_FILE=<admin>/index git read-tree SHA`. The lane puts
+    the link back in that window (here: just before the read-tree, as a lane looping
+    `ln -s` would). git's lockfile.c resolves a symlink at the locked path before it adds
+    `.lock` (lock_file without LOCK_NO_DEREF), so git creates `VICTIM.lock` next to the
+    link's target and renames it over VICTIM: the owner's file outside the lane is
+    replaced by an index. The fix's comment ("through its lock (O_EXCL, then a rename)")
+    assumes the lock is made in the admin dir; it is made where the link points."""
+    from guard import git as ggit
+    from guard import recovery
+    from guard.repo import Repo as GRepo
+
+    lane_path = hub.create("alpha")
+    admin = _admin(lane_path)
+    victim = tmp_path / "owner-file"
+    victim.write_text("the owner's file, outside every lane\n")
+    (admin / "index").unlink()
+    (admin / "index").symlink_to("/nonexistent-index")  # listed: a link, so unlinked
+
+    real_run = ggit.run
+
+    def run(
+        args: list[str], *a: Any, **kw: Any
+    ) -> Any:  # the lane wins the race: the link is back at read-tree
+        if args and args[0] == "read-tree":
+            idx = admin / "index"
+            if not idx.is_symlink():
+                idx.symlink_to(victim)
+        return real_run(args, *a, **kw)
+
+    monkeypatch.setattr(ggit, "run", run)
+    monkeypatch.chdir(hub.path)
+    changes = recovery.mend_admin(GRepo.discover(str(hub.path)))
+    assert victim.read_text(errors="replace") == "the owner's file, outside every lane\n", (
+        "reconcile's read-tree wrote the owner's file through the lane's link",
+        changes,
+        victim.read_bytes()[:12],
+    )
+
+
+def test_reconcile_never_writes_through_a_link_a_running_lane_keeps_at_admin_index(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """The same with a real race: a thread (the lane's CMD) keeps putting a link at
+    `<admin>/index` back (ln -s in a loop) while the owner runs `git lane reconcile`.
+    mend_admin unlinks the link, spends a `git rev-parse` in _index_commit, then read-tree
+    follows the new link (git's lockfile resolves symlinks): the owner's file outside
+    the lane is overwritten with the index."""
+    lane_path = hub.create("alpha")
+    admin = _admin(lane_path)
+    victim = tmp_path / "owner-file"
+    text = "the owner's file, outside every lane\n"
+    victim.write_text(text)
+    idx = admin / "index"
+    idx.unlink()
+    idx.symlink_to(victim)
+    stop = threading.Event()
+
+    def lane_loop() -> None:
+        while not stop.is_set():
+            try:
+                os.symlink(victim, idx)
+            except FileExistsError:
+                pass
+            except OSError:
+                pass
+            time.sleep(0.0002)
+
+    t = threading.Thread(target=lane_loop, daemon=True)
+    t.start()
+    try:
+        r = hub.lane("reconcile")
+    finally:
+        stop.set()
+        t.join()
+    assert victim.read_text(errors="replace") == text, (
+        "reconcile overwrote the owner's file through the lane's link",
+        r.rc,
+        r.stdout,
+        r.stderr,
+        victim.read_bytes()[:12],
+    )
+
+
+def test_reconcile_ends_coded_when_a_running_lane_puts_a_directory_back_at_commondir(
+    hub: Repo,
+) -> None:
+    """fb256aa: a directory at `<admin>/commondir` (ADMIN_FILES) is listed "deep", moved
+    into kept/ by _mend_one, then commondir is written back with dirfd.replace (a temp
+    file, fsync, rename over the name). A lane still running puts an (empty) directory
+    back at commondir in that window (mkdir in a loop): rename(file, directory) fails
+    EISDIR, an OSError nothing in _mend_one/mend_admin catches: reconcile, the printed
+    next of admin_unreadable, ends in exit 3 (internal error) instead of a coded
+    refusal."""
+    lane_path = hub.create("alpha")
+    admin = _admin(lane_path)
+    cd = admin / "commondir"
+    cd.unlink()
+    cd.mkdir()
+    stop = threading.Event()
+
+    def lane_loop() -> None:
+        while not stop.is_set():
+            try:
+                os.mkdir(cd)
+            except OSError:
+                pass
+            time.sleep(0.0002)
+
+    t = threading.Thread(target=lane_loop, daemon=True)
+    t.start()
+    try:
+        r = hub.lane("reconcile")
+    finally:
+        stop.set()
+        t.join()
+    assert r.rc != 3 and "Traceback" not in r.stderr and "internal" not in r.stderr, (
+        r.rc,
+        r.stdout,
+        r.stderr[-1500:],
+    )
