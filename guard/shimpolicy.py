@@ -2425,6 +2425,20 @@ def _merge_file_stdout(args: Sequence[str]) -> bool:
     return out
 
 
+def _without_no_stdout(args: Sequence[str]) -> list[str]:
+    """merge-file's `args` without a `--no-stdout` (git takes any unique prefix) before
+    the `--`: the last of -p / --no-stdout decides."""
+    out: list[str] = []
+    ended = False
+    for a in args:
+        ended = ended or a == "--"
+        name = a.partition("=")[0]
+        if not ended and len(name) >= 6 and "--no-stdout".startswith(name):
+            continue
+        out.append(a)
+    return out
+
+
 def _nested_git(cwd: str, f: GitFacts) -> str | None:
     """A `.git`, or a directory that is a git dir itself (a bare repository), between the
     effective cwd and the lane's root (not the root's own .git): git would use that
@@ -2532,7 +2546,8 @@ def _paths(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
                     "path_outside_lane",
                     f"{what} ({real}) is outside lane {f.lane} ({f.lane_path}); git "
                     "merge-file writes its result into it: print it instead (-p)",
-                    next=[_render(p.globals, p.cmd, ["-p", *args])],
+                    # -p, and no --no-stdout (any prefix) that would take it back
+                    next=[_render(p.globals, p.cmd, ["-p", *_without_no_stdout(args)])],
                     details={"lane": f.lane, "what": what, "path": real, "lane_path": f.lane_path},
                 )
             if what not in _WHERE_GIT_WORKS:  # a path among the words: cd does not move it

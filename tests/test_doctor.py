@@ -300,3 +300,22 @@ def test_a_shallow_file_fails(repo: Repo) -> None:
     assert c["status"] == "fail"
     run_fix(repo, c["fix"])
     assert checks(repo)["shallow"]["status"] == "ok"
+
+
+def test_an_owners_remote_group_is_no_program_to_doctor(hub: Repo, tmp_path: Path) -> None:
+    """`remotes.grp = up` (what `git remote update grp` reads) is an ordinary group: doctor
+    warns only of a member that is an option word (a child fetch takes it as one), and
+    never offers to delete the owner's group (red team 13P)."""
+    up = tmp_path / "up.git"
+    git(tmp_path, "clone", "-q", "--bare", str(hub.path), str(up))
+    for k, v in (
+        ("remote.up.url", str(up)),
+        ("remote.up.fetch", "+refs/heads/*:refs/remotes/up/*"),
+        ("remotes.grp", "up"),
+    ):
+        git(hub.path, "config", k, v)
+    d = hub.jlane("doctor")
+    assert not [c for c in d.json.get("checks", []) if "remotes.grp" in str(c)], d.stdout
+    git(hub.path, "config", "remotes.bad", "--upload-pack=/tmp/p .")
+    d = hub.jlane("doctor")
+    assert [c for c in d.json.get("checks", []) if "remotes.bad" in str(c)], d.stdout

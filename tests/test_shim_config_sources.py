@@ -1194,3 +1194,17 @@ def test_merge_file_no_stdout_after_p_still_writes_the_file_outside(
     assert out.read_text() == "base\n", (out.read_text(), r.rc, r.stdout, r.stderr)
     r2 = decide_git(shlex.split(f"merge-file {how} /tmp/cur b o"), ENV, facts())
     assert r2 is not None and r2.code == "path_outside_lane", r2
+
+
+def test_a_merge_file_no_stdout_refusals_next_is_passed() -> None:
+    """The refusal of `merge-file [-p] --no-stdout CUR B O` (CUR outside the lane) printed
+    `merge-file -p -p --no-stdout ...`: the later --no-stdout takes the -p back, and the
+    next as printed was refused again (red team 13P). It drops the --no-stdout."""
+    for line in ("merge-file -p --no-stdout /tmp/cur b o", "merge-file --no-std /tmp/cur b o"):
+        r = decide_git(shlex.split(line), ENV, facts())
+        assert r is not None and r.code == "path_outside_lane", (line, r)
+        for nxt in r.next:
+            words = shlex.split(nxt)
+            assert words[0] == "git", nxt
+            again = decide_git(words[1:], ENV, facts())
+            assert again is None, (line, nxt, again and again.code)
