@@ -466,6 +466,7 @@ def _mend_one(
 ) -> list[dict[str, Any]]:
     removed: list[str] = []
     moved: dict[str, str] = {}
+    failed: list[str] = []  # a lane still running put something back: named, never a crash
     kept: Path | None = None
 
     def aside(name: str) -> None:
@@ -501,7 +502,8 @@ def _mend_one(
             removed.append(b.rel)
         except FileNotFoundError:
             continue
-    failed: list[str] = []  # a lane still running put something back: named, never a crash
+        except OSError:  # kept/ not writable, a directory swapped mid-way: named, left
+            failed.append(b.rel)
     if branch is not None and not git.head_takes(admin):
         try:
             st = os.stat("HEAD", dir_fd=afd, follow_symlinks=False)
@@ -511,6 +513,8 @@ def _mend_one(
                 os.unlink("HEAD", dir_fd=afd)
         except FileNotFoundError:
             pass
+        except OSError:
+            pass  # the write below fails too, and names it
         try:
             dirfd.replace(afd, "HEAD", [f"ref: refs/heads/{branch}\n".encode()])
             removed.append("HEAD (written back)")
@@ -533,7 +537,7 @@ def _mend_one(
         rebuilt = _index_back(repo, afd, tree)
         if not rebuilt:
             failed.append("index")
-    if not (removed or moved):
+    if not (removed or moved or failed):
         return []
     return [
         {
@@ -589,6 +593,8 @@ def _index_commit(repo: Repo, afd: int, branch: str | None) -> str | None:
         except OSError:
             return None
         name = text[4:].strip() if text.startswith("ref:") else text
+        if not name or not name.isprintable() or name.startswith("-"):
+            return None  # no ref or object name git writes (a NUL would not reach git)
     res = git.run(
         ["rev-parse", "--verify", "--quiet", "--end-of-options", name + "^{commit}"],
         repo.common_dir,

@@ -259,3 +259,60 @@ def test_reconcile_ends_coded_when_a_running_lane_puts_a_directory_back_at_commo
         r.stdout,
         r.stderr[-1500:],
     )
+
+
+def test_the_mend_names_a_tree_it_cannot_move_into_kept_and_goes_on(
+    hub: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deep tree is moved into kept/ by a rename; a rename that fails (EXDEV: kept/ on
+    another filesystem; EACCES: an admin dir an unprivileged owner cannot write) must be
+    named in the result's `failed`, the tree left where it was (nothing lost), and the
+    rest of the mend go on: before, the OSError left reconcile in exit 3."""
+    import errno
+
+    from guard import git as ggit
+    from guard import recovery
+    from guard.repo import Repo as GRepo
+
+    lane_path = hub.create("alpha")
+    admin = _admin(lane_path)
+    deep = admin / "refs" / "worktree"
+    for i in range(ggit.ADMIN_DEPTH + 2):
+        deep = deep / f"d{i}"
+    deep.mkdir(parents=True)
+    (admin / "logs").mkdir(exist_ok=True)
+    os.mkfifo(admin / "logs" / "fifo")
+    real_rename = os.rename
+
+    def rename(*a: Any, **kw: Any) -> None:
+        if kw.get("src_dir_fd") is not None:
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        real_rename(*a, **kw)
+
+    monkeypatch.setattr(os, "rename", rename)
+    monkeypatch.chdir(hub.path)
+    changes = recovery.mend_admin(GRepo.discover(str(hub.path)))
+    assert len(changes) == 1, changes
+    assert changes[0]["failed"], changes
+    assert "logs/fifo" in changes[0]["removed"], changes
+    assert deep.is_dir(), "the tree that could not be kept is gone"
+
+
+def test_an_owner_worktree_head_with_a_nul_is_no_crash_of_the_mend(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """The owner's own worktree (plain `git worktree add`: no lane record) loses its index;
+    its admin dir's HEAD holds a NUL. _index_commit handed the text to git as an argument:
+    ValueError, exit 3 from reconcile. Expected: the index is not read back (no commit
+    can be told) and reconcile ends without a crash."""
+    wt = tmp_path / "owner-wt"
+    subprocess.run(
+        ["git", "-C", str(hub.path), "worktree", "add", "-q", "--detach", str(wt)], check=True
+    )
+    admin = _admin(wt)
+    (admin / "index").unlink()
+    (admin / "index").symlink_to("/nonexistent-index")
+    (admin / "HEAD").write_bytes(b"ref: refs/heads/ma\0in\n")
+    r = hub.lane("reconcile")
+    assert r.rc != 3 and "Traceback" not in r.stderr, (r.rc, r.stderr[-1500:])
+    assert not (admin / "index").is_symlink()
