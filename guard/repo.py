@@ -97,6 +97,18 @@ class Repo:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         return self.state_dir / "kept" / f"{name}.{stamp}.{secrets.token_hex(4)}"
 
+    def kept_moves(self, name: str, root: str, paths: list[str]) -> tuple[Path, list[str]]:
+        """The `next` steps that move each of `paths` (relative to `root`) into a new
+        kept_dir(`name`), keeping its relative path: a `mkdir -p` of its parent, then an
+        `mv`; every one, however many (the `next` is the whole way)."""
+        kept = self.kept_dir(name)
+        moves: list[str] = []
+        for p in paths:
+            dest = kept / p
+            moves.append(f"mkdir -p -- {git.q(dest.parent)}")
+            moves.append(f"mv -- {git.q(os.path.join(root, p))} {git.q(dest)}")
+        return kept, moves
+
     @property
     def start_dir(self) -> str:
         """The directory the repository was discovered from."""

@@ -58,7 +58,7 @@ import json
 import os
 import re
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from guard import binding
@@ -2685,22 +2685,35 @@ def _init_clone_dir(cmd: str, args: Sequence[str]) -> str | None:
     return None
 
 
-def _drop_paths(globals_: Sequence[str]) -> list[str]:
+def _drop_words(
+    words: Sequence[str], valued: Collection[str], drop: Callable[[str], bool]
+) -> list[str]:
+    """`words` without each in `valued` and the word after it (its value), and without
+    each word `drop` names (an option with its value joined, or one that takes none)."""
     out: list[str] = []
     skip = False
-    for w in globals_:
+    for w in words:
         if skip:
             skip = False
-            continue
-        if w in ("-C", "--git-dir", "--work-tree"):
+        elif w in valued:
             skip = True
-            continue
-        if w.startswith(("--git-dir=", "--work-tree=")) or (w.startswith("-C") and len(w) > 2):
-            continue
-        if w == "--bare":  # it names the cwd as the git dir
-            continue
-        out.append(w)
+        elif not drop(w):
+            out.append(w)
     return out
+
+
+def _drop_paths(globals_: Sequence[str]) -> list[str]:
+    """The global options without those that name a directory (`--bare` names the cwd
+    as the git dir)."""
+    return _drop_words(
+        globals_,
+        ("-C", "--git-dir", "--work-tree"),
+        lambda w: (
+            w.startswith(("--git-dir=", "--work-tree="))
+            or (w.startswith("-C") and len(w) > 2)
+            or w == "--bare"
+        ),
+    )
 
 
 # -- stash_shared -----------------------------------------------------------------------
@@ -3207,16 +3220,11 @@ _SHALLOW_VALUES = ("--depth", "--deepen", "--shallow-since", "--shallow-exclude"
 
 def _without_shallow(args: Sequence[str]) -> list[str]:
     """`args` without fetch's shallow options and their values (`--depth 1`, `--depth=1`)."""
-    out: list[str] = []
-    skip = False
-    for a in args:
-        if skip:
-            skip = False
-        elif a in _SHALLOW_VALUES:
-            skip = True
-        elif a.split("=", 1)[0] not in (*_SHALLOW_VALUES, "--unshallow", "--update-shallow"):
-            out.append(a)
-    return out
+    return _drop_words(
+        args,
+        _SHALLOW_VALUES,
+        lambda a: a.split("=", 1)[0] in (*_SHALLOW_VALUES, "--unshallow", "--update-shallow"),
+    )
 
 
 def _fetch_next(remote: str, src: str, f: GitFacts) -> str:

@@ -174,7 +174,6 @@ def _worktree_unsafe_refusal(repo: Repo, key: str, path: str, bad: list[str]) ->
     """Files of the lane's worktree whose names git on Linux takes and another file
     system reads as `.git` (HFS+ ignores some characters): each is moved, from its first
     such component down, into a directory of git-lane's kept/ made for this refusal."""
-    kept = repo.kept_dir(key)
     tops: list[str] = []
     for name in bad:
         comps = name.split("/")
@@ -182,11 +181,7 @@ def _worktree_unsafe_refusal(repo: Repo, key: str, path: str, bad: list[str]) ->
         top = "/".join(comps[: i + 1])
         if top not in tops:
             tops.append(top)
-    moves: list[str] = []
-    for top in tops:
-        dest = kept / top
-        moves.append(f"mkdir -p -- {git.q(dest.parent)}")
-        moves.append(f"mv -- {git.q(os.path.join(path, top))} {git.q(dest)}")
+    kept, moves = repo.kept_moves(key, path, tops)
     return Refusal(
         "lane_index_unsafe",
         f"lane {key} holds {len(bad)} file(s) whose names another file system reads as a "

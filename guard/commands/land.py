@@ -992,13 +992,7 @@ def hub_update(
 def hub_moves(repo: Repo, hub: str, paths: list[str]) -> list[str]:
     """`mkdir -p` + `mv` of each of the hub's paths into a directory of git-lane's kept/
     made for this refusal (never one a lane's files or an earlier move are in)."""
-    kept = repo.kept_dir("hub")
-    moves: list[str] = []
-    for p in paths:  # each one, however many: the `next` is the whole way
-        dest = kept / p
-        moves.append(f"mkdir -p -- {git.q(dest.parent)}")
-        moves.append(f"mv -- {git.q(os.path.join(hub, p))} {git.q(dest)}")
-    return moves
+    return repo.kept_moves("hub", hub, paths)[1]
 
 
 def hub_next(hub: str, before: str, after: str) -> str:

@@ -729,12 +729,7 @@ def check_ignored(repo: Repo, key: str, path: str, onto: str, tip: str, then: li
     hit = ignored_in_the_way(repo, path, tip, onto)
     if not hit:
         return
-    kept = repo.kept_dir(key)  # one per refusal: a second never moves over the first's
-    moves: list[str] = []
-    for p in hit:  # each one, however many: the `next` is the whole way
-        dest = kept / p
-        moves.append(f"mkdir -p -- {git.q(dest.parent)}")
-        moves.append(f"mv -- {git.q(os.path.join(path, p))} {git.q(dest)}")
+    kept, moves = repo.kept_moves(key, path, hit)  # a new dir: never over an earlier's
     raise Refusal(
         "ignored_in_the_way",
         f"lane {key} has ignored (untracked) files where main now tracks files "
