@@ -3281,20 +3281,7 @@ def _commit_like(cmd: str, args: Sequence[str], f: GitFacts, head_ok: bool) -> R
             for a in args
         ):
             return None
-        pos = _positional(
-            args,
-            (
-                "--onto",
-                "-s",
-                "--strategy",
-                "-X",
-                "--strategy-option",
-                "-x",
-                "--exec",
-                "-C",
-                "--whitespace",
-            ),  # -S/--gpg-sign[=KEY]: an optional value, never the next word
-        )
+        pos = _positional(args, _REBASE_VALUED)
         if len(pos) >= 2 and pos[1] not in (f.branch, f.branch_ref):
             return _main_refusal(
                 f,
@@ -3315,6 +3302,22 @@ def _commit_like(cmd: str, args: Sequence[str], f: GitFacts, head_ok: bool) -> R
         argv=[cmd, *args],
         head=f.head,
     )
+
+
+# rebase's options whose value is the next word (git 2.39's builtin/rebase.c); -S/--gpg-sign
+# and -r/--rebase-merges take theirs only joined (an optional value), never the next word
+_REBASE_VALUED = (
+    "--onto",
+    "-s",
+    "--strategy",
+    "-X",
+    "--strategy-option",
+    "-x",
+    "--exec",
+    "-C",
+    "--whitespace",
+    "--empty",
+)
 
 
 def _reset_moves_head(args: Sequence[str]) -> bool:
@@ -3338,9 +3341,7 @@ def _stale(p: Parsed, f: GitFacts) -> Refusal | None:
                 onto = args[i + 1]
             elif a.startswith("--onto="):
                 onto = a.partition("=")[2]
-        pos = _positional(
-            args, ("--onto", "-s", "--strategy", "-X", "--strategy-option", "-x", "--exec")
-        )
+        pos = _positional(args, _REBASE_VALUED)
         if (onto or (pos[0] if pos else None)) in (f.main, f"refs/heads/{f.main}"):
             return None
     return Refusal(

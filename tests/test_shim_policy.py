@@ -786,6 +786,13 @@ TABLE: list[tuple[str, dict[str, str], dict[str, Any], str | None]] = [
     ("rebase -S lane/alpha feature", {}, {}, "main_mutation_refused"),
     ("rebase -qS lane/alpha feature", {}, {}, "main_mutation_refused"),
     ("rebase -S main", {}, {}, None),
+    # --empty, -C and --whitespace take the next word (rebase.c): no UPSTREAM BRANCH pair
+    ("rebase --empty keep HEAD", {}, {}, None),
+    ("rebase --empty keep lane/alpha feature", {}, {}, "main_mutation_refused"),
+    ("rebase --empty drop main", {}, STALE, None),
+    ("rebase -C 3 main", {}, STALE, None),
+    ("rebase --whitespace fix main", {}, STALE, None),
+    ("rebase -C 3 lane/alpha", {}, STALE, "sync_required"),
 ]
 
 
