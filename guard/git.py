@@ -1053,14 +1053,21 @@ def _is_real_dir(p: str) -> bool:
 
 
 def head_takes(admin: str | os.PathLike[str]) -> bool:
-    """Would git take `<admin>/HEAD` (a regular file: `ref: refs/...` or an object name)?"""
+    """Would git take `<admin>/HEAD` (a regular file: `ref: refs/...` or the name of a
+    commit the store holds)? A detached HEAD of the right form naming no commit passes
+    git's look at the admin dir and fails every later call in the lane (`bad object
+    HEAD`): asked of the common dir (`<common>/worktrees/<id>` is an admin dir's place),
+    never of the lane's pointers."""
     try:
         text = read_admin(os.path.join(admin, "HEAD"), limit=4096).strip()
     except OSError:
         return False
     if text.startswith("ref:"):
         return text[4:].strip().startswith("refs/")
-    return re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", text) is not None
+    if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", text) is None:
+        return False
+    common = os.path.dirname(os.path.dirname(os.path.abspath(admin)))
+    return run(["cat-file", "-e", f"{text}^{{commit}}"], common, check=False).ok
 
 
 def admin_blockers(common: str | os.PathLike[str]) -> list[str]:

@@ -777,6 +777,25 @@ def test_a_lane_head_git_cannot_take_is_named_with_its_fix(
 LANE_READ_ENV = {"GITLANE_TEST_LANE_READ_TIMEOUT": "3"}
 
 
+def test_a_lane_head_naming_no_object_is_no_exit_3_of_status_release_or_gc(
+    world: tuple[Repo, Path, list[str]],
+) -> None:
+    """A detached HEAD of the right form (40 hex digits) naming no commit passes git's look
+    at the admin dir and fails every later call in the lane (`bad object HEAD`): status,
+    release and gc exited 3 (red team 13S). It is a HEAD git cannot take: the same
+    refusal, whose next writes it back naming the lane's branch."""
+    repo, lp, shas = world
+    head = admin_dir(lp) / "HEAD"
+    head.write_text("1" * 40 + "\n")
+    for args in (("status",), ("release", "alpha"), ("gc", "--dry-run")):
+        r = cli(*args, cwd=repo.path)
+        assert r.rc == 1 and r.code == "admin_unreadable", (args, r.stdout, r.stderr)
+        assert r.json["details"]["paths"] == [str(head)], r.stdout
+    fixed_by_next(cli("status", cwd=repo.path), repo.path, ("status",), head)
+    assert head.read_text() == "ref: refs/heads/lane/alpha\n"
+    kept(repo, shas)
+
+
 def test_a_lane_head_symlinked_to_a_fifo_is_fixed_by_the_printed_next(
     world: tuple[Repo, Path, list[str]],
 ) -> None:
