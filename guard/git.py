@@ -324,6 +324,28 @@ def index_file_fault(admin: str | os.PathLike[str]) -> tuple[str, str] | None:
     return None
 
 
+def index_unreadable(admin: str | os.PathLike[str]) -> bool:
+    """Is `<admin>/index` a regular file (and each shared index it names too) that git
+    cannot read: a bad signature, version or checksum, an emptied `sharedindex.*`? Every
+    git call in the lane then dies (`index file corrupt`). Asked of git itself, with the
+    common dir as its repository (`<common>/worktrees/<id>` is an admin dir's place) and
+    the index named by GIT_INDEX_FILE: never the lane's pointers, no fsmonitor. A git
+    that fails to say, whatever the reason, is an index not vouched for: True. No index,
+    or one that is no regular file (index_file_fault names it), is False."""
+    index = os.path.join(admin, "index")
+    if not os.path.isfile(index) or os.path.islink(index) or index_file_fault(admin) is not None:
+        return False
+    common = os.path.dirname(os.path.dirname(os.path.abspath(admin)))
+    res = run(
+        ["-c", "core.fsmonitor=false", "rev-parse", "--shared-index-path"],
+        common,
+        check=False,
+        env={"GIT_INDEX_FILE": os.path.abspath(index)},
+        timeout=lane_read_timeout(),
+    )
+    return not res.ok
+
+
 def check_index_file(admin: str | os.PathLike[str], lane: str | os.PathLike[str]) -> None:
     """Refuse (lane_index_unsafe) when the lane's index (or a shared index it may
     name) is no regular file."""
