@@ -1088,8 +1088,18 @@ def head_takes(admin: str | os.PathLike[str]) -> bool:
         return text[4:].strip().startswith("refs/")
     if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", text) is None:
         return False
+    return commit_held(admin, text)
+
+
+def commit_held(admin: str | os.PathLike[str], sha: str) -> bool:
+    """Is `sha` a commit of the shared store or of the own store of the worktree whose
+    admin dir is `admin` (a sandboxed lane's commits live there until exec absorbs
+    them)? Asked in the common dir (`<common>/worktrees/<id>` is an admin dir's place),
+    never through the lane's pointers."""
     common = os.path.dirname(os.path.dirname(os.path.abspath(admin)))
-    return run(["cat-file", "-e", f"{text}^{{commit}}"], common, check=False).ok
+    own = _store_of(os.fspath(admin))
+    env = {"GIT_ALTERNATE_OBJECT_DIRECTORIES": alternate_entry(own)} if own else None
+    return run(["cat-file", "-e", f"{sha}^{{commit}}"], common, check=False, env=env).ok
 
 
 def admin_blockers(common: str | os.PathLike[str]) -> list[str]:

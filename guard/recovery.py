@@ -176,6 +176,10 @@ def branch_facts(repo: Repo, path: str, branch: str, tip: str | None) -> BranchF
     recorded = None
     if admin is not None and head_ref(admin) == f"refs/heads/{branch}":
         recorded = newest_head_log(admin)
+        # the reflog is the lane's to write: a commit no store holds is no evidence of
+        # anything (the branch was never there), so it cannot call the branch moved
+        if recorded is not None and not git.commit_held(admin, recorded):
+            recorded = None
     if tip is None:
         return BranchFacts("missing", None, recorded)
     if recorded is not None and recorded != tip:
@@ -218,7 +222,15 @@ def restore_branch(repo: Repo, rec: LaneRecord, facts: BranchFacts) -> list[dict
         return []
     key, ref = rec.key, f"refs/heads/{rec.branch}"
     target = facts.recorded
-    if target is None or not git.has_commit(repo.common_dir, target):
+    admin = admin_dir(repo, rec.path)
+    held = target is not None and (
+        git.commit_held(admin, target)
+        if admin is not None
+        else git.has_commit(repo.common_dir, target)
+    )
+    if not held and facts.tip is not None:
+        return []  # no commit to put an existing branch back at: it stays as it is, whole
+    if target is None or not held:
         raise Refusal(
             "lane_branch_missing",
             f"the branch {rec.branch} is gone and nothing in git records the lane's last commit "
