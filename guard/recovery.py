@@ -178,7 +178,8 @@ def branch_facts(repo: Repo, path: str, branch: str, tip: str | None) -> BranchF
         recorded = newest_head_log(admin)
         # the reflog is the lane's to write: a commit no store holds is no evidence of
         # anything (the branch was never there), so it cannot call the branch moved
-        if recorded is not None and not git.commit_held(admin, recorded):
+        # (asked only when it would: the branch's own tip is held)
+        if recorded not in (None, tip) and not git.commit_held(admin, str(recorded)):
             recorded = None
     if tip is None:
         return BranchFacts("missing", None, recorded)
