@@ -97,6 +97,28 @@ def lane_pointers(cwd: Where) -> dict[str, str] | None:
     return None
 
 
+def owner_git(path: str | os.PathLike[str]) -> str:
+    """`git -C PATH` for a refusal's `next` that the owner runs by hand in a worktree. In a
+    pinned lane, with its repository named from trusted state (GIT_DIR, GIT_COMMON_DIR,
+    GIT_WORK_TREE) and LANE_CONFIG: a plain `git -C LANE` follows the lane's `.git`,
+    `<admin>/commondir` and `gitdir`, which a lane still running can repoint after the
+    refusal at a repository whose config names a program (core.fsmonitor), and the owner
+    would run it unconfined."""
+    pinned = lane_pointers(path)
+    here = f"git -C {q(path)}"
+    if not pinned:
+        return here
+    env = " ".join(f"{k}={q(pinned[k])}" for k in ("GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE"))
+    return f"{env} {here} {' '.join(LANE_CONFIG)}"
+
+
+def owner_git_dir(admin: str | os.PathLike[str], common: str | os.PathLike[str]) -> str:
+    """owner_git for a lane's repository with no worktree (its index, its refs): GIT_DIR
+    and GIT_COMMON_DIR named, never `--git-dir=ADMIN` alone (git would follow the admin
+    dir's `commondir`, the lane's to write)."""
+    return f"GIT_DIR={q(admin)} GIT_COMMON_DIR={q(common)} git {' '.join(LANE_CONFIG)}"
+
+
 # A sandboxed lane's own object store (guard/objects.py): its commits live there until exec
 # copies them, verified, into the shared store, which never lists a lane's store as an
 # alternate (a lane's store would shadow objects written later). An engine call that
@@ -362,7 +384,7 @@ def check_index_file(admin: str | os.PathLike[str], lane: str | os.PathLike[str]
         "can read (a FIFO blocks git for ever); nothing was done. It holds nothing "
         "committed: removing it and reading the lane's commit back into a new index "
         "keeps every file of the worktree",
-        next=[f"{how} -- {' '.join(q(p) for p in rm)}", f"git -C {q(lane)} read-tree HEAD"],
+        next=[f"{how} -- {' '.join(q(p) for p in rm)}", f"{owner_git(lane)} read-tree HEAD"],
         details={"lane_path": os.fspath(lane), "index": path, "fault": fault},
     )
 

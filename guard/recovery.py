@@ -315,7 +315,7 @@ def restore_worktree(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
         _restore_steps(repo, rec, steps)
         try:
             repair_pointers(repo, rec)  # the lane's commondir too, before git reads its index
-            _check_index_names(rec, admin)
+            _check_index_names(rec, admin, repo.common_dir)
         except Refusal:
             dotgit.unlink()  # the directory as it was found: empty
             raise
@@ -338,12 +338,12 @@ def _restore_steps(repo: Repo, rec: LaneRecord, steps: list[list[str]]) -> None:
                 "worktree_restore_failed",
                 f"git could not check lane {rec.key} out again at {rec.path} "
                 f"(`git {' '.join(argv)}`: {res.stderr.strip()[:300]}); the branch {rec.branch} is untouched",
-                next=[f"git -C {git.q(rec.path)} status", f"git lane repair {rec.key}"],
+                next=[f"{git.owner_git(rec.path)} status", f"git lane repair {rec.key}"],
                 details={"lane": rec.key, "path": rec.path, "stderr": res.stderr},
             )
 
 
-def _check_index_names(rec: LaneRecord, admin: Path) -> None:
+def _check_index_names(rec: LaneRecord, admin: Path, common: str | os.PathLike[str]) -> None:
     """The lane's index is what fills its worktree (checkout-index -a keeps its staged
     work), and the lane writes it: git takes an entry's name from an index as it is, so
     one named `../../.git/hooks/post-checkout` would be written there, outside the lane.
@@ -361,12 +361,12 @@ def _check_index_names(rec: LaneRecord, admin: Path) -> None:
         f"dir ({shown}), which git would write where they point; its worktree was not "
         "filled from it (nothing was written). The lane's commits are untouched",
         next=[
-            f"git --git-dir={git.q(admin)} read-tree HEAD",
+            f"{git.owner_git_dir(admin, common)} read-tree HEAD",
             f"git lane repair {rec.key}",
         ],
         alternatives=[
-            f"git --git-dir={git.q(admin)} ls-files -s  # the index as the lane left it "
-            "(read-tree drops what it staged)"
+            f"{git.owner_git_dir(admin, common)} ls-files -s  # the index as the "
+            "lane left it (read-tree drops what it staged)"
         ],
         details={"lane": rec.key, "path": rec.path, "index": str(admin / "index"), "paths": bad},
     )
