@@ -18,7 +18,9 @@ import shutil
 import stat
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -461,6 +463,21 @@ def mend_admin(repo: Repo) -> list[dict[str, Any]]:
     return changes
 
 
+def _writable(dfd: int, change: Callable[[], object]) -> None:
+    """`change` (an unlink, a rename, a write in the directory of `dfd`), once more after
+    giving the directory its owner's write bit back when it was refused for the lack of
+    it: a lane may chmod a directory of its admin dir 0555 (no sandbox right covers
+    modes), and the owner, the same user, may chmod it back."""
+    try:
+        change()
+    except PermissionError:
+        mode = stat.S_IMODE(os.fstat(dfd).st_mode)
+        if mode & 0o700 == 0o700:
+            raise  # not the mode (an immutable dir, another owner): named by the caller
+        os.fchmod(dfd, mode | 0o700)
+        change()
+
+
 def _mend_one(
     repo: Repo, admin: str, afd: int, blocks: list[git.AdminBlock], branch: str | None
 ) -> list[dict[str, Any]]:
@@ -478,7 +495,7 @@ def _mend_one(
             kept.mkdir(parents=True)
         kfd = os.open(kept, dirfd.DIR)
         try:
-            os.rename(name, name, src_dir_fd=afd, dst_dir_fd=kfd)
+            _writable(afd, lambda: os.rename(name, name, src_dir_fd=afd, dst_dir_fd=kfd))
         finally:
             os.close(kfd)
         moved[name] = str(kept / name)
@@ -496,33 +513,35 @@ def _mend_one(
                 st = os.stat(os.path.basename(b.rel), dir_fd=dfd, follow_symlinks=False)
                 if stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode):
                     continue  # not what was listed any more: the next listing judges it
-                os.unlink(os.path.basename(b.rel), dir_fd=dfd)
+                _writable(dfd, partial(os.unlink, os.path.basename(b.rel), dir_fd=dfd))
             finally:
                 os.close(dfd)
             removed.append(b.rel)
         except FileNotFoundError:
             continue
-        except OSError:  # kept/ not writable, a directory swapped mid-way: named, left
-            failed.append(b.rel)
+        except OSError as exc:  # kept/ not writable, an immutable dir: named, left
+            failed.append(f"{b.rel} ({exc.strerror})")
     if branch is not None and not git.head_takes(admin):
         try:
             st = os.stat("HEAD", dir_fd=afd, follow_symlinks=False)
             if stat.S_ISDIR(st.st_mode):
                 aside("HEAD")
             elif not stat.S_ISREG(st.st_mode):
-                os.unlink("HEAD", dir_fd=afd)
+                _writable(afd, lambda: os.unlink("HEAD", dir_fd=afd))
         except FileNotFoundError:
             pass
         except OSError:
             pass  # the write below fails too, and names it
         try:
-            dirfd.replace(afd, "HEAD", [f"ref: refs/heads/{branch}\n".encode()])
+            _writable(
+                afd, lambda: dirfd.replace(afd, "HEAD", [f"ref: refs/heads/{branch}\n".encode()])
+            )
             removed.append("HEAD (written back)")
         except OSError:
             failed.append("HEAD")
     if "commondir" in removed or "commondir" in moved:
         try:
-            dirfd.replace(afd, "commondir", [b"../..\n"])
+            _writable(afd, lambda: dirfd.replace(afd, "commondir", [b"../..\n"]))
         except OSError:
             failed.append("commondir")
     gone = [n for n in [*removed, *moved] if n == "index" or n.startswith("sharedindex.")]
@@ -574,7 +593,7 @@ def _index_back(repo: Repo, afd: int, tree: str) -> bool:
             return False
         with open(os.path.join(tmp, "index"), "rb") as f:
             data = f.read()
-        dirfd.replace(afd, "index", [data])
+        _writable(afd, lambda: dirfd.replace(afd, "index", [data]))
         return True
     except OSError:
         return False
