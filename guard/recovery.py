@@ -453,7 +453,7 @@ def mend_admin(repo: Repo) -> list[dict[str, Any]]:
             todo.setdefault(admin, [])
     for admin, blocks in todo.items():
         try:
-            afd, _ = dirfd.walk(admin)
+            afd = _open_admin(admin)
         except OSError:
             continue  # gone (a release) or no directory: nothing of git's to mend
         try:
@@ -461,6 +461,21 @@ def mend_admin(repo: Repo) -> list[dict[str, Any]]:
         finally:
             os.close(afd)
     return changes
+
+
+def _open_admin(admin: str) -> int:
+    """An fd on the admin dir; one its lane made unlistable (chmod 0100) gets its owner's
+    bits back first, through an O_PATH fd (no link followed: never another file's mode)."""
+    try:
+        return dirfd.walk(admin)[0]
+    except PermissionError:
+        pfd = os.open(admin, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            mode = stat.S_IMODE(os.fstat(pfd).st_mode)
+            os.chmod(f"/proc/self/fd/{pfd}", mode | 0o700)
+        finally:
+            os.close(pfd)
+        return dirfd.walk(admin)[0]
 
 
 def _writable(dfd: int, change: Callable[[], object]) -> None:
@@ -502,6 +517,8 @@ def _mend_one(
 
     for b in blocks:
         top = b.rel.split("/")[0]
+        if top == ".":
+            continue  # the admin dir itself: opened for its owner by _open_admin
         try:
             if b.kind == "deep":
                 aside(top)

@@ -375,3 +375,43 @@ def test_reconcile_ends_coded_on_a_fifo_in_a_directory_it_cannot_write(hub: Repo
         subprocess.run(["chattr", "-i", str(q)], capture_output=True)
     assert not (q / "f").exists()
     assert hub.lane("status").rc == 0
+
+
+def test_a_directory_the_owner_may_not_list_hides_nothing_from_the_walk(
+    hub: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lane chmods its admin dir's `logs/` 0100 after putting a link at `logs/HEAD`:
+    git opens `logs/HEAD` by name (search permission is enough) and appends through the
+    link, but the walk could not list `logs/` and skipped the whole admin dir (red team
+    13Q; for any user but root, simulated here). The directory is named (admin_unreadable)
+    and reconcile moves it into kept/ whole."""
+    import errno
+
+    from guard import dirfd
+    from guard import git as ggit
+    from guard import recovery
+    from guard.repo import Repo as GRepo
+
+    lane_path = hub.create("alpha")
+    admin = _admin(lane_path)
+    logs = admin / "logs"
+    logs.mkdir(exist_ok=True)
+    (logs / "HEAD").unlink(missing_ok=True)
+    (logs / "HEAD").symlink_to("/nonexistent-owner-file")
+    real_open = os.open
+
+    def refusing_open(path: Any, flags: int, *a: Any, **kw: Any) -> int:
+        fd = kw.get("dir_fd")
+        where = os.path.join(os.readlink(f"/proc/self/fd/{fd}"), path) if fd else str(path)
+        if os.path.realpath(where) == os.path.realpath(logs) and logs.is_dir():
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, flags, *a, **kw)
+
+    monkeypatch.setattr(dirfd.os, "open", refusing_open)
+    blocks = ggit.admin_blocks(hub.common_dir)
+    assert [(b.rel, b.kind) for b in blocks] == [("logs", "deep")], blocks
+    monkeypatch.chdir(hub.path)
+    changes = recovery.mend_admin(GRepo.discover(str(hub.path)))
+    assert not logs.exists() and changes and "logs" in changes[0]["kept"], changes
+    monkeypatch.undo()
+    assert hub.lane("status").rc == 0
