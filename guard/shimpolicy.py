@@ -444,6 +444,7 @@ def decide_git(argv: Sequence[str], env: Mapping[str, str], facts: GitFacts) -> 
         _program_env(p, env, facts)
         or _command_known(p, facts)
         or _program_options(p, facts)
+        or _merge_strategy(p, facts)
         or _written_outside(p, facts)
     )
     if refusal is not None:
@@ -895,9 +896,15 @@ def _config_mode(args: Sequence[str]) -> tuple[str, list[str]]:
         args = args[1:]
     elif sub == "edit":
         return "edit", []
-    for a in args:
+    ended = False  # git config stops at its first non-option word (or `--`): the rest
+    for a in args:  # are the key and value, `-x; PROG` too (PARSE_OPT_STOP_AT_NON_OPTION)
         if skip:
             skip = False
+            continue
+        if ended or a == "--":
+            if ended:
+                words.append(a)
+            ended = True
             continue
         name = a.split("=", 1)[0]
         if a in ("-e", "--edit"):
@@ -922,6 +929,7 @@ def _config_mode(args: Sequence[str]) -> tuple[str, list[str]]:
             continue
         else:
             words.append(a)
+            ended = True
     if mode is None:
         mode = "write" if len(words) >= 2 else "read"
     return mode, words
@@ -1019,7 +1027,7 @@ def _config_write_value(p: Parsed, words: Sequence[str], f: GitFacts) -> Refusal
             (
                 x
                 for x in (w.lower() for w in words[:2])
-                if x.split(".")[0] in ("gc", "rebase", "fetch")
+                if x.split(".")[0] in ("gc", "rebase", "fetch", "pull")
             ),
             "",
         )
@@ -1040,6 +1048,17 @@ def _config_write_value(p: Parsed, words: Sequence[str], f: GitFacts) -> Refusal
             nxt,
             key=words[0],
             argv=argv,
+        )
+    if strategy_config_unsafe(key, value) or moved.startswith("pull"):
+        return Refusal(
+            "unsafe_config",
+            f"git config writing {words[0]} {value or ''} would make every later merge or "
+            "pull (the owner's too) run git-merge-NAME for a strategy git does not ship (a "
+            "file of the lane's for a NAME with `/`); only "
+            + ", ".join(sorted(MERGE_STRATEGIES))
+            + f" may be named there; lane {f.lane} may not set it",
+            next=nxt,
+            details={"lane": f.lane, "key": words[0], "argv": argv},
         )
     if (key == INSTRUCTION_FORMAT and instruction_format_unsafe(value)) or moved.startswith(
         "rebase"
@@ -1659,6 +1678,7 @@ _PROGRAM_SUBKEYS = frozenset(
         ("trailer", "cmd"),
         ("tar", "command"),  # git archive --format=X pipes the tar through it (the shell)
         ("guitool", "cmd"),
+        ("branch", "mergeoptions"),  # git merge reads -s/-X there (-s a/x: a lane's file)
     ]
 )
 # keys that make git write refs other than the lane's branch (rebase --update-refs)
@@ -1797,6 +1817,8 @@ def _transient_unsafe(key: str, value: str | None) -> bool:
         return value.strip() not in _SAFE_PROGRAMS
     if k in _REF_KEYS:
         return value is None or value.strip().lower() not in ("false", "no", "off", "0")
+    if k in STRATEGY_KEYS:
+        return strategy_config_unsafe(k, value)
     return program_key(k) or k.startswith(("remote.", "url."))
 
 
@@ -2002,6 +2024,109 @@ def _program_options(p: Parsed, f: GitFacts) -> Refusal | None:
             f"PATH, past lane {f.lane}'s shim); run the command without it",
             next=[_render(p.globals, p.cmd, rest)],
             details={"lane": f.lane, "key": name, "argv": [p.cmd or "", *args]},
+        )
+    return None
+
+
+# -- merge strategies: git runs `git-merge-NAME` for any strategy but ort/recursive ------
+# A strategy other than the built-in names is the program git-merge-NAME, found on PATH
+# (git's own directory first) or, for a NAME with a `/`, a path from the worktree's top:
+# a file of the lane's. Only the names git ships pass (guard/commands/sync.py's list).
+MERGE_STRATEGIES = frozenset({"ort", "recursive", "resolve", "octopus", "ours", "subtree"})
+# -X values ort/recursive take (merge-recursive.c parse_merge_opt); resolve and octopus
+# pass each as `--VALUE` to `git read-tree`, unquoted (`index-output=F` writes F; a space
+# splits it into two words, a `*` globs): only these, with a plain value after `=`.
+_STRATEGY_OPTION = re.compile(
+    r"(?:ours|theirs|subtree|patience|histogram|ignore-space-change|ignore-all-space"
+    r"|ignore-space-at-eol|ignore-cr-at-eol|renormalize|no-renormalize|no-renames"
+    r"|find-renames|(?:subtree|diff-algorithm|find-renames|rename-threshold)=[\w.,%+:@/-]*)",
+    re.ASCII,
+)
+# per command: its short letters taking a value (the rest of the word or the next word;
+# an optional one takes the rest only, but ends the group too), and those of -s and -X
+_STRATEGY_SHORTS: dict[str, tuple[str, str]] = {
+    "merge": ("sXmFS", "sX"),
+    "rebase": ("sXxCSr", "sX"),
+    "pull": ("sXoSrj", "sX"),
+    "cherry-pick": ("XmS", "X"),  # -s is --signoff there
+    "revert": ("XmS", "X"),
+}
+# the config keys naming strategies (pull.twohead: a merge of one head, pull.octopus: more)
+STRATEGY_KEYS = ("pull.twohead", "pull.octopus")
+
+
+def strategy_unsafe(value: str) -> bool:
+    """Is `value` (of -s/--strategy) other than exactly a strategy git ships?"""
+    return value not in MERGE_STRATEGIES
+
+
+def strategy_option_unsafe(value: str) -> bool:
+    """Is `value` (of -X/--strategy-option) other than one ort/recursive knows, written
+    plainly (resolve/octopus hand it to read-tree as an option: index-output=F)?"""
+    return _STRATEGY_OPTION.fullmatch(value) is None
+
+
+def strategy_config_unsafe(key: str, value: str | None) -> bool:
+    """pull.twohead / pull.octopus naming anything but strategies git ships (a list, as
+    git splits it: blanks); unknown (None) is unsafe."""
+    if key.strip().lower() not in STRATEGY_KEYS:
+        return False
+    return value is None or not value.split() or any(strategy_unsafe(v) for v in value.split())
+
+
+def _strategy_words(cmd: str, args: Sequence[str]) -> list[tuple[str, str, list[str]]]:
+    """(option as written, its value, the args without it) for every -s/--strategy and
+    -X/--strategy-option of `git CMD ARGS`: `-s X`, `-sX`, `-qsX`, `--strategy X`,
+    `--strategy=X` (a prefix of them is unknown_option, spelled out and judged again)."""
+    values, mine = _STRATEGY_SHORTS[cmd]  # cherry-pick/revert: --strategy, no -s
+    longs = ("--strategy", "--strategy-option")
+    out: list[tuple[str, str, list[str]]] = []
+    args = list(args)
+    for i, a in enumerate(args):
+        if _ends_options(args, i, cmd):
+            break
+        name, eq, val = a.partition("=")
+        if name in longs:
+            if eq:
+                out.append((name, val, [*args[:i], *args[i + 1 :]]))
+            else:
+                v = args[i + 1] if i + 1 < len(args) else ""
+                out.append((name, v, [*args[:i], *args[i + 2 :]]))
+            continue
+        for ch in mine:
+            group = _short_value(args, i, values, ch)
+            if group is not None:
+                head, v, n = group
+                rest = [*args[:i], *([head] if head != "-" else []), *args[i + n :]]
+                out.append((f"-{ch}", v, rest))
+    return out
+
+
+def _merge_strategy(p: Parsed, f: GitFacts) -> Refusal | None:
+    """A strategy that is no built-in name runs git-merge-NAME (a file of the lane's for
+    a NAME with `/`), and a -X value resolve/octopus hand to read-tree as an option
+    (index-output=F writes F): both with git's own directory first on PATH."""
+    cmd = p.cmd or ""
+    if cmd not in _STRATEGY_SHORTS:
+        return None
+    for opt, value, rest in _strategy_words(cmd, p.args):
+        strategy = opt in ("-s", "--strategy")
+        if not (strategy_unsafe(value) if strategy else strategy_option_unsafe(value)):
+            continue
+        why = (
+            f"runs the program git-merge-{value} (a file of the lane's when the name holds "
+            "a `/`); only the strategies git ships may run in a lane: "
+            + ", ".join(sorted(MERGE_STRATEGIES))
+            if strategy
+            else "is no option the ort/recursive strategies know, and the resolve and octopus "
+            "strategies hand it to git read-tree as an option (index-output=FILE writes FILE)"
+        )
+        return Refusal(
+            "unsafe_config",
+            f"git {cmd} {opt} {value} {why}, with git's own directory first on PATH, past "
+            f"lane {f.lane}'s shim; run the command without it",
+            next=[_render(p.globals, cmd, rest)],
+            details={"lane": f.lane, "key": opt, "argv": [cmd, *p.args]},
         )
     return None
 

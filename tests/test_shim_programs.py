@@ -311,3 +311,72 @@ def test_a_clone_with_a_plain_config_option_still_works(hub: Repo, tmp_path: Pat
 def git_config(where: Path, key: str) -> str:
     res = subprocess.run(["git", "config", key], cwd=where, text=True, capture_output=True)
     return res.stdout.strip()
+
+
+# a commit C off the lane's history (commit-tree: no ref moves), the index put back
+_SIDE_COMMIT = (
+    "echo side > side.txt; git add side.txt; T=$(git write-tree); "
+    "C=$(git commit-tree $T -p HEAD -m side); git rm -q --cached side.txt; rm side.txt; "
+)
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        _SIDE_COMMIT + "git cherry-pick --strategy=a/x $C",
+        "git rebase --force-rebase -s a/x HEAD~1",
+        "git rebase --force-rebase --strategy a/x HEAD~1",
+        "git rebase -fsb/q HEAD~1",
+        "git pull --rebase -s a/x . lane/alpha",
+        "git -c pull.twohead=a/x merge --no-ff HEAD~1",
+    ],
+    ids=["cherry_pick", "rebase_s", "rebase_strategy", "short_group", "pull", "twohead"],
+)
+def test_only_a_strategy_git_ships_runs(hub: Repo, tmp_path: Path, how: str) -> None:
+    """Red team 13R: the sequencer (cherry-pick, rebase; pull --rebase hands -s to
+    rebase) and merge run a strategy other than ort/recursive as `git merge-<NAME>`, the
+    dashed external `git-merge-<NAME>`: a NAME with a `/` is a path from the worktree's
+    top (run-command.c searches PATH only for a name without one), a file of the lane's,
+    run with git's own directory first on PATH, past the shim (it moved main with the
+    hooks off). Only the six names git ships pass; the next, without -s, runs."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    script = PRELUDE + "mkdir git-merge-a git-merge-b; cp evil.sh git-merge-a/x; "
+    script += "cp evil.sh git-merge-b/q; " + how
+    r = in_lane(hub, lane_path, script + " </dev/null", tmp_path)
+    held(hub, main, tmp_path, r, "unsafe_config")
+    if "rebase --force-rebase -s" in how:
+        nxt = refusal_next_of(in_lane(hub, lane_path, how, tmp_path).stderr)
+        assert nxt == "git rebase --force-rebase 'HEAD~1'", nxt
+        assert in_lane(hub, lane_path, nxt, tmp_path).rc == 0
+
+
+def refusal_next_of(stderr: str) -> str:
+    return stderr.split(". Next: ", 1)[1].splitlines()[0]
+
+
+@pytest.mark.parametrize("cmd", ["cherry-pick", "merge -q"], ids=["cherry_pick", "merge"])
+def test_a_strategy_option_never_reaches_read_tree_as_an_option(
+    hub: Repo, tmp_path: Path, cmd: str
+) -> None:
+    """Red team 13R: `-s resolve` (git's script git-merge-resolve; octopus the same) gets
+    each `-X OPT` as `--OPT` among its merge bases and passes them unquoted to `git
+    read-tree -u -m --aggressive`: `-X index-output=FILE` made read-tree rename its merged
+    index onto FILE, outside the lane (the owner's .git/index too). Only the values
+    ort/recursive know pass; the next (without -X) runs and writes nothing outside."""
+    lane_path = hub.create("alpha")
+    out = tmp_path / "outside" / "precious.txt"
+    out.parent.mkdir()
+    out.write_text("the owner's file\n")
+    script = (
+        PRELUDE + 'printf "1\\n2\\n3\\n4\\n5\\n" > a.txt; git add a.txt; git commit -qm base; '
+        'printf "1x\\n2\\n3\\n4\\n5\\n" > a.txt; git commit -qam lane; '
+        'printf "1\\n2\\n3\\n4\\n5y\\n" > a.txt; git add a.txt; T=$(git write-tree); '
+        "C=$(git commit-tree $T -p HEAD~1 -m side); git checkout -q HEAD -- a.txt; "
+        f'git {cmd} --strategy=resolve -X "index-output=$OUT" $C </dev/null; echo rc=$?'
+    )
+    r = in_lane(hub, lane_path, script.replace("$OUT", str(out)), tmp_path)
+    assert out.read_bytes() == b"the owner's file\n", (r.stdout, r.stderr)
+    assert "refused [unsafe_config]" in r.stderr, (r.rc, r.stdout, r.stderr)
+    nxt = refusal_next_of(r.stderr)
+    assert "index-output" not in nxt and "--strategy=resolve" in nxt, nxt
