@@ -445,6 +445,7 @@ def decide_git(argv: Sequence[str], env: Mapping[str, str], facts: GitFacts) -> 
         or _command_known(p, facts)
         or _program_options(p, facts)
         or _merge_strategy(p, facts)
+        or _hook_run(p, facts)
         or _written_outside(p, facts)
     )
     if refusal is not None:
@@ -2131,6 +2132,42 @@ def _merge_strategy(p: Parsed, f: GitFacts) -> Refusal | None:
     return None
 
 
+# a hook's name: what githooks(5) names are made of (no `/`, no `.`: `../x` is any file)
+_HOOK_NAME = re.compile(r"[a-z0-9][a-z0-9-]*", re.ASCII)
+
+
+def _hook_run(p: Parsed, f: GitFacts) -> Refusal | None:
+    """`git hook run NAME` runs `<hooks dir>/NAME` (hook.c find_hook: no check of NAME),
+    with git's own directory first on PATH: a NAME with `/` or `..` is any file, a program
+    of the lane's. Only a plain hook name passes; the next runs that file itself (through
+    the shim)."""
+    args = list(p.args)
+    if p.cmd != "hook" or not args or args[0] != "run":
+        return None
+    rest = args[1:]
+    i = 0
+    while i < len(rest) and rest[i].startswith("-") and rest[i] != "--":
+        i += 1  # --ignore-missing (any other: unknown_option)
+    if i < len(rest) and rest[i] == "--":
+        i += 1
+    if i >= len(rest) or _HOOK_NAME.fullmatch(rest[i]):
+        return None
+    name = rest[i]
+    hooks = f.config_value("core.hookspath") or os.path.join(f.common, "hooks")
+    target = os.path.normpath(os.path.join(f.lane_path, os.path.expanduser(hooks), name))
+    hook_args = rest[i + 1 :]
+    if hook_args[:1] == ["--"]:
+        hook_args = hook_args[1:]
+    return Refusal(
+        "unsafe_config",
+        f"git hook run {name}: a name that is no plain hook name ([a-z0-9-]) runs any file "
+        f"({target}) with git's own directory first on PATH, past lane {f.lane}'s shim; "
+        "run the program itself instead",
+        next=[" ".join(_q(w) for w in [target, *hook_args])],
+        details={"lane": f.lane, "key": "hook run", "argv": [p.cmd, *args]},
+    )
+
+
 # clone's options that take the next word as their value (short ones: the rest of the word)
 _CLONE_VALUE_SHORT = "obucj"
 
@@ -2271,6 +2308,7 @@ _SUBCOMMANDS: dict[str, tuple[str, ...]] = {
     "sparse-checkout": ("list", "init", "set", "add", "reapply", "disable"),
     "commit-graph": ("verify", "write"),
     "multi-pack-index": ("write", "verify", "expire", "repack"),
+    "hook": ("run",),
 }
 
 

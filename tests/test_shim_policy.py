@@ -530,6 +530,13 @@ TABLE: list[tuple[str, dict[str, str], dict[str, Any], str | None]] = [
     ("config pull.octopus octopus", {}, {}, None),
     ("config branch.lane/alpha.mergeOptions '-s a/x'", {}, {}, "unsafe_config"),
     ("-c branch.lane/alpha.mergeoptions=-Xindex-output=/x merge main", {}, {}, "unsafe_config"),
+    # git hook run NAME runs <hooks dir>/NAME: only a plain hook name
+    ("hook run ../../x/evil.sh", {}, {}, "unsafe_config"),
+    ("hook run --ignore-missing -- ../a -- x", {}, {}, "unsafe_config"),
+    ("hook run a/b", {}, {}, "unsafe_config"),
+    ("hook run --ignore-missing pre-commit", {}, {}, None),
+    ("hook run pre-commit -- a", {}, {}, None),
+    ("hook run --ignore=x pre-commit", {}, {}, "unknown_option"),
     # git config stops at its first non-option word: a value may start with `-`
     ("config core.fsmonitor '-x; touch /tmp/p'", {}, {}, "unsafe_config"),
     ("config -- core.hooksPath -h", {}, {}, "hooks_disabled"),

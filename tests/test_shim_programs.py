@@ -380,3 +380,25 @@ def test_a_strategy_option_never_reaches_read_tree_as_an_option(
     assert "refused [unsafe_config]" in r.stderr, (r.rc, r.stdout, r.stderr)
     nxt = refusal_next_of(r.stderr)
     assert "index-output" not in nxt and "--strategy=resolve" in nxt, nxt
+
+
+def test_git_hook_run_runs_only_a_plain_hook_name(hub: Repo, tmp_path: Path) -> None:
+    """Red team 13R: `git hook run NAME` runs `<hooks dir>/NAME` when it is executable
+    (hook.c find_hook: no check of NAME), so `../` in NAME reached any file: the lane's
+    own evil.sh ran with git's own directory first on PATH, past the shim, and moved main
+    with the hooks off. Refused; the next runs the file itself, through the shim (its git
+    call refused), and `--ignore-missing` of a hook that is not there passes."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    script = (
+        PRELUDE + "R=$(python3 -c 'import os,sys;print(os.path.relpath(*sys.argv[1:]))' "
+        '"$PWD/evil.sh" "$GITLANE_COMMON/hooks"); git hook run "$R" </dev/null'
+    )
+    r = in_lane(hub, lane_path, script, tmp_path)
+    held(hub, main, tmp_path, r, "unsafe_config")
+    nxt = refusal_next_of(r.stderr)
+    assert nxt == str(lane_path.resolve() / "evil.sh"), nxt
+    r = in_lane(hub, lane_path, nxt, tmp_path)
+    assert hub.sha() == main and (tmp_path / "marker").exists(), (r.rc, r.stderr)
+    r = in_lane(hub, lane_path, "git hook run --ignore-missing no-such-hook", tmp_path)
+    assert r.rc == 0, (r.rc, r.stderr)
