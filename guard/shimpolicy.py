@@ -446,6 +446,7 @@ def decide_git(argv: Sequence[str], env: Mapping[str, str], facts: GitFacts) -> 
         or _program_options(p, facts)
         or _merge_strategy(p, facts)
         or _hook_run(p, facts)
+        or _remote_add(p, facts)
         or _written_outside(p, facts)
     )
     if refusal is not None:
@@ -987,6 +988,15 @@ def _config_write(p: Parsed, f: GitFacts) -> Refusal | None:
                 f"git config writing {w} would switch git-lane's hooks off or around them "
                 f"(in any scope); lane {f.lane} may not change it",
                 next=[f"git config --show-origin --get-all {_q(w)}"],
+                details={"lane": f.lane, "key": w, "argv": ["config", *p.args]},
+            )
+        if k.startswith("remote.") and _remote_name_unsafe(w[len("remote.") :]):
+            return Refusal(
+                "unsafe_config",
+                f"git config writing {w} makes a remote named like an option word, which "
+                "every later fetch --all, remote update or maintenance prefetch (the owner's "
+                f"too) hands to a child `git fetch` as that option; lane {f.lane} may not",
+                next=["git remote -v"],
                 details={"lane": f.lane, "key": w, "argv": ["config", *p.args]},
             )
         section = k.rstrip(".").split(".")[0]
@@ -2165,6 +2175,58 @@ def _hook_run(p: Parsed, f: GitFacts) -> Refusal | None:
         "run the program itself instead",
         next=[" ".join(_q(w) for w in [target, *hook_args])],
         details={"lane": f.lane, "key": "hook run", "argv": [p.cmd, *args]},
+    )
+
+
+def _remote_name_unsafe(name: str) -> bool:
+    """A remote named like an option word (`--upload-pack=PROG`): every `git fetch --all`,
+    `remote update` and maintenance prefetch (the owner's too) hands the name to a child
+    `git fetch` as an argv word, where it is that option."""
+    return name.startswith("-")
+
+
+def _safe_remote_name(name: str) -> str:
+    rest = name.lstrip("-")
+    return rest if rest[:1].isalnum() else "remote" + name
+
+
+def _remote_add(p: Parsed, f: GitFacts) -> Refusal | None:
+    """`git remote add [-f] [--] NAME URL` / `remote rename OLD NEW` with a NAME starting
+    with `-`: refused (the shared config keeps it for everyone's later fetches)."""
+    args = list(p.args)
+    if p.cmd != "remote":
+        return None
+    at = next((i for i, a in enumerate(args) if not a.startswith("-")), None)
+    if at is None or args[at] not in ("add", "rename"):
+        return None
+    pos: list[int] = []
+    ended = False
+    i = at + 1
+    while i < len(args):
+        a = args[i]
+        if ended or not a.startswith("-") or a == "-":
+            pos.append(i)
+        elif a == "--":
+            ended = True
+        elif a in ("-t", "--track", "-m", "--master"):
+            i += 1
+        elif not a.startswith("--") and any(c in "tm" for c in a[1:]):
+            first = next(j for j, c in enumerate(a[1:], start=1) if c in "tm")
+            i += int(first == len(a) - 1)  # the value: the rest of the word, or the next
+        i += 1
+    names = pos[:1] if args[at] == "add" else pos[1:2]
+    bad = [j for j in names if _remote_name_unsafe(args[j])]
+    if not bad:
+        return None
+    j = bad[0]
+    fixed = [*args[:j], _safe_remote_name(args[j]), *args[j + 1 :]]
+    return Refusal(
+        "unsafe_config",
+        f"git remote {args[at]}: a remote named {args[j]} (starting with `-`) becomes an option "
+        "of the child `git fetch` that every later fetch --all, remote update or maintenance "
+        f"prefetch (the owner's too) starts per remote; lane {f.lane} may not name one so",
+        next=[_render(p.globals, p.cmd, fixed)],
+        details={"lane": f.lane, "key": "remote name", "argv": [p.cmd, *args]},
     )
 
 

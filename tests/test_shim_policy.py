@@ -537,6 +537,13 @@ TABLE: list[tuple[str, dict[str, str], dict[str, Any], str | None]] = [
     ("hook run --ignore-missing pre-commit", {}, {}, None),
     ("hook run pre-commit -- a", {}, {}, None),
     ("hook run --ignore=x pre-commit", {}, {}, "unknown_option"),
+    # a remote named as an option word: every later fetch --all hands it to a child fetch
+    ("remote add -f -t main -- --upload-pack=bin/evil .", {}, {}, "unsafe_config"),
+    ("remote -v add -ft main -- -x .", {}, {}, "unsafe_config"),
+    ("remote rename o -- --x", {}, {}, "unsafe_config"),
+    ("config remote.--x.url .", {}, {}, "unsafe_config"),
+    ("remote add -t main o .", {}, {}, None),
+    ("remote rename -- -o x", {}, {}, None),
     # git config stops at its first non-option word: a value may start with `-`
     ("config core.fsmonitor '-x; touch /tmp/p'", {}, {}, "unsafe_config"),
     ("config -- core.hooksPath -h", {}, {}, "hooks_disabled"),

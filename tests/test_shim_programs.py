@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import LaneRun, Repo
+from conftest import LaneRun, Repo, git
 
 P = "git -c core.hooksPath=/dev/null update-ref refs/heads/main HEAD"
 
@@ -402,3 +402,37 @@ def test_git_hook_run_runs_only_a_plain_hook_name(hub: Repo, tmp_path: Path) -> 
     assert hub.sha() == main and (tmp_path / "marker").exists(), (r.rc, r.stderr)
     r = in_lane(hub, lane_path, "git hook run --ignore-missing no-such-hook", tmp_path)
     assert r.rc == 0, (r.rc, r.stderr)
+
+
+@pytest.mark.parametrize(
+    "add",
+    [
+        'git remote add -- "$N" .',
+        'git remote add -f -t main -- "$N" .',
+        'git remote add keep .; git remote rename keep -- "$N"',
+        'git config "remote.$N.url" .',
+    ],
+    ids=["remote_add", "remote_add_f", "remote_rename", "git_config"],
+)
+def test_no_remote_is_named_as_an_option_word(hub: Repo, tmp_path: Path, add: str) -> None:
+    """Red team 13R: git takes any remote name that makes a valid refname, and
+    `--upload-pack=PROG` is one; `remote add -f` fetches it at once (`git fetch NAME`, no
+    `--`: the lane's program ran past the shim), and in the shared config every later
+    `git fetch --all` / `remote update` (one child `git fetch ... NAME` per remote) and
+    maintenance prefetch takes it as that option, the owner's own fetch in the hub too:
+    it ran the lane's program and moved main. Refused however the lane names it; the
+    owner's later fetch --all runs nothing."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    name = r'N="--upload-pack=eval\${IFS}\"\$(git\${IFS}cat-file\${IFS}blob\${IFS}$S)\""; '
+    script = PRELUDE + "S=$(git hash-object -w evil.sh); git remote add origin .; " + name + add
+    r = in_lane(hub, lane_path, script + " </dev/null", tmp_path)
+    held(hub, main, tmp_path, r, "unsafe_config")
+    env = {"HUB": str(hub.path), "MARKER": str(tmp_path / "marker")}
+    owner = git(hub.path, "fetch", "--all", check=False, env=env)  # the owner, later
+    held(hub, main, tmp_path, LaneRun(owner.returncode, r.stderr, r.stderr), "unsafe_config")
+    assert "--upload-pack" not in git(hub.path, "config", "--list").stdout, r.stderr
+    if add.startswith("git remote add --"):
+        nxt = refusal_next_of(r.stderr)
+        assert nxt.startswith("git remote add -- 'upload-pack="), nxt
+        assert in_lane(hub, lane_path, nxt, tmp_path).rc == 0
