@@ -447,6 +447,7 @@ def decide_git(argv: Sequence[str], env: Mapping[str, str], facts: GitFacts) -> 
         or _merge_strategy(p, facts)
         or _hook_run(p, facts)
         or _remote_add(p, facts)
+        or _rerere(p, env, facts)
         or _written_outside(p, facts)
     )
     if refusal is not None:
@@ -2227,6 +2228,57 @@ def _remote_add(p: Parsed, f: GitFacts) -> Refusal | None:
         f"prefetch (the owner's too) starts per remote; lane {f.lane} may not name one so",
         next=[_render(p.globals, p.cmd, fixed)],
         details={"lane": f.lane, "key": "remote name", "argv": [p.cmd, *args]},
+    )
+
+
+# rerere.enabled unset, git takes an existing <common>/rr-cache as rerere on, for the whole
+# repository: a lane that makes it records resolutions the owner's later merges obey
+_RERERE_KEYS = ("rerere.enabled", "rerere.autoupdate")
+
+
+def _rerere_on(key: str, value: str | None) -> bool:
+    """Does setting KEY to VALUE (None: unknown) switch rerere on (or its auto-update)?"""
+    if key.strip().lower() not in _RERERE_KEYS:
+        return False
+    return value is None or value.strip().lower() not in ("false", "no", "off", "0")
+
+
+def _rerere(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
+    """While <common>/rr-cache does not exist: a setting switching rerere on (-c,
+    --config-env, GIT_CONFIG_*, git config) and `git rerere` (which makes it then) are
+    refused, since git would create it, shared by every worktree, outside the lane."""
+    cache = os.path.join(f.common, "rr-cache")
+    if f.exists(cache):
+        return None  # rerere is on for the repository already (the owner's)
+    what, nxt = None, ""
+    for kv in p.configs:
+        key, eq, val = kv.partition("=")
+        if _rerere_on(key, val if eq else None):
+            what, nxt = f"-c {kv}", _without(p, ("-c", kv))
+    for kv in p.config_env:
+        if _rerere_on(kv.partition("=")[0], None):
+            what, nxt = f"--config-env {kv}", _without(p, ("--config-env", kv))
+    by_env = _env_setting(env, _rerere_on)
+    if what is None and by_env is not None:
+        what, nxt = by_env[0], _without_config_env(p)
+    if what is None and p.cmd == "config" and _config_mode(p.args)[0] == "write":
+        words = _config_mode(p.args)[1]
+        unsets = any(a in ("--unset", "--unset-all") for a in p.args)
+        if words and not unsets and _rerere_on(words[0], words[1] if len(words) > 1 else None):
+            what = f"git config {words[0]}"
+            nxt = f"git config --show-origin --get-all {_q(words[0])}"
+    if what is None and p.cmd == "rerere":
+        what, nxt = "git rerere", "git status"
+    if what is None:
+        return None
+    return Refusal(
+        "path_outside_lane",
+        f"{what}: git would make {cache}, shared by every worktree, outside lane {f.lane} "
+        f"({f.lane_path}), and with it rerere on for the whole repository (the owner's "
+        "later merges would take the resolutions recorded there); git may write only in the "
+        "lane",
+        next=[nxt],
+        details={"lane": f.lane, "what": what, "path": cache},
     )
 
 

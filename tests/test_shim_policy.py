@@ -544,6 +544,13 @@ TABLE: list[tuple[str, dict[str, str], dict[str, Any], str | None]] = [
     ("config remote.--x.url .", {}, {}, "unsafe_config"),
     ("remote add -t main o .", {}, {}, None),
     ("remote rename -- -o x", {}, {}, None),
+    # rerere switched on while <common>/rr-cache does not exist: git makes it (shared)
+    ("-c rerere.enabled=true merge main", {}, {}, "path_outside_lane"),
+    ("-c rerere.autoupdate commit -m x", {}, {}, "path_outside_lane"),
+    ("config rerere.enabled true", {}, {}, "path_outside_lane"),
+    ("rerere", {}, {}, "path_outside_lane"),
+    ("-c rerere.enabled=false merge main", {}, {}, None),
+    ("rerere", {}, {"exists": f"{COMMON}/rr-cache".__eq__}, None),
     # git config stops at its first non-option word: a value may start with `-`
     ("config core.fsmonitor '-x; touch /tmp/p'", {}, {}, "unsafe_config"),
     ("config -- core.hooksPath -h", {}, {}, "hooks_disabled"),
