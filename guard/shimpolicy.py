@@ -2373,6 +2373,53 @@ MAYBE_SCRIPTS = frozenset(
 _UNJUDGED_OK = frozenset(["patch-id", "column", "show-index", "fmt-merge-msg", "stage"])
 
 
+# The words of git's scripts that name a program they run (each a value of the option
+# before it, or for `bisect run` / `submodule foreach` every word from there on): the
+# owner's next leaves them out, so following it never runs a program the lane chose.
+_SCRIPT_PROGRAM_REST: dict[str, tuple[str, ...]] = {"bisect": ("run",), "submodule": ("foreach",)}
+_SCRIPT_PROGRAM_VALUES: dict[str, tuple[str, ...]] = {
+    "filter-branch": (
+        "--setup", "--env-filter", "--tree-filter", "--index-filter", "--parent-filter",
+        "--msg-filter", "--commit-filter", "--tag-name-filter",
+    ),
+    "mergetool": ("-t", "--tool", "-x", "--extcmd"),
+    "difftool": ("-t", "--tool", "-x", "--extcmd"),
+    "instaweb": ("-d", "--httpd", "-b", "--browser", "-m", "--module-path"),
+    "web--browse": ("-b", "--browser", "-t", "--tool", "-c", "--config"),
+    "send-email": ("--sendmail-cmd", "--smtp-server", "--to-cmd", "--cc-cmd", "--header-cmd"),
+}  # fmt: skip
+# what the owner's next runs when nothing is left of the command but its program
+_SCRIPT_PROGRAM_ONLY = {"bisect": ["log"], "submodule": ["status"]}
+
+
+def _without_programs(cmd: str, args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(`args` without the words naming a program git's script CMD would run, those words)."""
+    kept: list[str] = []
+    dropped: list[str] = []
+    valued = _SCRIPT_PROGRAM_VALUES.get(cmd, ())
+    rest = _SCRIPT_PROGRAM_REST.get(cmd, ())
+    i = 0
+    while i < len(args):
+        a = args[i]
+        name = a.partition("=")[0]
+        if a in rest:
+            dropped += args[i:]
+            break
+        if a in valued:
+            dropped += args[i : i + 2]
+            i += 2
+            continue
+        short = any(len(v) == 2 and a.startswith(v) and not a.startswith("--") for v in valued)
+        if (name in valued and "=" in a) or short:
+            dropped.append(a)
+        else:
+            kept.append(a)
+        i += 1
+    if dropped and not kept and cmd in _SCRIPT_PROGRAM_ONLY:
+        kept = list(_SCRIPT_PROGRAM_ONLY[cmd])
+    return kept, dropped
+
+
 def _command_known(p: Parsed, f: GitFacts) -> Refusal | None:
     cmd = p.cmd or ""
     builtin = f.is_builtin(cmd)
@@ -2387,15 +2434,23 @@ def _command_known(p: Parsed, f: GitFacts) -> Refusal | None:
             details={"lane": f.lane, "fact": f"what git {cmd} writes", "argv": [cmd, *p.args]},
         )
     direct = " ".join(_q(w) for w in [f"git-{cmd}", *p.args])
-    owner = f"git -C {_q(f.lane_path)} {cmd} {' '.join(_q(a) for a in p.args)}".rstrip()
+    kept, dropped = _without_programs(cmd, p.args)
+    owner = f"git -C {_q(f.lane_path)} {cmd} {' '.join(_q(a) for a in kept)}".rstrip()
     if f.exec_path and f.exists(os.path.join(f.exec_path, f"git-{cmd}")):
         # one of git's own scripts: it runs only from git's directory, which it puts first
-        # on PATH (past the shim); nothing in the lane runs it safely, the owner may
+        # on PATH (past the shim); nothing in the lane runs it safely, the owner may, but
+        # never the program the lane named (unconfined, as the owner)
+        review = (
+            f"; the next leaves out the program lane {f.lane} named "
+            f"({' '.join(_q(w) for w in dropped)}): read it before you run it yourself"
+            if dropped
+            else ""
+        )
         return Refusal(
             "external_command",
             f"git {cmd} is one of git's scripts ({f.exec_path}/git-{cmd}), not built into "
             f"git: it runs with git's own directory first on PATH, where lane {f.lane}'s "
-            "shim does not see the git commands in it; it cannot run in the lane",
+            f"shim does not see the git commands in it; it cannot run in the lane{review}",
             next=[owner + "  # as the repository owner, outside the lane"],
             details={"lane": f.lane, "command": cmd, "argv": [cmd, *p.args]},
         )

@@ -613,6 +613,35 @@ def test_red_team_nested_git_and_external_commands(alpha: Lane, tmp_path: Path) 
     assert not (tmp_path / "foo-ran").exists()
 
 
+@pytest.mark.parametrize(
+    "how",
+    [
+        ("bisect", "run", "./evil.sh"),
+        ("submodule", "foreach", "./evil.sh"),
+        ("filter-branch", "--tree-filter", "./evil.sh", "HEAD"),
+        ("mergetool", "--tool=./evil.sh"),
+    ],
+    ids=["bisect_run", "submodule_foreach", "filter_branch", "mergetool"],
+)
+def test_an_external_commands_next_never_hands_the_lanes_program_to_the_owner(
+    alpha: Lane, tmp_path: Path, how: tuple[str, ...]
+) -> None:
+    """Red team 13R: external_command for git's own scripts printed, as its next, the same
+    command for the owner to run outside the lane (`git -C LANE bisect run ./evil.sh  #
+    as the repository owner`): followed as printed, it ran the lane's program as the
+    owner, unconfined, the very thing the refusal stopped. The next leaves the program
+    out (the message names it, to be read first); `submodule status` runs as printed."""
+    res = alpha.git(*how)
+    refused(res, "external_command")
+    nxt = res.stderr.split(". Next: ", 1)[1].splitlines()[0]
+    assert "evil.sh" not in nxt and "evil.sh" in res.stderr, res.stderr
+    if how[0] == "submodule":
+        cmd = nxt.split("  #", 1)[0]
+        assert cmd.endswith(" submodule status"), nxt
+        done = subprocess.run(cmd, shell=True, cwd=tmp_path, capture_output=True, text=True)
+        assert done.returncode == 0, (cmd, done.stderr)
+
+
 # -- what a lane may write, however git is asked (red team 13D) ------------------------------
 def exec_sh(hub: Repo, lane_path: Path, script: str) -> LaneRun:
     """`git lane exec alpha -- sh -c SCRIPT` in lane alpha, after a commit on its branch."""
