@@ -1040,3 +1040,20 @@ def test_the_sh_fast_pass_sends_every_judged_environment_name_to_python() -> Non
     present = re.findall(r"\$\{(\w+):\+x\}", "".join(re.findall(r"^gs_any=.*$", text, re.M)))
     assert sorted(present) == sorted(editors), set(present) ^ set(editors)
     assert set(editors) == set(binding.EDITOR_ENV) - {"LESSSECURE"}
+
+
+@pytest.mark.parametrize(
+    "cmd",
+    ["git config -- core.hooksPath -h", "git config core.hooksPath '-x y'"],
+    ids=["dashdash", "value_like_an_option"],
+)
+def test_git_config_options_end_at_the_key(hub: Repo, cmd: str) -> None:
+    """git config stops reading options at its first non-option word (or `--`), so a
+    value may start with `-`: the shim read `git config -- core.hooksPath -h` as a read
+    of core.hooksPath (`-h` an option) and let git set it, the hooks then looked for in
+    `./-h/` of whatever worktree git runs in: off for the owner and every lane."""
+    lane_path = hub.create("alpha")
+    r = exec_sh(hub, lane_path, cmd)
+    refused_run(r, "hooks_disabled")
+    got = git(hub.path, "config", "--get-all", "core.hooksPath", check=False).stdout
+    assert "-" not in got.strip()[:1], got
