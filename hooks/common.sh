@@ -99,30 +99,39 @@ gl_symref() {
 # script (`pre-commit install` and `git lane install`, either order) this hook is
 # HOOK.legacy: the framework's hook-impl runs it (PRE_COMMIT_RUNNING_LEGACY=1), then the
 # git-lane-* hook ids of .pre-commit-config.yaml (PRE_COMMIT=1), the same checks again,
-# and each refusal would print twice. The legacy run records its parent, hook-impl, in
-# $gd/gitlane-framework-HOOK (a refusal marks it "refused", gl_fw_refused); a hook-id run
-# whose parent is that very process consumes the record and returns 0 (gl_fw_verdict =
-# the legacy run's: '' passed, refused) instead of checking again. Anything else (no
-# record, another parent: `pre-commit run`, the framework alone) returns 1: check.
+# and each refusal would print twice. The legacy run records its parent, hook-impl, as
+# the empty directory $gd/gitlane-framework-HOOK-PPID (a refusal adds ...-PPID-refused,
+# gl_fw_refused); a hook-id run whose parent is that very process consumes the record and
+# returns 0 (gl_fw_verdict = the legacy run's: '' passed, refused) instead of checking
+# again. Anything else (no record, another parent: `pre-commit run`, the framework alone)
+# returns 1: check. Names, never contents: in a lane $gd is the lane's to write, and
+# mkdir/rmdir follow no link a lane put at the name (a write through one would land in
+# the file it names); a name the lane made itself gains it nothing the hook-id run's
+# own check would not give it.
 gl_fw_rec=
 gl_framework() {
-	gl_fw=$gd/gitlane-framework-$1
+	gl_fw=$gd/gitlane-framework-$1-$PPID
 	if [ "${PRE_COMMIT_RUNNING_LEGACY:-}" = 1 ]; then
-		printf '%s\n' "$PPID" >"$gl_fw" 2>/dev/null && gl_fw_rec=$gl_fw
+		# the records of earlier runs (a config with no git-lane hook id never consumes one)
+		rmdir "$gd/gitlane-framework-$1-"* 2>/dev/null
+		mkdir "$gl_fw" 2>/dev/null && gl_fw_rec=$gl_fw
 		return 1
 	fi
-	[ "${PRE_COMMIT:-}" = 1 ] && [ -f "$gl_fw" ] || return 1
-	gl_c=
-	IFS= read -r gl_c <"$gl_fw" 2>/dev/null
-	rm -f "$gl_fw"
-	gl_fw_verdict=${gl_c#* }
-	[ "$gl_fw_verdict" = "$gl_c" ] && gl_fw_verdict=
-	[ -n "$gl_c" ] && [ "${gl_c%% *}" = "$PPID" ]
+	[ "${PRE_COMMIT:-}" = 1 ] || return 1
+	gl_fw_verdict=
+	[ -d "$gl_fw" ] && [ ! -L "$gl_fw" ] && gl_fw_verdict=passed
+	[ -n "$gl_fw_verdict" ] && { [ -e "$gl_fw-refused" ] || [ -L "$gl_fw-refused" ]; } && gl_fw_verdict=refused
+	set -- "$gd/gitlane-framework-$1-"*
+	[ -e "$1" ] || [ -L "$1" ] || return 1 # no record at all: nothing to consume
+	rmdir "$@" 2>/dev/null                 # this run's, and any other run's, consumed
+	[ -n "$gl_fw_verdict" ] || return 1
+	[ "$gl_fw_verdict" = refused ] || gl_fw_verdict=
+	return 0
 }
 
 # gl_fw_refused: mark gl_framework's record (if this run left one): the run refused.
 gl_fw_refused() {
-	[ -z "$gl_fw_rec" ] || printf '%s refused\n' "$PPID" >"$gl_fw_rec" 2>/dev/null || :
+	[ -z "$gl_fw_rec" ] || mkdir "$gl_fw_rec-refused" 2>/dev/null || :
 }
 
 # gl_ml_closes TEXT: does TEXT, inside a multi-line string opened by $gl_ml, close it?
