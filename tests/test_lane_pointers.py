@@ -620,7 +620,9 @@ def test_repair_never_writes_through_a_link_the_lane_planted_at_its_temp_name(
 
 
 def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True, check=check)
+    return subprocess.run(
+        ["git", "-C", str(cwd), *args], capture_output=True, text=True, check=check
+    )
 
 
 @pytest.mark.parametrize(
