@@ -52,6 +52,13 @@ def _read(p: Path) -> str | None:
         return None
 
 
+def _read_bytes(p: Path) -> bytes | None:
+    try:
+        return None if p.is_symlink() else read_regular(p, limit=4096)
+    except OSError:
+        return None
+
+
 def pointer_faults(repo: Repo, rec: LaneRecord) -> list[str]:
     """What is wrong with the lane's three git pointers, measured against trusted state
     (the record's admin dir, the real common dir): its `.git` file names the admin dir,
@@ -66,8 +73,11 @@ def pointer_faults(repo: Repo, rec: LaneRecord) -> list[str]:
     named = text[len("gitdir: ") :] if text and text.startswith("gitdir: ") else None
     if named is None or os.path.realpath(os.path.join(rec.path, named)) != os.path.realpath(admin):
         faults.append(f"{git.shown(dotgit)} does not name {git.shown(admin)}")
-    cd = _read(admin / "commondir")
-    if cd is None or os.path.realpath(os.path.join(admin, cd)) != common:
+    # only what git writes, `../..` and a newline: git reads the whole file (a second
+    # line is part of the name, a NUL ends it) and the hooks read that form alone, so
+    # any other one naming the common dir too is no pointer of git's making
+    cd = _read_bytes(admin / "commondir")
+    if cd != b"../..\n":
         faults.append(f"{git.shown(admin / 'commondir')} does not name {git.shown(common)}")
     gd = _read(admin / "gitdir")
     if gd is None or os.path.realpath(gd) != os.path.realpath(dotgit):

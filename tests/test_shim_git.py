@@ -162,6 +162,32 @@ def test_bound_read_only_commands_start_no_python(alpha: Lane, tmp_path: Path) -
     assert mark.exists()
 
 
+def test_the_sh_fast_pass_reads_head_and_gitdir_whole_as_git_does(
+    alpha: Lane, tmp_path: Path
+) -> None:
+    """git reads all of `<admin>/HEAD` (a second line is part of the ref's name) and the
+    sh fast pass read its first line: `ref: refs/heads/lane/alpha` and more lines passed
+    `git commit` as the lane's own. Only a one-line HEAD (and a one-line `gitdir`, which
+    says the admin dir serves this lane) decides in sh; anything else goes to Python."""
+    fake, mark = recorder(tmp_path)
+    env = {binding.PYTHON: str(fake)}
+    gd = Path(git(alpha.path, "rev-parse", "--absolute-git-dir").stdout.strip())
+    (alpha.path / "new.txt").write_text("new\n")
+    ok(alpha.git("add", "new.txt", env=env))
+    head = (gd / "HEAD").read_bytes()
+    (gd / "HEAD").write_bytes(head + b"refs/heads/main\n")
+    assert alpha.git("commit", "-q", "-m", "new", env=env).returncode == 97
+    assert mark.exists()
+    mark.unlink()
+    (gd / "HEAD").write_bytes(head)
+    back = (gd / "gitdir").read_bytes()
+    (gd / "gitdir").write_bytes(back + b"x\n")
+    assert alpha.git("status", "--porcelain", env=env).returncode == 97
+    assert mark.exists()
+    (gd / "gitdir").write_bytes(back)
+    ok(alpha.git("commit", "-q", "-m", "new", env=env))
+
+
 # -- refusals with git's state unchanged ----------------------------------------------------
 def test_main_mutations_are_refused_and_nothing_moves(alpha: Lane) -> None:
     main = alpha.repo.sha()
