@@ -55,7 +55,11 @@ def walk(root: str, rel: str = ".", create: bool = False) -> tuple[int, list[str
 
 
 def scan(
-    root: str, rel: str = ".", depth: int = 16, skip: frozenset[str] = frozenset()
+    root: str,
+    rel: str = ".",
+    depth: int = 16,
+    skip: frozenset[str] = frozenset(),
+    refused: list[str] | None = None,
 ) -> Iterator[tuple[str, int, list[tuple[str, int]]]]:
     """Every directory at and under `root/rel`, top-down, each as (its path relative to
     `root`, an fd on it, open while the caller acts on it through `dir_fd=`, its entries
@@ -65,9 +69,11 @@ def scan(
     open never blocks); nothing deeper than `depth` levels below `rel`. The fd is the
     directory that was listed, so an unlink through it removes what was seen there,
     wherever the lane moved a name since. The directories of `rel` named in `skip` are
-    listed but not entered."""
+    listed but not entered. A directory the caller may not open (its mode: a lane may
+    chmod its own directories 0100, and git opens a file in it by name all the same) is
+    added to `refused`, when given."""
     fd, _ = walk(root, rel)
-    yield from _scan(os.path.normpath(rel), fd, depth, skip)
+    yield from _scan(os.path.normpath(rel), fd, depth, skip, refused)
 
 
 def _kind(e: os.DirEntry[str]) -> int:
@@ -79,7 +85,11 @@ def _kind(e: os.DirEntry[str]) -> int:
 
 
 def _scan(
-    here: str, dfd: int, depth: int, skip: frozenset[str] = frozenset()
+    here: str,
+    dfd: int,
+    depth: int,
+    skip: frozenset[str] = frozenset(),
+    refused: list[str] | None = None,
 ) -> Iterator[tuple[str, int, list[tuple[str, int]]]]:
     try:
         entries = []
@@ -96,9 +106,13 @@ def _scan(
             if kind == stat.S_IFDIR and name not in skip:
                 try:
                     sub = os.open(name, DIR | os.O_NONBLOCK, dir_fd=dfd)
+                except PermissionError:
+                    if refused is not None:
+                        refused.append(os.path.join(here, name))
+                    continue
                 except OSError:
                     continue  # gone, or no directory any more: never followed
-                yield from _scan(os.path.join(here, name), sub, depth - 1)
+                yield from _scan(os.path.join(here, name), sub, depth - 1, refused=refused)
     finally:
         os.close(dfd)
 

@@ -1067,10 +1067,18 @@ def admin_blocks(common: str | os.PathLike[str]) -> list[AdminBlock]:
         admin = os.path.join(base, wid)
         if os.path.islink(admin) or not os.path.isdir(admin):
             continue
+        refused: list[str] = []
         try:
             walk = [d for d in ADMIN_GIT_DIRS if _is_real_dir(os.path.join(admin, d))]
             for rel, depth in [(".", 0), *((d, ADMIN_DEPTH) for d in walk)]:
-                for here, _fd, entries in dirfd.scan(admin, rel, depth):
+                try:
+                    listed = list(dirfd.scan(admin, rel, depth, refused=refused))
+                except PermissionError:
+                    refused.append(rel)  # its mode: git opens files in it by name
+                    if rel == ".":
+                        break
+                    continue
+                for here, _fd, entries in listed:
                     level = 0 if here == "." else here.count("/") + 1
                     for name, kind in entries:
                         if here == "." and name.startswith("."):
@@ -1086,6 +1094,9 @@ def admin_blocks(common: str | os.PathLike[str]) -> list[AdminBlock]:
                             out.append(AdminBlock(admin, r, "deep"))  # moved aside whole
         except OSError:
             continue  # the admin dir went away (a release) or is no directory: git's to say
+        # a directory the owner may not list could hide any of the above: named, and
+        # moved aside whole (the admin dir itself: its owner's bits given back)
+        out.extend(AdminBlock(admin, r, "deep") for r in refused)
     return out
 
 

@@ -18,7 +18,9 @@ import shutil
 import stat
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +52,13 @@ def _read(p: Path) -> str | None:
         return None
 
 
+def _read_bytes(p: Path) -> bytes | None:
+    try:
+        return None if p.is_symlink() else read_regular(p, limit=4096)
+    except OSError:
+        return None
+
+
 def pointer_faults(repo: Repo, rec: LaneRecord) -> list[str]:
     """What is wrong with the lane's three git pointers, measured against trusted state
     (the record's admin dir, the real common dir): its `.git` file names the admin dir,
@@ -64,8 +73,11 @@ def pointer_faults(repo: Repo, rec: LaneRecord) -> list[str]:
     named = text[len("gitdir: ") :] if text and text.startswith("gitdir: ") else None
     if named is None or os.path.realpath(os.path.join(rec.path, named)) != os.path.realpath(admin):
         faults.append(f"{git.shown(dotgit)} does not name {git.shown(admin)}")
-    cd = _read(admin / "commondir")
-    if cd is None or os.path.realpath(os.path.join(admin, cd)) != common:
+    # only what git writes, `../..` and a newline: git reads the whole file (a second
+    # line is part of the name, a NUL ends it) and the hooks read that form alone, so
+    # any other one naming the common dir too is no pointer of git's making
+    cd = _read_bytes(admin / "commondir")
+    if cd != b"../..\n":
         faults.append(f"{git.shown(admin / 'commondir')} does not name {git.shown(common)}")
     gd = _read(admin / "gitdir")
     if gd is None or os.path.realpath(gd) != os.path.realpath(dotgit):
@@ -464,7 +476,7 @@ def mend_admin(repo: Repo) -> list[dict[str, Any]]:
             todo.setdefault(admin, [])
     for admin, blocks in todo.items():
         try:
-            afd, _ = dirfd.walk(admin)
+            afd = _open_admin(admin)
         except OSError:
             continue  # gone (a release) or no directory: nothing of git's to mend
         try:
@@ -472,6 +484,36 @@ def mend_admin(repo: Repo) -> list[dict[str, Any]]:
         finally:
             os.close(afd)
     return changes
+
+
+def _open_admin(admin: str) -> int:
+    """An fd on the admin dir; one its lane made unlistable (chmod 0100) gets its owner's
+    bits back first, through an O_PATH fd (no link followed: never another file's mode)."""
+    try:
+        return dirfd.walk(admin)[0]
+    except PermissionError:
+        pfd = os.open(admin, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            mode = stat.S_IMODE(os.fstat(pfd).st_mode)
+            os.chmod(f"/proc/self/fd/{pfd}", mode | 0o700)
+        finally:
+            os.close(pfd)
+        return dirfd.walk(admin)[0]
+
+
+def _writable(dfd: int, change: Callable[[], object]) -> None:
+    """`change` (an unlink, a rename, a write in the directory of `dfd`), once more after
+    giving the directory its owner's write bit back when it was refused for the lack of
+    it: a lane may chmod a directory of its admin dir 0555 (no sandbox right covers
+    modes), and the owner, the same user, may chmod it back."""
+    try:
+        change()
+    except PermissionError:
+        mode = stat.S_IMODE(os.fstat(dfd).st_mode)
+        if mode & 0o700 == 0o700:
+            raise  # not the mode (an immutable dir, another owner): named by the caller
+        os.fchmod(dfd, mode | 0o700)
+        change()
 
 
 def _mend_one(
@@ -491,13 +533,15 @@ def _mend_one(
             kept.mkdir(parents=True)
         kfd = os.open(kept, dirfd.DIR)
         try:
-            os.rename(name, name, src_dir_fd=afd, dst_dir_fd=kfd)
+            _writable(afd, lambda: os.rename(name, name, src_dir_fd=afd, dst_dir_fd=kfd))
         finally:
             os.close(kfd)
         moved[name] = str(kept / name)
 
     for b in blocks:
         top = b.rel.split("/")[0]
+        if top == ".":
+            continue  # the admin dir itself: opened for its owner by _open_admin
         try:
             if b.kind == "deep":
                 aside(top)
@@ -509,33 +553,35 @@ def _mend_one(
                 st = os.stat(os.path.basename(b.rel), dir_fd=dfd, follow_symlinks=False)
                 if stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode):
                     continue  # not what was listed any more: the next listing judges it
-                os.unlink(os.path.basename(b.rel), dir_fd=dfd)
+                _writable(dfd, partial(os.unlink, os.path.basename(b.rel), dir_fd=dfd))
             finally:
                 os.close(dfd)
             removed.append(b.rel)
         except FileNotFoundError:
             continue
-        except OSError:  # kept/ not writable, a directory swapped mid-way: named, left
-            failed.append(b.rel)
+        except OSError as exc:  # kept/ not writable, an immutable dir: named, left
+            failed.append(f"{b.rel} ({exc.strerror})")
     if branch is not None and not git.head_takes(admin):
         try:
             st = os.stat("HEAD", dir_fd=afd, follow_symlinks=False)
             if stat.S_ISDIR(st.st_mode):
                 aside("HEAD")
             elif not stat.S_ISREG(st.st_mode):
-                os.unlink("HEAD", dir_fd=afd)
+                _writable(afd, lambda: os.unlink("HEAD", dir_fd=afd))
         except FileNotFoundError:
             pass
         except OSError:
             pass  # the write below fails too, and names it
         try:
-            dirfd.replace(afd, "HEAD", [f"ref: refs/heads/{branch}\n".encode()])
+            _writable(
+                afd, lambda: dirfd.replace(afd, "HEAD", [f"ref: refs/heads/{branch}\n".encode()])
+            )
             removed.append("HEAD (written back)")
         except OSError:
             failed.append("HEAD")
     if "commondir" in removed or "commondir" in moved:
         try:
-            dirfd.replace(afd, "commondir", [b"../..\n"])
+            _writable(afd, lambda: dirfd.replace(afd, "commondir", [b"../..\n"]))
         except OSError:
             failed.append("commondir")
     gone = [n for n in [*removed, *moved] if n == "index" or n.startswith("sharedindex.")]
@@ -587,7 +633,7 @@ def _index_back(repo: Repo, afd: int, tree: str) -> bool:
             return False
         with open(os.path.join(tmp, "index"), "rb") as f:
             data = f.read()
-        dirfd.replace(afd, "index", [data])
+        _writable(afd, lambda: dirfd.replace(afd, "index", [data]))
         return True
     except OSError:
         return False

@@ -316,3 +316,102 @@ def test_an_owner_worktree_head_with_a_nul_is_no_crash_of_the_mend(
     r = hub.lane("reconcile")
     assert r.rc != 3 and "Traceback" not in r.stderr, (r.rc, r.stderr[-1500:])
     assert not (admin / "index").is_symlink()
+
+
+def test_the_mend_gives_a_directory_the_lane_made_read_only_its_write_bit_back(
+    hub: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lane puts a FIFO under its admin dir's refs/ and chmods the directory 0555 (no
+    sandbox right covers modes): the owner's unlink there fails EACCES (for any user but
+    root; simulated here, as the tests run as root). Reconcile, admin_unreadable's only
+    fix, exited 3; the owner (the same user) may chmod the lane's directory back, and the
+    mend does, then unlinks the FIFO."""
+    import errno
+    import stat as st
+
+    from guard import recovery
+    from guard.repo import Repo as GRepo
+
+    lane_path = hub.create("alpha")
+    q = _admin(lane_path) / "refs" / "worktree" / "q"
+    q.mkdir(parents=True)
+    os.mkfifo(q / "f")
+    q.chmod(0o555)
+    real_unlink = os.unlink
+
+    def unlink(path: Any, *, dir_fd: int | None = None) -> None:
+        if dir_fd is not None and not os.fstat(dir_fd).st_mode & st.S_IWUSR:
+            raise PermissionError(errno.EACCES, "Permission denied")
+        real_unlink(path, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    monkeypatch.chdir(hub.path)
+    try:
+        changes = recovery.mend_admin(GRepo.discover(str(hub.path)))
+    finally:
+        q.chmod(0o755)
+    assert not (q / "f").exists(), changes
+    assert changes and "refs/worktree/q/f" in changes[0]["removed"], changes
+
+
+def test_reconcile_ends_coded_on_a_fifo_in_a_directory_it_cannot_write(hub: Repo) -> None:
+    """The same with a directory no mode change opens (chattr +i, root's way to refuse
+    an unlink): reconcile names it and ends with a code, never exit 3."""
+    lane_path = hub.create("alpha")
+    q = _admin(lane_path) / "refs" / "worktree" / "q"
+    q.mkdir(parents=True)
+    os.mkfifo(q / "f")
+    if subprocess.run(["chattr", "+i", str(q)], capture_output=True).returncode != 0:
+        pytest.skip("no chattr +i here: a directory root cannot write cannot be made")
+    try:
+        r = hub.jlane("reconcile")
+        assert r.rc == 1 and r.code == "admin_unreadable", (r.rc, r.stdout, r.stderr[-1500:])
+        assert "refs/worktree/q/f" in r.stdout, r.stdout
+        # the next as printed (root here: no sudo) opens the directory and mends
+        for step in r.json["next"]:
+            done = subprocess.run(step, shell=True, cwd=hub.path, capture_output=True, text=True)
+            assert done.returncode == 0, (step, done.stdout, done.stderr)
+    finally:
+        subprocess.run(["chattr", "-i", str(q)], capture_output=True)
+    assert not (q / "f").exists()
+    assert hub.lane("status").rc == 0
+
+
+def test_a_directory_the_owner_may_not_list_hides_nothing_from_the_walk(
+    hub: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lane chmods its admin dir's `logs/` 0100 after putting a link at `logs/HEAD`:
+    git opens `logs/HEAD` by name (search permission is enough) and appends through the
+    link, but the walk could not list `logs/` and skipped the whole admin dir (red team
+    13Q; for any user but root, simulated here). The directory is named (admin_unreadable)
+    and reconcile moves it into kept/ whole."""
+    import errno
+
+    from guard import dirfd
+    from guard import git as ggit
+    from guard import recovery
+    from guard.repo import Repo as GRepo
+
+    lane_path = hub.create("alpha")
+    admin = _admin(lane_path)
+    logs = admin / "logs"
+    logs.mkdir(exist_ok=True)
+    (logs / "HEAD").unlink(missing_ok=True)
+    (logs / "HEAD").symlink_to("/nonexistent-owner-file")
+    real_open = os.open
+
+    def refusing_open(path: Any, flags: int, *a: Any, **kw: Any) -> int:
+        fd = kw.get("dir_fd")
+        where = os.path.join(os.readlink(f"/proc/self/fd/{fd}"), path) if fd else str(path)
+        if os.path.realpath(where) == os.path.realpath(logs) and logs.is_dir():
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, flags, *a, **kw)
+
+    monkeypatch.setattr(dirfd.os, "open", refusing_open)
+    blocks = ggit.admin_blocks(hub.common_dir)
+    assert [(b.rel, b.kind) for b in blocks] == [("logs", "deep")], blocks
+    monkeypatch.chdir(hub.path)
+    changes = recovery.mend_admin(GRepo.discover(str(hub.path)))
+    assert not logs.exists() and changes and "logs" in changes[0]["kept"], changes
+    monkeypatch.undo()
+    assert hub.lane("status").rc == 0

@@ -666,3 +666,49 @@ def test_a_refusals_plain_git_next_in_a_lane_never_runs_a_program_of_the_lanes(
     # the pinned next did its job: beta is back on its branch
     head = (hub.common_dir / "worktrees" / "beta" / "HEAD").read_text()
     assert head == "ref: refs/heads/lane/beta\n", head
+
+
+def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", "-C", str(cwd), *args], capture_output=True, text=True, check=check
+    )
+
+
+@pytest.mark.parametrize(
+    "text", [b"fake\n/../../..\n", b"../..\0/worktrees/alpha/fake\n", b"../..\r\n"]
+)
+def test_the_hooks_read_the_common_dir_git_reads_never_a_first_line_of_commondir(
+    hub: Repo, text: bytes
+) -> None:
+    """Red team 13S, finding 1 (HIGH). git reads all of `<admin>/commondir` (trailing
+    newlines and CRs cut, a NUL ends the name); the hooks read its first line, and sh
+    drops a NUL. A lane writes `fake\\n/../../..` (or `../..\\0/worktrees/alpha/fake`) and
+    makes `<admin>/fake` with a config.toml saying `enabled = false`: git still reads the
+    real repository while the hooks read the fake one, and a plain `git update-ref
+    refs/heads/main` from the lane (bypass matrix row update_ref) moved main. The hooks
+    now read only git's own `../..` and ask git about anything else; the engine (and so
+    doctor) calls any other commondir tampered, with repair as the fix."""
+    alpha = hub.create("alpha")
+    tip = hub.commit(alpha, "z.txt", "z\n")
+    main_before = hub.sha()
+    admin = hub.common_dir / "worktrees" / "alpha"
+    (admin / "fake" / "refs").mkdir(parents=True)
+    (admin / "fake" / "git-lane").mkdir()
+    (admin / "fake" / "git-lane" / "config.toml").write_text("enabled = false\n")
+    (admin / "fake\n").mkdir()
+    (admin / "commondir").write_bytes(text)
+    common = _git(alpha, "rev-parse", "--path-format=absolute", "--git-common-dir").stdout
+    assert common.strip() == str(hub.common_dir)  # git still reads the real repository
+    r = _git(alpha, "update-ref", "refs/heads/main", tip, check=False)
+    assert r.returncode != 0 and hub.sha() == main_before, (r.stderr, hub.sha())
+    assert "[main_mutation_refused]" in r.stderr, r.stderr
+    # the engine: tampered (what the hooks do not read, git may read otherwise)
+    d = hub.jlane("doctor")
+    lines = [c for c in d.json["checks"] if c["name"] == "lane alpha"]
+    assert len(lines) == 1 and lines[0]["status"] == "fail", d.stdout
+    assert "commondir" in lines[0]["message"], lines
+    r2 = hub.jlane("land", "alpha")
+    assert r2.rc == 1 and r2.code == "lane_pointers_tampered", r2.stdout
+    _run_next(hub, r2)
+    assert (admin / "commondir").read_bytes() == b"../..\n"
+    assert hub.lane("land", "alpha").rc == 0

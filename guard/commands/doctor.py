@@ -1005,6 +1005,8 @@ def _program_severity(key: str, value: str) -> str | None:
         return FAIL
     if k.startswith("extensions.") or k in ("core.bare", "core.repositoryformatversion"):
         return None  # git's own repository layout
+    if k.startswith("remote.") and key[len("remote.") :].startswith("-"):
+        return FAIL  # a remote named as an option word: fetch --all hands it to a child fetch
     if k.startswith("remotes."):  # a group of remotes: a program only through an option word
         return WARN if any(w.startswith("-") for w in value.split()) else None
     return WARN if program_key(k) else None

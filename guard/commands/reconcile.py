@@ -13,6 +13,7 @@ from typing import Any
 
 from guard import git, gitlocks, landed, landing, lane, lock, objects, policy, procs, recovery
 from guard.commands import release, repair
+from guard.errors import Refusal
 from guard.repo import Repo
 from guard.results import ReconcileResult
 from guard.store import LaneRecord, now_iso
@@ -23,7 +24,9 @@ def run(repo: Repo) -> ReconcileResult:
     changes: list[dict[str, Any]] = repo.store.repair_layout()  # directories where files belong
     # what admin_unreadable names (a FIFO, a link, a bad HEAD in an admin dir), by fds,
     # before anything lists the worktrees (git cannot while they are there)
-    changes.extend(recovery.mend_admin(repo))
+    mended = recovery.mend_admin(repo)
+    changes.extend(mended)
+    _stuck(repo, mended)
     changes.extend(landing.recover(repo))
     changes.extend(lock.clear_dead(repo))
     changes.extend(_sweep_gate_worktrees(repo))
@@ -150,6 +153,29 @@ def _sanitize_lane_stores(repo: Repo) -> list[dict[str, Any]]:
         if removed:
             out.append({"action": "lane_store_sanitized", "lane": rec.key, "removed": removed})
     return out
+
+
+def _stuck(repo: Repo, mended: list[dict[str, Any]]) -> None:
+    """A mend that could not remove what blocks git (a directory no chmod opens to the
+    owner: immutable or append-only, root's doing) ends here, named with the reason:
+    reconcile again would only say the same."""
+    stuck = [(c["admin"], f) for c in mended for f in c.get("failed", ())]
+    if not stuck or not git.admin_blocks(repo.common_dir):
+        return
+    dirs = sorted({os.path.dirname(os.path.join(a, f.split(" (", 1)[0])) for a, f in stuck})
+    raise Refusal(
+        "admin_unreadable",
+        "reconcile could not mend a lane's admin dir: "
+        + ", ".join(git.shown(os.path.join(a, f)) for a, f in stuck[:5])
+        + (" ..." if len(stuck) > 5 else "")
+        + "; the directory refuses its owner (immutable or append-only: only root sets or "
+        "clears that), so nothing else was done",
+        next=[
+            f"{'sudo ' if os.geteuid() else ''}chattr -i -a -- {' '.join(git.q(d) for d in dirs[:10])}",
+            "git lane reconcile",
+        ],
+        details={"failed": [os.path.join(a, f) for a, f in stuck[:100]]},
+    )
 
 
 def _sweep_gate_worktrees(repo: Repo) -> list[dict[str, Any]]:
