@@ -5,6 +5,7 @@ disturbed by the installed hooks."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -162,8 +163,12 @@ def test_the_owners_commit_in_a_lane_never_writes_through_a_link_at_gitlane_fres
     (alpha / "work.txt").write_text("uncommitted\n")
     r = repo.jlane("release", "alpha")
     assert r.rc == 1 and r.code == "unlanded_work", r.stdout
-    commits = [n for n in r.json["next"] if " add -A" in n or " commit " in n]
-    assert commits, r.stdout
+    # release's next is `git lane checkpoint` (red team 13S finding 2), which refuses
+    # admin_unreadable on the links below; the owner's own commit in the lane runs the
+    # same hooks as the owner, outside any sandbox: neither writes through them
+    assert r.json["next"][0].startswith("git lane checkpoint alpha "), r.stdout
+    lq = shlex.quote(str(alpha))
+    commits = [r.json["next"][0], f"git -C {lq} add -A && git -C {lq} commit -q -m work"]
     # the lane, after the refusal
     admin = repo.common_dir / "worktrees" / "alpha"
     (admin / "gitlane-fresh").unlink(missing_ok=True)
@@ -172,9 +177,9 @@ def test_the_owners_commit_in_a_lane_never_writes_through_a_link_at_gitlane_fres
     (admin / "gitlane-fresh").symlink_to(outside / "made-by-the-owner")
     for epoch in range(3):
         (admin / f"gitlane-fresh-{epoch}").symlink_to(outside / f"dir-{epoch}")
-    for n in commits:  # the owner runs the next as printed
+    for n in commits:  # the owner runs them as printed
         res = subprocess.run(["sh", "-c", n], cwd=repo.path, capture_output=True, text=True)
-        assert res.returncode == 0, res.stdout + res.stderr
+        assert res.returncode == (1 if n == commits[0] else 0), res.stdout + res.stderr
     assert git(alpha, "log", "-1", "--format=%s").stdout.strip() != "init"  # committed
     assert not list(outside.iterdir())
 

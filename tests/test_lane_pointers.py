@@ -619,6 +619,55 @@ def test_repair_never_writes_through_a_link_the_lane_planted_at_its_temp_name(
     assert hub.lane("status", "alpha", cwd=lane_path).rc == 0
 
 
+def _plain_git_nexts(r: LaneRun) -> list[str]:
+    """The entries of a refusal's next and alternatives that run git in a worktree."""
+    return [n for n in [*r.json["next"], *r.json["alternatives"]] if " git -C " in f" {n}"]
+
+
+def test_a_refusals_plain_git_next_in_a_lane_never_runs_a_program_of_the_lanes(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """A refusal's next that ran plain `git -C LANE ...` (release's and gc's `add -A &&
+    commit`, lane_dirty's, a branch mismatch's `switch`, sync's `stash store`/`switch`,
+    the `status` alternatives) followed the lane's pointers: the lane, still running
+    after the refusal, repoints `<admin>/commondir` at a common dir whose config names
+    a program (core.fsmonitor), and the owner running the next as printed ran it,
+    unconfined (red team 13S). A next that commits is `git lane checkpoint` (it checks
+    the pointers when it runs); the others name the lane's repository from trusted state
+    (GIT_DIR, GIT_COMMON_DIR, GIT_WORK_TREE, core.fsmonitor off) and still work."""
+    alpha = hub.create("alpha")
+    (alpha / "work.txt").write_text("uncommitted\n")
+    rel = hub.jlane("release", "alpha")
+    assert rel.rc == 1 and rel.code == "unlanded_work", rel.stdout
+    assert rel.json["next"][0] == "git lane checkpoint alpha -m 'Work of lane alpha'"
+    assert not _plain_git_nexts(rel), rel.stdout
+    beta = hub.create("beta")
+    subprocess.run(["git", "-C", str(beta), "switch", "-q", "-c", "side"], check=True)
+    mis = hub.jlane("land", "beta")
+    assert mis.rc == 1 and mis.code == "lane_branch_mismatch", mis.stdout
+    pinned = _plain_git_nexts(mis)
+    assert pinned and all(n.startswith("GIT_DIR=") for n in pinned), mis.stdout
+    # the lanes, after the refusals
+    evidence = tmp_path / "evidence"
+    fake = _fake_common(hub, evidence)
+    for lp in (alpha, beta):
+        admin = Path(
+            subprocess.run(
+                ["git", "-C", str(lp), "rev-parse", "--path-format=absolute", "--git-dir"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+        )
+        (admin / "commondir").write_text(f"{fake}\n")
+    for n in [*rel.json["next"][:1], *pinned]:  # the owner runs them as printed
+        subprocess.run(["sh", "-c", n], cwd=hub.path, capture_output=True, text=True)
+    assert not evidence.exists(), evidence.read_text()
+    # the pinned next did its job: beta is back on its branch
+    head = (hub.common_dir / "worktrees" / "beta" / "HEAD").read_text()
+    assert head == "ref: refs/heads/lane/beta\n", head
+
+
 def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["git", "-C", str(cwd), *args], capture_output=True, text=True, check=check

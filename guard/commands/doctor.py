@@ -465,7 +465,7 @@ def _unset_hooks_path(where: str, scope: str, origin: str) -> str:
         return f"git config --file {q(f)} --unset-all core.hooksPath"
     if scope == "command":
         return "unset GIT_CONFIG_COUNT GIT_CONFIG_PARAMETERS  (core.hooksPath comes from the environment or -c)"
-    return f"git -C {q(where)} config --{scope} --unset-all core.hooksPath"
+    return f"{git.owner_git(where)} config --{scope} --unset-all core.hooksPath"
 
 
 def _find_ours(d: Path, name: str) -> Path | None:
