@@ -472,7 +472,7 @@ def mend_admin(repo: Repo) -> list[dict[str, Any]]:
     for b in git.admin_blocks(repo.common_dir):
         todo.setdefault(b.admin, []).append(b)
     for admin in heads:
-        if not git.head_takes(admin):
+        if not git.head_takes(admin) or git.index_unreadable(admin):
             todo.setdefault(admin, [])
     for admin, blocks in todo.items():
         try:
@@ -579,6 +579,11 @@ def _mend_one(
             removed.append("HEAD (written back)")
         except OSError:
             failed.append("HEAD")
+    if git.index_unreadable(admin):  # git cannot read it: kept, and read back from HEAD
+        try:
+            aside("index")
+        except OSError as exc:
+            failed.append(f"index ({exc.strerror})")
     if "commondir" in removed or "commondir" in moved:
         try:
             _writable(afd, lambda: dirfd.replace(afd, "commondir", [b"../..\n"]))

@@ -736,11 +736,6 @@ def test_a_lane_index_git_cannot_read_is_no_exit_3_of_the_owners_commands(
     kept(repo, shas)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="recovery.mend_admin/_mend_one: an index git.index_unreadable names is to be "
-    "treated as gone (moved into kept/, read back from HEAD): wired by the lead (red team 13S)",
-)
 @pytest.mark.parametrize("how", ["corrupt", "shared_emptied"])
 def test_the_admin_unreadable_next_reads_back_an_index_git_cannot_read(
     world: tuple[Repo, Path, list[str]], how: str
