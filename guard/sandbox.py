@@ -12,6 +12,9 @@ test against the real kernel (tests/test_sandbox.py). Three steps:
   object store `objects/`: the shared `objects/` is not writable, guard/objects.py), the loose-ref and reflog directories of lane branches (`refs/heads/lane/`,
   `logs/refs/heads/lane/`: shared by every lane, see docs/trust-boundary.md), `rr-cache/`
   when rerere is on, the temp and cache dirs, `sandbox_writable`, and the terminal devices;
+  in git's own directories (the admin dir, its store, the lane refs, rr-cache) without the
+  rights to make a link, a FIFO, a socket or a device (SPECIALS: git makes none there, and
+  the owner's engine git runs in them);
 - `prepare(grants)`: builds the ruleset in the caller (the supervisor: it opens the paths
   and adds the rules, and stays unconfined) and returns the function CMD's process runs
   just before exec: `prctl(PR_SET_NO_NEW_PRIVS)` and `landlock_restrict_self`, two syscalls.
@@ -53,6 +56,11 @@ MAKE_FIFO = 1 << 10
 MAKE_BLOCK = 1 << 11
 MAKE_SYM = 1 << 12
 REFER = 1 << 13  # ABI 2
+# what git never makes in a git dir: a link, a FIFO, a socket, a device. None is granted in
+# the lane's admin dir, its object store or the lane refs: the owner's engine git runs in
+# them (commit, rebase, worktree lock) and would write through a link or block on a FIFO
+# planted there while it runs (a walk before cannot see what comes after it)
+SPECIALS = MAKE_SYM | MAKE_FIFO | MAKE_SOCK | MAKE_CHAR | MAKE_BLOCK
 TRUNCATE = 1 << 14  # ABI 3
 IOCTL_DEV = 1 << 15  # ABI 5
 _ABI1 = (1 << 13) - 1
@@ -182,6 +190,8 @@ class Grants:
     # CMD gets a private temp directory made under this one (mkdtemp at exec), and
     # TMPDIR/TMP/TEMP naming it; the shared temp dir itself is never granted
     private_tmp_under: str | None = None
+    # writable paths granted without SPECIALS (git's own directories)
+    plain: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -325,7 +335,18 @@ def decide(f: Facts) -> Grants:
     for w in writable:
         if w not in out:
             out.append(w)
-    return Grants(writable=out, notes=notes, private_tmp_under=private_tmp)
+    notes.append(
+        "no link, FIFO, socket or device can be made in the lane's admin dir, its object "
+        "store or the lane refs (git makes none there; the owner's git runs in them)"
+    )
+    gits = [
+        f.admin_dir,
+        os.path.join(f.admin_dir, "objects"),
+        *(os.path.join(common, r) for r in lane_refs),
+        os.path.join(common, "rr-cache"),
+    ]
+    plain = [p for p in out if p in gits]
+    return Grants(writable=out, notes=notes, private_tmp_under=private_tmp, plain=plain)
 
 
 def facts(
@@ -511,6 +532,15 @@ def _open_grant(path: str) -> int | None:
     return pfd
 
 
+def _rights(g: Grants, path: str, rights: int) -> int:
+    """The rights granted on writable `path`: all, but SPECIALS in git's own directories
+    (g.plain) and anything in them (the lane's store, which exec adds)."""
+    real = _real(path)
+    if any(_encloses(_real(p), real) for p in g.plain):
+        return rights & ~SPECIALS
+    return rights
+
+
 def _rules(g: Grants, extra_writable: Sequence[str], rights: int) -> list[tuple[str, int, int]]:
     """(path, fd, rights) of every rule for `g`: what prepare() grants and --explain and
     doctor list. The caller closes the fds."""
@@ -518,7 +548,7 @@ def _rules(g: Grants, extra_writable: Sequence[str], rights: int) -> list[tuple[
     try:
         for path, allowed in [
             *((r, READ) for r in g.readable),
-            *((w, rights) for w in [*g.writable, *extra_writable]),
+            *((w, _rights(g, w, rights)) for w in [*g.writable, *extra_writable]),
         ]:
             pfd = _open_grant(path)
             if pfd is None:

@@ -622,3 +622,39 @@ def test_a_worker_cannot_ask_for_an_unconfined_gate(hub: Repo, tmp_path: Path) -
     assert refusal["code"] == "land_via_supervisor_failed", refusal
     assert refusal["details"]["reason"] == "bad_request"
     assert not marker.exists() and hub.sha() == main
+
+
+def test_no_link_fifo_or_socket_can_be_made_where_the_owners_git_runs(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """The owner's engine git runs in the lane's admin dir (checkpoint's commit, a sync's
+    rebase, worktree lock) and opens its files by path: a link a running CMD plants there
+    after the engine's walk is written through (the owner's file appended to), a FIFO
+    blocks it (red team 13Q). git makes none of these in a git dir: CMD may make none in
+    its admin dir, its object store or the lane refs, by creation or by a rename from the
+    lane, where it still may (tools make sockets and links in a project)."""
+    hub.create("alpha")
+    body = r"""
+A=$(git rev-parse --path-format=absolute --git-dir)
+C=$(git rev-parse --path-format=absolute --git-common-dir)
+try sym_admin ln -s /etc/hostname "$A/logs/HEAD.x"
+try sym_msg ln -s /etc/hostname "$A/COMMIT_EDITMSG"
+try fifo_admin mkfifo "$A/HEAD.fifo"
+try sym_store ln -s /etc/hostname "$A/objects/x"
+try fifo_store mkfifo "$A/objects/f"
+try sym_ref ln -s ../main "$C/refs/heads/lane/evil"
+try sock_admin python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$A/s"
+ln -s /etc/hostname ./moved-link && mkfifo ./moved-fifo
+try mv_sym mv ./moved-link "$A/logs/moved"
+try mv_fifo mv ./moved-fifo "$A/moved"
+try lane_sym ln -s /etc/hostname ./inlane-link
+try lane_fifo mkfifo ./inlane-fifo
+try commit sh -c 'printf x > w.txt && git add w.txt && git commit -q -m w'
+"""
+    r = _run(hub, tmp_path, body)
+    assert r.rc == 0, r.stderr
+    rcs = _rcs(r.stdout)
+    refused = ["sym_admin", "sym_msg", "fifo_admin", "sym_store", "fifo_store", "sym_ref"]
+    refused += ["sock_admin", "mv_sym", "mv_fifo"]
+    assert {k: rcs[k] for k in refused if rcs[k] == 0} == {}, r.stdout
+    assert rcs["lane_sym"] == 0 and rcs["lane_fifo"] == 0 and rcs["commit"] == 0, r.stdout

@@ -287,13 +287,18 @@ def test_lane_commits_outlive_a_pruned_admin_dir(hub: Repo, tmp_path: Path) -> N
 
 
 def test_symlinks_in_the_lane_store_are_not_followed(hub: Repo, tmp_path: Path) -> None:
-    """CMD can put symlinks in its own store; the next exec (outside, as the owner) sets
-    them aside instead of writing the store's alternates file through them."""
-    hub.create("alpha")
+    """CMD cannot put a symlink in its own store (the sandbox grants it no MAKE_SYM
+    there); one a plain process (or an older git-lane's sandbox) put there, the next exec
+    (outside, as the owner) sets aside instead of writing the store's alternates file
+    through it."""
+    lane_path = hub.create("alpha")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     body = 'rm -rf "$GIT_OBJECT_DIRECTORY/info" && ln -s "$1" "$GIT_OBJECT_DIRECTORY/info"\n'
-    assert _run(hub, tmp_path, body, str(elsewhere)).rc == 0
+    assert _run(hub, tmp_path, body, str(elsewhere)).rc != 0  # the kernel says no
+    info = _store(hub, lane_path) / "info"
+    shutil.rmtree(info, ignore_errors=True)
+    info.symlink_to(elsewhere)
     r = _run(hub, tmp_path, "git commit -q --allow-empty -m again\n")
     assert r.rc == 0, r.stderr
     assert list(elsewhere.iterdir()) == []
@@ -354,17 +359,22 @@ def test_sanitize_never_unlinks_through_a_directory_the_lane_swapped_for_a_link(
 
     from enginehelp import events
 
-    hub.create("alpha")
+    lane_path = hub.create("alpha")
     main = hub.sha()
     ref = hub.common_dir / "refs" / "heads" / "main"
     assert ref.is_file()
     script = tmp_path / "swap.sh"
     script.write_text(SWAP)
     secs = 20
-    argv = [sys.executable, "-m", "guard", "exec", "--sandbox", "alpha", "--", "sh"]
+    # the sandbox no longer lets CMD make the link or the FIFO (no MAKE_SYM/MAKE_FIFO in
+    # its store); a plain process in the lane still can, and sanitize still faces it
+    tried = _run(hub, tmp_path, 'ln -s "$1" "$GIT_OBJECT_DIRECTORY/zz-x"\n', str(ref.parent))
+    assert tried.rc != 0 and "ermission denied" in tried.stderr, tried.stderr
+    env = {**os.environ, "GIT_OBJECT_DIRECTORY": str(_store(hub, lane_path))}
     cmd = subprocess.Popen(
-        [*argv, str(script), REAL_GIT, str(ref.parent), str(secs)],
-        cwd=hub.path,
+        ["sh", str(script), REAL_GIT, str(ref.parent), str(secs)],
+        cwd=lane_path,
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

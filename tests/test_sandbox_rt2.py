@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sandboxhelp import NEEDS_LANDLOCK
+from sandboxhelp import NEEDS_LANDLOCK, refused_then_planted
 from conftest import LaneRun, Repo, git
 
 
@@ -242,8 +242,13 @@ def test_a_fifo_at_the_lanes_index_never_hangs_the_owners_commands(
     alpha = hub.create("alpha")
     hub.commit(alpha, "kept.txt", "committed\n")
     (alpha / "kept.txt").write_text("uncommitted work\n")
-    r = _exec(hub, tmp_path, PLANT_INDEX_FIFO, REAL_GIT)
-    assert r.rc == 0, r.stdout + r.stderr
+    refused_then_planted(
+        lambda: _exec(hub, tmp_path, PLANT_INDEX_FIFO, REAL_GIT),
+        PLANT_INDEX_FIFO,
+        alpha,
+        REAL_GIT,
+        tmp_path=tmp_path,
+    )
     fifo = next((p for p in (hub.common_dir / "worktrees").glob("*/index") if p.is_fifo()), None)
     assert fifo is not None
     try:

@@ -27,14 +27,50 @@ SHA = "1111111111111111111111111111111111111111"
 # CMD plants a FIFO in its own object store under a made-up object name and points its
 # branch at that name: git reading that object (the supervisor's absorb, a land's import,
 # the owner's status) opens the FIFO, and open(2) of a FIFO blocks until a writer comes
+# (the sandbox now refuses CMD the FIFO itself: no MAKE_FIFO in its store; CMD checks
+# that, and a plain process, _Planter below, puts the FIFO there for it)
 FIFO = r"""
 set -e
 sha=1111111111111111111111111111111111111111
 mkdir -p "$GIT_OBJECT_DIRECTORY/11"
-mkfifo "$GIT_OBJECT_DIRECTORY/11/${sha#11}"
+if mkfifo "$GIT_OBJECT_DIRECTORY/11/cmd-made" 2>/dev/null; then exit 7; fi
+while [ ! -p "$GIT_OBJECT_DIRECTORY/11/${sha#11}" ]; do sleep 0.02; done
 printf '%s\n' "$sha" > "$1"
 sleep 3
 """
+
+
+class _Planter:
+    """A plain process in the lane (no sandbox) that puts a FIFO at the made-up object's
+    place in the lane's store (`<admin>/objects/11/...`): once, or (`again`) back each
+    time it is removed, until stopped."""
+
+    def __init__(self, admin: Path, again: bool = False) -> None:
+        import threading
+
+        self.again = again
+        self.fifo = admin / "objects" / "11" / SHA[2:]
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self.stop.is_set():
+            try:
+                if self.fifo.parent.is_dir() and not self.fifo.is_fifo():
+                    os.mkfifo(self.fifo)
+                    if not self.again:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.02)
+
+    def __enter__(self) -> _Planter:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
 
 
 def _bounded(argv: list[str], cwd: Path, env: dict[str, str], limit: float) -> int | None:
@@ -54,6 +90,17 @@ def _bounded(argv: list[str], cwd: Path, env: dict[str, str], limit: float) -> i
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
         return None
+
+
+def _admin(lane_path: Path) -> Path:
+    return Path(
+        subprocess.run(
+            ["git", "-C", str(lane_path), "rev-parse", "--absolute-git-dir"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
 
 
 def _fifos(root: Path) -> list[Path]:
@@ -83,8 +130,10 @@ def test_a_fifo_in_the_lane_store_neither_hangs_exec_nor_the_owners_status(
     argv = [sys.executable, "-m", "guard", "exec", "--sandbox", "alpha", "--"]
     worktrees = hub.common_dir / "worktrees"
     try:
-        rc = _bounded([*argv, "sh", str(body), str(ref)], lane_path, env, 40)
+        with _Planter(_admin(lane_path)):
+            rc = _bounded([*argv, "sh", str(body), str(ref)], lane_path, env, 40)
         assert rc is not None, "exec never ended (absorb blocked)"
+        assert rc != 7, "the sandbox let CMD make a FIFO in its store"
         assert not _fifos(worktrees), "a FIFO was left in the lane's store"
         status = [sys.executable, "-m", "guard", "status"]
         assert _bounded(status, hub.path, env, 40) is not None, "git lane status never ended"
@@ -104,7 +153,7 @@ sha=1111111111111111111111111111111111111111
 mkdir -p "$GIT_OBJECT_DIRECTORY/11"
 fifo="$GIT_OBJECT_DIRECTORY/11/${sha#11}"
 setsid sh -c 'echo $$ > "$0/daemon.pid"
-  while [ ! -e "$0/go" ]; do [ -p "$2" ] || mkfifo "$2" 2>/dev/null; sleep 0.02; done
+  while [ ! -e "$0/go" ]; do sleep 0.02; done
   chmod -x "$1" && touch "$0/done"' "$lane" "$hook" "$fifo" </dev/null >/dev/null 2>&1 &
 while [ ! -p "$fifo" ]; do sleep 0.02; done
 printf '%s\n' "$sha" > "$ref"
@@ -140,6 +189,7 @@ def test_a_hung_socket_land_does_not_keep_what_cmd_left_running_alive(
     )
     pidfile = lane_path / "daemon.pid"
     daemon = 0
+    planter = _Planter(_admin(lane_path), again=True).__enter__()
     try:
         wait_for(pidfile.exists, 20, "the daemon's pid file")
         wait_for(lambda: pidfile.read_text().strip().isdigit(), 5, "the daemon's pid")
@@ -147,6 +197,7 @@ def test_a_hung_socket_land_does_not_keep_what_cmd_left_running_alive(
         # CMD exits ~3 s after its land request; the daemon must be ended then, even
         # though exec still waits for a land blocked on the FIFO (up to its timeout)
         wait_for(lambda: not pid_alive(daemon), 15, "exec to end the daemon CMD left")
+        planter.__exit__()
         (lane_path / "go").touch()
         time.sleep(0.5)
         assert not (lane_path / "done").exists()
@@ -164,6 +215,7 @@ def test_a_hung_socket_land_does_not_keep_what_cmd_left_running_alive(
         assert ends and daemon in ends[-1]["ended"], ends
         assert hook.stat().st_mode & 0o111, "the hook lost its mode after exec was gone"
     finally:
+        planter.__exit__()
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
