@@ -273,10 +273,12 @@ def _contains(repo: Repo, tip: str, other: str) -> bool:
 
 def restore_worktree(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
     """Check the lane out again at its recorded path. While git still has the worktree's
-    admin dir (no `git worktree prune` since), the directory is linked back to it (the
-    .git file, then `git worktree repair`) and filled from its index: staged work, the
-    HEAD reflog, per-worktree refs and a lock all survive. Once pruned, a plain
-    `git worktree add <path> <branch>`."""
+    admin dir (no `git worktree prune` since), the directory is linked back to it (its
+    `.git` file and the admin dir's `gitdir` and `commondir`, written by us from trusted
+    state, never by `git worktree repair`: git's repair rewrites *every* registered
+    worktree, and writes `DIR/.git` wherever another lane's lane-written `gitdir` file
+    points) and filled from its index: staged work, the HEAD reflog, per-worktree refs
+    and a lock all survive. Once pruned, a plain `git worktree add <path> <branch>`."""
     path = rec.path
     if os.path.lexists(path) and (not os.path.isdir(path) or os.listdir(path)):
         raise Refusal(
@@ -285,7 +287,9 @@ def restore_worktree(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
             next=[f"mv {git.q(path)} {git.q(path + '.moved-aside')}", f"git lane repair {rec.key}"],
             details={"lane": rec.key, "path": path},
         )
-    admin = admin_dir(repo, path)
+    admin = repo.store.admin_dir(rec)  # the record's, never one a lane's gitdir file names
+    if admin is not None and not admin.is_dir():
+        admin = None
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as exc:
@@ -298,12 +302,10 @@ def restore_worktree(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
     if admin is not None:
         dotgit = Path(path, ".git")
         dirfd.write_file(path, ".git", f"gitdir: {admin}\n".encode())
-        steps = [["worktree", "repair", path]]
-        if not (admin / "index").exists():
-            steps.append(["reset", "-q"])  # the index from HEAD, then the files from it
-        _restore_steps(repo, rec, steps)
         try:
-            repair_pointers(repo, rec)  # the lane's commondir too, before git reads its index
+            repair_pointers(repo, rec)  # gitdir and commondir too, before git reads its index
+            if not (admin / "index").exists():
+                _restore_steps(repo, rec, [["reset", "-q"]])  # the index from HEAD
             _check_index_names(rec, admin)
         except Refusal:
             dotgit.unlink()  # the directory as it was found: empty

@@ -617,3 +617,44 @@ def test_repair_never_writes_through_a_link_the_lane_planted_at_its_temp_name(
     admin = hub.common_dir / "worktrees" / "alpha"
     assert (admin / "commondir").read_text() == "../..\n"
     assert hub.lane("status", "alpha", cwd=lane_path).rc == 0
+
+
+def _admin_of(lane_path: Path) -> Path:
+    return Path((lane_path / ".git").read_text().split(":", 1)[1].strip())
+
+
+@pytest.mark.parametrize("before", ["absent", "another_repos_gitfile"])
+def test_repair_never_writes_a_dotgit_where_another_lanes_gitdir_file_points(
+    hub: Repo, tmp_path: Path, before: str
+) -> None:
+    """HIGH (red team 13Q, finding 4: a write outside the lane, where the lane chose). Lane
+    alpha writes its own `<admin>/gitdir` (its admin dir is granted) naming `DIR/.git`.
+    `git lane repair beta` (beta's worktree deleted by hand) used to run `git worktree
+    repair BETA_PATH`, and git repairs *every* registered worktree: it wrote `DIR/.git`
+    (made, or overwrote another repository's gitfile). repair now writes beta's own
+    pointers from trusted state and never runs git's unscoped repair."""
+    lane_path = hub.create("alpha")
+    beta = hub.create("beta")
+    hub.commit(beta, "b.txt", "b\n")
+    victim = tmp_path / "owner-dir"
+    victim.mkdir()
+    other = "gitdir: /somewhere/else/.git/worktrees/x\n"
+    if before == "another_repos_gitfile":
+        (victim / ".git").write_text(other)
+    (_admin_of(lane_path) / "gitdir").write_text(f"{victim}/.git\n")
+
+    shutil.rmtree(beta)  # deleted by hand: repair checks it out again
+    r = hub.jlane("repair", "beta")
+    got = (victim / ".git").read_text() if (victim / ".git").exists() else None
+    assert got == (None if before == "absent" else other), (
+        "the owner's repair wrote DIR/.git where lane alpha's gitdir file pointed",
+        r.rc,
+        r.code,
+        got,
+    )
+    assert r.rc == 0, r.stdout + r.stderr
+    assert (beta / "b.txt").read_text() == "b\n"
+    admin = _admin_of(beta)
+    assert admin == hub.common_dir / "worktrees" / "beta"
+    assert (admin / "gitdir").read_text() == f"{beta}/.git\n"
+    assert hub.lane("status", "beta").rc == 0
