@@ -91,6 +91,7 @@ def repair_pointers(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
         return []
     if not pointer_faults(repo, rec):
         return []
+    _never_anothers(repo, rec, admin)
     dotgit = Path(rec.path) / ".git"
     changes: list[dict[str, Any]] = []
     if not os.path.lexists(dotgit):
@@ -120,6 +121,35 @@ def repair_pointers(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
             _replace(p, text)
             changes.append({"action": "pointer_rewritten", "lane": rec.key, "file": str(p)})
     return changes
+
+
+def _never_anothers(repo: Repo, rec: LaneRecord, admin: Path) -> None:
+    """An admin dir another recorded lane has is never pointed at this lane's path (nor
+    named in a next that would): a record without `admin` finds its admin dir by the
+    `gitdir` file that names its path, which another lane writes (red team 13Q: a lane
+    naming `OTHER/.git` there had OTHER, the owner's other repository, handed to it).
+    An admin dir a record names (or that has the lane's directory's name) is that lane's."""
+
+    def named(r: LaneRecord) -> bool:
+        return (r.admin or os.path.basename(os.path.realpath(r.path))) == admin.name
+
+    if named(rec):
+        return
+    mine = os.path.realpath(admin)
+    for k in repo.store.lane_keys():
+        other = repo.store.read_lane(k) if k != rec.key else None
+        if other is None or other.status == "released" or not named(other):
+            continue
+        theirs = repo.store.admin_dir(other)
+        if theirs is not None and os.path.realpath(theirs) == mine:
+            raise Refusal(
+                "lane_pointers_tampered",
+                f"lane {rec.key}'s admin dir, found by the `gitdir` file that names "
+                f"{git.shown(rec.path)}, is lane {k}'s ({git.shown(admin)}): lane {k}'s "
+                f"pointer was changed; nothing at {git.shown(rec.path)} was touched",
+                next=[f"git lane repair {k}"],
+                details={"lane": rec.key, "path": rec.path, "admin": str(admin), "owner": k},
+            )
 
 
 def head_ref(admin: Path) -> str | None:

@@ -658,3 +658,43 @@ def test_repair_never_writes_a_dotgit_where_another_lanes_gitdir_file_points(
     assert admin == hub.common_dir / "worktrees" / "beta"
     assert (admin / "gitdir").read_text() == f"{beta}/.git\n"
     assert hub.lane("status", "beta").rc == 0
+
+
+def test_repair_never_hands_a_directory_to_another_lanes_admin_dir(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """MED (red team 13Q, finding 5). A record without `admin` (older records; what
+    reconcile's adoption wrote) finds its admin dir by the `gitdir` file that names its
+    path, and lane alpha writes its own: naming `OTHER/.git` (the owner's other
+    repository) made lane zeta's admin dir alpha's, and `git lane repair zeta` printed
+    `mv -n OTHER/.git ...` and `printf 'gitdir: <alpha's admin>' > OTHER/.git`. An admin
+    dir another recorded lane has is refused, nothing touched, with the next that puts
+    that lane's pointer back."""
+    lane_path = hub.create("alpha")
+    admin = _admin_of(lane_path)
+    other = tmp_path / "other-project"
+    other.mkdir()
+    subprocess.run(["git", "init", "-q", str(other)], check=True)
+    (other / "p.txt").write_text("precious\n")
+    main = hub.sha()
+    assert main is not None
+    hub.git("update-ref", "refs/heads/lane/zeta", main)
+    (admin / "HEAD").write_text("ref: refs/heads/lane/zeta\n")
+    (admin / "gitdir").write_text(f"{other}/.git\n")
+    rec = {
+        "key": "zeta",
+        "branch": "lane/zeta",
+        "path": str(other),
+        "created_at": "2026-01-01T00:00:00Z",
+    }
+    (hub.state_dir / "lanes" / "zeta.json").write_text(json.dumps(rec))
+    r = hub.jlane("repair", "zeta")
+    assert r.rc == 1 and r.code == "lane_pointers_tampered", r.stdout + r.stderr
+    assert not any(str(admin) in n for n in r.json["next"]), r.json["next"]
+    assert r.json["next"] == ["git lane repair alpha"], r.json["next"]
+    assert (other / ".git").is_dir() and (other / "p.txt").read_text() == "precious\n"
+    (admin / "HEAD").write_text("ref: refs/heads/lane/alpha\n")
+    _run_next(hub, r)
+    assert (admin / "gitdir").read_text() == f"{lane_path}/.git\n"
+    assert (other / ".git").is_dir()
+    assert hub.lane("status", "alpha", cwd=lane_path).rc == 0
