@@ -273,8 +273,10 @@ def restore_branch(repo: Repo, rec: LaneRecord, facts: BranchFacts) -> list[dict
                 repo.common_dir,
             )
         out.append({"action": "moved_value_kept", "lane": key, "ref": rescue, "sha": facts.tip})
-    res = git.run(
-        ["update-ref", "-m", f"git-lane: repair {key}", ref, target, old], where, check=False
+    res = git.run(  # --no-deref: a branch ref made a symref (to main) is replaced, never followed
+        ["update-ref", "--no-deref", "-m", f"git-lane: repair {key}", ref, target, old],
+        where,
+        check=False,
     )
     if not res.ok:  # the compare-and-swap lost: something moved the branch meanwhile
         raise Refusal(

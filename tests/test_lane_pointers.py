@@ -698,3 +698,35 @@ def test_repair_never_hands_a_directory_to_another_lanes_admin_dir(
     assert (admin / "gitdir").read_text() == f"{lane_path}/.git\n"
     assert (other / ".git").is_dir()
     assert hub.lane("status", "alpha", cwd=lane_path).rc == 0
+
+
+@pytest.mark.parametrize("how", ["admin_head", "branch_symref"])
+def test_repair_of_a_lane_whose_head_the_lane_switched_has_a_next_that_works(
+    hub: Repo, how: str
+) -> None:
+    """MED (red team 13Q, finding 9). The lane writes its `<admin>/HEAD` as `ref:
+    refs/heads/main` (or its branch ref as a symref to main). repair called the lane's own
+    worktree "the worktree git has on refs/heads/main" and refused worktree_path_exists
+    with a next that moved the worktree aside and ended at a dead end (the symref: its
+    update-ref followed the link to main, refused by the hooks, lane_branch_moved for
+    ever). A worktree whose admin dir is the record's (its `gitdir` naming the path) is
+    the lane's own: repair points its HEAD back at the lane's branch (the branch ref is
+    replaced, never followed), files and commits untouched, main unmoved, and it lands."""
+    lane_path = hub.create("alpha")
+    hub.commit(lane_path, "w.txt", "work\n")
+    tip = hub.sha("refs/heads/lane/alpha")
+    main = hub.sha()
+    if how == "admin_head":
+        (_admin_of(lane_path) / "HEAD").write_text("ref: refs/heads/main\n")
+    else:
+        (hub.common_dir / "refs" / "heads" / "lane" / "alpha").write_text("ref: refs/heads/main\n")
+    r = hub.jlane("repair", "alpha")
+    assert r.rc == 0, r.stdout + r.stderr
+    if how == "admin_head":
+        assert {"action": "head_restored", "lane": "alpha", "from": "refs/heads/main"} in r.json[
+            "changes"
+        ], r.json
+    assert (_admin_of(lane_path) / "HEAD").read_text() == "ref: refs/heads/lane/alpha\n"
+    assert (lane_path / "w.txt").read_text() == "work\n"
+    assert hub.sha("refs/heads/lane/alpha") == tip and hub.sha() == main
+    assert hub.jlane("land", "alpha").code == "landed"
