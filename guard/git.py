@@ -97,6 +97,28 @@ def lane_pointers(cwd: Where) -> dict[str, str] | None:
     return None
 
 
+def owner_git(path: str | os.PathLike[str]) -> str:
+    """`git -C PATH` for a refusal's `next` that the owner runs by hand in a worktree. In a
+    pinned lane, with its repository named from trusted state (GIT_DIR, GIT_COMMON_DIR,
+    GIT_WORK_TREE) and LANE_CONFIG: a plain `git -C LANE` follows the lane's `.git`,
+    `<admin>/commondir` and `gitdir`, which a lane still running can repoint after the
+    refusal at a repository whose config names a program (core.fsmonitor), and the owner
+    would run it unconfined."""
+    pinned = lane_pointers(path)
+    here = f"git -C {q(path)}"
+    if not pinned:
+        return here
+    env = " ".join(f"{k}={q(pinned[k])}" for k in ("GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE"))
+    return f"{env} {here} {' '.join(LANE_CONFIG)}"
+
+
+def owner_git_dir(admin: str | os.PathLike[str], common: str | os.PathLike[str]) -> str:
+    """owner_git for a lane's repository with no worktree (its index, its refs): GIT_DIR
+    and GIT_COMMON_DIR named, never `--git-dir=ADMIN` alone (git would follow the admin
+    dir's `commondir`, the lane's to write)."""
+    return f"GIT_DIR={q(admin)} GIT_COMMON_DIR={q(common)} git {' '.join(LANE_CONFIG)}"
+
+
 # A sandboxed lane's own object store (guard/objects.py): its commits live there until exec
 # copies them, verified, into the shared store, which never lists a lane's store as an
 # alternate (a lane's store would shadow objects written later). An engine call that
@@ -324,6 +346,28 @@ def index_file_fault(admin: str | os.PathLike[str]) -> tuple[str, str] | None:
     return None
 
 
+def index_unreadable(admin: str | os.PathLike[str]) -> bool:
+    """Is `<admin>/index` a regular file (and each shared index it names too) that git
+    cannot read: a bad signature, version or checksum, an emptied `sharedindex.*`? Every
+    git call in the lane then dies (`index file corrupt`). Asked of git itself, with the
+    common dir as its repository (`<common>/worktrees/<id>` is an admin dir's place) and
+    the index named by GIT_INDEX_FILE: never the lane's pointers, no fsmonitor. A git
+    that fails to say, whatever the reason, is an index not vouched for: True. No index,
+    or one that is no regular file (index_file_fault names it), is False."""
+    index = os.path.join(admin, "index")
+    if not os.path.isfile(index) or os.path.islink(index) or index_file_fault(admin) is not None:
+        return False
+    common = os.path.dirname(os.path.dirname(os.path.abspath(admin)))
+    res = run(
+        ["-c", "core.fsmonitor=false", "rev-parse", "--shared-index-path"],
+        common,
+        check=False,
+        env={"GIT_INDEX_FILE": os.path.abspath(index)},
+        timeout=lane_read_timeout(),
+    )
+    return not res.ok
+
+
 def check_index_file(admin: str | os.PathLike[str], lane: str | os.PathLike[str]) -> None:
     """Refuse (lane_index_unsafe) when the lane's index (or a shared index it may
     name) is no regular file."""
@@ -340,7 +384,7 @@ def check_index_file(admin: str | os.PathLike[str], lane: str | os.PathLike[str]
         "can read (a FIFO blocks git for ever); nothing was done. It holds nothing "
         "committed: removing it and reading the lane's commit back into a new index "
         "keeps every file of the worktree",
-        next=[f"{how} -- {' '.join(q(p) for p in rm)}", f"git -C {q(lane)} read-tree HEAD"],
+        next=[f"{how} -- {' '.join(q(p) for p in rm)}", f"{owner_git(lane)} read-tree HEAD"],
         details={"lane_path": os.fspath(lane), "index": path, "fault": fault},
     )
 
@@ -1064,14 +1108,31 @@ def _is_real_dir(p: str) -> bool:
 
 
 def head_takes(admin: str | os.PathLike[str]) -> bool:
-    """Would git take `<admin>/HEAD` (a regular file: `ref: refs/...` or an object name)?"""
+    """Would git take `<admin>/HEAD` (a regular file: `ref: refs/...` or the name of a
+    commit the store holds)? A detached HEAD of the right form naming no commit passes
+    git's look at the admin dir and fails every later call in the lane (`bad object
+    HEAD`): asked of the common dir (`<common>/worktrees/<id>` is an admin dir's place),
+    never of the lane's pointers."""
     try:
         text = read_admin(os.path.join(admin, "HEAD"), limit=4096).strip()
     except OSError:
         return False
     if text.startswith("ref:"):
         return text[4:].strip().startswith("refs/")
-    return re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", text) is not None
+    if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", text) is None:
+        return False
+    return commit_held(admin, text)
+
+
+def commit_held(admin: str | os.PathLike[str], sha: str) -> bool:
+    """Is `sha` a commit of the shared store or of the own store of the worktree whose
+    admin dir is `admin` (a sandboxed lane's commits live there until exec absorbs
+    them)? Asked in the common dir (`<common>/worktrees/<id>` is an admin dir's place),
+    never through the lane's pointers."""
+    common = os.path.dirname(os.path.dirname(os.path.abspath(admin)))
+    own = _store_of(os.fspath(admin))
+    env = {"GIT_ALTERNATE_OBJECT_DIRECTORIES": alternate_entry(own)} if own else None
+    return run(["cat-file", "-e", f"{sha}^{{commit}}"], common, check=False, env=env).ok
 
 
 def admin_blockers(common: str | os.PathLike[str]) -> list[str]:

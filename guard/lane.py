@@ -546,9 +546,8 @@ def dirty_refusal(key: str, path: str, dirty: list[str], action: str) -> Refusal
     return Refusal(
         "lane_dirty",
         f"lane {key} has {len(dirty)} uncommitted path(s): {', '.join(map(git.shown, dirty[:5]))}",
-        next=[
-            f"git -C {git.q(path)} add -A && git -C {git.q(path)} commit -q -m "
-            + git.q(f"Work in lane {key} before {action}"),
+        next=[  # checkpoint: add -A and commit, the lane's pointers checked when it runs
+            f"git lane checkpoint {key} -m " + git.q(f"Work in lane {key} before {action}"),
             f"git lane {action} {key}",
         ],
         details={"lane": key, "dirty_paths": dirty[:100]},
@@ -617,8 +616,8 @@ def branch_mismatch_refusal(
     never left on no branch (see _detached_commits)."""
     tip = repo.ref_sha(f"refs/heads/{branch}")
     there = tip is not None
-    p = git.q(path)
-    switch = f"git -C {p} switch {branch}" if there else f"git -C {p} switch -c {branch}"
+    g = git.owner_git(path)  # the lane's repository named, never its pointers followed
+    switch = f"{g} switch {branch}" if there else f"{g} switch -c {branch}"
     details: dict[str, object] = {"lane": key, "head": head, "branch_exists": there}
     first: list[str] = []
     extra = ""
@@ -649,19 +648,19 @@ def _detached_commits(
     made = git.commits(repo.common_dir, f"{tip}..{sha}")
     shown = ", ".join(f"{c[:12]} {subject[:60]}" for c, subject in made[:5])
     details.update(detached=sha, commits=[c for c, _ in made])
-    p = git.q(path)
+    g = git.owner_git(path)
     if git.is_ancestor(repo.common_dir, tip, sha):
         why = git.q(f"git-lane: {branch} onto the commits of its detached HEAD")
-        return [f"git -C {p} update-ref -m {why} refs/heads/{branch} {sha} {tip}"], (
+        return [f"{g} update-ref -m {why} refs/heads/{branch} {sha} {tip}"], (
             f"; its detached HEAD has commit(s) on top of {branch} ({shown}): the next moves "
             f"{branch} onto them before the switch"
         )
     keep = f"lane-{key}-detached-{sha[:12]}"
     details["kept_as"] = keep
-    return [f"git -C {p} branch {keep} {sha}"], (
+    return [f"{g} branch {keep} {sha}"], (
         f"; its detached HEAD has commit(s) that are not on {branch} ({shown}) and do not "
         f"build on its tip: the next keeps them on branch {keep} before the switch (bring "
-        f"them into the lane with `git -C {p} cherry-pick`)"
+        f"them into the lane with `{g} cherry-pick`)"
     )
 
 

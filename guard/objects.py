@@ -474,7 +474,7 @@ def _corrupt(key: str, lane_path: str, tip: str, missing: list[str], stderr: str
         "objects_corrupt",
         f"lane {key}'s tip {tip[:12]} cannot land: {what}. Objects in a sandboxed lane's own "
         f"store are re-hashed before main may name them; main was not moved",
-        next=[f"git -C {git.q(lane_path)} fsck --full --no-dangling"],
+        next=[f"{git.owner_git(lane_path)} fsck --full --no-dangling"],
         alternatives=[
             f"git lane export {key}",
             f"git lane release {key} --confirm yes-discard-lane",

@@ -276,12 +276,12 @@ def _put_back(repo: Repo, c: Cand, before: str) -> str | None:
         return None
     repo.store.event("warning", lane=c.key, code="queue_put_back_failed", stderr=res.stderr)
     now = git.run(["rev-parse", "HEAD"], c.path, check=False).stdout.strip()
-    p = git.q(c.path)
+    g = git.owner_git(c.path)
     return (
         f"lane {c.key} was synced by the queue to {now[:12]} and could not be put back at its "
         f"old tip {before[:12]} (uncommitted changes the gate left in it are in the way); "
         f"nothing is lost: {before[:12]} is in the lane's reflog. To go back: "
-        f"git -C {p} stash push -m {git.q('gate leftovers')} && git -C {p} reset --keep {before}"
+        f"{g} stash push -m {git.q('gate leftovers')} && {g} reset --keep {before}"
     )
 
 

@@ -52,6 +52,13 @@ def _read(p: Path) -> str | None:
         return None
 
 
+def _read_bytes(p: Path) -> bytes | None:
+    try:
+        return None if p.is_symlink() else read_regular(p, limit=4096)
+    except OSError:
+        return None
+
+
 def pointer_faults(repo: Repo, rec: LaneRecord) -> list[str]:
     """What is wrong with the lane's three git pointers, measured against trusted state
     (the record's admin dir, the real common dir): its `.git` file names the admin dir,
@@ -66,8 +73,11 @@ def pointer_faults(repo: Repo, rec: LaneRecord) -> list[str]:
     named = text[len("gitdir: ") :] if text and text.startswith("gitdir: ") else None
     if named is None or os.path.realpath(os.path.join(rec.path, named)) != os.path.realpath(admin):
         faults.append(f"{git.shown(dotgit)} does not name {git.shown(admin)}")
-    cd = _read(admin / "commondir")
-    if cd is None or os.path.realpath(os.path.join(admin, cd)) != common:
+    # only what git writes, `../..` and a newline: git reads the whole file (a second
+    # line is part of the name, a NUL ends it) and the hooks read that form alone, so
+    # any other one naming the common dir too is no pointer of git's making
+    cd = _read_bytes(admin / "commondir")
+    if cd != b"../..\n":
         faults.append(f"{git.shown(admin / 'commondir')} does not name {git.shown(common)}")
     gd = _read(admin / "gitdir")
     if gd is None or os.path.realpath(gd) != os.path.realpath(dotgit):
@@ -208,6 +218,11 @@ def branch_facts(repo: Repo, path: str, branch: str, tip: str | None) -> BranchF
     recorded = None
     if admin is not None and head_ref(admin) == f"refs/heads/{branch}":
         recorded = newest_head_log(admin)
+        # the reflog is the lane's to write: a commit no store holds is no evidence of
+        # anything (the branch was never there), so it cannot call the branch moved
+        # (asked only when it would: the branch's own tip is held)
+        if recorded not in (None, tip) and not git.commit_held(admin, str(recorded)):
+            recorded = None
     if tip is None:
         return BranchFacts("missing", None, recorded)
     if recorded is not None and recorded != tip:
@@ -250,7 +265,15 @@ def restore_branch(repo: Repo, rec: LaneRecord, facts: BranchFacts) -> list[dict
         return []
     key, ref = rec.key, f"refs/heads/{rec.branch}"
     target = facts.recorded
-    if target is None or not git.has_commit(repo.common_dir, target):
+    admin = admin_dir(repo, rec.path)
+    held = target is not None and (
+        git.commit_held(admin, target)
+        if admin is not None
+        else git.has_commit(repo.common_dir, target)
+    )
+    if not held and facts.tip is not None:
+        return []  # no commit to put an existing branch back at: it stays as it is, whole
+    if target is None or not held:
         raise Refusal(
             "lane_branch_missing",
             f"the branch {rec.branch} is gone and nothing in git records the lane's last commit "
@@ -338,7 +361,7 @@ def restore_worktree(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
             repair_pointers(repo, rec)  # gitdir and commondir too, before git reads its index
             if not (admin / "index").exists():
                 _restore_steps(repo, rec, [["reset", "-q"]])  # the index from HEAD
-            _check_index_names(rec, admin)
+            _check_index_names(rec, admin, repo.common_dir)
         except Refusal:
             dotgit.unlink()  # the directory as it was found: empty
             raise
@@ -361,12 +384,12 @@ def _restore_steps(repo: Repo, rec: LaneRecord, steps: list[list[str]]) -> None:
                 "worktree_restore_failed",
                 f"git could not check lane {rec.key} out again at {rec.path} "
                 f"(`git {' '.join(argv)}`: {res.stderr.strip()[:300]}); the branch {rec.branch} is untouched",
-                next=[f"git -C {git.q(rec.path)} status", f"git lane repair {rec.key}"],
+                next=[f"{git.owner_git(rec.path)} status", f"git lane repair {rec.key}"],
                 details={"lane": rec.key, "path": rec.path, "stderr": res.stderr},
             )
 
 
-def _check_index_names(rec: LaneRecord, admin: Path) -> None:
+def _check_index_names(rec: LaneRecord, admin: Path, common: str | os.PathLike[str]) -> None:
     """The lane's index is what fills its worktree (checkout-index -a keeps its staged
     work), and the lane writes it: git takes an entry's name from an index as it is, so
     one named `../../.git/hooks/post-checkout` would be written there, outside the lane.
@@ -384,12 +407,12 @@ def _check_index_names(rec: LaneRecord, admin: Path) -> None:
         f"dir ({shown}), which git would write where they point; its worktree was not "
         "filled from it (nothing was written). The lane's commits are untouched",
         next=[
-            f"git --git-dir={git.q(admin)} read-tree HEAD",
+            f"{git.owner_git_dir(admin, common)} read-tree HEAD",
             f"git lane repair {rec.key}",
         ],
         alternatives=[
-            f"git --git-dir={git.q(admin)} ls-files -s  # the index as the lane left it "
-            "(read-tree drops what it staged)"
+            f"{git.owner_git_dir(admin, common)} ls-files -s  # the index as the "
+            "lane left it (read-tree drops what it staged)"
         ],
         details={"lane": rec.key, "path": rec.path, "index": str(admin / "index"), "paths": bad},
     )
@@ -483,7 +506,7 @@ def mend_admin(repo: Repo) -> list[dict[str, Any]]:
     for b in git.admin_blocks(repo.common_dir):
         todo.setdefault(b.admin, []).append(b)
     for admin in heads:
-        if not git.head_takes(admin):
+        if not git.head_takes(admin) or git.index_unreadable(admin):
             todo.setdefault(admin, [])
     for admin, blocks in todo.items():
         try:
@@ -590,6 +613,11 @@ def _mend_one(
             removed.append("HEAD (written back)")
         except OSError:
             failed.append("HEAD")
+    if git.index_unreadable(admin):  # git cannot read it: kept, and read back from HEAD
+        try:
+            aside("index")
+        except OSError as exc:
+            failed.append(f"index ({exc.strerror})")
     if "commondir" in removed or "commondir" in moved:
         try:
             _writable(afd, lambda: dirfd.replace(afd, "commondir", [b"../..\n"]))

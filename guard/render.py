@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 from guard import policy
 from guard.errors import join_next
+from guard.git import shown
 
 Result = Mapping[str, Any]
 WIDTH = 100  # what a line of status or log is laid out to fit
@@ -191,6 +192,13 @@ def repair(r: Result) -> str:
     return "\n".join(lines)
 
 
+def _one_line(text: str) -> str:
+    """Text the lane wrote (a commit subject) as it is when every character prints, else
+    quoted with escapes: a newline cannot forge a line of advice, an ESC cannot reach the
+    terminal."""
+    return text if text.isprintable() else json.dumps(text, ensure_ascii=False)
+
+
 def sync(r: Result) -> str:
     if r["state"] == "fresh":
         main = str(r.get("main") or "")[:12]
@@ -201,10 +209,10 @@ def sync(r: Result) -> str:
     wl = r["worklist"]
     out = [
         f"lane {r['lane']}: conflicts at step {wl['step']} of {wl['total']}: "
-        f"{(wl['commit'] or '')[:12]} {wl['subject']}"
+        f"{(wl['commit'] or '')[:12]} {_one_line(wl['subject'])}"
     ]
-    for f in wl["files"]:
-        out.append(f"  {f['kind']:<16} {f['path']}")
+    for f in wl["files"]:  # the lane's names and subject: one line each, no escapes
+        out.append(f"  {f['kind']:<16} {shown(f['path'])}")
     out.append(f"resolve them in {r['path']}, then:")
     out.append("Next: " + join_next(r["next"]))
     out.extend(f"  Or: {a}" for a in r.get("alternatives") or [])
@@ -496,7 +504,8 @@ def gc(r: Result) -> str:
     for x in r["kept"]:
         if x["locked"] is not None:
             who = "by someone else, left as it is" if x["locked_by_other"] else "by git-lane"
-            out.append(f"  {x['lane']}: worktree locked {who}: {x['locked'] or '(no reason)'}")
+            why = shown(x["locked"]) if x["locked"] else "(no reason)"  # the lane can write it
+            out.append(f"  {x['lane']}: worktree locked {who}: {why}")
         if x["next"]:
             out.append(f"  {x['lane']}: next: {join_next(x['next'])}")
     for a in r["archives"]:

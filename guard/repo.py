@@ -329,6 +329,8 @@ class Repo:
         # a lane whose admin dir lost its HEAD is no worktree to git ("not a git
         # repository" for every call in it): named as the others, HEAD written back
         blocked += [p for p in self._headless(recs) if p not in blocked]
+        # an index git cannot read fails every git call in that lane: named the same way
+        blocked += [p for p in self._bad_indexes(recs) if p not in blocked]
         if blocked:
             raise self.admin_blocked(blocked)
         res = git.run(
@@ -371,6 +373,11 @@ class Repo:
         lane "not a git repository" for every call in it."""
         return [os.path.join(a, "HEAD") for a in self.lane_heads(recs) if not git.head_takes(a)]
 
+    def _bad_indexes(self, recs: list[LaneRecord]) -> list[str]:
+        """`<admin>/index` of each active lane whose index git cannot read (corrupt, or
+        a shared index it names emptied): git.index_unreadable."""
+        return [os.path.join(a, "index") for a in self.lane_heads(recs) if git.index_unreadable(a)]
+
     def admin_blocked(self, paths: list[str], stderr: str = "") -> Refusal:
         """admin_unreadable: what blocks git in lanes' admin dirs. The fix is reconcile's
         (recovery.mend_admin), never a printed `rm` by path: a lane still running could
@@ -385,9 +392,9 @@ class Repo:
         return Refusal(
             "admin_unreadable",
             f"git cannot read a lane's admin dir: {where} is missing, names no branch or "
-            "commit, or is no regular file (a FIFO, a socket or a device a lane put there, "
-            "which git blocks opening; a link; a tree too deep to vouch for), so nothing "
-            "was done",
+            "commit, is an index git cannot parse, or is no regular file (a FIFO, a socket "
+            "or a device a lane put there, which git blocks opening; a link; a tree too "
+            "deep to vouch for), so nothing was done",
             next=["git lane reconcile"],
             details={"paths": paths[:100], "count": len(paths), "stderr": stderr[-2000:]},
         )

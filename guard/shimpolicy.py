@@ -444,6 +444,10 @@ def decide_git(argv: Sequence[str], env: Mapping[str, str], facts: GitFacts) -> 
         _program_env(p, env, facts)
         or _command_known(p, facts)
         or _program_options(p, facts)
+        or _merge_strategy(p, facts)
+        or _hook_run(p, facts)
+        or _remote_add(p, facts)
+        or _rerere(p, env, facts)
         or _written_outside(p, facts)
     )
     if refusal is not None:
@@ -895,9 +899,15 @@ def _config_mode(args: Sequence[str]) -> tuple[str, list[str]]:
         args = args[1:]
     elif sub == "edit":
         return "edit", []
-    for a in args:
+    ended = False  # git config stops at its first non-option word (or `--`): the rest
+    for a in args:  # are the key and value, `-x; PROG` too (PARSE_OPT_STOP_AT_NON_OPTION)
         if skip:
             skip = False
+            continue
+        if ended or a == "--":
+            if ended:
+                words.append(a)
+            ended = True
             continue
         name = a.split("=", 1)[0]
         if a in ("-e", "--edit"):
@@ -922,6 +932,7 @@ def _config_mode(args: Sequence[str]) -> tuple[str, list[str]]:
             continue
         else:
             words.append(a)
+            ended = True
     if mode is None:
         mode = "write" if len(words) >= 2 else "read"
     return mode, words
@@ -980,6 +991,15 @@ def _config_write(p: Parsed, f: GitFacts) -> Refusal | None:
                 next=[f"git config --show-origin --get-all {_q(w)}"],
                 details={"lane": f.lane, "key": w, "argv": ["config", *p.args]},
             )
+        if k.startswith("remote.") and _remote_name_unsafe(w[len("remote.") :]):
+            return Refusal(
+                "unsafe_config",
+                f"git config writing {w} makes a remote named like an option word, which "
+                "every later fetch --all, remote update or maintenance prefetch (the owner's "
+                f"too) hands to a child `git fetch` as that option; lane {f.lane} may not",
+                next=["git remote -v"],
+                details={"lane": f.lane, "key": w, "argv": ["config", *p.args]},
+            )
         section = k.rstrip(".").split(".")[0]
         if (
             program_key(k)
@@ -1019,7 +1039,7 @@ def _config_write_value(p: Parsed, words: Sequence[str], f: GitFacts) -> Refusal
             (
                 x
                 for x in (w.lower() for w in words[:2])
-                if x.split(".")[0] in ("gc", "rebase", "fetch")
+                if x.split(".")[0] in ("gc", "rebase", "fetch", "pull")
             ),
             "",
         )
@@ -1040,6 +1060,17 @@ def _config_write_value(p: Parsed, words: Sequence[str], f: GitFacts) -> Refusal
             nxt,
             key=words[0],
             argv=argv,
+        )
+    if strategy_config_unsafe(key, value) or moved.startswith("pull"):
+        return Refusal(
+            "unsafe_config",
+            f"git config writing {words[0]} {value or ''} would make every later merge or "
+            "pull (the owner's too) run git-merge-NAME for a strategy git does not ship (a "
+            "file of the lane's for a NAME with `/`); only "
+            + ", ".join(sorted(MERGE_STRATEGIES))
+            + f" may be named there; lane {f.lane} may not set it",
+            next=nxt,
+            details={"lane": f.lane, "key": words[0], "argv": argv},
         )
     if (key == INSTRUCTION_FORMAT and instruction_format_unsafe(value)) or moved.startswith(
         "rebase"
@@ -1659,6 +1690,7 @@ _PROGRAM_SUBKEYS = frozenset(
         ("trailer", "cmd"),
         ("tar", "command"),  # git archive --format=X pipes the tar through it (the shell)
         ("guitool", "cmd"),
+        ("branch", "mergeoptions"),  # git merge reads -s/-X there (-s a/x: a lane's file)
     ]
 )
 # keys that make git write refs other than the lane's branch (rebase --update-refs)
@@ -1797,6 +1829,8 @@ def _transient_unsafe(key: str, value: str | None) -> bool:
         return value.strip() not in _SAFE_PROGRAMS
     if k in _REF_KEYS:
         return value is None or value.strip().lower() not in ("false", "no", "off", "0")
+    if k in STRATEGY_KEYS:
+        return strategy_config_unsafe(k, value)
     return program_key(k) or k.startswith(("remote.", "url."))
 
 
@@ -2006,6 +2040,248 @@ def _program_options(p: Parsed, f: GitFacts) -> Refusal | None:
     return None
 
 
+# -- merge strategies: git runs `git-merge-NAME` for any strategy but ort/recursive ------
+# A strategy other than the built-in names is the program git-merge-NAME, found on PATH
+# (git's own directory first) or, for a NAME with a `/`, a path from the worktree's top:
+# a file of the lane's. Only the names git ships pass (guard/commands/sync.py's list).
+MERGE_STRATEGIES = frozenset({"ort", "recursive", "resolve", "octopus", "ours", "subtree"})
+# -X values ort/recursive take (merge-recursive.c parse_merge_opt); resolve and octopus
+# pass each as `--VALUE` to `git read-tree`, unquoted (`index-output=F` writes F; a space
+# splits it into two words, a `*` globs): only these, with a plain value after `=`.
+_STRATEGY_OPTION = re.compile(
+    r"(?:ours|theirs|subtree|patience|histogram|ignore-space-change|ignore-all-space"
+    r"|ignore-space-at-eol|ignore-cr-at-eol|renormalize|no-renormalize|no-renames"
+    r"|find-renames|(?:subtree|diff-algorithm|find-renames|rename-threshold)=[\w.,%+:@/-]*)",
+    re.ASCII,
+)
+# per command: its short letters taking a value (the rest of the word or the next word;
+# an optional one takes the rest only, but ends the group too), and those of -s and -X
+_STRATEGY_SHORTS: dict[str, tuple[str, str]] = {
+    "merge": ("sXmFS", "sX"),
+    "rebase": ("sXxCSr", "sX"),
+    "pull": ("sXoSrj", "sX"),
+    "cherry-pick": ("XmS", "X"),  # -s is --signoff there
+    "revert": ("XmS", "X"),
+}
+# the config keys naming strategies (pull.twohead: a merge of one head, pull.octopus: more)
+STRATEGY_KEYS = ("pull.twohead", "pull.octopus")
+
+
+def strategy_unsafe(value: str) -> bool:
+    """Is `value` (of -s/--strategy) other than exactly a strategy git ships?"""
+    return value not in MERGE_STRATEGIES
+
+
+def strategy_option_unsafe(value: str) -> bool:
+    """Is `value` (of -X/--strategy-option) other than one ort/recursive knows, written
+    plainly (resolve/octopus hand it to read-tree as an option: index-output=F)?"""
+    return _STRATEGY_OPTION.fullmatch(value) is None
+
+
+def strategy_config_unsafe(key: str, value: str | None) -> bool:
+    """pull.twohead / pull.octopus naming anything but strategies git ships (a list, as
+    git splits it: blanks); unknown (None) is unsafe."""
+    if key.strip().lower() not in STRATEGY_KEYS:
+        return False
+    return value is None or not value.split() or any(strategy_unsafe(v) for v in value.split())
+
+
+def _strategy_words(cmd: str, args: Sequence[str]) -> list[tuple[str, str, list[str]]]:
+    """(option as written, its value, the args without it) for every -s/--strategy and
+    -X/--strategy-option of `git CMD ARGS`: `-s X`, `-sX`, `-qsX`, `--strategy X`,
+    `--strategy=X` (a prefix of them is unknown_option, spelled out and judged again)."""
+    values, mine = _STRATEGY_SHORTS[cmd]  # cherry-pick/revert: --strategy, no -s
+    longs = ("--strategy", "--strategy-option")
+    out: list[tuple[str, str, list[str]]] = []
+    args = list(args)
+    for i, a in enumerate(args):
+        if _ends_options(args, i, cmd):
+            break
+        name, eq, val = a.partition("=")
+        if name in longs:
+            if eq:
+                out.append((name, val, [*args[:i], *args[i + 1 :]]))
+            else:
+                v = args[i + 1] if i + 1 < len(args) else ""
+                out.append((name, v, [*args[:i], *args[i + 2 :]]))
+            continue
+        for ch in mine:
+            group = _short_value(args, i, values, ch)
+            if group is not None:
+                head, v, n = group
+                rest = [*args[:i], *([head] if head != "-" else []), *args[i + n :]]
+                out.append((f"-{ch}", v, rest))
+    return out
+
+
+def _merge_strategy(p: Parsed, f: GitFacts) -> Refusal | None:
+    """A strategy that is no built-in name runs git-merge-NAME (a file of the lane's for
+    a NAME with `/`), and a -X value resolve/octopus hand to read-tree as an option
+    (index-output=F writes F): both with git's own directory first on PATH."""
+    cmd = p.cmd or ""
+    if cmd not in _STRATEGY_SHORTS:
+        return None
+    for opt, value, rest in _strategy_words(cmd, p.args):
+        strategy = opt in ("-s", "--strategy")
+        if not (strategy_unsafe(value) if strategy else strategy_option_unsafe(value)):
+            continue
+        why = (
+            f"runs the program git-merge-{value} (a file of the lane's when the name holds "
+            "a `/`); only the strategies git ships may run in a lane: "
+            + ", ".join(sorted(MERGE_STRATEGIES))
+            if strategy
+            else "is no option the ort/recursive strategies know, and the resolve and octopus "
+            "strategies hand it to git read-tree as an option (index-output=FILE writes FILE)"
+        )
+        return Refusal(
+            "unsafe_config",
+            f"git {cmd} {opt} {value} {why}, with git's own directory first on PATH, past "
+            f"lane {f.lane}'s shim; run the command without it",
+            next=[_render(p.globals, cmd, rest)],
+            details={"lane": f.lane, "key": opt, "argv": [cmd, *p.args]},
+        )
+    return None
+
+
+# a hook's name: what githooks(5) names are made of (no `/`, no `.`: `../x` is any file)
+_HOOK_NAME = re.compile(r"[a-z0-9][a-z0-9-]*", re.ASCII)
+
+
+def _hook_run(p: Parsed, f: GitFacts) -> Refusal | None:
+    """`git hook run NAME` runs `<hooks dir>/NAME` (hook.c find_hook: no check of NAME),
+    with git's own directory first on PATH: a NAME with `/` or `..` is any file, a program
+    of the lane's. Only a plain hook name passes; the next runs that file itself (through
+    the shim)."""
+    args = list(p.args)
+    if p.cmd != "hook" or not args or args[0] != "run":
+        return None
+    rest = args[1:]
+    i = 0
+    while i < len(rest) and rest[i].startswith("-") and rest[i] != "--":
+        i += 1  # --ignore-missing (any other: unknown_option)
+    if i < len(rest) and rest[i] == "--":
+        i += 1
+    if i >= len(rest) or _HOOK_NAME.fullmatch(rest[i]):
+        return None
+    name = rest[i]
+    hooks = f.config_value("core.hookspath") or os.path.join(f.common, "hooks")
+    target = os.path.normpath(os.path.join(f.lane_path, os.path.expanduser(hooks), name))
+    hook_args = rest[i + 1 :]
+    if hook_args[:1] == ["--"]:
+        hook_args = hook_args[1:]
+    return Refusal(
+        "unsafe_config",
+        f"git hook run {name}: a name that is no plain hook name ([a-z0-9-]) runs any file "
+        f"({target}) with git's own directory first on PATH, past lane {f.lane}'s shim; "
+        "run the program itself instead",
+        next=[" ".join(_q(w) for w in [target, *hook_args])],
+        details={"lane": f.lane, "key": "hook run", "argv": [p.cmd, *args]},
+    )
+
+
+def _remote_name_unsafe(name: str) -> bool:
+    """A remote named like an option word (`--upload-pack=PROG`): every `git fetch --all`,
+    `remote update` and maintenance prefetch (the owner's too) hands the name to a child
+    `git fetch` as an argv word, where it is that option."""
+    return name.startswith("-")
+
+
+def _safe_remote_name(name: str) -> str:
+    rest = name.lstrip("-")
+    return rest if rest[:1].isalnum() else "remote" + name
+
+
+def _remote_add(p: Parsed, f: GitFacts) -> Refusal | None:
+    """`git remote add [-f] [--] NAME URL` / `remote rename OLD NEW` with a NAME starting
+    with `-`: refused (the shared config keeps it for everyone's later fetches)."""
+    args = list(p.args)
+    if p.cmd != "remote":
+        return None
+    at = next((i for i, a in enumerate(args) if not a.startswith("-")), None)
+    if at is None or args[at] not in ("add", "rename"):
+        return None
+    pos: list[int] = []
+    ended = False
+    i = at + 1
+    while i < len(args):
+        a = args[i]
+        if ended or not a.startswith("-") or a == "-":
+            pos.append(i)
+        elif a == "--":
+            ended = True
+        elif a in ("-t", "--track", "-m", "--master"):
+            i += 1
+        elif not a.startswith("--") and any(c in "tm" for c in a[1:]):
+            first = next(j for j, c in enumerate(a[1:], start=1) if c in "tm")
+            i += int(first == len(a) - 1)  # the value: the rest of the word, or the next
+        i += 1
+    names = pos[:1] if args[at] == "add" else pos[1:2]
+    bad = [j for j in names if _remote_name_unsafe(args[j])]
+    if not bad:
+        return None
+    j = bad[0]
+    fixed = [*args[:j], _safe_remote_name(args[j]), *args[j + 1 :]]
+    return Refusal(
+        "unsafe_config",
+        f"git remote {args[at]}: a remote named {args[j]} (starting with `-`) becomes an option "
+        "of the child `git fetch` that every later fetch --all, remote update or maintenance "
+        f"prefetch (the owner's too) starts per remote; lane {f.lane} may not name one so",
+        next=[_render(p.globals, p.cmd, fixed)],
+        details={"lane": f.lane, "key": "remote name", "argv": [p.cmd, *args]},
+    )
+
+
+# rerere.enabled unset, git takes an existing <common>/rr-cache as rerere on, for the whole
+# repository: a lane that makes it records resolutions the owner's later merges obey
+_RERERE_KEYS = ("rerere.enabled", "rerere.autoupdate")
+
+
+def _rerere_on(key: str, value: str | None) -> bool:
+    """Does setting KEY to VALUE (None: unknown) switch rerere on (or its auto-update)?"""
+    if key.strip().lower() not in _RERERE_KEYS:
+        return False
+    return value is None or value.strip().lower() not in ("false", "no", "off", "0")
+
+
+def _rerere(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
+    """While <common>/rr-cache does not exist: a setting switching rerere on (-c,
+    --config-env, GIT_CONFIG_*, git config) and `git rerere` (which makes it then) are
+    refused, since git would create it, shared by every worktree, outside the lane."""
+    cache = os.path.join(f.common, "rr-cache")
+    if f.exists(cache):
+        return None  # rerere is on for the repository already (the owner's)
+    what, nxt = None, ""
+    for kv in p.configs:
+        key, eq, val = kv.partition("=")
+        if _rerere_on(key, val if eq else None):
+            what, nxt = f"-c {kv}", _without(p, ("-c", kv))
+    for kv in p.config_env:
+        if _rerere_on(kv.partition("=")[0], None):
+            what, nxt = f"--config-env {kv}", _without(p, ("--config-env", kv))
+    by_env = _env_setting(env, _rerere_on)
+    if what is None and by_env is not None:
+        what, nxt = by_env[0], _without_config_env(p)
+    if what is None and p.cmd == "config" and _config_mode(p.args)[0] == "write":
+        words = _config_mode(p.args)[1]
+        unsets = any(a in ("--unset", "--unset-all") for a in p.args)
+        if words and not unsets and _rerere_on(words[0], words[1] if len(words) > 1 else None):
+            what = f"git config {words[0]}"
+            nxt = f"git config --show-origin --get-all {_q(words[0])}"
+    if what is None and p.cmd == "rerere":
+        what, nxt = "git rerere", "git status"
+    if what is None:
+        return None
+    return Refusal(
+        "path_outside_lane",
+        f"{what}: git would make {cache}, shared by every worktree, outside lane {f.lane} "
+        f"({f.lane_path}), and with it rerere on for the whole repository (the owner's "
+        "later merges would take the resolutions recorded there); git may write only in the "
+        "lane",
+        next=[nxt],
+        details={"lane": f.lane, "what": what, "path": cache},
+    )
+
+
 # clone's options that take the next word as their value (short ones: the rest of the word)
 _CLONE_VALUE_SHORT = "obucj"
 
@@ -2097,6 +2373,53 @@ MAYBE_SCRIPTS = frozenset(
 _UNJUDGED_OK = frozenset(["patch-id", "column", "show-index", "fmt-merge-msg", "stage"])
 
 
+# The words of git's scripts that name a program they run (each a value of the option
+# before it, or for `bisect run` / `submodule foreach` every word from there on): the
+# owner's next leaves them out, so following it never runs a program the lane chose.
+_SCRIPT_PROGRAM_REST: dict[str, tuple[str, ...]] = {"bisect": ("run",), "submodule": ("foreach",)}
+_SCRIPT_PROGRAM_VALUES: dict[str, tuple[str, ...]] = {
+    "filter-branch": (
+        "--setup", "--env-filter", "--tree-filter", "--index-filter", "--parent-filter",
+        "--msg-filter", "--commit-filter", "--tag-name-filter",
+    ),
+    "mergetool": ("-t", "--tool", "-x", "--extcmd"),
+    "difftool": ("-t", "--tool", "-x", "--extcmd"),
+    "instaweb": ("-d", "--httpd", "-b", "--browser", "-m", "--module-path"),
+    "web--browse": ("-b", "--browser", "-t", "--tool", "-c", "--config"),
+    "send-email": ("--sendmail-cmd", "--smtp-server", "--to-cmd", "--cc-cmd", "--header-cmd"),
+}  # fmt: skip
+# what the owner's next runs when nothing is left of the command but its program
+_SCRIPT_PROGRAM_ONLY = {"bisect": ["log"], "submodule": ["status"]}
+
+
+def _without_programs(cmd: str, args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(`args` without the words naming a program git's script CMD would run, those words)."""
+    kept: list[str] = []
+    dropped: list[str] = []
+    valued = _SCRIPT_PROGRAM_VALUES.get(cmd, ())
+    rest = _SCRIPT_PROGRAM_REST.get(cmd, ())
+    i = 0
+    while i < len(args):
+        a = args[i]
+        name = a.partition("=")[0]
+        if a in rest:
+            dropped += args[i:]
+            break
+        if a in valued:
+            dropped += args[i : i + 2]
+            i += 2
+            continue
+        short = any(len(v) == 2 and a.startswith(v) and not a.startswith("--") for v in valued)
+        if (name in valued and "=" in a) or short:
+            dropped.append(a)
+        else:
+            kept.append(a)
+        i += 1
+    if dropped and not kept and cmd in _SCRIPT_PROGRAM_ONLY:
+        kept = list(_SCRIPT_PROGRAM_ONLY[cmd])
+    return kept, dropped
+
+
 def _command_known(p: Parsed, f: GitFacts) -> Refusal | None:
     cmd = p.cmd or ""
     builtin = f.is_builtin(cmd)
@@ -2111,15 +2434,23 @@ def _command_known(p: Parsed, f: GitFacts) -> Refusal | None:
             details={"lane": f.lane, "fact": f"what git {cmd} writes", "argv": [cmd, *p.args]},
         )
     direct = " ".join(_q(w) for w in [f"git-{cmd}", *p.args])
-    owner = f"git -C {_q(f.lane_path)} {cmd} {' '.join(_q(a) for a in p.args)}".rstrip()
+    kept, dropped = _without_programs(cmd, p.args)
+    owner = f"git -C {_q(f.lane_path)} {cmd} {' '.join(_q(a) for a in kept)}".rstrip()
     if f.exec_path and f.exists(os.path.join(f.exec_path, f"git-{cmd}")):
         # one of git's own scripts: it runs only from git's directory, which it puts first
-        # on PATH (past the shim); nothing in the lane runs it safely, the owner may
+        # on PATH (past the shim); nothing in the lane runs it safely, the owner may, but
+        # never the program the lane named (unconfined, as the owner)
+        review = (
+            f"; the next leaves out the program lane {f.lane} named "
+            f"({' '.join(_q(w) for w in dropped)}): read it before you run it yourself"
+            if dropped
+            else ""
+        )
         return Refusal(
             "external_command",
             f"git {cmd} is one of git's scripts ({f.exec_path}/git-{cmd}), not built into "
             f"git: it runs with git's own directory first on PATH, where lane {f.lane}'s "
-            "shim does not see the git commands in it; it cannot run in the lane",
+            f"shim does not see the git commands in it; it cannot run in the lane{review}",
             next=[owner + "  # as the repository owner, outside the lane"],
             details={"lane": f.lane, "command": cmd, "argv": [cmd, *p.args]},
         )
@@ -2146,6 +2477,7 @@ _SUBCOMMANDS: dict[str, tuple[str, ...]] = {
     "sparse-checkout": ("list", "init", "set", "add", "reapply", "disable"),
     "commit-graph": ("verify", "write"),
     "multi-pack-index": ("write", "verify", "expire", "repack"),
+    "hook": ("run",),
 }
 
 

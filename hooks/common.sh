@@ -25,67 +25,113 @@ gl_zero() {
 
 # gl_context: gd = this worktree's git dir, common = the shared git dir, state = ours.
 # From what git hands a hook: GIT_DIR (set in linked worktrees and bare repositories),
-# else the .git directory or `gitdir:` file of the worktree root the hook runs in; only
-# failing both is git asked. Returns 1 when it cannot tell.
+# else the .git directory of the worktree root the hook runs in; only then is git asked
+# (a `.git` file: git reads all of it, and a NUL there ends the name for git, not for sh).
+# A `commondir` is read here only as git writes it, the one line `../..`; any other
+# (a second line is part of the name to git, a NUL ends it, a CR is cut) git resolves.
+# Returns 1 when it cannot tell.
 gl_context() {
 	gd=${GIT_DIR:-}
 	if [ -z "$gd" ]; then
-		if [ -d .git ]; then
+		if [ -d .git ] && [ ! -L .git ]; then
 			gd=.git
-		elif [ -f .git ]; then
-			gl_c=
-			IFS= read -r gl_c <.git || [ -n "$gl_c" ] || return 1
-			case $gl_c in "gitdir: "?*) gd=${gl_c#gitdir: } ;; *) return 1 ;; esac
 		else
-			gd=$(git rev-parse --git-dir 2>/dev/null) || return 1
+			gl_git_path --git-dir || return 1
+			gd=$gl_c
 		fi
 	fi
 	[ -n "$gd" ] && [ -f "$gd/HEAD" ] || return 1
 	common=${GIT_COMMON_DIR:-}
 	if [ -z "$common" ]; then
 		common=$gd
-		if [ -f "$gd/commondir" ]; then
-			gl_c=
-			IFS= read -r gl_c <"$gd/commondir" || [ -n "$gl_c" ] || return 1
-			case $gl_c in
-			/*) common=$gl_c ;;
-			?*) common=$gd/$gl_c ;;
-			*) return 1 ;;
-			esac
+		if [ -e "$gd/commondir" ] || [ -L "$gd/commondir" ]; then
+			gl_c='' gl_x=''
+			if { IFS= read -r gl_c && ! IFS= read -r gl_x && [ -z "$gl_x" ]; } 2>/dev/null <"$gd/commondir" &&
+				[ "$gl_c" = ../.. ]; then
+				common=$gd/../..
+			else
+				gl_git_path --git-common-dir || return 1
+				common=$gl_c
+			fi
 		fi
 	fi
 	[ -d "$common/refs" ] || return 1
 	state=$common/git-lane
 }
 
+# gl_git_path OPTION: gl_c = git's `rev-parse OPTION` (a path), whole: a name that ends
+# in a newline keeps it. Returns 1 when git gives none.
+gl_git_path() {
+	gl_c=$(git rev-parse "$1" 2>/dev/null && echo .) || return 1
+	gl_c=${gl_c%.}
+	gl_c=${gl_c%"$gl_nl"}
+	[ -n "$gl_c" ]
+}
+
+# gl_symref FILE: gl_h = the ref FILE names as git reads a symbolic ref (`ref:`, blanks,
+# the name, trailing blanks cut, over the whole file), '' when it is no symbolic ref (an
+# object name). Returns 1 when FILE cannot be read, or is empty, or names no ref on one
+# line (git takes a second line as part of the name, which no ref name can hold).
+gl_symref() {
+	gl_h='' gl_r='' gl_l=''
+	{
+		IFS= read -r gl_h || [ -n "$gl_h" ] || return 1
+		while IFS= read -r gl_l || [ -n "$gl_l" ]; do
+			gl_r=$gl_r$gl_l
+			gl_l=
+		done
+	} 2>/dev/null <"$1" || return 1
+	case $gl_h in
+	ref:*) ;;
+	*)
+		gl_h=
+		return 0
+		;;
+	esac
+	gl_h=${gl_h#ref:}
+	gl_h=${gl_h#"${gl_h%%[![:space:]]*}"}
+	gl_h=${gl_h%"${gl_h##*[![:space:]]}"}
+	case $gl_r in *[![:space:]]*) return 1 ;; esac
+	[ -n "$gl_h" ]
+}
+
 # gl_framework HOOK: one verdict per hook run under the pre-commit framework. Behind its
 # script (`pre-commit install` and `git lane install`, either order) this hook is
 # HOOK.legacy: the framework's hook-impl runs it (PRE_COMMIT_RUNNING_LEGACY=1), then the
 # git-lane-* hook ids of .pre-commit-config.yaml (PRE_COMMIT=1), the same checks again,
-# and each refusal would print twice. The legacy run records its parent, hook-impl, in
-# $gd/gitlane-framework-HOOK (a refusal marks it "refused", gl_fw_refused); a hook-id run
-# whose parent is that very process consumes the record and returns 0 (gl_fw_verdict =
-# the legacy run's: '' passed, refused) instead of checking again. Anything else (no
-# record, another parent: `pre-commit run`, the framework alone) returns 1: check.
+# and each refusal would print twice. The legacy run records its parent, hook-impl, as
+# the empty directory $gd/gitlane-framework-HOOK-PPID (a refusal adds ...-PPID-refused,
+# gl_fw_refused); a hook-id run whose parent is that very process consumes the record and
+# returns 0 (gl_fw_verdict = the legacy run's: '' passed, refused) instead of checking
+# again. Anything else (no record, another parent: `pre-commit run`, the framework alone)
+# returns 1: check. Names, never contents: in a lane $gd is the lane's to write, and
+# mkdir/rmdir follow no link a lane put at the name (a write through one would land in
+# the file it names); a name the lane made itself gains it nothing the hook-id run's
+# own check would not give it.
 gl_fw_rec=
 gl_framework() {
-	gl_fw=$gd/gitlane-framework-$1
+	gl_fw=$gd/gitlane-framework-$1-$PPID
 	if [ "${PRE_COMMIT_RUNNING_LEGACY:-}" = 1 ]; then
-		printf '%s\n' "$PPID" >"$gl_fw" 2>/dev/null && gl_fw_rec=$gl_fw
+		# the records of earlier runs (a config with no git-lane hook id never consumes one)
+		rmdir "$gd/gitlane-framework-$1-"* 2>/dev/null
+		mkdir "$gl_fw" 2>/dev/null && gl_fw_rec=$gl_fw
 		return 1
 	fi
-	[ "${PRE_COMMIT:-}" = 1 ] && [ -f "$gl_fw" ] || return 1
-	gl_c=
-	IFS= read -r gl_c <"$gl_fw" 2>/dev/null
-	rm -f "$gl_fw"
-	gl_fw_verdict=${gl_c#* }
-	[ "$gl_fw_verdict" = "$gl_c" ] && gl_fw_verdict=
-	[ -n "$gl_c" ] && [ "${gl_c%% *}" = "$PPID" ]
+	[ "${PRE_COMMIT:-}" = 1 ] || return 1
+	gl_fw_verdict=
+	[ -d "$gl_fw" ] && [ ! -L "$gl_fw" ] && gl_fw_verdict=passed
+	[ -n "$gl_fw_verdict" ] && { [ -e "$gl_fw-refused" ] || [ -L "$gl_fw-refused" ]; } && gl_fw_verdict=refused
+	set -- "$gd/gitlane-framework-$1-"*
+	[ -e "$1" ] || [ -L "$1" ] || return 1 # no record at all: nothing to consume
+	rmdir "$@" 2>/dev/null                 # this run's, and any other run's, consumed
+	[ -n "$gl_fw_verdict" ] || return 1
+	[ "$gl_fw_verdict" = refused ] || gl_fw_verdict=
+	return 0
 }
 
 # gl_fw_refused: mark gl_framework's record (if this run left one): the run refused.
 gl_fw_refused() {
-	[ -z "$gl_fw_rec" ] || printf '%s refused\n' "$PPID" >"$gl_fw_rec" 2>/dev/null || :
+	[ -z "$gl_fw_rec" ] || mkdir "$gl_fw_rec-refused" 2>/dev/null || :
 }
 
 # gl_ml_closes TEXT: does TEXT, inside a multi-line string opened by $gl_ml, close it?

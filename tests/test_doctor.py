@@ -319,3 +319,19 @@ def test_an_owners_remote_group_is_no_program_to_doctor(hub: Repo, tmp_path: Pat
     git(hub.path, "config", "remotes.bad", "--upload-pack=/tmp/p .")
     d = hub.jlane("doctor")
     assert [c for c in d.json.get("checks", []) if "remotes.bad" in str(c)], d.stdout
+
+
+def test_a_remote_named_as_an_option_word_fails_doctor(hub: Repo) -> None:
+    """A remote `--upload-pack=PROG` (a lane's `git remote add -- NAME URL` before the shim
+    refused it, or a shell write): every `git fetch --all` / `remote update` / maintenance
+    prefetch hands the name to a child `git fetch` as that option (red team 13R). doctor
+    fails on each key of such a section, and its fix, run as printed, removes it."""
+    name = '--upload-pack=eval${IFS}"$(x)"'
+    git(hub.path, "config", f"remote.{name}.url", ".")
+    git(hub.path, "config", f"remote.{name}.fetch", "+refs/heads/*:refs/remotes/x/*")
+    d = hub.jlane("doctor")
+    bad = [c for c in d.json.get("checks", []) if "upload-pack" in str(c)]
+    assert len(bad) == 2 and all(c["status"] == "fail" for c in bad), d.stdout
+    for c in bad:
+        run_fix(hub, c["fix"])
+    assert "upload-pack" not in git(hub.path, "config", "--list").stdout

@@ -265,7 +265,7 @@ def test_merge_commits_are_refused_not_dropped(repo: Repo, tmp_path: Path) -> No
     r = repo.jlane("export", "alpha", "-o", str(out))
     assert r.rc == 1 and r.code == "export_unrepresentable"
     assert not out.exists()
-    assert r.json["next"][0].startswith("git -C ") and " rebase " in r.json["next"][0]
+    assert " git -C " in f" {r.json['next'][0]}" and " rebase " in r.json["next"][0]
 
 
 def test_export_refuses_mid_sync_and_on_another_branch(repo: Repo) -> None:

@@ -9,7 +9,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from conftest import Repo
+from conftest import Repo, git
 from enginehelp import spawn_lane, wait_for
 
 from guard.commands.gc import disk_usage
@@ -216,3 +216,20 @@ def test_a_lane_whose_branch_was_moved_by_hand_is_kept_for_repair(repo: Repo) ->
     kept = by_lane(r.json["kept"])["alpha"]
     assert kept["code"] == "lane_branch_moved" and kept["next"][0] == "git lane repair alpha"  # type: ignore[index]
     assert alpha.exists()
+
+
+def test_gc_text_prints_no_line_or_escape_a_lane_wrote_into_its_lock_reason(repo: Repo) -> None:
+    """`<admin>/locked` is the lane's to write (exec --sandbox grants its admin dir): gc
+    shows it as the reason of a lock by someone else on one line, escaped (as release's
+    refusal does), so a newline cannot forge a line of gc's advice (a `next` that
+    discards another lane's work) nor an ESC drive the owner's terminal."""
+    alpha = repo.create("alpha")
+    repo.create("beta")
+    admin = Path(git(alpha, "rev-parse", "--path-format=absolute", "--git-dir").stdout.strip())
+    forged = "  beta: next: git lane release beta --confirm yes-discard-lane"
+    (admin / "locked").write_bytes(b"x\x1b]0;pwned\x07\n" + forged.encode() + b"\n")
+    r = repo.lane("gc")
+    assert r.rc == 0, r.stderr
+    assert "\x1b" not in r.stdout, r.stdout
+    assert forged not in r.stdout.splitlines(), r.stdout
+    assert "alpha: worktree locked by someone else, left as it is: " in r.stdout, r.stdout

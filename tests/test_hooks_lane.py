@@ -5,6 +5,8 @@ disturbed by the installed hooks."""
 from __future__ import annotations
 
 import os
+import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -145,6 +147,52 @@ def test_stale_lane_commit_gets_a_notice(repo: Repo, lane: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "[sync_required]" in res.stderr and "git lane sync a" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_the_owners_commit_in_a_lane_never_writes_through_a_link_at_gitlane_fresh(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """Red team 13S, finding 3 (HIGH). release refuses a dirty lane (unlanded_work) and its
+    next has the owner commit the lane's changes: the hooks run as the owner, outside any
+    sandbox. pre-commit cached the epoch in `<admin>/gitlane-fresh` after `[ ! -e F ] ||
+    ...`: a dangling link passes `! -e`, and `printf > F` created the file it names. The
+    cache is now a directory's name (mkdir and rmdir follow no link): a link the lane put
+    at the old name or the new one is never written through."""
+    repo = hub
+    alpha = repo.create("alpha")
+    (alpha / "work.txt").write_text("uncommitted\n")
+    r = repo.jlane("release", "alpha")
+    assert r.rc == 1 and r.code == "unlanded_work", r.stdout
+    # release's next is `git lane checkpoint` (red team 13S finding 2), which refuses
+    # admin_unreadable on the links below; the owner's own commit in the lane runs the
+    # same hooks as the owner, outside any sandbox: neither writes through them
+    assert r.json["next"][0].startswith("git lane checkpoint alpha "), r.stdout
+    lq = shlex.quote(str(alpha))
+    commits = [r.json["next"][0], f"git -C {lq} add -A && git -C {lq} commit -q -m work"]
+    # the lane, after the refusal
+    admin = repo.common_dir / "worktrees" / "alpha"
+    (admin / "gitlane-fresh").unlink(missing_ok=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (admin / "gitlane-fresh").symlink_to(outside / "made-by-the-owner")
+    for epoch in range(3):
+        (admin / f"gitlane-fresh-{epoch}").symlink_to(outside / f"dir-{epoch}")
+    for n in commits:  # the owner runs them as printed
+        res = subprocess.run(["sh", "-c", n], cwd=repo.path, capture_output=True, text=True)
+        assert res.returncode == (1 if n == commits[0] else 0), res.stdout + res.stderr
+    assert git(alpha, "log", "-1", "--format=%s").stdout.strip() != "init"  # committed
+    assert not list(outside.iterdir())
+
+
+def test_the_fresh_cache_is_one_name_per_land_epoch(repo: Repo, lane: Path) -> None:
+    """The notice's cache is the name `gitlane-fresh-<epoch>` (one, the older ones
+    removed); a land since makes the next commit ask git again, and notice."""
+    assert_ok(commit_file(lane, "a.txt", "a\n"))
+    gd = Path(git(lane, "rev-parse", "--absolute-git-dir").stdout.strip())
+    assert [p.name for p in gd.glob("gitlane-fresh*")] == ["gitlane-fresh-0"]
+    _land_other(repo)
+    res = commit_file(lane, "b.txt", "b\n")
+    assert "[sync_required]" in res.stderr, res.stderr
 
 
 def test_land_time_only_gives_no_notice(repo: Repo, lane: Path) -> None:

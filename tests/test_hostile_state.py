@@ -691,6 +691,69 @@ def test_a_fifo_at_a_split_index_shared_file_hangs_no_owner_command(
     kept(repo, shas)
 
 
+def _unreadable_index(lp: Path, how: str) -> Path:
+    """Make the lane's index one git cannot read, `how`: a bad header (`corrupt`), or a
+    split index whose shared index was emptied (`shared_emptied`). Returns the index."""
+    admin = admin_dir(lp)
+    if how == "corrupt":
+        (admin / "index").write_bytes(b"DIRC" + b"\0" * 40)
+    else:
+        git(lp, "update-index", "--split-index")
+        shared = sorted(p for p in admin.iterdir() if p.name.startswith("sharedindex."))
+        assert len(shared) == 1, sorted(os.listdir(admin))
+        shared[0].write_bytes(b"")
+    return admin / "index"
+
+
+@pytest.mark.parametrize("how", ["corrupt", "shared_emptied"])
+def test_a_lane_index_git_cannot_read_is_no_exit_3_of_the_owners_commands(
+    world: tuple[Repo, Path, list[str]], how: str
+) -> None:
+    """`<admin>/index` (and a shared index it names) is the lane's to write. One git cannot
+    parse (a bad signature or checksum, an emptied `sharedindex.*`) was a regular file
+    to the engine's look (git.check_index_file), and the owner's status, release, gc,
+    land and sync exited 3 on `fatal: index file corrupt` (red team 13S). Each names it
+    as admin_unreadable, whose one fix is reconcile's (the index read back from the
+    lane's branch, the worktree's files kept)."""
+    repo, lp, shas = world
+    index = _unreadable_index(lp, how)
+    for args in (
+        ("status",),
+        ("release", "alpha"),
+        ("gc", "--dry-run"),
+        ("land", "alpha"),
+        ("sync", "alpha"),
+        ("doctor",),
+    ):
+        r = cli(*args, cwd=repo.path)
+        assert r.rc != 3, (args, r.stdout, r.stderr)
+        if r.code == "doctor_failed":
+            assert any("[admin_unreadable]" in c["message"] for c in r.json["checks"]), r.stdout
+            continue
+        assert r.rc == 1 and r.code == "admin_unreadable", (args, r.stdout)
+        assert r.json["details"]["paths"] == [str(index)], r.stdout
+        assert r.json["next"] == ["git lane reconcile"], r.stdout
+    kept(repo, shas)
+
+
+@pytest.mark.parametrize("how", ["corrupt", "shared_emptied"])
+def test_the_admin_unreadable_next_reads_back_an_index_git_cannot_read(
+    world: tuple[Repo, Path, list[str]], how: str
+) -> None:
+    """The next of an index git cannot read, run as printed, reads the index back from
+    the lane's commit; the worktree's files (an uncommitted change too) are kept."""
+    repo, lp, shas = world
+    (lp / "b.txt").write_text("uncommitted\n")
+    _unreadable_index(lp, how)
+    r = cli("status", cwd=repo.path)
+    assert r.code == "admin_unreadable", r.stdout
+    recovers(r, repo.path, "status")
+    assert cli("status", cwd=repo.path).rc == 0
+    assert (lp / "b.txt").read_text() == "uncommitted\n"
+    assert git(lp, "status", "--porcelain").stdout == " M b.txt\n"
+    kept(repo, shas)
+
+
 def test_the_admin_unreadable_next_rebuilds_an_index_whose_commondir_was_blocked_too(
     world: tuple[Repo, Path, list[str]],
 ) -> None:
@@ -775,6 +838,25 @@ def test_a_lane_head_git_cannot_take_is_named_with_its_fix(
 
 
 LANE_READ_ENV = {"GITLANE_TEST_LANE_READ_TIMEOUT": "3"}
+
+
+def test_a_lane_head_naming_no_object_is_no_exit_3_of_status_release_or_gc(
+    world: tuple[Repo, Path, list[str]],
+) -> None:
+    """A detached HEAD of the right form (40 hex digits) naming no commit passes git's look
+    at the admin dir and fails every later call in the lane (`bad object HEAD`): status,
+    release and gc exited 3 (red team 13S). It is a HEAD git cannot take: the same
+    refusal, whose next writes it back naming the lane's branch."""
+    repo, lp, shas = world
+    head = admin_dir(lp) / "HEAD"
+    head.write_text("1" * 40 + "\n")
+    for args in (("status",), ("release", "alpha"), ("gc", "--dry-run")):
+        r = cli(*args, cwd=repo.path)
+        assert r.rc == 1 and r.code == "admin_unreadable", (args, r.stdout, r.stderr)
+        assert r.json["details"]["paths"] == [str(head)], r.stdout
+    fixed_by_next(cli("status", cwd=repo.path), repo.path, ("status",), head)
+    assert head.read_text() == "ref: refs/heads/lane/alpha\n"
+    kept(repo, shas)
 
 
 def test_a_lane_head_symlinked_to_a_fifo_is_fixed_by_the_printed_next(

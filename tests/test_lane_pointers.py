@@ -730,3 +730,98 @@ def test_repair_of_a_lane_whose_head_the_lane_switched_has_a_next_that_works(
     assert (lane_path / "w.txt").read_text() == "work\n"
     assert hub.sha("refs/heads/lane/alpha") == tip and hub.sha() == main
     assert hub.jlane("land", "alpha").code == "landed"
+
+
+def _plain_git_nexts(r: LaneRun) -> list[str]:
+    """The entries of a refusal's next and alternatives that run git in a worktree."""
+    return [n for n in [*r.json["next"], *r.json["alternatives"]] if " git -C " in f" {n}"]
+
+
+def test_a_refusals_plain_git_next_in_a_lane_never_runs_a_program_of_the_lanes(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """A refusal's next that ran plain `git -C LANE ...` (release's and gc's `add -A &&
+    commit`, lane_dirty's, a branch mismatch's `switch`, sync's `stash store`/`switch`,
+    the `status` alternatives) followed the lane's pointers: the lane, still running
+    after the refusal, repoints `<admin>/commondir` at a common dir whose config names
+    a program (core.fsmonitor), and the owner running the next as printed ran it,
+    unconfined (red team 13S). A next that commits is `git lane checkpoint` (it checks
+    the pointers when it runs); the others name the lane's repository from trusted state
+    (GIT_DIR, GIT_COMMON_DIR, GIT_WORK_TREE, core.fsmonitor off) and still work."""
+    alpha = hub.create("alpha")
+    (alpha / "work.txt").write_text("uncommitted\n")
+    rel = hub.jlane("release", "alpha")
+    assert rel.rc == 1 and rel.code == "unlanded_work", rel.stdout
+    assert rel.json["next"][0] == "git lane checkpoint alpha -m 'Work of lane alpha'"
+    assert not _plain_git_nexts(rel), rel.stdout
+    beta = hub.create("beta")
+    subprocess.run(["git", "-C", str(beta), "switch", "-q", "-c", "side"], check=True)
+    mis = hub.jlane("land", "beta")
+    assert mis.rc == 1 and mis.code == "lane_branch_mismatch", mis.stdout
+    pinned = _plain_git_nexts(mis)
+    assert pinned and all(n.startswith("GIT_DIR=") for n in pinned), mis.stdout
+    # the lanes, after the refusals
+    evidence = tmp_path / "evidence"
+    fake = _fake_common(hub, evidence)
+    for lp in (alpha, beta):
+        admin = Path(
+            subprocess.run(
+                ["git", "-C", str(lp), "rev-parse", "--path-format=absolute", "--git-dir"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+        )
+        (admin / "commondir").write_text(f"{fake}\n")
+    for n in [*rel.json["next"][:1], *pinned]:  # the owner runs them as printed
+        subprocess.run(["sh", "-c", n], cwd=hub.path, capture_output=True, text=True)
+    assert not evidence.exists(), evidence.read_text()
+    # the pinned next did its job: beta is back on its branch
+    head = (hub.common_dir / "worktrees" / "beta" / "HEAD").read_text()
+    assert head == "ref: refs/heads/lane/beta\n", head
+
+
+def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", "-C", str(cwd), *args], capture_output=True, text=True, check=check
+    )
+
+
+@pytest.mark.parametrize(
+    "text", [b"fake\n/../../..\n", b"../..\0/worktrees/alpha/fake\n", b"../..\r\n"]
+)
+def test_the_hooks_read_the_common_dir_git_reads_never_a_first_line_of_commondir(
+    hub: Repo, text: bytes
+) -> None:
+    """Red team 13S, finding 1 (HIGH). git reads all of `<admin>/commondir` (trailing
+    newlines and CRs cut, a NUL ends the name); the hooks read its first line, and sh
+    drops a NUL. A lane writes `fake\\n/../../..` (or `../..\\0/worktrees/alpha/fake`) and
+    makes `<admin>/fake` with a config.toml saying `enabled = false`: git still reads the
+    real repository while the hooks read the fake one, and a plain `git update-ref
+    refs/heads/main` from the lane (bypass matrix row update_ref) moved main. The hooks
+    now read only git's own `../..` and ask git about anything else; the engine (and so
+    doctor) calls any other commondir tampered, with repair as the fix."""
+    alpha = hub.create("alpha")
+    tip = hub.commit(alpha, "z.txt", "z\n")
+    main_before = hub.sha()
+    admin = hub.common_dir / "worktrees" / "alpha"
+    (admin / "fake" / "refs").mkdir(parents=True)
+    (admin / "fake" / "git-lane").mkdir()
+    (admin / "fake" / "git-lane" / "config.toml").write_text("enabled = false\n")
+    (admin / "fake\n").mkdir()
+    (admin / "commondir").write_bytes(text)
+    common = _git(alpha, "rev-parse", "--path-format=absolute", "--git-common-dir").stdout
+    assert common.strip() == str(hub.common_dir)  # git still reads the real repository
+    r = _git(alpha, "update-ref", "refs/heads/main", tip, check=False)
+    assert r.returncode != 0 and hub.sha() == main_before, (r.stderr, hub.sha())
+    assert "[main_mutation_refused]" in r.stderr, r.stderr
+    # the engine: tampered (what the hooks do not read, git may read otherwise)
+    d = hub.jlane("doctor")
+    lines = [c for c in d.json["checks"] if c["name"] == "lane alpha"]
+    assert len(lines) == 1 and lines[0]["status"] == "fail", d.stdout
+    assert "commondir" in lines[0]["message"], lines
+    r2 = hub.jlane("land", "alpha")
+    assert r2.rc == 1 and r2.code == "lane_pointers_tampered", r2.stdout
+    _run_next(hub, r2)
+    assert (admin / "commondir").read_bytes() == b"../..\n"
+    assert hub.lane("land", "alpha").rc == 0

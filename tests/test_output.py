@@ -314,3 +314,28 @@ def test_next_line_is_joined_with_and_and_notes_go_last() -> None:
     )
     r = Refusal("x", "m", next=["echo 'a  # b'", "true"])
     assert r.line().endswith("Next: echo 'a  # b' && true")
+
+
+def test_sync_text_shows_the_lanes_names_and_subject_one_line_each() -> None:
+    """A sync's worklist names the lane's conflicted paths and the commit's subject, both
+    the lane's to write: a newline there cannot forge a line of the advice (`Next:`), an
+    ESC cannot reach the owner's terminal."""
+    result = {
+        "state": "conflicts",
+        "lane": "alpha",
+        "path": "/tmp/alpha",
+        "next": ["git lane continue alpha"],
+        "alternatives": [],
+        "worklist": {
+            "step": 1,
+            "total": 1,
+            "commit": "1" * 40,
+            "subject": "s\x1b]0;x\x07\nNext: git lane release beta --confirm yes-discard-lane",
+            "files": [{"path": "a\nNext: git lane release beta", "kind": "both modified"}],
+        },
+    }
+    text = render.sync(result)
+    assert "\x1b" not in text, text
+    assert [ln for ln in text.splitlines() if ln.startswith("Next:")] == [
+        "Next: git lane continue alpha"
+    ], text

@@ -349,10 +349,44 @@ def test_a_record_from_another_run_does_not_stand_in_for_the_check(framework: Re
     lane_gd = Path(git(lane_dir, "rev-parse", "--absolute-git-dir").stdout.strip())
     (lane_dir / "bad.txt").write_text("<<<<<<< a\n1\n=======\n2\n>>>>>>> b\n")
     git(lane_dir, "add", "bad.txt")
-    (lane_gd / "gitlane-framework-pre-commit").write_text(f"{os.getpid()}\n")
+    (lane_gd / f"gitlane-framework-pre-commit-{os.getpid()}").mkdir()
     refused(pre_commit(lane_dir, "run", "git-lane-guard"), "conflict_markers_present")
-    _no_records(lane_gd)
     refused(gitx(lane_dir, "commit", "-q", "-m", "bad"), "conflict_markers_present")
+    _no_records(lane_gd)  # the legacy run removes the records of earlier runs
+
+
+def test_the_framework_verdict_record_is_never_written_through_a_lane_planted_link(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """Red team 13S, finding 4 (HIGH). Behind the framework, its hook-impl runs our hook as
+    pre-commit.legacy with PRE_COMMIT_RUNNING_LEGACY=1, and gl_framework wrote its verdict
+    with `printf > $gd/gitlane-framework-pre-commit`, no check: in a lane $gd is the
+    lane's admin dir, and a link the lane put there made the owner's commit in the lane
+    overwrite the file it names. The record is now a directory's name (mkdir and rmdir
+    follow no link): links at the old name and at every new one are left alone."""
+    alpha = hub.create("alpha")
+    admin = hub.common_dir / "worktrees" / "alpha"
+    owner_file = tmp_path / "owner.txt"
+    owner_file.write_text("precious\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (admin / "gitlane-framework-pre-commit").symlink_to(owner_file)
+    me = os.getpid()  # the parent of the git below: the hook's PPID is git's pid
+    for pid in range(me, me + 20):
+        (admin / f"gitlane-framework-pre-commit-{pid}").symlink_to(outside / f"{pid}")
+        (admin / f"gitlane-framework-pre-commit-{pid}-refused").symlink_to(outside / f"r{pid}")
+    (alpha / "f.txt").write_text("x\n")
+    git(alpha, "add", "f.txt")
+    # what the framework's hook-impl sets when it runs the hook that was there before it
+    git(alpha, "commit", "-q", "-m", "owner's commit", env={"PRE_COMMIT_RUNNING_LEGACY": "1"})
+    assert owner_file.read_text() == "precious\n"
+    assert not list(outside.iterdir())
+    (alpha / "g.txt").write_text("<<<<<<< a\n1\n=======\n2\n>>>>>>> b\n")
+    git(alpha, "add", "g.txt")
+    res = gitx(alpha, "commit", "-q", "-m", "bad", env={"PRE_COMMIT_RUNNING_LEGACY": "1"})
+    refused(res, "conflict_markers_present")
+    assert owner_file.read_text() == "precious\n"
+    assert not list(outside.iterdir())
 
 
 def test_pre_commit_install_in_a_lane(repo: Repo) -> None:

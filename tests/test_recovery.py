@@ -261,6 +261,31 @@ def test_moved_branch_is_put_back_and_other_work_kept(repo: Repo) -> None:
     assert repo.jlane("land", "alpha").code == "landed"
 
 
+def test_repair_never_calls_an_intact_branch_gone_nor_offers_its_discard(repo: Repo) -> None:
+    """The lane's HEAD reflog (`<admin>/logs/HEAD`, the lane's to write) is what
+    branch_facts takes as the branch's last commit. One line naming a commit no store
+    holds called the branch moved (land refused lane_branch_moved), and repair then said
+    the branch was gone and offered `release --confirm yes-discard-lane`: the lane's
+    unlanded commit would go with it (red team 13S). A commit no store holds is no
+    evidence: the intact branch is the lane's, and no command offers its discard."""
+    setup(repo)
+    lp = repo.create("alpha")
+    tip = repo.commit(lp, "f.txt", "work\n")
+    admin = Path(
+        repo.git("rev-parse", "--path-format=absolute", "--git-dir", cwd=lp).stdout.strip()
+    )
+    with (admin / "logs" / "HEAD").open("a") as f:
+        f.write(f"{tip} {'2' * 40} T <t@e> 1 +0000\tcommit: y\n")
+    assert lane_view(repo, "alpha")["branch_state"] == "ok"
+    r = repo.jlane("repair", "alpha")
+    assert repo.sha("refs/heads/lane/alpha") == tip  # the branch is intact
+    assert "yes-discard-lane" not in r.stdout, r.stdout
+    assert (r.rc, r.code, r.json["changes"]) == (0, "ok", []), r.stdout
+    r = repo.jlane("land", "alpha")
+    assert (r.rc, r.code) == (0, "landed"), r.stdout
+    assert repo.sha() == tip
+
+
 def test_worktree_and_branch_both_deleted(repo: Repo) -> None:
     """git's admin dir of the worktree (not pruned) still records the lane's commit."""
     import shutil

@@ -1208,3 +1208,39 @@ def test_a_merge_file_no_stdout_refusals_next_is_passed() -> None:
             assert words[0] == "git", nxt
             again = decide_git(words[1:], ENV, facts())
             assert again is None, (line, nxt, again and again.code)
+
+
+def test_a_lane_never_switches_rerere_on_for_the_repository(hub: Repo, tmp_path: Path) -> None:
+    """Red team 13R: `git -c rerere.enabled=true merge` / `rerere` made git create
+    `<common>/rr-cache/` and record the lane's resolution there, outside the lane; with
+    rerere.enabled unset git takes an existing rr-cache as rerere on for the whole
+    repository, so the owner's own later merge with the same conflict got the lane's text
+    ("Resolved 'a.txt' using previous resolution"). While no rr-cache exists, a setting
+    switching rerere on (-c, git config) and `git rerere` are refused; the next runs."""
+    lane_path = hub.create("alpha")
+    script = (
+        ENV_PRELUDE + 'printf "1\\n" > a.txt; git add a.txt; git commit -qm base; '
+        'printf "lane\\n" > a.txt; git commit -qam lane; '
+        'printf "side\\n" > a.txt; git add a.txt; T=$(git write-tree); '
+        "C=$(git commit-tree $T -p HEAD~1 -m side); git checkout -q HEAD -- a.txt; "
+        "git -c rerere.enabled=true merge $C; git config rerere.enabled true; "
+        'printf "THE LANE CHOSE\\n" > a.txt; git -c rerere.enabled=true rerere; git rerere; '
+        "git merge $C; git merge --abort"
+    )
+    r = run_bound(hub, lane_path, script, tmp_path)
+    assert r.stderr.count("refused [path_outside_lane]") == 4, r.stderr
+    assert "Next: git merge " in r.stderr, r.stderr
+    # the owner, later, in the hub: two branches with the same conflict
+    hub.git("checkout", "-q", "-b", "o1")
+    (hub.path / "a.txt").write_text("1\n")
+    hub.git("add", "a.txt")
+    hub.git("commit", "-qm", "base")
+    hub.git("checkout", "-q", "-b", "o2")
+    (hub.path / "a.txt").write_text("side\n")
+    hub.git("commit", "-qam", "side")
+    hub.git("checkout", "-q", "o1")
+    (hub.path / "a.txt").write_text("lane\n")
+    hub.git("commit", "-qam", "lane")
+    owner = hub.git("merge", "o2", check=False)
+    assert "THE LANE CHOSE" not in (hub.path / "a.txt").read_text(), owner.stderr
+    assert not (hub.common_dir / "rr-cache").exists(), (r.stdout, r.stderr)

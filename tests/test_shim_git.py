@@ -162,6 +162,32 @@ def test_bound_read_only_commands_start_no_python(alpha: Lane, tmp_path: Path) -
     assert mark.exists()
 
 
+def test_the_sh_fast_pass_reads_head_and_gitdir_whole_as_git_does(
+    alpha: Lane, tmp_path: Path
+) -> None:
+    """git reads all of `<admin>/HEAD` (a second line is part of the ref's name) and the
+    sh fast pass read its first line: `ref: refs/heads/lane/alpha` and more lines passed
+    `git commit` as the lane's own. Only a one-line HEAD (and a one-line `gitdir`, which
+    says the admin dir serves this lane) decides in sh; anything else goes to Python."""
+    fake, mark = recorder(tmp_path)
+    env = {binding.PYTHON: str(fake)}
+    gd = Path(git(alpha.path, "rev-parse", "--absolute-git-dir").stdout.strip())
+    (alpha.path / "new.txt").write_text("new\n")
+    ok(alpha.git("add", "new.txt", env=env))
+    head = (gd / "HEAD").read_bytes()
+    (gd / "HEAD").write_bytes(head + b"refs/heads/main\n")
+    assert alpha.git("commit", "-q", "-m", "new", env=env).returncode == 97
+    assert mark.exists()
+    mark.unlink()
+    (gd / "HEAD").write_bytes(head)
+    back = (gd / "gitdir").read_bytes()
+    (gd / "gitdir").write_bytes(back + b"x\n")
+    assert alpha.git("status", "--porcelain", env=env).returncode == 97
+    assert mark.exists()
+    (gd / "gitdir").write_bytes(back)
+    ok(alpha.git("commit", "-q", "-m", "new", env=env))
+
+
 # -- refusals with git's state unchanged ----------------------------------------------------
 def test_main_mutations_are_refused_and_nothing_moves(alpha: Lane) -> None:
     main = alpha.repo.sha()
@@ -613,6 +639,35 @@ def test_red_team_nested_git_and_external_commands(alpha: Lane, tmp_path: Path) 
     assert not (tmp_path / "foo-ran").exists()
 
 
+@pytest.mark.parametrize(
+    "how",
+    [
+        ("bisect", "run", "./evil.sh"),
+        ("submodule", "foreach", "./evil.sh"),
+        ("filter-branch", "--tree-filter", "./evil.sh", "HEAD"),
+        ("mergetool", "--tool=./evil.sh"),
+    ],
+    ids=["bisect_run", "submodule_foreach", "filter_branch", "mergetool"],
+)
+def test_an_external_commands_next_never_hands_the_lanes_program_to_the_owner(
+    alpha: Lane, tmp_path: Path, how: tuple[str, ...]
+) -> None:
+    """Red team 13R: external_command for git's own scripts printed, as its next, the same
+    command for the owner to run outside the lane (`git -C LANE bisect run ./evil.sh  #
+    as the repository owner`): followed as printed, it ran the lane's program as the
+    owner, unconfined, the very thing the refusal stopped. The next leaves the program
+    out (the message names it, to be read first); `submodule status` runs as printed."""
+    res = alpha.git(*how)
+    refused(res, "external_command")
+    nxt = res.stderr.split(". Next: ", 1)[1].splitlines()[0]
+    assert "evil.sh" not in nxt and "evil.sh" in res.stderr, res.stderr
+    if how[0] == "submodule":
+        cmd = nxt.split("  #", 1)[0]
+        assert cmd.endswith(" submodule status"), nxt
+        done = subprocess.run(cmd, shell=True, cwd=tmp_path, capture_output=True, text=True)
+        assert done.returncode == 0, (cmd, done.stderr)
+
+
 # -- what a lane may write, however git is asked (red team 13D) ------------------------------
 def exec_sh(hub: Repo, lane_path: Path, script: str) -> LaneRun:
     """`git lane exec alpha -- sh -c SCRIPT` in lane alpha, after a commit on its branch."""
@@ -1011,3 +1066,20 @@ def test_the_sh_fast_pass_sends_every_judged_environment_name_to_python() -> Non
     present = re.findall(r"\$\{(\w+):\+x\}", "".join(re.findall(r"^gs_any=.*$", text, re.M)))
     assert sorted(present) == sorted(editors), set(present) ^ set(editors)
     assert set(editors) == set(binding.EDITOR_ENV) - {"LESSSECURE"}
+
+
+@pytest.mark.parametrize(
+    "cmd",
+    ["git config -- core.hooksPath -h", "git config core.hooksPath '-x y'"],
+    ids=["dashdash", "value_like_an_option"],
+)
+def test_git_config_options_end_at_the_key(hub: Repo, cmd: str) -> None:
+    """git config stops reading options at its first non-option word (or `--`), so a
+    value may start with `-`: the shim read `git config -- core.hooksPath -h` as a read
+    of core.hooksPath (`-h` an option) and let git set it, the hooks then looked for in
+    `./-h/` of whatever worktree git runs in: off for the owner and every lane."""
+    lane_path = hub.create("alpha")
+    r = exec_sh(hub, lane_path, cmd)
+    refused_run(r, "hooks_disabled")
+    got = git(hub.path, "config", "--get-all", "core.hooksPath", check=False).stdout
+    assert "-" not in got.strip()[:1], got

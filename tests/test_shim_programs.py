@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import LaneRun, Repo
+from conftest import LaneRun, Repo, git
 
 P = "git -c core.hooksPath=/dev/null update-ref refs/heads/main HEAD"
 
@@ -311,3 +311,128 @@ def test_a_clone_with_a_plain_config_option_still_works(hub: Repo, tmp_path: Pat
 def git_config(where: Path, key: str) -> str:
     res = subprocess.run(["git", "config", key], cwd=where, text=True, capture_output=True)
     return res.stdout.strip()
+
+
+# a commit C off the lane's history (commit-tree: no ref moves), the index put back
+_SIDE_COMMIT = (
+    "echo side > side.txt; git add side.txt; T=$(git write-tree); "
+    "C=$(git commit-tree $T -p HEAD -m side); git rm -q --cached side.txt; rm side.txt; "
+)
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        _SIDE_COMMIT + "git cherry-pick --strategy=a/x $C",
+        "git rebase --force-rebase -s a/x HEAD~1",
+        "git rebase --force-rebase --strategy a/x HEAD~1",
+        "git rebase -fsb/q HEAD~1",
+        "git pull --rebase -s a/x . lane/alpha",
+        "git -c pull.twohead=a/x merge --no-ff HEAD~1",
+    ],
+    ids=["cherry_pick", "rebase_s", "rebase_strategy", "short_group", "pull", "twohead"],
+)
+def test_only_a_strategy_git_ships_runs(hub: Repo, tmp_path: Path, how: str) -> None:
+    """Red team 13R: the sequencer (cherry-pick, rebase; pull --rebase hands -s to
+    rebase) and merge run a strategy other than ort/recursive as `git merge-<NAME>`, the
+    dashed external `git-merge-<NAME>`: a NAME with a `/` is a path from the worktree's
+    top (run-command.c searches PATH only for a name without one), a file of the lane's,
+    run with git's own directory first on PATH, past the shim (it moved main with the
+    hooks off). Only the six names git ships pass; the next, without -s, runs."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    script = PRELUDE + "mkdir git-merge-a git-merge-b; cp evil.sh git-merge-a/x; "
+    script += "cp evil.sh git-merge-b/q; " + how
+    r = in_lane(hub, lane_path, script + " </dev/null", tmp_path)
+    held(hub, main, tmp_path, r, "unsafe_config")
+    if "rebase --force-rebase -s" in how:
+        nxt = refusal_next_of(in_lane(hub, lane_path, how, tmp_path).stderr)
+        assert nxt == "git rebase --force-rebase 'HEAD~1'", nxt
+        assert in_lane(hub, lane_path, nxt, tmp_path).rc == 0
+
+
+def refusal_next_of(stderr: str) -> str:
+    return stderr.split(". Next: ", 1)[1].splitlines()[0]
+
+
+@pytest.mark.parametrize("cmd", ["cherry-pick", "merge -q"], ids=["cherry_pick", "merge"])
+def test_a_strategy_option_never_reaches_read_tree_as_an_option(
+    hub: Repo, tmp_path: Path, cmd: str
+) -> None:
+    """Red team 13R: `-s resolve` (git's script git-merge-resolve; octopus the same) gets
+    each `-X OPT` as `--OPT` among its merge bases and passes them unquoted to `git
+    read-tree -u -m --aggressive`: `-X index-output=FILE` made read-tree rename its merged
+    index onto FILE, outside the lane (the owner's .git/index too). Only the values
+    ort/recursive know pass; the next (without -X) runs and writes nothing outside."""
+    lane_path = hub.create("alpha")
+    out = tmp_path / "outside" / "precious.txt"
+    out.parent.mkdir()
+    out.write_text("the owner's file\n")
+    script = (
+        PRELUDE + 'printf "1\\n2\\n3\\n4\\n5\\n" > a.txt; git add a.txt; git commit -qm base; '
+        'printf "1x\\n2\\n3\\n4\\n5\\n" > a.txt; git commit -qam lane; '
+        'printf "1\\n2\\n3\\n4\\n5y\\n" > a.txt; git add a.txt; T=$(git write-tree); '
+        "C=$(git commit-tree $T -p HEAD~1 -m side); git checkout -q HEAD -- a.txt; "
+        f'git {cmd} --strategy=resolve -X "index-output=$OUT" $C </dev/null; echo rc=$?'
+    )
+    r = in_lane(hub, lane_path, script.replace("$OUT", str(out)), tmp_path)
+    assert out.read_bytes() == b"the owner's file\n", (r.stdout, r.stderr)
+    assert "refused [unsafe_config]" in r.stderr, (r.rc, r.stdout, r.stderr)
+    nxt = refusal_next_of(r.stderr)
+    assert "index-output" not in nxt and "--strategy=resolve" in nxt, nxt
+
+
+def test_git_hook_run_runs_only_a_plain_hook_name(hub: Repo, tmp_path: Path) -> None:
+    """Red team 13R: `git hook run NAME` runs `<hooks dir>/NAME` when it is executable
+    (hook.c find_hook: no check of NAME), so `../` in NAME reached any file: the lane's
+    own evil.sh ran with git's own directory first on PATH, past the shim, and moved main
+    with the hooks off. Refused; the next runs the file itself, through the shim (its git
+    call refused), and `--ignore-missing` of a hook that is not there passes."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    script = (
+        PRELUDE + "R=$(python3 -c 'import os,sys;print(os.path.relpath(*sys.argv[1:]))' "
+        '"$PWD/evil.sh" "$GITLANE_COMMON/hooks"); git hook run "$R" </dev/null'
+    )
+    r = in_lane(hub, lane_path, script, tmp_path)
+    held(hub, main, tmp_path, r, "unsafe_config")
+    nxt = refusal_next_of(r.stderr)
+    assert nxt == str(lane_path.resolve() / "evil.sh"), nxt
+    r = in_lane(hub, lane_path, nxt, tmp_path)
+    assert hub.sha() == main and (tmp_path / "marker").exists(), (r.rc, r.stderr)
+    r = in_lane(hub, lane_path, "git hook run --ignore-missing no-such-hook", tmp_path)
+    assert r.rc == 0, (r.rc, r.stderr)
+
+
+@pytest.mark.parametrize(
+    "add",
+    [
+        'git remote add -- "$N" .',
+        'git remote add -f -t main -- "$N" .',
+        'git remote add keep .; git remote rename keep -- "$N"',
+        'git config "remote.$N.url" .',
+    ],
+    ids=["remote_add", "remote_add_f", "remote_rename", "git_config"],
+)
+def test_no_remote_is_named_as_an_option_word(hub: Repo, tmp_path: Path, add: str) -> None:
+    """Red team 13R: git takes any remote name that makes a valid refname, and
+    `--upload-pack=PROG` is one; `remote add -f` fetches it at once (`git fetch NAME`, no
+    `--`: the lane's program ran past the shim), and in the shared config every later
+    `git fetch --all` / `remote update` (one child `git fetch ... NAME` per remote) and
+    maintenance prefetch takes it as that option, the owner's own fetch in the hub too:
+    it ran the lane's program and moved main. Refused however the lane names it; the
+    owner's later fetch --all runs nothing."""
+    lane_path = hub.create("alpha")
+    main = hub.sha()
+    name = r'N="--upload-pack=eval\${IFS}\"\$(git\${IFS}cat-file\${IFS}blob\${IFS}$S)\""; '
+    script = PRELUDE + "S=$(git hash-object -w evil.sh); git remote add origin .; " + name + add
+    r = in_lane(hub, lane_path, script + " </dev/null", tmp_path)
+    held(hub, main, tmp_path, r, "unsafe_config")
+    env = {"HUB": str(hub.path), "MARKER": str(tmp_path / "marker")}
+    owner = git(hub.path, "fetch", "--all", check=False, env=env)  # the owner, later
+    held(hub, main, tmp_path, LaneRun(owner.returncode, r.stderr, r.stderr), "unsafe_config")
+    assert "--upload-pack" not in git(hub.path, "config", "--list").stdout, r.stderr
+    if add.startswith("git remote add --"):
+        nxt = refusal_next_of(r.stderr)
+        assert nxt.startswith("git remote add -- 'upload-pack="), nxt
+        assert in_lane(hub, lane_path, nxt, tmp_path).rc == 0

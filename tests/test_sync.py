@@ -898,7 +898,9 @@ def test_untrusted_state_next_never_drops_the_lanes_autostash(hub: Repo) -> None
     assert (admin / "rebase-merge" / "autostash").is_file(), reb.stdout + reb.stderr
     r = hub.jlane("abort", "beta")
     assert r.code == "rebase_state_untrusted", r.stdout
-    assert r.json["next"][0].startswith(f"git -C {beta} stash store "), r.json["next"]
+    # the lane's repository named, never its pointers followed (red team 13S)
+    assert r.json["next"][0].startswith("GIT_DIR="), r.json["next"]
+    assert f"git -C {beta} " in r.json["next"][0] and " stash store " in r.json["next"][0]
     for cmd in r.json["next"][:-1]:
         res = subprocess.run(cmd, shell=True, cwd=hub.path, capture_output=True, text=True)
         assert res.returncode == 0, (cmd, res.stderr)

@@ -274,7 +274,7 @@ def _exclude(lane_path: str, rel: str, key: str, tool: str) -> tuple[str, list[s
             "agent_file_conflict",
             f"{rel} is not ignored in lane {key} although {exclude} names it (a .gitignore "
             f"un-ignores it): the file would make the lane dirty and land refuse it",
-            next=[f"git -C {git.q(lane_path)} check-ignore -v --no-index -- {git.q(rel)}"],
+            next=[f"{git.owner_git(lane_path)} check-ignore -v --no-index -- {git.q(rel)}"],
             alternatives=[f"git lane exec {key} -- {tool}"],
             details={"lane": key, "file": rel, "exclude_file": str(exclude)},
         )

@@ -164,8 +164,8 @@ def _unsafe_refusal(key: str, path: str, bad: list[str]) -> Refusal:
         "lane_index_unsafe",
         f"lane {key}'s index names {len(bad)} path(s) outside its worktree or in a git dir "
         f"({shown}); nothing was committed and the index is as it was",
-        next=[f"git -C {git.q(path)} read-tree HEAD", f"git lane checkpoint {key}"],
-        alternatives=[f"git -C {git.q(path)} ls-files -s  # the index as it is"],
+        next=[f"{git.owner_git(path)} read-tree HEAD", f"git lane checkpoint {key}"],
+        alternatives=[f"{git.owner_git(path)} ls-files -s  # the index as it is"],
         details={"lane": key, "paths": bad[:PATHS_CAP]},
     )
 
@@ -217,7 +217,7 @@ def _commit_refusal(key: str, path: str, res: git.GitResult) -> Refusal:
         f"{_last_line(out)}; fix what it says in the lane, then checkpoint again (nothing "
         "was committed, the index is as it was)",
         next=[again],
-        alternatives=[f"git -C {git.q(path)} status"],
+        alternatives=[f"{git.owner_git(path)} status"],
         details=details,
     )
 

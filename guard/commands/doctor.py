@@ -465,7 +465,7 @@ def _unset_hooks_path(where: str, scope: str, origin: str) -> str:
         return f"git config --file {q(f)} --unset-all core.hooksPath"
     if scope == "command":
         return "unset GIT_CONFIG_COUNT GIT_CONFIG_PARAMETERS  (core.hooksPath comes from the environment or -c)"
-    return f"git -C {q(where)} config --{scope} --unset-all core.hooksPath"
+    return f"{git.owner_git(where)} config --{scope} --unset-all core.hooksPath"
 
 
 def _find_ours(d: Path, name: str) -> Path | None:
@@ -1005,6 +1005,8 @@ def _program_severity(key: str, value: str) -> str | None:
         return FAIL
     if k.startswith("extensions.") or k in ("core.bare", "core.repositoryformatversion"):
         return None  # git's own repository layout
+    if k.startswith("remote.") and key[len("remote.") :].startswith("-"):
+        return FAIL  # a remote named as an option word: fetch --all hands it to a child fetch
     if k.startswith("remotes."):  # a group of remotes: a program only through an option word
         return WARN if any(w.startswith("-") for w in value.split()) else None
     return WARN if program_key(k) else None

@@ -160,9 +160,9 @@ def _unrepresentable(
     key: str, path: str, why: str, merges: list[str], base: str | None = None
 ) -> Refusal:
     nxt = (
-        [f"git -C {git.q(path)} rebase {base}", f"git lane export {key}"]
+        [f"{git.owner_git(path)} rebase {base}", f"git lane export {key}"]
         if base is not None
-        else [f"git -C {git.q(path)} log --oneline -5"]
+        else [f"{git.owner_git(path)} log --oneline -5"]
     )
     return Refusal(
         "export_unrepresentable",
@@ -187,7 +187,7 @@ def _hidden_check(key: str, path: str, head: str) -> None:
             "skip-worktree whose content differs from HEAD: `git status` hides them, so an "
             "export would leave them out",
             next=[
-                f"git -C {git.q(path)} update-index {' '.join(flags)} -- {listed}",
+                f"{git.owner_git(path)} update-index {' '.join(flags)} -- {listed}",
                 f"git lane export {key}",
             ],
             details={"lane": key, "paths": hidden.changed[:100]},
@@ -200,7 +200,7 @@ def _hidden_check(key: str, path: str, head: str) -> None:
             f"submodule {git.shown(sub.path)} of lane {key} has uncommitted changes of its own; "
             "a patch of the lane cannot carry them: commit them in the submodule first",
             next=[
-                f"git -C {git.q(os.path.join(path, sub.path))} status --short",
+                f"{git.owner_git(os.path.join(path, sub.path))} status --short",
             ],
             details={"lane": key, "submodules": [s.path for s in dirty_subs]},
         )
@@ -238,7 +238,7 @@ def _uncommitted(key: str, path: str, head: str, s: Scratch) -> tuple[str, str]:
             "export_unrepresentable",
             f"git could not stage the worktree of lane {key} to export it: "
             f"{_last_line(added.stderr)}; nothing was written",
-            next=[f"git -C {git.q(path)} add -A --dry-run -- :/"],
+            next=[f"{git.owner_git(path)} add -A --dry-run -- :/"],
             details={"lane": key, "stderr": added.stderr[-4000:]},
         )
     tree = git.run(["write-tree"], path, env=s.env).stdout.strip()

@@ -213,12 +213,8 @@ def _work_verdict(key: str, path: str, work: release.Work, fresh: bool) -> _Verd
     if work.rebase:
         nxt = [f"git lane continue {key}", f"git lane land {key}"]
     elif work.dirty:
-        q = git.q(path)
-        nxt = [
-            f"git -C {q} add -A && git -C {q} commit -q -m "
-            + git.q(f"Work in lane {key} before land"),
-            *land,
-        ]
+        # checkpoint: add -A and commit, with the lane's pointers checked when it runs
+        nxt = [f"git lane checkpoint {key} -m " + git.q(f"Work in lane {key} before land"), *land]
     elif work.unlanded:
         nxt = land
     elif work.ignored and not (work.detached or work.worktree_refs):

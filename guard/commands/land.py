@@ -449,7 +449,7 @@ def g3_tip_names(t: Target, changed: list[str]) -> None:
         f"lane {t.key}'s tip {tip[:12]} holds {len(bad)} path(s) outside the worktree or in "
         f"a git dir ({shown}): git never checks such a tree out, so it is not landed; main "
         "was not moved",
-        next=[f"git -C {git.q(t.path)} log --stat --format=%H%x09%s {t.main_before}..{tip}"],
+        next=[f"{git.owner_git(t.path)} log --stat --format=%H%x09%s {t.main_before}..{tip}"],
         alternatives=[f"git lane release {t.key} --confirm yes-discard-lane"],
         details={"lane": t.key, "tip": tip, "paths": bad[:100]},
     )
@@ -488,7 +488,7 @@ def g6_hub(repo: Repo, hub: git.Worktree | None, facts: HubFacts, key: str) -> N
             next=[
                 # untracked ones too (the land's new files), each path taken as it is: a
                 # name like `*` or `:(glob)x` is no pattern that would stash other work
-                f"git -C {git.q(hub.path)} --literal-pathspecs stash push --include-untracked "
+                f"{git.owner_git(hub.path)} --literal-pathspecs stash push --include-untracked "
                 f"-- {' '.join(git.q(h) for h in hits[:10])}",
                 f"git lane land {key}",
             ],
@@ -513,7 +513,7 @@ def g9_markers(t: Target, markers: list[str]) -> None:
     if not markers:
         return
     files = sorted({m.rsplit(":", 1)[0] for m in markers})
-    lq = git.q(t.path)
+    lq = git.owner_git(t.path)  # `git -C LANE`, the lane's repository named
     # G2 held the lane clean, so what is modified now is the marker fix
     stage = (
         f"--literal-pathspecs add -- {' '.join(git.q(f) for f in files)}"
@@ -526,7 +526,7 @@ def g9_markers(t: Target, markers: list[str]) -> None:
         f"{' ...' if len(markers) > 10 else ''} (committed past the pre-commit hook); "
         f"remove those blocks in {t.path}, then commit",
         next=[
-            f"git -C {lq} {stage} && git -C {lq} commit -m 'Remove conflict markers'",
+            f"{lq} {stage} && {lq} commit -m 'Remove conflict markers'",
             f"git lane land {t.key}",
         ],
         details={"lane": t.key, "markers": markers[:100], "files": files},
@@ -549,7 +549,7 @@ def g4_trusted_config(t: Target, risky: list[tuple[str, str]]) -> None:
         "than main gets, and any process in a lane can write it",
         next=[
             " && ".join(
-                f"git -C {git.q(t.path)} config --{sc} --unset-all {git.q(k)}"
+                f"{git.owner_git(t.path)} config --{sc} --unset-all {git.q(k)}"
                 for sc, k in sorted(set(risky))
             ),
             f"git lane land {t.key}",
@@ -570,26 +570,22 @@ def g4_exact(t: Target, hidden: git.Hidden, gate_in_lane: bool) -> None:
     at the commit the tip records, with no changes of its own. Both are uncommitted work
     as much as what G2 sees, so they refuse whether and wherever a gate runs. Files a
     sparse checkout left out are no one's work: they only matter to a gate in the lane."""
-    lq = git.q(t.path)
+    lq = git.owner_git(t.path)  # `git -C LANE`, the lane's repository named
     missing = hidden.missing if gate_in_lane else []
     if hidden.changed or missing:
         fix: list[str] = []
         au, sw = hidden.assume_unchanged, hidden.skip_worktree
         if missing and hidden.sparse:
-            fix.append(
-                f"git -C {lq} sparse-checkout disable"
-            )  # every file back, no skip-worktree left
+            fix.append(f"{lq} sparse-checkout disable")  # every file back, no skip-worktree left
         elif sw or missing:
             fix.append(_unflag(lq, "--no-skip-worktree", sorted(set(sw) | set(missing))))
         if au:
             fix.append(_unflag(lq, "--no-assume-unchanged", au))
         if missing and not hidden.sparse:  # checkout-index writes only what is not there
             if len(missing) <= PATHS_IN_NEXT:
-                fix.append(f"git -C {lq} checkout-index -- {' '.join(git.q(p) for p in missing)}")
+                fix.append(f"{lq} checkout-index -- {' '.join(git.q(p) for p in missing)}")
             else:
-                fix.append(
-                    f"git -C {lq} ls-files -z --deleted | git -C {lq} checkout-index -z --stdin"
-                )
+                fix.append(f"{lq} ls-files -z --deleted | {lq} checkout-index -z --stdin")
         what = []
         if hidden.changed:
             what.append(
@@ -623,10 +619,11 @@ def g4_exact(t: Target, hidden: git.Hidden, gate_in_lane: bool) -> None:
         fix = []
         if moved:
             fix.append(
-                f"git -C {lq} submodule update --init --checkout -- {' '.join(git.q(p) for p in moved)}"
+                f"{lq} submodule update --init --checkout -- {' '.join(git.q(p) for p in moved)}"
             )
         fix.extend(
-            f"git -C {git.q(os.path.join(t.path, p))} stash push --include-untracked" for p in dirty
+            f"{git.owner_git(os.path.join(t.path, p))} stash push --include-untracked"
+            for p in dirty
         )
         raise Refusal(
             "submodule_differs",
@@ -652,8 +649,8 @@ def g4_exact(t: Target, hidden: git.Hidden, gate_in_lane: bool) -> None:
 def _unflag(lq: str, flag: str, paths: list[str]) -> str:
     # update-index applies only the first of several flag options: one command per flag
     if len(paths) <= PATHS_IN_NEXT:
-        return f"git -C {lq} update-index {flag} -- {' '.join(git.q(p) for p in paths)}"
-    return f"git -C {lq} ls-files -z | git -C {lq} update-index -z {flag} --stdin"
+        return f"{lq} update-index {flag} -- {' '.join(git.q(p) for p in paths)}"
+    return f"{lq} ls-files -z | {lq} update-index -z {flag} --stdin"
 
 
 def g4_gate(
@@ -725,7 +722,7 @@ def _changed_during_gate(
     the next ignores them in the lane's .gitignore, committed, and lands; the gate still
     runs at that commit. Anything else (the tip, a tracked file, a hidden entry): look."""
     left = [] if after != t.tip or unseen else git.untracked_only(t.path, dirty)
-    p = git.q(t.path)
+    g = git.owner_git(t.path)
     gitignore = git.q(os.path.join(t.path, ".gitignore"))
     # a .gitignore the gate wrote itself is shown and committed as it is (a pattern for
     # it would ignore the file `git add` must then add); the rest is appended to it
@@ -737,8 +734,8 @@ def _changed_during_gate(
         next_ = [
             *([f"cat {gitignore}"] if own else []),
             *([f"printf '\\n%s\\n' {lines} >> {gitignore}"] if patterns else []),
-            f"git -C {p} add .gitignore",
-            f"git -C {p} commit -m {git.q('Ignore what the gate leaves behind')}",
+            f"{g} add .gitignore",
+            f"{g} commit -m {git.q('Ignore what the gate leaves behind')}",
             f"git lane land {t.key}",
         ]
         alternatives = [
@@ -748,7 +745,7 @@ def _changed_during_gate(
         shown = ", ".join(json.dumps(x) for x in left[:3])  # escapes, never raw bytes
         what = f"the gate left {len(left)} untracked path(s) in it ({shown})"
     else:
-        next_ = [f"git -C {p} status", f"git lane land {t.key}"]
+        next_ = [f"{g} status", f"git lane land {t.key}"]
         alternatives = []
         what = f"{len(dirty) + len(unseen)} changed path(s)"
     return Refusal(

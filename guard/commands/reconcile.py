@@ -298,7 +298,7 @@ def _synced_since_ready(repo: Repo) -> list[str]:
             f"lane {m.key}: rebased since it was marked ready (mark at {m.tip[:12]}, now "
             f"{tip[:12]}; a queue stopped while its gate ran leaves it so): "
             f"`git lane ready {m.key}` marks the synced tip, or "
-            f"`git -C {git.q(rec.path)} reset --keep {m.tip}` puts it back"
+            f"`{git.owner_git(rec.path)} reset --keep {m.tip}` puts it back"
         )
     return out
 

@@ -633,12 +633,12 @@ def g11_keep_work(
     # or land would refuse (lane_branch_mismatch, lane_dirty) and the path stop there
     ready: list[str] = []
     if present and work.head is not None and not work.detached:
-        ready.append(f"git -C {git.q(path)} switch {git.q(branch)}")
+        ready.append(f"{git.owner_git(path)} switch {git.q(branch)}")
     if present and work.dirty and not work.detached:
-        ready += [
-            f"git -C {git.q(path)} add -A",
-            f"git -C {git.q(path)} commit -q -m " + git.q(f"Work of lane {key}"),
-        ]
+        # checkpoint commits what `add -A && commit` would, with the lane's pointers
+        # checked when it runs: a plain git in the lane follows them wherever the lane,
+        # still running, repointed them after this refusal
+        ready.append(f"git lane checkpoint {key} -m " + git.q(f"Work of lane {key}"))
     nxt = [*ready, f"git lane land {key}", discard]
     alternatives: list[str] = []
     if work.rebase:
@@ -668,7 +668,7 @@ def g11_keep_work(
         alternatives = [discard]
         if len(work.ignored) <= ADD_F_MAX:
             alternatives.append(
-                f"git -C {git.q(path)} --literal-pathspecs add -f -- {files} && git -C {git.q(path)} commit -q -m "
+                f"{git.owner_git(path)} --literal-pathspecs add -f -- {files} && {git.owner_git(path)} commit -q -m "
                 + git.q(f"Keep the ignored files of lane {key}")
                 + f" && git lane land {key}"
             )
@@ -859,7 +859,7 @@ def _remove_failed(key: str, path: str, stderr: str) -> Refusal:
     return Refusal(
         "worktree_remove_failed",
         f"git could not remove the worktree of lane {key}: {stderr.strip()[:300]}",
-        next=[f"git -C {git.q(path)} status", f"git lane release {key} --confirm {CONFIRM}"],
+        next=[f"{git.owner_git(path)} status", f"git lane release {key} --confirm {CONFIRM}"],
         details={"lane": key, "path": path, "stderr": stderr},
     )
 

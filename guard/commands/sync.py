@@ -329,10 +329,10 @@ def untrusted_state_refusal(key: str, path: str, branch: str, why: str, action: 
     said = ""
     if stash is not None:  # the rm below drops the stash's only name: give it one first
         msg = f"git lane: autostash of the rebase in lane {key}"
-        keep = [f"git -C {git.q(path)} stash store -m {git.q(msg)} {stash}"]
+        keep = [f"{git.owner_git(path)} stash store -m {git.q(msg)} {stash}"]
         said = (
             f" The rebase's autostash (the lane's uncommitted edits, {stash[:12]}) is first "
-            f"stored in the stash: `git -C {git.q(path)} stash pop` brings the edits back."
+            f"stored in the stash: `{git.owner_git(path)} stash pop` brings the edits back."
         )
     return Refusal(
         "rebase_state_untrusted",
@@ -344,10 +344,10 @@ def untrusted_state_refusal(key: str, path: str, branch: str, why: str, action: 
         next=[
             *keep,
             f"rm -rf -- {dirs}",
-            f"git -C {git.q(path)} switch --discard-changes {git.q(branch)}",
+            f"{git.owner_git(path)} switch --discard-changes {git.q(branch)}",
             f"git lane sync {key}",
         ],
-        alternatives=[f"git -C {git.q(path)} status"],
+        alternatives=[f"{git.owner_git(path)} status"],
         details={"lane": key, "path": path, "why": why, "admin": str(gd), "autostash": stash},
     )
 
@@ -558,7 +558,7 @@ def _stuck(key: str, path: str, result: git.GitResult) -> Refusal:
         f"move on (step {wl['step']} of {wl['total']}): {result.stderr.strip()[:500]}; abort "
         "it (the lane goes back to its branch), then sync again",
         next=[f"git lane abort {key}", f"git lane sync {key}"],
-        alternatives=[f"git -C {git.q(path)} status"],
+        alternatives=[f"{git.owner_git(path)} status"],
         details={"lane": key, "stderr": result.stderr, "worklist": wl},
     )
 
@@ -591,7 +591,7 @@ def _uncommitted(key: str, path: str, result: git.GitResult) -> Refusal:
         "Abort it (the lane goes back to its branch) and sync again once what git reports "
         "is fixed (or fix it and continue: the resolution is still staged)",
         next=[f"git lane abort {key}", f"git lane sync {key}"],
-        alternatives=[f"git -C {git.q(path)} status", f"git lane continue {key}"],
+        alternatives=[f"{git.owner_git(path)} status", f"git lane continue {key}"],
         details={"lane": key, "stderr": result.stderr, "worklist": wl},
     )
 
@@ -656,7 +656,7 @@ def _drive(
             raise Refusal(
                 "sync_failed",
                 f"git rebase failed in lane {key}: {result.stderr.strip()[:500]}",
-                next=[f"git -C {git.q(path)} status", f"git lane sync {key}"],
+                next=[f"{git.owner_git(path)} status", f"git lane sync {key}"],
                 details={"lane": key, "stderr": result.stderr},
             )
         if git.unmerged(path):
@@ -767,9 +767,9 @@ def check_merges(repo: Repo, key: str, path: str, main: str, tip: str, then: lis
         f"lane {key} has {len(merges)} merge commit(s) of its own ({merges[0][:12]}); a rebase "
         "would drop them and what they alone changed: it was not touched. Merge main into "
         "the lane instead (it is then fresh: nothing is replayed)",
-        next=[f"git -C {git.q(path)} merge --no-edit {git.q(repo.main_ref)}", *then],
+        next=[f"{git.owner_git(path)} merge --no-edit {git.q(repo.main_ref)}", *then],
         alternatives=[
-            f"git -C {git.q(path)} reset --soft {base} && git -C {git.q(path)} commit "
+            f"{git.owner_git(path)} reset --soft {base} && {git.owner_git(path)} commit "
             f"-m {git.q(f'lane {key}, flattened')}  # one commit, the same tree: then {then[0]}"
         ],
         details={"lane": key, "merges": merges, "main": main, "tip": tip},
@@ -791,7 +791,7 @@ def check_ignored(repo: Repo, key: str, path: str, onto: str, tip: str, then: li
         "was not touched. Move them out of the way (kept under git-lane's state), then go on",
         next=[*moves, *then],
         alternatives=[
-            f"git -C {git.q(path)} --literal-pathspecs add -f -- {' '.join(git.q(p) for p in hit)} && git -C "
+            f"{git.owner_git(path)} --literal-pathspecs add -f -- {' '.join(git.q(p) for p in hit)} && git -C "
             f"{git.q(path)} commit -m {git.q('track them')}  # the sync then shows them as conflicts"
         ],
         details={"lane": key, "paths": hit[:100], "onto": onto, "tip": tip, "kept": str(kept)},
@@ -861,7 +861,7 @@ def continue_(repo: Repo, key: str | None) -> SyncResult:
     undecided = _undecided(path)
     if undecided:
         quoted = " ".join(git.q(f) for f in undecided[:10])
-        lq = git.q(path) + " --literal-pathspecs"  # a name like `*` is no pattern here
+        lq = git.owner_git(path) + " --literal-pathspecs"  # a name like `*` is no pattern here
         raise Refusal(
             "conflicts_unresolved",
             f"{len(undecided)} conflicted path(s) hold no conflict markers and were not resolved "
@@ -870,9 +870,9 @@ def continue_(repo: Repo, key: str | None) -> SyncResult:
             "delete), then continue",
             next=[f"git lane continue {key}"],
             alternatives=[
-                f"git -C {lq} checkout --ours -- {quoted} && git -C {lq} add -- {quoted} && git lane continue {key}",
-                f"git -C {lq} checkout --theirs -- {quoted} && git -C {lq} add -- {quoted} && git lane continue {key}",
-                f"git -C {lq} rm -q -- {quoted} && git lane continue {key}",
+                f"{lq} checkout --ours -- {quoted} && {lq} add -- {quoted} && git lane continue {key}",
+                f"{lq} checkout --theirs -- {quoted} && {lq} add -- {quoted} && git lane continue {key}",
+                f"{lq} rm -q -- {quoted} && git lane continue {key}",
                 f"git lane abort {key}",
             ],
             details={"lane": key, "paths": undecided[:100]},
@@ -901,7 +901,7 @@ def abort(repo: Repo, key: str | None) -> AbortResult:
         raise Refusal(
             "sync_failed",
             f"git rebase --abort failed in lane {key}: {res.stderr.strip()[:500]}",
-            next=[f"git -C {git.q(path)} status"],
+            next=[f"{git.owner_git(path)} status"],
             alternatives=["git lane reconcile", f"git lane abort {key}"],
             details={"lane": key, "stderr": res.stderr},
         )
