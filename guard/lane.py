@@ -448,7 +448,12 @@ def path_taken(repo: Repo, rec: LaneRecord, wts: list[git.Worktree]) -> str | No
         if other is not None and other.status != "released" and _overlaps(real, other.path):
             return f"lane {k}'s worktree" + _how(real, other.path)
     wt = git.by_path(wts).get(real)
-    if wt is not None and wt.branch is not None and wt.branch != f"refs/heads/{rec.branch}":
+    if (
+        wt is not None
+        and wt.branch is not None
+        and wt.branch != f"refs/heads/{rec.branch}"
+        and not _own_checkout(repo, rec, real)
+    ):
         return f"the worktree git has on {wt.branch}"
     main_reals = {os.path.realpath(p) for p in mains}
     for w in wts:
@@ -460,6 +465,20 @@ def path_taken(repo: Repo, rec: LaneRecord, wts: list[git.Worktree]) -> str | No
     if theirs is not None and (own is None or os.path.realpath(own) != os.path.realpath(theirs)):
         return f"the worktree of git's admin dir {git.shown(theirs)}"
     return None
+
+
+def _own_checkout(repo: Repo, rec: LaneRecord, real: str) -> bool:
+    """Is the worktree git has at `real` the lane's own, on another branch (its HEAD
+    switched, by the lane or by hand)? Its admin dir is the one the record names, whose
+    `gitdir` names `real/.git`: repair writes its HEAD back, never moves it aside."""
+    own = repo.store.admin_dir(rec)
+    if own is None or not rec.admin or not own.is_dir() or own.is_symlink():
+        return False
+    try:
+        named = git.read_admin(own / "gitdir").strip()
+    except OSError:
+        return False
+    return bool(named) and os.path.realpath(named) == os.path.join(real, ".git")
 
 
 def _overlaps(real: str, other: str, nested_ok: bool = False) -> bool:

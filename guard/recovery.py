@@ -101,6 +101,7 @@ def repair_pointers(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
         return []
     if not pointer_faults(repo, rec):
         return []
+    _never_anothers(repo, rec, admin)
     dotgit = Path(rec.path) / ".git"
     changes: list[dict[str, Any]] = []
     if not os.path.lexists(dotgit):
@@ -130,6 +131,35 @@ def repair_pointers(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
             _replace(p, text)
             changes.append({"action": "pointer_rewritten", "lane": rec.key, "file": str(p)})
     return changes
+
+
+def _never_anothers(repo: Repo, rec: LaneRecord, admin: Path) -> None:
+    """An admin dir another recorded lane has is never pointed at this lane's path (nor
+    named in a next that would): a record without `admin` finds its admin dir by the
+    `gitdir` file that names its path, which another lane writes (red team 13Q: a lane
+    naming `OTHER/.git` there had OTHER, the owner's other repository, handed to it).
+    An admin dir a record names (or that has the lane's directory's name) is that lane's."""
+
+    def named(r: LaneRecord) -> bool:
+        return (r.admin or os.path.basename(os.path.realpath(r.path))) == admin.name
+
+    if named(rec):
+        return
+    mine = os.path.realpath(admin)
+    for k in repo.store.lane_keys():
+        other = repo.store.read_lane(k) if k != rec.key else None
+        if other is None or other.status == "released" or not named(other):
+            continue
+        theirs = repo.store.admin_dir(other)
+        if theirs is not None and os.path.realpath(theirs) == mine:
+            raise Refusal(
+                "lane_pointers_tampered",
+                f"lane {rec.key}'s admin dir, found by the `gitdir` file that names "
+                f"{git.shown(rec.path)}, is lane {k}'s ({git.shown(admin)}): lane {k}'s "
+                f"pointer was changed; nothing at {git.shown(rec.path)} was touched",
+                next=[f"git lane repair {k}"],
+                details={"lane": rec.key, "path": rec.path, "admin": str(admin), "owner": k},
+            )
 
 
 def head_ref(admin: Path) -> str | None:
@@ -266,8 +296,10 @@ def restore_branch(repo: Repo, rec: LaneRecord, facts: BranchFacts) -> list[dict
                 repo.common_dir,
             )
         out.append({"action": "moved_value_kept", "lane": key, "ref": rescue, "sha": facts.tip})
-    res = git.run(
-        ["update-ref", "-m", f"git-lane: repair {key}", ref, target, old], where, check=False
+    res = git.run(  # --no-deref: a branch ref made a symref (to main) is replaced, never followed
+        ["update-ref", "--no-deref", "-m", f"git-lane: repair {key}", ref, target, old],
+        where,
+        check=False,
     )
     if not res.ok:  # the compare-and-swap lost: something moved the branch meanwhile
         raise Refusal(
@@ -296,10 +328,12 @@ def _contains(repo: Repo, tip: str, other: str) -> bool:
 
 def restore_worktree(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
     """Check the lane out again at its recorded path. While git still has the worktree's
-    admin dir (no `git worktree prune` since), the directory is linked back to it (the
-    .git file, then `git worktree repair`) and filled from its index: staged work, the
-    HEAD reflog, per-worktree refs and a lock all survive. Once pruned, a plain
-    `git worktree add <path> <branch>`."""
+    admin dir (no `git worktree prune` since), the directory is linked back to it (its
+    `.git` file and the admin dir's `gitdir` and `commondir`, written by us from trusted
+    state, never by `git worktree repair`: git's repair rewrites *every* registered
+    worktree, and writes `DIR/.git` wherever another lane's lane-written `gitdir` file
+    points) and filled from its index: staged work, the HEAD reflog, per-worktree refs
+    and a lock all survive. Once pruned, a plain `git worktree add <path> <branch>`."""
     path = rec.path
     if os.path.lexists(path) and (not os.path.isdir(path) or os.listdir(path)):
         raise Refusal(
@@ -308,7 +342,9 @@ def restore_worktree(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
             next=[f"mv {git.q(path)} {git.q(path + '.moved-aside')}", f"git lane repair {rec.key}"],
             details={"lane": rec.key, "path": path},
         )
-    admin = admin_dir(repo, path)
+    admin = repo.store.admin_dir(rec)  # the record's, never one a lane's gitdir file names
+    if admin is not None and not admin.is_dir():
+        admin = None
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as exc:
@@ -321,12 +357,10 @@ def restore_worktree(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
     if admin is not None:
         dotgit = Path(path, ".git")
         dirfd.write_file(path, ".git", f"gitdir: {admin}\n".encode())
-        steps = [["worktree", "repair", path]]
-        if not (admin / "index").exists():
-            steps.append(["reset", "-q"])  # the index from HEAD, then the files from it
-        _restore_steps(repo, rec, steps)
         try:
-            repair_pointers(repo, rec)  # the lane's commondir too, before git reads its index
+            repair_pointers(repo, rec)  # gitdir and commondir too, before git reads its index
+            if not (admin / "index").exists():
+                _restore_steps(repo, rec, [["reset", "-q"]])  # the index from HEAD
             _check_index_names(rec, admin, repo.common_dir)
         except Refusal:
             dotgit.unlink()  # the directory as it was found: empty

@@ -619,6 +619,119 @@ def test_repair_never_writes_through_a_link_the_lane_planted_at_its_temp_name(
     assert hub.lane("status", "alpha", cwd=lane_path).rc == 0
 
 
+def _admin_of(lane_path: Path) -> Path:
+    return Path((lane_path / ".git").read_text().split(":", 1)[1].strip())
+
+
+@pytest.mark.parametrize("before", ["absent", "another_repos_gitfile"])
+def test_repair_never_writes_a_dotgit_where_another_lanes_gitdir_file_points(
+    hub: Repo, tmp_path: Path, before: str
+) -> None:
+    """HIGH (red team 13Q, finding 4: a write outside the lane, where the lane chose). Lane
+    alpha writes its own `<admin>/gitdir` (its admin dir is granted) naming `DIR/.git`.
+    `git lane repair beta` (beta's worktree deleted by hand) used to run `git worktree
+    repair BETA_PATH`, and git repairs *every* registered worktree: it wrote `DIR/.git`
+    (made, or overwrote another repository's gitfile). repair now writes beta's own
+    pointers from trusted state and never runs git's unscoped repair."""
+    lane_path = hub.create("alpha")
+    beta = hub.create("beta")
+    hub.commit(beta, "b.txt", "b\n")
+    victim = tmp_path / "owner-dir"
+    victim.mkdir()
+    other = "gitdir: /somewhere/else/.git/worktrees/x\n"
+    if before == "another_repos_gitfile":
+        (victim / ".git").write_text(other)
+    (_admin_of(lane_path) / "gitdir").write_text(f"{victim}/.git\n")
+
+    shutil.rmtree(beta)  # deleted by hand: repair checks it out again
+    r = hub.jlane("repair", "beta")
+    got = (victim / ".git").read_text() if (victim / ".git").exists() else None
+    assert got == (None if before == "absent" else other), (
+        "the owner's repair wrote DIR/.git where lane alpha's gitdir file pointed",
+        r.rc,
+        r.code,
+        got,
+    )
+    assert r.rc == 0, r.stdout + r.stderr
+    assert (beta / "b.txt").read_text() == "b\n"
+    admin = _admin_of(beta)
+    assert admin == hub.common_dir / "worktrees" / "beta"
+    assert (admin / "gitdir").read_text() == f"{beta}/.git\n"
+    assert hub.lane("status", "beta").rc == 0
+
+
+def test_repair_never_hands_a_directory_to_another_lanes_admin_dir(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """MED (red team 13Q, finding 5). A record without `admin` (older records; what
+    reconcile's adoption wrote) finds its admin dir by the `gitdir` file that names its
+    path, and lane alpha writes its own: naming `OTHER/.git` (the owner's other
+    repository) made lane zeta's admin dir alpha's, and `git lane repair zeta` printed
+    `mv -n OTHER/.git ...` and `printf 'gitdir: <alpha's admin>' > OTHER/.git`. An admin
+    dir another recorded lane has is refused, nothing touched, with the next that puts
+    that lane's pointer back."""
+    lane_path = hub.create("alpha")
+    admin = _admin_of(lane_path)
+    other = tmp_path / "other-project"
+    other.mkdir()
+    subprocess.run(["git", "init", "-q", str(other)], check=True)
+    (other / "p.txt").write_text("precious\n")
+    main = hub.sha()
+    assert main is not None
+    hub.git("update-ref", "refs/heads/lane/zeta", main)
+    (admin / "HEAD").write_text("ref: refs/heads/lane/zeta\n")
+    (admin / "gitdir").write_text(f"{other}/.git\n")
+    rec = {
+        "key": "zeta",
+        "branch": "lane/zeta",
+        "path": str(other),
+        "created_at": "2026-01-01T00:00:00Z",
+    }
+    (hub.state_dir / "lanes" / "zeta.json").write_text(json.dumps(rec))
+    r = hub.jlane("repair", "zeta")
+    assert r.rc == 1 and r.code == "lane_pointers_tampered", r.stdout + r.stderr
+    assert not any(str(admin) in n for n in r.json["next"]), r.json["next"]
+    assert r.json["next"] == ["git lane repair alpha"], r.json["next"]
+    assert (other / ".git").is_dir() and (other / "p.txt").read_text() == "precious\n"
+    (admin / "HEAD").write_text("ref: refs/heads/lane/alpha\n")
+    _run_next(hub, r)
+    assert (admin / "gitdir").read_text() == f"{lane_path}/.git\n"
+    assert (other / ".git").is_dir()
+    assert hub.lane("status", "alpha", cwd=lane_path).rc == 0
+
+
+@pytest.mark.parametrize("how", ["admin_head", "branch_symref"])
+def test_repair_of_a_lane_whose_head_the_lane_switched_has_a_next_that_works(
+    hub: Repo, how: str
+) -> None:
+    """MED (red team 13Q, finding 9). The lane writes its `<admin>/HEAD` as `ref:
+    refs/heads/main` (or its branch ref as a symref to main). repair called the lane's own
+    worktree "the worktree git has on refs/heads/main" and refused worktree_path_exists
+    with a next that moved the worktree aside and ended at a dead end (the symref: its
+    update-ref followed the link to main, refused by the hooks, lane_branch_moved for
+    ever). A worktree whose admin dir is the record's (its `gitdir` naming the path) is
+    the lane's own: repair points its HEAD back at the lane's branch (the branch ref is
+    replaced, never followed), files and commits untouched, main unmoved, and it lands."""
+    lane_path = hub.create("alpha")
+    hub.commit(lane_path, "w.txt", "work\n")
+    tip = hub.sha("refs/heads/lane/alpha")
+    main = hub.sha()
+    if how == "admin_head":
+        (_admin_of(lane_path) / "HEAD").write_text("ref: refs/heads/main\n")
+    else:
+        (hub.common_dir / "refs" / "heads" / "lane" / "alpha").write_text("ref: refs/heads/main\n")
+    r = hub.jlane("repair", "alpha")
+    assert r.rc == 0, r.stdout + r.stderr
+    if how == "admin_head":
+        assert {"action": "head_restored", "lane": "alpha", "from": "refs/heads/main"} in r.json[
+            "changes"
+        ], r.json
+    assert (_admin_of(lane_path) / "HEAD").read_text() == "ref: refs/heads/lane/alpha\n"
+    assert (lane_path / "w.txt").read_text() == "work\n"
+    assert hub.sha("refs/heads/lane/alpha") == tip and hub.sha() == main
+    assert hub.jlane("land", "alpha").code == "landed"
+
+
 def _plain_git_nexts(r: LaneRun) -> list[str]:
     """The entries of a refusal's next and alternatives that run git in a worktree."""
     return [n for n in [*r.json["next"], *r.json["alternatives"]] if " git -C " in f" {n}"]

@@ -86,6 +86,42 @@ def test_unregistered_lane_worktrees_are_adopted(repo: Repo, tmp_path: Path) -> 
     assert "branch refs/heads/feature" in repo.worktrees()
 
 
+def test_reconcile_never_adopts_a_directory_a_lanes_gitdir_file_names_as_a_lane(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """MED (red team 13Q, finding 5). Lane alpha makes a branch lane/zeta, points its
+    `<admin>/HEAD` at it and its `<admin>/gitdir` at `OTHER/.git` (OTHER: any repository
+    of the owner's); `git worktree list` then shows OTHER on lane/zeta. reconcile adopted
+    it as lane zeta, whose repair nexts handed OTHER to alpha's admin dir. A worktree is
+    adopted only when its `.git` and its admin dir's `gitdir` name each other and the admin
+    dir is no recorded lane's; alpha's own repair puts its pointer back."""
+    lane_path = repo.create("alpha")
+    admin = _admin(repo, "alpha")
+    other = tmp_path / "other-project"
+    other.mkdir()
+    subprocess.run(["git", "init", "-q", str(other)], check=True)
+    (other / "p.txt").write_text("precious\n")
+    main = repo.sha()
+    assert main is not None
+    repo.git("update-ref", "refs/heads/lane/zeta", main)
+    (admin / "HEAD").write_text("ref: refs/heads/lane/zeta\n")
+    (admin / "gitdir").write_text(f"{other}/.git\n")
+    rc = repo.jlane("reconcile")
+    st = repo.jlane("status")
+    paths = {ln["key"]: ln["path"] for ln in st.json.get("lanes", [])}
+    assert str(other) not in paths.values(), (
+        "reconcile adopted the owner's other repository as a lane",
+        rc.json.get("changes"),
+        paths,
+    )
+    assert not (repo.state_dir / "lanes" / "zeta.json").exists()
+    assert (other / ".git").is_dir() and (other / "p.txt").read_text() == "precious\n"
+    (admin / "HEAD").write_text("ref: refs/heads/lane/alpha\n")
+    assert repo.jlane("repair", "alpha").rc == 0
+    assert (admin / "gitdir").read_text() == f"{lane_path}/.git\n"
+    assert (other / ".git").is_dir()
+
+
 def test_dead_owner_is_cleared(repo: Repo) -> None:
     owner = sleeper()
     try:

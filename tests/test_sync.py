@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Repo, git
@@ -942,3 +943,76 @@ def test_a_fifo_planted_in_the_rebase_state_after_the_listing_is_doubted(
         except OSError:
             pass
     assert why is not None and name in why, why
+
+
+def test_a_junk_cherry_pick_head_in_the_admin_dir_never_spins_sync(hub: Repo) -> None:
+    """MED (red team 13Q, finding 10: a sync that did not end, ~40 min). The lane writes
+    `<admin>/CHERRY_PICK_HEAD` as `zz`: every pick of the rebase failed to update it and
+    was rescheduled, and sync went round `rebase --continue` MAX_AUTO_STEPS times. A
+    CHERRY_PICK_HEAD naming no commit holds nothing committed: removed before the rebase,
+    which then syncs the lane."""
+    lane_path = hub.create("alpha")
+    hub.commit(lane_path, "b.txt", "b\n")
+    hub.commit(lane_path, "c.txt", "c\n")
+    beta = hub.create("beta")
+    hub.commit(beta, "m.txt", "m\n")
+    assert hub.jlane("land", "beta").code == "landed"
+    (_admin(lane_path) / "CHERRY_PICK_HEAD").write_text("zz\n")
+    try:
+        r = subprocess.run(
+            [sys.executable, "-m", "guard", "sync", "alpha", "--json"],
+            cwd=hub.path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("git lane sync alpha still ran after 60 s (rebase --continue in a loop)")
+    assert r.returncode == 0, (r.returncode, r.stdout[:300], r.stderr[-300:])
+    main = hub.sha()
+    assert main is not None and is_ancestor(hub.path, main, "refs/heads/lane/alpha")
+    assert len(subjects(hub.path, f"{main}..lane/alpha")) == 2  # its two commits, once each
+    assert (lane_path / "b.txt").read_text() == "b\n" and (lane_path / "m.txt").exists()
+    assert not (_admin(lane_path) / "CHERRY_PICK_HEAD").exists()
+
+
+def test_a_step_git_reschedules_twice_ends_sync_coded_with_a_next_that_works(
+    hub: Repo, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """MED (red team 13Q, finding 10): whatever makes git reschedule a pick without
+    carrying it out (here the junk CHERRY_PICK_HEAD, left in place), _drive stops after
+    the second round whose todo did not move: sync_failed, whose next (abort, sync) ends
+    in a synced lane."""
+    from guard import cli
+    from guard.commands import sync as gsync
+
+    lane_path = hub.create("alpha")
+    hub.commit(lane_path, "b.txt", "b\n")
+    hub.commit(lane_path, "c.txt", "c\n")
+    beta = hub.create("beta")
+    hub.commit(beta, "m.txt", "m\n")
+    assert hub.jlane("land", "beta").code == "landed"
+    (_admin(lane_path) / "CHERRY_PICK_HEAD").write_text("zz\n")
+    real = gsync._git
+    rounds: list[list[str]] = []
+
+    def counted(path: str, args: list[str], check: bool = False) -> Any:
+        rounds.append(args)
+        assert len(rounds) < 20, "sync went round rebase --continue"
+        return real(path, args, check)
+
+    monkeypatch.setattr(gsync, "_drop_junk_pick", lambda path: None)
+    monkeypatch.setattr(gsync, "_git", counted)
+    monkeypatch.chdir(hub.path)
+    with pytest.raises(SystemExit):
+        cli.main(["sync", "alpha", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["code"] == "sync_failed" and "rescheduled" in out["message"], out
+    assert out["next"] == ["git lane abort alpha", "git lane sync alpha"], out
+    monkeypatch.undo()
+    for cmd in out["next"]:
+        r = subprocess.run(cmd, shell=True, cwd=hub.path, capture_output=True, text=True)
+        assert r.returncode == 0, (cmd, r.stdout, r.stderr)
+    main = hub.sha()
+    assert main is not None and is_ancestor(hub.path, main, "refs/heads/lane/alpha")
+    assert len(subjects(hub.path, f"{main}..lane/alpha")) == 2

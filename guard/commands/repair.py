@@ -12,7 +12,7 @@ import os
 from dataclasses import replace
 from typing import Any
 
-from guard import git, lane, objects, recovery
+from guard import dirfd, git, lane, objects, recovery
 from guard.errors import Refusal
 from guard.lane import CONFIRM
 from guard.repo import Repo
@@ -60,6 +60,7 @@ def run(repo: Repo, key: str) -> RepairResult:
         facts = recovery.branch_facts(repo, rec.path, rec.branch, repo.ref_sha(ref))
         changes.extend(recovery.restore_branch(repo, rec, facts))
         changes.extend(recovery.repair_pointers(repo, rec))  # before git runs in the lane
+        changes.extend(_head_back(repo, rec))
         wt = git.by_path(repo.worktrees()).get(os.path.realpath(rec.path))
         if wt is None or not wt.exists:
             changes.extend(recovery.restore_worktree(repo, rec))
@@ -87,6 +88,25 @@ def run(repo: Repo, key: str) -> RepairResult:
         "changes": changes,
         "warnings": warnings,
     }
+
+
+def _head_back(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
+    """The lane's HEAD names another branch (`ref: refs/heads/main`, written in its admin
+    dir or by a switch in the lane): it is pointed at the lane's branch again (only HEAD:
+    the files and the index are left as they are, nothing committed moves). A rebase in
+    progress (HEAD detached) is sync's, left to it."""
+    admin = repo.store.admin_dir(rec)
+    if admin is None or not admin.is_dir() or not os.path.isdir(rec.path):
+        return []
+    want = f"ref: refs/heads/{rec.branch}"
+    try:
+        text = git.read_admin(admin / "HEAD").strip()
+    except OSError:
+        return []  # no regular file: the admin walk refuses it, reconcile mends it
+    if text == want or not text.startswith("ref: refs/heads/") or git.rebase_in_progress(rec.path):
+        return []
+    dirfd.write_file(str(admin), "HEAD", f"{want}\n".encode())
+    return [{"action": "head_restored", "lane": rec.key, "from": text[len("ref: ") :]}]
 
 
 def _move_off(

@@ -3,10 +3,12 @@ conflicts with a worklist until the rebase is done and no conflict markers are l
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 from pathlib import Path
 
-from guard import git, gitlocks, lane, objects, recovery, sandbox
+from guard import dirfd, git, gitlocks, lane, objects, recovery, sandbox
 from guard.crashpoint import crash_point
 from guard.errors import Refusal
 from guard.policy import MARKER_SIZE, conflict_blocks, marker_sizes
@@ -561,6 +563,22 @@ def _stuck(key: str, path: str, result: git.GitResult) -> Refusal:
     )
 
 
+def _rescheduled(key: str, path: str, result: git.GitResult) -> Refusal:
+    """Two rounds of `--continue` left the rebase's todo as it was: git rescheduled the
+    step it could not carry out (something in the lane's admin dir it cannot update), and
+    would again, up to MAX_AUTO_STEPS times."""
+    wl = worklist(path)
+    return Refusal(
+        "sync_failed",
+        f"git rebase in lane {key} rescheduled step {wl['step']} of {wl['total']} twice "
+        f"without carrying it out: {result.stderr.strip()[:500]}; abort it (the lane goes "
+        "back to its branch), then sync again",
+        next=[f"git lane abort {key}", f"git lane sync {key}"],
+        alternatives=[f"git -C {git.q(path)} status"],
+        details={"lane": key, "stderr": result.stderr, "worklist": wl},
+    )
+
+
 def _uncommitted(key: str, path: str, result: git.GitResult) -> Refusal:
     """`--continue` failed with the step resolved and staged, no conflict, and the rebase
     did not move on: git could not make the commit (its signing program, a hook). Another
@@ -578,6 +596,32 @@ def _uncommitted(key: str, path: str, result: git.GitResult) -> Refusal:
     )
 
 
+def _drop_junk_pick(path: str) -> None:
+    """A `CHERRY_PICK_HEAD` in the lane's admin dir that names no commit (the lane writes
+    that dir: `zz`, a symref) is removed before a rebase: git's every pick then fails to
+    update it and reschedules itself, a round that never ends. It holds nothing committed
+    (a pseudo-ref naming no commit); a real pick's, or one that is no regular file (the
+    admin walk's to refuse), is left as it is."""
+    gd = git.worktree_git_dir(path)
+    if gd is None:
+        return
+    try:
+        text = dirfd.read_file(str(gd), "CHERRY_PICK_HEAD", limit=4096).decode("latin-1")
+    except OSError as exc:
+        if exc.errno != errno.EFBIG:
+            return  # none, or no regular file (the admin walk's); _drive ends a spin anyway
+        text = ""
+    text = text.strip()
+    if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", text):
+        kind = git.run(["cat-file", "-t", text], path, check=False)
+        if kind.ok and kind.stdout.strip() == "commit":
+            return
+    try:
+        dirfd.unlink(str(gd), "CHERRY_PICK_HEAD")
+    except FileNotFoundError:
+        pass
+
+
 def _drive(
     repo: Repo,
     key: str,
@@ -590,7 +634,10 @@ def _drive(
     """After a rebase command: done, stopped on conflicts, or stopped on a step that
     rerere (or an empty commit) already settled, which we continue ourselves. With
     `chase` (continue), a main that moved meanwhile is rebased onto as well. A step git
-    can neither continue nor skip ends it (sync_failed), never a loop."""
+    can neither continue nor skip ends it (sync_failed), never a loop; so does a step git
+    reschedules twice without carrying it out (its todo as it was: a pick that cannot
+    write its CHERRY_PICK_HEAD)."""
+    again = 0
     for _ in range(MAX_AUTO_STEPS):
         if not git.rebase_in_progress(path):
             sandbox.clear_stale_pick(path)  # what a sandboxed git could not delete
@@ -601,6 +648,7 @@ def _drive(
                     # the new tip rather than report fresh a lane that is stale
                     main_sha = now
                     repo.store.event("sync_start", lane=key, main=main_sha, again=True)
+                    _drop_junk_pick(path)
                     result = _git(path, ["rebase", main_sha])
                     continue
                 tip = git.run(["rev-parse", "HEAD"], path).stdout.strip()
@@ -620,6 +668,7 @@ def _drive(
             _add_step(path, files)
         crash_point("sync_step")  # the rebase stopped between steps, this one settled
         at = _position(path)
+        _drop_junk_pick(path)
         _trusted_rebase(repo, key, path, branch, "--continue")
         result = _git(path, ["rebase", "--continue"])
         if not result.ok and git.rebase_in_progress(path) and not git.unmerged(path):
@@ -640,6 +689,10 @@ def _drive(
                 raise _uncommitted(key, path, result)
             else:
                 return _conflicts(repo, key, path, result.stderr)
+        if git.rebase_in_progress(path) and not git.unmerged(path) and _position(path)[1] == at[1]:
+            again += 1  # no step of the todo was carried out: git rescheduled it
+            if again >= 2:
+                raise _rescheduled(key, path, result)
     raise Refusal("sync_failed", "the rebase did not settle", next=[f"git lane abort {key}"])
 
 
@@ -694,6 +747,7 @@ def rebase(
         check_merges(repo, key, path, main_sha, before, then)
         check_ignored(repo, key, path, main_sha, before, then)
         repo.store.event("sync_start", lane=key, main=main_sha, tip_before=before)
+        _drop_junk_pick(path)
         res = _git(path, ["rebase", main_sha])
         return _drive(repo, key, path, branch, main_sha, res)
 
