@@ -18,6 +18,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from sandboxhelp import refused_then_planted
 from conftest import LaneRun, Repo
 
 from guard import sandbox
@@ -54,7 +55,7 @@ DENY_BYPASS = r"""
 set -e
 AD=$(git rev-parse --path-format=absolute --git-dir)
 C=$(git rev-parse --path-format=absolute --git-common-dir)
-F=$C/worktrees/alpha/fake
+F=$(git rev-parse --show-toplevel)/.fake
 mkdir -p "$F/git-lane"
 for x in objects refs logs packed-refs HEAD worktrees info hooks config; do ln -s "$C/$x" "$F/$x"; done
 for x in lanes locks epoch.json events.jsonl; do ln -s "$C/git-lane/$x" "$F/git-lane/$x"; done
@@ -108,12 +109,12 @@ def test_commondir_redirect_runs_no_code_on_owner_land(hub: Repo, tmp_path: Path
     """Finding 1: the owner's land after a sandboxed commondir redirect runs no program
     of the lane's; it is refused (lane_pointers_tampered), repair's `next` fixes the lane
     and the land then goes through."""
-    hub.create("alpha")
+    lane_path = hub.create("alpha")
     _commit_in_lane(hub, tmp_path)
     evidence = tmp_path / "evidence"
     cfg = hub.common_dir / "config"
     before = cfg.read_text()
-    fake = str(hub.common_dir / "worktrees" / "alpha" / "fake")
+    fake = str(lane_path / ".fake")  # links may be made in the lane, not in its admin dir
     r = _exec(hub, tmp_path, REDIRECT, fake, str(evidence), str(cfg))
     assert r.rc == 0, r.stderr
     main_before = hub.sha()
@@ -126,6 +127,7 @@ def test_commondir_redirect_runs_no_code_on_owner_land(hub: Repo, tmp_path: Path
     assert cfg.read_text() == before
     assert hub.sha() == main_before
     _run_next(hub, land)
+    shutil.rmtree(lane_path / ".fake")  # the lane's own leftover (untracked)
     land = hub.lane("land", "alpha")
     assert land.rc == 0, land.stderr
     assert not evidence.exists()
@@ -136,13 +138,13 @@ def test_commondir_redirect_runs_no_code_on_owner_land(hub: Repo, tmp_path: Path
 def test_commondir_redirect_runs_no_code_on_socket_land(hub: Repo, tmp_path: Path) -> None:
     """Finding 1 through the supervisor: the worker's own socket land is refused, and no
     program of the lane's runs outside the sandbox."""
-    hub.create("alpha")
+    lane_path = hub.create("alpha")
     hub.config("worker_land", "allow")
     evidence = tmp_path / "evidence"
     cfg = hub.common_dir / "config"
     before = cfg.read_text()
     main_before = hub.sha()
-    fake = str(hub.common_dir / "worktrees" / "alpha" / "fake")
+    fake = str(lane_path / ".fake")
     body = (
         REDIRECT
         + "echo w > w.txt; git add w.txt; git commit -qm w 2>/dev/null || true\ngit lane land\n"
@@ -561,10 +563,15 @@ def test_reconcile_never_writes_the_lane_marker_through_a_link_the_lane_planted(
     main = hub.sha()
     ref = hub.common_dir / "refs" / "heads" / "main"
     assert ref.is_file()  # loose in a fresh repository
-    r = _exec(hub, tmp_path, PLANT_MARKER, str(ref))
-    assert r.rc == 0, r.stdout + r.stderr
+    refused_then_planted(
+        lambda: _exec(hub, tmp_path, PLANT_MARKER, str(ref)),
+        PLANT_MARKER,
+        _lane_dir(hub, "alpha"),
+        str(ref),
+        tmp_path=tmp_path,
+    )
     marker = hub.common_dir / "worktrees" / "alpha" / "gitlane-lane"
-    assert marker.is_symlink() and ref.read_text().strip() == main  # the sandbox held
+    assert marker.is_symlink() and ref.read_text().strip() == main
 
     rec = hub.jlane("reconcile")
     assert ref.read_text().strip() == main, (
@@ -604,9 +611,14 @@ def test_repair_never_writes_through_a_link_the_lane_planted_at_its_temp_name(
     main = hub.sha()
     ref = hub.common_dir / "refs" / "heads" / "main"
     assert ref.is_file()
-    r = _exec(hub, tmp_path, PLANT_LINKS, str(ref))
-    assert r.rc == 0, r.stdout + r.stderr
-    assert ref.read_text().strip() == main  # the sandbox held
+    refused_then_planted(
+        lambda: _exec(hub, tmp_path, PLANT_LINKS, str(ref)),
+        PLANT_LINKS,
+        lane_path,
+        str(ref),
+        tmp_path=tmp_path,
+    )
+    assert ref.read_text().strip() == main
 
     rep = hub.jlane("repair", "alpha")
     assert ref.read_text().strip() == main, (
@@ -617,6 +629,10 @@ def test_repair_never_writes_through_a_link_the_lane_planted_at_its_temp_name(
     admin = hub.common_dir / "worktrees" / "alpha"
     assert (admin / "commondir").read_text() == "../..\n"
     assert hub.lane("status", "alpha", cwd=lane_path).rc == 0
+
+
+def _lane_dir(hub: Repo, key: str) -> Path:
+    return Path(hub.jlane("status", key).json["lanes"][0]["path"])
 
 
 def _admin_of(lane_path: Path) -> Path:
