@@ -190,8 +190,12 @@ class Grants:
     # CMD gets a private temp directory made under this one (mkdtemp at exec), and
     # TMPDIR/TMP/TEMP naming it; the shared temp dir itself is never granted
     private_tmp_under: str | None = None
-    # writable paths granted without SPECIALS (git's own directories)
+    # writable paths granted without SPECIALS and without REFER (git's own directories:
+    # git renames only within one directory there, and a directory renamed in from the
+    # lane would bring the links and FIFOs in it), but for `refer`: those keep REFER (an
+    # object store: git moves a new object from its temp name into its fan-out dir)
     plain: list[str] = field(default_factory=list)
+    refer: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -337,7 +341,8 @@ def decide(f: Facts) -> Grants:
             out.append(w)
     notes.append(
         "no link, FIFO, socket or device can be made in the lane's admin dir, its object "
-        "store or the lane refs (git makes none there; the owner's git runs in them)"
+        "store or the lane refs (git makes none there; the owner's git runs in them), and "
+        "nothing can be renamed into them from another directory (but into the store)"
     )
     gits = [
         f.admin_dir,
@@ -346,7 +351,10 @@ def decide(f: Facts) -> Grants:
         os.path.join(common, "rr-cache"),
     ]
     plain = [p for p in out if p in gits]
-    return Grants(writable=out, notes=notes, private_tmp_under=private_tmp, plain=plain)
+    store = [os.path.join(f.admin_dir, "objects")]
+    return Grants(
+        writable=out, notes=notes, private_tmp_under=private_tmp, plain=plain, refer=store
+    )
 
 
 def facts(
@@ -533,11 +541,14 @@ def _open_grant(path: str) -> int | None:
 
 
 def _rights(g: Grants, path: str, rights: int) -> int:
-    """The rights granted on writable `path`: all, but SPECIALS in git's own directories
-    (g.plain) and anything in them (the lane's store, which exec adds)."""
+    """The rights granted on writable `path`: all, but SPECIALS and REFER in git's own
+    directories (g.plain) and anything in them (SPECIALS only in g.refer: the lane's
+    store, which exec adds too)."""
     real = _real(path)
-    if any(_encloses(_real(p), real) for p in g.plain):
+    if any(_encloses(_real(p), real) for p in g.refer):
         return rights & ~SPECIALS
+    if any(_encloses(_real(p), real) for p in g.plain):
+        return rights & ~(SPECIALS | REFER)
     return rights
 
 

@@ -11,6 +11,10 @@ import json
 import os
 import shlex
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -658,3 +662,78 @@ try commit sh -c 'printf x > w.txt && git add w.txt && git commit -q -m w'
     refused += ["sock_admin", "mv_sym", "mv_fifo"]
     assert {k: rcs[k] for k in refused if rcs[k] == 0} == {}, r.stdout
     assert rcs["lane_sym"] == 0 and rcs["lane_fifo"] == 0 and rcs["commit"] == 0, r.stdout
+
+
+RENAME_IN = r"""
+A=$(git rev-parse --path-format=absolute --git-dir)
+mkdir -p ./d && ln -s "$1" ./d/HEAD
+while [ ! -e "$2" ]; do sleep 0.02; done
+mv "$A/logs" "$A/logs-aside" && mv ./d "$A/logs"
+sleep 30
+"""
+
+
+def test_a_directory_with_a_link_renamed_over_logs_after_the_walk_brings_no_link(
+    hub: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red team 13T (HIGH, a write outside the lane): 13Q finding 2 again, through the
+    first form of SPECIALS: CMD cannot make a link in its admin dir, but it renames a directory it
+    made in the lane, holding a link named HEAD, over `<admin>/logs` (Landlock checks only
+    the moved directory: MAKE_DIR and REFER, fewer rights at the destination). It does so
+    right after the owner's admin walk (here: as Repo.worktrees returns, as 13Q's test):
+    the owner's `git lane sync alpha` (not owner-gated: it runs while exec does) then
+    rebases, and git appends the lane's HEAD reflog to the file the link names. Now no
+    REFER is granted in the admin dir (but its store): the rename is refused (mv falls
+    back to a copy, whose link the kernel refuses too), and nothing is written outside."""
+    from guard import cli
+    from guard.repo import Repo as GRepo
+
+    lane_path = hub.create("alpha")
+    admin = Path(hub.git("-C", str(lane_path), "rev-parse", "--absolute-git-dir").stdout.strip())
+    victim = tmp_path / "owner-file"
+    text = "the owner's file, outside every lane\n"
+    victim.write_text(text)
+    go = tmp_path / "go"
+    script = tmp_path / "rename-in.sh"
+    script.write_text(RENAME_IN)
+    argv = [sys.executable, "-m", "guard", "exec", "--sandbox", "alpha", "--"]
+    proc = subprocess.Popen(
+        [*argv, "sh", str(script), str(victim), str(go)],
+        cwd=lane_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.time() + 30
+        while not (lane_path / "d" / "HEAD").is_symlink():
+            assert proc.poll() is None and time.time() < deadline, proc.communicate()
+            time.sleep(0.05)
+        hub.commit(lane_path, "w.txt", "work\n")
+        _main_move(hub, "m.txt")
+        real = GRepo.worktrees
+
+        def worktrees(self: GRepo) -> Any:
+            out = real(self)
+            go.touch()
+            end = time.time() + 5
+            while not (admin / "logs" / "HEAD").is_symlink() and time.time() < end:
+                time.sleep(0.02)
+            return out
+
+        monkeypatch.setattr(GRepo, "worktrees", worktrees)
+        monkeypatch.chdir(hub.path)
+        try:
+            cli.main(["sync", "alpha"])
+        except SystemExit:
+            pass
+        assert not (admin / "logs" / "HEAD").is_symlink(), "the kernel let the link in"
+        assert victim.read_text(errors="replace") == text, (
+            "the owner's sync appended through a link a sandboxed CMD renamed in",
+            victim.read_text(errors="replace"),
+        )
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
