@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from sandboxhelp import refused_then_planted
-from conftest import LaneRun, Repo
+from conftest import LaneRun, Repo, git
 
 from guard import sandbox
 
@@ -841,3 +841,71 @@ def test_the_hooks_read_the_common_dir_git_reads_never_a_first_line_of_commondir
     _run_next(hub, r2)
     assert (admin / "commondir").read_bytes() == b"../..\n"
     assert hub.lane("land", "alpha").rc == 0
+
+
+def test_sync_ignored_in_the_way_alternative_runs_no_plain_git_in_the_lane(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """HIGH (a program of the lane's choosing runs as the owner, unconfined). 3d5c9ca:
+    "no next runs plain git -C <lane>" (a lane still running repoints its .git after the
+    refusal at a repository whose config names a program). sync's ignored_in_the_way
+    alternative is `<pinned git> add -f -- F && git -C LANE commit -m 'track them'`: its
+    second half is plain git in the lane (guard/commands/sync.py, the alternatives of
+    ignored_in_the_way). Here the lane's .git names a repository of the lane's making after
+    the refusal; the owner runs the alternative as printed, and its pre-commit hook runs."""
+    (hub.path / ".gitignore").write_text("*.env\n")
+    hub.git("add", ".gitignore")
+    hub.git("-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", "ignore *.env")
+    lane_path = hub.create("alpha")
+    (lane_path / "secret.env").write_text("the lane's ignored file\n")
+    (hub.path / "secret.env").write_text("main tracks it now\n")
+    hub.git("add", "-f", "secret.env")
+    hub.git("-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", "track secret.env")
+    r = hub.jlane("sync", "alpha")
+    assert r.rc == 1 and r.code == "ignored_in_the_way", (r.stdout, r.stderr)
+    alts = r.json.get("alternatives") or []
+    assert alts, r.stdout
+    # the lane, still running, repoints its .git at a repository of its own making
+    fake = lane_path / "fake"
+    git(tmp_path, "init", "-q", str(fake))
+    hooks = fake / "hooks-of-the-lane"
+    hooks.mkdir()
+    marker = tmp_path / "ran-as-the-owner"
+    prog = hooks / "pre-commit"
+    prog.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    prog.chmod(0o755)
+    git(fake, "config", "core.hooksPath", str(hooks))
+    (lane_path / ".git").write_text(f"gitdir: {fake / '.git'}\n")
+    cmd = alts[0].split("  #")[0]
+    subprocess.run(cmd, shell=True, cwd=hub.path, capture_output=True, text=True)
+    assert not marker.exists(), ("the owner's alternative ran the lane's program", cmd)
+
+
+def test_sync_rescheduled_alternative_runs_no_plain_git_in_the_lane(
+    hub: Repo, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """HIGH class, same as above: 5179b41's new sync_failed (a step git reschedules twice)
+    prints `git -C LANE status` as its alternative, plain git in the lane (git status
+    runs the core.fsmonitor of whatever repository the lane's .git names by then), where
+    every other alternative of sync is git.owner_git (guard/commands/sync.py
+    _rescheduled). Set up as tests/test_sync.py's rescheduled test."""
+    import json
+
+    from guard import cli
+    from guard.commands import sync as gsync
+
+    lane_path = hub.create("alpha")
+    hub.commit(lane_path, "b.txt", "b\n")
+    beta = hub.create("beta")
+    hub.commit(beta, "m.txt", "m\n")
+    assert hub.jlane("land", "beta").code == "landed"
+    admin = Path(git(lane_path, "rev-parse", "--absolute-git-dir").stdout.strip())
+    (admin / "CHERRY_PICK_HEAD").write_text("zz\n")
+    monkeypatch.setattr(gsync, "_drop_junk_pick", lambda path: None)
+    monkeypatch.chdir(hub.path)
+    with pytest.raises(SystemExit):
+        cli.main(["sync", "alpha", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["code"] == "sync_failed" and "rescheduled" in out["message"], out
+    plain = [a for a in out.get("alternatives", []) if a.startswith("git -C ")]
+    assert plain == [], ("plain git in the lane, printed for the owner", plain)

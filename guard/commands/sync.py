@@ -574,7 +574,7 @@ def _rescheduled(key: str, path: str, result: git.GitResult) -> Refusal:
         f"without carrying it out: {result.stderr.strip()[:500]}; abort it (the lane goes "
         "back to its branch), then sync again",
         next=[f"git lane abort {key}", f"git lane sync {key}"],
-        alternatives=[f"git -C {git.q(path)} status"],
+        alternatives=[f"{git.owner_git(path)} status"],
         details={"lane": key, "stderr": result.stderr, "worklist": wl},
     )
 
@@ -791,8 +791,8 @@ def check_ignored(repo: Repo, key: str, path: str, onto: str, tip: str, then: li
         "was not touched. Move them out of the way (kept under git-lane's state), then go on",
         next=[*moves, *then],
         alternatives=[
-            f"{git.owner_git(path)} --literal-pathspecs add -f -- {' '.join(git.q(p) for p in hit)} && git -C "
-            f"{git.q(path)} commit -m {git.q('track them')}  # the sync then shows them as conflicts"
+            f"{git.owner_git(path)} --literal-pathspecs add -f -- {' '.join(git.q(p) for p in hit)} && "
+            f"{git.owner_git(path)} commit -m {git.q('track them')}  # the sync then shows them as conflicts"
         ],
         details={"lane": key, "paths": hit[:100], "onto": onto, "tip": tip, "kept": str(kept)},
     )
