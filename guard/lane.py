@@ -613,8 +613,13 @@ def branch_mismatch_refusal(
     """The lane worktree has another branch (or a detached HEAD) checked out: switch back
     to the lane branch, or, when that branch is gone, make it again at what is checked out
     (a `git switch` to a deleted branch would fail). Commits made on a detached HEAD are
-    never left on no branch (see _detached_commits)."""
+    never left on no branch (see _detached_commits). A lane branch made a symbolic ref
+    reads as the branch it names checked out: that is the branch's fault, not the
+    worktree's (a switch would check the named branch's files out), so `git lane repair`."""
     tip = repo.ref_sha(f"refs/heads/{branch}")
+    facts = recovery.branch_facts(repo, path, branch, tip)
+    if facts.symbolic is not None:
+        return recovery.branch_refusal(key, facts, "status")
     there = tip is not None
     g = git.owner_git(path)  # the lane's repository named, never its pointers followed
     switch = f"{g} switch {branch}" if there else f"{g} switch -c {branch}"

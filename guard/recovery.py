@@ -11,6 +11,7 @@ writes, and which a ref update from any other worktree does not."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -209,11 +210,44 @@ class BranchFacts:
     state: str
     tip: str | None
     recorded: str | None
+    symbolic: str | None = None  # the ref made a symbolic ref: what it names (tip is its value)
+
+
+def loose_symbolic(repo: Repo, branch: str) -> str | None:
+    """What the loose ref of `branch` names when it was made a symbolic ref, by its text
+    (`ref: refs/heads/main`) or as a symlink, else None. git follows either, so the lane's
+    "tip" would be another branch's value, and a plain `update-ref -d` of it deletes that
+    branch. git-lane never makes one; only a writer in the common dir's lane refs can (a
+    lane, by hand). A packed ref is never symbolic."""
+    p = Path(repo.common_dir) / "refs" / "heads" / branch
+    try:
+        if stat.S_ISLNK(os.lstat(p).st_mode):
+            return os.readlink(p)
+        text = git.read_regular(p, follow=False, limit=4096)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        # not a file git reads as a ref (a directory, a FIFO): git sees no branch there
+        if exc.errno in (errno.EISDIR, errno.EINVAL, errno.ENOTDIR):
+            return None
+        raise Refusal(
+            "state_corrupt",
+            f"the ref file of {branch} cannot be read ({exc.strerror}): whether it is a "
+            "symbolic ref is unknown",
+            next=["git lane doctor"],
+            details={"path": str(p), "error": exc.strerror},
+        ) from exc
+    if text.startswith(b"ref:"):
+        return text[4:].strip().decode("utf-8", "replace")
+    return None
 
 
 def branch_facts(repo: Repo, path: str, branch: str, tip: str | None) -> BranchFacts:
     """Only a worktree whose HEAD names the lane branch speaks for it: a detached or
-    switched worktree is the branch-mismatch case, which status and land name themselves."""
+    switched worktree is the branch-mismatch case, which status and land name themselves.
+    A branch ref made a symbolic ref is "moved" whatever value it resolves to: its value is
+    another branch's, and every write to it would be that branch's."""
+    symbolic = loose_symbolic(repo, branch)
     admin = admin_dir(repo, path)
     recorded = None
     if admin is not None and head_ref(admin) == f"refs/heads/{branch}":
@@ -223,6 +257,8 @@ def branch_facts(repo: Repo, path: str, branch: str, tip: str | None) -> BranchF
         # (asked only when it would: the branch's own tip is held)
         if recorded not in (None, tip) and not git.commit_held(admin, str(recorded)):
             recorded = None
+    if symbolic is not None:
+        return BranchFacts("moved", tip, recorded, symbolic)
     if tip is None:
         return BranchFacts("missing", None, recorded)
     if recorded is not None and recorded != tip:
@@ -246,12 +282,23 @@ def branch_refusal(key: str, facts: BranchFacts, action: str) -> Refusal:
             next=[f"git lane repair {key}", f"git lane {action} {key}"],
             details={"lane": key, "recorded": rec},
         )
+    if facts.symbolic is not None:  # the lane wrote it: one printable line
+        named = facts.symbolic[:200]
+        how = "made a symbolic ref to " + (
+            named if named.isprintable() else json.dumps(named, ensure_ascii=True)
+        )
+    else:
+        how = f"moved outside the lane: it is at {str(facts.tip)[:12]}"
+    had = (
+        f"its worktree has {rec[:12]} checked out on it"
+        if rec
+        else "nothing in git records its last commit"
+    )
     return Refusal(
         "lane_branch_moved",
-        f"the branch lane/{key} was moved outside the lane: it is at {str(facts.tip)[:12]}, "
-        f"but its worktree has {str(rec)[:12]} checked out on it",
+        f"the branch lane/{key} was {how}, but {had}",
         next=[f"git lane repair {key}", f"git lane {action} {key}"],
-        details={"lane": key, "tip": facts.tip, "recorded": rec},
+        details={"lane": key, "tip": facts.tip, "recorded": rec, "symbolic": facts.symbolic},
     )
 
 
@@ -271,6 +318,10 @@ def restore_branch(repo: Repo, rec: LaneRecord, facts: BranchFacts) -> list[dict
         if admin is not None
         else git.has_commit(repo.common_dir, target)
     )
+    if not held and facts.symbolic is not None and facts.tip is not None:
+        # nothing records the lane's own commit: the ref keeps the value it resolves to,
+        # as a plain ref, so no write to it reaches the branch it named
+        target, held = facts.tip, True
     if not held and facts.tip is not None:
         return []  # no commit to put an existing branch back at: it stays as it is, whole
     if target is None or not held:
@@ -288,7 +339,8 @@ def restore_branch(repo: Repo, rec: LaneRecord, facts: BranchFacts) -> list[dict
     where: str | os.PathLike[str] = rec.path if os.path.isdir(rec.path) else repo.common_dir
     out: list[dict[str, Any]] = []
     old = facts.tip or ""
-    if facts.tip is not None and not _contains(repo, target, facts.tip):
+    # a symbolic ref's value is the named branch's, which keeps it: no rescue of it
+    if facts.symbolic is None and facts.tip is not None and not _contains(repo, target, facts.tip):
         rescue = f"{RESCUE_PREFIX}{key}-{facts.tip[:12]}"
         if repo.ref_sha(rescue) != facts.tip:
             git.run(
@@ -314,7 +366,8 @@ def restore_branch(repo: Repo, rec: LaneRecord, facts: BranchFacts) -> list[dict
             "lane": key,
             "from": facts.tip,
             "to": target,
-            "source": "the worktree's HEAD reflog",
+            "source": "the worktree's HEAD reflog" if target == facts.recorded else "its value",
+            **({"was_symbolic_to": facts.symbolic} if facts.symbolic is not None else {}),
         }
     )
     return out

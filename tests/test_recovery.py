@@ -286,6 +286,86 @@ def test_repair_never_calls_an_intact_branch_gone_nor_offers_its_discard(repo: R
     assert repo.sha() == tip
 
 
+def _symbolic_to_main(repo: Repo, key: str) -> Path:
+    """What a lane can do with a plain write in the common dir's lane refs (a regular
+    file: the sandbox grants MAKE_REG there): its branch's loose ref names main."""
+    ref = repo.path / ".git" / "refs" / "heads" / "lane" / key
+    ref.write_text("ref: refs/heads/main\n")
+    return ref
+
+
+def _printed(repo: Repo, nxt: str) -> None:
+    """One `git lane ...` next, run as printed."""
+    words = shlex.split(nxt)
+    assert words[:2] == ["git", "lane"], nxt
+    r = repo.lane(*words[2:])
+    assert r.rc == 0, (nxt, r.stdout, r.stderr)
+
+
+def test_a_lane_branch_made_a_symbolic_ref_to_main_is_repaired_never_followed(
+    repo: Repo,
+) -> None:
+    """A lane's branch ref rewritten as `ref: refs/heads/main` resolves to main's value:
+    release said the branch "moved from X to X" while it ran, for ever, and repair found
+    nothing to repair (red team 13T). It is a moved branch: release and land refuse it,
+    their next (repair) makes the ref plain at the lane's recorded commit, and the lane
+    lands its own work; main never moves through it."""
+    setup(repo)
+    lp = repo.create("alpha")
+    tip = repo.commit(lp, "f.txt", "work\n")
+    main = repo.sha()
+    ref = _symbolic_to_main(repo, "alpha")
+    assert lane_view(repo, "alpha")["branch_state"] == "moved"
+    r = repo.jlane("land", "alpha")
+    assert (r.rc, r.code) == (1, "lane_branch_moved"), r.stdout
+    assert "symbolic ref to refs/heads/main" in r.json["message"]
+    assert repo.sha() == main
+    for nxt in r.json["next"][:1]:  # repair; the second is the land again
+        _printed(repo, nxt)
+    assert ref.read_text().strip() == tip  # a plain ref again, at the lane's commit
+    assert repo.sha() == main
+    r = repo.jlane("land", "alpha")
+    assert (r.rc, r.code) == (0, "landed"), r.stdout
+    assert repo.sha() == tip
+
+
+def test_release_of_a_lane_whose_branch_names_main_ends_and_keeps_main(repo: Repo) -> None:
+    """The 13T dead end, and the discard: a symbolic lane ref is deleted itself
+    (`update-ref --no-deref -d`), never main through it."""
+    setup(repo)
+    repo.create("alpha")
+    main = repo.sha()
+    _symbolic_to_main(repo, "alpha")
+    r = repo.jlane("release", "alpha")
+    assert (r.rc, r.code) == (1, "lane_branch_moved"), r.stdout
+    for nxt in r.json["next"]:  # repair, then the release again
+        _printed(repo, nxt)
+    assert repo.sha() == main and repo.sha("refs/heads/lane/alpha") is None
+    repo.create("beta")
+    _symbolic_to_main(repo, "beta")
+    r = repo.jlane("release", "beta", "--confirm", "yes-discard-lane")
+    assert r.rc == 0, (r.stdout, r.stderr)
+    assert repo.sha() == main and repo.sha("refs/heads/lane/beta") is None
+
+
+def test_a_symbolic_lane_ref_with_no_record_is_made_plain_at_its_value(repo: Repo) -> None:
+    """Nothing records the lane's last commit (its HEAD reflog is gone): repair still cuts
+    the link, keeping the value the ref resolved to as a plain ref."""
+    setup(repo)
+    lp = repo.create("alpha")
+    main = repo.sha()
+    admin = Path(
+        repo.git("rev-parse", "--path-format=absolute", "--git-dir", cwd=lp).stdout.strip()
+    )
+    (admin / "logs" / "HEAD").unlink()
+    ref = _symbolic_to_main(repo, "alpha")
+    r = repo.jlane("repair", "alpha")
+    assert r.rc == 0, r.stdout
+    assert [c["action"] for c in r.json["changes"]][:1] == ["branch_restored"], r.stdout
+    assert ref.read_text().strip() == main and repo.sha() == main
+    assert lane_view(repo, "alpha")["branch_state"] == "ok"
+
+
 def test_worktree_and_branch_both_deleted(repo: Repo) -> None:
     """git's admin dir of the worktree (not pruned) still records the lane's commit."""
     import shutil

@@ -172,7 +172,9 @@ def run(
         if not added.ok:
             # git makes the branch before it checks it out: the one made here goes (CAS)
             git.run(
-                ["update-ref", "-d", f"refs/heads/{branch}", main_sha], repo.common_dir, check=False
+                ["update-ref", "--no-deref", "-d", f"refs/heads/{branch}", main_sha],
+                repo.common_dir,
+                check=False,
             )
             raise GitError(added.argv, added.returncode, added.stdout, added.stderr)
         crash_point("create_worktree_added")

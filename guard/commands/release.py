@@ -144,7 +144,15 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
         if work.tip is not None:
             # CAS delete: only the tip inspected above is dropped
             res = git.run(
-                ["update-ref", "-m", f"git-lane: release {key}", "-d", branch_ref, work.tip],
+                [
+                    "update-ref",
+                    "--no-deref",
+                    "-m",
+                    f"git-lane: release {key}",
+                    "-d",
+                    branch_ref,
+                    work.tip,
+                ],
                 common,
                 check=False,
             )
@@ -315,6 +323,7 @@ def recover(repo: Repo, idx: dict[str, git.Worktree]) -> list[dict[str, Any]]:
             res = git.run(
                 [
                     "update-ref",
+                    "--no-deref",  # a branch made a symbolic ref: the ref goes, never its target
                     "-m",
                     f"git-lane: release {key}",
                     "-d",
