@@ -2390,6 +2390,14 @@ _SCRIPT_PROGRAM_VALUES: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 # what the owner's next runs when nothing is left of the command but its program
 _SCRIPT_PROGRAM_ONLY = {"bisect": ["log"], "submodule": ["status"]}
+# Scripts that hand their words, unquoted, to `git read-tree -u -m --aggressive`: a word
+# there that is (or splits into) an option is read-tree's (`--index-output=FILE` writes
+# the index wherever it names), so the owner's next keeps only the separator and the rest.
+_SCRIPT_READ_TREE_WORDS = frozenset(["merge-resolve", "merge-octopus"])
+
+
+def _read_tree_option(word: str) -> bool:
+    return any(w.startswith("-") for w in word.split())
 
 
 def _without_programs(cmd: str, args: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -2399,6 +2407,13 @@ def _without_programs(cmd: str, args: Sequence[str]) -> tuple[list[str], list[st
     valued = _SCRIPT_PROGRAM_VALUES.get(cmd, ())
     rest = _SCRIPT_PROGRAM_REST.get(cmd, ())
     i = 0
+    if cmd in _SCRIPT_READ_TREE_WORDS:
+        for a in args:
+            if (a == "--" and "--" not in kept) or not _read_tree_option(a):
+                kept.append(a)
+            else:
+                dropped.append(a)
+        return kept, dropped
     while i < len(args):
         a = args[i]
         name = a.partition("=")[0]

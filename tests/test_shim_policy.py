@@ -951,6 +951,25 @@ def test_external_command_next_runs_the_program_itself() -> None:
     assert r.next == ["git-foo 'a b'"]
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "merge-resolve --index-output=/home/u/.bashrc -- HEAD main",
+        "merge-octopus --index-output=/home/u/.bashrc -- HEAD main lane/beta",
+        "merge-resolve HEAD -- HEAD '--index-output=/home/u/.bashrc main'",
+    ],
+)
+def test_a_read_tree_scripts_owner_next_drops_every_option_word(line: str) -> None:
+    """git-merge-resolve and git-merge-octopus hand their words, unquoted, to `git
+    read-tree -u -m --aggressive`: `--index-output=F` among them writes the index to F
+    (git 2.39). The owner's next kept it, so following it overwrote the file the lane
+    chose (red team 13T). The next keeps the separator and the commits only."""
+    r = decide_git(shlex.split(line), ENV, facts())
+    assert r is not None and r.code == "external_command", r
+    assert r.next and not [n for n in r.next if "index-output" in n], r.next
+    assert [n for n in r.next if " -- HEAD" in n], r.next
+
+
 def test_small_messages() -> None:
     r = decide_git(["checkout", "-b"], ENV, facts())
     assert r is not None and "check out a branch with no name" in r.message
