@@ -7,6 +7,7 @@ import json
 import os
 import re
 import secrets
+import stat
 import time
 from functools import cached_property
 from pathlib import Path
@@ -49,8 +50,7 @@ def _anchor(cwd: str) -> tuple[str, str] | None:
 
 
 def _tampered(lane_dir: str, common: str, why: str) -> Refusal:
-    c = Path(common)
-    root = c.parent if c.name == ".git" else c
+    root = _root(common)
     key = os.path.basename(lane_dir)
     return Refusal(
         "lane_pointers_tampered",
@@ -61,6 +61,50 @@ def _tampered(lane_dir: str, common: str, why: str) -> Refusal:
         else [f"git -C {git.q(root)} lane doctor"],
         alternatives=[f"git -C {git.q(root)} lane status"],
         details={"lane": key, "path": lane_dir, "repository": str(root)},
+    )
+
+
+def _root(common: str) -> Path:
+    c = Path(common)
+    return c.parent if c.name == ".git" else c
+
+
+def _admin_blocked(lane_dir: str) -> str | None:
+    """The first file git reads to find the repository from inside the lane (its `.git`
+    file, then the admin dir's HEAD, commondir and config.worktree) that is there but no
+    regular file: a FIFO the lane put at HEAD blocks git's open for ever."""
+    dotgit = os.path.join(lane_dir, ".git")
+    try:
+        text = git.read_admin(dotgit, limit=4096)
+    except OSError:
+        if os.path.lexists(dotgit) and not os.path.isdir(dotgit):
+            return dotgit  # a FIFO, a link, a device: never opened
+        return None  # gone, or a directory: the pointer check after names it
+    if not text.startswith("gitdir: "):
+        return None
+    admin = os.path.join(lane_dir, text[len("gitdir: ") :].rstrip("\n"))
+    for name in ("HEAD", "commondir", "config.worktree"):
+        p = os.path.join(admin, name)
+        try:
+            mode = os.lstat(p).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return p
+        if not stat.S_ISREG(mode):
+            return p
+    return None
+
+
+def _blocked(lane_dir: str, common: str, what: str) -> Refusal:
+    root = _root(common)
+    return Refusal(
+        "admin_unreadable",
+        f"git cannot find the repository from inside lane {git.shown(lane_dir)}: {what}; "
+        "nothing was done",
+        next=[f"git -C {git.q(root)} lane reconcile"],
+        alternatives=[f"git -C {git.q(root)} lane status"],
+        details={"path": lane_dir, "repository": str(root), "why": what},
     )
 
 
@@ -139,11 +183,20 @@ class Repo:
         # so each call asks for at most one path, after answers of a fixed form
         # (true/false), and exactly one trailing newline is taken off.
         anchor = _anchor(cwd)
+        # in a lane, git reads files the lane writes: nothing there may block it for ever
+        timeout = None
+        if anchor is not None:
+            if (bad := _admin_blocked(anchor[0])) is not None:
+                raise _blocked(*anchor, f"{git.shown(bad)} is no regular file")
+            timeout = git.lane_read_timeout()
         res = git.run(
             ["rev-parse", "--is-bare-repository", "--path-format=absolute", "--git-common-dir"],
             cwd,
             check=False,
+            timeout=timeout,
         )
+        if res.timed_out and anchor is not None:
+            raise _blocked(*anchor, "git timed out reading its files there")
         bare, sep, common = res.stdout.partition("\n")
         if not res.ok or not sep or bare not in ("true", "false") or not common.endswith("\n"):
             if anchor is not None:
@@ -160,7 +213,9 @@ class Repo:
             )
         top: Path | None = None
         if bare != "true":
-            t = git.run(["rev-parse", "--show-toplevel"], cwd, check=False)
+            t = git.run(["rev-parse", "--show-toplevel"], cwd, check=False, timeout=timeout)
+            if t.timed_out and anchor is not None:
+                raise _blocked(*anchor, "git timed out reading its files there")
             if t.ok and t.stdout.endswith("\n") and len(t.stdout) > 1:
                 top = Path(t.stdout[:-1])
         if anchor is not None:

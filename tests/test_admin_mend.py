@@ -5,7 +5,9 @@ team 13O)."""
 
 from __future__ import annotations
 
+import json
 import os
+import stat
 import subprocess
 import threading
 import time
@@ -415,3 +417,79 @@ def test_a_directory_the_owner_may_not_list_hides_nothing_from_the_walk(
     assert not logs.exists() and changes and "logs" in changes[0]["kept"], changes
     monkeypatch.undo()
     assert hub.lane("status").rc == 0
+
+
+def _status_in(lane_path: Path, timeout: str = "3") -> subprocess.CompletedProcess[str] | None:
+    """`git lane status --json` started with its cwd in the lane, or None when it hung."""
+    import sys
+
+    env = {**os.environ, "GITLANE_TEST_LANE_READ_TIMEOUT": timeout}
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "guard", "status", "--json"],
+            cwd=lane_path,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def _unblock(fifo: Path) -> None:
+    """Let a git blocked opening the FIFO go (EOF), so none is left behind."""
+    for _ in range(20):
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            break
+
+
+def test_a_fifo_at_the_lanes_admin_head_hangs_no_command_started_in_the_lane(hub: Repo) -> None:
+    """A FIFO the lane puts at `<admin>/HEAD`: from the hub, every command names it
+    (admin_unreadable); started in the lane, discovery's `git rev-parse` opened it and
+    blocked for ever (red team 13Q, 8). It is refused before git runs, and its next, run
+    as printed from the lane, mends it; status then works there again."""
+    lane_path = hub.create("alpha")
+    fifo = _admin(lane_path) / "HEAD"
+    fifo.unlink()
+    os.mkfifo(fifo)
+    try:
+        r = _status_in(lane_path, timeout="600")  # the refusal needs no timeout
+    finally:
+        _unblock(fifo)
+    assert r is not None, "git lane status, started in the lane, hung on the FIFO"
+    out = json.loads(r.stdout)
+    assert (r.returncode, out["code"]) == (1, "admin_unreadable"), (r.stdout, r.stderr)
+    assert "HEAD" in out["message"]
+    for nxt in out["next"]:
+        run = subprocess.run(nxt, shell=True, cwd=lane_path, capture_output=True, text=True)
+        assert run.returncode == 0, (nxt, run.stdout, run.stderr)
+    assert not stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    r = _status_in(lane_path)
+    assert r is not None and r.returncode == 0, r
+
+
+def test_a_fifo_git_reads_through_a_lanes_commondir_is_bounded(hub: Repo, tmp_path: Path) -> None:
+    """Not every file git reads to find the repository is one we can look at first: the
+    lane's commondir names a directory it made, whose `config` is a FIFO. Started in the
+    lane, discovery's git is bounded (the lane read timeout) and the command refuses."""
+    lane_path = hub.create("alpha")
+    admin = _admin(lane_path)
+    fake = lane_path / "fake"
+    (fake / "refs").mkdir(parents=True)
+    (fake / "objects").mkdir()
+    (fake / "HEAD").write_text("ref: refs/heads/main\n")
+    os.mkfifo(fake / "config")
+    (admin / "commondir").write_text(str(fake) + "\n")
+    try:
+        r = _status_in(lane_path, timeout="3")
+    finally:
+        _unblock(fake / "config")
+    assert r is not None, "git lane status, started in the lane, hung on the FIFO"
+    out = json.loads(r.stdout)
+    assert r.returncode == 1 and out["code"] in ("admin_unreadable", "lane_pointers_tampered"), (
+        r.stdout,
+        r.stderr,
+    )
