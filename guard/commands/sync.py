@@ -548,18 +548,33 @@ def _position(path: str) -> tuple[str, bytes, bytes]:
     return head, got[0], got[1]
 
 
-def _stuck(key: str, path: str, result: git.GitResult) -> Refusal:
-    """`--continue` then `--skip` both failed, no conflict came up and the rebase stands
-    where it stood: going round again would do the same, up to MAX_AUTO_STEPS times."""
+def _failed(
+    key: str, path: str, result: git.GitResult, message: str, also: tuple[str, ...] = ()
+) -> Refusal:
+    """sync_failed for a rebase that cannot go on by itself: abort, then sync again.
+    `message` names {key}, {step}, {total} and {stderr} (git's, cut short)."""
     wl = worklist(path)
     return Refusal(
         "sync_failed",
-        f"git rebase --continue and --skip both failed in lane {key} and the rebase did not "
-        f"move on (step {wl['step']} of {wl['total']}): {result.stderr.strip()[:500]}; abort "
-        "it (the lane goes back to its branch), then sync again",
+        message.format(
+            key=key, step=wl["step"], total=wl["total"], stderr=result.stderr.strip()[:500]
+        ),
         next=[f"git lane abort {key}", f"git lane sync {key}"],
-        alternatives=[f"{git.owner_git(path)} status"],
+        alternatives=[f"{git.owner_git(path)} status", *also],
         details={"lane": key, "stderr": result.stderr, "worklist": wl},
+    )
+
+
+def _stuck(key: str, path: str, result: git.GitResult) -> Refusal:
+    """`--continue` then `--skip` both failed, no conflict came up and the rebase stands
+    where it stood: going round again would do the same, up to MAX_AUTO_STEPS times."""
+    return _failed(
+        key,
+        path,
+        result,
+        "git rebase --continue and --skip both failed in lane {key} and the rebase did not "
+        "move on (step {step} of {total}): {stderr}; abort it (the lane goes back to its "
+        "branch), then sync again",
     )
 
 
@@ -567,15 +582,12 @@ def _rescheduled(key: str, path: str, result: git.GitResult) -> Refusal:
     """Two rounds of `--continue` left the rebase's todo as it was: git rescheduled the
     step it could not carry out (something in the lane's admin dir it cannot update), and
     would again, up to MAX_AUTO_STEPS times."""
-    wl = worklist(path)
-    return Refusal(
-        "sync_failed",
-        f"git rebase in lane {key} rescheduled step {wl['step']} of {wl['total']} twice "
-        f"without carrying it out: {result.stderr.strip()[:500]}; abort it (the lane goes "
-        "back to its branch), then sync again",
-        next=[f"git lane abort {key}", f"git lane sync {key}"],
-        alternatives=[f"{git.owner_git(path)} status"],
-        details={"lane": key, "stderr": result.stderr, "worklist": wl},
+    return _failed(
+        key,
+        path,
+        result,
+        "git rebase in lane {key} rescheduled step {step} of {total} twice without carrying "
+        "it out: {stderr}; abort it (the lane goes back to its branch), then sync again",
     )
 
 
@@ -583,16 +595,15 @@ def _uncommitted(key: str, path: str, result: git.GitResult) -> Refusal:
     """`--continue` failed with the step resolved and staged, no conflict, and the rebase
     did not move on: git could not make the commit (its signing program, a hook). Another
     `continue` fails the same way until that is fixed."""
-    wl = worklist(path)
-    return Refusal(
-        "sync_failed",
-        f"git rebase --continue could not commit the resolved step {wl['step']} of "
-        f"{wl['total']} in lane {key}: {result.stderr.strip()[:500]}; nothing conflicts. "
-        "Abort it (the lane goes back to its branch) and sync again once what git reports "
-        "is fixed (or fix it and continue: the resolution is still staged)",
-        next=[f"git lane abort {key}", f"git lane sync {key}"],
-        alternatives=[f"{git.owner_git(path)} status", f"git lane continue {key}"],
-        details={"lane": key, "stderr": result.stderr, "worklist": wl},
+    return _failed(
+        key,
+        path,
+        result,
+        "git rebase --continue could not commit the resolved step {step} of {total} in lane "
+        "{key}: {stderr}; nothing conflicts. Abort it (the lane goes back to its branch) and "
+        "sync again once what git reports is fixed (or fix it and continue: the resolution "
+        "is still staged)",
+        also=(f"git lane continue {key}",),
     )
 
 
@@ -618,8 +629,8 @@ def _drop_junk_pick(path: str) -> None:
             return
     try:
         dirfd.unlink(str(gd), "CHERRY_PICK_HEAD")
-    except FileNotFoundError:
-        pass
+    except OSError:
+        pass  # gone meanwhile, or the lane made its dir unwritable: _drive ends a spin anyway
 
 
 def _drive(
@@ -762,14 +773,15 @@ def check_merges(repo: Repo, key: str, path: str, main: str, tip: str, then: lis
     if not merges:
         return
     base = git.merge_base(repo.common_dir, main, tip) or main
+    g = git.owner_git(path)
     raise Refusal(
         "lane_has_merges",
         f"lane {key} has {len(merges)} merge commit(s) of its own ({merges[0][:12]}); a rebase "
         "would drop them and what they alone changed: it was not touched. Merge main into "
         "the lane instead (it is then fresh: nothing is replayed)",
-        next=[f"{git.owner_git(path)} merge --no-edit {git.q(repo.main_ref)}", *then],
+        next=[f"{g} merge --no-edit {git.q(repo.main_ref)}", *then],
         alternatives=[
-            f"{git.owner_git(path)} reset --soft {base} && {git.owner_git(path)} commit "
+            f"{g} reset --soft {base} && {g} commit "
             f"-m {git.q(f'lane {key}, flattened')}  # one commit, the same tree: then {then[0]}"
         ],
         details={"lane": key, "merges": merges, "main": main, "tip": tip},
