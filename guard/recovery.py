@@ -608,7 +608,8 @@ def _mend_one(
 ) -> list[dict[str, Any]]:
     removed: list[str] = []
     moved: dict[str, str] = {}
-    failed: list[str] = []  # a lane still running put something back: named, never a crash
+    # a lane still running put something back: named (the path, and why), never a crash
+    failed: list[dict[str, str]] = []
     kept: Path | None = None
 
     def aside(name: str) -> None:
@@ -647,7 +648,7 @@ def _mend_one(
         except FileNotFoundError:
             continue
         except OSError as exc:  # kept/ not writable, an immutable dir: named, left
-            failed.append(f"{b.rel} ({exc.strerror})")
+            failed.append({"path": b.rel, "why": str(exc.strerror)})
     if branch is not None and not git.head_takes(admin):
         try:
             st = os.stat("HEAD", dir_fd=afd, follow_symlinks=False)
@@ -665,17 +666,17 @@ def _mend_one(
             )
             removed.append("HEAD (written back)")
         except OSError:
-            failed.append("HEAD")
+            failed.append({"path": "HEAD", "why": "not written back"})
     if git.index_unreadable(admin):  # git cannot read it: kept, and read back from HEAD
         try:
             aside("index")
         except OSError as exc:
-            failed.append(f"index ({exc.strerror})")
+            failed.append({"path": "index", "why": str(exc.strerror)})
     if "commondir" in removed or "commondir" in moved:
         try:
             _writable(afd, lambda: dirfd.replace(afd, "commondir", [b"../..\n"]))
         except OSError:
-            failed.append("commondir")
+            failed.append({"path": "commondir", "why": "not written back"})
     gone = [n for n in [*removed, *moved] if n == "index" or n.startswith("sharedindex.")]
     rebuilt = False
     tree = _index_commit(repo, afd, branch) if gone else None
@@ -687,7 +688,7 @@ def _mend_one(
                 pass
         rebuilt = _index_back(repo, afd, tree)
         if not rebuilt:
-            failed.append("index")
+            failed.append({"path": "index", "why": "not read back from HEAD"})
     if not (removed or moved or failed):
         return []
     return [

@@ -196,14 +196,16 @@ def _stuck(repo: Repo, mended: list[dict[str, Any]]) -> None:
     """A mend that could not remove what blocks git (a directory no chmod opens to the
     owner: immutable or append-only, root's doing) ends here, named with the reason:
     reconcile again would only say the same."""
-    stuck = [(c["admin"], f) for c in mended for f in c.get("failed", ())]
+    stuck = [
+        (os.path.join(c["admin"], f["path"]), f["why"]) for c in mended for f in c.get("failed", ())
+    ]
     if not stuck or not git.admin_blocks(repo.common_dir):
         return
-    dirs = sorted({os.path.dirname(os.path.join(a, f.split(" (", 1)[0])) for a, f in stuck})
+    dirs = sorted({os.path.dirname(p) for p, _ in stuck})
     raise Refusal(
         "admin_unreadable",
         "reconcile could not mend a lane's admin dir: "
-        + ", ".join(git.shown(os.path.join(a, f)) for a, f in stuck[:5])
+        + ", ".join(f"{git.shown(p)} ({why})" for p, why in stuck[:5])
         + (" ..." if len(stuck) > 5 else "")
         + "; the directory refuses its owner (immutable or append-only: only root sets or "
         "clears that), so nothing else was done",
@@ -211,7 +213,7 @@ def _stuck(repo: Repo, mended: list[dict[str, Any]]) -> None:
             f"{'sudo ' if os.geteuid() else ''}chattr -i -a -- {' '.join(git.q(d) for d in dirs[:10])}",
             "git lane reconcile",
         ],
-        details={"failed": [os.path.join(a, f) for a, f in stuck[:100]]},
+        details={"failed": [{"path": p, "why": why} for p, why in stuck[:100]]},
     )
 
 
