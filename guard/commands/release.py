@@ -676,8 +676,9 @@ def g11_keep_work(
         ]
         alternatives = [discard]
         if len(work.ignored) <= ADD_F_MAX:
+            g = git.owner_git(path)
             alternatives.append(
-                f"{git.owner_git(path)} --literal-pathspecs add -f -- {files} && {git.owner_git(path)} commit -q -m "
+                f"{g} --literal-pathspecs add -f -- {files} && {g} commit -q -m "
                 + git.q(f"Keep the ignored files of lane {key}")
                 + f" && git lane land {key}"
             )
