@@ -2243,6 +2243,13 @@ def _rerere_on(key: str, value: str | None) -> bool:
     return value is None or value.strip().lower() not in ("false", "no", "off", "0")
 
 
+def _enabled(f: GitFacts) -> str:
+    """rerere.enabled as the lane's git reads it ("false" when unset: git then goes by the
+    cache, which does not exist here)."""
+    value = f.config_value("rerere.enabled")
+    return "false" if value is None else value
+
+
 def _rerere(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
     """While <common>/rr-cache does not exist: a setting switching rerere on (-c,
     --config-env, GIT_CONFIG_*, git config) and `git rerere` (which makes it then) are
@@ -2267,7 +2274,9 @@ def _rerere(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
         if words and not unsets and _rerere_on(words[0], words[1] if len(words) > 1 else None):
             what = f"git config {words[0]}"
             nxt = f"git config --show-origin --get-all {_q(words[0])}"
-    if what is None and p.cmd == "rerere":
+    if what is None and p.cmd == "rerere" and _rerere_on("rerere.enabled", _enabled(f)):
+        # git rerere makes the cache only when rerere.enabled says true (unset and no
+        # cache: it does nothing, `status` and `diff` included)
         what, nxt = "git rerere", "git status"
     if what is None:
         return None

@@ -548,7 +548,10 @@ TABLE: list[tuple[str, dict[str, str], dict[str, Any], str | None]] = [
     ("-c rerere.enabled=true merge main", {}, {}, "path_outside_lane"),
     ("-c rerere.autoupdate commit -m x", {}, {}, "path_outside_lane"),
     ("config rerere.enabled true", {}, {}, "path_outside_lane"),
-    ("rerere", {}, {}, "path_outside_lane"),
+    ("rerere", {}, {"config_value": {"rerere.enabled": "true"}.get}, "path_outside_lane"),
+    ("rerere status", {}, {"config_value": {"rerere.enabled": "yes"}.get}, "path_outside_lane"),
+    ("rerere status", {}, {}, None),  # unset and no cache: git rerere does nothing
+    ("rerere diff", {"GIT_CONFIG_PARAMETERS": "'rerere.enabled'='true'"}, {}, "path_outside_lane"),
     ("-c rerere.enabled=false merge main", {}, {}, None),
     ("rerere", {}, {"exists": f"{COMMON}/rr-cache".__eq__}, None),
     # git config stops at its first non-option word: a value may start with `-`
