@@ -359,6 +359,7 @@ def gather_git(
         writable=writable,
         update_refs_config=update_refs_config,
         config_value=config_value,
+        sandboxed=bool(env.get(binding.SANDBOX)),
     )
     return facts
 

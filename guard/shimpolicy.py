@@ -295,6 +295,9 @@ class GitFacts:
     update_refs_config: Callable[[], bool] = lambda: False
     # the value of config KEY git reads here (None: unset)
     config_value: Callable[[str], str | None] = lambda _key: None
+    # exec --sandbox confined this process (GITLANE_SANDBOX): the common dir is not
+    # writable, so git gc (its gc.pid lock lives there) fails
+    sandboxed: bool = False
 
     @property
     def branch(self) -> str:
@@ -416,7 +419,32 @@ def alias_needed(argv: Sequence[str], known: Mapping[str, str]) -> str | None:
 
 # -- the decision ---------------------------------------------------------------------
 def decide_git(argv: Sequence[str], env: Mapping[str, str], facts: GitFacts) -> Refusal | None:
-    """None: let git run `argv`; else the refusal (the rules in the module docstring)."""
+    """None: let git run `argv`; else the refusal (the rules in the module docstring).
+    Each check's next leaves out what that check refused; when the command had more than
+    one fault, that next would be refused in turn (`rebase --exec X -X index-output=F`),
+    so a next that is one plain git command is judged again, and the next of what refuses
+    it is printed instead, until one runs."""
+    refusal = _decide(argv, env, facts)
+    seen: set[str] = set()
+    while refusal is not None and len(refusal.next) == 1 and len(seen) < 4:
+        nxt = refusal.next[0]
+        seen.add(nxt)
+        try:
+            words = shlex.split(nxt)
+        except ValueError:
+            break
+        if words[:1] != ["git"] or words[1:2] == ["lane"] or any(
+            w in ("&&", "||", ";", "|") or w.startswith("#") for w in words
+        ):
+            break
+        again = _decide(words[1:], env, facts)
+        if again is None or not again.next or again.next[0] in seen:
+            break
+        refusal.next = list(again.next)
+    return refusal
+
+
+def _decide(argv: Sequence[str], env: Mapping[str, str], facts: GitFacts) -> Refusal | None:
     p = parse(argv)
     if p.unknown is not None:
         return _unknown_option(p, facts)
@@ -3157,6 +3185,13 @@ def _group_takes_next(word: str, with_value: Sequence[str]) -> bool:
     return at == len(word) - 1
 
 
+def _gc_next(f: GitFacts) -> str:
+    """What packs the lane's objects without pruning: git gc, but in the sandbox, where
+    gc's lock (gc.pid in the common dir) cannot be taken, `git repack -d` (the lane's own
+    store: exec's GIT_OBJECT_DIRECTORY)."""
+    return "git repack -d" if f.sandboxed else "git gc"
+
+
 def _refs(p: Parsed, f: GitFacts) -> Refusal | None:
     cmd, args = p.cmd or "", p.args
     head_ok = f.head == f.branch_ref
@@ -3230,14 +3265,14 @@ def _refs(p: Parsed, f: GitFacts) -> Refusal | None:
         return _main_refusal(
             f,
             "git gc --prune=now could delete objects other lanes are writing this moment",
-            ["git gc"],
+            [_gc_next(f)],
             argv=["gc", *args],
         )
     if cmd == "prune" and not any(a in ("-n", "--dry-run") for a in args):
         return _main_refusal(
             f,
             "git prune could delete objects other lanes are writing this moment",
-            ["git gc"],
+            [_gc_next(f)],
             argv=["prune", *args],
         )
     if cmd in ("rebase", "pull"):

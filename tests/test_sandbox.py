@@ -737,3 +737,23 @@ def test_a_directory_with_a_link_renamed_over_logs_after_the_walk_brings_no_link
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def test_the_next_of_a_refused_prune_works_in_the_sandbox(hub: Repo, tmp_path: Path) -> None:
+    """`git prune` (and `gc --prune=now`) in a sandboxed lane is refused with a next; that
+    next was `git gc`, which fails there: gc takes `<common>/gc.pid.lock`, and the common
+    dir is not granted (red team 13U, 3). In the sandbox the next is `git repack -d`,
+    which packs the lane's own store, and it runs as printed."""
+    lane_path = hub.create("alpha")
+    (lane_path / "f.txt").write_text("x\n")
+    git(lane_path, "add", "f.txt")
+    script = tmp_path / "prune.sh"
+    script.write_text(
+        'e="$TMPDIR/err"; git commit -qm loose; git prune 2>"$e"; echo "PRUNE $?"\n'
+        'nxt=$(sed -n "s/.*Next: //p" "$e" | head -n 1)\n'
+        'echo "NEXT $nxt"\n'
+        'sh -c "$nxt" >"$e.out" 2>&1; echo "RAN $?"; cat "$e.out"\n'
+    )
+    r = hub.lane("exec", "--sandbox", "alpha", "--", "sh", str(script), cwd=lane_path)
+    assert "PRUNE 1" in r.stdout and "NEXT git repack -d" in r.stdout, (r.stdout, r.stderr)
+    assert "RAN 0" in r.stdout, ("the printed next fails in the sandbox", r.stdout)
