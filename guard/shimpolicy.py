@@ -433,8 +433,10 @@ def decide_git(argv: Sequence[str], env: Mapping[str, str], facts: GitFacts) -> 
             words = shlex.split(nxt)
         except ValueError:
             break
-        if words[:1] != ["git"] or words[1:2] == ["lane"] or any(
-            w in ("&&", "||", ";", "|") or w.startswith("#") for w in words
+        if (
+            words[:1] != ["git"]
+            or words[1:2] == ["lane"]
+            or any(w in ("&&", "||", ";", "|") or w.startswith("#") for w in words)
         ):
             break
         again = _decide(words[1:], env, facts)

@@ -973,6 +973,20 @@ def test_a_read_tree_scripts_owner_next_drops_every_option_word(line: str) -> No
     assert [n for n in r.next if " -- HEAD" in n], r.next
 
 
+def test_a_next_is_never_refused_in_turn() -> None:
+    """A command with two faults: the first check's next left the second in, and running
+    it as printed was refused again (red team 13T: `rebase --exec X -X index-output=F`).
+    The next printed is one that runs."""
+    for line in (
+        "rebase --exec true -X index-output=/tmp/f main",
+        "-c core.hooksPath=/dev/null rebase --exec true main",
+    ):
+        r = decide_git(shlex.split(line), ENV, facts())
+        assert r is not None and len(r.next) == 1, (line, r)
+        nxt = shlex.split(r.next[0])
+        assert nxt[0] == "git" and decide_git(nxt[1:], ENV, facts()) is None, (line, r.next)
+
+
 def test_small_messages() -> None:
     r = decide_git(["checkout", "-b"], ENV, facts())
     assert r is not None and "check out a branch with no name" in r.message
