@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 from pathlib import Path
@@ -353,3 +354,85 @@ def test_no_placeholder_in_any_command_the_code_prints() -> None:
                 if any(ph in text for ph in PLACEHOLDERS):
                     found.append(f"{p.relative_to(root)}:{n}: {line.strip()}")
     assert found == []
+
+
+def _on_a_terminal(cmd: str, cwd: Path) -> None:
+    """Run `cmd` with sh as the owner does at a terminal (stdout a tty: git starts its
+    pager there), in `cwd`."""
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        subprocess.run(
+            ["sh", "-c", cmd],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=slave,
+            stderr=slave,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(slave)
+        try:
+            while os.read(master, 65536):
+                pass
+        except OSError:
+            pass
+        os.close(master)
+
+
+def _root(repo: Repo) -> str:
+    return shlex.quote(os.path.realpath(repo.path))
+
+
+def test_worktree_locked_next_run_in_the_lane_runs_no_program_of_the_lanes(
+    gated: Repo, tmp_path: Path
+) -> None:
+    """Red team 13V, finding 3. `git lane release KEY` run by the owner from inside the
+    lane (supported: release says `cd HUB` then), refused worktree_locked: the lane wrote
+    `<admin>/locked` itself (its admin dir, granted to a sandboxed CMD). The owner runs
+    the printed next in that same shell, after the lane, still running, repointed its
+    `.git` at a repository of its own whose config sets `pager.worktree`: a plain `git
+    worktree unlock` there would run that program as the owner. Every git a next starts
+    from a lane's cwd is `git -C <repository root>`, so git reads no config of the lane's."""
+    lane = gated.create("alpha")
+    admin = Path(git(lane, "rev-parse", "--absolute-git-dir").stdout.strip())
+    (admin / "locked").write_text("held by the agent\n")  # the lane's own admin dir
+    r = refusal(gated, "worktree_locked", "release", "alpha", cwd=lane)
+    nxt = r.json["next"]
+    assert nxt[0] == f"git -C {_root(gated)} worktree unlock {shlex.quote(str(lane))}", nxt
+    assert nxt[1] == f"git -C {_root(gated)} lane release alpha", nxt
+    # the lane, still running, after the refusal: its .git names a repository of its own
+    marker = tmp_path / "ran-as-owner"
+    evil = lane / ".x"
+    (evil / "objects").mkdir(parents=True)
+    (evil / "refs").mkdir()
+    (evil / "HEAD").write_text("ref: refs/heads/x\n")
+    (evil / "config").write_text(
+        f'[core]\n\trepositoryformatversion = 0\n[pager]\n\tworktree = "touch {marker}; cat"\n'
+    )
+    (lane / ".git").write_text(f"gitdir: {evil}\n")
+    _on_a_terminal(nxt[0], lane)  # the owner, in the shell that ran the release
+    assert not marker.exists(), "the printed next ran a program the lane named, as the owner"
+    assert not (admin / "locked").exists(), "the next did not do what it says"
+
+
+def test_git_lane_nexts_printed_in_a_lane_name_the_repository_and_run_there(
+    gated: Repo,
+) -> None:
+    """From a lane's cwd (the owner's shell, `-C LANE` too), a `git lane X` next is `git
+    -C ROOT lane X`: git's own wrapper reads the cwd's repository config (pager.lane)
+    before git-lane starts. Printed so, with the lane's key named, the whole next runs as
+    printed from the lane and does what it says; from the hub nothing changes."""
+    lane = gated.create("alpha")
+    git(gated.path, "worktree", "lock", "--reason", "mine", str(lane))
+    r = refusal(gated, "worktree_locked", "release", cwd=lane)  # the key from the cwd
+    assert all(n.startswith(f"git -C {_root(gated)} ") for n in r.json["next"]), r.stdout
+    plain = gated.lane("-C", str(lane), "release", "alpha")  # -C LANE, as text
+    assert plain.rc == 1 and f"Next: git -C {_root(gated)} worktree unlock" in plain.stderr
+    hub = refusal(gated, "worktree_locked", "release", "alpha")  # from the hub: as it was
+    assert hub.json["next"][0].startswith("git worktree unlock "), hub.stdout
+    run_every_next(r, lane)
+    assert not lane.exists()
+    assert gated.jlane("release", "alpha").code == "already_released"
