@@ -142,8 +142,12 @@ def state_write_failed(
     if not inside:
         return None
     words = [a for a in argv if a != "--json"]
-    again = "git lane " + " ".join(shlex.quote(a) for a in words) if cli and words else None
     command = next((w for i, w in enumerate(words) if w[:1] != "-" and words[i - 1] != "-C"), "")
+    here = _lane_cwd() if command and "-C" not in words[: words.index(command)] else None
+    # run in a lane, the command again is printed `git -C ROOT lane ...` (cli.pinned): it
+    # names the directory it ran in, which gave it its lane and its relative paths
+    words = ["-C", here, *words] if here is not None else words
+    again = "git lane " + " ".join(shlex.quote(a) for a in words) if cli and words else None
     nxt = []
     landing = state_dir / "landing.json"
     if landing.exists() and command != "reconcile":
@@ -168,6 +172,17 @@ def state_write_failed(
             "state_dir": str(state_dir),
         },
     )
+
+
+def _lane_cwd() -> str | None:
+    """This process's cwd when it lies in a lane (the lanes directory's marker says so)."""
+    from guard.repo import lane_repo
+
+    try:
+        here = os.getcwd()
+    except OSError:
+        return None
+    return here if lane_repo(here) is not None else None
 
 
 def sandbox_denied(exc: PermissionError, argv: Sequence[str]) -> Refusal | None:

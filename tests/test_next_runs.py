@@ -436,3 +436,26 @@ def test_git_lane_nexts_printed_in_a_lane_name_the_repository_and_run_there(
     run_every_next(r, lane)
     assert not lane.exists()
     assert gated.jlane("release", "alpha").code == "already_released"
+
+
+def test_state_write_failed_in_a_lane_names_the_lane_when_pinned(
+    gated: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """state_write_failed's next runs the command again. Run in a lane with no KEY (the
+    lane from the cwd), the printed `git -C ROOT lane ...` would lose the cwd, so the
+    command again names the directory it ran in: `git -C ROOT lane -C DIR sync`, which
+    runs as printed from the lane and syncs that lane."""
+    import errno
+
+    from guard import boundary
+    from guard.errors import pin_commands
+
+    lane = gated.create("alpha")
+    monkeypatch.chdir(lane)
+    exc = OSError(errno.ENOSPC, "No space left", str(gated.state_dir / "x.json"))
+    r = boundary.state_write_failed(exc, ["sync", "--json"], gated.state_dir, True)
+    assert r is not None and r.next == [f"git lane -C {shlex.quote(str(lane))} sync"], r.next
+    nxt = pin_commands({"next": r.next}, _root(gated))["next"]
+    res = subprocess.run(["sh", "-c", nxt[0] + " --json"], cwd=lane, text=True, capture_output=True)
+    assert res.returncode == 0, (nxt, res.stdout, res.stderr)
+    assert json.loads(res.stdout)["lane"] == "alpha", res.stdout
