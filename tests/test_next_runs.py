@@ -459,3 +459,13 @@ def test_state_write_failed_in_a_lane_names_the_lane_when_pinned(
     res = subprocess.run(["sh", "-c", nxt[0] + " --json"], cwd=lane, text=True, capture_output=True)
     assert res.returncode == 0, (nxt, res.stdout, res.stderr)
     assert json.loads(res.stdout)["lane"] == "alpha", res.stdout
+
+
+def test_a_workers_nexts_in_its_lane_are_left_as_its_shims_take_them(gated: Repo) -> None:
+    """Only the owner's commands are pinned: a worker's next is run in its lane, through
+    its shims (which refuse a git -C outside the lane), so it is printed as it was."""
+    lane = gated.create("alpha")
+    r = refusal(gated, "role_forbidden", "release", cwd=lane, env={"GITLANE_LANE": "alpha"})
+    assert r.json["next"][0].startswith("git lane release alpha"), r.stdout
+    r = refusal(gated, "role_forbidden", "release", cwd=lane, env={"GITLANE_ROLE": "worker"})
+    assert r.json["next"][0].startswith("git lane release alpha"), r.stdout
