@@ -65,20 +65,28 @@ def _pin_root(ctx: Ctx | None) -> str | None:
         here: str | None = os.getcwd()
     except OSError:
         here = None  # a directory that is gone: no `.git` is made in it again
-    places = [p for p in (ctx.directory if ctx is not None else None, here) if p]
-    found = next((r for r in map(lane_repo, places) if r is not None), None)
+    directory = ctx.directory if ctx is not None else None
     repo = ctx._repo if ctx is not None else None
-    if repo is not None:  # attached (lane.attach): the worker check below knows its lanes
-        if lane.is_worker():
-            return None
-        if found is None:
-            try:
-                paths = [os.path.realpath(r.path) for r in repo.store.lanes()]
-            except Refusal:
-                paths = ["/"]  # the lanes cannot be read: taken to hold the cwd
-            reals = [os.path.realpath(p) for p in places]
-            if any(r == p or r.startswith(p.rstrip(os.sep) + os.sep) for r in reals for p in paths):
-                found = repo
+    if repo is not None and lane.is_worker():  # attached (lane.attach): knows its lanes
+        return None
+    places = [p for p in (directory, here) if p]
+    marked = {p: lane_repo(p) for p in places}
+    inside = any(r is not None for r in marked.values())
+    if not inside and repo is not None:  # a lane whose lanes directory has no marker
+        try:
+            paths = [os.path.realpath(r.path) for r in repo.store.lanes()]
+        except Refusal:
+            paths = ["/"]  # the lanes cannot be read: taken to hold the cwd
+        reals = [os.path.realpath(p) for p in places]
+        inside = any(
+            r == p or r.startswith(p.rstrip(os.sep) + os.sep) for r in reals for p in paths
+        )
+    if not inside:
+        return None
+    # the repository the command acted on: the `-C` dir's lane's, the one it found, the cwd's
+    found = marked.get(directory) if directory else None
+    for other in (repo, marked.get(here) if here else None):
+        found = other if found is None else found
     if found is None or lane.owned_by_ancestor(found) is not None:
         return None
     return git.q(found.repo_root())
