@@ -32,6 +32,7 @@ def dumps(obj: object) -> str:
 
 
 StateDir = Callable[[], Path | None]
+Pin = Callable[[dict[str, list[str]]], dict[str, list[str]]]
 
 
 def guarded(
@@ -40,15 +41,18 @@ def guarded(
     want_json: Callable[[], bool],
     state_dir: StateDir,
     cli: bool = False,
+    pin: Pin | None = None,
 ) -> int:
     """Run `body` (which returns an exit status) behind the boundary. `cli`: argv are the
-    words of a `git lane` command (a refusal may name it again)."""
+    words of a `git lane` command (a refusal may name it again). `pin`: what the CLI
+    does to the commands a refusal names before they are shown (cli.pinned)."""
     try:
         return body()
     except Refusal as r:
-        refuse(r, argv, want_json(), state_dir())
+        refuse(_pinned(r, pin), argv, want_json(), state_dir())
         return EXIT_REFUSED
     except Interrupted as i:  # cleaned up and said so (the engine logged it)
+        i.next, _ = _pin(pin, i.next, [])
         if want_json():
             sys.stdout.write(dumps(i.to_dict()) + "\n")
         sys.stderr.write(i.line() + "\n")
@@ -63,10 +67,26 @@ def guarded(
         unwritable = state_write_failed(exc, argv, _peek(state_dir), cli)
         if unwritable is None:
             return _bug(exc, argv, want_json, state_dir)
-        refuse(unwritable, argv, want_json(), None)  # the log is on the same full disk
+        # the log is on the same full disk
+        refuse(_pinned(unwritable, pin), argv, want_json(), None)
         return EXIT_REFUSED
     except Exception as exc:  # the one place a bug is caught: file it, say where
         return _bug(exc, argv, want_json, state_dir)
+
+
+def _pin(pin: Pin | None, nxt: list[str], alts: list[str]) -> tuple[list[str], list[str]]:
+    if pin is None:
+        return nxt, alts
+    try:
+        got = pin({"next": nxt, "alternatives": alts})
+    except Exception:  # a bug of the pinning must not hide the refusal itself
+        return nxt, alts
+    return got["next"], got["alternatives"]
+
+
+def _pinned(r: Refusal, pin: Pin | None) -> Refusal:
+    r.next, r.alternatives = _pin(pin, r.next, r.alternatives)
+    return r
 
 
 def _peek(state_dir: StateDir) -> Path | None:
@@ -122,8 +142,12 @@ def state_write_failed(
     if not inside:
         return None
     words = [a for a in argv if a != "--json"]
-    again = "git lane " + " ".join(shlex.quote(a) for a in words) if cli and words else None
     command = next((w for i, w in enumerate(words) if w[:1] != "-" and words[i - 1] != "-C"), "")
+    here = _lane_cwd() if command and "-C" not in words[: words.index(command)] else None
+    # run in a lane, the command again is printed `git -C ROOT lane ...` (cli.pinned): it
+    # names the directory it ran in, which gave it its lane and its relative paths
+    words = ["-C", here, *words] if here is not None else words
+    again = "git lane " + " ".join(shlex.quote(a) for a in words) if cli and words else None
     nxt = []
     landing = state_dir / "landing.json"
     if landing.exists() and command != "reconcile":
@@ -148,6 +172,17 @@ def state_write_failed(
             "state_dir": str(state_dir),
         },
     )
+
+
+def _lane_cwd() -> str | None:
+    """This process's cwd when it lies in a lane (the lanes directory's marker says so)."""
+    from guard.repo import lane_repo
+
+    try:
+        here = os.getcwd()
+    except OSError:
+        return None
+    return here if lane_repo(here) is not None else None
 
 
 def sandbox_denied(exc: PermissionError, argv: Sequence[str]) -> Refusal | None:

@@ -22,6 +22,7 @@ class Ctx:
         self.directory = directory
         self.json = as_json
         self.exit = 0
+        self.command: str | None = None  # the subcommand (`check`: the shims' answer)
         self._repo: Repo | None = None
 
     @property
@@ -45,9 +46,65 @@ class Ctx:
 _state: dict[str, Ctx] = {}
 
 
+def _pin_root(ctx: Ctx | None) -> str | None:
+    """The repository root (quoted for sh) that every `git ...` command this process
+    prints is pinned to (`git -C ROOT ...`, errors.pin_git), or None: pinned when the owner
+    runs git-lane with its cwd (or `-C`) inside a lane. A plain `git X` (`git lane X`
+    too) run there starts git in the lane: git reads that repository's config before
+    anything else (pager.<cmd> on a terminal), and a lane still running can repoint its
+    `.git` at a repository of its own after this command printed it. Never for a worker
+    (its commands are run in its lane, through its shims) nor for `check` (the shims' own
+    answer)."""
+    from guard import lane, policy
+    from guard.errors import Refusal
+    from guard.repo import lane_repo
+
+    if policy.is_worker(os.environ) or (ctx is not None and ctx.command == "check"):
+        return None
+    try:
+        here: str | None = os.getcwd()
+    except OSError:
+        here = None  # a directory that is gone: no `.git` is made in it again
+    directory = ctx.directory if ctx is not None else None
+    repo = ctx._repo if ctx is not None else None
+    if repo is not None and lane.is_worker():  # attached (lane.attach): knows its lanes
+        return None
+    places = [p for p in (directory, here) if p]
+    marked = {p: lane_repo(p) for p in places}
+    inside = any(r is not None for r in marked.values())
+    if not inside and repo is not None:  # a lane whose lanes directory has no marker
+        try:
+            paths = [os.path.realpath(r.path) for r in repo.store.lanes()]
+        except Refusal:
+            paths = ["/"]  # the lanes cannot be read: taken to hold the cwd
+        reals = [os.path.realpath(p) for p in places]
+        inside = any(
+            r == p or r.startswith(p.rstrip(os.sep) + os.sep) for r in reals for p in paths
+        )
+    if not inside:
+        return None
+    # the repository the command acted on: the `-C` dir's lane's, the one it found, the cwd's
+    found = marked.get(directory) if directory else None
+    for other in (repo, marked.get(here) if here else None):
+        found = other if found is None else found
+    if found is None or lane.owned_by_ancestor(found) is not None:
+        return None
+    return git.q(found.repo_root())
+
+
+def pinned(obj: Any) -> Any:
+    """`obj` (a result, a refusal's next and alternatives) with its commands pinned for
+    where they are printed (_pin_root); `obj` itself when nothing is pinned."""
+    from guard.errors import pin_commands
+
+    root = _pin_root(_state.get("ctx"))
+    return obj if root is None else pin_commands(obj, root)
+
+
 def emit(
     ctx: Ctx, result: Mapping[str, Any], how: Callable[[Mapping[str, Any]], str] = render.generic
 ) -> None:
+    result = pinned(result)
     if ctx.json:
         sys.stdout.write(json.dumps(git.json_safe(result), sort_keys=True, default=str) + "\n")
         return
@@ -86,6 +143,7 @@ def cli(c: click.Context, directory: str | None, as_json: bool) -> None:
     """git lane: one worktree per writer; main moves only by `git lane land`."""
     c.obj = _state.setdefault("ctx", Ctx(directory, as_json))
     c.obj.directory = directory
+    c.obj.command = c.invoked_subcommand
     c.obj.json = c.obj.json or as_json
 
 
@@ -817,17 +875,19 @@ def _click(args: list[str], want_json: bool) -> int:
         if want_json:
             sys.stdout.write(
                 boundary.dumps(
-                    {
-                        "ok": False,
-                        "code": "usage_error",
-                        "message": e.format_message(),
-                        "next": [
-                            f"{e.ctx.command_path} -h"
-                            if isinstance(e, click.UsageError) and e.ctx is not None
-                            else "git lane -h"
-                        ],
-                        "details": {},
-                    }
+                    pinned(
+                        {
+                            "ok": False,
+                            "code": "usage_error",
+                            "message": e.format_message(),
+                            "next": [
+                                f"{e.ctx.command_path} -h"
+                                if isinstance(e, click.UsageError) and e.ctx is not None
+                                else "git lane -h"
+                            ],
+                            "details": {},
+                        }
+                    )
                 )
                 + "\n"
             )
@@ -853,7 +913,7 @@ def main(argv: list[str] | None = None) -> None:
         return repo.state_dir if repo is not None else None
 
     code = boundary.guarded(
-        lambda: _click(args, "--json" in own), args, want_json, state_dir, cli=True
+        lambda: _click(args, "--json" in own), args, want_json, state_dir, cli=True, pin=pinned
     )
     sys.stdout.flush()
     raise SystemExit(code)

@@ -6,6 +6,7 @@ broken repository): it reaches the error boundary, which writes a crash file."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -357,6 +358,108 @@ def join_next(cmds: Sequence[str]) -> str:
             notes.append(note)
     out = " && ".join(p for p in parts if p)
     return out + (f"  # {'; '.join(notes)}" if notes else "")
+
+
+# where a shell starts a new command: the git after one of these is a command of its own
+_COMMAND_STARTS = ("&&", "||", "$(", ";", "|", "(", "`")
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+# the keys of a result (at any depth) and of a refusal whose values are commands to run
+COMMAND_KEYS = ("next", "alternatives", "fix")
+
+
+def _word_end(cmd: str, i: int) -> int:
+    """Where the sh word starting at `i` ends (quotes and backslashes taken as sh does)."""
+    quote = ""
+    while i < len(cmd):
+        c = cmd[i]
+        if quote:
+            if c == quote:
+                quote = ""
+            elif c == "\\" and quote == '"':
+                i += 1
+        elif c == "\\":
+            i += 1
+        elif c in "'\"":
+            quote = c
+        elif c in " \t;&|()`":
+            return i
+        i += 1
+    return len(cmd)
+
+
+def pin_git(cmd: str, root: str) -> str:
+    """`cmd` with every git it starts (its first word, and each after `&&`, `||`, `;`,
+    `|`, `(`, `$(` or a backquote, quoted or not) given `-C ROOT` (`root` quoted for sh
+    already), so that git neither finds its repository through the cwd nor reads the
+    configuration there (pager.<cmd>, core.fsmonitor). A git already pinned is left as it
+    is: `git -C DIR`, or one named by `GIT_DIR=` before it (git.owner_git_dir). A trailing
+    `# note` is kept, unchanged."""
+    at = _comment_at(cmd)
+    body, note = (cmd, "") if at < 0 else (cmd[:at], cmd[at:])
+    out: list[str] = []
+    i, start, quote = 0, True, ""
+    while i < len(body):
+        c = body[i]
+        if quote == "'":
+            quote = "" if c == "'" else quote
+            out.append(c)
+            i += 1
+            continue
+        if start and c not in " \t":
+            start = False
+            j, named = i, set()
+            while _ASSIGNMENT.match(body, j):  # NAME=value ... git
+                end = _word_end(body, j)
+                named.add(body[j : body.index("=", j)])
+                j = end
+                while j < len(body) and body[j] in " \t":
+                    j += 1
+            if body.startswith("git", j) and _word_end(body, j) == j + 3:
+                k = j + 3
+                rest = body[k:].lstrip(" \t")
+                pinned = "GIT_DIR" in named or rest == "-C" or rest.startswith(("-C ", "-C\t"))
+                out.append(body[i:k] + ("" if pinned else f" -C {root}"))
+                i = k
+                continue
+        if c == "\\":
+            out.append(body[i : i + 2])
+            i += 2
+            continue
+        op = next((o for o in _COMMAND_STARTS if body.startswith(o, i)), None)
+        if quote == '"':
+            if c == '"':
+                quote = ""
+            elif op in ("$(", "`"):
+                start = True
+        elif c in "'\"":
+            quote = c
+        elif op is not None:
+            start = True
+        step = len(op) if op is not None and (quote == "" or op in ("$(", "`")) else 1
+        out.append(body[i : i + step])
+        i += step
+    return "".join(out) + note
+
+
+def pin_commands(obj: Any, root: str) -> Any:
+    """`obj` (a result, a refusal's dict, any JSON-like value) with every command under a
+    COMMAND_KEYS key, at any depth, pinned to `root` (pin_git); a copy, `obj` unchanged."""
+    if isinstance(obj, dict):
+        return {
+            k: (_pin_value(v, root) if k in COMMAND_KEYS else pin_commands(v, root))
+            for k, v in obj.items()
+        }
+    if isinstance(obj, list | tuple):
+        return [pin_commands(v, root) for v in obj]
+    return obj
+
+
+def _pin_value(v: Any, root: str) -> Any:
+    if isinstance(v, str):
+        return pin_git(v, root)
+    if isinstance(v, list | tuple) and all(isinstance(x, str) for x in v):
+        return [pin_git(x, root) for x in v]
+    return pin_commands(v, root)
 
 
 class Refusal(Exception):

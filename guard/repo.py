@@ -49,6 +49,14 @@ def _anchor(cwd: str) -> tuple[str, str] | None:
     return found
 
 
+def lane_repo(where: str) -> Repo | None:
+    """The repository whose lane `where` is in (at any depth), its common dir read from
+    the marker of its lanes directory, never from the lane's `.git`; None outside every
+    marked lane."""
+    anchor = _anchor(where)
+    return Repo(Path(anchor[1]), None, None) if anchor is not None else None
+
+
 def _tampered(lane_dir: str, common: str, why: str) -> Refusal:
     root = _root(common)
     key = os.path.basename(lane_dir)

@@ -4,6 +4,8 @@ none, unknown_lane lists the active lanes and its `next` runs."""
 
 from __future__ import annotations
 
+import os
+import shlex
 from pathlib import Path
 
 import pytest
@@ -97,7 +99,9 @@ def test_sync_continue_abort_and_status_resolve_from_the_cwd(repo: Repo) -> None
     assert r.json["lane"] == "alpha" and r.code == "sync_conflicts"
     (a / "f.txt").write_text("merged\n")
     r = repo.jlane("continue", cwd=a)
-    assert (r.rc, r.code, r.json["next"]) == (0, "synced", ["git lane land alpha"]), r.stdout
+    # the owner in the lane: the next names the repository (git reads the cwd's config)
+    pinned = f"git -C {shlex.quote(os.path.realpath(repo.path))} lane land alpha"
+    assert (r.rc, r.code, r.json["next"]) == (0, "synced", [pinned]), r.stdout
     r = repo.jlane("status", "alpha", cwd=sub)
     assert [ln["key"] for ln in r.json["lanes"]] == ["alpha"]
 

@@ -61,6 +61,22 @@ def test_healthy_repository(repo: Repo) -> None:
     assert text.rc == 0 and "doctor: ok" in text.stdout
 
 
+def test_a_fix_printed_in_a_lane_names_the_repository_and_runs_as_printed(hub: Repo) -> None:
+    """doctor run by the owner in a lane: every git a fix starts is `git -C ROOT` (git
+    reads the cwd's repository config, pager.<cmd>, before anything), and it works so."""
+    import shlex
+
+    lane = hub.create("alpha")
+    hooks = hub.common_dir / "hooks" / "reference-transaction"
+    hooks.unlink()
+    r = hub.jlane("doctor", cwd=lane)
+    c = {x["name"]: x for x in r.json["checks"]}
+    root = shlex.quote(os.path.realpath(hub.path))
+    assert c["hook reference-transaction"]["fix"] == f"git -C {root} lane install", r.stdout
+    res = subprocess.run(["sh", "-c", c["hook reference-transaction"]["fix"]], cwd=lane)
+    assert res.returncode == 0 and hooks.exists()
+
+
 def test_missing_hooks_fail_and_install_fixes(repo: Repo) -> None:
     c = checks(repo)
     assert c["hook pre-commit"]["status"] == "fail"

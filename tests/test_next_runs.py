@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 from pathlib import Path
@@ -353,3 +354,118 @@ def test_no_placeholder_in_any_command_the_code_prints() -> None:
                 if any(ph in text for ph in PLACEHOLDERS):
                     found.append(f"{p.relative_to(root)}:{n}: {line.strip()}")
     assert found == []
+
+
+def _on_a_terminal(cmd: str, cwd: Path) -> None:
+    """Run `cmd` with sh as the owner does at a terminal (stdout a tty: git starts its
+    pager there), in `cwd`."""
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        subprocess.run(
+            ["sh", "-c", cmd],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=slave,
+            stderr=slave,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(slave)
+        try:
+            while os.read(master, 65536):
+                pass
+        except OSError:
+            pass
+        os.close(master)
+
+
+def _root(repo: Repo) -> str:
+    return shlex.quote(os.path.realpath(repo.path))
+
+
+def test_worktree_locked_next_run_in_the_lane_runs_no_program_of_the_lanes(
+    gated: Repo, tmp_path: Path
+) -> None:
+    """Red team 13V, finding 3. `git lane release KEY` run by the owner from inside the
+    lane (supported: release says `cd HUB` then), refused worktree_locked: the lane wrote
+    `<admin>/locked` itself (its admin dir, granted to a sandboxed CMD). The owner runs
+    the printed next in that same shell, after the lane, still running, repointed its
+    `.git` at a repository of its own whose config sets `pager.worktree`: a plain `git
+    worktree unlock` there would run that program as the owner. Every git a next starts
+    from a lane's cwd is `git -C <repository root>`, so git reads no config of the lane's."""
+    lane = gated.create("alpha")
+    admin = Path(git(lane, "rev-parse", "--absolute-git-dir").stdout.strip())
+    (admin / "locked").write_text("held by the agent\n")  # the lane's own admin dir
+    r = refusal(gated, "worktree_locked", "release", "alpha", cwd=lane)
+    nxt = r.json["next"]
+    assert nxt[0] == f"git -C {_root(gated)} worktree unlock {shlex.quote(str(lane))}", nxt
+    assert nxt[1] == f"git -C {_root(gated)} lane release alpha", nxt
+    # the lane, still running, after the refusal: its .git names a repository of its own
+    marker = tmp_path / "ran-as-owner"
+    evil = lane / ".x"
+    (evil / "objects").mkdir(parents=True)
+    (evil / "refs").mkdir()
+    (evil / "HEAD").write_text("ref: refs/heads/x\n")
+    (evil / "config").write_text(
+        f'[core]\n\trepositoryformatversion = 0\n[pager]\n\tworktree = "touch {marker}; cat"\n'
+    )
+    (lane / ".git").write_text(f"gitdir: {evil}\n")
+    _on_a_terminal(nxt[0], lane)  # the owner, in the shell that ran the release
+    assert not marker.exists(), "the printed next ran a program the lane named, as the owner"
+    assert not (admin / "locked").exists(), "the next did not do what it says"
+
+
+def test_git_lane_nexts_printed_in_a_lane_name_the_repository_and_run_there(
+    gated: Repo,
+) -> None:
+    """From a lane's cwd (the owner's shell, `-C LANE` too), a `git lane X` next is `git
+    -C ROOT lane X`: git's own wrapper reads the cwd's repository config (pager.lane)
+    before git-lane starts. Printed so, with the lane's key named, the whole next runs as
+    printed from the lane and does what it says; from the hub nothing changes."""
+    lane = gated.create("alpha")
+    git(gated.path, "worktree", "lock", "--reason", "mine", str(lane))
+    r = refusal(gated, "worktree_locked", "release", cwd=lane)  # the key from the cwd
+    assert all(n.startswith(f"git -C {_root(gated)} ") for n in r.json["next"]), r.stdout
+    plain = gated.lane("-C", str(lane), "release", "alpha")  # -C LANE, as text
+    assert plain.rc == 1 and f"Next: git -C {_root(gated)} worktree unlock" in plain.stderr
+    hub = refusal(gated, "worktree_locked", "release", "alpha")  # from the hub: as it was
+    assert hub.json["next"][0].startswith("git worktree unlock "), hub.stdout
+    run_every_next(r, lane)
+    assert not lane.exists()
+    assert gated.jlane("release", "alpha").code == "already_released"
+
+
+def test_state_write_failed_in_a_lane_names_the_lane_when_pinned(
+    gated: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """state_write_failed's next runs the command again. Run in a lane with no KEY (the
+    lane from the cwd), the printed `git -C ROOT lane ...` would lose the cwd, so the
+    command again names the directory it ran in: `git -C ROOT lane -C DIR sync`, which
+    runs as printed from the lane and syncs that lane."""
+    import errno
+
+    from guard import boundary
+    from guard.errors import pin_commands
+
+    lane = gated.create("alpha")
+    monkeypatch.chdir(lane)
+    exc = OSError(errno.ENOSPC, "No space left", str(gated.state_dir / "x.json"))
+    r = boundary.state_write_failed(exc, ["sync", "--json"], gated.state_dir, True)
+    assert r is not None and r.next == [f"git lane -C {shlex.quote(str(lane))} sync"], r.next
+    nxt = pin_commands({"next": r.next}, _root(gated))["next"]
+    res = subprocess.run(["sh", "-c", nxt[0] + " --json"], cwd=lane, text=True, capture_output=True)
+    assert res.returncode == 0, (nxt, res.stdout, res.stderr)
+    assert json.loads(res.stdout)["lane"] == "alpha", res.stdout
+
+
+def test_a_workers_nexts_in_its_lane_are_left_as_its_shims_take_them(gated: Repo) -> None:
+    """Only the owner's commands are pinned: a worker's next is run in its lane, through
+    its shims (which refuse a git -C outside the lane), so it is printed as it was."""
+    lane = gated.create("alpha")
+    r = refusal(gated, "role_forbidden", "release", cwd=lane, env={"GITLANE_LANE": "alpha"})
+    assert r.json["next"][0].startswith("git lane release alpha"), r.stdout
+    r = refusal(gated, "role_forbidden", "release", cwd=lane, env={"GITLANE_ROLE": "worker"})
+    assert r.json["next"][0].startswith("git lane release alpha"), r.stdout

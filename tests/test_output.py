@@ -316,6 +316,38 @@ def test_next_line_is_joined_with_and_and_notes_go_last() -> None:
     assert r.line().endswith("Next: echo 'a  # b' && true")
 
 
+@pytest.mark.parametrize(
+    ("cmd", "want"),
+    [
+        ("git worktree unlock /l", "git -C R worktree unlock /l"),
+        ("git lane release a  # git lane x", "git -C R lane release a  # git lane x"),
+        ("kill 5 && git lane land a", "kill 5 && git -C R lane land a"),
+        (
+            "git -c x=y update-ref -d r || git log",
+            "git -C R -c x=y update-ref -d r || git -C R log",
+        ),
+        (
+            'git update-ref r "$(git mktree </dev/null)" ""',
+            'git -C R update-ref r "$(git -C R mktree </dev/null)" ""',
+        ),
+        ("echo 'git x; git y' ; `git z`", "echo 'git x; git y' ; `git -C R z`"),
+        ("git lane exec a -- git status", "git -C R lane exec a -- git status"),
+        ("git -C /l status", "git -C /l status"),
+        (
+            "GIT_DIR=/a GIT_COMMON_DIR=/b git read-tree HEAD",
+            "GIT_DIR=/a GIT_COMMON_DIR=/b git read-tree HEAD",
+        ),
+        ("cd /h", "cd /h"),
+        ("gitk --all", "gitk --all"),
+    ],
+)
+def test_every_git_a_command_starts_is_pinned(cmd: str, want: str) -> None:
+    """errors.pin_git: what the CLI prints from a lane's cwd for the owner (cli.pinned)."""
+    from guard.errors import pin_git
+
+    assert pin_git(cmd, "R") == want
+
+
 def test_sync_text_shows_the_lanes_names_and_subject_one_line_each() -> None:
     """A sync's worklist names the lane's conflicted paths and the commit's subject, both
     the lane's to write: a newline there cannot forge a line of the advice (`Next:`), an
