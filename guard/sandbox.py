@@ -12,7 +12,7 @@ test against the real kernel (tests/test_sandbox.py). Three steps:
   object store `objects/`: the shared `objects/` is not writable, guard/objects.py), the loose-ref and reflog directories of lane branches (`refs/heads/lane/`,
   `logs/refs/heads/lane/`: shared by every lane, see docs/trust-boundary.md), `rr-cache/`
   when rerere is on, CMD's own cache dir (never the owner's: code the owner runs is kept
-  there), `sandbox_writable`, and the terminal devices;
+  there), `sandbox_writable`, and the terminal devices (each through the same fence);
   in git's own directories (the admin dir, its store, the lane refs, rr-cache) without the
   rights to make a link, a FIFO, a socket or a device (SPECIALS: git makes none there, and
   the owner's engine git runs in them);
@@ -400,7 +400,25 @@ def decide(f: Facts) -> Grants:
         if hit is not None:
             raise BadGrant(entry, f"would open {hit}, {_CODE}", [e for e in f.extra if e != entry])
         writable.append(real)
-    writable += [_real(d) for d in DEVICES]
+    # the devices pass the fence too: /dev/shm is a directory anything may live in (a
+    # repository on a RAM disk, TMPDIR=/dev/shm): left out when it holds what no grant may
+    for d in DEVICES:
+        real = _real(d)
+        hit = fence.encloses(real) or fence.inside(real) or _code_hit(f, real)
+        hit = hit or next((p for p in (f.tmp, f.cache) if p and _encloses(real, p)), None)
+        if hit is None:
+            writable.append(real)
+        else:
+            notes.append(
+                f"{d} is not writable: it holds {hit} (the repository, a lane, the temp or "
+                f"cache dir or {_CODE}); programs that use shared memory there (shm_open, "
+                "POSIX semaphores, python's multiprocessing) fail"
+            )
+    if _real("/dev/shm") in writable:
+        notes.append(
+            "/dev/shm is writable (shm_open makes its files there, by name): so are the "
+            "shared-memory files other processes of this user keep there"
+        )
     out: list[str] = []
     for w in writable:
         if w not in out:

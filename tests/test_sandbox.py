@@ -344,10 +344,13 @@ def test_decide_is_narrow() -> None:
         sandbox.decide(sandbox.Facts(**{**f.__dict__, "extra": ["/"]}))
     with pytest.raises(sandbox.SandboxError):
         sandbox.decide(sandbox.Facts(**{**f.__dict__, "main_ref": "refs/heads/lane/x"}))
-    # nothing that holds code the owner runs (refused)
+    # nothing that holds code the owner runs (refused), no /dev/shm holding the temp dir
     for bad in ("/opt", "/opt/py/lib"):
         with pytest.raises(sandbox.BadGrant, match="code the owner runs"):
             sandbox.decide(sandbox.Facts(**{**f.__dict__, "code": ["/opt/py"], "extra": [bad]}))
+    shm = sandbox.decide(sandbox.Facts(**{**f.__dict__, "tmp": os.path.realpath("/dev/shm")}))
+    assert os.path.realpath("/dev/shm") not in shm.writable, shm.writable
+    assert "/dev/null" in shm.writable
     assert sandbox.handled(1) == (1 << 13) - 1
     assert sandbox.handled(3) & sandbox.TRUNCATE and not sandbox.handled(3) & sandbox.IOCTL_DEV
     assert sandbox.handled(7) & sandbox.IOCTL_DEV and sandbox.handled(2) & sandbox.REFER

@@ -229,6 +229,68 @@ def test_a_grant_of_the_code_git_lane_runs_is_refused(hub: Repo, tmp_path: Path)
     assert done.rc == 0 and ran.exists(), done.stderr
 
 
+# -- red team 13U, finding 6: /dev/shm ----------------------------------------------------------
+def test_a_repository_under_dev_shm_stays_out_of_the_sandboxs_reach(
+    gitlane_on_path: Path, tmp_path: Path
+) -> None:
+    """Red team 13U finding 6. `/dev/shm` (granted for shm_open) passes the fence like
+    every other grant: for a repository that lives in /dev/shm (a RAM disk, CI) it is left
+    out, --explain says so, and a sandboxed CMD can write neither main's ref nor the hub."""
+    import shutil
+    import tempfile
+
+    if not os.path.isdir("/dev/shm") or not os.access("/dev/shm", os.W_OK):
+        pytest.skip("no writable /dev/shm")
+    base = Path(tempfile.mkdtemp(prefix="rt13u-", dir="/dev/shm"))
+    try:
+        hub = Repo(base / "hub")
+        hub.path.mkdir()
+        hub.git("init", "-q", "-b", "main")
+        hub.commit(hub.path, "a.txt", "base\n")
+        assert hub.lane("install").rc == 0
+        hub.config("gate_command", "true")
+        lane_path = hub.create("alpha")
+        main = hub.sha()
+        common = hub.common_dir
+        body = (
+            "/usr/bin/git -c core.hooksPath=/dev/null commit -q --allow-empty -m x; "
+            f"git rev-parse HEAD > {common}/refs/heads/main; "
+            f"printf pwned > {hub.path}/a.txt; exit 0"
+        )
+        r = hub.lane("exec", "--sandbox", "alpha", "--", "sh", "-c", body, cwd=lane_path)
+        assert r.rc == 0, r.stderr
+        moved = subprocess.run(
+            ["git", "rev-parse", "main"], cwd=hub.path, capture_output=True, text=True
+        ).stdout.strip()
+        hub_file = (hub.path / "a.txt").read_text()
+        assert (moved, hub_file) == (main, "base\n"), (r.stdout, r.stderr)
+        j = hub.lane("--json", "exec", "--sandbox", "--explain", "alpha").json
+        assert "/dev/shm" not in j["writable"], j["writable"]
+        assert any(n.startswith("/dev/shm is not writable") for n in j["notes"]), j["notes"]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_dev_shm_holding_the_temp_dir_is_not_granted(hub: Repo) -> None:
+    """TMPDIR=/dev/shm: /dev/shm holds the engine's shared temp files (clean gate
+    worktrees, land socket dirs), so it is not granted; CMD's private temp dir in it is,
+    and CMD cannot write next to it."""
+    if not os.path.isdir("/dev/shm") or not os.access("/dev/shm", os.W_OK):
+        pytest.skip("no writable /dev/shm")
+    hub.create("alpha")
+    env = {"TMPDIR": "/dev/shm"}
+    j = hub.lane("--json", "exec", "--sandbox", "--explain", "alpha", env=env).json
+    assert "/dev/shm" not in j["writable"], j["writable"]
+    name = f"/dev/shm/gitlane-fixE-{os.getpid()}"
+    body = f'printf x > "$TMPDIR/ok" && echo PRIVATE; printf x > {name} && echo SHARED; exit 0'
+    r = hub.lane("exec", "--sandbox", "alpha", "--", "sh", "-c", body, env=env)
+    try:
+        assert "PRIVATE" in r.stdout and "SHARED" not in r.stdout, (r.stdout, r.stderr)
+    finally:
+        if os.path.exists(name):
+            os.unlink(name)
+
+
 # -- finding 6: TIOCSTI ------------------------------------------------------------------------
 INJECT = """import fcntl, sys, termios
 try:
