@@ -410,9 +410,10 @@ def decide(f: Facts) -> Grants:
             writable.append(real)
         else:
             notes.append(
-                f"{d} is not writable: it holds {hit} (the repository, a lane, the temp or "
-                f"cache dir or {_CODE}); programs that use shared memory there (shm_open, "
-                "POSIX semaphores, python's multiprocessing) fail"
+                f"{d} is not writable: it is or holds {hit}, which no grant may open (the "
+                "repository, a lane, the temp or cache dir, code the owner runs); programs "
+                "that use shared memory there (shm_open, POSIX semaphores, python's "
+                "multiprocessing) fail"
             )
     if _real("/dev/shm") in writable:
         notes.append(
