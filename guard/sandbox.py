@@ -11,7 +11,8 @@ test against the real kernel (tests/test_sandbox.py). Three steps:
   right on the lane's worktree, the lane's admin dir under `worktrees/` (with its private
   object store `objects/`: the shared `objects/` is not writable, guard/objects.py), the loose-ref and reflog directories of lane branches (`refs/heads/lane/`,
   `logs/refs/heads/lane/`: shared by every lane, see docs/trust-boundary.md), `rr-cache/`
-  when rerere is on, the temp and cache dirs, `sandbox_writable`, and the terminal devices;
+  when rerere is on, CMD's own cache dir (never the owner's: code the owner runs is kept
+  there), `sandbox_writable`, and the terminal devices (each through the same fence);
   in git's own directories (the admin dir, its store, the lane refs, rr-cache) without the
   rights to make a link, a FIFO, a socket or a device (SPECIALS: git makes none there, and
   the owner's engine git runs in them);
@@ -26,7 +27,9 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+import site
 import stat
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -196,6 +199,9 @@ class Grants:
     # object store: git moves a new object from its temp name into its fan-out dir)
     plain: list[str] = field(default_factory=list)
     refer: list[str] = field(default_factory=list)
+    # CMD's own cache dir (in `writable` too): made by cache_env(), which points
+    # XDG_CACHE_HOME and PRE_COMMIT_HOME at it; the owner's cache dir is not writable
+    private_cache: str = ""
 
 
 @dataclass(frozen=True)
@@ -210,11 +216,16 @@ class Facts:
     rerere: bool
     tmp: str
     cache: str
-    cache_entries: list[str]  # realpaths of the directories in `cache`
     extra: list[str]
     # where lanes are made (worktrees_root, git-lane's dir in the cache): no grant may
     # enclose or lie in them, or a lane made later (or another repository's) is writable
     roots: list[str] = field(default_factory=list)
+    # CMD's own cache dir (its XDG_CACHE_HOME, kept per lane: private_cache()); "": none
+    private_cache: str = ""
+    # the code git-lane and its hooks run, as the owner, outside the sandbox: its package,
+    # its python, GITLANE_PYPATH/GITLANE_PYTHON, pre-commit's clones (PRE_COMMIT_HOME). No
+    # grant may enclose or lie in them: CMD would rewrite what the owner runs next
+    code: list[str] = field(default_factory=list)
 
 
 class BadGrant(SandboxError):
@@ -262,6 +273,48 @@ class _Fence:
         return hit
 
 
+def _code_hit(f: Facts, g: str, under: bool = True) -> str | None:
+    """The code git-lane runs (f.code) that `g` lies in, or (`under`) encloses, if any.
+    A code path that is `/` (a python prefix) encloses everything: only equal to it."""
+    return next(
+        (
+            c
+            for c in f.code
+            if (_encloses(c, g) if c != "/" else g == "/") or (under and _encloses(g, c))
+        ),
+        None,
+    )
+
+
+_CODE = (
+    "code the owner runs outside the sandbox (git-lane's package or python, the hooks' "
+    "GITLANE_PYPATH/GITLANE_PYTHON, pre-commit's hook clones in PRE_COMMIT_HOME)"
+)
+
+
+def private_cache(cache: str, slug: str, key: str) -> str:
+    """CMD's own cache dir for lane `key` of the repository `slug`, under the owner's cache
+    dir `cache`: next to git-lane's dir there (never in it: lanes are made there)."""
+    return os.path.join(cache, "git-lane-sandbox", slug, key)
+
+
+def cache_env(g: Grants) -> dict[str, str]:
+    """Make CMD's private cache dir (0700, kept between runs) and return the variables
+    that point CMD's tools at it; {} when there is none. Raises SandboxError."""
+    if not g.private_cache:
+        return {}
+    try:
+        os.makedirs(g.private_cache, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise SandboxError(
+            f"cannot make CMD's cache dir {g.private_cache}: {exc.strerror}"
+        ) from None
+    return {
+        "XDG_CACHE_HOME": g.private_cache,
+        "PRE_COMMIT_HOME": os.path.join(g.private_cache, "pre-commit"),
+    }
+
+
 def decide(f: Facts) -> Grants:
     """The grants for these facts (pure but for resolving the device paths). Raises
     SandboxError when the temp or cache dir is one that cannot be granted (`/`, or in
@@ -293,16 +346,25 @@ def decide(f: Facts) -> Grants:
         raise SandboxError(f"the lane worktree {f.lane_path} encloses {hit}")
     if f.rerere:
         writable.append(os.path.join(common, "rr-cache"))
-    for what, d in (("temp dir (TMPDIR)", f.tmp), ("cache dir (XDG_CACHE_HOME)", f.cache)):
-        hit = "/" if d == "/" else fence.inside(d)
+    # the temp dir is not granted, but CMD's private one is made in it; CMD's own cache
+    # dir (in XDG_CACHE_HOME) is granted whole
+    pc = f.private_cache
+    for what, d in (("temp dir (TMPDIR)", f.tmp), ("cache dir CMD gets (in XDG_CACHE_HOME)", pc)):
+        if not d:
+            continue
+        hit = "/" if d == "/" else fence.inside(d) or _code_hit(f, d, under=d == pc)
+        if hit is None and d == pc:
+            hit = fence.encloses(d)
         if hit is not None:
             nxt = []
-            if d == f.tmp and fence.inside(_real("/tmp")) is None and _real("/tmp") != "/":
+            tmp = _real("/tmp")
+            free = tmp != "/" and not fence.inside(tmp) and not _code_hit(f, tmp, False)
+            if d == f.tmp and free:
                 nxt = ["env TMPDIR=/tmp"]  # exec puts the command after it
             raise SandboxError(
-                f"the {what} {d} " + ("is /" if hit == "/" else f"lies in {hit}")
-                + ": granting it would open the repository, a lane or everything; "
-                "point it at a directory of its own",
+                f"the {what} {d} " + ("is /" if hit == "/" else f"lies in or holds {hit}")
+                + ": granting it would open the repository, a lane, everything or "
+                f"{_CODE}; point it at a directory of its own",
                 nxt,
             )  # fmt: skip
     # never the shared temp dir: the engine's own temp files (clean gate worktrees, the
@@ -313,15 +375,16 @@ def decide(f: Facts) -> Grants:
         "other lanes' files): CMD gets a private one under it (TMPDIR, TMP, TEMP), made "
         "0700 by exec and removed when CMD ends"
     )
-    if fence.encloses(f.cache):
-        kids = [c for c in f.cache_entries if not fence.encloses(c) and not fence.inside(c)]
-        writable += kids
+    # the owner's cache dir is readable only: the owner's tools keep code there that they
+    # run later, unconfined (pre-commit's hook clones, the tools uvx runs)
+    if pc:
+        writable.append(pc)
         notes.append(
-            f"the cache dir {f.cache} holds lane worktrees (or the repository): only its "
-            "entries that hold none are writable, and no new entry can be made in it"
+            f"the cache dir {f.cache} is not writable (the owner's tools run code kept there): "
+            f"CMD gets its own, {pc} (XDG_CACHE_HOME, and PRE_COMMIT_HOME in it), made 0700 "
+            "by exec, kept between runs and removed when the lane is released; a tool CMD "
+            "points at the owner's cache (UV_CACHE_DIR, PIP_CACHE_DIR...) cannot write there"
         )
-    else:
-        writable.append(f.cache)
     for entry in f.extra:
         if not os.path.isabs(entry):
             raise BadGrant(entry, "is not an absolute path", [e for e in f.extra if e != entry])
@@ -333,8 +396,30 @@ def decide(f: Facts) -> Grants:
                 f"would open {hit} (the hub, a lane, the git dir or where lanes are made)",
                 [e for e in f.extra if e != entry],
             )
+        hit = _code_hit(f, real)
+        if hit is not None:
+            raise BadGrant(entry, f"would open {hit}, {_CODE}", [e for e in f.extra if e != entry])
         writable.append(real)
-    writable += [_real(d) for d in DEVICES]
+    # the devices pass the fence too: /dev/shm is a directory anything may live in (a
+    # repository on a RAM disk, TMPDIR=/dev/shm): left out when it holds what no grant may
+    for d in DEVICES:
+        real = _real(d)
+        hit = fence.encloses(real) or fence.inside(real) or _code_hit(f, real)
+        hit = hit or next((p for p in (f.tmp, f.cache) if p and _encloses(real, p)), None)
+        if hit is None:
+            writable.append(real)
+        else:
+            notes.append(
+                f"{d} is not writable: it is or holds {hit}, which no grant may open (the "
+                "repository, a lane, the temp or cache dir, code the owner runs); programs "
+                "that use shared memory there (shm_open, POSIX semaphores, python's "
+                "multiprocessing) fail"
+            )
+    if _real("/dev/shm") in writable:
+        notes.append(
+            "/dev/shm is writable (shm_open makes its files there, by name): so are the "
+            "shared-memory files other processes of this user keep there"
+        )
     out: list[str] = []
     for w in writable:
         if w not in out:
@@ -353,7 +438,12 @@ def decide(f: Facts) -> Grants:
     plain = [p for p in out if p in gits]
     store = [os.path.join(f.admin_dir, "objects")]
     return Grants(
-        writable=out, notes=notes, private_tmp_under=private_tmp, plain=plain, refer=store
+        writable=out,
+        notes=notes,
+        private_tmp_under=private_tmp,
+        plain=plain,
+        refer=store,
+        private_cache=pc,
     )
 
 
@@ -366,12 +456,15 @@ def facts(
     extra: Sequence[str],
     env: Mapping[str, str],
     roots: Sequence[str] = (),
+    lane_id: tuple[str, str] | None = None,
 ) -> Facts:
     """Facts from the repository's answers (worktree_paths: every worktree of it; roots:
-    where lanes are made)."""
+    where lanes are made; lane_id: the repository's slug and the lane's key, which name
+    CMD's own cache dir)."""
     lane_real = _real(lane_path)
     common_real = _real(common)
     dotgit = os.path.join(lane_real, ".git")
+    from guard import binding
     from guard.git import read_admin  # the lane's to write: a FIFO there never blocks
 
     try:
@@ -402,10 +495,12 @@ def facts(
     # `~/.codex` is the user's (exec's HOME); anything else must be absolute
     extra = [home + e[1:] if e == "~" or e.startswith("~/") else e for e in extra]
     cache = _real(env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"))
-    try:
-        entries = sorted(e.path for e in os.scandir(cache) if e.is_dir(follow_symlinks=False))
-    except OSError:
-        entries = []
+    code = [os.path.dirname(os.path.abspath(__file__))]  # the guard package
+    code += [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.executable]
+    if site.ENABLE_USER_SITE:  # its .pth files run in every python the owner starts
+        code.append(site.getusersitepackages())
+    code += [env.get(binding.PYPATH, ""), env.get(binding.PYTHON, "")]
+    code.append(env.get("PRE_COMMIT_HOME") or os.path.join(cache, "pre-commit"))
     return Facts(
         lane_path=lane_real,
         admin_dir=admin,
@@ -415,9 +510,10 @@ def facts(
         rerere=rerere,
         tmp=tmp,
         cache=cache,
-        cache_entries=entries,
         extra=list(extra),
         roots=sorted({_real(r) for r in [*roots, os.path.join(cache, "git-lane")]}),
+        private_cache=private_cache(cache, *lane_id) if lane_id else "",
+        code=sorted({_real(c) for c in code if c and os.path.isabs(c)}),
     )
 
 
@@ -454,6 +550,7 @@ def grants(repo: Repo, rec: LaneRecord, env: Mapping[str, str] | None = None) ->
         extra,
         os.environ if env is None else env,
         roots,
+        (repo.slug, rec.key),
     )
     return decide(f)
 

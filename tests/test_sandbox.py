@@ -321,8 +321,8 @@ def test_decide_is_narrow() -> None:
         rerere=True,
         tmp="/tmp",
         cache="/w",
-        cache_entries=["/w/lanes", "/w/pip"],
         extra=[],
+        private_cache="/w/git-lane-sandbox/r-1/a",
     )
     g = sandbox.decide(f)
     assert g.writable[:6] == [
@@ -333,7 +333,8 @@ def test_decide_is_narrow() -> None:
         "/r/.git/logs/refs/heads/lane",
         "/r/.git/rr-cache",
     ]
-    assert "/w/pip" in g.writable
+    # never the owner's cache dir nor an entry of it: CMD gets its own
+    assert "/w/git-lane-sandbox/r-1/a" in g.writable and "/w/pip" not in g.writable
     # never the shared temp dir: CMD gets a private one under it
     assert "/tmp" not in g.writable and g.private_tmp_under == "/tmp"
     assert "/w" not in g.writable and "/w/lanes" not in g.writable
@@ -343,6 +344,13 @@ def test_decide_is_narrow() -> None:
         sandbox.decide(sandbox.Facts(**{**f.__dict__, "extra": ["/"]}))
     with pytest.raises(sandbox.SandboxError):
         sandbox.decide(sandbox.Facts(**{**f.__dict__, "main_ref": "refs/heads/lane/x"}))
+    # nothing that holds code the owner runs (refused), no /dev/shm holding the temp dir
+    for bad in ("/opt", "/opt/py/lib"):
+        with pytest.raises(sandbox.BadGrant, match="code the owner runs"):
+            sandbox.decide(sandbox.Facts(**{**f.__dict__, "code": ["/opt/py"], "extra": [bad]}))
+    shm = sandbox.decide(sandbox.Facts(**{**f.__dict__, "tmp": os.path.realpath("/dev/shm")}))
+    assert os.path.realpath("/dev/shm") not in shm.writable, shm.writable
+    assert "/dev/null" in shm.writable
     assert sandbox.handled(1) == (1 << 13) - 1
     assert sandbox.handled(3) & sandbox.TRUNCATE and not sandbox.handled(3) & sandbox.IOCTL_DEV
     assert sandbox.handled(7) & sandbox.IOCTL_DEV and sandbox.handled(2) & sandbox.REFER
@@ -469,26 +477,31 @@ def _events(hub: Repo) -> list[dict[str, Any]]:
 
 # -- what --explain lists is what is granted; what cannot be granted is refused -------------
 def test_explain_lists_the_real_grants_with_one_lane(hub: Repo) -> None:
-    """The only lane lives in the cache dir (the default worktrees_root): the cache dir is
-    not granted (it would open lanes made later and other repositories' lanes), only its
-    entries that hold no lane, and --explain lists exactly that."""
+    """The only lane lives in the cache dir (the default worktrees_root): neither the
+    cache dir nor an entry of it is granted (it would open lanes made later, other
+    repositories' lanes, and code the owner's tools keep there), only CMD's own cache dir
+    once exec made it, and --explain lists exactly that."""
     cache = Path(os.environ["XDG_CACHE_HOME"]).resolve()
     (cache / "pip").mkdir(parents=True)
     lane_path = hub.create("alpha").resolve()
+    r = hub.lane(
+        "exec", "--sandbox", "alpha", "--", "sh", "-c",
+        f"touch {shlex.quote(str(cache / 'new'))} || "
+        f"touch {shlex.quote(str(cache / 'pip/new'))} || "
+        f"mkdir {shlex.quote(str(cache / 'git-lane/worktrees/later'))} || echo DENIED",
+    )  # fmt: skip
+    assert r.stdout.strip() == "DENIED", r.stdout + r.stderr
+    assert not (cache / "new").exists() and not (cache / "pip/new").exists()
     j = hub.lane("--json", "exec", "--sandbox", "--explain", "alpha").json
     w = j["writable"]
-    assert str(cache / "pip") in w
+    from guard.repo import Repo as GRepo
+
+    own = cache / "git-lane-sandbox" / GRepo.discover(hub.path).slug / "alpha"
+    assert str(own) in w and str(cache / "pip") not in w, w
     for p in w:
         assert os.path.exists(p), p  # nothing listed that prepare() leaves out
         assert p == str(lane_path) or not lane_path.is_relative_to(p), p
     assert str(cache) not in w and str(cache / "git-lane") not in w
-    r = hub.lane(
-        "exec", "--sandbox", "alpha", "--", "sh", "-c",
-        f"touch {shlex.quote(str(cache / 'new'))} || "
-        f"mkdir {shlex.quote(str(cache / 'git-lane/worktrees/later'))} || echo DENIED",
-    )  # fmt: skip
-    assert r.stdout.strip() == "DENIED", r.stdout + r.stderr
-    assert not (cache / "new").exists()
     assert "private TMPDIR" in hub.lane("exec", "alpha", "--explain").stdout
 
 
@@ -588,7 +601,6 @@ def test_decide_refuses_a_lane_that_encloses_the_repository() -> None:
         rerere=False,
         tmp="/tmp",
         cache="/c",
-        cache_entries=[],
         extra=[],
     )
     with pytest.raises(sandbox.SandboxError, match="encloses"):

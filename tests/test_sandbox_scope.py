@@ -45,11 +45,8 @@ echo "TMPDIR=$TMPDIR TMP=$TMP TEMP=$TEMP"
 stat -c 'MODE %a' "$TMPDIR"
 echo x > "$1/planted" 2>/dev/null && echo CASE shared_writable
 python3 -c 'import tempfile; f = tempfile.NamedTemporaryFile(); f.write(b"x"); print("PY", f.name)'
-echo cached > "$HOME/.cache/scope-test/f" && echo CACHE ok
+mkdir -p "$XDG_CACHE_HOME/scope-test" && echo cached > "$XDG_CACHE_HOME/scope-test/f" && echo CACHE ok
 """
-    # an existing entry of the cache dir (which holds the lanes: no new entry there)
-    made = hub.lane("exec", "alpha", "--", "sh", "-c", 'mkdir -p "$HOME/.cache/scope-test"')
-    assert made.rc == 0, made.stderr
     r = _exec(hub, tmp_path, body, str(tmp), env={"TMPDIR": str(tmp)})
     assert r.rc == 0, r.stderr
     line = next(ln for ln in r.stdout.splitlines() if ln.startswith("TMPDIR="))
@@ -103,6 +100,195 @@ def test_clean_gate_worktree_of_another_lane_out_of_reach(hub: Repo, tmp_path: P
     finally:
         attacker.kill()
         attacker.wait()
+
+
+# -- red team 13U, finding 4: code the owner runs later --------------------------------------
+def _private_cache(hub: Repo, key: str = "alpha") -> Path:
+    from guard.repo import Repo as GRepo
+
+    cache = Path(os.environ["XDG_CACHE_HOME"]).resolve()
+    return cache / "git-lane-sandbox" / GRepo.discover(hub.path).slug / key
+
+
+def test_pre_commits_hook_clones_in_the_owners_cache_are_out_of_cmds_reach(
+    hub: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red team 13U finding 4. pre-commit clones each hook repository into the owner's
+    cache dir (`$XDG_CACHE_HOME/pre-commit/repo*`) and runs the hook from that clone,
+    unconfined, at the owner's next `pre-commit run`. The owner's cache dir is not
+    writable from the sandbox: CMD gets its own (XDG_CACHE_HOME, PRE_COMMIT_HOME in it),
+    kept between its runs, and the owner's hook clone stays as pre-commit made it."""
+    import shutil
+
+    if shutil.which("pre-commit") is None:
+        pytest.skip("pre-commit is not installed")
+    monkeypatch.delenv("PRE_COMMIT_HOME", raising=False)
+    hooks = tmp_path / "hookrepo"
+    hooks.mkdir()
+    (hooks / ".pre-commit-hooks.yaml").write_text(
+        "- id: check\n  name: check\n  entry: ./check.sh\n  language: script\n"
+        "  pass_filenames: false\n"
+    )
+    (hooks / "check.sh").write_text("#!/bin/sh\necho checked\n")
+    (hooks / "check.sh").chmod(0o755)
+    subprocess.run(["git", "init", "-q"], cwd=hooks, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=hooks, check=True)
+    subprocess.run(["git", "commit", "-qm", "hooks"], cwd=hooks, check=True)
+    rev = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=hooks, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    (hub.path / ".pre-commit-config.yaml").write_text(
+        f"repos:\n- repo: {hooks}\n  rev: {rev}\n  hooks:\n  - id: check\n"
+    )
+    first = subprocess.run(
+        ["pre-commit", "run", "--all-files"], cwd=hub.path, capture_output=True, text=True
+    )
+    assert first.returncode == 0, first.stdout + first.stderr
+    owners = Path(os.environ["XDG_CACHE_HOME"]) / "pre-commit"
+    assert list(owners.glob("repo*/check.sh"))
+    lane_path = hub.create("alpha")
+    marker = tmp_path / "PWNED"
+    direct = tmp_path / "direct"
+    body = (
+        f'touch {direct} 2>/dev/null; echo "CACHE $XDG_CACHE_HOME $PRE_COMMIT_HOME"; '
+        f"for f in {owners}/repo*/check.sh; do "
+        f"printf '#!/bin/sh\\nid > {marker}\\n' > \"$f\" && echo REWROTE; done; "
+        'mkdir -p "$XDG_CACHE_HOME/pip" && echo kept > "$XDG_CACHE_HOME/pip/f"; exit 0'
+    )
+    r = hub.lane("exec", "--sandbox", "alpha", "--", "sh", "-c", body, cwd=lane_path)
+    assert r.rc == 0 and not direct.exists(), (r.stdout, r.stderr)  # CMD itself is confined
+    own = _private_cache(hub)
+    assert f"CACHE {own} {own}/pre-commit" in r.stdout, r.stdout
+    assert "REWROTE" not in r.stdout, r.stdout
+    subprocess.run(["pre-commit", "run", "--all-files"], cwd=hub.path, capture_output=True)
+    assert not marker.exists(), "the owner's pre-commit ran code a sandboxed CMD wrote"
+    # CMD's own cache dir: 0700, kept between runs, gone with the lane
+    assert (own / "pip" / "f").read_text() == "kept\n"
+    assert own.stat().st_mode & 0o777 == 0o700
+    again = hub.lane("exec", "--sandbox", "alpha", "--", "cat", str(own / "pip" / "f"))
+    assert again.stdout == "kept\n", again.stderr
+    done = hub.lane("release", "alpha", "--confirm", "yes-discard-lane")
+    assert done.rc == 0, done.stderr
+    assert not own.exists(), "CMD's cache dir outlived its lane"
+
+
+def test_git_lane_run_from_the_cache_dir_is_out_of_cmds_reach(hub: Repo, tmp_path: Path) -> None:
+    """Red team 13U finding 4, git-lane's own case. A git-lane run the way `uvx` runs a
+    tool lives in the cache dir (`~/.cache/uv/archive-v0/<id>/.../guard`), and so do the
+    hooks' GITLANE_PYPATH and the land socket's child. A sandboxed CMD cannot append to
+    that guard package: the owner's next `git lane status` runs it as it was."""
+    import shutil
+
+    from conftest import ROOT
+
+    site = Path(os.environ["XDG_CACHE_HOME"]) / "uv" / "archive-v0" / "x1" / "site-packages"
+    site.mkdir(parents=True)
+    for part in ("guard", "hooks", "shims", "install"):  # as a wheel has them (resources.py)
+        if (ROOT / part).is_dir():
+            shutil.copytree(ROOT / part, site / part)
+    lane_path = hub.create("alpha")
+    marker = tmp_path / "PWNED"
+    payload = tmp_path / "payload.py"
+    payload.write_text(f"\nopen({str(marker)!r}, 'w').write('owner ran it')\n")
+    body = f"cat {payload} >> {site}/guard/__init__.py && echo APPENDED; exit 0"
+    r = hub.lane("exec", "--sandbox", "alpha", "--", "sh", "-c", body, cwd=lane_path)
+    assert r.rc == 0 and "APPENDED" not in r.stdout, (r.stdout, r.stderr)
+    owner_env = {**os.environ, "PYTHONPATH": str(site)}  # the owner's git-lane, from the cache
+    ran = subprocess.run(
+        [sys.executable, "-m", "guard", "status"], cwd=hub.path, env=owner_env,
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert not marker.exists(), "the owner's git-lane ran code a sandboxed CMD appended to it"
+
+
+def test_a_grant_of_the_code_git_lane_runs_is_refused(hub: Repo, tmp_path: Path) -> None:
+    """No `sandbox_writable` entry may enclose or lie in the code the owner runs outside
+    the sandbox: git-lane's own package, its python, the hooks' GITLANE_PYPATH, or
+    pre-commit's hook clones (PRE_COMMIT_HOME): refused (sandbox_failed), nothing run,
+    and the printed next (the other entries kept) lets exec run."""
+    import guard
+
+    lane_path = hub.create("alpha").resolve()
+    ok = tmp_path / "agent"
+    ok.mkdir()
+    pkg = Path(guard.__file__).resolve().parent
+    pre = Path(os.environ["XDG_CACHE_HOME"]) / "pre-commit"
+    pre.mkdir(parents=True)
+    ran = lane_path / "ran"
+    for bad in (pkg, pkg / "commands", Path(sys.prefix), pre, pre / "repoabc"):
+        hub.config("sandbox_writable", f"{ok},{bad}")
+        r = hub.lane("--json", "exec", "--sandbox", "alpha", "--", "touch", str(ran))
+        assert (r.rc, r.code) == (1, "sandbox_failed"), (bad, r.stdout, r.stderr)
+        assert "code the owner runs" in r.json["message"], r.json["message"]
+        assert not ran.exists()
+        (fix,) = r.json["next"][:1]
+        assert fix == f"git lane config set sandbox_writable {ok}", r.json["next"]
+    assert hub.lane(*fix.split()[2:]).rc == 0  # the next, as printed
+    done = hub.lane("exec", "--sandbox", "alpha", "--", "touch", str(ran))
+    assert done.rc == 0 and ran.exists(), done.stderr
+
+
+# -- red team 13U, finding 6: /dev/shm ----------------------------------------------------------
+def test_a_repository_under_dev_shm_stays_out_of_the_sandboxs_reach(
+    gitlane_on_path: Path, tmp_path: Path
+) -> None:
+    """Red team 13U finding 6. `/dev/shm` (granted for shm_open) passes the fence like
+    every other grant: for a repository that lives in /dev/shm (a RAM disk, CI) it is left
+    out, --explain says so, and a sandboxed CMD can write neither main's ref nor the hub."""
+    import shutil
+    import tempfile
+
+    if not os.path.isdir("/dev/shm") or not os.access("/dev/shm", os.W_OK):
+        pytest.skip("no writable /dev/shm")
+    base = Path(tempfile.mkdtemp(prefix="rt13u-", dir="/dev/shm"))
+    try:
+        hub = Repo(base / "hub")
+        hub.path.mkdir()
+        hub.git("init", "-q", "-b", "main")
+        hub.commit(hub.path, "a.txt", "base\n")
+        assert hub.lane("install").rc == 0
+        hub.config("gate_command", "true")
+        lane_path = hub.create("alpha")
+        main = hub.sha()
+        common = hub.common_dir
+        body = (
+            "/usr/bin/git -c core.hooksPath=/dev/null commit -q --allow-empty -m x; "
+            f"git rev-parse HEAD > {common}/refs/heads/main; "
+            f"printf pwned > {hub.path}/a.txt; exit 0"
+        )
+        r = hub.lane("exec", "--sandbox", "alpha", "--", "sh", "-c", body, cwd=lane_path)
+        assert r.rc == 0, r.stderr
+        moved = subprocess.run(
+            ["git", "rev-parse", "main"], cwd=hub.path, capture_output=True, text=True
+        ).stdout.strip()
+        hub_file = (hub.path / "a.txt").read_text()
+        assert (moved, hub_file) == (main, "base\n"), (r.stdout, r.stderr)
+        j = hub.lane("--json", "exec", "--sandbox", "--explain", "alpha").json
+        assert "/dev/shm" not in j["writable"], j["writable"]
+        assert any(n.startswith("/dev/shm is not writable") for n in j["notes"]), j["notes"]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_dev_shm_holding_the_temp_dir_is_not_granted(hub: Repo) -> None:
+    """TMPDIR=/dev/shm: /dev/shm holds the engine's shared temp files (clean gate
+    worktrees, land socket dirs), so it is not granted; CMD's private temp dir in it is,
+    and CMD cannot write next to it."""
+    if not os.path.isdir("/dev/shm") or not os.access("/dev/shm", os.W_OK):
+        pytest.skip("no writable /dev/shm")
+    hub.create("alpha")
+    env = {"TMPDIR": "/dev/shm"}
+    j = hub.lane("--json", "exec", "--sandbox", "--explain", "alpha", env=env).json
+    assert "/dev/shm" not in j["writable"], j["writable"]
+    name = f"/dev/shm/gitlane-fixE-{os.getpid()}"
+    body = f'printf x > "$TMPDIR/ok" && echo PRIVATE; printf x > {name} && echo SHARED; exit 0'
+    r = hub.lane("exec", "--sandbox", "alpha", "--", "sh", "-c", body, env=env)
+    try:
+        assert "PRIVATE" in r.stdout and "SHARED" not in r.stdout, (r.stdout, r.stderr)
+    finally:
+        if os.path.exists(name):
+            os.unlink(name)
 
 
 # -- finding 6: TIOCSTI ------------------------------------------------------------------------

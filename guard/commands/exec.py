@@ -576,13 +576,18 @@ def _confinement(
 ) -> tuple[sandbox.Prepared, seccomp.Seal, str | None]:
     """The Landlock ruleset for CMD and its seccomp filter (guard/seccomp.py), built here
     (the supervisor stays outside both), and the private temp dir made for CMD. Sets
-    GITLANE_SANDBOX and TMPDIR/TMP/TEMP (the private dir) in env, and drops from it the
+    GITLANE_SANDBOX, TMPDIR/TMP/TEMP (the private dir) and XDG_CACHE_HOME/PRE_COMMIT_HOME
+    (CMD's own cache dir, sandbox.cache_env) in env, and drops from it the
     names that point tools at servers outside the sandbox (UNSET_IN_SANDBOX)."""
     try:
         g = sandbox.grants(repo, rec, env)
     except sandbox.SandboxError as exc:
         again = retry.replace("git lane exec ", "git lane exec --sandbox ", 1)
         raise _sandbox_failed(repo, rec.key, str(exc), retry, _fix(exc, again)) from None
+    try:  # CMD's own cache dir: the owner's is not writable (code the owner runs is there)
+        env.update(sandbox.cache_env(g))
+    except sandbox.SandboxError as exc:
+        raise _sandbox_failed(repo, rec.key, str(exc), retry) from None
     rr = os.path.join(repo.common_dir, "rr-cache")
     if rr in g.writable and not os.path.isdir(rr):
         os.makedirs(rr, exist_ok=True)  # git would make it in the (unwritable) common dir

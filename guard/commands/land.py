@@ -841,7 +841,7 @@ def _run_gate(
             ruleset = sandbox.prepare(g, [*also, *([private] if private else [])])
             seal = seccomp.prepare()  # as CMD's: no TIOCSTI, no capabilities as root
             tmp = {n: private for n in ("TMPDIR", "TMP", "TEMP")} if private else {}
-            env = {"GITLANE_GATE_LANE": key, **tmp}
+            env = {"GITLANE_GATE_LANE": key, **tmp, **sandbox.cache_env(g)}
 
             def confine() -> None:
                 assert ruleset is not None

@@ -220,8 +220,22 @@ def _finish(repo: Repo, rec: LaneRecord, tip: str | None, **logged: object) -> N
     repo.store.drop_setup_manifest(rec.key)
     list_path(repo, rec.key).unlink(missing_ok=True)
     _prune_agent_excludes(repo, rec.key)
+    _drop_private_cache(repo, rec.key)
     repo.store.event("release", lane=rec.key, code="released", tip=tip, **logged)
     _end(repo, rec.key)
+
+
+def _drop_private_cache(repo: Repo, key: str) -> None:
+    """The cache dir a sandboxed CMD of the lane had (guard/sandbox.py private_cache) goes
+    with the lane: a lane made later under the same key starts with none. rmtree never
+    follows a link CMD made in it."""
+    import shutil
+
+    from guard import sandbox
+    from guard.config import cache_home
+
+    path = sandbox.private_cache(os.path.realpath(cache_home()), repo.slug, key)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 # -- a release killed part way ------------------------------------------------------------
