@@ -265,6 +265,26 @@ def test_main_symref_to_head_cannot_be_used_to_move_it(g: Guarded) -> None:
     assert sha(g.lane, "refs/heads/lane/x") == g.lane_tip
 
 
+@pytest.mark.parametrize("target", ["refs/heads/lane/x", "refs/remotes/o/x"])
+def test_main_symref_written_as_a_symbolic_link_cannot_be_used_to_move_it(
+    g: Guarded, target: str
+) -> None:
+    """`core.preferSymlinkRefs` makes `git symbolic-ref` write a symbolic link (`main ->
+    refs/heads/x`), which git reads as a symbolic ref: the hook reads the link's text as
+    git does, not the file the link names relative to refs/heads/."""
+    detach_hub(g)
+    git(g.lane, "update-ref", "refs/remotes/o/x", g.lane_tip)
+    link = g.repo.common_dir / "refs" / "heads" / "main"
+    git(g.lane, "-c", "core.preferSymlinkRefs=true", "symbolic-ref", "refs/heads/main", target)
+    assert link.is_symlink()
+    assert sha(g.hub, "refs/heads/main") == g.lane_tip  # unseen on git 2.39
+    if target == "refs/heads/lane/x":
+        assert_refused(commit_file(g.lane, "y.txt", "y\n"))
+    else:
+        assert_refused(run(g.lane, "update-ref", target, g.main))
+    assert sha(g.hub, "refs/heads/main") == g.lane_tip
+
+
 @pytest.mark.parametrize("shape", ["loop", "deep", "unreadable"])
 def test_main_symref_chain_that_cannot_be_followed_refuses_every_ref_in_it(
     g: Guarded, shape: str
