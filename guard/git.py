@@ -866,9 +866,13 @@ def is_ancestor(cwd: Where, a: str, b: str) -> bool:
     return res.returncode == 0
 
 
-def symref(cwd: Where, ref: str) -> str | None:
-    """What `ref` points to when it is a symbolic ref, else None."""
-    res = run(["symbolic-ref", "-q", ref], cwd, check=False)
+def symref(cwd: Where, ref: str, *, first: bool = False) -> str | None:
+    """What `ref` points to when it is a symbolic ref, else None: the end of its chain of
+    symbolic refs (git's default), or with `first` the ref it names itself (a git before
+    2.39 has no --no-recurse: then the end too)."""
+    res = run(["symbolic-ref", "-q", *(["--no-recurse"] if first else []), ref], cwd, check=False)
+    if first and res.returncode == 129:
+        res = run(["symbolic-ref", "-q", ref], cwd, check=False)
     target = res.stdout.strip()
     return target if res.ok and target else None
 

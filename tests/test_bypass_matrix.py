@@ -339,6 +339,16 @@ ROWS: tuple[Row, ...] = (
         ("main",),
     ),
     Row(
+        "symref_main_moved",
+        "main a symbolic ref to `refs/remotes/o/x` (unseen), then `git update-ref refs/remotes/o/x`",
+        '$GIT update-ref refs/remotes/o/x "$TIP"',
+        "main",
+        MMR,
+        MMR,
+        EACCES,
+        pre='$REAL update-ref refs/remotes/o/x "$MAIN" && $REAL symbolic-ref refs/heads/main refs/remotes/o/x',
+    ),
+    Row(
         "worktree_add_force",
         "`git worktree add --force DIR main`, then commit there",
         '$GIT worktree add -q --force "$SCR/wt" main && cd "$SCR/wt" && $GIT commit -q --no-verify --allow-empty -m x',

@@ -163,6 +163,160 @@ def test_symbolic_ref_at_main_cannot_be_used_to_move_it(g: Guarded) -> None:
     assert sha(g.hub, "refs/heads/lane/x") == g.lane_tip
 
 
+@pytest.mark.parametrize(
+    "target", ["refs/remotes/o/x", "refs/notes/x", "refs/tags/x", "refs/prefetch/o/x", "refs/x"]
+)
+def test_main_symref_outside_refs_heads_cannot_be_used_to_move_it(g: Guarded, target: str) -> None:
+    """A symbolic main leads to a ref of any namespace: every update of that ref, in any
+    spelling, is main's (the hook's fast path skips refs/remotes/*, refs/notes/*... only
+    while main is no symbolic ref). Other refs of the namespace stay free."""
+    detach_hub(g)
+    git(g.lane, "update-ref", target, g.main)
+    git(g.lane, "symbolic-ref", "refs/heads/main", target)  # unseen on git 2.39
+    main_is(g, g.main)
+    assert_refused(run(g.lane, "update-ref", target, g.lane_tip))
+    assert_refused(run(g.lane, "update-ref", "--stdin", input=f"update {target} {g.lane_tip}\n"))
+    assert_refused(run(g.lane, "update-ref", "--no-deref", target, g.lane_tip))
+    assert_refused(run(g.lane, "update-ref", "-d", target))
+    assert_refused(run(g.lane, "update-ref", "refs/heads/main", g.lane_tip))
+    if target.startswith("refs/remotes/"):
+        assert_refused(run(g.lane, "fetch", "-q", ".", f"+refs/heads/lane/x:{target}"))
+        assert_ok(run(g.lane, "fetch", "-q", ".", "+refs/heads/lane/x:refs/remotes/o/y"))
+    if target.startswith("refs/notes/"):
+        assert_refused(run(g.lane, "notes", "--ref=x", "add", "-m", "n", "HEAD"))
+        assert_ok(run(g.lane, "notes", "--ref=y", "add", "-m", "n", "HEAD"))
+    if target.startswith("refs/tags/"):
+        assert_refused(run(g.lane, "tag", "-f", "x", g.lane_tip))
+    main_is(g, g.main)
+    assert sha(g.lane, "refs/heads/main") == g.main
+    assert_ok(run(g.lane, "update-ref", "refs/remotes/o/other", g.lane_tip))
+    assert_ok(commit_file(g.lane, "y.txt", "y\n"))  # the lane's own work goes on
+
+
+def test_main_symref_chain_cannot_be_used_to_move_it(g: Guarded) -> None:
+    """main -> refs/heads/a -> refs/heads/b -> refs/remotes/o/b: git hands the hook only
+    the ref it writes, so every ref of the chain is main's: a commit with b checked out,
+    `git branch -f`, update-ref through or at any level, a fetch into the chain's end."""
+    detach_hub(g)
+    git(g.lane, "update-ref", "refs/remotes/o/b", g.main)
+    git(g.lane, "symbolic-ref", "refs/heads/b", "refs/remotes/o/b")
+    git(g.lane, "symbolic-ref", "refs/heads/a", "refs/heads/b")
+    git(g.lane, "symbolic-ref", "refs/heads/main", "refs/heads/a")  # unseen on git 2.39
+    main_is(g, g.main)
+    for ref in ("refs/heads/a", "refs/heads/b", "refs/remotes/o/b"):
+        assert_refused(run(g.lane, "update-ref", ref, g.lane_tip))
+        assert_refused(run(g.lane, "update-ref", "--no-deref", ref, g.lane_tip))
+        assert_refused(run(g.lane, "update-ref", "--stdin", input=f"update {ref} {g.lane_tip}\n"))
+    assert_refused(run(g.lane, "branch", "-f", "b", g.lane_tip))
+    assert_refused(run(g.lane, "fetch", "-q", ".", "+refs/heads/lane/x:refs/remotes/o/b"))
+    other = g.hub.parent / "other"
+    git(g.hub, "worktree", "add", "-q", "--detach", str(other), g.main)
+    git(other, "switch", "-q", "b")  # HEAD -> b -> refs/remotes/o/b: main's too
+    assert_refused(commit_file(other, "o.txt", "o\n"))
+    assert_refused(run(other, "commit", "-q", "--no-verify", "--allow-empty", "-m", "o"))
+    main_is(g, g.main)
+    assert sha(g.lane, "refs/remotes/o/b") == g.main
+
+
+@pytest.mark.parametrize("target", ["refs/bisect/x", "refs/worktree/x", "refs/rewritten/x"])
+def test_main_symref_to_a_per_worktree_ref_cannot_be_used_to_move_it_in_any_worktree(
+    g: Guarded, target: str
+) -> None:
+    """A per-worktree target (each worktree has its own refs/bisect/*, refs/worktree/*,
+    refs/rewritten/*): main reads differently in each worktree, and the hook follows the
+    chain in every one of them: the target is main's in every worktree, however it is
+    named (main-worktree/..., worktrees/<id>/...), and so is what it leads to in any."""
+    detach_hub(g)
+    lane_id = Path(git(g.lane, "rev-parse", "--git-dir").stdout.strip()).name
+    git(g.hub, "update-ref", target, g.main)
+    git(g.lane, "update-ref", target, g.main)
+    git(g.lane, "branch", "side", g.main)
+    git(g.lane, "symbolic-ref", "refs/heads/main", target)  # unseen on git 2.39
+    main_is(g, g.main)
+    assert sha(g.lane, "refs/heads/main") == g.main
+    for where in (g.hub, g.lane):
+        assert_refused(run(where, "update-ref", target, g.lane_tip))
+        assert_refused(run(where, "update-ref", "-d", target))
+    assert_refused(run(g.lane, "update-ref", f"main-worktree/{target}", g.lane_tip))
+    assert_refused(run(g.hub, "update-ref", f"worktrees/{lane_id}/{target}", g.lane_tip))
+    main_is(g, g.main)
+    assert sha(g.lane, "refs/heads/main") == g.main
+    # in the lane, the target leads on to a branch: main's there, so in every worktree
+    git(g.lane, "symbolic-ref", target, "refs/heads/side")  # unseen
+    assert_refused(run(g.hub, "update-ref", "refs/heads/side", g.lane_tip))
+    assert_refused(run(g.hub, "branch", "-f", "side", g.lane_tip))
+    assert sha(g.lane, "refs/heads/main") == g.main
+    if target == "refs/bisect/x":  # git bisect writes refs/bisect/*
+        git(g.hub, "symbolic-ref", "refs/heads/main", "refs/bisect/bad")
+        assert_refused(run(g.lane, "bisect", "start", "lane/x", g.main))
+        assert sha(g.lane, "refs/bisect/bad") is None
+
+
+def test_main_symref_to_head_cannot_be_used_to_move_it(g: Guarded) -> None:
+    """main -> HEAD (a root ref, one per worktree): a detached HEAD moving, or a commit on
+    the branch HEAD names, in any worktree, moves main as that worktree reads it."""
+    detach_hub(g)
+    git(g.lane, "symbolic-ref", "refs/heads/main", "HEAD")  # unseen on git 2.39
+    main_is(g, g.main)
+    assert_refused(run(g.hub, "checkout", "-q", "--detach", "lane/x"))
+    assert_refused(run(g.hub, "update-ref", "--no-deref", "HEAD", g.lane_tip))
+    assert_refused(commit_file(g.lane, "y.txt", "y\n"))
+    main_is(g, g.main)
+    assert sha(g.lane, "refs/heads/lane/x") == g.lane_tip
+
+
+@pytest.mark.parametrize("target", ["refs/heads/lane/x", "refs/remotes/o/x"])
+def test_main_symref_written_as_a_symbolic_link_cannot_be_used_to_move_it(
+    g: Guarded, target: str
+) -> None:
+    """`core.preferSymlinkRefs` makes `git symbolic-ref` write a symbolic link (`main ->
+    refs/heads/x`), which git reads as a symbolic ref: the hook reads the link's text as
+    git does, not the file the link names relative to refs/heads/."""
+    detach_hub(g)
+    git(g.lane, "update-ref", "refs/remotes/o/x", g.lane_tip)
+    link = g.repo.common_dir / "refs" / "heads" / "main"
+    git(g.lane, "-c", "core.preferSymlinkRefs=true", "symbolic-ref", "refs/heads/main", target)
+    assert link.is_symlink()
+    assert sha(g.hub, "refs/heads/main") == g.lane_tip  # unseen on git 2.39
+    if target == "refs/heads/lane/x":
+        assert_refused(commit_file(g.lane, "y.txt", "y\n"))
+    else:
+        assert_refused(run(g.lane, "update-ref", target, g.main))
+    assert sha(g.hub, "refs/heads/main") == g.lane_tip
+
+
+@pytest.mark.parametrize("shape", ["loop", "deep", "unreadable"])
+def test_main_symref_chain_that_cannot_be_followed_refuses_every_ref_in_it(
+    g: Guarded, shape: str
+) -> None:
+    """A chain the hook cannot follow to its end (a loop, more levels than git follows,
+    a ref file git cannot read as a ref): it cannot tell what main is, so every update
+    of a ref it did reach is refused [hook_facts_unknown]."""
+    detach_hub(g)
+    heads = g.repo.common_dir / "refs" / "heads"
+    if shape == "loop":
+        git(g.lane, "symbolic-ref", "refs/heads/a", "refs/heads/b")
+        git(g.lane, "symbolic-ref", "refs/heads/b", "refs/heads/a")
+    elif shape == "deep":
+        for i in range(9):
+            git(
+                g.lane,
+                "symbolic-ref",
+                f"refs/heads/a{i}" if i else "refs/heads/a",
+                f"refs/heads/a{i + 1}",
+            )
+        git(g.lane, "update-ref", "refs/heads/a9", g.main)
+    else:
+        git(g.lane, "update-ref", "refs/heads/b", g.main)
+        (heads / "a").write_text("ref: refs/heads/b\nref: refs/heads/c\n")
+    git(g.lane, "symbolic-ref", "refs/heads/main", "refs/heads/a")  # unseen on git 2.39
+    res = run(g.lane, "update-ref", "--no-deref", "refs/heads/a", g.lane_tip)
+    assert_refused(res, "hook_facts_unknown")
+    assert "refs/heads/a" in res.stderr
+    assert (heads / "main").read_text().strip() == "ref: refs/heads/a"
+    assert_ok(commit_file(g.lane, "y.txt", "y\n"))  # refs outside the chain stay free
+
+
 def test_deleting_a_branch_that_is_not_main_is_fine(g: Guarded) -> None:
     git(g.lane, "branch", "scratch")
     assert_ok(run(g.lane, "branch", "-D", "scratch"))

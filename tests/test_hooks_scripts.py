@@ -195,6 +195,55 @@ def test_reference_transaction_fast_path_starts_nothing(
     assert not log.exists(), log.read_text()
 
 
+def test_reference_transaction_fast_path_reads_the_configured_main_without_a_fork(
+    repo: Repo, spy: tuple[dict[str, str], Path]
+) -> None:
+    """Before it skips HEAD or refs/remotes/* lines, the fast path looks whether main
+    (main, master, a `main_branch` of either config.toml) is a symbolic ref: by reading
+    files, never by starting git or Python."""
+    env, log = spy
+    install(repo)
+    git(repo.path, "branch", "trunk")
+    repo.state_dir.mkdir(parents=True, exist_ok=True)
+    (repo.state_dir / "config.toml").write_text('gate = "make"\nmain_branch = "trunk" # ours\n')
+    a, b = "1" * 40, "2" * 40
+    res = _run_hook(repo, "reference-transaction", ["prepared"], f"{a} {b} HEAD\n", env)
+    assert res.returncode == 0, res.stderr
+    assert not log.exists(), log.read_text()
+
+
+@pytest.mark.parametrize("name", ["main", "trunk"])
+def test_reference_transaction_fast_path_skips_nothing_of_a_symbolic_mains(
+    repo: Repo, name: str
+) -> None:
+    """main (or the configured name) a symbolic ref: the lines the fast path skips
+    (refs/remotes/*, HEAD, ...) are decided too, and the ones main leads to refused."""
+    install(repo)
+    main = sha(repo.path, "refs/heads/main")
+    assert main
+    git(repo.path, "switch", "-q", "--detach")
+    if name != "main":
+        git(repo.path, "branch", name)
+        repo.state_dir.mkdir(parents=True, exist_ok=True)
+        (repo.state_dir / "config.toml").write_text(f"main_branch = '{name}'\n")
+    git(repo.path, "update-ref", "refs/remotes/o/t", main)
+    git(repo.path, "symbolic-ref", f"refs/heads/{name}", "refs/remotes/o/t")
+    b = "2" * 40
+    env = dict(os.environ)
+    for line in (f"{main} {b} refs/remotes/o/t", f"{main} {b} main-worktree/refs/remotes/o/t"):
+        res = _run_hook(
+            repo, "reference-transaction", ["prepared"], f"{main} {b} HEAD\n{line}\n", env
+        )
+        if "main-worktree/" in line:  # a shared ref has no such prefix: another ref
+            assert res.returncode == 0, res.stderr
+        else:
+            assert_refused(res)
+    res = _run_hook(
+        repo, "reference-transaction", ["prepared"], f"{main} {b} refs/remotes/o/u\n", env
+    )
+    assert res.returncode == 0, res.stderr
+
+
 def test_reference_transaction_decides_in_preparing_too(repo: Repo) -> None:
     install(repo)
     main = sha(repo.path, "refs/heads/main")

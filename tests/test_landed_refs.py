@@ -161,6 +161,24 @@ def test_main_made_a_symbolic_ref_is_made_plain_at_the_landed_tip(
     assert sha(repo.path, "refs/heads/main") == b and sha(repo.path, "refs/heads/side") == a
 
 
+def test_main_made_a_symbolic_ref_chain_is_made_plain_naming_its_own_target(
+    landed2: tuple[Repo, list[str], list[str]],
+) -> None:
+    """main -> refs/heads/x -> refs/heads/y: restore-main names x, the ref main itself
+    pointed to (git's symbolic-ref names the chain's end), and leaves x and y alone."""
+    repo, (a, b), _ = landed2
+    git(repo.path, "switch", "-q", "--detach")
+    git(repo.path, "branch", "y", a)
+    git(repo.path, "symbolic-ref", "refs/heads/x", "refs/heads/y")
+    git(repo.path, "symbolic-ref", "refs/heads/main", "refs/heads/x")
+    r = repo.jlane("restore-main")
+    assert (r.rc, r.code) == (0, "restored"), r.stdout + r.stderr
+    assert r.json["main"]["was_symref_to"] == "refs/heads/x"
+    assert sha(repo.path, "refs/heads/main") == b
+    assert git(repo.path, "symbolic-ref", "refs/heads/x").stdout.strip() == "refs/heads/y"
+    assert sha(repo.path, "refs/heads/y") == a
+
+
 # -- restore-main refuses what it must not do ----------------------------------------------
 @pytest.mark.parametrize("env", [{"GITLANE_ROLE": "worker"}, {"GITLANE_LANE": "a"}])
 def test_restore_main_is_refused_to_workers(

@@ -67,7 +67,7 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
             next=["git lane doctor"],
             details={"epoch": last.epoch, "landed": last.sha, "from": where},
         )
-    target = git.symref(repo.common_dir, main_ref)
+    target = git.symref(repo.common_dir, main_ref, first=True)  # main's own, not its chain's end
     cur = repo.ref_sha(main_ref) or "0" * len(last.sha)  # a dangling symbolic main: none
     details = {
         "main": cur,
