@@ -223,7 +223,7 @@ def _sweep_gate_worktrees(repo: Repo) -> list[dict[str, Any]]:
     from guard import gate
     from guard.store import FileLock
 
-    wts = repo.worktrees()
+    wts = repo.owned_worktrees()  # never a path a lane's admin dir names
     if not any(
         w.branch is None and os.path.basename(w.path).startswith(gate.CLEAN_PREFIX) for w in wts
     ):
@@ -232,7 +232,7 @@ def _sweep_gate_worktrees(repo: Repo) -> list[dict[str, Any]]:
     if not fl.acquire(timeout=0):
         return []
     try:
-        gone = gate.sweep(repo.common_dir, repo.worktrees())
+        gone = gate.sweep(repo.common_dir, repo.owned_worktrees())
     finally:
         fl.release()
     return [{"action": "gate_worktree_removed", "path": p} for p in gone]
