@@ -404,7 +404,43 @@ class Repo:
             from guard.errors import GitError
 
             raise GitError(res.argv, res.returncode, res.stdout, res.stderr)
-        return git.parse_worktrees(res.stdout)
+        return self._one_per_path(git.parse_worktrees(res.stdout), recs)
+
+    def _one_per_path(self, wts: list[git.Worktree], recs: list[LaneRecord]) -> list[git.Worktree]:
+        """git lists a lane's admin dir at the path its `gitdir` names with the HEAD its
+        HEAD file says, both the lane's to write: a lane naming another lane's path (or
+        the hub's) adds a second entry there, and a lookup by path (git.by_path) could
+        take the lane's word for the other's branch and HEAD (release would miss its
+        detached commits). Two entries at one path are one too many: the one kept is the
+        main worktree, or the one whose branch and HEAD the admin dir trusted state names
+        for that path says (the lane's by its record, the owner's by owned_worktrees);
+        none when no trusted admin dir names that path. Nothing is read unless two
+        entries share a path."""
+        reals = [os.path.realpath(w.path) for w in wts]
+        if len(set(reals)) == len(reals):
+            return wts
+        truth: dict[str, tuple[str | None, str | None]] = {}
+        for key in self._owned_admins():
+            truth.setdefault(key[0], (key[1], key[2]))
+        for rec in recs:
+            admin = self.store.admin_dir(rec) if rec.status != "released" else None
+            try:
+                head = git.read_admin(admin / "HEAD", limit=1 << 12).rstrip("\n") if admin else ""
+            except OSError:
+                head = ""
+            ref = head[len("ref: ") :] if head.startswith("ref: ") else None
+            truth[os.path.realpath(rec.path)] = (ref, None if ref or not head else head)
+        out: list[git.Worktree] = []
+        taken: set[str] = set()
+        for i, (wt, real) in enumerate(zip(wts, reals, strict=True)):
+            if real in taken:
+                continue
+            alone = reals.count(real) == 1
+            said = (wt.branch, None if wt.branch else wt.head)
+            if alone or (i == 0 and not wt.bare) or truth.get(real) == said:
+                out.append(wt)
+                taken.add(real)
+        return out
 
     def lane_heads(self, recs: list[LaneRecord] | None = None) -> dict[str, str]:
         """Each active lane's admin dir (from trusted state, there as a directory) and the

@@ -1111,3 +1111,22 @@ def test_the_owners_own_linked_worktree_on_main_is_still_the_hub(
     _names(alpha, "refs/heads/main", own)  # the same path and branch as the owner's
     r = repo.jlane("status")
     assert r.rc == 0 and os.path.realpath(r.json["hub"]["path"]) == os.path.realpath(own)
+
+
+def test_a_lane_naming_another_lanes_path_never_hides_its_detached_commits(
+    repo: Repo,
+) -> None:
+    """Lane alpha names lane beta's path and beta's branch in its own admin dir: git then
+    lists two worktrees at beta's path, and release beta (unconfirmed) took alpha's word
+    that beta was on its branch, so beta's commits on a detached HEAD were discarded
+    without a word. One entry per path is kept: the one beta's own admin dir says."""
+    alpha = repo.create("alpha")
+    beta = repo.create("beta")
+    git(beta, "checkout", "-q", "--detach")
+    (beta / "w.txt").write_text("w\n")
+    git(beta, "add", "w.txt")
+    git(beta, "commit", "-q", "-m", "detached work")
+    _names(alpha, "refs/heads/lane/beta", beta)
+    r = repo.jlane("release", "beta")
+    assert r.rc == 1 and r.code == "unlanded_work", r.stdout
+    assert beta.is_dir() and (beta / "w.txt").exists()
