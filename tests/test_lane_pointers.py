@@ -1130,3 +1130,28 @@ def test_a_lane_naming_another_lanes_path_never_hides_its_detached_commits(
     r = repo.jlane("release", "beta")
     assert r.rc == 1 and r.code == "unlanded_work", r.stdout
     assert beta.is_dir() and (beta / "w.txt").exists()
+
+
+def test_a_corrupt_record_is_never_rebuilt_at_a_path_another_lane_named(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """reconcile rebuilds an unreadable record from the worktree git lists on the lane's
+    branch: lane alpha naming lane/beta in its admin HEAD and a directory of its own
+    choosing in its `gitdir` (beta's worktree moved away meanwhile) would have beta's
+    record name that directory, which repair then checks beta out into and release
+    removes. Only a worktree whose `.git` and admin dir name each other, and whose admin
+    dir is no other lane's, is taken."""
+    alpha = repo.create("alpha")
+    beta = repo.create("beta")
+    x = tmp_path / "x"
+    x.mkdir()
+    (x / "mine.txt").write_text("not a lane's\n")
+    shutil.rmtree(beta)  # moved away by hand
+    _names(alpha, "refs/heads/lane/beta", x)
+    admin = Path(git(alpha, "rev-parse", "--absolute-git-dir").stdout.strip())
+    (x / ".git").write_text(f"gitdir: {admin}\n")  # the two name each other
+    (repo.common_dir / "git-lane" / "lanes" / "beta.json").write_text("{not json")
+    r = repo.jlane("reconcile")
+    acts = {c["action"]: c for c in r.json["changes"] if c.get("lane") == "beta"}
+    assert acts["record_rebuilt"]["path"] != str(x), r.stdout
+    assert (x / "mine.txt").exists()
