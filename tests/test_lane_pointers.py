@@ -1155,3 +1155,27 @@ def test_a_corrupt_record_is_never_rebuilt_at_a_path_another_lane_named(
     acts = {c["action"]: c for c in r.json["changes"] if c.get("lane") == "beta"}
     assert acts["record_rebuilt"]["path"] != str(x), r.stdout
     assert (x / "mine.txt").exists()
+
+
+def test_repair_never_moves_a_record_to_a_path_another_lane_named(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """repair moves a record that names a taken path (here the hub) to the worktree git
+    lists on the lane's branch: lane alpha naming lane/beta and a directory of its choosing
+    in its own admin dir (the directory's `.git` naming alpha's admin dir back) is never
+    taken for beta's checkout; beta goes back where create puts it."""
+    alpha = repo.create("alpha")
+    beta = repo.create("beta")
+    x = tmp_path / "x"
+    x.mkdir()
+    (x / "mine.txt").write_text("not a lane's\n")
+    shutil.rmtree(beta)
+    _names(alpha, "refs/heads/lane/beta", x)
+    admin = Path(git(alpha, "rev-parse", "--absolute-git-dir").stdout.strip())
+    (x / ".git").write_text(f"gitdir: {admin}\n")
+    _plant_path(repo, "beta", repo.path)
+    r = repo.jlane("repair", "beta")
+    assert r.rc == 0, r.stdout
+    rec = json.loads((repo.state_dir / "lanes" / "beta.json").read_text())
+    assert rec["path"] == str(beta) and rec["admin"] != admin.name, rec
+    assert (x / "mine.txt").exists() and (x / ".git").read_text() == f"gitdir: {admin}\n"
