@@ -437,7 +437,7 @@ class Repo:
                 continue
             alone = reals.count(real) == 1
             said = (wt.branch, None if wt.branch else wt.head)
-            if alone or (i == 0 and not wt.bare) or truth.get(real) == said:
+            if alone or i == 0 or truth.get(real) == said:  # the first: the main worktree
                 out.append(wt)
                 taken.add(real)
         return out

@@ -980,19 +980,27 @@ def test_status_never_runs_git_plain_in_a_hub_a_lane_named(repo: Repo, tmp_path:
     assert not marker.exists()
 
 
+@pytest.mark.parametrize("also", [False, True])
 def test_status_in_a_bare_repository_never_runs_git_plain_in_a_hub_a_lane_named(
-    repo: Repo, tmp_path: Path
+    repo: Repo, tmp_path: Path, also: bool
 ) -> None:
     """The same with no precondition on the owner: a bare repository has no hub, and no
-    lane makes one by naming main and a path in its admin dir."""
+    lane makes one by naming main and a path in its admin dir; `also` another lane names
+    the bare repository's own path (two entries there: the one git lists first, the bare
+    repository, stays the first, never the lane after it)."""
     bare = tmp_path / "repo.git"
     git(tmp_path, "clone", "-q", "--bare", str(repo.path), str(bare))
     bare_repo = Repo(bare)
     assert bare_repo.jlane("install").rc == 0
-    r = bare_repo.jlane("create", "alpha")
-    assert r.rc == 0, r.stdout + r.stderr
+    paths = []
+    for key in ("alpha", "beta"):
+        r = bare_repo.jlane("create", key)
+        assert r.rc == 0, r.stdout + r.stderr
+        paths.append(Path(r.json["lane"]["path"]))
     marker = tmp_path / "ran-as-owner"
-    _names(Path(r.json["lane"]["path"]), "refs/heads/main", _filtered(tmp_path / "x", marker))
+    _names(paths[0], "refs/heads/main", _filtered(tmp_path / "x", marker))
+    if also:
+        _names(paths[1], "refs/heads/main", bare)
     r = bare_repo.jlane("status")
     assert r.rc == 0 and r.json["hub"]["path"] is None, r.stdout
     assert not marker.exists()
