@@ -313,7 +313,9 @@ def _force_rm(fn: Any, path: str, exc: Any) -> None:
 
 def sweep(common_dir: str | os.PathLike[str], wts: list[git.Worktree]) -> list[str]:
     """Remove clean gate worktrees that a killed land left behind. Only under the lock:
-    then no gate of this repository is running, so every such worktree is a leftover."""
+    then no gate of this repository is running, so every such worktree is a leftover.
+    `wts` is Repo.owned_worktrees(): an entry a lane's admin dir names (its `gitdir` and
+    HEAD are the lane's to write) could be any directory of that name."""
     left = [
         w.path
         for w in wts

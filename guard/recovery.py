@@ -19,7 +19,7 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -499,6 +499,33 @@ def salvage(repo: Repo, key: str) -> dict[str, Any]:
     return out
 
 
+def own_admin(repo: Repo, path: str, known: Iterable[LaneRecord]) -> Path | None:
+    """The admin dir of the unregistered worktree git lists at `path`, when it is one
+    (reconcile's adoption, rebuild_record):
+    `git worktree list` takes a worktree's path from its admin dir's `gitdir` file, which
+    the lane writes, so a lane naming `OTHER/.git` there would have OTHER (any directory
+    of the owner's) adopted as a lane. Only a worktree whose `.git` file and its admin
+    dir's `gitdir` name each other, and whose admin dir is no recorded lane's, is one."""
+    real = os.path.realpath(path)
+    admin = admin_by_gitdir(repo.common_dir / "worktrees", os.path.join(real, ".git"))
+    if admin is None:
+        return None
+    try:
+        text = git.read_admin(Path(real) / ".git")
+    except OSError:
+        return None
+    if not text.startswith("gitdir: "):
+        return None
+    named = os.path.join(real, text[len("gitdir: ") :].rstrip("\n"))
+    if os.path.realpath(named) != os.path.realpath(admin):
+        return None
+    for rec in known:
+        theirs = repo.store.admin_dir(rec) if rec.status != "released" else None
+        if theirs is not None and os.path.realpath(theirs) == os.path.realpath(admin):
+            return None
+    return admin
+
+
 def rebuild_record(
     repo: Repo, key: str, wts: list[git.Worktree], default_path: str | None
 ) -> tuple[LaneRecord | None, list[dict[str, Any]]]:
@@ -513,7 +540,14 @@ def rebuild_record(
         {"action": "corrupt_record_moved", "lane": key, "to": str(aside)}
     ]
     branch = f"lane/{key}"
-    on = [w for w in wts if w.branch == f"refs/heads/{branch}"]
+    # never a path only a (lane-writable) gitdir file names: another lane naming lane/KEY
+    # in its admin HEAD and any directory in its gitdir would have the record name it
+    others = [r for r in repo.store.lanes() if r.key != key]
+    on = [
+        w
+        for w in wts
+        if w.branch == f"refs/heads/{branch}" and own_admin(repo, w.path, others) is not None
+    ]
     on.sort(key=lambda w: not w.exists)  # a worktree that is there first
     path: str | None = None
     status = "orphaned"

@@ -3,6 +3,7 @@ and where it points, which worktree is the hub. Every fact is asked of git."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -411,7 +412,43 @@ class Repo:
             from guard.errors import GitError
 
             raise GitError(res.argv, res.returncode, res.stdout, res.stderr)
-        return git.parse_worktrees(res.stdout)
+        return self._one_per_path(git.parse_worktrees(res.stdout), recs)
+
+    def _one_per_path(self, wts: list[git.Worktree], recs: list[LaneRecord]) -> list[git.Worktree]:
+        """git lists a lane's admin dir at the path its `gitdir` names with the HEAD its
+        HEAD file says, both the lane's to write: a lane naming another lane's path (or
+        the hub's) adds a second entry there, and a lookup by path (git.by_path) could
+        take the lane's word for the other's branch and HEAD (release would miss its
+        detached commits). Two entries at one path are one too many: the one kept is the
+        main worktree, or the one whose branch and HEAD the admin dir trusted state names
+        for that path says (the lane's by its record, the owner's by owned_worktrees);
+        none when no trusted admin dir names that path. Nothing is read unless two
+        entries share a path."""
+        reals = [os.path.realpath(w.path) for w in wts]
+        if len(set(reals)) == len(reals):
+            return wts
+        truth: dict[str, tuple[str | None, str | None]] = {}
+        for key in self._owned_admins():
+            truth.setdefault(key[0], (key[1], key[2]))
+        for rec in recs:
+            admin = self.store.admin_dir(rec) if rec.status != "released" else None
+            try:
+                head = git.read_admin(admin / "HEAD", limit=1 << 12).rstrip("\n") if admin else ""
+            except OSError:
+                head = ""
+            ref = head[len("ref: ") :] if head.startswith("ref: ") else None
+            truth[os.path.realpath(rec.path)] = (ref, None if ref or not head else head)
+        out: list[git.Worktree] = []
+        taken: set[str] = set()
+        for i, (wt, real) in enumerate(zip(wts, reals, strict=True)):
+            if real in taken:
+                continue
+            alone = reals.count(real) == 1
+            said = (wt.branch, None if wt.branch else wt.head)
+            if alone or i == 0 or truth.get(real) == said:  # the first: the main worktree
+                out.append(wt)
+                taken.add(real)
+        return out
 
     def lane_heads(self, recs: list[LaneRecord] | None = None) -> dict[str, str]:
         """Each active lane's admin dir (from trusted state, there as a directory) and the
@@ -463,10 +500,75 @@ class Repo:
         )
 
     def hub(self, wts: list[git.Worktree] | None = None) -> git.Worktree | None:
-        for wt in wts if wts is not None else self.worktrees():
+        """The first worktree no lane can have named (owned_worktrees) with main checked
+        out, or None: a lane that writes `ref: refs/heads/main` into its admin dir's HEAD
+        and any path into its `gitdir` is never the hub, whose path owner commands run
+        plain git in and copy files from."""
+        wts = wts if wts is not None else self.worktrees()
+        if wts and not wts[0].bare and wts[0].branch == self.main_ref:
+            return wts[0]  # the main worktree on main (the usual case): nothing else read
+        for wt in self.owned_worktrees(wts):
             if wt.branch == self.main_ref and not wt.bare:
                 return wt
         return None
+
+    def owned_worktrees(self, wts: list[git.Worktree] | None = None) -> list[git.Worktree]:
+        """The entries of git's worktree list (`wts`, the whole list) no lane can have put
+        there: the main worktree (always the first, read from the common dir), and each
+        linked worktree whose admin dir is no lane's, with the path and HEAD that admin
+        dir says. git lists a lane's admin dir at the path its `gitdir` names with the
+        branch its HEAD names, both the lane's to write (exec --sandbox grants them), so
+        such an entry is never taken for a worktree of the owner's. When the lane records
+        cannot tell every lane's admin dir, only the main worktree."""
+        wts = wts if wts is not None else self.worktrees()
+        out = [wts[0]] if wts and not wts[0].bare else []
+        owned = self._owned_admins() if len(wts) > 1 else {}
+        for wt in wts[1:]:
+            key = (os.path.realpath(wt.path), wt.branch, None if wt.branch else wt.head)
+            path = owned.pop(key, None)  # once: a lane's entry naming the same is no other
+            if path is not None:
+                out.append(dataclasses.replace(wt, path=path))
+        return out
+
+    def _owned_admins(self) -> dict[tuple[str, str | None, str | None], str]:
+        """(real path, branch ref or None, detached sha or None) -> path, as each admin dir
+        under <common>/worktrees/ that is no lane's says (its `gitdir` and HEAD: the
+        owner's files); {} when some lane's admin dir cannot be told from trusted state."""
+        try:
+            recs = self.store.lanes()
+        except Refusal:
+            return {}
+        lanes: set[str] = set()
+        for rec in recs:
+            admin = self.store.admin_dir(rec)
+            if admin is None:
+                if rec.status != "released":
+                    return {}  # that lane's admin dir could be any of them
+                continue
+            lanes.add(os.path.realpath(admin))
+        base = self.common_dir / "worktrees"
+        try:
+            names = sorted(os.listdir(base))
+        except OSError:
+            return {}
+        out: dict[tuple[str, str | None, str | None], str] = {}
+        for name in names:
+            d = base / name
+            if os.path.islink(d) or os.path.realpath(d) in lanes:
+                continue
+            try:
+                gitdir = git.read_admin(d / "gitdir", limit=1 << 16).rstrip("\n")
+                head = git.read_admin(d / "HEAD", limit=1 << 12).rstrip("\n")
+            except OSError:
+                continue
+            path = gitdir.removesuffix("/.git").removesuffix("/") if gitdir else ""
+            if not path or "\n" in path:
+                continue
+            if not os.path.isabs(path):  # extensions.relativeWorktrees: from the admin dir
+                path = os.path.normpath(os.path.join(d, gitdir, ".."))
+            ref = head[len("ref: ") :] if head.startswith("ref: ") else None
+            out.setdefault((os.path.realpath(path), ref, None if ref else head), path)
+        return out
 
     # -- identity ------------------------------------------------------------------
     @cached_property

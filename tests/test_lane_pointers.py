@@ -909,3 +909,281 @@ def test_sync_rescheduled_alternative_runs_no_plain_git_in_the_lane(
     assert out["code"] == "sync_failed" and "rescheduled" in out["message"], out
     plain = [a for a in out.get("alternatives", []) if a.startswith("git -C ")]
     assert plain == [], ("plain git in the lane, printed for the owner", plain)
+
+
+# -- the hub and the worktree list: never a path or branch a lane's admin dir names --------
+# `git worktree list` reads each linked worktree's path from its admin dir's `gitdir` and
+# its branch from the admin dir's HEAD: a lane's are the lane's to write (exec --sandbox
+# grants them). The hub is the main worktree, or a linked worktree whose admin dir is no
+# lane's (Repo.owned_worktrees); red team 13V, finding 1 (and 2 for gate.sweep).
+
+
+def _names(lane_path: Path, head: str, where: Path | None = None) -> None:
+    """The lane writes its own admin dir: HEAD (a branch ref, or a sha: detached), and
+    the path git lists it at."""
+    admin = Path(git(lane_path, "rev-parse", "--absolute-git-dir").stdout.strip())
+    (admin / "HEAD").write_text(f"ref: {head}\n" if head.startswith("refs/") else f"{head}\n")
+    if where is not None:
+        (admin / "gitdir").write_text(f"{where}/.git\n")
+
+
+def _filtered(x: Path, marker: Path) -> Path:
+    """A directory outside every lane the lane may write (a cache entry, a sandbox_writable
+    one) holding a repository on main whose clean filter touches `marker`; its file's
+    mtime changed, so `git status` there reads the content through the filter."""
+    x.mkdir()
+    git(x, "init", "-q", "-b", "main")
+    (x / "f").write_text("a\n")
+    (x / ".gitattributes").write_text("f filter=evil\n")
+    git(x, "add", "f", ".gitattributes")
+    git(x, "commit", "-q", "-m", "x")
+    git(x, "config", "filter.evil.clean", f"sh -c 'touch {marker}; cat'")
+    os.utime(x / "f", (1, 1))
+    return x
+
+
+def _on_a_terminal(cmd: str, cwd: Path) -> None:
+    """Run `cmd` with sh as the owner does at a terminal (stdout a tty), in `cwd`."""
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        subprocess.run(
+            ["sh", "-c", cmd],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=slave,
+            stderr=slave,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(slave)
+        try:
+            while os.read(master, 65536):
+                pass
+        except OSError:
+            pass
+        os.close(master)
+
+
+def test_status_never_runs_git_plain_in_a_hub_a_lane_named(repo: Repo, tmp_path: Path) -> None:
+    """With the owner's checkout off main, lane alpha names main in its admin HEAD and a
+    directory of its choosing in its `gitdir`: that is no hub, and `git lane status` runs
+    no git there (whose clean filter would run as the owner, unconfined)."""
+    alpha = repo.create("alpha")
+    git(repo.path, "checkout", "-q", "--detach")  # the owner looks at something else
+    marker = tmp_path / "ran-as-owner"
+    _names(alpha, "refs/heads/main", _filtered(tmp_path / "x", marker))
+    r = repo.jlane("status")
+    assert r.rc == 0 and r.json["hub"]["path"] is None, r.stdout
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("also", [False, True])
+def test_status_in_a_bare_repository_never_runs_git_plain_in_a_hub_a_lane_named(
+    repo: Repo, tmp_path: Path, also: bool
+) -> None:
+    """The same with no precondition on the owner: a bare repository has no hub, and no
+    lane makes one by naming main and a path in its admin dir; `also` another lane names
+    the bare repository's own path (two entries there: the one git lists first, the bare
+    repository, stays the first, never the lane after it)."""
+    bare = tmp_path / "repo.git"
+    git(tmp_path, "clone", "-q", "--bare", str(repo.path), str(bare))
+    bare_repo = Repo(bare)
+    assert bare_repo.jlane("install").rc == 0
+    paths = []
+    for key in ("alpha", "beta"):
+        r = bare_repo.jlane("create", key)
+        assert r.rc == 0, r.stdout + r.stderr
+        paths.append(Path(r.json["lane"]["path"]))
+    marker = tmp_path / "ran-as-owner"
+    _names(paths[0], "refs/heads/main", _filtered(tmp_path / "x", marker))
+    if also:
+        _names(paths[1], "refs/heads/main", bare)
+    r = bare_repo.jlane("status")
+    assert r.rc == 0 and r.json["hub"]["path"] is None, r.stdout
+    assert not marker.exists()
+
+
+def test_a_lane_that_checks_out_main_is_never_taken_for_the_hub(repo: Repo, tmp_path: Path) -> None:
+    """Land never carries a lane that names main in its admin HEAD as the hub, so its
+    result names no plain `git -C LANE update-index ... read-tree` for the owner to run
+    (the lane, still running, would repoint its `.git` at a repository whose
+    core.fsmonitor is its program)."""
+    from enginehelp import ready_lane
+
+    repo.config("gate", "off")
+    alpha = repo.create("alpha")
+    ready_lane(repo, "beta")
+    git(repo.path, "checkout", "-q", "--detach")  # the owner looks at something else
+    _names(alpha, "refs/heads/main")
+    admin = Path(git(alpha, "rev-parse", "--absolute-git-dir").stdout.strip())
+    (admin / "index.lock").write_text("")  # so carrying "the hub" along would fail
+    r = repo.jlane("land", "beta")
+    assert r.rc == 0, r.stdout + r.stderr
+    hub = r.json.get("hub_update") or r.json.get("hub") or {}
+    assert str(alpha) not in json.dumps(hub), r.stdout
+    nexts = [n for n in (hub.get("next") or []) if isinstance(n, str)]
+    marker = tmp_path / "ran-as-owner"
+    evil = alpha / ".x"
+    git(alpha.parent, "init", "-q", str(evil))
+    prog = tmp_path / "prog"
+    prog.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    prog.chmod(0o755)
+    git(evil, "config", "core.fsmonitor", str(prog))
+    (alpha / ".git").write_text(f"gitdir: {evil / '.git'}\n")
+    for n in nexts:
+        _on_a_terminal(n, repo.path)
+    assert not marker.exists(), nexts
+
+
+def test_worktreeinclude_never_copies_a_lanes_files_into_a_new_lane(repo: Repo) -> None:
+    """create copies `.worktreeinclude`'s ignored files from the hub only, never from a
+    lane that named main in its admin HEAD (its node_modules/.bin, a venv's bin/pip
+    would be in every new lane before the owner's setup_command runs there)."""
+    for name, text in {
+        ".gitignore": ".env\nnode_modules/\n",
+        ".worktreeinclude": ".env\nnode_modules/\n",
+    }.items():
+        (repo.path / name).write_text(text)
+    git(repo.path, "add", ".gitignore", ".worktreeinclude")
+    git(repo.path, "commit", "-q", "-m", "include")
+    alpha = repo.create("alpha")
+    git(repo.path, "checkout", "-q", "--detach")  # the owner looks at something else
+    _names(alpha, "refs/heads/main")
+    planted = alpha / "node_modules" / ".bin"
+    planted.mkdir(parents=True)
+    (planted / "tool").write_text("#!/bin/sh\necho planted by lane alpha\n")
+    gamma = repo.create("gamma")
+    assert not (gamma / "node_modules" / ".bin" / "tool").exists()
+
+
+def test_agent_setup_never_runs_git_plain_in_a_worktree_a_lane_named(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """agent-setup's look for an untracked file the shared exclude entry would hide runs
+    git in the worktrees no lane can have named, never at the path a lane's `gitdir`
+    says (a repository there whose core.fsmonitor is the lane's program)."""
+    alpha = repo.create("alpha")
+    repo.create("beta")
+    marker = tmp_path / "ran-as-owner"
+    prog = tmp_path / "prog"
+    prog.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    prog.chmod(0o755)
+    x = tmp_path / "x"
+    x.mkdir()
+    git(x, "init", "-q", "-b", "main")
+    git(x, "config", "core.fsmonitor", str(prog))
+    (x / "opencode.json").write_text("{}\n")
+    admin = Path(git(alpha, "rev-parse", "--absolute-git-dir").stdout.strip())
+    (admin / "gitdir").write_text(f"{x}/.git\n")  # the lane's own admin dir
+    r = repo.jlane("agent-setup", "beta", "--for", "opencode")
+    assert r.rc == 0, r.stdout
+    assert not marker.exists()
+
+
+def test_reconcile_never_removes_a_directory_a_lanes_gitdir_names(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """gate.sweep removes the gate worktrees a killed land left, read from admin dirs no
+    lane's: a lane naming a detached HEAD and a `git-lane-gate-*` path outside every lane
+    (another repository's running gate) never has reconcile delete it."""
+    alpha = repo.create("alpha")
+    victim = tmp_path / "git-lane-gate-other-repo"
+    victim.mkdir()
+    (victim / "work.txt").write_text("not the lane's\n")
+    _names(alpha, git(repo.path, "rev-parse", "main").stdout.strip(), victim)
+    r = repo.jlane("reconcile")
+    assert r.rc == 0, r.stdout
+    assert (victim / "work.txt").exists()
+
+
+def test_the_owners_own_linked_worktree_on_main_is_still_the_hub(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """A linked worktree whose admin dir is no lane's (`git worktree add ../hub main`,
+    the owner's checkout elsewhere) is the hub, even when a lane names the same path and
+    main in its own admin dir or the main worktree's path; a lane naming the main
+    worktree's path and main while it is detached makes no hub of it."""
+    alpha = repo.create("alpha")
+    git(repo.path, "checkout", "-q", "--detach")
+    _names(alpha, "refs/heads/main", repo.path)  # the main worktree's path, detached
+    r = repo.jlane("status")
+    assert r.rc == 0 and r.json["hub"]["path"] is None, r.stdout
+    _names(alpha, "refs/heads/lane/alpha", alpha)  # as it was
+    own = tmp_path / "own hub"
+    git(repo.path, "worktree", "add", "-q", str(own), "main")
+    r = repo.jlane("status")
+    assert r.rc == 0 and os.path.realpath(r.json["hub"]["path"]) == os.path.realpath(own)
+    _names(alpha, "refs/heads/main", own)  # the same path and branch as the owner's
+    r = repo.jlane("status")
+    assert r.rc == 0 and os.path.realpath(r.json["hub"]["path"]) == os.path.realpath(own)
+
+
+def test_a_lane_naming_another_lanes_path_never_hides_its_detached_commits(
+    repo: Repo,
+) -> None:
+    """Lane alpha names lane beta's path and beta's branch in its own admin dir: git then
+    lists two worktrees at beta's path, and release beta (unconfirmed) took alpha's word
+    that beta was on its branch, so beta's commits on a detached HEAD were discarded
+    without a word. One entry per path is kept: the one beta's own admin dir says."""
+    alpha = repo.create("alpha")
+    beta = repo.create("beta")
+    git(beta, "checkout", "-q", "--detach")
+    (beta / "w.txt").write_text("w\n")
+    git(beta, "add", "w.txt")
+    git(beta, "commit", "-q", "-m", "detached work")
+    _names(alpha, "refs/heads/lane/beta", beta)
+    r = repo.jlane("release", "beta")
+    assert r.rc == 1 and r.code == "unlanded_work", r.stdout
+    assert beta.is_dir() and (beta / "w.txt").exists()
+
+
+def test_a_corrupt_record_is_never_rebuilt_at_a_path_another_lane_named(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """reconcile rebuilds an unreadable record from the worktree git lists on the lane's
+    branch: lane alpha naming lane/beta in its admin HEAD and a directory of its own
+    choosing in its `gitdir` (beta's worktree moved away meanwhile) would have beta's
+    record name that directory, which repair then checks beta out into and release
+    removes. Only a worktree whose `.git` and admin dir name each other, and whose admin
+    dir is no other lane's, is taken."""
+    alpha = repo.create("alpha")
+    beta = repo.create("beta")
+    x = tmp_path / "x"
+    x.mkdir()
+    (x / "mine.txt").write_text("not a lane's\n")
+    shutil.rmtree(beta)  # moved away by hand
+    _names(alpha, "refs/heads/lane/beta", x)
+    admin = Path(git(alpha, "rev-parse", "--absolute-git-dir").stdout.strip())
+    (x / ".git").write_text(f"gitdir: {admin}\n")  # the two name each other
+    (repo.common_dir / "git-lane" / "lanes" / "beta.json").write_text("{not json")
+    r = repo.jlane("reconcile")
+    acts = {c["action"]: c for c in r.json["changes"] if c.get("lane") == "beta"}
+    assert acts["record_rebuilt"]["path"] != str(x), r.stdout
+    assert (x / "mine.txt").exists()
+
+
+def test_repair_never_moves_a_record_to_a_path_another_lane_named(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """repair moves a record that names a taken path (here the hub) to the worktree git
+    lists on the lane's branch: lane alpha naming lane/beta and a directory of its choosing
+    in its own admin dir (the directory's `.git` naming alpha's admin dir back) is never
+    taken for beta's checkout; beta goes back where create puts it."""
+    alpha = repo.create("alpha")
+    beta = repo.create("beta")
+    x = tmp_path / "x"
+    x.mkdir()
+    (x / "mine.txt").write_text("not a lane's\n")
+    shutil.rmtree(beta)
+    _names(alpha, "refs/heads/lane/beta", x)
+    admin = Path(git(alpha, "rev-parse", "--absolute-git-dir").stdout.strip())
+    (x / ".git").write_text(f"gitdir: {admin}\n")
+    _plant_path(repo, "beta", repo.path)
+    r = repo.jlane("repair", "beta")
+    assert r.rc == 0, r.stdout
+    rec = json.loads((repo.state_dir / "lanes" / "beta.json").read_text())
+    assert rec["path"] == str(beta) and rec["admin"] != admin.name, rec
+    assert (x / "mine.txt").exists() and (x / ".git").read_text() == f"gitdir: {admin}\n"

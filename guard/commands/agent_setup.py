@@ -219,9 +219,11 @@ def _foreign(full: Path, key: str, tool: str, why: str) -> Refusal:
 def _not_elsewhere(repo: Repo, lane_path: str, rel: str, key: str, tool: str) -> None:
     """The exclude entry is shared by every worktree: refused when the hub (or another
     worktree that is no lane) has an untracked file of its own at `rel`, which the entry
-    would hide from `git add -A` and hand to `git clean -X`."""
+    would hide from `git add -A` and hand to `git clean -X`. Only the worktrees no lane can
+    have named (Repo.owned_worktrees): git is run plain there, never at a path a lane's
+    admin dir `gitdir` says."""
     lanes = {os.path.realpath(r.path) for r in repo.store.lanes() if r.status == "active"}
-    for wt in repo.worktrees():
+    for wt in repo.owned_worktrees():
         other = os.path.realpath(wt.path)
         if wt.bare or other == lane_path or other in lanes or not wt.exists:
             continue

@@ -272,7 +272,8 @@ def _decide_and_land(
     wts = repo.worktrees()
     _check_worktree(repo, t, git.by_path(wts).get(os.path.realpath(path)))
     _check_branch(repo, t)
-    gate.sweep(repo.common_dir, wts)  # clean gate worktrees a killed land left behind
+    # clean gate worktrees a killed land left behind (never one a lane's admin dir names)
+    gate.sweep(repo.common_dir, repo.owned_worktrees(wts))
     hub = repo.hub(wts)
 
     def main_side() -> tuple[str | None, list[str], set[str], HubFacts, list[str]]:

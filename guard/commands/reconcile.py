@@ -8,9 +8,7 @@ ref when it has none."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from guard import git, gitlocks, landed, landing, lane, lock, objects, policy, procs, recovery
@@ -18,7 +16,7 @@ from guard.commands import release, repair
 from guard.errors import Refusal
 from guard.repo import Repo
 from guard.results import ReconcileResult
-from guard.store import LaneRecord, admin_by_gitdir, now_iso
+from guard.store import LaneRecord, now_iso
 
 
 def run(repo: Repo) -> ReconcileResult:
@@ -60,7 +58,7 @@ def run(repo: Repo) -> ReconcileResult:
                 continue
             if k in known and known[k].status != "released":
                 continue
-            admin = _own_admin(repo, wt.path, known.values())
+            admin = recovery.own_admin(repo, wt.path, known.values())
             if admin is None:
                 continue  # a path only a (lane-writable) gitdir file names: never a lane
             repo.store.write_lane(
@@ -111,32 +109,6 @@ def run(repo: Repo) -> ReconcileResult:
 
 
 LEFT = ("landing_left", "git_lock_left")  # noted, not reconciled
-
-
-def _own_admin(repo: Repo, path: str, known: Iterable[LaneRecord]) -> Path | None:
-    """The admin dir of the unregistered worktree git lists at `path`, when it is one:
-    `git worktree list` takes a worktree's path from its admin dir's `gitdir` file, which
-    the lane writes, so a lane naming `OTHER/.git` there would have OTHER (any directory
-    of the owner's) adopted as a lane. Only a worktree whose `.git` file and its admin
-    dir's `gitdir` name each other, and whose admin dir is no recorded lane's, is one."""
-    real = os.path.realpath(path)
-    admin = admin_by_gitdir(repo.common_dir / "worktrees", os.path.join(real, ".git"))
-    if admin is None:
-        return None
-    try:
-        text = git.read_admin(Path(real) / ".git")
-    except OSError:
-        return None
-    if not text.startswith("gitdir: "):
-        return None
-    named = os.path.join(real, text[len("gitdir: ") :].rstrip("\n"))
-    if os.path.realpath(named) != os.path.realpath(admin):
-        return None
-    for rec in known:
-        theirs = repo.store.admin_dir(rec) if rec.status != "released" else None
-        if theirs is not None and os.path.realpath(theirs) == os.path.realpath(admin):
-            return None
-    return admin
 
 
 def _git_locks(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
@@ -223,7 +195,7 @@ def _sweep_gate_worktrees(repo: Repo) -> list[dict[str, Any]]:
     from guard import gate
     from guard.store import FileLock
 
-    wts = repo.worktrees()
+    wts = repo.owned_worktrees()  # never a path a lane's admin dir names
     if not any(
         w.branch is None and os.path.basename(w.path).startswith(gate.CLEAN_PREFIX) for w in wts
     ):
@@ -232,7 +204,7 @@ def _sweep_gate_worktrees(repo: Repo) -> list[dict[str, Any]]:
     if not fl.acquire(timeout=0):
         return []
     try:
-        gone = gate.sweep(repo.common_dir, repo.worktrees())
+        gone = gate.sweep(repo.common_dir, repo.owned_worktrees())
     finally:
         fl.release()
     return [{"action": "gate_worktree_removed", "path": p} for p in gone]

@@ -17,7 +17,7 @@ from guard.errors import Refusal
 from guard.lane import CONFIRM
 from guard.repo import Repo
 from guard.results import RepairResult
-from guard.store import LaneRecord, admin_by_gitdir
+from guard.store import LaneRecord
 
 
 def default_path(repo: Repo, key: str) -> str | None:
@@ -120,9 +120,10 @@ def _move_off(
     new, admin = None, None
     for w in wts:
         if w.branch == f"refs/heads/{rec.branch}" and w.exists and os.path.realpath(w.path) != old:
-            admin = admin_by_gitdir(
-                repo.common_dir / "worktrees", os.path.join(os.path.realpath(w.path), ".git")
-            )
+            # never a path only a (lane-writable) gitdir names: another lane's admin dir
+            # naming this lane's branch and a directory of its choosing
+            others = [r for r in repo.store.lanes() if r.key != rec.key]
+            admin = recovery.own_admin(repo, w.path, others)
             if (
                 admin is not None
                 and lane.path_taken(repo, replace(rec, path=w.path, admin=admin.name), wts) is None
