@@ -4,6 +4,7 @@ main's sha is unchanged; pack-refs, gc and land keep working."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -436,3 +437,30 @@ def test_first_commit_of_a_new_repository_is_allowed(tmp_path: Path) -> None:
     install(Repo(path))
     assert_ok(run(path, "commit", "-q", "--allow-empty", "-m", "init"))
     assert_refused(run(path, "commit", "-q", "--allow-empty", "-m", "second"))
+
+
+@pytest.mark.parametrize("spelling", ["dot", "link"])
+def test_a_per_worktree_chain_holds_whatever_the_git_dir_is_called(
+    repo: Repo, tmp_path: Path, spelling: str
+) -> None:
+    """main made a symbolic ref to `worktrees/alpha/HEAD` (git 2.39: unseen), the lane
+    detached: a commit there moves main, and the hook refuses it. The worktree the hook
+    runs in was the last part of GIT_DIR as given: `<admin>/.` or a link to the admin dir
+    named another worktree, and the same commit moved main (red team 13W). It is read
+    from the physical path now."""
+    assert repo.lane("install").rc == 0
+    lane = repo.create("alpha")
+    admin = git(lane, "rev-parse", "--absolute-git-dir").stdout.strip()
+    git(lane, "checkout", "-q", "--detach")
+    git(lane, "symbolic-ref", "refs/heads/main", "worktrees/alpha/HEAD")  # documented: unseen
+    before = repo.sha("refs/heads/main")
+    (lane / "evil.txt").write_text("x\n")
+    git(lane, "add", "evil.txt")
+    if spelling == "dot":
+        gd = admin + "/."
+    else:
+        gd = str(tmp_path / "adminlink")
+        os.symlink(admin, gd)
+    r = git(lane, "commit", "--no-verify", "-qm", "evil", check=False, env={"GIT_DIR": gd})
+    assert r.returncode != 0, r.stderr
+    assert repo.sha("refs/heads/main") == before, "main moved past the reference-transaction hook"
