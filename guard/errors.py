@@ -387,6 +387,28 @@ def _word_end(cmd: str, i: int) -> int:
     return len(cmd)
 
 
+def _skip_env(body: str, j: int, named: set[str], options: bool = False) -> int:
+    """Past the NAME=value words from `j` (their names into `named`) and, after `env`
+    (`options`), its options (`-u NAME`, `-i`, `-`): where the command word starts."""
+    while j < len(body):
+        end = _word_end(body, j)
+        word = body[j:end]
+        if _ASSIGNMENT.match(body, j):
+            named.add(body[j : body.index("=", j)])
+        elif options and word in ("-u", "--unset"):
+            end = _word_end(body, _blank_end(body, end))
+        elif not (options and word.startswith("-")):
+            return j
+        j = _blank_end(body, end)
+    return j
+
+
+def _blank_end(body: str, j: int) -> int:
+    while j < len(body) and body[j] in " \t":
+        j += 1
+    return j
+
+
 def pin_git(cmd: str, root: str) -> str:
     """`cmd` with every git it starts (its first word, and each after `&&`, `||`, `;`,
     `|`, `(`, `$(` or a backquote, quoted or not) given `-C ROOT` (`root` quoted for sh
@@ -407,13 +429,13 @@ def pin_git(cmd: str, root: str) -> str:
             continue
         if start and c not in " \t":
             start = False
-            j, named = i, set()
-            while _ASSIGNMENT.match(body, j):  # NAME=value ... git
-                end = _word_end(body, j)
-                named.add(body[j : body.index("=", j)])
-                j = end
+            named: set[str] = set()
+            j = _skip_env(body, i, named)
+            if body.startswith("env", j) and _word_end(body, j) == j + 3:  # env [-u N] ... git
+                j += 3
                 while j < len(body) and body[j] in " \t":
                     j += 1
+                j = _skip_env(body, j, named, options=True)
             if body.startswith("git", j) and _word_end(body, j) == j + 3:
                 k = j + 3
                 rest = body[k:].lstrip(" \t")

@@ -1136,7 +1136,7 @@ def _sparse_checkout(p: Parsed, f: GitFacts) -> Refusal | None:
         "read every worktree's config.worktree); the next is the owner's command: the "
         "repository owner may run it for the lane, outside the lane",
         next=[
-            f"git -C {_q(f.lane_path)} sparse-checkout {words}".rstrip()
+            f"{_owner_git(f)} sparse-checkout {words}".rstrip()
             + "  # as the repository owner, outside the lane"
         ],
         details={"lane": f.lane, "key": "extensions.worktreeConfig", "argv": [p.cmd, *p.args]},
@@ -2435,6 +2435,30 @@ _SCRIPT_PROGRAM_ONLY = {"bisect": ["log"], "submodule": ["status"]}
 _SCRIPT_READ_TREE_WORDS = frozenset(["merge-resolve", "merge-octopus"])
 
 
+# git-merge-one-file runs `rm -f -- "$4"` (and writes "$4") for whatever path it is given:
+# no owner's next keeps a path the lane chose
+_SCRIPT_NO_OWNER_NEXT = frozenset(["merge-one-file"])
+
+# what git.owner_git adds: no program of the lane's configuration runs in a next (kept
+# here: the shim's hot path does not import guard.git)
+_OWNER_CONFIG = (
+    "-c core.fsmonitor=false -c submodule.recurse=false -c status.submoduleSummary=false "
+    "-c diff.submodule=short"
+)
+
+
+def _owner_git(f: GitFacts) -> str:
+    """`git -C LANE` for a next the repository owner runs for the lane, outside it: the
+    lane's repository named from the facts exec recorded (GIT_DIR, GIT_COMMON_DIR,
+    GIT_WORK_TREE), never by the lane's `.git`, which a lane still running can repoint
+    at a repository whose config names a program (core.fsmonitor), as git.owner_git."""
+    env = (
+        f"GIT_DIR={_q(f.lane_git_dir)} GIT_COMMON_DIR={_q(f.common)} "
+        f"GIT_WORK_TREE={_q(f.lane_path)}"
+    )
+    return f"{env} git -C {_q(f.lane_path)} {_OWNER_CONFIG}"
+
+
 def _read_tree_option(word: str) -> bool:
     return any(w.startswith("-") for w in word.split())
 
@@ -2489,8 +2513,18 @@ def _command_known(p: Parsed, f: GitFacts) -> Refusal | None:
         )
     direct = " ".join(_q(w) for w in [f"git-{cmd}", *p.args])
     kept, dropped = _without_programs(cmd, p.args)
-    owner = f"git -C {_q(f.lane_path)} {cmd} {' '.join(_q(a) for a in kept)}".rstrip()
+    owner = f"{_owner_git(f)} {cmd} {' '.join(_q(a) for a in kept)}".rstrip()
     if f.exec_path and f.exists(os.path.join(f.exec_path, f"git-{cmd}")):
+        if cmd in _SCRIPT_NO_OWNER_NEXT:
+            return Refusal(
+                "external_command",
+                f"git {cmd} is one of git's scripts ({f.exec_path}/git-{cmd}), not built "
+                f"into git, and plumbing: it writes and deletes the path it is given "
+                f"wherever it points, so it cannot run in lane {f.lane}, and no owner's "
+                "command is printed for it",
+                next=[f"git lane status {f.lane}"],
+                details={"lane": f.lane, "command": cmd, "argv": [cmd, *p.args]},
+            )
         # one of git's own scripts: it runs only from git's directory, which it puts first
         # on PATH (past the shim); nothing in the lane runs it safely, the owner may, but
         # never the program the lane named (unconfined, as the owner)

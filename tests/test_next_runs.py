@@ -469,3 +469,21 @@ def test_a_workers_nexts_in_its_lane_are_left_as_its_shims_take_them(gated: Repo
     assert r.json["next"][0].startswith("git lane release alpha"), r.stdout
     r = refusal(gated, "role_forbidden", "release", cwd=lane, env={"GITLANE_ROLE": "worker"})
     assert r.json["next"][0].startswith("git lane release alpha"), r.stdout
+
+
+def test_an_env_next_printed_in_a_lane_is_pinned_too(hub: Repo) -> None:
+    """exec --sandbox with TMPDIR in the repository prints `env TMPDIR=/tmp git lane exec
+    ...`: started from the lane's cwd, its git was left unpinned while its alternative was
+    pinned (red team 13W). `env` starts git as much as the shell does."""
+    from conftest import lane as run_lane
+
+    lane_path = hub.create("alpha")
+    tmpd = hub.path / "tmpd"
+    tmpd.mkdir()
+    r = run_lane(
+        "exec", "alpha", "--sandbox", "--json", "--", "true", cwd=lane_path,
+        env={"TMPDIR": str(tmpd)},
+    )  # fmt: skip
+    assert r.rc == 1, (r.stdout, r.stderr)
+    nxt = r.json["next"]
+    assert nxt and nxt[0].startswith("env TMPDIR=/tmp git -C "), nxt

@@ -339,6 +339,11 @@ def test_next_line_is_joined_with_and_and_notes_go_last() -> None:
         ),
         ("cd /h", "cd /h"),
         ("gitk --all", "gitk --all"),
+        # env starts git too (red team 13W: exec --sandbox's TMPDIR next)
+        ("env TMPDIR=/tmp git lane exec a -- t", "env TMPDIR=/tmp git -C R lane exec a -- t"),
+        ("env -u X -i Y=1 git log", "env -u X -i Y=1 git -C R log"),
+        ("env GIT_DIR=/a git log", "env GIT_DIR=/a git log"),
+        ("envy git log", "envy git log"),
     ],
 )
 def test_every_git_a_command_starts_is_pinned(cmd: str, want: str) -> None:

@@ -1201,3 +1201,87 @@ def test_every_program_key_of_git_2_39_is_judged(key: str) -> None:
     for line in (f"-c {key}=/tmp/p status", f"config {key} /tmp/p"):
         r = decide_git(shlex.split(line), ENV, facts())
         assert r is not None and r.code == "unsafe_config", (line, r.line() if r else None)
+
+
+def _real_lane(tmp_path: Path) -> tuple[Path, Path, GitFacts]:
+    """A hub with lane alpha (a plain linked worktree), and facts naming it truly."""
+    import os
+    import subprocess
+
+    hub = tmp_path / "hub"
+    hub.mkdir()
+    run = functools.partial(subprocess.run, check=True, capture_output=True, text=True)
+    run(["git", "init", "-q", "-b", "main"], cwd=hub)
+    run(["git", "-c", "user.name=u", "-c", "user.email=u@e", "commit", "-q", "--allow-empty",
+         "-m", "i"], cwd=hub)  # fmt: skip
+    lane = tmp_path / "lanes" / "alpha"
+    run(["git", "worktree", "add", "-q", "-b", "lane/alpha", str(lane)], cwd=hub)
+    admin = run(["git", "rev-parse", "--absolute-git-dir"], cwd=lane).stdout.strip()
+    f = dataclasses.replace(
+        facts(),
+        lane_path=str(lane),
+        cwd=str(lane),
+        lane_git_dir=admin,
+        common=str(hub / ".git"),
+        exists=os.path.exists,
+    )
+    return hub, lane, f
+
+
+def test_an_owners_next_names_the_lanes_repository_from_trusted_state(tmp_path: Path) -> None:
+    """The shims' owner nexts (sparse-checkout's unsafe_config, external_command for
+    git's scripts) were plain `git -C LANE`: a lane still running repoints its `.git` at
+    a repository of its own whose config names core.fsmonitor, and the owner following
+    the next ran it (red team 13W). They name GIT_DIR, GIT_COMMON_DIR and GIT_WORK_TREE
+    from what exec recorded, with core.fsmonitor off, as git.owner_git does."""
+    import subprocess
+
+    hub, lane, f = _real_lane(tmp_path)
+    fake = tmp_path / "fake"
+    subprocess.run(["git", "init", "-q", str(fake)], check=True)
+    pwned = tmp_path / "pwned"
+    subprocess.run(
+        ["git", "-C", str(fake), "config", "core.fsmonitor", f"touch {pwned}; false #"],
+        check=True,
+    )
+    subprocess.run(["git", "-C", str(fake), "config", "core.worktree", str(lane)], check=True)
+    exec_path = subprocess.run(
+        ["git", "--exec-path"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    script = dataclasses.replace(f, exec_path=exec_path, is_builtin=lambda n: n != "submodule")
+    for argv, g in ((["sparse-checkout", "set", "src"], f), (["submodule", "status"], script)):
+        r = decide_git(argv, ENV, g)
+        assert r is not None and r.code in ("unsafe_config", "external_command"), (argv, r)
+        nxt = r.next[0].split("  #")[0]
+        assert nxt.startswith(f"GIT_DIR={shlex.quote(f.lane_git_dir)} "), nxt
+        (lane / ".git").write_text(f"gitdir: {fake / '.git'}\n")  # after the refusal
+        done = subprocess.run(["sh", "-c", nxt], cwd=hub, capture_output=True, text=True)
+        assert not pwned.exists(), f"the owner's next {nxt!r} ran the lane's core.fsmonitor"
+        assert done.returncode == 0, (nxt, done.stderr)
+
+
+def test_merge_one_file_gets_no_owners_command(tmp_path: Path) -> None:
+    """git-merge-one-file runs `rm -f -- "$4"` for the path it is given, anywhere: its
+    owner's next kept every word, and `merge-one-file a a '' ../../hub/precious.txt`
+    followed as printed deleted the owner's file (red team 13W). No owner's command is
+    printed for it."""
+    import os
+    import subprocess
+
+    hub, lane, f = _real_lane(tmp_path)
+    precious = hub / "precious.txt"
+    precious.write_text("uncommitted work of the owner\n")
+    victim = os.path.relpath(precious, lane)
+    r = decide_git(["merge-one-file", "a", "a", "", victim, "", "", ""], ENV, f)
+    assert r is not None and r.code == "external_command", r
+    assert r.next == ["git lane status alpha"], r.next
+    assert all(victim not in n for n in [*r.next, *r.alternatives])
+    subprocess.run(["sh", "-c", r.next[0]], cwd=hub, capture_output=True, text=True)
+    assert precious.exists()
+
+
+def test_the_shims_owner_config_is_the_engines() -> None:
+    from guard import git as engine_git
+    from guard import shimpolicy
+
+    assert " ".join(engine_git.LANE_CONFIG) == shimpolicy._OWNER_CONFIG
