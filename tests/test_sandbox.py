@@ -676,6 +676,38 @@ try commit sh -c 'printf x > w.txt && git add w.txt && git commit -q -m w'
     assert rcs["lane_sym"] == 0 and rcs["lane_fifo"] == 0 and rcs["commit"] == 0, r.stdout
 
 
+def test_the_store_moved_within_the_admin_dir_lets_no_lane_directory_in(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """Red team 13U (finding 1, HIGH: a write outside the lane). A Landlock rule follows
+    its directory's inode, and a rename within one directory needs no REFER: CMD renamed
+    its store `<admin>/objects` (which kept REFER: git moves objects into it) to
+    `<admin>/modules`, then renamed a directory it made in the lane, holding a link
+    `config` to a file outside, into it; the owner's `release --confirm` rewrote that file
+    (tests/test_release.py has the engine's side). The store has no REFER now (git
+    renames only within one directory there): the move into it is refused, under any
+    name, and CMD's git still stores objects (a small file, a big one, a repack)."""
+    lane_path = hub.create("alpha")
+    victim = tmp_path / "outside-config"
+    body = r"""
+A=$(git rev-parse --path-format=absolute --git-dir)
+ren() { python3 -c 'import os, sys; os.rename(sys.argv[1], sys.argv[2])' "$@"; }
+mkdir -p ./d/sub ./e && ln -s "$1" ./d/sub/config && printf 'ref: refs/heads/main\n' > ./d/sub/HEAD
+try mv_store ren ./e "$A/objects/e"
+try relocate ren "$A/objects" "$A/modules"
+try mv_modules ren ./d/sub "$A/modules/sub"
+try back ren "$A/modules" "$A/objects"
+try commit sh -c 'printf x > w.txt && head -c 3000000 /dev/urandom > big.bin && git add w.txt big.bin && git commit -q -m w && git repack -adq'
+"""
+    r = _run(hub, tmp_path, body, str(victim))
+    assert r.rc == 0, r.stderr
+    rcs = _rcs(r.stdout)
+    admin = Path(hub.git("-C", str(lane_path), "rev-parse", "--absolute-git-dir").stdout.strip())
+    assert rcs["mv_store"] != 0 and rcs["mv_modules"] != 0, r.stdout
+    assert not (admin / "objects" / "e").exists() and not (admin / "objects" / "sub").exists()
+    assert rcs["relocate"] == 0 and rcs["back"] == 0 and rcs["commit"] == 0, r.stdout
+
+
 RENAME_IN = r"""
 A=$(git rev-parse --path-format=absolute --git-dir)
 mkdir -p ./d && ln -s "$1" ./d/HEAD
