@@ -428,6 +428,53 @@ def test_socket_land_sandboxed_gate_passes_and_lands(hub: Repo, where: str) -> N
     assert not (hub.path / "h").exists()
 
 
+GATE_PLANTS = r"""
+gd=$(git rev-parse --absolute-git-dir)
+mkfifo "$gd/HEAD.fifo" 2>/dev/null && exit 11
+ln -s /etc/hostname "$gd/link" 2>/dev/null && exit 12
+mkdir -p d && python3 -c 'import os, sys; os.rename(*sys.argv[1:])' d "$gd/d" 2>/dev/null && exit 13
+rm -f .git && mkfifo .git && mkfifo a.fifo && ln -s / a.link || exit 14
+rm -f "$gd/gitdir"
+"""
+
+
+def test_a_sandboxed_gate_cannot_hang_the_land_through_its_clean_worktree(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """Red team 13U (finding 5, MED: the land hung for ever, the integration lock held).
+    With gate_worktree = "clean", the confined gate was granted the clean worktree's admin
+    dir (`worktrees/git-lane-gate-*`) with every right: it replaced `gitdir` there with a
+    FIFO, and the land's `git worktree remove` blocked opening it. That admin dir is now
+    granted as the lane's own (no link, FIFO, socket or device made there, nothing renamed
+    in), and the land removes the clean worktree and its admin dir through directory fds,
+    no git run (the worktree itself, `.git` included, is the gate's to fill with FIFOs):
+    the land lands, and no gate worktree is left."""
+
+    hub.config("worker_land", "allow")
+    hub.config("gate_worktree", "clean")
+    hub.config("gate_command", "sh ci.sh")
+    lane_path = hub.create("alpha")
+    tip = hub.commit(lane_path, "ci.sh", GATE_PLANTS)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "guard", "exec", "--sandbox", "alpha", "--", "git", "lane", "land"],
+        cwd=lane_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 0, (out, err)
+    assert hub.sha() == tip
+    assert not list((hub.common_dir / "worktrees").glob("git-lane-gate-*"))
+    assert "git-lane-gate-" not in hub.git("worktree", "list", "--porcelain").stdout
+
+
 def test_socket_land_gate_that_cannot_be_confined_is_not_run(hub: Repo, tmp_path: Path) -> None:
     """The grants cannot be decided when the land runs (the owner made sandbox_writable
     name the hub since exec started): the gate is not run unconfined, the land refuses
