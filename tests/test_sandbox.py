@@ -774,7 +774,7 @@ def test_a_directory_with_a_link_renamed_over_logs_after_the_walk_brings_no_link
     right after the owner's admin walk (here: as Repo.worktrees returns, as 13Q's test):
     the owner's `git lane sync alpha` (not owner-gated: it runs while exec does) then
     rebases, and git appends the lane's HEAD reflog to the file the link names. Now no
-    REFER is granted in the admin dir (but its store): the rename is refused (mv falls
+    REFER is granted in the admin dir, its store included: the rename is refused (mv falls
     back to a copy, whose link the kernel refuses too), and nothing is written outside."""
     from guard import cli
     from guard.repo import Repo as GRepo
