@@ -451,8 +451,9 @@ def keep_modules(repo: Repo, key: str, path: str) -> tuple[str | None, list[str]
     The admin dir can be written from the lane: the copy is made through directory fds
     (guard/dirfd.py: no link followed, no open that blocks), of regular files and
     directories only; a link, FIFO, socket or device (git makes none in a git dir: none
-    holds a commit), or a directory the owner may not open, is left out and named. A copy
-    that fails is a refusal (`worktree_remove_failed`): nothing was removed."""
+    holds a commit), or a file or directory the owner may not open (its mode: the lane
+    may chmod them), is left out and named. A copy that fails otherwise (no space) is a
+    refusal (`worktree_remove_failed`): nothing was removed."""
     from guard import dirfd
 
     gd = git.worktree_git_dir(path)
@@ -507,8 +508,8 @@ def _copy_file(dfd: int, name: str, to: Path) -> bool:
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
     except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.ENOENT):
-            return False  # a link, a socket, gone since it was listed
+        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.ENOENT, errno.EACCES, errno.EPERM):
+            return False  # a link, a socket, gone since it was listed, its mode (a lane's)
         raise
     try:
         st = os.fstat(fd)
