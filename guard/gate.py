@@ -259,6 +259,7 @@ def clean_worktree(common_dir: str | os.PathLike[str], tip: str) -> Iterator[str
     import tempfile  # here: land imports this module, and only "clean" needs it
 
     where = tempfile.mkdtemp(prefix=CLEAN_PREFIX)
+    admin = None
     try:
         git.run(
             ["-c", "core.sparseCheckout=false", "worktree", "add", "--detach", where, tip],
@@ -267,7 +268,7 @@ def clean_worktree(common_dir: str | os.PathLike[str], tip: str) -> Iterator[str
         # git copies a sparse hub's config.worktree into the new worktree: the checkout
         # above was full anyway (the -c), and this keeps the gate's own git from thinking
         # otherwise
-        admin = git.worktree_git_dir(where)
+        admin = git.worktree_git_dir(where)  # read before the gate runs: git just wrote it
         if admin is not None and (admin / "config.worktree").exists():
             git.run(
                 [
@@ -281,23 +282,41 @@ def clean_worktree(common_dir: str | os.PathLike[str], tip: str) -> Iterator[str
             )
         yield where
     finally:
-        remove_worktree(common_dir, where)
+        remove_worktree(common_dir, where, admin)
 
 
-def remove_worktree(common_dir: str | os.PathLike[str], where: str) -> None:
-    """Remove a gate worktree and git's record of it. `worktree remove` refuses one that
-    holds submodules (a gate may init them), so the directory then goes first and git
-    forgets the missing worktree; never a repository-wide `worktree prune`, which would
-    also drop the records of lanes whose directories are only missing for now."""
+def remove_worktree(
+    common_dir: str | os.PathLike[str], where: str, admin: os.PathLike[str] | None = None
+) -> None:
+    """Remove a gate worktree and git's record of it. With its admin dir known from
+    before the gate ran (`admin`, in `<common>/worktrees/`), both go through directory fds
+    (shutil.rmtree: no link followed, no file opened) and no git runs: a sandboxed gate
+    writes its worktree (and, with no link, FIFO or socket, its admin dir), and git opens
+    files there (`.git`, `gitdir`, `HEAD`) to list the worktrees: a FIFO blocked it for
+    ever, the integration lock held (red team 13U). Else (sweep: a leftover of a killed
+    land) `worktree remove`, bounded: it refuses one that holds submodules (a gate may init
+    them), so the directory then goes first and git forgets the missing worktree; never a
+    repository-wide `worktree prune`, which would also drop the records of lanes whose
+    directories are only missing for now."""
     import shutil
 
+    if admin is not None:
+        base = os.path.realpath(os.path.join(common_dir, "worktrees"))
+        adm = os.path.join(base, os.path.basename(os.fspath(admin)))
+        if os.path.realpath(os.path.dirname(os.fspath(admin))) == base and not os.path.islink(adm):
+            shutil.rmtree(where, onerror=_force_rm)
+            if not os.path.lexists(where):
+                shutil.rmtree(adm, onerror=_force_rm)
+            if not os.path.lexists(where) and not os.path.lexists(adm):
+                return
+    timeout = git.lane_read_timeout()
     args = ["worktree", "remove", "--force", "--force", where]
-    if git.run(args, common_dir, check=False).ok:
+    if git.run(args, common_dir, check=False, timeout=timeout).ok:
         return
     shutil.rmtree(where, onerror=_force_rm)
     if os.path.isdir(where):  # something in it could not be removed; keep git's record of it
         return
-    git.run(args, common_dir, check=False)
+    git.run(args, common_dir, check=False, timeout=timeout)
 
 
 def _force_rm(fn: Any, path: str, exc: Any) -> None:

@@ -127,6 +127,9 @@ class ReleaseResult(TypedDict):
     next: NotRequired[list[str]]
     # a forced release keeps the lane's submodule git dirs (their commits) here
     kept_modules: NotRequired[str | None]
+    # what that copy left out: links, FIFOs, sockets, devices (none holds a commit) and
+    # directories the owner may not open, relative to the admin dir
+    kept_modules_skipped: NotRequired[list[str]]
 
 
 class RepairResult(TypedDict):

@@ -15,7 +15,9 @@ test against the real kernel (tests/test_sandbox.py). Three steps:
   there), `sandbox_writable`, and the terminal devices (each through the same fence);
   in git's own directories (the admin dir, its store, the lane refs, rr-cache) without the
   rights to make a link, a FIFO, a socket or a device (SPECIALS: git makes none there, and
-  the owner's engine git runs in them);
+  the owner's engine git runs in them) nor REFER (nothing renamed in from elsewhere: git
+  renames only within one directory there, but for a blob past core.bigFileThreshold
+  streamed by unpack-objects, which fails with EXDEV);
 - `prepare(grants)`: builds the ruleset in the caller (the supervisor: it opens the paths
   and adds the rules, and stays unconfined) and returns the function CMD's process runs
   just before exec: `prctl(PR_SET_NO_NEW_PRIVS)` and `landlock_restrict_self`, two syscalls.
@@ -193,12 +195,12 @@ class Grants:
     # CMD gets a private temp directory made under this one (mkdtemp at exec), and
     # TMPDIR/TMP/TEMP naming it; the shared temp dir itself is never granted
     private_tmp_under: str | None = None
-    # writable paths granted without SPECIALS and without REFER (git's own directories:
-    # git renames only within one directory there, and a directory renamed in from the
-    # lane would bring the links and FIFOs in it), but for `refer`: those keep REFER (an
-    # object store: git moves a new object from its temp name into its fan-out dir)
+    # writable paths granted without SPECIALS and without REFER (git's own directories,
+    # the store too: git renames only within one directory there, and a directory renamed
+    # in from the lane would bring the links and FIFOs in it; a rule follows its inode, so
+    # a store keeping REFER could be renamed to another name in the admin dir and take
+    # REFER with it: red team 13U)
     plain: list[str] = field(default_factory=list)
-    refer: list[str] = field(default_factory=list)
     # CMD's own cache dir (in `writable` too): made by cache_env(), which points
     # XDG_CACHE_HOME and PRE_COMMIT_HOME at it; the owner's cache dir is not writable
     private_cache: str = ""
@@ -427,7 +429,9 @@ def decide(f: Facts) -> Grants:
     notes.append(
         "no link, FIFO, socket or device can be made in the lane's admin dir, its object "
         "store or the lane refs (git makes none there; the owner's git runs in them), and "
-        "nothing can be renamed into them from another directory (but into the store)"
+        "nothing can be renamed into them from another directory (git renames within one "
+        "there but for a streamed blob past core.bigFileThreshold: fetch it with "
+        "git -c fetch.unpackLimit=1 fetch)"
     )
     gits = [
         f.admin_dir,
@@ -436,13 +440,11 @@ def decide(f: Facts) -> Grants:
         os.path.join(common, "rr-cache"),
     ]
     plain = [p for p in out if p in gits]
-    store = [os.path.join(f.admin_dir, "objects")]
     return Grants(
         writable=out,
         notes=notes,
         private_tmp_under=private_tmp,
         plain=plain,
-        refer=store,
         private_cache=pc,
     )
 
@@ -639,11 +641,10 @@ def _open_grant(path: str) -> int | None:
 
 def _rights(g: Grants, path: str, rights: int) -> int:
     """The rights granted on writable `path`: all, but SPECIALS and REFER in git's own
-    directories (g.plain) and anything in them (SPECIALS only in g.refer: the lane's
-    store, which exec adds too)."""
+    directories (g.plain) and anything in them (the lane's store too, which exec adds
+    again: a Landlock rule follows the inode, and a same-directory rename needs no REFER,
+    so a store keeping REFER could be renamed to any name in the admin dir, red team 13U)."""
     real = _real(path)
-    if any(_encloses(_real(p), real) for p in g.refer):
-        return rights & ~SPECIALS
     if any(_encloses(_real(p), real) for p in g.plain):
         return rights & ~(SPECIALS | REFER)
     return rights

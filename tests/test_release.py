@@ -5,6 +5,7 @@ a landed clean lane goes without confirmation; the record stays, as `released`."
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -391,3 +392,43 @@ def test_create_beside_a_released_lanes_stale_worktree_record_refuses_with_a_way
         r = repo.jlane(*cmd.split()[2:])
         assert r.rc == 0, r.stdout
     assert r.code == "created" and wt_block(repo, path) is None
+
+
+def test_release_confirm_copies_admin_modules_without_following_a_link_or_opening_a_fifo(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """The confirmed release copies the lane's submodule git dirs (`<admin>/modules/`,
+    writable from the lane) into kept/ and unsets core.worktree in each copy's config
+    (release.keep_modules). Red team 13U (findings 1 and 2): a `config` there that is a
+    link to a file outside was copied as a link and `git config --file` rewrote the file
+    it names; a FIFO made copytree raise (exit 3, every retry, a partial copy each time).
+    The sandbox now refuses both (no SPECIALS nor REFER anywhere in the admin dir,
+    tests/test_sandbox.py); a plain process in the lane still plants them: the copy
+    goes through directory fds, regular files and directories only, and names what it
+    left out; nothing outside is written, and the lane is released."""
+    lp = repo.create("alpha")
+    admin = Path(repo.git("-C", str(lp), "rev-parse", "--absolute-git-dir").stdout.strip())
+    victim = tmp_path / "outside" / "config"
+    victim.parent.mkdir()
+    text = "[core]\n\tbare = false\n\tworktree = ../../../elsewhere\n"
+    victim.write_text(text)
+    sub, other = admin / "modules" / "sub", admin / "modules" / "other"
+    sub.mkdir(parents=True)
+    other.mkdir()
+    (sub / "HEAD").write_text("ref: refs/heads/main\n")
+    (sub / "config").symlink_to(victim)
+    os.mkfifo(sub / "packed-refs")
+    (other / "HEAD").write_text("ref: refs/heads/main\n")
+    (other / "config").write_text(text)
+    os.mkfifo(other / "fifo")
+    r = repo.jlane("release", "alpha", *CONFIRM)
+    assert (r.rc, r.code) == (0, "released"), (r.rc, r.stdout, r.stderr)
+    assert victim.read_text() == text, "release wrote through a link in <admin>/modules"
+    kept = Path(r.json["kept_modules"])
+    assert sorted(r.json["kept_modules_skipped"]) == [
+        "modules/other/fifo", "modules/sub/config", "modules/sub/packed-refs",
+    ]  # fmt: skip
+    assert (kept / "sub" / "HEAD").read_text() == "ref: refs/heads/main\n"
+    assert not (kept / "sub" / "config").exists()
+    assert "worktree" not in (kept / "other" / "config").read_text()  # a repository again
+    assert_removed(repo, lp)

@@ -428,6 +428,53 @@ def test_socket_land_sandboxed_gate_passes_and_lands(hub: Repo, where: str) -> N
     assert not (hub.path / "h").exists()
 
 
+GATE_PLANTS = r"""
+gd=$(git rev-parse --absolute-git-dir)
+mkfifo "$gd/HEAD.fifo" 2>/dev/null && exit 11
+ln -s /etc/hostname "$gd/link" 2>/dev/null && exit 12
+mkdir -p d && python3 -c 'import os, sys; os.rename(*sys.argv[1:])' d "$gd/d" 2>/dev/null && exit 13
+rm -f .git && mkfifo .git && mkfifo a.fifo && ln -s / a.link || exit 14
+rm -f "$gd/gitdir"
+"""
+
+
+def test_a_sandboxed_gate_cannot_hang_the_land_through_its_clean_worktree(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """Red team 13U (finding 5, MED: the land hung for ever, the integration lock held).
+    With gate_worktree = "clean", the confined gate was granted the clean worktree's admin
+    dir (`worktrees/git-lane-gate-*`) with every right: it replaced `gitdir` there with a
+    FIFO, and the land's `git worktree remove` blocked opening it. That admin dir is now
+    granted as the lane's own (no link, FIFO, socket or device made there, nothing renamed
+    in), and the land removes the clean worktree and its admin dir through directory fds,
+    no git run (the worktree itself, `.git` included, is the gate's to fill with FIFOs):
+    the land lands, and no gate worktree is left."""
+
+    hub.config("worker_land", "allow")
+    hub.config("gate_worktree", "clean")
+    hub.config("gate_command", "sh ci.sh")
+    lane_path = hub.create("alpha")
+    tip = hub.commit(lane_path, "ci.sh", GATE_PLANTS)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "guard", "exec", "--sandbox", "alpha", "--", "git", "lane", "land"],
+        cwd=lane_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 0, (out, err)
+    assert hub.sha() == tip
+    assert not list((hub.common_dir / "worktrees").glob("git-lane-gate-*"))
+    assert "git-lane-gate-" not in hub.git("worktree", "list", "--porcelain").stdout
+
+
 def test_socket_land_gate_that_cannot_be_confined_is_not_run(hub: Repo, tmp_path: Path) -> None:
     """The grants cannot be decided when the land runs (the owner made sandbox_writable
     name the hub since exec started): the gate is not run unconfined, the land refuses
@@ -676,6 +723,38 @@ try commit sh -c 'printf x > w.txt && git add w.txt && git commit -q -m w'
     assert rcs["lane_sym"] == 0 and rcs["lane_fifo"] == 0 and rcs["commit"] == 0, r.stdout
 
 
+def test_the_store_moved_within_the_admin_dir_lets_no_lane_directory_in(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """Red team 13U (finding 1, HIGH: a write outside the lane). A Landlock rule follows
+    its directory's inode, and a rename within one directory needs no REFER: CMD renamed
+    its store `<admin>/objects` (which kept REFER: git moves objects into it) to
+    `<admin>/modules`, then renamed a directory it made in the lane, holding a link
+    `config` to a file outside, into it; the owner's `release --confirm` rewrote that file
+    (tests/test_release.py has the engine's side). The store has no REFER now (git
+    renames only within one directory there): the move into it is refused, under any
+    name, and CMD's git still stores objects (a small file, a big one, a repack)."""
+    lane_path = hub.create("alpha")
+    victim = tmp_path / "outside-config"
+    body = r"""
+A=$(git rev-parse --path-format=absolute --git-dir)
+ren() { python3 -c 'import os, sys; os.rename(sys.argv[1], sys.argv[2])' "$@"; }
+mkdir -p ./d/sub ./e && ln -s "$1" ./d/sub/config && printf 'ref: refs/heads/main\n' > ./d/sub/HEAD
+try mv_store ren ./e "$A/objects/e"
+try relocate ren "$A/objects" "$A/modules"
+try mv_modules ren ./d/sub "$A/modules/sub"
+try back ren "$A/modules" "$A/objects"
+try commit sh -c 'printf x > w.txt && head -c 3000000 /dev/urandom > big.bin && git add w.txt big.bin && git commit -q -m w && git repack -adq'
+"""
+    r = _run(hub, tmp_path, body, str(victim))
+    assert r.rc == 0, r.stderr
+    rcs = _rcs(r.stdout)
+    admin = Path(hub.git("-C", str(lane_path), "rev-parse", "--absolute-git-dir").stdout.strip())
+    assert rcs["mv_store"] != 0 and rcs["mv_modules"] != 0, r.stdout
+    assert not (admin / "objects" / "e").exists() and not (admin / "objects" / "sub").exists()
+    assert rcs["relocate"] == 0 and rcs["back"] == 0 and rcs["commit"] == 0, r.stdout
+
+
 RENAME_IN = r"""
 A=$(git rev-parse --path-format=absolute --git-dir)
 mkdir -p ./d && ln -s "$1" ./d/HEAD
@@ -695,7 +774,7 @@ def test_a_directory_with_a_link_renamed_over_logs_after_the_walk_brings_no_link
     right after the owner's admin walk (here: as Repo.worktrees returns, as 13Q's test):
     the owner's `git lane sync alpha` (not owner-gated: it runs while exec does) then
     rebases, and git appends the lane's HEAD reflog to the file the link names. Now no
-    REFER is granted in the admin dir (but its store): the rename is refused (mv falls
+    REFER is granted in the admin dir, its store included: the rename is refused (mv falls
     back to a copy, whose link the kernel refuses too), and nothing is written outside."""
     from guard import cli
     from guard.repo import Repo as GRepo

@@ -184,6 +184,25 @@ try commit git commit -q -m "sandboxed work"
     assert "alternate" not in res.stderr
 
 
+def test_batch_fsync_configured_still_stores_cmds_objects(hub: Repo, tmp_path: Path) -> None:
+    """The lane's store has no REFER (red team 13U: a rule follows the store's inode, which
+    CMD can rename within its admin dir). git renames within one directory there, but
+    core.fsyncMethod=batch (git 2.36+) adds objects in a temp dir and renames them into
+    their fan-out dirs: refused, git 2.39 says nothing and the index names objects never
+    stored. exec sets core.fsyncMethod=fsync for CMD (after the repository's setting)."""
+    lane_path = hub.create("alpha")
+    hub.git("config", "core.fsyncMethod", "batch")
+    hub.git("config", "core.fsync", "loose-object")
+    body = """
+try add sh -c 'printf "batch\\n" > b.txt && git add b.txt'
+try commit git commit -q -m batched
+try fsck git fsck --no-dangling
+"""
+    r = _run(hub, tmp_path, body)
+    assert r.rc == 0 and set(_rcs(r.stdout).values()) == {0}, r.stdout
+    assert git(lane_path, "show", "HEAD:b.txt").stdout == "batch\n"
+
+
 def test_rebase_and_socket_land_inside(hub: Repo, tmp_path: Path) -> None:
     """A rebase onto main (the real git), `git lane sync` and `git lane land` through the
     supervisor's socket (worker_land = "allow") all work with the private store."""

@@ -604,6 +604,7 @@ def _confinement(
     for name in UNSET_IN_SANDBOX:  # not a barrier: see docs/trust-boundary.md
         env.pop(name, None)
     _no_shared_perm(env)
+    _no_batch_fsync(env)
     try:
         ruleset = sandbox.prepare(g, [store, *([private] if private else [])])
         seal = seccomp.prepare()
@@ -627,6 +628,21 @@ def _no_shared_perm(env: dict[str, str]) -> None:
     n = int(count)
     env[f"GIT_CONFIG_KEY_{n}"] = "core.sharedRepository"
     env[f"GIT_CONFIG_VALUE_{n}"] = "umask"
+    env["GIT_CONFIG_COUNT"] = str(n + 1)
+
+
+def _no_batch_fsync(env: dict[str, str]) -> None:
+    """core.fsyncMethod = fsync for CMD's git (a GIT_CONFIG_COUNT entry after any it has):
+    with `batch`, git adds objects to a temp dir in the store and renames them into their
+    fan-out dirs, across directories, which the sandbox refuses in the store (no REFER:
+    guard/sandbox.py); git 2.39 then says nothing and `git add` leaves the index naming
+    objects it never stored. A GIT_CONFIG_COUNT git would reject is left for git."""
+    count = env.get("GIT_CONFIG_COUNT", "0")
+    if not count.isdigit():
+        return
+    n = int(count)
+    env[f"GIT_CONFIG_KEY_{n}"] = "core.fsyncMethod"
+    env[f"GIT_CONFIG_VALUE_{n}"] = "fsync"
     env["GIT_CONFIG_COUNT"] = str(n + 1)
 
 

@@ -674,8 +674,8 @@ def g4_gate(
         if clean:
             with gate.clean_worktree(repo.common_dir, t.tip) as where:
                 admin = git.worktree_git_dir(where)
-                also = [where, *([str(admin.resolve())] if admin is not None else [])]
-                g = _run_gate(repo, t.key, command, where, timeout, output, tick, also)
+                plain = (str(admin.resolve()),) if admin is not None else ()
+                g = _run_gate(repo, t.key, command, where, timeout, output, tick, [where], plain)
         else:
             g = _run_gate(repo, t.key, command, t.path, timeout, output, tick, [])
     finally:
@@ -811,11 +811,14 @@ def _run_gate(
     output: gate.Output | None,
     tick: gate.Tick | None,
     also: list[str],
+    plain: tuple[str, ...] = (),
 ) -> gate.GateRun:
     """The gate, run as is; or, in the land a sandboxed exec runs for its CMD (gate.CONFINE,
     the supervisor's word), under the lane's own sandbox grants plus `also` (a clean gate
-    worktree and its admin dir) and a private TMPDIR when the temp dir holds the
-    repository. A gate that cannot be confined is not run: sandbox_failed."""
+    worktree) and `plain` (its admin dir: as the lane's own, without the rights to make a
+    link, FIFO, socket or device or to rename in from elsewhere: the land lists the
+    worktrees, and git opens files there, red team 13U) and a private TMPDIR when the temp
+    dir holds the repository. A gate that cannot be confined is not run: sandbox_failed."""
 
     def started(pid: int, token: str) -> None:
         lock.remember_gate(
@@ -824,6 +827,7 @@ def _run_gate(
 
     if not gate.CONFINE:
         return gate.run(command, cwd, timeout, key, output, tick, started=started)
+    import dataclasses
     import shutil
     import tempfile
 
@@ -834,12 +838,13 @@ def _run_gate(
     try:
         try:
             g = sandbox.grants(repo, lane.get(repo, key))
+            g = dataclasses.replace(g, plain=[*g.plain, *plain])
             if g.private_tmp_under is not None:
                 try:
                     private = tempfile.mkdtemp(prefix=f"git-lane-{key}-", dir=g.private_tmp_under)
                 except OSError as exc:
                     raise sandbox.SandboxError(f"no private temp dir: {exc.strerror}") from None
-            ruleset = sandbox.prepare(g, [*also, *([private] if private else [])])
+            ruleset = sandbox.prepare(g, [*also, *plain, *([private] if private else [])])
             seal = seccomp.prepare()  # as CMD's: no TIOCSTI, no capabilities as root
             tmp = {n: private for n in ("TMPDIR", "TMP", "TEMP")} if private else {}
             env = {"GITLANE_GATE_LANE": key, **tmp, **sandbox.cache_env(g)}

@@ -14,6 +14,7 @@ nothing is deleted."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import time
@@ -126,11 +127,12 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
         g11_keep_work(repo, key, rec.path, rec.branch, present, confirmed, work)
         begin(repo, rec, work)  # what reconcile finishes if this process dies from here on
         crash_point("release_inspected")  # the lane frozen (its index.lock), nothing removed
-        kept_modules = None
+        kept_modules: str | None = None
+        kept_skipped: list[str] = []
         if present:
             if confirmed:
                 git.run(["worktree", "unlock", rec.path], common, check=False)
-                kept_modules = keep_modules(repo, key, rec.path)
+                kept_modules, kept_skipped = keep_modules(repo, key, rec.path)
                 res = git.run(
                     ["worktree", "remove", "--force", "--force", rec.path], common, check=False
                 )
@@ -181,6 +183,7 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
         discarded_ignored=work.ignored[:200],
         discarded_worktree_refs=work.worktree_refs,
         kept_modules=kept_modules,
+        kept_modules_skipped=kept_skipped[:200],
     )
     return {
         "ok": True,
@@ -201,6 +204,7 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
             for r in work.worktree_refs
         ],
         "kept_modules": kept_modules,
+        "kept_modules_skipped": kept_skipped,
     }
 
 
@@ -437,30 +441,94 @@ def _unlanded(repo: Repo, tip: str) -> bool:
     return not res.ok or res.stdout.strip() != "0"
 
 
-def keep_modules(repo: Repo, key: str, path: str) -> str | None:
+def keep_modules(repo: Repo, key: str, path: str) -> tuple[str | None, list[str]]:
     """The git dirs of the lane's populated submodules live in its admin dir
     (`worktrees/<id>/modules/`), which a forced removal deletes, with every submodule
     commit made in the lane: one main may already record. They are copied into git-lane's
     `kept/` first, as `alpha-modules-20260101T000000Z/` for lane alpha (never deleted);
-    returns that path, or None when the lane has none."""
-    import shutil
+    returns that path (None when the lane has none) and what was not copied.
+
+    The admin dir can be written from the lane: the copy is made through directory fds
+    (guard/dirfd.py: no link followed, no open that blocks), of regular files and
+    directories only; a link, FIFO, socket or device (git makes none in a git dir: none
+    holds a commit), or a file or directory the owner may not open (its mode: the lane
+    may chmod them), is left out and named. A copy that fails otherwise (no space) is a
+    refusal (`worktree_remove_failed`): nothing was removed."""
+    from guard import dirfd
 
     gd = git.worktree_git_dir(path)
-    mods = gd / "modules" if gd is not None else None
-    if mods is None or not mods.is_dir() or mods.is_symlink():
-        return None
+    try:
+        if gd is None or not stat.S_ISDIR(os.lstat(gd / "modules").st_mode):
+            return None, []
+    except OSError:
+        return None, []
     dest = repo.store.dir / "kept" / f"{key}-modules-{now_iso().replace(':', '')}"
     n = 0
     while os.path.lexists(dest.with_name(dest.name + (f"-{n}" if n else ""))):
         n += 1
     dest = dest.with_name(dest.name + (f"-{n}" if n else ""))
-    shutil.copytree(mods, dest, symlinks=True)
+    skipped: list[str] = []
+    refused: list[str] = []
+    repos: list[Path] = []
+    try:
+        os.makedirs(dest.parent, exist_ok=True)
+        for rel, dfd, entries in dirfd.scan(str(gd), "modules", 64, refused=refused):
+            here = dest / os.path.relpath(rel, "modules")
+            here.mkdir()
+            names = {name for name, kind in entries if kind == stat.S_IFREG}
+            for name, kind in entries:
+                if kind == stat.S_IFDIR and rel.count("/") < 64:
+                    continue  # scan enters it
+                if kind != stat.S_IFREG or not _copy_file(dfd, name, here / name):
+                    skipped.append(os.path.join(rel, name))
+            if {"HEAD", "config"} <= names and (here / "config").is_file():
+                repos.append(here)
+        skipped += [rel + "/" for rel in refused]
+    except OSError as exc:
+        raise Refusal(
+            "worktree_remove_failed",
+            f"could not copy the submodule git dirs of lane {key} ({gd / 'modules'}) "
+            f"into {dest} before removing it: {exc}; nothing was removed",
+            next=[f"git lane release {key} --confirm {CONFIRM}"],
+            details={"lane": key, "path": path, "stderr": str(exc), "kept_modules": str(dest)},
+        ) from None
     # each copy is a repository of its own now: its core.worktree named the lane's
-    # checkout, which is going (git would refuse to run in it)
-    for cfg in dest.rglob("config"):
-        if (cfg.parent / "HEAD").is_file():
-            git.run(["config", "--file", str(cfg), "--unset-all", "core.worktree"], check=False)
-    return str(dest)
+    # checkout, which is going (git would refuse to run in it). Only in the copy: regular
+    # files git-lane wrote, in directories it made
+    for here in repos:
+        git.run(
+            ["config", "--file", str(here / "config"), "--unset-all", "core.worktree"], check=False
+        )
+    return str(dest), skipped
+
+
+def _copy_file(dfd: int, name: str, to: Path) -> bool:
+    """Copy the regular file `name` of directory `dfd` to the new file `to`, with its
+    mode bits (not setuid/setgid); False when it is not a regular file once opened."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.ENOENT, errno.EACCES, errno.EPERM):
+            return False  # a link, a socket, gone since it was listed, its mode (a lane's)
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        out = os.open(
+            to, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
+        try:
+            while chunk := os.read(fd, 1 << 20):
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(out, view) :]
+            os.fchmod(out, stat.S_IMODE(st.st_mode) & 0o777)
+        finally:
+            os.close(out)
+        return True
+    finally:
+        os.close(fd)
 
 
 def inspect(repo: Repo, rec: LaneRecord, main_sha: str) -> Work:
