@@ -240,26 +240,36 @@ def worktree_config_on(common: str | os.PathLike[str]) -> bool:
     key = os.fspath(common)
     if key not in _WTCONFIG_ON:
         cfg = os.path.join(key, "config")
-        proc = subprocess.run(
-            [
-                real_git(),
-                "config",
-                "--file",
-                cfg,
-                "--type=bool",
-                "--get",
-                "extensions.worktreeConfig",
-            ],
-            env=base_env(),
-            capture_output=True,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
+        try:
+            proc = _wtconfig_get(cfg)
+        except subprocess.TimeoutExpired:  # cannot tell: on (refuse, never allow)
+            _WTCONFIG_ON[key] = True
+            return True
         if proc.returncode not in (0, 1):  # cannot tell: treat it as on (refuse, never allow)
             _WTCONFIG_ON[key] = True
         else:
             _WTCONFIG_ON[key] = proc.stdout.strip() == b"true"
     return _WTCONFIG_ON[key]
+
+
+def _wtconfig_get(cfg: str) -> subprocess.CompletedProcess[bytes]:
+    """`git config --file CFG --get extensions.worktreeConfig`, bounded."""
+    return subprocess.run(
+        [
+            real_git(),
+            "config",
+            "--file",
+            cfg,
+            "--type=bool",
+            "--get",
+            "extensions.worktreeConfig",
+        ],
+        env=base_env(),
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        check=False,
+        timeout=lane_read_timeout(),  # a FIFO at a config a lane named never blocks
+    )
 
 
 def _check_worktree_config(admin: str, common: str) -> None:

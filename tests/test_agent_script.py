@@ -41,7 +41,9 @@ class Agent:
 
     def run(self, command: str) -> dict[str, Any] | None:
         """Run one command as written; a `git lane` command is asked for --json."""
-        lane_cmd = command.startswith("git lane ")
+        # a git lane command, as printed for an owner in a lane too: `git -C ROOT lane ...`
+        words = shlex.split(command.split("  #", 1)[0]) if command.startswith("git ") else []
+        lane_cmd = words[1:2] == ["lane"] or (words[1:2] == ["-C"] and words[3:4] == ["lane"])
         full = command + " --json" if lane_cmd and " --json" not in command else command
         cwd = self.cwd if self.cwd.is_dir() else Path("/")
         r = subprocess.run(["sh", "-c", full], cwd=cwd, text=True, capture_output=True, timeout=120)
