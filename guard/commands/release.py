@@ -231,15 +231,14 @@ def _finish(repo: Repo, rec: LaneRecord, tip: str | None, **logged: object) -> N
 
 def _drop_private_cache(repo: Repo, key: str) -> None:
     """The cache dir a sandboxed CMD of the lane had (guard/sandbox.py private_cache) goes
-    with the lane: a lane made later under the same key starts with none. rmtree never
-    follows a link CMD made in it."""
-    import shutil
-
-    from guard import sandbox
+    with the lane: a lane made later under the same key starts with none. Removed through
+    directory fds (no link CMD made in it followed; a tree deeper than any git tree is
+    left, never a RecursionError)."""
+    from guard import dirfd, sandbox
     from guard.config import cache_home
 
     path = sandbox.private_cache(os.path.realpath(cache_home()), repo.slug, key)
-    shutil.rmtree(path, ignore_errors=True)
+    dirfd.remove_tree(path)
 
 
 # -- a release killed part way ------------------------------------------------------------
