@@ -18,7 +18,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -198,3 +198,103 @@ def unlink(root: str, rel: str) -> None:
         os.unlink(os.path.basename(rel), dir_fd=dfd)
     finally:
         os.close(dfd)
+
+
+# how deep remove_tree goes: one open descriptor per level, and a tree deeper than this
+# is no git tree (git refuses paths past 4096 bytes); what lies below is left, and said
+TREE_DEPTH = 200
+
+
+def remove_tree(path: str, depth: int = TREE_DEPTH) -> bool:
+    """Remove `path` and everything below it through directory fds: no link followed
+    (a link is unlinked itself), no file opened, nothing acted on by a path a process
+    still running there could re-point (shutil.rmtree's error handler retried by path: a
+    directory swapped for a link led outside). A directory its owner may not write or
+    list (a lane can chmod what it made) gets the owner's bits back through its fd.
+    `path`'s parent is the caller's, trusted. True when nothing is left at `path`; False
+    when something could not be removed (swapped mid-way, deeper than `depth`, another
+    owner's): never an exception, never a recursion past `depth`."""
+    parent, name = os.path.split(os.path.abspath(path))
+    try:
+        pfd = os.open(parent, DIR)
+    except OSError:
+        return not os.path.lexists(path)
+    try:
+        return _remove_at(pfd, name, depth)
+    finally:
+        os.close(pfd)
+
+
+def _remove_at(pfd: int, name: str, depth: int) -> bool:
+    try:
+        st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    if stat.S_ISDIR(st.st_mode):
+        if depth <= 0:
+            return False
+        dfd = _open_dir(pfd, name)
+        if dfd is None:
+            return False
+        try:
+            try:
+                names = os.listdir(dfd)
+            except OSError:
+                return False
+            done = True
+            for child in names:
+                done = _remove_at(dfd, child, depth - 1) and done
+        finally:
+            os.close(dfd)
+        if not done:
+            return False
+        return _owner_may(pfd, lambda: os.rmdir(name, dir_fd=pfd))
+    return _owner_may(pfd, lambda: os.unlink(name, dir_fd=pfd))
+
+
+def _open_dir(pfd: int, name: str) -> int | None:
+    """An fd on directory `name` in `pfd` (never through a link); one its owner may not
+    read or enter gets the owner's bits back through an O_PATH fd first."""
+    try:
+        return os.open(name, DIR, dir_fd=pfd)
+    except PermissionError:
+        pass
+    except OSError:
+        return None
+    try:
+        qfd = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=pfd)
+    except OSError:
+        return None
+    try:
+        os.chmod(f"/proc/self/fd/{qfd}", stat.S_IMODE(os.fstat(qfd).st_mode) | 0o700)
+        return os.open(name, DIR, dir_fd=pfd)
+    except OSError:
+        return None
+    finally:
+        os.close(qfd)
+
+
+def _owner_may(dfd: int, change: Callable[[], object]) -> bool:
+    """`change` in the directory of `dfd`; once more after giving that directory its
+    owner's write bit back when it lacked it. False when it still fails (gone: True)."""
+    for attempt in (0, 1):
+        try:
+            change()
+            return True
+        except FileNotFoundError:
+            return True
+        except PermissionError:
+            if attempt:
+                return False
+            try:
+                mode = stat.S_IMODE(os.fstat(dfd).st_mode)
+                if mode & 0o700 == 0o700:
+                    return False
+                os.fchmod(dfd, mode | 0o700)
+            except OSError:
+                return False
+        except OSError:
+            return False
+    return False

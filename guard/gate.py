@@ -290,7 +290,8 @@ def remove_worktree(
 ) -> None:
     """Remove a gate worktree and git's record of it. With its admin dir known from
     before the gate ran (`admin`, in `<common>/worktrees/`), both go through directory fds
-    (shutil.rmtree: no link followed, no file opened) and no git runs: a sandboxed gate
+    (dirfd.remove_tree: no link followed, no file opened, nothing retried by path) and no
+    git runs: a sandboxed gate
     writes its worktree (and, with no link, FIFO or socket, its admin dir), and git opens
     files there (`.git`, `gitdir`, `HEAD`) to list the worktrees: a FIFO blocked it for
     ever, the integration lock held (red team 13U). Else (sweep: a leftover of a killed
@@ -298,36 +299,26 @@ def remove_worktree(
     them), so the directory then goes first and git forgets the missing worktree; never a
     repository-wide `worktree prune`, which would also drop the records of lanes whose
     directories are only missing for now."""
-    import shutil
+    from guard import dirfd
 
     if admin is not None:
         base = os.path.realpath(os.path.join(common_dir, "worktrees"))
         adm = os.path.join(base, os.path.basename(os.fspath(admin)))
-        if os.path.realpath(os.path.dirname(os.fspath(admin))) == base and not os.path.islink(adm):
-            shutil.rmtree(where, onerror=_force_rm)
-            if not os.path.lexists(where):
-                shutil.rmtree(adm, onerror=_force_rm)
-            if not os.path.lexists(where) and not os.path.lexists(adm):
-                return
+        # a process the gate left running may still change its worktree: only fds
+        if (
+            os.path.realpath(os.path.dirname(os.fspath(admin))) == base
+            and not os.path.islink(adm)
+            and dirfd.remove_tree(where)
+            and dirfd.remove_tree(adm)
+        ):
+            return
     timeout = git.lane_read_timeout()
     args = ["worktree", "remove", "--force", "--force", where]
     if git.run(args, common_dir, check=False, timeout=timeout).ok:
         return
-    shutil.rmtree(where, onerror=_force_rm)
-    if os.path.isdir(where):  # something in it could not be removed; keep git's record of it
+    if not dirfd.remove_tree(where):  # something in it stays; keep git's record of it
         return
     git.run(args, common_dir, check=False, timeout=timeout)
-
-
-def _force_rm(fn: Any, path: str, exc: Any) -> None:
-    """A gate may leave read-only directories behind: make them writable and retry."""
-    try:
-        os.chmod(os.path.dirname(path), 0o700)
-        if os.path.isdir(path) and not os.path.islink(path):
-            os.chmod(path, 0o700)
-        fn(path)
-    except OSError:
-        pass
 
 
 def sweep(common_dir: str | os.PathLike[str], wts: list[git.Worktree]) -> list[str]:

@@ -1133,11 +1133,14 @@ def _sparse_checkout(p: Parsed, f: GitFacts) -> Refusal | None:
         "unsafe_config",
         f"git sparse-checkout {words} would turn on extensions.worktreeConfig in the "
         "repository's shared config (which git config may not from a lane: git would then "
-        "read every worktree's config.worktree); the next is the owner's command: the "
-        "repository owner may run it for the lane, outside the lane",
+        "read every worktree's config.worktree); the repository owner may turn it on, "
+        "outside the lane, and the lane then runs its sparse-checkout itself (never the "
+        "owner: the owner's sparse-checkout would check files out through the lane's "
+        "config.worktree, its filters run as the owner)",
         next=[
-            f"{_owner_git(f)} sparse-checkout {words}".rstrip()
-            + "  # as the repository owner, outside the lane"
+            f"git -C {_q(f.common)} config extensions.worktreeConfig true"
+            "  # as the repository owner, outside the lane",
+            f"git sparse-checkout {words}".rstrip(),
         ],
         details={"lane": f.lane, "key": "extensions.worktreeConfig", "argv": [p.cmd, *p.args]},
     )
@@ -2427,6 +2430,22 @@ _SCRIPT_PROGRAM_VALUES: dict[str, tuple[str, ...]] = {
     "web--browse": ("-b", "--browser", "-t", "--tool", "-c", "--config"),
     "send-email": ("--sendmail-cmd", "--smtp-server", "--to-cmd", "--cc-cmd", "--header-cmd"),
 }  # fmt: skip
+# The option words each of those scripts' owner's next may keep: every other option word is
+# dropped, since the scripts parse options their own way (git-mergetool takes any
+# `--tool*` word as the tool and sources a file it names; git-instaweb's `rev-parse
+# --parseopt` takes any unique prefix: `--htt=X` is `--httpd=X`), so no list of the words
+# naming a program is ever whole (red team 13X). Words after `--` are paths.
+_SCRIPT_SAFE_OPTIONS: dict[str, frozenset[str]] = {
+    "mergetool": frozenset(["-y", "--no-prompt", "--prompt", "-g", "--gui", "--no-gui"]),
+    "difftool": frozenset(
+        ["-y", "--no-prompt", "--prompt", "-g", "--gui", "--no-gui", "-d", "--dir-diff",
+         "--symlinks", "--no-symlinks", "--cached", "--staged"]
+    ),
+    "instaweb": frozenset(["--start", "--stop", "--restart", "-l", "--local"]),
+    "web--browse": frozenset(),
+    "send-email": frozenset(["--dry-run", "--quiet", "--annotate", "--no-annotate"]),
+    "filter-branch": frozenset(["--prune-empty", "-f", "--force"]),
+}  # fmt: skip
 # what the owner's next runs when nothing is left of the command but its program
 _SCRIPT_PROGRAM_ONLY = {"bisect": ["log"], "submodule": ["status"]}
 # Scripts that hand their words, unquoted, to `git read-tree -u -m --aggressive`: a word
@@ -2493,6 +2512,17 @@ def _without_programs(cmd: str, args: Sequence[str]) -> tuple[list[str], list[st
         else:
             kept.append(a)
         i += 1
+    safe = _SCRIPT_SAFE_OPTIONS.get(cmd)
+    if safe is not None:
+        words, kept, paths = kept, [], False
+        for a in words:
+            if paths or not a.startswith("-") or a in safe:
+                kept.append(a)
+            elif a == "--":
+                kept.append(a)
+                paths = True
+            else:
+                dropped.append(a)
     if dropped and not kept and cmd in _SCRIPT_PROGRAM_ONLY:
         kept = list(_SCRIPT_PROGRAM_ONLY[cmd])
     return kept, dropped

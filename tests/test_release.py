@@ -432,3 +432,33 @@ def test_release_confirm_copies_admin_modules_without_following_a_link_or_openin
     assert not (kept / "sub" / "config").exists()
     assert "worktree" not in (kept / "other" / "config").read_text()  # a repository again
     assert_removed(repo, lp)
+
+
+def test_a_deep_modules_tree_in_the_admin_dir_never_makes_the_confirmed_release_loop(
+    repo: Repo,
+) -> None:
+    """keep_modules walks <admin>/modules through fds but makes the copy by path: a tree
+    the lane made with long names gave a copy path past PATH_MAX, ENAMETOOLONG, and a
+    `worktree_remove_failed` refusal whose next met the same (red team 13X). What no
+    path can name is left out and named; the release ends."""
+    lp = repo.create("alpha")
+    admin = Path(repo.git("-C", str(lp), "rev-parse", "--absolute-git-dir").stdout.strip())
+    (admin / "modules").mkdir()
+    fd = os.open(admin / "modules", os.O_RDONLY | os.O_DIRECTORY)
+    name = "d" * 250
+    for _ in range(20):  # 20 * 251 > PATH_MAX: made relative to a dir fd, as a lane can
+        os.mkdir(name, dir_fd=fd)
+        nfd = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = nfd
+    os.close(fd)
+    r = repo.jlane("release", "alpha", *CONFIRM)
+    assert (r.rc, r.code) == (0, "released"), r.stdout
+    if r.rc != 0:
+        nxt = r.json.get("next") or []
+        assert nxt, r.stdout
+        again = repo.jlane(*nxt[0].split()[2:])
+        assert again.rc == 0, (
+            f"the release refused {r.code} and its next `{nxt[0]}` refuses again: "
+            f"{again.stdout[:600]}"
+        )

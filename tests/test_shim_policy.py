@@ -5,6 +5,7 @@ a pass or a registered code (never a crash)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import functools
 import shlex
 from pathlib import Path
@@ -1253,7 +1254,9 @@ def test_an_owners_next_names_the_lanes_repository_from_trusted_state(tmp_path: 
         r = decide_git(argv, ENV, g)
         assert r is not None and r.code in ("unsafe_config", "external_command"), (argv, r)
         nxt = r.next[0].split("  #")[0]
-        assert nxt.startswith(f"GIT_DIR={shlex.quote(f.lane_git_dir)} "), nxt
+        assert nxt.startswith(
+            (f"GIT_DIR={shlex.quote(f.lane_git_dir)} ", f"git -C {shlex.quote(f.common)} config ")
+        ), nxt
         (lane / ".git").write_text(f"gitdir: {fake / '.git'}\n")  # after the refusal
         done = subprocess.run(["sh", "-c", nxt], cwd=hub, capture_output=True, text=True)
         assert not pwned.exists(), f"the owner's next {nxt!r} ran the lane's core.fsmonitor"
@@ -1285,3 +1288,117 @@ def test_the_shims_owner_config_is_the_engines() -> None:
     from guard import shimpolicy
 
     assert " ".join(engine_git.LANE_CONFIG) == shimpolicy._OWNER_CONFIG
+
+
+def test_the_owners_sparse_checkout_next_never_runs_the_lanes_config_worktree_filter(
+    tmp_path: Path,
+) -> None:
+    """`git sparse-checkout set` in a lane is refused unsafe_config while
+    extensions.worktreeConfig is off. Its next was the owner's own sparse-checkout, which
+    turns the extension on in-process and then reads the lane's `<admin>/config.worktree`
+    (the lane's to write): the files it checked out again went through the lane's
+    `filter.NAME.smudge`, as the owner (red team 13X). The owner only turns the extension
+    on (`git -C COMMON config`, no checkout); the lane runs its sparse-checkout itself."""
+    import subprocess
+
+    hub, lane, f = _real_lane(tmp_path)
+    pwned = tmp_path / "pwned"
+
+    def run(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=lane, check=True, capture_output=True)
+
+    # what the lane does (its worktree, its index and its admin dir are its to write)
+    (lane / ".gitattributes").write_text("victim.txt filter=evil\n")
+    (lane / "victim.txt").write_text("v\n")
+    run("add", ".gitattributes", "victim.txt")
+    run("-c", "user.name=u", "-c", "user.email=u@e", "commit", "-q", "-m", "attrs")
+    run("update-index", "--skip-worktree", "victim.txt")
+    (lane / "victim.txt").unlink()
+    Path(f.lane_git_dir, "config.worktree").write_text(
+        f'[filter "evil"]\n\tsmudge = "touch {pwned}; cat"\n'
+    )
+    r = decide_git(["sparse-checkout", "set", "--no-cone", "/*"], ENV, f)
+    assert r is not None and r.code == "unsafe_config", r
+    nxt = r.next[0].split("  #")[0]
+    done = subprocess.run(["sh", "-c", nxt], cwd=hub, capture_output=True, text=True)
+    assert not pwned.exists(), (
+        f"the owner's next {nxt!r} ran the lane's filter.evil.smudge (its config.worktree) "
+        f"as the owner: {done.stderr}"
+    )
+
+
+def test_the_owners_mergetool_next_never_sources_a_file_the_lane_names(tmp_path: Path) -> None:
+    """git mergetool is one of git's scripts: refused external_command in a lane, its
+    next the owner's command without the words naming a program (_without_programs:
+    `-t`, `--tool`, `--tool=`). git-mergetool takes every `--tool*` word as the tool
+    (`-t|--tool*)`): `--tools=NAME` is kept, and mergetool--lib's setup_tool sources
+    `$MERGE_TOOLS_DIR/NAME` when it is a file: `../../..` up to the lane's own script.
+    The owner following the next as printed runs the lane's shell, unconfined."""
+    import dataclasses
+    import subprocess
+
+    hub, lane, f = _real_lane(tmp_path)
+    pwned = tmp_path / "pwned"
+
+    def run(*args: str, check: bool = True) -> None:
+        who = ["-c", "user.name=u", "-c", "user.email=u@e"]
+        subprocess.run(["git", *who, *args], cwd=lane, check=check, capture_output=True)
+
+    # the lane: a conflict in its index, and a script in its worktree
+    (lane / "f").write_text("a\n")
+    run("add", "f")
+    run("commit", "-q", "-m", "a")
+    run("checkout", "-q", "-b", "side")
+    (lane / "f").write_text("b\n")
+    run("commit", "-q", "-am", "b")
+    run("checkout", "-q", "lane/alpha")
+    (lane / "f").write_text("c\n")
+    run("commit", "-q", "-am", "c")
+    run("merge", "-q", "side", check=False)
+    (lane / "evil.sh").write_text(f"touch '{pwned}'\n")
+    tool = "../" * 40 + str(lane / "evil.sh").lstrip("/")
+    exec_path = subprocess.run(
+        ["git", "--exec-path"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    assert os.path.exists(os.path.join(exec_path, "git-mergetool"))
+    script = dataclasses.replace(f, exec_path=exec_path, is_builtin=lambda n: n != "mergetool")
+    r = decide_git(["mergetool", "--no-prompt", f"--tools={tool}"], ENV, script)
+    assert r is not None and r.code == "external_command", r
+    nxt = r.next[0].split("  #")[0]
+    subprocess.run(
+        ["sh", "-c", nxt], cwd=hub, capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
+    assert not pwned.exists(), f"the owner's next {nxt!r} sourced the lane's evil.sh"
+
+
+def test_the_owners_instaweb_next_never_runs_an_httpd_the_lane_names_abbreviated(
+    tmp_path: Path,
+) -> None:
+    """The same fault by another spelling: git-instaweb reads its options through `git
+    rev-parse --parseopt`, which takes any unique prefix of a long option: `--htt=PATH`
+    is `--httpd=PATH`, which _without_programs keeps (it drops `-d`, `--httpd`,
+    `--httpd=`). A lane script whose name holds `lighttpd` runs as the owner's httpd."""
+    import dataclasses
+    import subprocess
+
+    hub, lane, f = _real_lane(tmp_path)
+    pwned = tmp_path / "pwned"
+    httpd = lane / "lighttpd"
+    httpd.write_text(f"#!/bin/sh\ntouch '{pwned}'\n")
+    httpd.chmod(0o755)
+    exec_path = subprocess.run(
+        ["git", "--exec-path"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    assert os.path.exists(os.path.join(exec_path, "git-instaweb"))
+    script = dataclasses.replace(f, exec_path=exec_path, is_builtin=lambda n: n != "instaweb")
+    r = decide_git(["instaweb", "--local", f"--htt={httpd}"], ENV, script)
+    assert r is not None and r.code == "external_command", r
+    nxt = r.next[0].split("  #")[0]
+    try:
+        subprocess.run(
+            ["sh", "-c", f"{nxt}; {nxt.split(' git -C ')[0]} git instaweb --stop"],
+            cwd=hub, capture_output=True, stdin=subprocess.DEVNULL, timeout=15,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pass
+    assert not pwned.exists(), f"the owner's next {nxt!r} ran the lane's {httpd}"

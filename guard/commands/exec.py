@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from guard import (
     binding,
+    dirfd,
     git,
     landsock,
     lane,
@@ -513,7 +514,7 @@ def _supervise(
                 objects.sanitize(repo, store, key)
             _absorb(repo, mine)
         if private_tmp is not None:
-            shutil.rmtree(private_tmp, ignore_errors=True)
+            dirfd.remove_tree(private_tmp)  # CMD's: fds only, bounded depth
         _unclaim(repo, before, mine)
         if mask is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
@@ -610,7 +611,7 @@ def _confinement(
         seal = seccomp.prepare()
     except sandbox.SandboxError as exc:
         if private is not None:
-            shutil.rmtree(private, ignore_errors=True)
+            dirfd.remove_tree(private)
         raise _sandbox_failed(repo, rec.key, str(exc), retry) from None
     env[binding.SANDBOX] = f"landlock-abi-{ruleset.abi}"
     return ruleset, seal, private

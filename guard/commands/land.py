@@ -22,7 +22,7 @@ import stat
 from dataclasses import dataclass
 from typing import cast
 
-from guard import gate, git, landed, landing, lane, lock, objects, policy, recovery
+from guard import dirfd, gate, git, landed, landing, lane, lock, objects, policy, recovery
 from guard.errors import GitError, Interrupted, Refusal
 from guard.hookcheck import _PICKAXE as MARKER_PICKAXE  # one marker pre-filter, hook and land
 from guard.hookcheck import added_blocks, added_lines
@@ -828,7 +828,6 @@ def _run_gate(
     if not gate.CONFINE:
         return gate.run(command, cwd, timeout, key, output, tick, started=started)
     import dataclasses
-    import shutil
     import tempfile
 
     from guard import sandbox, seccomp
@@ -868,7 +867,7 @@ def _run_gate(
         if ruleset is not None:
             ruleset.close()
         if private is not None:
-            shutil.rmtree(private, ignore_errors=True)
+            dirfd.remove_tree(private)  # the confined gate's: fds only, bounded depth
 
 
 def g5_main_as_landed(repo: Repo, main_before: str) -> None:

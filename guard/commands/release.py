@@ -133,6 +133,7 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
             if confirmed:
                 git.run(["worktree", "unlock", rec.path], common, check=False)
                 kept_modules, kept_skipped = keep_modules(repo, key, rec.path)
+                _drop_modules(rec.path)  # kept: gone through fds, as git could not
                 res = git.run(
                     ["worktree", "remove", "--force", "--force", rec.path], common, check=False
                 )
@@ -231,15 +232,14 @@ def _finish(repo: Repo, rec: LaneRecord, tip: str | None, **logged: object) -> N
 
 def _drop_private_cache(repo: Repo, key: str) -> None:
     """The cache dir a sandboxed CMD of the lane had (guard/sandbox.py private_cache) goes
-    with the lane: a lane made later under the same key starts with none. rmtree never
-    follows a link CMD made in it."""
-    import shutil
-
-    from guard import sandbox
+    with the lane: a lane made later under the same key starts with none. Removed through
+    directory fds (no link CMD made in it followed; a tree deeper than any git tree is
+    left, never a RecursionError)."""
+    from guard import dirfd, sandbox
     from guard.config import cache_home
 
     path = sandbox.private_cache(os.path.realpath(cache_home()), repo.slug, key)
-    shutil.rmtree(path, ignore_errors=True)
+    dirfd.remove_tree(path)
 
 
 # -- a release killed part way ------------------------------------------------------------
@@ -474,7 +474,15 @@ def keep_modules(repo: Repo, key: str, path: str) -> tuple[str | None, list[str]
         os.makedirs(dest.parent, exist_ok=True)
         for rel, dfd, entries in dirfd.scan(str(gd), "modules", 64, refused=refused):
             here = dest / os.path.relpath(rel, "modules")
-            here.mkdir()
+            try:
+                here.mkdir()
+            except OSError as exc:
+                # a tree the lane made deeper than a path can name (git makes none): its
+                # own name is the record; never a refusal its next would meet again
+                if exc.errno not in (errno.ENAMETOOLONG, errno.ENOENT):
+                    raise
+                skipped.append(rel + "/")
+                continue
             names = {name for name, kind in entries if kind == stat.S_IFREG}
             for name, kind in entries:
                 if kind == stat.S_IFDIR and rel.count("/") < 64:
@@ -502,6 +510,19 @@ def keep_modules(repo: Repo, key: str, path: str) -> tuple[str | None, list[str]
     return str(dest), skipped
 
 
+def _drop_modules(path: str) -> None:
+    """`<admin>/modules`, once kept, removed through directory fds: the lane may have made
+    it deeper than a path can name, where git's own removal fails (ENAMETOOLONG) for
+    ever. What remains (deeper than dirfd.TREE_DEPTH) is git's to refuse, as before."""
+    from guard import dirfd
+
+    # the admin dir from trusted state (check_pointers pinned it), never the lane's `.git`
+    # read again: a lane still running could point it at another lane's admin dir
+    pinned = git.lane_pointers(path)
+    if pinned and pinned.get("GIT_DIR"):
+        dirfd.remove_tree(os.path.join(pinned["GIT_DIR"], "modules"))
+
+
 def _copy_file(dfd: int, name: str, to: Path) -> bool:
     """Copy the regular file `name` of directory `dfd` to the new file `to`, with its
     mode bits (not setuid/setgid); False when it is not a regular file once opened."""
@@ -511,6 +532,9 @@ def _copy_file(dfd: int, name: str, to: Path) -> bool:
         if exc.errno in (errno.ELOOP, errno.ENXIO, errno.ENOENT, errno.EACCES, errno.EPERM):
             return False  # a link, a socket, gone since it was listed, its mode (a lane's)
         raise
+    if len(os.fsencode(to)) >= 4096:  # a path too long to write: named, not copied
+        os.close(fd)
+        return False
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
