@@ -620,7 +620,8 @@ def _confinement(
 def _cmd_config(env: dict[str, str], key: str, value: str) -> None:
     """Set `key = value` for CMD's git as a GIT_CONFIG_COUNT entry after any it has, so it
     wins over every file git reads. A GIT_CONFIG_COUNT git would reject is left for git to
-    reject. _confinement sets two keys this way:
+    reject. Only _confinement sets keys this way (any GIT_CONFIG_COUNT sends every git
+    command of CMD to the shim's Python: shims/git), two of them:
 
     - core.sharedRepository = umask: set to group/all, git chmods every directory it makes
       `g+s`, which the seccomp filter refuses (no setgid file from the sandbox), and
