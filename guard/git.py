@@ -162,6 +162,9 @@ def lane_objects(*stores: str | None) -> Iterator[None]:
 # `shared_store_only(False)`.
 _SHARED_ONLY: ContextVar[bool] = ContextVar("gitlane_shared_only", default=False)
 SHARED_ONLY_CONFIG = ("-c", "core.commitGraph=false")
+# every engine git: a symbolic ref (a lane's HEAD after a rebase) is written as a file,
+# never as the symlink core.preferSymlinkRefs asks for, which _admin_blocked refuses
+ENGINE_CONFIG = ("-c", "core.preferSymlinkRefs=false")
 
 
 @contextmanager
@@ -438,16 +441,17 @@ def _argv_env(
     stores = [] if only else list(_READ_STORES.get())
     pre = SHARED_ONLY_CONFIG if only else ()
     if pinned is None:
-        return (real_git(), *pre, *args), _with_stores(stores, env)
+        return (real_git(), *ENGINE_CONFIG, *pre, *args), _with_stores(stores, env)
     if not pinned:  # a submodule inside a lane: its own repository, no program of its config
-        return (real_git(), *LANE_CONFIG, *pre, *args), env
+        return (real_git(), *ENGINE_CONFIG, *LANE_CONFIG, *pre, *args), env
     _check_worktree_config(pinned["GIT_DIR"], pinned["GIT_COMMON_DIR"])
     if not (env and "GIT_INDEX_FILE" in env):  # git opens the lane's own index
         check_index_file(pinned["GIT_DIR"], pinned["GIT_WORK_TREE"])
     own = None if only else _store_of(pinned["GIT_DIR"])
     if own is not None:
         stores.insert(0, own)
-    return (real_git(), *LANE_CONFIG, *pre, *args), _with_stores(stores, {**pinned, **(env or {})})
+    argv = (real_git(), *ENGINE_CONFIG, *LANE_CONFIG, *pre, *args)
+    return argv, _with_stores(stores, {**pinned, **(env or {})})
 
 
 Where = str | os.PathLike[str] | None

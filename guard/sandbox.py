@@ -71,7 +71,9 @@ IOCTL_DEV = 1 << 15  # ABI 5
 _ABI1 = (1 << 13) - 1
 READ = EXECUTE | READ_FILE | READ_DIR
 FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
-MIN_ABI = 2  # ABI 1 forbids every rename across directories: git could not store an object
+# Below ABI 3 the kernel cannot deny truncation: truncate(2), or open(O_RDONLY|O_TRUNC),
+# of any file outside the grants passes (packed-refs, a hook, another lane's files)
+MIN_ABI = 3
 
 # the devices a terminal program and a shell write to
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts", "/dev/shm")
@@ -180,8 +182,8 @@ def usable(abi_version: int) -> str:
         return "the kernel has no Landlock"
     if abi_version < MIN_ABI:
         return (
-            f"Landlock ABI {abi_version} forbids renames across directories, which git needs "
-            f"to store objects (ABI {MIN_ABI}, Linux 5.19, is the least that works)"
+            f"Landlock ABI {abi_version} cannot deny truncating a file outside the lane "
+            f"(ABI {MIN_ABI}, Linux 6.2, is the least that confines it)"
         )
     return ""
 

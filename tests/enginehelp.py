@@ -158,3 +158,29 @@ def flock_holder(repo: Repo) -> subprocess.Popen[bytes]:
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
     assert p.stdout is not None and p.stdout.readline() == b"held\n"
     return p
+
+
+def on_a_terminal(cmd: str, cwd: Path) -> None:
+    """Run `cmd` with sh as the owner does at a terminal (stdout and stderr a tty: git
+    starts its pager there), in `cwd`; what it prints is read and dropped."""
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        subprocess.run(
+            ["sh", "-c", cmd],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=slave,
+            stderr=slave,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(slave)
+        try:
+            while os.read(master, 65536):
+                pass
+        except OSError:
+            pass
+        os.close(master)

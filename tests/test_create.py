@@ -291,3 +291,41 @@ def test_auto_key_is_lowest_free(prefix: str, used: set[int]) -> None:
     assert key == f"{prefix}-{n}" and key not in taken
     assert all(f"{prefix}-{m}" in taken for m in range(1, n))
     assert policy.valid_key(key)
+
+
+@pytest.mark.parametrize("sandboxed", [False, True], ids=["plain", "sandbox"])
+def test_prefer_symlink_refs_never_makes_a_lane_unreadable(repo: Repo, sandboxed: bool) -> None:
+    """core.preferSymlinkRefs=true (a user's old setting) has git write a symbolic ref as
+    a symlink: `git worktree add` made the new lane's HEAD one, which the engine refuses
+    in a lane's admin dir (a link: admin_unreadable), so create failed at once. The
+    engine's git writes HEAD as a file; a sandboxed CMD's git does too (the kernel lets
+    it make no link there, and git then writes the file); a plain CMD's git keeps the
+    user's setting, and the refusal's next, reconcile, writes the link back as a file.
+    A sync rebases, a land lands."""
+    from guard import sandbox
+
+    if sandboxed and sandbox.usable(sandbox.abi()):
+        pytest.skip(f"no usable Landlock: {sandbox.usable(sandbox.abi())}")
+    git(repo.path, "config", "core.preferSymlinkRefs", "true")
+    repo.config("gate", "off")
+    alpha = repo.create("alpha")
+    beta = repo.create("beta")
+    r = repo.lane(
+        "exec", *(["--sandbox"] if sandboxed else []), "alpha", "--", "sh", "-c",
+        "echo a > a && git add a && git commit -qm a && git rebase -q --force-rebase main",
+    )  # fmt: skip
+    assert r.rc == 0, r.stderr
+    r = repo.jlane("land", "alpha")
+    if not sandboxed:
+        assert (r.rc, r.code, r.json["next"]) == (1, "admin_unreadable", ["git lane reconcile"])
+        assert repo.lane("reconcile").rc == 0
+        r = repo.jlane("land", "alpha")
+    assert r.rc == 0, r.stdout
+    repo.commit(beta, "b", "b\n")
+    r = repo.lane("sync", "beta")
+    assert r.rc == 0, r.stderr
+    for where in (alpha, beta):
+        head = Path(git(where, "rev-parse", "--git-path", "HEAD").stdout.strip())
+        head = head if head.is_absolute() else where / head
+        assert head.is_file() and not head.is_symlink(), head
+    assert repo.lane("land", "beta").rc == 0

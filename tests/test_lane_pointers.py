@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from sandboxhelp import refused_then_planted
 from conftest import LaneRun, Repo, git
+from enginehelp import on_a_terminal
 
 from guard import sandbox
 
@@ -942,31 +943,6 @@ def _filtered(x: Path, marker: Path) -> Path:
     return x
 
 
-def _on_a_terminal(cmd: str, cwd: Path) -> None:
-    """Run `cmd` with sh as the owner does at a terminal (stdout a tty), in `cwd`."""
-    import pty
-
-    master, slave = pty.openpty()
-    try:
-        subprocess.run(
-            ["sh", "-c", cmd],
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=slave,
-            stderr=slave,
-            timeout=60,
-            check=False,
-        )
-    finally:
-        os.close(slave)
-        try:
-            while os.read(master, 65536):
-                pass
-        except OSError:
-            pass
-        os.close(master)
-
-
 def test_status_never_runs_git_plain_in_a_hub_a_lane_named(repo: Repo, tmp_path: Path) -> None:
     """With the owner's checkout off main, lane alpha names main in its admin HEAD and a
     directory of its choosing in its `gitdir`: that is no hub, and `git lane status` runs
@@ -1034,7 +1010,7 @@ def test_a_lane_that_checks_out_main_is_never_taken_for_the_hub(repo: Repo, tmp_
     git(evil, "config", "core.fsmonitor", str(prog))
     (alpha / ".git").write_text(f"gitdir: {evil / '.git'}\n")
     for n in nexts:
-        _on_a_terminal(n, repo.path)
+        on_a_terminal(n, repo.path)
     assert not marker.exists(), nexts
 
 

@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from conftest import LaneRun, Repo, git
-from enginehelp import flock_holder, head, owner_file, ready_lane
+from enginehelp import flock_holder, head, on_a_terminal, owner_file, ready_lane
 
 PLACEHOLDERS = ("<KEY>", "<key>", "<N>", "<value>", "<seconds>", "<another", "<new name>")
 
@@ -356,32 +356,6 @@ def test_no_placeholder_in_any_command_the_code_prints() -> None:
     assert found == []
 
 
-def _on_a_terminal(cmd: str, cwd: Path) -> None:
-    """Run `cmd` with sh as the owner does at a terminal (stdout a tty: git starts its
-    pager there), in `cwd`."""
-    import pty
-
-    master, slave = pty.openpty()
-    try:
-        subprocess.run(
-            ["sh", "-c", cmd],
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=slave,
-            stderr=slave,
-            timeout=60,
-            check=False,
-        )
-    finally:
-        os.close(slave)
-        try:
-            while os.read(master, 65536):
-                pass
-        except OSError:
-            pass
-        os.close(master)
-
-
 def _root(repo: Repo) -> str:
     return shlex.quote(os.path.realpath(repo.path))
 
@@ -413,7 +387,7 @@ def test_worktree_locked_next_run_in_the_lane_runs_no_program_of_the_lanes(
         f'[core]\n\trepositoryformatversion = 0\n[pager]\n\tworktree = "touch {marker}; cat"\n'
     )
     (lane / ".git").write_text(f"gitdir: {evil}\n")
-    _on_a_terminal(nxt[0], lane)  # the owner, in the shell that ran the release
+    on_a_terminal(nxt[0], lane)  # the owner, in the shell that ran the release
     assert not marker.exists(), "the printed next ran a program the lane named, as the owner"
     assert not (admin / "locked").exists(), "the next did not do what it says"
 

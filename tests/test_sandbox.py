@@ -848,3 +848,81 @@ def test_the_next_of_a_refused_prune_works_in_the_sandbox(hub: Repo, tmp_path: P
     r = hub.lane("exec", "--sandbox", "alpha", "--", "sh", str(script), cwd=lane_path)
     assert "PRUNE 1" in r.stdout and "NEXT git repack -d" in r.stdout, (r.stdout, r.stderr)
     assert "RAN 0" in r.stdout, ("the printed next fails in the sandbox", r.stdout)
+
+
+# a child that applies a ruleset built for ABI sys.argv[1] (this kernel has a newer one),
+# then tries each way in to the file of its name in sys.argv[3], outside its one grant
+# sys.argv[2]
+_TRUNCATE_AT_ABI = r"""
+import os, sys
+from guard import sandbox
+ver = int(sys.argv[1])
+sandbox.abi = lambda: ver
+sandbox.usable = lambda v: ""
+sandbox.prepare(sandbox.Grants(writable=[sys.argv[2]]))()
+ways = {
+    "write": lambda p: open(p, "w"),
+    "truncate": lambda p: os.truncate(p, 0),
+    "rdonly-trunc": lambda p: os.close(os.open(p, os.O_RDONLY | os.O_TRUNC)),
+}
+for name, how in ways.items():
+    try:
+        how(os.path.join(sys.argv[3], name))
+        print(name, "passed")
+    except PermissionError:
+        print(name, "refused")
+"""
+
+
+def test_a_kernel_that_cannot_deny_truncation_has_no_sandbox(tmp_path: Path) -> None:
+    """Below Landlock ABI 3 (Linux 6.2) the kernel cannot deny truncation: a ruleset built
+    with ABI 2's rights (on this kernel) refuses a write outside the grants but lets
+    truncate(2) and open(O_RDONLY|O_TRUNC) through, and packed-refs, a hook or another
+    lane's file would be emptied. So an ABI below 3 is no sandbox: usable() says why, and
+    exec --sandbox refuses sandbox_unavailable (next test)."""
+    lane = tmp_path / "lane"
+    lane.mkdir()
+    ways = ("write", "truncate", "rdonly-trunc")
+    seen = {}
+    for ver in (2, _ABI):
+        outside = tmp_path / f"outside-{ver}"
+        outside.mkdir()
+        for name in ways:
+            (outside / name).write_text("kept\n")
+        out = subprocess.run(
+            [sys.executable, "-c", _TRUNCATE_AT_ABI, str(ver), str(lane), str(outside)],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        seen[ver] = out.split(), [(outside / name).read_text() for name in ways]
+    assert seen[2] == (
+        ["write", "refused", "truncate", "passed", "rdonly-trunc", "passed"],
+        ["kept\n", "", ""],
+    )
+    assert seen[_ABI] == (
+        ["write", "refused", "truncate", "refused", "rdonly-trunc", "refused"],
+        ["kept\n"] * 3,
+    )
+    for ver in (1, 2):
+        assert "truncat" in sandbox.usable(ver)
+    assert sandbox.usable(3) == ""
+
+
+def test_exec_sandbox_refuses_a_kernel_below_abi_3(
+    hub: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """exec --sandbox on an ABI 2 kernel (simulated in-process) is sandbox_unavailable,
+    with the reason and the unsandboxed command as the next; nothing runs."""
+    from guard.commands import exec as exec_cmd
+    from guard.errors import Refusal
+    from guard.repo import Repo as GRepo
+
+    hub.create("alpha")
+    monkeypatch.chdir(hub.path)
+    monkeypatch.setattr(sandbox, "probe", lambda: (2, ""))
+    marker = hub.path.parent / "ran"
+    with pytest.raises(Refusal) as exc:
+        exec_cmd.run(GRepo.discover(hub.path), "alpha", ["touch", str(marker)], sandbox=True)
+    assert exc.value.code == "sandbox_unavailable"
+    assert "cannot deny truncating" in exc.value.message
+    assert exc.value.next == [f"git lane exec alpha -- touch {marker}"]
+    assert not marker.exists()

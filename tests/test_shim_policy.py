@@ -1206,7 +1206,6 @@ def test_every_program_key_of_git_2_39_is_judged(key: str) -> None:
 
 def _real_lane(tmp_path: Path) -> tuple[Path, Path, GitFacts]:
     """A hub with lane alpha (a plain linked worktree), and facts naming it truly."""
-    import os
     import subprocess
 
     hub = tmp_path / "hub"
@@ -1229,6 +1228,18 @@ def _real_lane(tmp_path: Path) -> tuple[Path, Path, GitFacts]:
     return hub, lane, f
 
 
+def _as_script(f: GitFacts, name: str) -> GitFacts:
+    """`f` with git's real exec path, where `git NAME` is the shell script git ships
+    (git-NAME there), not a builtin."""
+    import subprocess
+
+    exec_path = subprocess.run(
+        ["git", "--exec-path"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    assert os.path.exists(os.path.join(exec_path, f"git-{name}"))
+    return dataclasses.replace(f, exec_path=exec_path, is_builtin=lambda n: n != name)
+
+
 def test_an_owners_next_names_the_lanes_repository_from_trusted_state(tmp_path: Path) -> None:
     """The shims' owner nexts (sparse-checkout's unsafe_config, external_command for
     git's scripts) were plain `git -C LANE`: a lane still running repoints its `.git` at
@@ -1246,10 +1257,7 @@ def test_an_owners_next_names_the_lanes_repository_from_trusted_state(tmp_path: 
         check=True,
     )
     subprocess.run(["git", "-C", str(fake), "config", "core.worktree", str(lane)], check=True)
-    exec_path = subprocess.run(
-        ["git", "--exec-path"], check=True, capture_output=True, text=True
-    ).stdout.strip()
-    script = dataclasses.replace(f, exec_path=exec_path, is_builtin=lambda n: n != "submodule")
+    script = _as_script(f, "submodule")
     for argv, g in ((["sparse-checkout", "set", "src"], f), (["submodule", "status"], script)):
         r = decide_git(argv, ENV, g)
         assert r is not None and r.code in ("unsafe_config", "external_command"), (argv, r)
@@ -1268,7 +1276,6 @@ def test_merge_one_file_gets_no_owners_command(tmp_path: Path) -> None:
     owner's next kept every word, and `merge-one-file a a '' ../../hub/precious.txt`
     followed as printed deleted the owner's file (red team 13W). No owner's command is
     printed for it."""
-    import os
     import subprocess
 
     hub, lane, f = _real_lane(tmp_path)
@@ -1334,7 +1341,6 @@ def test_the_owners_mergetool_next_never_sources_a_file_the_lane_names(tmp_path:
     (`-t|--tool*)`): `--tools=NAME` is kept, and mergetool--lib's setup_tool sources
     `$MERGE_TOOLS_DIR/NAME` when it is a file: `../../..` up to the lane's own script.
     The owner following the next as printed runs the lane's shell, unconfined."""
-    import dataclasses
     import subprocess
 
     hub, lane, f = _real_lane(tmp_path)
@@ -1357,11 +1363,7 @@ def test_the_owners_mergetool_next_never_sources_a_file_the_lane_names(tmp_path:
     run("merge", "-q", "side", check=False)
     (lane / "evil.sh").write_text(f"touch '{pwned}'\n")
     tool = "../" * 40 + str(lane / "evil.sh").lstrip("/")
-    exec_path = subprocess.run(
-        ["git", "--exec-path"], check=True, capture_output=True, text=True
-    ).stdout.strip()
-    assert os.path.exists(os.path.join(exec_path, "git-mergetool"))
-    script = dataclasses.replace(f, exec_path=exec_path, is_builtin=lambda n: n != "mergetool")
+    script = _as_script(f, "mergetool")
     r = decide_git(["mergetool", "--no-prompt", f"--tools={tool}"], ENV, script)
     assert r is not None and r.code == "external_command", r
     nxt = r.next[0].split("  #")[0]
@@ -1378,7 +1380,6 @@ def test_the_owners_instaweb_next_never_runs_an_httpd_the_lane_names_abbreviated
     rev-parse --parseopt`, which takes any unique prefix of a long option: `--htt=PATH`
     is `--httpd=PATH`, which _without_programs keeps (it drops `-d`, `--httpd`,
     `--httpd=`). A lane script whose name holds `lighttpd` runs as the owner's httpd."""
-    import dataclasses
     import subprocess
 
     hub, lane, f = _real_lane(tmp_path)
@@ -1386,11 +1387,7 @@ def test_the_owners_instaweb_next_never_runs_an_httpd_the_lane_names_abbreviated
     httpd = lane / "lighttpd"
     httpd.write_text(f"#!/bin/sh\ntouch '{pwned}'\n")
     httpd.chmod(0o755)
-    exec_path = subprocess.run(
-        ["git", "--exec-path"], check=True, capture_output=True, text=True
-    ).stdout.strip()
-    assert os.path.exists(os.path.join(exec_path, "git-instaweb"))
-    script = dataclasses.replace(f, exec_path=exec_path, is_builtin=lambda n: n != "instaweb")
+    script = _as_script(f, "instaweb")
     r = decide_git(["instaweb", "--local", f"--htt={httpd}"], ENV, script)
     assert r is not None and r.code == "external_command", r
     nxt = r.next[0].split("  #")[0]

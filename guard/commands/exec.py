@@ -604,8 +604,8 @@ def _confinement(
             env[name] = private
     for name in UNSET_IN_SANDBOX:  # not a barrier: see docs/trust-boundary.md
         env.pop(name, None)
-    _no_shared_perm(env)
-    _no_batch_fsync(env)
+    _cmd_config(env, "core.sharedRepository", "umask")
+    _cmd_config(env, "core.fsyncMethod", "fsync")
     try:
         ruleset = sandbox.prepare(g, [store, *([private] if private else [])])
         seal = seccomp.prepare()
@@ -617,33 +617,26 @@ def _confinement(
     return ruleset, seal, private
 
 
-def _no_shared_perm(env: dict[str, str]) -> None:
-    """core.sharedRepository = umask for CMD's git (a GIT_CONFIG_COUNT entry after any it
-    has): set to group/all, git chmods every directory it makes `g+s`, which the seccomp
-    filter refuses (no setgid file from the sandbox), and add/commit fail. What CMD makes
-    then has its umask's modes; the supervisor's own writes (absorb, land) keep the
-    repository's setting. A GIT_CONFIG_COUNT git would reject is left for git to reject."""
+def _cmd_config(env: dict[str, str], key: str, value: str) -> None:
+    """Set `key = value` for CMD's git as a GIT_CONFIG_COUNT entry after any it has, so it
+    wins over every file git reads. A GIT_CONFIG_COUNT git would reject is left for git to
+    reject. Only _confinement sets keys this way (any GIT_CONFIG_COUNT sends every git
+    command of CMD to the shim's Python: shims/git), two of them:
+
+    - core.sharedRepository = umask: set to group/all, git chmods every directory it makes
+      `g+s`, which the seccomp filter refuses (no setgid file from the sandbox), and
+      add/commit fail. What CMD makes then has its umask's modes; the supervisor's own
+      writes (absorb, land) keep the repository's setting.
+    - core.fsyncMethod = fsync: with `batch`, git adds objects to a temp dir in the store
+      and renames them into their fan-out dirs, across directories, which the sandbox
+      refuses in the store (no REFER: guard/sandbox.py); git 2.39 then says nothing and
+      `git add` leaves the index naming objects it never stored."""
     count = env.get("GIT_CONFIG_COUNT", "0")
     if not count.isdigit():
         return
     n = int(count)
-    env[f"GIT_CONFIG_KEY_{n}"] = "core.sharedRepository"
-    env[f"GIT_CONFIG_VALUE_{n}"] = "umask"
-    env["GIT_CONFIG_COUNT"] = str(n + 1)
-
-
-def _no_batch_fsync(env: dict[str, str]) -> None:
-    """core.fsyncMethod = fsync for CMD's git (a GIT_CONFIG_COUNT entry after any it has):
-    with `batch`, git adds objects to a temp dir in the store and renames them into their
-    fan-out dirs, across directories, which the sandbox refuses in the store (no REFER:
-    guard/sandbox.py); git 2.39 then says nothing and `git add` leaves the index naming
-    objects it never stored. A GIT_CONFIG_COUNT git would reject is left for git."""
-    count = env.get("GIT_CONFIG_COUNT", "0")
-    if not count.isdigit():
-        return
-    n = int(count)
-    env[f"GIT_CONFIG_KEY_{n}"] = "core.fsyncMethod"
-    env[f"GIT_CONFIG_VALUE_{n}"] = "fsync"
+    env[f"GIT_CONFIG_KEY_{n}"] = key
+    env[f"GIT_CONFIG_VALUE_{n}"] = value
     env["GIT_CONFIG_COUNT"] = str(n + 1)
 
 
