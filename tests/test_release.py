@@ -4,11 +4,13 @@ a landed clean lane goes without confirmation; the record stays, as `released`."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -462,3 +464,114 @@ def test_a_deep_modules_tree_in_the_admin_dir_never_makes_the_confirmed_release_
             f"the release refused {r.code} and its next `{nxt[0]}` refuses again: "
             f"{again.stdout[:600]}"
         )
+
+
+@contextlib.contextmanager
+def small_disk(target: Path, size: str = "64m") -> Iterator[None]:
+    """A tmpfs of `size` at `target` (made empty): a disk that fills, where the test runs
+    as root (else skipped)."""
+    target.mkdir(parents=True, exist_ok=True)
+    res = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(target)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (not root, or no CAP_SYS_ADMIN): {res.stderr}")
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", "-l", str(target)], check=False)
+
+
+def _allocated(root: Path) -> int:
+    return sum(f.lstat().st_blocks * 512 for f in root.rglob("*") if f.is_file())
+
+
+def test_release_copies_a_sparse_modules_file_as_a_sparse_file(repo: Repo) -> None:
+    """Red team 14C (MED): a lane makes `<admin>/modules/sub/big` a file of a terabyte that
+    takes no space (truncate; the sandbox grants TRUNCATE in the admin dir, a plain lane
+    needs nothing). The confirmed release copied it into kept/ byte by byte, writing its
+    holes as zeros until the owner's disk was full, and its refusal named the same
+    release, which filled it again into a second copy. The copy keeps holes as holes
+    (SEEK_DATA/SEEK_HOLE); the data around them is copied exactly. Here kept/ is a 64 MiB
+    tmpfs."""
+    lp = repo.create("alpha")
+    admin = Path(repo.git("-C", str(lp), "rev-parse", "--absolute-git-dir").stdout.strip())
+    sub = admin / "modules" / "sub"
+    sub.mkdir(parents=True)
+    (sub / "HEAD").write_text("ref: refs/heads/main\n")
+    with open(sub / "big", "wb") as f:
+        f.write(b"head")
+        f.seek(1 << 40)
+        f.write(b"tail")
+    kept_dir = repo.state_dir / "kept"
+    with small_disk(kept_dir):
+        r = repo.jlane("release", "alpha", *CONFIRM)
+        assert (r.rc, r.code) == (0, "released"), r.stdout
+        kept = Path(r.json["kept_modules"])
+        big = kept / "sub" / "big"
+        assert big.stat().st_size == (1 << 40) + 4
+        assert _allocated(kept_dir) < 1 << 20, "release wrote the lane's holes out as zeros"
+        with open(big, "rb") as f:
+            assert f.read(4) == b"head"
+            f.seek(1 << 40)
+            assert f.read() == b"tail"
+        assert (kept / "sub" / "HEAD").read_text() == "ref: refs/heads/main\n"
+    assert_removed(repo, lp)
+
+
+def test_a_release_that_fills_the_disk_leaves_no_partial_copy_and_its_next_works(
+    repo: Repo,
+) -> None:
+    """A modules file of real data larger than the disk kept/ is on: the copy fails
+    (ENOSPC), the release is refused worktree_remove_failed with nothing removed, and its
+    partial copy is gone (each retry left one more, never deleted). With space again, the
+    next works as written."""
+    lp = repo.create("alpha")
+    admin = Path(repo.git("-C", str(lp), "rev-parse", "--absolute-git-dir").stdout.strip())
+    sub = admin / "modules" / "sub"
+    sub.mkdir(parents=True)
+    (sub / "pack").write_bytes(os.urandom(3 << 20))
+    kept_dir = repo.state_dir / "kept"
+    with small_disk(kept_dir, "1m"):
+        r = repo.jlane("release", "alpha", *CONFIRM)
+        assert (r.rc, r.code) == (1, "worktree_remove_failed"), r.stdout
+        assert list(kept_dir.iterdir()) == [], "a partial copy was left in kept/"
+    assert (sub / "pack").stat().st_size == 3 << 20 and lp.exists()
+    nxt = r.json["next"]
+    assert nxt == ["git lane release alpha --confirm yes-discard-lane"]
+    again = repo.jlane(*nxt[0].split()[2:])
+    assert (again.rc, again.code) == (0, "released"), again.stdout
+    assert (Path(again.json["kept_modules"]) / "sub" / "pack").stat().st_size == 3 << 20
+
+
+def test_releases_tar_next_archives_a_sparse_ignored_file_sparsely(repo: Repo) -> None:
+    """Red team 14C (MED): an ignored `build/big` of a terabyte that takes no space. Release
+    refuses unlanded_work (nothing to land) and its first next archives the ignored files
+    with tar: without --sparse GNU tar wrote every hole as zeros into kept/ until the disk
+    was full, and the `&&` chain stopped there. With --sparse the archive holds the data
+    and a map; it lists the file at its size. Here kept/ is a 64 MiB tmpfs."""
+    exclude = repo.common_dir / "info" / "exclude"
+    exclude.parent.mkdir(exist_ok=True)
+    with exclude.open("a") as f:
+        f.write("build/\n")
+    lp = repo.create("alpha")
+    (lp / "build").mkdir()
+    with open(lp / "build" / "big", "wb") as f:
+        f.truncate(1 << 40)
+    kept_dir = repo.state_dir / "kept"
+    with small_disk(kept_dir):
+        r = repo.jlane("release", "alpha")
+        assert r.code == "unlanded_work", r.stdout
+        tar = r.json["next"][0]
+        assert tar.startswith("tar "), r.json["next"]
+        done = subprocess.run(["sh", "-c", tar], cwd=repo.path, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert _allocated(kept_dir) < 1 << 20, f"the next wrote the holes out: {tar}"
+        (archive,) = kept_dir.glob("*.tar")
+        listing = subprocess.run(
+            ["tar", "-tvf", str(archive)], capture_output=True, text=True, check=True
+        ).stdout
+        assert str(1 << 40) in listing and "build/big" in listing, listing
+        r = repo.jlane(*r.json["next"][1].split()[2:])
+        assert (r.rc, r.code) == (0, "released"), r.stdout

@@ -20,6 +20,7 @@ import stat
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 from guard import git, lane, lock, objects, policy, procs, recovery
@@ -493,6 +494,9 @@ def keep_modules(repo: Repo, key: str, path: str) -> tuple[str | None, list[str]
                 repos.append(here)
         skipped += [rel + "/" for rel in refused]
     except OSError as exc:
+        # the partial copy goes (the lane's own is still there: nothing was removed), so
+        # the next, run once space is freed, leaves no second copy behind
+        dirfd.remove_tree(str(dest))
         raise Refusal(
             "worktree_remove_failed",
             f"could not copy the submodule git dirs of lane {key} ({gd / 'modules'}) "
@@ -525,7 +529,10 @@ def _drop_modules(path: str) -> None:
 
 def _copy_file(dfd: int, name: str, to: Path) -> bool:
     """Copy the regular file `name` of directory `dfd` to the new file `to`, with its
-    mode bits (not setuid/setgid); False when it is not a regular file once opened."""
+    mode bits (not setuid/setgid); False when it is not a regular file once opened.
+    Only its data is copied, its holes stay holes (SEEK_DATA/SEEK_HOLE): a lane may make
+    a file of a terabyte that takes no space (truncate), which a copy byte by byte would
+    write out as zeros until the owner's disk is full."""
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
     except OSError as exc:
@@ -543,16 +550,47 @@ def _copy_file(dfd: int, name: str, to: Path) -> bool:
             to, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
         )
         try:
-            while chunk := os.read(fd, 1 << 20):
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(out, view) :]
+            for start, end in _data_runs(fd, st.st_size):
+                _copy_run(fd, out, start, end)
+            os.ftruncate(out, st.st_size)  # the holes after the last data
             os.fchmod(out, stat.S_IMODE(st.st_mode) & 0o777)
         finally:
             os.close(out)
         return True
     finally:
         os.close(fd)
+
+
+def _data_runs(fd: int, size: int) -> Iterator[tuple[int, int]]:
+    """The (start, end) runs of `fd` that hold data, up to `size`; the whole file where
+    the filesystem cannot say (EINVAL: no SEEK_DATA there)."""
+    pos = 0
+    while pos < size:
+        try:
+            start = os.lseek(fd, pos, os.SEEK_DATA)
+            end = min(os.lseek(fd, start, os.SEEK_HOLE), size)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # no data after pos: holes to the end
+                return
+            if exc.errno != errno.EINVAL:
+                raise
+            start, end = pos, size
+        if start >= size:
+            return
+        yield start, end
+        pos = end
+
+
+def _copy_run(fd: int, out: int, start: int, end: int) -> None:
+    pos = start
+    while pos < end:
+        chunk = os.pread(fd, min(1 << 20, end - pos), pos)
+        if not chunk:  # the file shrank since fstat: what is there is copied
+            return
+        view = memoryview(chunk)
+        while view:
+            n = os.pwrite(out, view, pos)
+            view, pos = view[n:], pos + n
 
 
 def inspect(repo: Repo, rec: LaneRecord, main_sha: str) -> Work:
@@ -777,7 +815,9 @@ def g11_keep_work(
             f"command below keeps a copy in {git.shown(kept)}"
         )
         nxt = [
-            f"tar -C {git.q(path)} --null -T {git.q(listing)} -cf {git.q(kept)}",
+            # --sparse: a file of a terabyte a lane made with truncate (no space taken)
+            # goes into the archive as its data and a map, not as zeros filling the disk
+            f"tar -C {git.q(path)} --sparse --null -T {git.q(listing)} -cf {git.q(kept)}",
             discard,
         ]
         alternatives = [discard]
