@@ -210,6 +210,21 @@ def test_a_dangling_symbolic_main_cannot_be_renamed_over(g: Guarded) -> None:
     assert main_file.read_text().startswith("ref:")
 
 
+def test_a_dangling_symbolic_main_beside_a_master_branch_is_still_main(g: Guarded) -> None:
+    """No main_branch configured, a branch named master beside main, main made a dangling
+    symbolic ref (unseen). The hook chose main as git-lane does (main if it resolves,
+    else master), so it took master for main: the delete of the symbolic main passed as
+    removing a stray main beside master, and `git branch -m z main` was no rename onto
+    main; git wrote main at z's commit outside any transaction."""
+    git(g.lane, "branch", "master", g.main)
+    git(g.lane, "branch", "z", g.lane_tip)
+    git(g.lane, "symbolic-ref", "refs/heads/main", "refs/heads/nothing")  # unseen, documented
+    assert_refused(run(g.lane, "update-ref", "-d", "--no-deref", "refs/heads/main"))
+    assert_refused(run(g.lane, "branch", "-m", "z", "main"))
+    assert sha(g.hub, "refs/heads/z") == g.lane_tip
+    assert git(g.hub, "symbolic-ref", "refs/heads/main").stdout.strip() == "refs/heads/nothing"
+
+
 def test_a_rename_onto_a_ref_in_mains_chain_loses_no_branch(g: Guarded) -> None:
     """main a symbolic ref to refs/heads/b (unseen on git 2.39), then `git branch -M z b`
     (the hub detached, so git's checked-out guard is out of the way). git deletes z
