@@ -283,6 +283,15 @@ ROWS: tuple[Row, ...] = (
         EACCES,
     ),
     Row(
+        "branch_mov_onto",
+        "`git branch --mov --force x main` (a prefix of --move), or `-M x main --sort refname`",
+        '$GIT branch x "$TIP" && $GIT branch --mov --force x main',
+        "main",
+        MMR,
+        MMR,
+        EACCES,
+    ),
+    Row(
         "branch_C_onto",
         "`git branch -C x main` (copy onto main, git 2.39: no transaction)",
         '$GIT branch x "$TIP" && $GIT branch -C x main',

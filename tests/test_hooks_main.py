@@ -5,6 +5,7 @@ main's sha is unchanged; pack-refs, gc and land keep working."""
 from __future__ import annotations
 
 import os
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,6 +145,97 @@ def test_branch_rename_onto_main_refused(g: Guarded) -> None:
     res = run(g.lane, "branch", "-M", "spare", "main")
     assert_refused(res)
     main_is(g, g.main)
+
+
+def only_on(path: Path, branch: str) -> str:
+    """Make `branch` at a commit no other ref holds (lost if git deletes the branch)."""
+    tree = git(path, "rev-parse", "HEAD^{tree}").stdout.strip()
+    tip = git(path, "commit-tree", tree, "-p", "HEAD", "-m", f"only on {branch}").stdout.strip()
+    git(path, "branch", "-f", branch, tip)
+    return tip
+
+
+def renamed_away(g: Guarded, res: subprocess.CompletedProcess[str], z: str) -> None:
+    """A rename onto main refused at its first step (the delete of OLD): OLD, its commit
+    and its reflog are all still there, and main did not move."""
+    assert_refused(res)
+    main_is(g, g.main)
+    assert sha(g.hub, "refs/heads/z") == z, "the refused rename deleted branch z"
+    assert not (g.repo.common_dir / "logs" / "refs" / ".tmp-renamed-log").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("--mov", "--force", "z", "main"),
+        ("--mo", "-f", "z", "main"),
+        ("-fM", "z", "main"),
+        ("-M", "z", "main", "--sort", "refname"),
+        ("-M", "z", "main", "--format", "%(refname)"),
+        ("-M", "--end-of-options", "z", "main"),
+        ("-M", "z", "@{-1}"),
+        ("-c", "alias.rn=branch -M", "rn", "z", "main"),
+    ],
+)
+def test_a_refused_rename_onto_main_loses_no_branch(g: Guarded, argv: tuple[str, ...]) -> None:
+    """`git branch --mov --force z main` (git takes any unique prefix of --move), or
+    `git branch -M z main --sort refname` (an option's separate argument was the last plain
+    word, so NEW read as `refname`): main plain, the hub detached. The hook knew only
+    `-m/-M/-c/-C`, `--move`, `--copy` and NEW as the last plain word, so it let the delete
+    of z (OLD) through; then the delete of main was refused and git died with no
+    rollback: branch z gone, its only commit unreferenced, its reflog left at
+    logs/refs/.tmp-renamed-log for the next rename to overwrite. `@{-1}` (main, switched
+    away from) is a branch the hook cannot name without git: refused as well."""
+    detach_hub(g)
+    z = only_on(g.hub, "z")
+    res = run(g.hub, *(argv if argv[0] == "-c" else ("branch", *argv)))
+    renamed_away(g, res, z)
+
+
+def test_a_dangling_symbolic_main_cannot_be_renamed_over(g: Guarded) -> None:
+    """main made a dangling symbolic ref (`git symbolic-ref`, unseen on git 2.39: main
+    then reads as no ref at all), then `git branch -m z main` from the lane, the hub on
+    main. git needs no force (main "does not exist"); the hook took main for absent
+    (gl_main_name: none), let the delete of z through, and the delete of the symbolic
+    main as "deleting what is not there", and git wrote main at z's commit outside any
+    transaction: main, plain again, was the lane's commit."""
+    git(g.lane, "branch", "z", g.lane_tip)
+    git(g.lane, "symbolic-ref", "refs/heads/main", "refs/heads/nothing")  # unseen, documented
+    assert_refused(run(g.lane, "branch", "-m", "z", "main"))
+    assert sha(g.hub, "refs/heads/z") == g.lane_tip
+    main_file = g.repo.common_dir / "refs" / "heads" / "main"
+    assert main_file.read_text().startswith("ref:"), "the symbolic main was replaced unseen"
+    # nor deleted outright, then written by a rename onto a name that is free
+    assert_refused(run(g.lane, "update-ref", "-d", "--no-deref", "refs/heads/main"))
+    assert main_file.read_text().startswith("ref:")
+
+
+def test_a_dangling_symbolic_main_beside_a_master_branch_is_still_main(g: Guarded) -> None:
+    """No main_branch configured, a branch named master beside main, main made a dangling
+    symbolic ref (unseen). The hook chose main as git-lane does (main if it resolves,
+    else master), so it took master for main: the delete of the symbolic main passed as
+    removing a stray main beside master, and `git branch -m z main` was no rename onto
+    main; git wrote main at z's commit outside any transaction."""
+    git(g.lane, "branch", "master", g.main)
+    git(g.lane, "branch", "z", g.lane_tip)
+    git(g.lane, "symbolic-ref", "refs/heads/main", "refs/heads/nothing")  # unseen, documented
+    assert_refused(run(g.lane, "update-ref", "-d", "--no-deref", "refs/heads/main"))
+    assert_refused(run(g.lane, "branch", "-m", "z", "main"))
+    assert sha(g.hub, "refs/heads/z") == g.lane_tip
+    assert git(g.hub, "symbolic-ref", "refs/heads/main").stdout.strip() == "refs/heads/nothing"
+
+
+def test_a_rename_onto_a_ref_in_mains_chain_loses_no_branch(g: Guarded) -> None:
+    """main a symbolic ref to refs/heads/b (unseen on git 2.39), then `git branch -M z b`
+    (the hub detached, so git's checked-out guard is out of the way). git deletes z
+    first, and the hook let that through (it refused at OLD only when NEW was main
+    itself); then the delete of b, in main's chain, was refused and git died with no
+    rollback: z gone, its reflog left at logs/refs/.tmp-renamed-log."""
+    detach_hub(g)
+    z = only_on(g.hub, "z")
+    git(g.hub, "branch", "b", g.main)
+    git(g.hub, "symbolic-ref", "refs/heads/main", "refs/heads/b")  # unseen, documented
+    renamed_away(g, run(g.lane, "branch", "-M", "z", "b"), z)
 
 
 def test_rename_of_main_refused(g: Guarded) -> None:
@@ -429,6 +521,28 @@ def test_master_repository(tmp_path: Path) -> None:
     assert_refused(run(path, "branch", "main"))
     assert sha(path, "refs/heads/main") is None
     assert sha(path, "refs/heads/master") == before
+
+
+@pytest.mark.parametrize("spelling", ["-m", "--mov"])
+def test_an_abbreviated_rename_cannot_move_a_configured_dangling_main(
+    tmp_path: Path, spelling: str
+) -> None:
+    """A master repository (install writes main_branch = "master", so the hook knows main
+    even when it does not resolve): master made a dangling symbolic ref (unseen), then
+    `git branch --mov z master`. `--mov` was not seen as a rename, the delete of the
+    dangling master passed as "deleting what is not there", and git wrote master at z's
+    commit outside any transaction."""
+    path = tmp_path / "m"
+    git(tmp_path, "init", "-q", "-b", "master", str(path))
+    git(path, "commit", "-q", "--allow-empty", "-m", "init")
+    install(Repo(path))
+    tree = git(path, "rev-parse", "HEAD^{tree}").stdout.strip()
+    evil = git(path, "commit-tree", tree, "-p", "HEAD", "-m", "evil").stdout.strip()
+    git(path, "branch", "z", evil)
+    git(path, "symbolic-ref", "refs/heads/master", "refs/heads/nothing")  # unseen, documented
+    assert_refused(run(path, "branch", spelling, "z", "master"))
+    assert sha(path, "refs/heads/z") == evil
+    assert git(path, "symbolic-ref", "refs/heads/master").stdout.strip() == "refs/heads/nothing"
 
 
 def test_first_commit_of_a_new_repository_is_allowed(tmp_path: Path) -> None:

@@ -651,6 +651,27 @@ def test_a_dangling_symbolic_main_is_made_plain_at_the_landed_tip(
     assert git(repo.path, "symbolic-ref", "-q", "refs/heads/main", check=False).stdout == ""
 
 
+@pytest.mark.parametrize("through", ["HEAD", "refs/worktree/x"])
+def test_a_symbolic_main_looping_through_a_per_worktree_ref_is_made_plain(
+    landed2: tuple[Repo, list[str], list[str]], through: str
+) -> None:
+    """`git symbolic-ref refs/heads/main HEAD` (unseen on git 2.39), the hub on main as
+    always: main -> HEAD -> main, a loop. doctor failed `main` naming `git lane
+    restore-main`, and restore-main failed main_update_failed: its `update-ref --no-deref
+    refs/heads/main` carries a log-only HEAD line (HEAD names main), HEAD is in main's
+    broken chain, and the hook refused it [hook_facts_unknown]; its next, doctor, named
+    restore-main again. The same loop through refs/worktree/x."""
+    repo, (_a, b), _ = landed2
+    assert (repo.common_dir / "HEAD").read_text().strip() == "ref: refs/heads/main"
+    if through != "HEAD":
+        git(repo.path, "symbolic-ref", through, "refs/heads/main")
+    git(repo.path, "symbolic-ref", "refs/heads/main", through)  # unseen, documented
+    run_fix(failing(repo, "main")["fix"], repo.path)
+    assert not (repo.common_dir / "refs" / "heads" / "main").read_text().startswith("ref:")
+    assert repo.sha() == b
+    assert "main" not in {n for n, cs in doctor(repo).items() for c in cs if c["status"] == "fail"}
+
+
 # -- before the first land: the baseline ------------------------------------------------------
 BASELINE = "refs/git-lane/baseline"
 

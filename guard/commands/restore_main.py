@@ -106,7 +106,11 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
                 "main_update_failed",
                 f"git refused to move {main_ref} from {cur[:12]} to {last.sha[:12]} (it is now {str(now)[:12]}): "
                 f"{exc.stderr.strip()}",
-                next=[f"git reflog -5 {main_ref}", "git lane doctor"],
+                # a main that resolves to nothing (dangling, looping, deleted) has no
+                # reflog git will show: `git reflog` would fail, and the && chain with it
+                next=[f"git reflog -5 {main_ref}", "git lane doctor"]
+                if now is not None
+                else ["git lane doctor"],
                 details={**details, "now": now, "stderr": exc.stderr},
             ) from None
     hub = repo.hub()
