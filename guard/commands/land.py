@@ -272,8 +272,9 @@ def _decide_and_land(
     wts = repo.worktrees()
     _check_worktree(repo, t, git.by_path(wts).get(os.path.realpath(path)))
     _check_branch(repo, t)
-    # clean gate worktrees a killed land left behind (never one a lane's admin dir names)
-    gate.sweep(repo.common_dir, repo.owned_worktrees(wts))
+    # clean gate worktrees a killed land left behind (by their admin dirs' names: never
+    # one a lane's admin dir, or a gate's `gitdir`, names)
+    gate.sweep(repo.common_dir)
     hub = repo.hub(wts)
 
     def main_side() -> tuple[str | None, list[str], set[str], HubFacts, list[str]]:
