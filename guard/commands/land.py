@@ -831,7 +831,7 @@ def _run_gate(
     import dataclasses
     import tempfile
 
-    from guard import sandbox, seccomp
+    from guard import reap, sandbox, seccomp
 
     private = None
     ruleset = None
@@ -854,7 +854,21 @@ def _run_gate(
                 ruleset()
                 seal()
 
-            return gate.run(command, cwd, timeout, key, output, tick, env, confine, started)
+            # this land a child subreaper: what the confined gate leaves running (a
+            # `setsid` child escapes gate.run's killpg) is re-parented here instead of to
+            # exec, which ends it only when CMD ends, and is ended as soon as the gate has
+            # ended, before its clean worktree is removed (it kept writing its admin dir:
+            # red team 14C). Nothing else of this land runs meanwhile: every process below
+            # it is the gate's
+            why = reap.hold()
+            if why:
+                raise sandbox.SandboxError(
+                    f"what the gate leaves running could not be ended: {why}"
+                )
+            try:
+                return gate.run(command, cwd, timeout, key, output, tick, env, confine, started)
+            finally:
+                reap.end_tree()
         except (sandbox.SandboxError, gate.NotConfined) as exc:
             raise Refusal(
                 "sandbox_failed",
