@@ -291,26 +291,27 @@ def remove_worktree(
     """Remove a gate worktree and git's record of it. With its admin dir known from
     before the gate ran (`admin`, in `<common>/worktrees/`), both go through directory fds
     (dirfd.remove_tree: no link followed, no file opened, nothing retried by path) and no
-    git runs: a sandboxed gate
-    writes its worktree (and, with no link, FIFO or socket, its admin dir), and git opens
-    files there (`.git`, `gitdir`, `HEAD`) to list the worktrees: a FIFO blocked it for
-    ever, the integration lock held (red team 13U). Else (sweep: a leftover of a killed
-    land) `worktree remove`, bounded: it refuses one that holds submodules (a gate may init
-    them), so the directory then goes first and git forgets the missing worktree; never a
-    repository-wide `worktree prune`, which would also drop the records of lanes whose
-    directories are only missing for now."""
+    git runs: a sandboxed gate writes its worktree (and, with no link, FIFO or socket, its
+    admin dir), and git opens files there (`.git`, `gitdir`, `HEAD`) to list the
+    worktrees: a FIFO blocked it for ever, the integration lock held (red team 13U). An
+    admin dir that cannot be removed (a tree deeper than dirfd.TREE_DEPTH the gate made)
+    is moved aside (set_aside): left in `worktrees/`, git listed it at whatever path its
+    `gitdir` says, which a process the gate left running rewrote (red team 14C). Else
+    (no admin dir known: `worktree add` failed) `worktree remove`, bounded: it refuses
+    one that holds submodules, so the directory then goes first and git forgets the
+    missing worktree; never a repository-wide `worktree prune`, which would also drop the
+    records of lanes whose directories are only missing for now."""
     from guard import dirfd
 
     if admin is not None:
         base = os.path.realpath(os.path.join(common_dir, "worktrees"))
-        adm = os.path.join(base, os.path.basename(os.fspath(admin)))
-        # a process the gate left running may still change its worktree: only fds
-        if (
-            os.path.realpath(os.path.dirname(os.fspath(admin))) == base
-            and not os.path.islink(adm)
-            and dirfd.remove_tree(where)
-            and dirfd.remove_tree(adm)
-        ):
+        name = os.path.basename(os.fspath(admin))
+        if os.path.realpath(os.path.dirname(os.fspath(admin))) == base:
+            # a process the gate left running may still change its worktree: only fds.
+            # What stays of the worktree (under $TMPDIR) is no worktree to git once its
+            # admin dir is gone
+            dirfd.remove_tree(where)
+            _remove_admin(common_dir, name)
             return
     timeout = git.lane_read_timeout()
     args = ["worktree", "remove", "--force", "--force", where]
@@ -321,16 +322,100 @@ def remove_worktree(
     git.run(args, common_dir, check=False, timeout=timeout)
 
 
-def sweep(common_dir: str | os.PathLike[str], wts: list[git.Worktree]) -> list[str]:
-    """Remove clean gate worktrees that a killed land left behind. Only under the lock:
-    then no gate of this repository is running, so every such worktree is a leftover.
-    `wts` is Repo.owned_worktrees(): an entry a lane's admin dir names (its `gitdir` and
-    HEAD are the lane's to write) could be any directory of that name."""
-    left = [
-        w.path
-        for w in wts
-        if w.branch is None and os.path.basename(w.path).startswith(CLEAN_PREFIX)
-    ]
-    for where in left:
-        remove_worktree(common_dir, where)
-    return left
+def is_gate_admin(name: str) -> bool:
+    """Is `name` (in `<common>/worktrees/`) a clean gate worktree's admin dir? git names
+    an admin dir after its worktree's basename (a number added on a clash), and every gate
+    worktree's is mkdtemp(prefix=CLEAN_PREFIX): the prefix is git-lane's. No lane can make
+    a directory in `worktrees/` (exec --sandbox grants only the lane's own admin dir in it,
+    without REFER), so a name there is the owner's or git-lane's; but a gate admin dir's
+    files are a confined gate's to write, running or left: never trusted."""
+    return name.startswith(CLEAN_PREFIX)
+
+
+def admin_names(common_dir: str | os.PathLike[str]) -> list[str]:
+    """The names of the clean gate admin dirs in `<common>/worktrees/` (running or left)."""
+    try:
+        names = os.listdir(os.path.join(common_dir, "worktrees"))
+    except OSError:
+        return []
+    return sorted(n for n in names if is_gate_admin(n))
+
+
+def _remove_admin(common_dir: str | os.PathLike[str], name: str) -> tuple[str, bool]:
+    """Remove the gate admin dir `name` through fds, else move it aside: (where it was
+    moved, or ""; whether it is out of `worktrees/`)."""
+    from guard import dirfd
+
+    if dirfd.remove_tree(os.path.join(common_dir, "worktrees", name)):
+        return "", True
+    kept = set_aside(common_dir, name)
+    return kept or "", kept is not None
+
+
+def set_aside(common_dir: str | os.PathLike[str], name: str) -> str | None:
+    """Move the gate admin dir `name` out of `<common>/worktrees/` into git-lane's kept/
+    (`<common>/git-lane/kept/<name>.<UTC time>.<random>`), one rename through directory
+    fds: git lists no worktree for it from then on, and whatever still writes in it (its
+    Landlock rule follows the inode) writes where nothing is read. None when it could not
+    be moved (kept/ not writable, another filesystem): the caller names it."""
+    import secrets
+
+    from guard import dirfd
+
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    dest = f"{name}.{stamp}.{secrets.token_hex(4)}"
+    kept = os.path.join(common_dir, "git-lane", "kept")
+    try:
+        os.makedirs(kept, exist_ok=True)
+        sfd = os.open(os.path.join(common_dir, "worktrees"), dirfd.DIR)
+        try:
+            kfd = os.open(kept, dirfd.DIR)
+            try:
+                os.rename(name, dest, src_dir_fd=sfd, dst_dir_fd=kfd)
+            finally:
+                os.close(kfd)
+        finally:
+            os.close(sfd)
+    except OSError:
+        return None
+    return os.path.join(kept, dest)
+
+
+def sweep(common_dir: str | os.PathLike[str]) -> list[dict[str, str]]:
+    """Remove the clean gate worktrees a killed land left behind. Only under the lock:
+    then no gate of this repository is running, so every gate admin dir is a leftover.
+    Each admin dir goes through fds (moved aside when it cannot: `kept`); its worktree
+    only when it is where land makes them (a `git-lane-gate-*` directory of this process's
+    temp dir) and its `.git` names that admin dir back: the admin dir's `gitdir` is a
+    confined gate's to write, and could name any directory of that name (another
+    repository's running gate). One dict per admin dir: `admin`, `path` (its worktree
+    removed, or ""), `kept` (where the admin dir was moved, or ""), `left` ("yes" when it
+    is still in `worktrees/`: neither removed nor moved)."""
+    import tempfile
+
+    from guard import dirfd
+
+    out: list[dict[str, str]] = []
+    base = os.path.join(common_dir, "worktrees")
+    tmp = os.path.realpath(tempfile.gettempdir())
+    for name in admin_names(common_dir):
+        adm = os.path.join(base, name)
+        where = ""
+        try:
+            gitdir = git.read_admin(os.path.join(adm, "gitdir"), limit=1 << 16).rstrip("\n")
+            path = gitdir.removesuffix("/.git")
+            back = git.read_admin(os.path.join(path, ".git"), limit=1 << 16).rstrip("\n")
+        except OSError:
+            path = back = ""
+        if (
+            os.path.isabs(path)
+            and os.path.dirname(path) == tmp
+            and os.path.basename(path).startswith(CLEAN_PREFIX)
+            and not os.path.islink(path)
+            and back in (f"gitdir: {adm}", f"gitdir: {os.path.realpath(adm)}")
+        ):
+            dirfd.remove_tree(path)
+            where = path
+        kept, out_of_git = _remove_admin(common_dir, name)
+        out.append({"admin": adm, "path": where, "kept": kept, "left": "" if out_of_git else "yes"})
+    return out

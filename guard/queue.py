@@ -387,7 +387,7 @@ def land_batch(repo: Repo, run: Run, cands: list[Cand]) -> list[Cand]:
             landing.recover_locked(repo, held)
         main0 = repo.main_sha()
         land_cmd.g5_main_as_landed(repo, main0)
-        gate.sweep(repo.common_dir, repo.owned_worktrees())
+        gate.sweep(repo.common_dir)
         with gate.clean_worktree(repo.common_dir, main0) as where:
             stack: list[Stacked] = []
             base = main0

@@ -73,6 +73,23 @@ def _tampered(lane_dir: str, common: str, why: str) -> Refusal:
     )
 
 
+def _admin_says(d: Path) -> tuple[tuple[str, str | None, str | None], str] | None:
+    """What git lists for the admin dir `d`: ((real path, branch ref or None, detached
+    HEAD or None), path), from its `gitdir` and HEAD; None when they cannot be read."""
+    try:
+        gitdir = git.read_admin(d / "gitdir", limit=1 << 16).rstrip("\n")
+        head = git.read_admin(d / "HEAD", limit=1 << 12).rstrip("\n")
+    except OSError:
+        return None
+    path = gitdir.removesuffix("/.git").removesuffix("/") if gitdir else ""
+    if not path or "\n" in path:
+        return None
+    if not os.path.isabs(path):  # extensions.relativeWorktrees: from the admin dir
+        path = os.path.normpath(os.path.join(d, gitdir, ".."))
+    ref = head[len("ref: ") :] if head.startswith("ref: ") else None
+    return (os.path.realpath(path), ref, None if ref else head), path
+
+
 def _root(common: str) -> Path:
     c = Path(common)
     return c.parent if c.name == ".git" else c
@@ -383,7 +400,10 @@ class Repo:
         return sha
 
     # -- worktrees -----------------------------------------------------------------
-    def worktrees(self) -> list[git.Worktree]:
+    def worktrees(self, gates: bool = False) -> list[git.Worktree]:
+        """git's worktree list, one entry per path (_one_per_path), without the entries of
+        clean gate admin dirs (gate_entries) unless `gates`: what git itself checks
+        against (create's prediction of `worktree add`'s refusals)."""
         try:  # reading the lane records pins each lane: git run in one names its repository
             recs = self.store.lanes()
         except Refusal:
@@ -412,7 +432,11 @@ class Repo:
             from guard.errors import GitError
 
             raise GitError(res.argv, res.returncode, res.stdout, res.stderr)
-        return self._one_per_path(git.parse_worktrees(res.stdout), recs)
+        wts = git.parse_worktrees(res.stdout)
+        if not gates:
+            drop = self.gate_entries(wts)
+            wts = [w for w in wts if not any(w is g for g in drop)]
+        return self._one_per_path(wts, recs)
 
     def _one_per_path(self, wts: list[git.Worktree], recs: list[LaneRecord]) -> list[git.Worktree]:
         """git lists a lane's admin dir at the path its `gitdir` names with the HEAD its
@@ -532,8 +556,13 @@ class Repo:
 
     def _owned_admins(self) -> dict[tuple[str, str | None, str | None], str]:
         """(real path, branch ref or None, detached sha or None) -> path, as each admin dir
-        under <common>/worktrees/ that is no lane's says (its `gitdir` and HEAD: the
-        owner's files); {} when some lane's admin dir cannot be told from trusted state."""
+        under <common>/worktrees/ that is no lane's and no clean gate worktree's says (its
+        `gitdir` and HEAD: the owner's files); {} when some lane's admin dir cannot be
+        told from trusted state. A gate's admin dir (gate.is_gate_admin, by its name) is a
+        confined gate's to write while it runs, and a process the gate left running wrote
+        it after (red team 14C): never the owner's, running or left over."""
+        from guard import gate
+
         try:
             recs = self.store.lanes()
         except Refusal:
@@ -554,20 +583,32 @@ class Repo:
         out: dict[tuple[str, str | None, str | None], str] = {}
         for name in names:
             d = base / name
-            if os.path.islink(d) or os.path.realpath(d) in lanes:
+            if gate.is_gate_admin(name) or os.path.islink(d) or os.path.realpath(d) in lanes:
                 continue
-            try:
-                gitdir = git.read_admin(d / "gitdir", limit=1 << 16).rstrip("\n")
-                head = git.read_admin(d / "HEAD", limit=1 << 12).rstrip("\n")
-            except OSError:
-                continue
-            path = gitdir.removesuffix("/.git").removesuffix("/") if gitdir else ""
-            if not path or "\n" in path:
-                continue
-            if not os.path.isabs(path):  # extensions.relativeWorktrees: from the admin dir
-                path = os.path.normpath(os.path.join(d, gitdir, ".."))
-            ref = head[len("ref: ") :] if head.startswith("ref: ") else None
-            out.setdefault((os.path.realpath(path), ref, None if ref else head), path)
+            said = _admin_says(d)
+            if said is not None:
+                out.setdefault(said[0], said[1])
+        return out
+
+    def gate_entries(self, wts: list[git.Worktree]) -> list[git.Worktree]:
+        """The entries of git's list `wts` that are clean gate admin dirs' (one per such
+        dir, the one at the path and HEAD it says). A confined gate writes its admin dir's
+        `gitdir`: an entry at any path it named was fenced for every lane's sandbox
+        (`/tmp`) or held a lane's path at create (red team 14C), so git-lane decides from
+        the list without them; land finds its gate worktree by its own path and fds,
+        never in this list. A gate that rewrites its `gitdir` between git's read and this
+        one keeps its entry (another lane's exec may refuse meanwhile: never a grant more)."""
+        from guard import gate
+
+        names = gate.admin_names(self.common_dir) if len(wts) > 1 else []
+        said = [_admin_says(self.common_dir / "worktrees" / n) for n in names]
+        todo = [s[0] for s in said if s is not None]
+        out: list[git.Worktree] = []
+        for wt in wts[1:]:
+            key = (os.path.realpath(wt.path), wt.branch, None if wt.branch else wt.head)
+            if key in todo:
+                todo.remove(key)
+                out.append(wt)
         return out
 
     # -- identity ------------------------------------------------------------------

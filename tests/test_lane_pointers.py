@@ -1075,6 +1075,93 @@ def test_reconcile_never_removes_a_directory_a_lanes_gitdir_names(
     assert (victim / "work.txt").exists()
 
 
+def _gate_admin(repo: Repo, tmp_path: Path, head: str, where: Path) -> Path:
+    """A clean gate worktree's admin dir (`worktrees/git-lane-gate-*`, as a land makes it)
+    whose HEAD and `gitdir` say `head` and `where`, as a confined gate may write them while
+    it runs (its admin dir is granted to it) or a process it left running after."""
+    wt = tmp_path / "git-lane-gate-test"
+    git(repo.path, "worktree", "add", "-q", "--detach", str(wt), "HEAD")
+    admin = repo.common_dir / "worktrees" / wt.name
+    (admin / "HEAD").write_text(f"ref: {head}\n" if head.startswith("refs/") else f"{head}\n")
+    (admin / "gitdir").write_text(f"{where}/.git\n")
+    return admin
+
+
+def test_agent_setup_never_runs_git_plain_in_a_worktree_a_gate_named(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """Red team 14C (finding 1): an admin dir of a clean gate worktree is no lane's, and
+    Repo.owned_worktrees() took the path and HEAD it says for the owner's worktree, so
+    agent-setup ran plain git in the repository its `gitdir` named (its core.fsmonitor
+    ran as the owner) while a gate ran, or after one left its admin dir. A gate's admin
+    dir is never the owner's."""
+    repo.create("beta")
+    marker = tmp_path / "ran-as-owner"
+    prog = tmp_path / "prog"
+    prog.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    prog.chmod(0o755)
+    x = tmp_path / "x"
+    x.mkdir()
+    git(x, "init", "-q", "-b", "main")
+    git(x, "config", "core.fsmonitor", str(prog))
+    (x / "opencode.json").write_text("{}\n")
+    _gate_admin(repo, tmp_path, git(repo.path, "rev-parse", "HEAD").stdout.strip(), x)
+    r = repo.jlane("agent-setup", "beta", "--for", "opencode")
+    assert r.rc == 0, r.stdout
+    assert not marker.exists()
+
+
+def test_a_gate_admin_dir_naming_a_lanes_path_holds_its_create_only_until_reconcile(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """Red team 14C (finding 3, LOW): a gate admin dir whose `gitdir` named the path of a
+    lane not made yet (`<worktrees_root>/<slug>/gamma`) made git list a worktree there,
+    and `git lane create gamma` was refused worktree_path_exists for good (its next,
+    `git lane create`, another key). git itself refuses that path while the admin dir is
+    there: the refusal says it is a gate's, and its next (reconcile, which removes the
+    admin dir of a land no longer running, then create) works as written."""
+    alpha = repo.create("alpha")
+    sha = git(repo.path, "rev-parse", "HEAD").stdout.strip()
+    _gate_admin(repo, tmp_path, sha, alpha.parent / "gamma")
+    r = repo.jlane("create", "gamma")
+    assert r.code == "worktree_path_exists" and r.json["details"]["gate"], r.stdout
+    assert r.json["next"] == ["git lane reconcile", "git lane create gamma"], r.stdout
+    for step in r.json["next"]:
+        done = subprocess.run(step, shell=True, cwd=repo.path, capture_output=True, text=True)
+        assert done.returncode == 0, (step, done.stdout, done.stderr)
+    assert (alpha.parent / "gamma" / ".git").is_file()
+
+
+def test_a_gate_admin_dir_too_deep_to_remove_is_reported_and_moved_aside(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """Red team 14C: a confined gate made a tree deeper than dirfd.TREE_DEPTH in its admin
+    dir, which no removal through fds takes: it stayed in `worktrees/` (git listed it at
+    whatever its `gitdir` said) and doctor said nothing. Doctor names it (next: reconcile),
+    and reconcile moves it whole into git-lane's kept/, out of git's list."""
+    admin = _gate_admin(
+        repo, tmp_path, git(repo.path, "rev-parse", "HEAD").stdout.strip(), tmp_path / "y"
+    )
+    fd = os.open(admin, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(260):
+        os.mkdir("d", dir_fd=fd)
+        nfd = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = nfd
+    os.close(fd)
+    r = repo.jlane("doctor")
+    hit = [c for c in r.json["checks"] if c["name"] == "gate worktree"]
+    assert hit and hit[0]["status"] == "warn" and hit[0]["fix"] == "git lane reconcile", r.stdout
+    r = repo.jlane("reconcile")
+    assert r.rc == 0, r.stdout + r.stderr
+    done = [c for c in r.json["changes"] if c["action"] == "gate_worktree_removed"]
+    assert done and done[0]["kept"], r.stdout
+    assert not admin.exists() and Path(done[0]["kept"]).is_dir()
+    assert "git-lane-gate-" not in git(repo.path, "worktree", "list", "--porcelain").stdout
+    r = repo.jlane("doctor")
+    assert not [c for c in r.json["checks"] if c["name"] == "gate worktree"], r.stdout
+
+
 def test_the_owners_own_linked_worktree_on_main_is_still_the_hub(
     repo: Repo, tmp_path: Path
 ) -> None:

@@ -475,6 +475,145 @@ def test_a_sandboxed_gate_cannot_hang_the_land_through_its_clean_worktree(
     assert "git-lane-gate-" not in hub.git("worktree", "list", "--porcelain").stdout
 
 
+def _land_then_linger(lane_path: Path) -> tuple[int, str, str]:
+    """A sandboxed CMD lands through the socket, then stays 8 s: the supervisor reaps what
+    the gate left running only when CMD ends, so that process outlives the land."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "guard", "exec", "--sandbox", "alpha", "--", "sh", "-c",
+         "git lane land; rc=$?; sleep 8; exit $rc"],
+        cwd=lane_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    return proc.returncode, out, err
+
+
+# The confined gate of a socket land (gate_worktree = "clean") makes a tree deeper than
+# dirfd.TREE_DEPTH in its admin dir (granted plain: mkdir allowed), so the land's removal
+# through fds leaves that admin dir (after removing gitdir and HEAD), and starts a process
+# in a session of its own (the land's killpg misses it; exec reaps it only when CMD ends)
+# that writes gitdir, HEAD and commondir back, naming @TARGET@ (red team 14C).
+GATE_LEAVES_ADMIN = r"""
+gd=$(git rev-parse --absolute-git-dir)
+python3 - "$gd" <<'PY'
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+for _ in range(260):
+    os.mkdir("d", dir_fd=fd)
+    nfd = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+    os.close(fd)
+    fd = nfd
+PY
+head=$(git rev-parse HEAD)
+setsid sh -c 'sleep 4; printf "%s\n" "$1" > "$2/gitdir"; printf "%s\n" "$3" > "$2/HEAD"; printf "../..\n" > "$2/commondir"' \
+  sh "@TARGET@" "$gd" "$head" </dev/null >/dev/null 2>&1 &
+sleep 1
+exit 0
+"""
+
+
+def test_a_confined_gate_leaves_no_worktree_whose_git_the_owner_runs(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """Red team 14C (finding 1, HIGH: the owner ran code the lane chose). After the socket
+    land the clean gate worktree's admin dir was left in `worktrees/` (too deep for
+    remove_tree), and a process the confined gate left running wrote its gitdir and HEAD,
+    naming a repository CMD made in its private cache dir with core.fsmonitor set.
+    Repo.owned_worktrees() took that admin dir, no lane's, for the owner's, so
+    `git lane agent-setup beta --for claude` ran plain `git ls-files` there and the
+    fsmonitor ran as the owner. A gate admin dir is never trusted (by its name), and one
+    that cannot be removed is moved into git-lane's kept/, out of git's list."""
+    hub.config("worker_land", "allow")
+    hub.config("gate_worktree", "clean")
+    hub.config("gate_command", "sh ci.sh")
+    lane_path = hub.create("alpha")
+    hub.create("beta")
+    marker = tmp_path / "PWNED"
+    from guard.repo import Repo as GRepo
+
+    cache = Path(os.environ["XDG_CACHE_HOME"]).resolve()
+    own = Path(sandbox.private_cache(str(cache), GRepo.discover(hub.path).slug, "alpha"))
+    bare_git = (
+        "env -u GIT_DIR -u GIT_WORK_TREE -u GIT_OBJECT_DIRECTORY -u GIT_INDEX_FILE "
+        "-u GIT_COMMON_DIR -u GIT_CONFIG_COUNT -u GIT_ALTERNATE_OBJECT_DIRECTORIES /usr/bin/git"
+    )
+    # CMD, confined, prepares the repository in its own cache dir (kept between runs)
+    prep = (
+        f'cd "$XDG_CACHE_HOME" && rm -rf evil && mkdir evil && cd evil && {bare_git} init -q . && '
+        "mkdir -p .claude && echo '{}' > .claude/settings.local.json && echo x > f && "
+        f"{bare_git} add f && "
+        f"/usr/bin/git config -f .git/config core.fsmonitor 'touch {marker}; false' && echo PREPARED"
+    )
+    r = hub.lane("exec", "--sandbox", "alpha", "--", "sh", "-c", prep, cwd=lane_path)
+    assert "PREPARED" in r.stdout, (r.stdout, r.stderr)
+    assert (own / "evil" / ".git" / "index").exists()
+    hub.commit(lane_path, "ci.sh", GATE_LEAVES_ADMIN.replace("@TARGET@", f"{own}/evil/.git"))
+    rc, out, err = _land_then_linger(lane_path)
+    assert rc == 0, (out, err)
+    assert not marker.exists()
+    hub.lane("agent-setup", "beta", "--for", "claude")
+    assert not marker.exists(), "the owner's git ran a program a confined gate named"
+    left = list((hub.common_dir / "worktrees").glob("git-lane-gate-*"))
+    assert not left, f"the clean gate worktree's admin dir outlived the land: {left}"
+    assert "git-lane-gate-" not in hub.git("worktree", "list", "--porcelain").stdout
+
+
+def test_a_confined_gate_never_fences_every_lanes_sandbox_shut(hub: Repo) -> None:
+    """Red team 14C (finding 3, MED: every lane's sandbox denied, a refusal whose next did
+    not fix it). The same leftover admin dir, its gitdir `/tmp/.git`: git listed a
+    worktree at /tmp, which sandbox.facts() took as another worktree to fence, and the
+    temp dir every private TMPDIR is made in lies in it: `git lane exec --sandbox` of any
+    lane was refused sandbox_failed ("the temp dir /tmp lies in or holds /tmp"), next
+    `git lane doctor`, which said ok; reconcile said nothing to reconcile. The land moves
+    the admin dir it cannot remove out of `worktrees/`, and no gate admin dir's entry is
+    a worktree to fence."""
+    hub.config("worker_land", "allow")
+    hub.config("gate_worktree", "clean")
+    hub.config("gate_command", "sh ci.sh")
+    lane_path = hub.create("alpha")
+    hub.create("beta")
+    before = hub.lane("exec", "--sandbox", "beta", "--", "true")
+    assert before.rc == 0, before.stderr
+    hub.commit(lane_path, "ci.sh", GATE_LEAVES_ADMIN.replace("@TARGET@", "/tmp/.git"))
+    rc, out, err = _land_then_linger(lane_path)
+    assert rc == 0, (out, err)
+    hub.lane("reconcile")
+    hub.lane("doctor")
+    after = hub.lane("exec", "--sandbox", "beta", "--", "true", env={"TMPDIR": "/tmp"})
+    assert after.rc == 0, after.stderr
+    kept = hub.common_dir / "git-lane" / "kept"
+    assert [p.name for p in kept.glob("git-lane-gate-*")], "the admin dir was not kept"
+
+
+def test_what_a_confined_gate_leaves_running_ends_with_the_gate(hub: Repo) -> None:
+    """Red team 14C (finding 1's means): a process the confined gate started in a session
+    of its own (`setsid`) escaped the land's killpg and, re-parented to exec, ran on until
+    CMD ended, writing the gate's admin dir after the land had looked at it. The land is a
+    child subreaper for its gate and ends what the gate left as soon as the gate ends."""
+    hub.config("worker_land", "allow")
+    hub.config("gate_worktree", "clean")
+    hub.config("gate_command", "sh ci.sh")
+    lane_path = hub.create("alpha")
+    late = lane_path / "late"  # the lane's worktree: the confined gate may write it
+    hub.commit(
+        lane_path,
+        "ci.sh",
+        f"setsid sh -c 'sleep 3; touch {shlex.quote(str(late))}' </dev/null >/dev/null 2>&1 &\n"
+        "exit 0\n",
+    )
+    rc, out, err = _land_then_linger(lane_path)
+    assert rc == 0, (out, err)
+    assert not late.exists(), "a process the gate left ran on after the land"
+
+
 def test_socket_land_gate_that_cannot_be_confined_is_not_run(hub: Repo, tmp_path: Path) -> None:
     """The grants cannot be decided when the land runs (the owner made sandbox_writable
     name the hub since exec started): the gate is not run unconfined, the land refuses

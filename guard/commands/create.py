@@ -228,14 +228,24 @@ def _add_refused(
     inside its removal) still names the branch or the path. A released lane's is
     reconcile's to clear; anyone else's is left to its owner."""
     real = os.path.realpath(path)
+    wts = repo.worktrees(gates=True)  # git refuses for a gate admin dir's entry too
     blocking = [
-        w
-        for w in repo.worktrees()
-        if w.branch == f"refs/heads/{branch}" or os.path.realpath(w.path) == real
+        w for w in wts if w.branch == f"refs/heads/{branch}" or os.path.realpath(w.path) == real
     ]
     if not blocking:
         return None
     w = blocking[0]
+    if any(w is g for g in repo.gate_entries(wts)):
+        # a confined gate wrote its admin dir's `gitdir`: while the land runs (no land
+        # runs: reconcile removes it or moves it into kept/)
+        return Refusal(
+            "worktree_path_exists",
+            f"a clean gate worktree's admin dir (a land's gate, running or left) names "
+            f"{w.path}, so git will not check lane {key} out there; it was left as it is",
+            next=["git lane reconcile", f"git lane create {key}"],
+            alternatives=["git lane status"],
+            details={"lane": key, "path": path, "registered": w.path, "gate": True},
+        )
     released = {os.path.realpath(r.path) for r in records.values() if r.status == "released"}
     ours = not w.exists and os.path.realpath(w.path) in released
     return Refusal(

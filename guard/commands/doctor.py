@@ -761,6 +761,22 @@ def check_lock(repo: Repo) -> list[Check]:
                 "git lane reconcile",
             )
         )
+    from guard import gate as gatemod
+
+    left = gatemod.admin_names(repo.common_dir)
+    if left and (rec is None or not lock.owner_alive(rec)):
+        # no land runs: a killed land's (or one a gate's process kept writing in): git
+        # lists each at the path its `gitdir` says, which a confined gate wrote
+        out.append(
+            finding(
+                "gate worktree",
+                WARN,
+                f"{len(left)} clean gate admin dir(s) left in {repo.common_dir}/worktrees/ "
+                f"({', '.join(left[:5])}{' ...' if len(left) > 5 else ''}): no land runs; "
+                "reconcile removes them (or moves them into git-lane's kept/)",
+                "git lane reconcile",
+            )
+        )
     if repo.store.landing_path.exists() and (rec is None or not lock.owner_alive(rec)):
         out.append(
             finding(

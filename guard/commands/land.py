@@ -272,8 +272,9 @@ def _decide_and_land(
     wts = repo.worktrees()
     _check_worktree(repo, t, git.by_path(wts).get(os.path.realpath(path)))
     _check_branch(repo, t)
-    # clean gate worktrees a killed land left behind (never one a lane's admin dir names)
-    gate.sweep(repo.common_dir, repo.owned_worktrees(wts))
+    # clean gate worktrees a killed land left behind (by their admin dirs' names: never
+    # one a lane's admin dir, or a gate's `gitdir`, names)
+    gate.sweep(repo.common_dir)
     hub = repo.hub(wts)
 
     def main_side() -> tuple[str | None, list[str], set[str], HubFacts, list[str]]:
@@ -830,7 +831,7 @@ def _run_gate(
     import dataclasses
     import tempfile
 
-    from guard import sandbox, seccomp
+    from guard import reap, sandbox, seccomp
 
     private = None
     ruleset = None
@@ -853,7 +854,21 @@ def _run_gate(
                 ruleset()
                 seal()
 
-            return gate.run(command, cwd, timeout, key, output, tick, env, confine, started)
+            # this land a child subreaper: what the confined gate leaves running (a
+            # `setsid` child escapes gate.run's killpg) is re-parented here instead of to
+            # exec, which ends it only when CMD ends, and is ended as soon as the gate has
+            # ended, before its clean worktree is removed (it kept writing its admin dir:
+            # red team 14C). Nothing else of this land runs meanwhile: every process below
+            # it is the gate's
+            why = reap.hold()
+            if why:
+                raise sandbox.SandboxError(
+                    f"what the gate leaves running could not be ended: {why}"
+                )
+            try:
+                return gate.run(command, cwd, timeout, key, output, tick, env, confine, started)
+            finally:
+                reap.end_tree()
         except (sandbox.SandboxError, gate.NotConfined) as exc:
             raise Refusal(
                 "sandbox_failed",

@@ -190,24 +190,33 @@ def _stuck(repo: Repo, mended: list[dict[str, Any]]) -> None:
 
 
 def _sweep_gate_worktrees(repo: Repo) -> list[dict[str, Any]]:
-    """Clean gate worktrees a killed land left (the next land sweeps them too): removed
-    under the integration lock, when no land runs (so none of them is a live gate's)."""
+    """Clean gate worktrees a killed land left (the next land sweeps them too), found by
+    their admin dirs' names (gate.admin_names: never by a path a lane's or a gate's
+    `gitdir` says): removed under the integration lock, when no land runs (so none of
+    them is a live gate's); an admin dir that cannot be removed is moved into kept/."""
     from guard import gate
     from guard.store import FileLock
 
-    wts = repo.owned_worktrees()  # never a path a lane's admin dir names
-    if not any(
-        w.branch is None and os.path.basename(w.path).startswith(gate.CLEAN_PREFIX) for w in wts
-    ):
+    if not gate.admin_names(repo.common_dir):
         return []
     fl = FileLock(lock.flock_path(repo))
     if not fl.acquire(timeout=0):
         return []
     try:
-        gone = gate.sweep(repo.common_dir, repo.owned_worktrees())
+        gone = gate.sweep(repo.common_dir)
     finally:
         fl.release()
-    return [{"action": "gate_worktree_removed", "path": p} for p in gone]
+    out: list[dict[str, Any]] = []
+    for g in gone:
+        if g["left"]:
+            out.append({"action": "gate_admin_left", "admin": g["admin"]})
+            continue
+        change: dict[str, Any] = {"action": "gate_worktree_removed", "path": g["path"]}
+        change["admin"] = g["admin"]
+        if g["kept"]:
+            change["kept"] = g["kept"]
+        out.append(change)
+    return out
 
 
 def _needs_repair(repo: Repo) -> tuple[list[str], list[str]]:
