@@ -287,43 +287,45 @@ def clean_worktree(common_dir: str | os.PathLike[str], tip: str) -> Iterator[str
 
 def remove_worktree(
     common_dir: str | os.PathLike[str], where: str, admin: os.PathLike[str] | None = None
-) -> None:
-    """Remove a gate worktree and git's record of it. With its admin dir known from
-    before the gate ran (`admin`, in `<common>/worktrees/`), both go through directory fds
-    (dirfd.remove_tree: no link followed, no file opened, nothing retried by path) and no
-    git runs: a sandboxed gate
-    writes its worktree (and, with no link, FIFO or socket, its admin dir), and git opens
-    files there (`.git`, `gitdir`, `HEAD`) to list the worktrees: a FIFO blocked it for
-    ever, the integration lock held (red team 13U). Else (sweep: a leftover of a killed
-    land) `worktree remove`, bounded: it refuses one that holds submodules (a gate may init
-    them), so the directory then goes first and git forgets the missing worktree; never a
+) -> bool:
+    """Remove a gate worktree and git's record of it (its admin dir, `admin` when known
+    from before the gate ran, in `<common>/worktrees/`), both through directory fds only
+    (dirfd.remove_tree: no link followed, no file opened, nothing retried by path), no git
+    run: a sandboxed gate writes its worktree (and, with no link, FIFO or socket, its admin
+    dir), and git opens files there (`.git`, `gitdir`, `HEAD`) to list the worktrees: a
+    FIFO blocked it for ever, the integration lock held (red team 13U). A tree remove_tree
+    leaves (deeper than dirfd.TREE_DEPTH, or changed while it went) is left, and git's
+    record of it kept, so the sweep names it again: `git worktree remove WHERE` removed it
+    by path, and a process the gate left running exchanged a directory git was emptying
+    for a link and had the land delete files outside (red team 14A). Never a
     repository-wide `worktree prune`, which would also drop the records of lanes whose
-    directories are only missing for now."""
+    directories are only missing for now. True when both are gone."""
     from guard import dirfd
 
-    if admin is not None:
-        base = os.path.realpath(os.path.join(common_dir, "worktrees"))
+    base = os.path.realpath(os.path.join(common_dir, "worktrees"))
+    if admin is None:
+        # sweep: git named the admin dir after the worktree's (mkdtemp's: unique); it is
+        # this worktree's record only when its `gitdir` names it, read without a link
+        adm = os.path.join(base, os.path.basename(where))
+        try:
+            named = os.fsdecode(dirfd.read_file(base, os.path.basename(where) + "/gitdir"))
+        except OSError:
+            named = ""
+        mine = named.strip() in (os.path.join(p, ".git") for p in (where, os.path.realpath(where)))
+    else:
         adm = os.path.join(base, os.path.basename(os.fspath(admin)))
-        # a process the gate left running may still change its worktree: only fds
-        if (
-            os.path.realpath(os.path.dirname(os.fspath(admin))) == base
-            and not os.path.islink(adm)
-            and dirfd.remove_tree(where)
-            and dirfd.remove_tree(adm)
-        ):
-            return
-    timeout = git.lane_read_timeout()
-    args = ["worktree", "remove", "--force", "--force", where]
-    if git.run(args, common_dir, check=False, timeout=timeout).ok:
-        return
-    if not dirfd.remove_tree(where):  # something in it stays; keep git's record of it
-        return
-    git.run(args, common_dir, check=False, timeout=timeout)
+        mine = os.path.realpath(os.path.dirname(os.fspath(admin))) == base
+    # a process the gate left running may still change both: only fds, never git by path
+    if not dirfd.remove_tree(where):
+        return False  # its record stays: the sweep names it, nothing removes it by path
+    return mine and not os.path.islink(adm) and dirfd.remove_tree(adm)
 
 
 def sweep(common_dir: str | os.PathLike[str], wts: list[git.Worktree]) -> list[str]:
     """Remove clean gate worktrees that a killed land left behind. Only under the lock:
-    then no gate of this repository is running, so every such worktree is a leftover.
+    then no gate of this repository is running, so every such worktree is a leftover (a
+    process a gate started may still run in it: remove_worktree, fds only). Returns those
+    removed; one that stays is left as it is, and reconcile names it.
     `wts` is Repo.owned_worktrees(): an entry a lane's admin dir names (its `gitdir` and
     HEAD are the lane's to write) could be any directory of that name."""
     left = [
@@ -331,6 +333,4 @@ def sweep(common_dir: str | os.PathLike[str], wts: list[git.Worktree]) -> list[s
         for w in wts
         if w.branch is None and os.path.basename(w.path).startswith(CLEAN_PREFIX)
     ]
-    for where in left:
-        remove_worktree(common_dir, where)
-    return left
+    return [where for where in left if remove_worktree(common_dir, where)]

@@ -191,7 +191,8 @@ def _stuck(repo: Repo, mended: list[dict[str, Any]]) -> None:
 
 def _sweep_gate_worktrees(repo: Repo) -> list[dict[str, Any]]:
     """Clean gate worktrees a killed land left (the next land sweeps them too): removed
-    under the integration lock, when no land runs (so none of them is a live gate's)."""
+    under the integration lock, when no land runs (so none of them is a live gate's);
+    one that stays is named (`gate_worktree_left`)."""
     from guard import gate
     from guard.store import FileLock
 
@@ -204,10 +205,28 @@ def _sweep_gate_worktrees(repo: Repo) -> list[dict[str, Any]]:
     if not fl.acquire(timeout=0):
         return []
     try:
-        gone = gate.sweep(repo.common_dir, repo.owned_worktrees())
+        wts = repo.owned_worktrees()
+        gone = gate.sweep(repo.common_dir, wts)
     finally:
         fl.release()
-    return [{"action": "gate_worktree_removed", "path": p} for p in gone]
+    # what the sweep left (deeper than dirfd.TREE_DEPTH, or changed while it went: a
+    # process the gate started may still run there) is named, never removed by path
+    left = [
+        w.path
+        for w in wts
+        if w.branch is None
+        and os.path.basename(w.path).startswith(gate.CLEAN_PREFIX)
+        and w.path not in gone
+    ]
+    return [{"action": "gate_worktree_removed", "path": p} for p in gone] + [
+        {
+            "action": "gate_worktree_left",
+            "path": p,
+            "why": "something in it could not be removed through directory fds",
+            "next": [f"rm -rf -- {git.q(p)}", "git lane reconcile"],
+        }
+        for p in left
+    ]
 
 
 def _needs_repair(repo: Repo) -> tuple[list[str], list[str]]:
