@@ -132,18 +132,14 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
         kept_skipped: list[str] = []
         if present:
             if confirmed:
-                git.run(["worktree", "unlock", rec.path], common, check=False)
+                admin = _pinned_admin(repo, key, rec.path)
                 kept_modules, kept_skipped = keep_modules(repo, key, rec.path)
                 _drop_modules(rec.path)  # kept: gone through fds, as git could not
-                res = git.run(
-                    ["worktree", "remove", "--force", "--force", rec.path], common, check=False
-                )
-                if not res.ok:
-                    raise _remove_failed(key, rec.path, res.stderr)
+                _remove_by_fds(key, rec.path, admin)
             else:
                 _remove_clean_worktree(repo, key, rec.path)
-        elif wt is not None:
-            git.run(["worktree", "remove", "--force", rec.path], common, check=False)
+        elif wt is not None:  # gone by hand: git's record goes through fds as well
+            _remove_by_fds(key, rec.path, _pinned_admin(repo, key, rec.path))
         crash_point("release_removed")  # the worktree gone, the branch and record not yet
         if work.tip is not None:
             # CAS delete: only the tip inspected above is dropped
@@ -525,6 +521,50 @@ def _drop_modules(path: str) -> None:
     pinned = git.lane_pointers(path)
     if pinned and pinned.get("GIT_DIR"):
         dirfd.remove_tree(os.path.join(pinned["GIT_DIR"], "modules"))
+
+
+def _pinned_admin(repo: Repo, key: str, path: str) -> str:
+    """The lane's admin dir from trusted state (check_pointers pinned it), never the
+    lane's `.git` read again; one that is not a directory right under
+    `<common>/worktrees/` is refused (lane_pointers_tampered) before anything goes."""
+    pinned = git.lane_pointers(path)
+    admin = pinned.get("GIT_DIR") if pinned else None
+    base = os.path.realpath(repo.common_dir / "worktrees")
+    if (
+        admin is None
+        or os.path.islink(admin)
+        or os.path.realpath(os.path.dirname(admin)) != base
+        or not os.path.isdir(admin)
+    ):
+        raise lane.pointers_refusal(
+            repo, key, [f"its admin dir in {base} is not known ({admin or 'none pinned'})"]
+        )
+    return os.path.join(base, os.path.basename(admin))
+
+
+def _remove_by_fds(key: str, path: str, admin: str) -> None:
+    """A confirmed release removes the lane's worktree, then its admin dir (git's record
+    of it: git forgets a worktree whose admin dir is gone), through directory fds only
+    (dirfd.remove_tree), never `git worktree remove` by path: a process of the lane may
+    still run there (nothing stops it), and one exchanged a directory git was emptying
+    with a link (renameat2 RENAME_EXCHANGE, both names in its worktree) and had the
+    owner's release unlink files outside the lane (red team 14A). What remove_tree leaves
+    (deeper than dirfd.TREE_DEPTH, or changed while it went) is a refusal: git's record,
+    the branch and the lane's record stay, and the owner's `rm -rf` (which, like
+    remove_tree, never follows a link) takes the rest before the release is run again."""
+    from guard import dirfd
+
+    for what in (path, admin):
+        if not dirfd.remove_tree(what):
+            raise Refusal(
+                "worktree_remove_failed",
+                f"could not remove all of {what} (lane {key}) through directory fds: "
+                "something in it is deeper than a git tree, or changed while it was "
+                "removed (a process of the lane may still run); it was left, never "
+                "removed by path, and the lane's branch was kept",
+                next=[f"rm -rf -- {git.q(what)}", f"git lane release {key} --confirm {CONFIRM}"],
+                details={"lane": key, "path": path, "left": what},
+            )
 
 
 def _copy_file(dfd: int, name: str, to: Path) -> bool:
