@@ -157,7 +157,12 @@ CODES: dict[str, Code] = _codes(
     ),
     ("unlanded_work", "engine", "G11", "releasing would lose commits or uncommitted files"),
     ("worktree_locked", "engine", "G11", "the lane worktree is locked by someone else"),
-    ("worktree_remove_failed", "engine", "G11", "git refused to remove a clean lane worktree"),
+    (
+        "worktree_remove_failed",
+        "engine",
+        "G11",
+        "a lane worktree holds a submodule, or part of it could not be removed through fds",
+    ),
     ("lane_busy", "engine", "G11", "a git command is writing in the lane (its index.lock exists)"),
     ("lane_changed_during_release", "engine", "G11", "the lane branch moved while release ran"),
     (

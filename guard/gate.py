@@ -287,7 +287,7 @@ def clean_worktree(common_dir: str | os.PathLike[str], tip: str) -> Iterator[str
 
 def remove_worktree(
     common_dir: str | os.PathLike[str], where: str, admin: os.PathLike[str] | None = None
-) -> None:
+) -> bool:
     """Remove a gate worktree and git's record of it. With its admin dir known from
     before the gate ran (`admin`, in `<common>/worktrees/`), both go through directory fds
     (dirfd.remove_tree: no link followed, no file opened, nothing retried by path) and no
@@ -296,11 +296,14 @@ def remove_worktree(
     worktrees: a FIFO blocked it for ever, the integration lock held (red team 13U). An
     admin dir that cannot be removed (a tree deeper than dirfd.TREE_DEPTH the gate made)
     is moved aside (set_aside): left in `worktrees/`, git listed it at whatever path its
-    `gitdir` says, which a process the gate left running rewrote (red team 14C). Else
-    (no admin dir known: `worktree add` failed) `worktree remove`, bounded: it refuses
-    one that holds submodules, so the directory then goes first and git forgets the
-    missing worktree; never a repository-wide `worktree prune`, which would also drop the
-    records of lanes whose directories are only missing for now."""
+    `gitdir` says, which a process the gate left running rewrote (red team 14C). What
+    remove_tree leaves of the worktree stays: `git worktree remove WHERE` removed it by
+    path, and a process the gate left running exchanged a directory git was emptying for
+    a link: the land deleted files outside (red team 14A). With no admin dir known
+    (`worktree add` failed), the one git named after the worktree goes through fds when
+    its `gitdir` names this worktree; never a repository-wide `worktree prune`, which
+    would also drop the records of lanes whose directories are only missing for now.
+    True when nothing of the worktree is left."""
     from guard import dirfd
 
     if admin is not None:
@@ -310,16 +313,22 @@ def remove_worktree(
             # a process the gate left running may still change its worktree: only fds.
             # What stays of the worktree (under $TMPDIR) is no worktree to git once its
             # admin dir is gone
-            dirfd.remove_tree(where)
+            gone = dirfd.remove_tree(where)
             _remove_admin(common_dir, name)
-            return
-    timeout = git.lane_read_timeout()
-    args = ["worktree", "remove", "--force", "--force", where]
-    if git.run(args, common_dir, check=False, timeout=timeout).ok:
-        return
-    if not dirfd.remove_tree(where):  # something in it stays; keep git's record of it
-        return
-    git.run(args, common_dir, check=False, timeout=timeout)
+            return gone
+    if not dirfd.remove_tree(where):  # fds only, never git by path; its record stays
+        return False
+    # git named the admin dir after the worktree (mkdtemp's name: unique); it is this
+    # worktree's record only when its `gitdir` names it, read without a link
+    base = os.path.join(common_dir, "worktrees")
+    name = os.path.basename(where)
+    try:
+        named = os.fsdecode(dirfd.read_file(base, name + "/gitdir")).strip()
+    except OSError:
+        return True
+    if named in (os.path.join(p, ".git") for p in (where, os.path.realpath(where))):
+        _remove_admin(common_dir, name)
+    return True
 
 
 def is_gate_admin(name: str) -> bool:
@@ -390,7 +399,8 @@ def sweep(common_dir: str | os.PathLike[str]) -> list[dict[str, str]]:
     confined gate's to write, and could name any directory of that name (another
     repository's running gate). One dict per admin dir: `admin`, `path` (its worktree
     removed, or ""), `kept` (where the admin dir was moved, or ""), `left` ("yes" when it
-    is still in `worktrees/`: neither removed nor moved)."""
+    is still in `worktrees/`: neither removed nor moved), `tree_left` (the worktree, when
+    remove_tree left something of it: a process the gate started may still run there)."""
     import tempfile
 
     from guard import dirfd
@@ -400,7 +410,7 @@ def sweep(common_dir: str | os.PathLike[str]) -> list[dict[str, str]]:
     tmp = os.path.realpath(tempfile.gettempdir())
     for name in admin_names(common_dir):
         adm = os.path.join(base, name)
-        where = ""
+        where = tree_left = ""
         try:
             gitdir = git.read_admin(os.path.join(adm, "gitdir"), limit=1 << 16).rstrip("\n")
             path = gitdir.removesuffix("/.git")
@@ -414,8 +424,12 @@ def sweep(common_dir: str | os.PathLike[str]) -> list[dict[str, str]]:
             and not os.path.islink(path)
             and back in (f"gitdir: {adm}", f"gitdir: {os.path.realpath(adm)}")
         ):
-            dirfd.remove_tree(path)
             where = path
+            if not dirfd.remove_tree(path):  # fds only: what stays is named, never by path
+                tree_left = path
         kept, out_of_git = _remove_admin(common_dir, name)
-        out.append({"admin": adm, "path": where, "kept": kept, "left": "" if out_of_git else "yes"})
+        out.append(
+            {"admin": adm, "path": where, "kept": kept, "left": "" if out_of_git else "yes",
+             "tree_left": tree_left}
+        )  # fmt: skip
     return out

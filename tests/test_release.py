@@ -575,3 +575,50 @@ def test_releases_tar_next_archives_a_sparse_ignored_file_sparsely(repo: Repo) -
         assert str(1 << 40) in listing and "build/big" in listing, listing
         r = repo.jlane(*r.json["next"][1].split()[2:])
         assert (r.rc, r.code) == (0, "released"), r.stdout
+
+
+@pytest.mark.parametrize("confirm", [True, False], ids=["confirm", "clean"])
+def test_release_confirm_never_removes_a_running_lanes_worktree_by_path(
+    repo: Repo, confirm: bool
+) -> None:
+    """release --confirm removed the lane worktree with `git worktree remove --force
+    --force LANE` (after _drop_modules' fd removal of `<admin>/modules`): by path, while a
+    process of the lane may still run (nothing checks). It exchanged a directory git was
+    emptying with a link (renameat2 RENAME_EXCHANGE, both names in its worktree) and the
+    owner's release unlinked every file of a directory outside the lane (red team 14A).
+    The release of a lane with nothing to lose (`git worktree remove LANE`) did the same.
+    The worktree and its admin dir go through directory fds only: what remove_tree
+    leaves (here a chain deeper than dirfd.TREE_DEPTH, which git's removal by path took)
+    is a refusal with the branch and the lane's record kept, and its next works."""
+    from guard import dirfd
+
+    lp = repo.create("alpha")
+    if confirm:
+        (lp / "wip.txt").write_text("the lane's\n")
+    tip = repo.sha("refs/heads/lane/alpha")
+    admin = Path(repo.git("-C", str(lp), "rev-parse", "--absolute-git-dir").stdout.strip())
+    fd = os.open(lp, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(dirfd.TREE_DEPTH + 5):  # what the lane's process may write
+            os.mkdir("d", dir_fd=fd)
+            nfd = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+    finally:
+        os.close(fd)
+    try:
+        r = repo.jlane("release", "alpha", *(CONFIRM if confirm else ()))
+        assert (r.rc, r.code) == (1, "worktree_remove_failed"), r.stdout
+        assert (lp / "d").is_dir(), "release removed the lane's deep tree by path (git)"
+        assert repo.sha("refs/heads/lane/alpha") == tip
+        assert record(repo, "alpha")["status"] == "active"
+        assert admin.is_dir() and wt_block(repo, lp) is not None  # git's record kept
+        rm, again = r.json["next"]
+        assert rm == f"rm -rf -- {lp}", rm
+        subprocess.run(rm, shell=True, check=True)  # the owner's, as written
+        r = repo.jlane(*again.split()[2:])
+        assert (r.rc, r.code) == (0, "released"), r.stdout
+    finally:  # pytest's own rmtree of its temp dirs would recurse as deep
+        subprocess.run(["rm", "-rf", str(lp)], check=False)
+    assert_removed(repo, lp)
+    assert not admin.exists()

@@ -294,3 +294,24 @@ def test_sync_conflict_and_continue_never_run_submodule_config(
     assert r.rc == 0 and r.json["state"] == "fresh", r.stdout + r.stderr
     assert not marker.exists(), marker.read_text()
     assert (path / "f.txt").read_text() == "resolved\n"
+
+
+@pytest.mark.parametrize("where", ["admin", "worktree"])
+def test_a_clean_release_still_never_removes_a_populated_submodule(
+    sub_lane: tuple[Repo, Path, Path], where: str
+) -> None:
+    """The release of a lane with nothing to lose removes it through directory fds now
+    (red team 14A: `git worktree remove LANE` removed by path while a process of the
+    lane may still run), so git's own refusal of a worktree holding a populated submodule
+    is made by release: the submodule's git dir (its commits) in the admin dir, or `.git`
+    a directory in the lane, is never removed without `--confirm` (which keeps the
+    first in `kept/`)."""
+    repo, path, moddir = sub_lane
+    assert repo.jlane("land", "alpha").code == "landed"
+    gd = moddir
+    if where == "worktree":
+        gd = in_worktree(path, moddir)
+        moddir.parent.rmdir()  # `<admin>/modules`, empty now: only the gitlink tells
+    r = repo.jlane("release", "alpha")
+    assert (r.rc, r.code) == (1, "worktree_remove_failed"), r.stdout
+    assert (gd / "config").is_file() and (path / "alpha.txt").is_file()

@@ -10,7 +10,9 @@ import os
 import stat
 import subprocess
 from pathlib import Path
+from typing import Any
 
+import pytest
 from conftest import Repo
 
 from guard import dirfd
@@ -173,3 +175,72 @@ def test_a_deep_tree_the_gate_leaves_in_its_clean_worktree_never_raises(repo: Re
         if where:
             subprocess.run(["rm", "-rf", where], check=False)
     assert not os.path.lexists(where)
+
+
+def test_a_gate_tree_deeper_than_remove_tree_goes_is_left_never_handed_to_git_by_path(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gate.remove_worktree, when remove_tree(WHERE) was False (the gate made a chain
+    deeper than dirfd.TREE_DEPTH), fell through to `git worktree remove --force --force
+    WHERE`, which removes by path (as did the sweep of a killed land's leftover): a
+    process the gate left running rewrote `.git`, moved a directory of many files up
+    from below the depth remove_tree stops at and, while git unlinked in it, exchanged it
+    with a link (renameat2 RENAME_EXCHANGE): the land deleted every file of a directory
+    outside the gate worktree (red team 14A). What remove_tree leaves stays, no git runs
+    on it; its admin dir goes through fds, so git lists no worktree there."""
+    from guard import gate, git
+
+    ran: list[list[str]] = []
+    run = git.run
+
+    def spy(args: list[str], *a: Any, **kw: Any) -> git.GitResult:
+        ran.append([str(x) for x in args])
+        return run(args, *a, **kw)
+
+    tip = repo.sha()
+    assert tip is not None
+    where = ""
+    try:
+        with gate.clean_worktree(repo.common_dir, tip) as where:
+            _deep(Path(where) / "deep", dirfd.TREE_DEPTH + 5)  # what the gate may write
+            monkeypatch.setattr(git, "run", spy)
+        # the with block's end: gate.remove_worktree(common, where, admin)
+        by_path = [a for a in ran if "worktree" in a and ({"remove", "prune"} & set(a))]
+        assert by_path == [], f"the land had git remove the gate worktree by path: {by_path}"
+        assert (Path(where) / "deep").is_dir()
+        assert f"worktree {where}\n" not in repo.worktrees()  # its admin dir went by fds
+        monkeypatch.undo()
+    finally:  # pytest's own rmtree of its temp dirs would recurse as deep
+        if where:
+            subprocess.run(["rm", "-rf", where], check=False)
+
+
+def test_a_swept_gate_tree_that_stays_is_named_never_removed_by_path(repo: Repo) -> None:
+    """The sweep of a killed land's leftover gate worktree (reconcile, the next land)
+    removes it through fds like the land does: a tree deeper than dirfd.TREE_DEPTH stays
+    (the sweep handed it to `git worktree remove` by path before: red team 14A), its
+    admin dir goes (git lists no worktree there), and reconcile names what stays,
+    `gate_worktree_left`, with the owner's `rm -rf` as its next, which works as written."""
+    import tempfile
+
+    tip = repo.sha()
+    assert tip is not None
+    where = tempfile.mkdtemp(prefix="git-lane-gate-", dir=tempfile.gettempdir())
+    os.rmdir(where)
+    try:
+        subprocess.run(
+            ["git", "-C", str(repo.path), "worktree", "add", "-q", "--detach", where, tip],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        _deep(Path(where) / "deep", dirfd.TREE_DEPTH + 5)  # what the gate wrote
+        r = repo.jlane("reconcile")
+        named = [c for c in r.json.get("changes", []) if c.get("path") == where]
+        assert [c["action"] for c in named] == ["gate_worktree_left"], r.stdout
+        assert (Path(where) / "deep").is_dir()
+        assert f"worktree {where}\n" not in repo.worktrees()
+        subprocess.run(named[0]["next"][0], shell=True, check=True)  # as written
+        assert not os.path.lexists(where)
+        r = repo.jlane("reconcile")
+        assert [c for c in r.json.get("changes", []) if c.get("path") == where] == []
+    finally:  # pytest's own rmtree of its temp dirs would recurse as deep
+        subprocess.run(["rm", "-rf", where], check=False)

@@ -211,6 +211,17 @@ def _sweep_gate_worktrees(repo: Repo) -> list[dict[str, Any]]:
         if g["left"]:
             out.append({"action": "gate_admin_left", "admin": g["admin"]})
             continue
+        if g["tree_left"]:  # no worktree to git any more; its files are named, not removed
+            out.append(
+                {
+                    "action": "gate_worktree_left",
+                    "path": g["tree_left"],
+                    "admin": g["admin"],
+                    "why": "something in it could not be removed through directory fds",
+                    "next": [f"rm -rf -- {git.q(g['tree_left'])}"],
+                }
+            )
+            continue
         change: dict[str, Any] = {"action": "gate_worktree_removed", "path": g["path"]}
         change["admin"] = g["admin"]
         if g["kept"]:

@@ -132,18 +132,14 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
         kept_skipped: list[str] = []
         if present:
             if confirmed:
-                git.run(["worktree", "unlock", rec.path], common, check=False)
+                admin = _pinned_admin(repo, key, rec.path)
                 kept_modules, kept_skipped = keep_modules(repo, key, rec.path)
                 _drop_modules(rec.path)  # kept: gone through fds, as git could not
-                res = git.run(
-                    ["worktree", "remove", "--force", "--force", rec.path], common, check=False
-                )
-                if not res.ok:
-                    raise _remove_failed(key, rec.path, res.stderr)
+                _remove_by_fds(key, rec.path, admin)
             else:
                 _remove_clean_worktree(repo, key, rec.path)
-        elif wt is not None:
-            git.run(["worktree", "remove", "--force", rec.path], common, check=False)
+        elif wt is not None:  # gone by hand: git's record goes through fds as well
+            _remove_by_fds(key, rec.path, _pinned_admin(repo, key, rec.path), confirmed)
         crash_point("release_removed")  # the worktree gone, the branch and record not yet
         if work.tip is not None:
             # CAS delete: only the tip inspected above is dropped
@@ -525,6 +521,53 @@ def _drop_modules(path: str) -> None:
     pinned = git.lane_pointers(path)
     if pinned and pinned.get("GIT_DIR"):
         dirfd.remove_tree(os.path.join(pinned["GIT_DIR"], "modules"))
+
+
+def _pinned_admin(repo: Repo, key: str, path: str) -> str:
+    """The lane's admin dir from trusted state (check_pointers pinned it), never the
+    lane's `.git` read again; one that is not a directory right under
+    `<common>/worktrees/` is refused (lane_pointers_tampered) before anything goes."""
+    pinned = git.lane_pointers(path)
+    admin = pinned.get("GIT_DIR") if pinned else None
+    base = os.path.realpath(repo.common_dir / "worktrees")
+    if (
+        admin is None
+        or os.path.islink(admin)
+        or os.path.realpath(os.path.dirname(admin)) != base
+        or not os.path.isdir(admin)
+    ):
+        raise lane.pointers_refusal(
+            repo, key, [f"its admin dir in {base} is not known ({admin or 'none pinned'})"]
+        )
+    return os.path.join(base, os.path.basename(admin))
+
+
+def _remove_by_fds(key: str, path: str, admin: str, confirmed: bool = True) -> None:
+    """Release removes the lane's worktree, then its admin dir (git's record
+    of it: git forgets a worktree whose admin dir is gone), through directory fds only
+    (dirfd.remove_tree), never `git worktree remove` by path: a process of the lane may
+    still run there (nothing stops it), and one exchanged a directory git was emptying
+    with a link (renameat2 RENAME_EXCHANGE, both names in its worktree) and had the
+    owner's release unlink files outside the lane (red team 14A). What remove_tree leaves
+    (deeper than dirfd.TREE_DEPTH, or changed while it went) is a refusal: git's record,
+    the branch and the lane's record stay, and the owner's `rm -rf` (which, like
+    remove_tree, never follows a link) takes the rest before the release is run again."""
+    from guard import dirfd
+
+    for what in (path, admin):
+        if not dirfd.remove_tree(what):
+            raise Refusal(
+                "worktree_remove_failed",
+                f"could not remove all of {what} (lane {key}) through directory fds: "
+                "something in it is deeper than a git tree, or changed while it was "
+                "removed (a process of the lane may still run); it was left, never "
+                "removed by path, and the lane's branch was kept",
+                next=[
+                    f"rm -rf -- {git.q(what)}",
+                    f"git lane release {key}" + (f" --confirm {CONFIRM}" if confirmed else ""),
+                ],
+                details={"lane": key, "path": path, "left": what},
+            )
 
 
 def _copy_file(dfd: int, name: str, to: Path) -> bool:
@@ -1022,21 +1065,38 @@ def _remove_failed(key: str, path: str, stderr: str) -> Refusal:
 
 def _remove_clean_worktree(repo: Repo, key: str, path: str) -> None:
     """Remove a lane worktree with nothing to lose. The lock a refused release put on it
-    (while it was dirty) no longer has a reason and is lifted; anyone else's lock is
-    respected; whatever else makes git refuse is a refusal, not a crash."""
+    (while it was dirty) no longer has a reason and goes with the admin dir; anyone
+    else's lock is respected. Through directory fds, as a confirmed release: `git worktree
+    remove LANE` removed by path too, while a process of the lane may still run. What git
+    refused stays refused: a worktree holding a populated submodule (its git dir, with
+    the submodule's commits, is in the admin dir or the submodule's own `.git`)."""
     reason = lock_reason(path)
-    common = repo.common_dir
-    if reason is not None:
-        if not lane.own_lock(reason):
-            raise Refusal(
-                "worktree_locked",
-                f"the worktree of lane {key} is locked ({reason or 'no reason given'}); it was left as it is",
-                next=[f"git worktree unlock {git.q(path)}", f"git lane release {key}"],
-                details={"lane": key, "path": path, "reason": reason},
-            )
-        git.run(["worktree", "unlock", path], common, check=False)
-    res = git.run(["worktree", "remove", path], common, check=False)
-    if not res.ok:
-        if reason is not None and lane.own_lock(reason):
-            git.run(["worktree", "lock", "--reason", reason, path], common, check=False)
-        raise _remove_failed(key, path, res.stderr)
+    if reason is not None and not lane.own_lock(reason):
+        raise Refusal(
+            "worktree_locked",
+            f"the worktree of lane {key} is locked ({reason or 'no reason given'}); it was left as it is",
+            next=[f"git worktree unlock {git.q(path)}", f"git lane release {key}"],
+            details={"lane": key, "path": path, "reason": reason},
+        )
+    admin = _pinned_admin(repo, key, path)
+    if _holds_submodules(path, admin):
+        raise _remove_failed(
+            key, path, "working trees containing submodules cannot be moved or removed"
+        )
+    _remove_by_fds(key, path, admin, confirmed=False)
+
+
+def _holds_submodules(path: str, admin: str) -> bool:
+    """git's own test before `worktree remove` (validate_no_submodules): `<admin>/modules`
+    is a directory, or a gitlink of the lane's index is populated (its `.git` there).
+    True when git cannot tell."""
+    if os.path.isdir(os.path.join(admin, "modules")):
+        return True
+    listed = git.run(["ls-files", "-s", "-z"], path, check=False)
+    if not listed.ok:
+        return True
+    for entry in listed.z():
+        meta, _, name = entry.partition("\t")
+        if meta.startswith("160000 ") and os.path.lexists(os.path.join(path, name, ".git")):
+            return True
+    return False
