@@ -1118,30 +1118,25 @@ def _config_write_value(p: Parsed, words: Sequence[str], f: GitFacts) -> Refusal
 
 
 def _sparse_checkout(p: Parsed, f: GitFacts) -> Refusal | None:
-    """`git sparse-checkout init/set/add/reapply/disable` first turns on
-    extensions.worktreeConfig in the repository's shared config (git's
-    init_worktree_config), the key `git config` may not write (CONFIG_WRITE_KEYS): from
-    then on git reads every worktree's config.worktree. Refused unless it is on already;
-    `list` only reads."""
+    """`git sparse-checkout init/set/add/reapply/disable` keeps its state in the lane's
+    `<admin>/config.worktree` and turns on extensions.worktreeConfig in the repository's
+    shared config (git's init_worktree_config), the key `git config` may not write
+    (CONFIG_WRITE_KEYS). With it on, every git call reads the lane's config.worktree,
+    which a process of the lane can swap at any moment (a filter there ran in the owner's
+    `git lane status`, red team 14A): the engine refuses every lane while it is on
+    (git._check_worktree_config), so the lane's sparse-checkout is refused whether it is
+    on or not, and the owner is never told to turn it on. `list` only reads."""
     if p.cmd != "sparse-checkout" or (p.args and p.args[0] == "list"):
-        return None
-    on = (f.config_value("extensions.worktreeConfig") or "").strip().lower()
-    if on in ("true", "yes", "on", "1"):
         return None
     words = " ".join(_q(a) for a in p.args)
     return Refusal(
         "unsafe_config",
-        f"git sparse-checkout {words} would turn on extensions.worktreeConfig in the "
-        "repository's shared config (which git config may not from a lane: git would then "
-        "read every worktree's config.worktree); the repository owner may turn it on, "
-        "outside the lane, and the lane then runs its sparse-checkout itself (never the "
-        "owner: the owner's sparse-checkout would check files out through the lane's "
-        "config.worktree, its filters run as the owner)",
-        next=[
-            f"git -C {_q(f.common)} config extensions.worktreeConfig true"
-            "  # as the repository owner, outside the lane",
-            f"git sparse-checkout {words}".rstrip(),
-        ],
+        f"git sparse-checkout {words} keeps its state in lane {f.lane}'s own "
+        "config.worktree, which git reads only with extensions.worktreeConfig on in the "
+        "repository's shared config; git-lane cannot let git read a lane's config.worktree "
+        "(a process of the lane can change it under any git call, the owner's too), so a "
+        "lane cannot be sparse: work in the whole checkout",
+        next=[f"git lane status {f.lane}"],
         details={"lane": f.lane, "key": "extensions.worktreeConfig", "argv": [p.cmd, *p.args]},
     )
 

@@ -337,7 +337,7 @@ TABLE: list[tuple[str, dict[str, str], dict[str, Any], str | None]] = [
     # sparse-checkout turns on extensions.worktreeConfig in the shared config first
     ("sparse-checkout init", {}, {}, "unsafe_config"),
     ("sparse-checkout set a", {}, {"config_value": lambda _k: "false"}, "unsafe_config"),
-    ("sparse-checkout set a", {}, {"config_value": lambda _k: "true"}, None),
+    ("sparse-checkout set a", {}, {"config_value": lambda _k: "true"}, "unsafe_config"),
     ("sparse-checkout list", {}, {}, None),
     # stash_shared
     ("stash", {}, {}, "stash_shared"),
@@ -1263,7 +1263,7 @@ def test_no_next_for_a_script_or_sparse_checkout_runs_the_lanes_repository(
     )
     subprocess.run(["git", "-C", str(fake), "config", "core.worktree", str(lane)], check=True)
     script = _as_script(f, "submodule")
-    for argv, g in ((["submodule", "status"], script),):
+    for argv, g in ((["sparse-checkout", "set", "src"], f), (["submodule", "status"], script)):
         r = decide_git(argv, ENV, g)
         assert r is not None and r.code in ("unsafe_config", "external_command"), (argv, r)
         assert r.next == ["git lane status alpha"], (argv, r.next)
@@ -1321,6 +1321,7 @@ def test_the_owners_sparse_checkout_next_never_runs_the_lanes_config_worktree_fi
     )
     r = decide_git(["sparse-checkout", "set", "--no-cone", "/*"], ENV, f)
     assert r is not None and r.code == "unsafe_config", r
+    assert r.next == ["git lane status alpha"], r.next
     nxt = r.next[0].split("  #")[0]
     done = subprocess.run(["sh", "-c", nxt], cwd=hub, capture_output=True, text=True)
     assert not pwned.exists(), (
