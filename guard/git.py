@@ -225,16 +225,7 @@ def _nested_repo(real: str, lane: str) -> bool:
     return False
 
 
-# What a lane's own `<admin>/config.worktree` may set (git sparse-checkout writes these):
-# none of them names a program. Anything else (a filter, core.hooksPath, a textconv,
-# gpg.program, core.pager, include.path...) would run in the engine's git, outside any
-# sandbox, while extensions.worktreeConfig is on.
-# what `git sparse-checkout set/disable` writes there: booleans that run nothing
-WORKTREE_CONFIG_ALLOWED = frozenset(
-    {"core.sparsecheckout", "core.sparsecheckoutcone", "index.sparse"}
-)
 _WTCONFIG_ON: dict[str, bool] = {}
-_WTCONFIG_OK: dict[str, tuple[int, int, int, int]] = {}
 
 
 def worktree_config_on(common: str | os.PathLike[str]) -> bool:
@@ -276,48 +267,31 @@ def _wtconfig_get(cfg: str) -> subprocess.CompletedProcess[bytes]:
 
 
 def _check_worktree_config(admin: str, common: str) -> None:
-    """Refuse `untrusted_git_config` when the lane's `config.worktree` (which the lane can
-    write) is read by git and sets a key outside WORKTREE_CONFIG_ALLOWED. One stat when
-    the file is absent; a file already checked is not read again until it changes."""
+    """Refuse `untrusted_git_config` while extensions.worktreeConfig is on: git then reads
+    the lane's `<admin>/config.worktree`, which a process of the lane can write, and swap
+    by a rename, at any moment. A check of the file before git runs vouched for nothing:
+    git read it again after, and a filter swapped in between ran in the owner's `git lane
+    status` (red team 14A). So no engine git runs in a lane while the extension is on,
+    whatever the file holds now (or whether it is there at all)."""
+    check_no_worktree_config(common, os.path.join(admin, "config.worktree"))
+
+
+def check_no_worktree_config(common: str | os.PathLike[str], file: str = "") -> None:
+    """Refuse `untrusted_git_config` while extensions.worktreeConfig is on (git would read
+    a lane's config.worktree, `file` when one lane is meant): before any engine git runs
+    in a lane, and before `create` makes one it could then not use."""
     if not worktree_config_on(common):
         return
-    f = os.path.join(admin, "config.worktree")
-    try:
-        st = os.stat(f)
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise Refusal(
-            "untrusted_git_config",
-            f"cannot read the lane's worktree config {shown(f)}: {exc.strerror}",
-            next=[f"git -C {q(common)} config --unset extensions.worktreeConfig"],
-            details={"file": f},
-        ) from None
-    sig = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    if _WTCONFIG_OK.get(f) == sig:
-        return
-    proc = subprocess.run(
-        [real_git(), "config", "--file", f, "-z", "--name-only", "--list"],
-        env=base_env(),
-        capture_output=True,
-        stdin=subprocess.DEVNULL,
-        check=False,
+    which = f"lane's own worktree config {shown(file)}" if file else "lanes' config.worktree"
+    raise Refusal(
+        "untrusted_git_config",
+        f"extensions.worktreeConfig is on in the repository's config: git would read the "
+        f"{which}, which a process of the lane can change under any git call, and run what "
+        "it names (a filter, a hook path) in the engine's git, outside any sandbox; "
+        "git-lane runs no git in a lane while it is on",
+        next=[f"git -C {q(common)} config --unset extensions.worktreeConfig"],
+        details={"file": file, "key": "extensions.worktreeConfig"},
     )
-    names = proc.stdout.decode("utf-8", "surrogateescape").split("\0")
-    bad = sorted({n for n in names if n and n.lower() not in WORKTREE_CONFIG_ALLOWED})
-    if proc.returncode != 0 or bad:
-        what = ", ".join(bad[:10]) if bad else "an unreadable file"
-        raise Refusal(
-            "untrusted_git_config",
-            f"the lane's worktree config {shown(f)} sets {what}: with extensions.worktreeConfig "
-            "on, git would run what it names (a program) in the engine's git, outside any "
-            "sandbox; only core.sparseCheckout, core.sparseCheckoutCone and index.sparse are "
-            "accepted there",
-            next=[f"git config --file {q(f)} --unset-all {q(k)}" for k in bad] or [f"rm {q(f)}"],
-            alternatives=[f"git -C {q(common)} config --unset extensions.worktreeConfig"],
-            details={"file": f, "keys": bad},
-        )
-    _WTCONFIG_OK[f] = sig
 
 
 # A lane's index (`<admin>/index`) is the lane's to write (exec --sandbox grants its admin

@@ -1118,30 +1118,25 @@ def _config_write_value(p: Parsed, words: Sequence[str], f: GitFacts) -> Refusal
 
 
 def _sparse_checkout(p: Parsed, f: GitFacts) -> Refusal | None:
-    """`git sparse-checkout init/set/add/reapply/disable` first turns on
-    extensions.worktreeConfig in the repository's shared config (git's
-    init_worktree_config), the key `git config` may not write (CONFIG_WRITE_KEYS): from
-    then on git reads every worktree's config.worktree. Refused unless it is on already;
-    `list` only reads."""
+    """`git sparse-checkout init/set/add/reapply/disable` keeps its state in the lane's
+    `<admin>/config.worktree` and turns on extensions.worktreeConfig in the repository's
+    shared config (git's init_worktree_config), the key `git config` may not write
+    (CONFIG_WRITE_KEYS). With it on, every git call reads the lane's config.worktree,
+    which a process of the lane can swap at any moment (a filter there ran in the owner's
+    `git lane status`, red team 14A): the engine refuses every lane while it is on
+    (git._check_worktree_config), so the lane's sparse-checkout is refused whether it is
+    on or not, and the owner is never told to turn it on. `list` only reads."""
     if p.cmd != "sparse-checkout" or (p.args and p.args[0] == "list"):
-        return None
-    on = (f.config_value("extensions.worktreeConfig") or "").strip().lower()
-    if on in ("true", "yes", "on", "1"):
         return None
     words = " ".join(_q(a) for a in p.args)
     return Refusal(
         "unsafe_config",
-        f"git sparse-checkout {words} would turn on extensions.worktreeConfig in the "
-        "repository's shared config (which git config may not from a lane: git would then "
-        "read every worktree's config.worktree); the repository owner may turn it on, "
-        "outside the lane, and the lane then runs its sparse-checkout itself (never the "
-        "owner: the owner's sparse-checkout would check files out through the lane's "
-        "config.worktree, its filters run as the owner)",
-        next=[
-            f"git -C {_q(f.common)} config extensions.worktreeConfig true"
-            "  # as the repository owner, outside the lane",
-            f"git sparse-checkout {words}".rstrip(),
-        ],
+        f"git sparse-checkout {words} keeps its state in lane {f.lane}'s own "
+        "config.worktree, which git reads only with extensions.worktreeConfig on in the "
+        "repository's shared config; git-lane cannot let git read a lane's config.worktree "
+        "(a process of the lane can change it under any git call, the owner's too), so a "
+        "lane cannot be sparse: work in the whole checkout",
+        next=[f"git lane status {f.lane}"],
         details={"lane": f.lane, "key": "extensions.worktreeConfig", "argv": [p.cmd, *p.args]},
     )
 
@@ -2415,117 +2410,27 @@ MAYBE_SCRIPTS = frozenset(
 _UNJUDGED_OK = frozenset(["patch-id", "column", "show-index", "fmt-merge-msg", "stage"])
 
 
-# The words of git's scripts that name a program they run (each a value of the option
-# before it, or for `bisect run` / `submodule foreach` every word from there on): the
-# owner's next leaves them out, so following it never runs a program the lane chose.
-_SCRIPT_PROGRAM_REST: dict[str, tuple[str, ...]] = {"bisect": ("run",), "submodule": ("foreach",)}
-_SCRIPT_PROGRAM_VALUES: dict[str, tuple[str, ...]] = {
-    "filter-branch": (
-        "--setup", "--env-filter", "--tree-filter", "--index-filter", "--parent-filter",
-        "--msg-filter", "--commit-filter", "--tag-name-filter",
-    ),
-    "mergetool": ("-t", "--tool", "-x", "--extcmd"),
-    "difftool": ("-t", "--tool", "-x", "--extcmd"),
-    "instaweb": ("-d", "--httpd", "-b", "--browser", "-m", "--module-path"),
-    "web--browse": ("-b", "--browser", "-t", "--tool", "-c", "--config"),
-    "send-email": ("--sendmail-cmd", "--smtp-server", "--to-cmd", "--cc-cmd", "--header-cmd"),
-}  # fmt: skip
-# The option words each of those scripts' owner's next may keep: every other option word is
-# dropped, since the scripts parse options their own way (git-mergetool takes any
-# `--tool*` word as the tool and sources a file it names; git-instaweb's `rev-parse
-# --parseopt` takes any unique prefix: `--htt=X` is `--httpd=X`), so no list of the words
-# naming a program is ever whole (red team 13X). Words after `--` are paths.
-_SCRIPT_SAFE_OPTIONS: dict[str, frozenset[str]] = {
-    "mergetool": frozenset(["-y", "--no-prompt", "--prompt", "-g", "--gui", "--no-gui"]),
-    "difftool": frozenset(
-        ["-y", "--no-prompt", "--prompt", "-g", "--gui", "--no-gui", "-d", "--dir-diff",
-         "--symlinks", "--no-symlinks", "--cached", "--staged"]
-    ),
-    "instaweb": frozenset(["--start", "--stop", "--restart", "-l", "--local"]),
-    "web--browse": frozenset(),
-    "send-email": frozenset(["--dry-run", "--quiet", "--annotate", "--no-annotate"]),
-    "filter-branch": frozenset(["--prune-empty", "-f", "--force"]),
-}  # fmt: skip
-# what the owner's next runs when nothing is left of the command but its program
-_SCRIPT_PROGRAM_ONLY = {"bisect": ["log"], "submodule": ["status"]}
-# Scripts that hand their words, unquoted, to `git read-tree -u -m --aggressive`: a word
-# there that is (or splits into) an option is read-tree's (`--index-output=FILE` writes
-# the index wherever it names), so the owner's next keeps only the separator and the rest.
-_SCRIPT_READ_TREE_WORDS = frozenset(["merge-resolve", "merge-octopus"])
-
-
-# git-merge-one-file runs `rm -f -- "$4"` (and writes "$4") for whatever path it is given:
-# no owner's next keeps a path the lane chose
-_SCRIPT_NO_OWNER_NEXT = frozenset(["merge-one-file"])
-
-# what git.owner_git adds: no program of the lane's configuration runs in a next (kept
-# here: the shim's hot path does not import guard.git)
-_OWNER_CONFIG = (
-    "-c core.fsmonitor=false -c submodule.recurse=false -c status.submoduleSummary=false "
-    "-c diff.submodule=short"
-)
-
-
-def _owner_git(f: GitFacts) -> str:
-    """`git -C LANE` for a next the repository owner runs for the lane, outside it: the
-    lane's repository named from the facts exec recorded (GIT_DIR, GIT_COMMON_DIR,
-    GIT_WORK_TREE), never by the lane's `.git`, which a lane still running can repoint
-    at a repository whose config names a program (core.fsmonitor), as git.owner_git."""
-    env = (
-        f"GIT_DIR={_q(f.lane_git_dir)} GIT_COMMON_DIR={_q(f.common)} "
-        f"GIT_WORK_TREE={_q(f.lane_path)}"
-    )
-    return f"{env} git -C {_q(f.lane_path)} {_OWNER_CONFIG}"
-
-
-def _read_tree_option(word: str) -> bool:
-    return any(w.startswith("-") for w in word.split())
-
-
-def _without_programs(cmd: str, args: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(`args` without the words naming a program git's script CMD would run, those words)."""
-    kept: list[str] = []
-    dropped: list[str] = []
-    valued = _SCRIPT_PROGRAM_VALUES.get(cmd, ())
-    rest = _SCRIPT_PROGRAM_REST.get(cmd, ())
-    i = 0
-    if cmd in _SCRIPT_READ_TREE_WORDS:
-        for a in args:
-            if (a == "--" and "--" not in kept) or not _read_tree_option(a):
-                kept.append(a)
-            else:
-                dropped.append(a)
-        return kept, dropped
-    while i < len(args):
-        a = args[i]
-        name = a.partition("=")[0]
-        if a in rest:
-            dropped += args[i:]
-            break
-        if a in valued:
-            dropped += args[i : i + 2]
-            i += 2
-            continue
-        short = any(len(v) == 2 and a.startswith(v) and not a.startswith("--") for v in valued)
-        if (name in valued and "=" in a) or short:
-            dropped.append(a)
-        else:
-            kept.append(a)
-        i += 1
-    safe = _SCRIPT_SAFE_OPTIONS.get(cmd)
-    if safe is not None:
-        words, kept, paths = kept, [], False
-        for a in words:
-            if paths or not a.startswith("-") or a in safe:
-                kept.append(a)
-            elif a == "--":
-                kept.append(a)
-                paths = True
-            else:
-                dropped.append(a)
-    if dropped and not kept and cmd in _SCRIPT_PROGRAM_ONLY:
-        kept = list(_SCRIPT_PROGRAM_ONLY[cmd])
-    return kept, dropped
+# git's scripts act by path in the lane's worktree and in its admin dir (GIT_DIR), both
+# the lane's to write while a process of it may still run: git-instaweb runs an httpd
+# it finds in `$GIT_DIR/gitweb` and `kill $(cat "$GIT_DIR/pid")`, git-mergetool moves
+# and writes files by their names in the worktree (a directory the lane made a link),
+# git-filter-branch hands the words after `--` to rev-list (`--output=FILE`) and
+# rewrites whatever refs they name, `bisect log` shows `$GIT_DIR/BISECT_LOG` (red teams
+# 13R-14A). No list of option words makes the owner's run of such a script safe, so no
+# owner's command is printed for any of them; what the lane may do instead, per script:
+_SCRIPT_INSTEAD: dict[str, list[str]] = {
+    "mergetool": ["git diff --name-only --diff-filter=U"],
+    "difftool": ["git diff"],
+    "bisect": ["git log --oneline"],
+    "submodule": ["git ls-files --stage"],
+}
+_SCRIPT_WHY: dict[str, str] = {
+    "mergetool": "resolve each conflicted file (git diff --name-only --diff-filter=U "
+    "lists them) by editing it, then `git add` it",
+    "difftool": "read the changes with git diff",
+    "bisect": "bisect by checking out commits and testing them in the lane",
+    "submodule": "git ls-files --stage lists the submodules' commits (mode 160000)",
+}
 
 
 def _command_known(p: Parsed, f: GitFacts) -> Refusal | None:
@@ -2542,34 +2447,22 @@ def _command_known(p: Parsed, f: GitFacts) -> Refusal | None:
             details={"lane": f.lane, "fact": f"what git {cmd} writes", "argv": [cmd, *p.args]},
         )
     direct = " ".join(_q(w) for w in [f"git-{cmd}", *p.args])
-    kept, dropped = _without_programs(cmd, p.args)
-    owner = f"{_owner_git(f)} {cmd} {' '.join(_q(a) for a in kept)}".rstrip()
     if f.exec_path and f.exists(os.path.join(f.exec_path, f"git-{cmd}")):
-        if cmd in _SCRIPT_NO_OWNER_NEXT:
-            return Refusal(
-                "external_command",
-                f"git {cmd} is one of git's scripts ({f.exec_path}/git-{cmd}), not built "
-                f"into git, and plumbing: it writes and deletes the path it is given "
-                f"wherever it points, so it cannot run in lane {f.lane}, and no owner's "
-                "command is printed for it",
-                next=[f"git lane status {f.lane}"],
-                details={"lane": f.lane, "command": cmd, "argv": [cmd, *p.args]},
-            )
         # one of git's own scripts: it runs only from git's directory, which it puts first
-        # on PATH (past the shim); nothing in the lane runs it safely, the owner may, but
-        # never the program the lane named (unconfined, as the owner)
-        review = (
-            f"; the next leaves out the program lane {f.lane} named "
-            f"({' '.join(_q(w) for w in dropped)}): read it before you run it yourself"
-            if dropped
-            else ""
-        )
+        # on PATH (past the shim), so nothing in the lane runs it safely; and the owner's
+        # run of it acts by path in the lane's worktree and admin dir, which a process of
+        # the lane may still change under it (_SCRIPT_INSTEAD): no owner's command either
+        why = _SCRIPT_WHY.get(cmd)
         return Refusal(
             "external_command",
             f"git {cmd} is one of git's scripts ({f.exec_path}/git-{cmd}), not built into "
             f"git: it runs with git's own directory first on PATH, where lane {f.lane}'s "
-            f"shim does not see the git commands in it; it cannot run in the lane{review}",
-            next=[owner + "  # as the repository owner, outside the lane"],
+            "shim does not see the git commands in it, so it cannot run in the lane; and it "
+            "acts by path in the lane's worktree and admin dir, which a process of the lane "
+            "may change while it runs, so no owner's command is printed for it either"
+            + (f"; instead, {why}" if why else ""),
+            next=[f"git lane status {f.lane}"],
+            alternatives=list(_SCRIPT_INSTEAD.get(cmd, [])),
             details={"lane": f.lane, "command": cmd, "argv": [cmd, *p.args]},
         )
     return Refusal(

@@ -139,18 +139,24 @@ def test_core_hooks_path_fails(repo: Repo) -> None:
 
 
 def test_worktree_config_that_switches_hooks_off(repo: Repo) -> None:
+    """extensions.worktreeConfig on is a failure by itself (red team 14A: no git-lane
+    command runs git in a lane then), its fix the unset; a config.worktree that sets
+    core.hooksPath is one more, named, with its own fix."""
     install(repo)
     lane = make_lane(repo, "a")
     git(repo.path, "config", "extensions.worktreeConfig", "true")
-    assert checks(repo)["worktree config"]["status"] == "warn"
-    git(lane, "config", "--worktree", "core.hooksPath", "/dev/null")
     c = checks(repo)["worktree config"]
-    assert c["status"] == "fail" and "core.hookspath" in c["message"].lower()
+    assert c["status"] == "fail" and "config --unset extensions.worktreeConfig" in c["fix"]
+    git(lane, "config", "--worktree", "core.hooksPath", "/dev/null")
+    res = doctor.run(grepo(repo))
+    wt = [c for c in res["checks"] if c["name"] == "worktree config"]
+    (hp,) = [c for c in wt if "core.hookspath" in c["message"].lower()]
+    assert hp["status"] == "fail"
     # the lane really has no hooks now: doctor's point
     assert run(lane, "update-ref", "refs/heads/lane/a", "HEAD").returncode == 0
-    run_fix(repo, c["fix"])
-    assert checks(repo)["worktree config"]["status"] == "warn"
-    git(repo.path, "config", "--unset", "extensions.worktreeConfig")
+    run_fix(repo, hp["fix"])
+    assert checks(repo)["worktree config"]["status"] == "fail"
+    run_fix(repo, checks(repo)["worktree config"]["fix"])
     assert checks(repo)["worktree config"]["status"] == "ok"
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -55,11 +56,11 @@ def test_sandbox_refused_while_worktree_config_is_on(hub: Repo, tmp_path: Path) 
     """Finding 1 (a): with extensions.worktreeConfig on (git sparse-checkout turns it on),
     the lane's <admin>/config.worktree is read by git and CMD could write it: exec
     --sandbox refuses and runs nothing; the next unsets the extension, and it then runs."""
+    hub.create("alpha")  # create runs git in the new lane: refused while it is on
     hub.git("config", "extensions.worktreeConfig", "true")
-    hub.create("alpha")
     r = _exec(hub, tmp_path, "echo CMD-RAN\n")
     assert r.rc == 1, r.stdout + r.stderr
-    assert "sandbox_failed" in r.stdout + r.stderr
+    assert "sandbox_failed" in r.stdout + r.stderr or "untrusted_git_config" in r.stderr
     assert "config --unset extensions.worktreeConfig" in r.stdout + r.stderr
     assert "CMD-RAN" not in r.stdout + r.stderr
     hub.git("config", "--unset", "extensions.worktreeConfig")
@@ -71,7 +72,9 @@ def test_sandbox_refused_while_worktree_config_is_on(hub: Repo, tmp_path: Path) 
 def test_worktree_config_program_never_runs_in_the_owners_git(hub: Repo, tmp_path: Path) -> None:
     """Finding 1 (b): a lane's config.worktree written while the extension was off (CMD ran
     sandboxed), read once the owner turns it on: the owner's `git lane status` refuses
-    untrusted_git_config (naming the file and the unset) instead of running the filter."""
+    untrusted_git_config instead of running the filter, and since red team 14A whatever
+    the file holds (a check of it vouches for nothing: test below): the next unsets the
+    extension, and status then runs, the filter still not."""
     hub.create("alpha")
     evidence = tmp_path / "evidence"
     cfg = hub.common_dir / "config"
@@ -82,15 +85,121 @@ def test_worktree_config_program_never_runs_in_the_owners_git(hub: Repo, tmp_pat
     st = hub.lane("status")
     assert st.rc == 1, st.stdout + st.stderr
     assert "untrusted_git_config" in st.stdout + st.stderr
-    assert "config.worktree' --unset-all filter.x.clean" in st.stdout + st.stderr
+    assert "Traceback" not in st.stdout + st.stderr
     assert not evidence.exists(), evidence.read_text()
     assert cfg.read_text() == before
     admin = hub.common_dir / "worktrees"
     (wt,) = [p / "config.worktree" for p in admin.iterdir() if (p / "config.worktree").exists()]
     hub.git("config", "--file", str(wt), "--unset-all", "filter.x.clean")
-    hub.git("config", "--file", str(wt), "core.sparseCheckout", "false")  # allowed there
+    hub.git("config", "--file", str(wt), "core.sparseCheckout", "false")  # harmless now
+    j = hub.jlane("status", "alpha")
+    assert j.code == "untrusted_git_config", j
+    (nxt,) = j.json["next"]
+    assert (
+        nxt == f"git -C {shlex.quote(str(hub.common_dir))} config --unset extensions.worktreeConfig"
+    )
+    subprocess.run(["sh", "-c", nxt], check=True)
     assert hub.lane("status").rc == 0
     assert not evidence.exists()
+
+
+def test_every_lane_command_refuses_cleanly_while_worktree_config_is_on(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """With extensions.worktreeConfig on, no engine git runs in a lane (red team 14A):
+    status, sync, land and release each refuse untrusted_git_config, with no traceback
+    and the unset as their next, even with no config.worktree in the lane at all; create
+    refuses before it makes anything."""
+    hub.create("alpha")
+    hub.git("config", "extensions.worktreeConfig", "true")
+    for argv in (
+        ("status", "alpha"),
+        ("sync", "alpha"),
+        ("land", "alpha"),
+        ("release", "alpha", "--confirm", "yes-discard-lane"),
+    ):
+        j = hub.jlane(*argv)
+        assert j.code == "untrusted_git_config", (argv, j)
+        assert "Traceback" not in j.stdout + j.stderr, (argv, j.stderr)
+        assert j.json["next"] == [
+            f"git -C {shlex.quote(str(hub.common_dir))} config --unset extensions.worktreeConfig"
+        ], (argv, j.json)
+    j = hub.jlane("create", "beta")  # before it makes a lane no command could use
+    assert j.code == "untrusted_git_config", j
+    assert hub.sha("refs/heads/lane/beta") is None
+    hub.git("config", "--unset", "extensions.worktreeConfig")
+    assert hub.lane("status", "alpha").rc == 0
+
+
+# A process of the lane's still running (a sandboxed CMD may: the admin dir is its to
+# write, a same-directory rename needs no REFER) flips `<admin>/config.worktree` between
+# what sparse-checkout writes and a clean filter, each by an atomic rename.
+_WTCONFIG_FLIPPER = r"""
+import os, sys, time
+admin, prog = sys.argv[1], sys.argv[2]
+good = b"[core]\n\tsparseCheckout = false\n"
+bad = ('[filter "x"]\n\tclean = %s\n' % prog).encode()
+deadline = time.time() + 120
+fd = os.open(admin, os.O_RDONLY | os.O_DIRECTORY)
+n = 0
+while time.time() < deadline:
+    for data, hold in ((good, 0.006), (bad, 0.002)):
+        t = f".t{n}"
+        n += 1
+        g = os.open(t, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=fd)
+        os.write(g, data)
+        os.close(g)
+        os.rename(t, "config.worktree", src_dir_fd=fd, dst_dir_fd=fd)
+        time.sleep(hold)
+"""
+
+
+def test_the_lanes_config_worktree_is_never_read_by_engine_git_after_its_check(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """Once the owner followed the sparse-checkout refusal's next (`git -C COMMON config
+    extensions.worktreeConfig true`), every engine git call in a lane first checked the
+    lane's `<admin>/config.worktree` (_check_worktree_config: `git config --list` of it)
+    and then ran git, which read the file again: a lane process still running swapped a
+    filter in between. The owner's `git lane status alpha` (its `git status
+    --porcelain=v2`, an entry the lane made racy with `update-index --cacheinfo`) ran
+    the lane's clean filter, unconfined, as the owner (red team 14A)."""
+    lp = hub.create("alpha")
+    admin = git(lp, "rev-parse", "--absolute-git-dir").stdout.strip()
+    hub.commit(lp, ".gitattributes", "* filter=x\n")
+    hub.commit(lp, "f.txt", "v0\n")
+    subprocess.run(  # the owner, as the sparse-checkout refusal's next said
+        ["git", "-C", str(hub.common_dir), "config", "extensions.worktreeConfig", "true"],
+        check=True,
+    )
+    pwned = tmp_path / "pwned"
+    prog = tmp_path / "lanes-filter.sh"
+    prog.write_text(
+        f"#!/bin/sh\ntr '\\0' ' ' < /proc/$PPID/cmdline >> '{pwned}'\necho >> '{pwned}'\ncat\n"
+    )
+    prog.chmod(0o755)
+    blob = git(lp, "rev-parse", "HEAD:f.txt").stdout.strip()
+    flipper = subprocess.Popen([sys.executable, "-c", _WTCONFIG_FLIPPER, admin, str(prog)])
+    codes = []
+    try:
+        for _ in range(50):  # the red team's 4th run was enough
+            # the lane: its index entry racy (size 0), so git status reads the file
+            subprocess.run(
+                ["git", "-c", "core.hooksPath=/dev/null", "-c", "filter.x.clean=cat",
+                 "update-index", "--cacheinfo", f"100644,{blob},f.txt"],
+                cwd=lp, check=True, capture_output=True,
+            )  # fmt: skip
+            codes.append(hub.jlane("status", "alpha").code)
+            if pwned.exists():
+                break
+    finally:
+        flipper.kill()
+        flipper.wait()
+    assert not pwned.exists(), (
+        f"engine git ran the lane's config.worktree filter as the owner: {pwned.read_text()}"
+        f" (after {len(codes)} `git lane status` runs)"
+    )
+    assert set(codes) == {"untrusted_git_config"}, codes
 
 
 REBASE_TODO = r"""
@@ -135,7 +244,8 @@ def test_doctor_says_sandbox_refuses_while_worktree_config_is_on(hub: Repo) -> N
     hub.git("config", "extensions.worktreeConfig", "true")
     d = hub.lane("doctor")
     assert "exec --sandbox refuses (sandbox_failed)" in d.stdout + d.stderr
-    assert "git config --unset extensions.worktreeConfig" in d.stdout + d.stderr
+    assert "config --unset extensions.worktreeConfig" in d.stdout + d.stderr
+    assert d.rc != 0, d.stdout + d.stderr  # a failure, no longer a warning (red team 14A)
 
 
 # Red team 13I: the lane's index (`<admin>/index`, granted) is the lane's to write. Its

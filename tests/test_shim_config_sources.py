@@ -910,26 +910,28 @@ def test_a_git_dir_naming_the_hubs_is_refused_for_read_only_commands_and_its_nex
         run_bound(hub, lane_path, "rm -rf sub", tmp_path)
 
 
-def test_sparse_checkout_that_would_turn_on_worktree_config_is_refused_and_the_owner_may(
+def test_sparse_checkout_in_a_lane_is_refused_and_never_turns_on_worktree_config(
     hub: Repo, tmp_path: Path
 ) -> None:
     """`git config extensions.worktreeConfig true` is refused (hooks_disabled), and `git
     sparse-checkout init` (or set) wrote that very key into the shared config (red team
-    13H): refused unsafe_config while the key is off; the next is the owner's command,
-    which the owner runs outside the lane, after which the lane's own sparse-checkout
-    commands pass."""
+    13H): refused unsafe_config. Its next then had the owner turn the key on; but with it
+    on git reads the lane's config.worktree, which a lane process can swap under any git
+    call (red team 14A), so the engine refuses every lane then: a lane's sparse-checkout
+    is refused whether the key is on or not, and the next, the lane's status, runs."""
     lane_path = hub.create("alpha")
     cfg = hub.common_dir / "config"
     for sub in ("init", "set sub", "disable"):
         r = run_bound(hub, lane_path, f"git sparse-checkout {sub}", tmp_path)
         assert r.rc == 1 and "refused [unsafe_config]" in r.stderr, (sub, r.rc, r.stderr)
         assert "worktreeconfig" not in cfg.read_text().lower(), (sub, cfg.read_text())
-    assert "owner" in r.stderr, r.stderr
-    nxt = r.stderr.split("Next: ", 1)[1].strip()
-    owner = subprocess.run(["sh", "-c", nxt], capture_output=True, text=True, check=False)
-    assert owner.returncode == 0, (nxt, owner.stderr)
-    r = run_bound(hub, lane_path, "git sparse-checkout init && git sparse-checkout list", tmp_path)
-    assert r.rc == 0, (r.rc, r.stderr)
+        nxt = r.stderr.split("Next: ", 1)[1].strip()
+        assert nxt == "git lane status alpha", r.stderr
+    r2 = run_bound(hub, lane_path, nxt, tmp_path)
+    assert r2.rc == 0, (nxt, r2.stderr)
+    on = facts(config_value=lambda _k: "true")  # the key on (the owner's own doing)
+    r3 = decide_git(["sparse-checkout", "init"], ENV, on)
+    assert r3 is not None and r3.code == "unsafe_config", r3
 
 
 def test_fsck_lost_found_is_refused_and_fsck_without_it_runs(hub: Repo, tmp_path: Path) -> None:

@@ -655,17 +655,15 @@ def test_an_external_commands_next_never_hands_the_lanes_program_to_the_owner(
     """Red team 13R: external_command for git's own scripts printed, as its next, the same
     command for the owner to run outside the lane (`git -C LANE bisect run ./evil.sh  #
     as the repository owner`): followed as printed, it ran the lane's program as the
-    owner, unconfined, the very thing the refusal stopped. The next leaves the program
-    out (the message names it, to be read first); `submodule status` runs as printed."""
+    owner, unconfined, the very thing the refusal stopped. No owner's command is printed
+    for git's scripts at all now (red team 14A: they act by path in what the lane
+    controls): the next is the lane's status, and it runs."""
     res = alpha.git(*how)
     refused(res, "external_command")
     nxt = res.stderr.split(". Next: ", 1)[1].splitlines()[0]
-    assert "evil.sh" not in nxt and "evil.sh" in res.stderr, res.stderr
-    if how[0] == "submodule":
-        cmd = nxt.split("  #", 1)[0]
-        assert cmd.endswith(" submodule status"), nxt
-        done = subprocess.run(cmd, shell=True, cwd=tmp_path, capture_output=True, text=True)
-        assert done.returncode == 0, (cmd, done.stderr)
+    assert nxt == "git lane status alpha", res.stderr
+    done = subprocess.run(nxt, shell=True, cwd=alpha.path, capture_output=True, text=True)
+    assert done.returncode == 0 and "evil.sh" not in done.stdout + done.stderr, (nxt, done)
 
 
 # -- what a lane may write, however git is asked (red team 13D) ------------------------------

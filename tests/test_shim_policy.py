@@ -15,6 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import Repo
+
 from guard import shim
 from guard.errors import CODES
 from guard.shimpolicy import GitFacts, alias_needed, decide_git, parse, read_only
@@ -335,7 +337,7 @@ TABLE: list[tuple[str, dict[str, str], dict[str, Any], str | None]] = [
     # sparse-checkout turns on extensions.worktreeConfig in the shared config first
     ("sparse-checkout init", {}, {}, "unsafe_config"),
     ("sparse-checkout set a", {}, {"config_value": lambda _k: "false"}, "unsafe_config"),
-    ("sparse-checkout set a", {}, {"config_value": lambda _k: "true"}, None),
+    ("sparse-checkout set a", {}, {"config_value": lambda _k: "true"}, "unsafe_config"),
     ("sparse-checkout list", {}, {}, None),
     # stash_shared
     ("stash", {}, {}, "stash_shared"),
@@ -963,15 +965,16 @@ def test_external_command_next_runs_the_program_itself() -> None:
         "merge-resolve HEAD -- HEAD '--index-output=/home/u/.bashrc main'",
     ],
 )
-def test_a_read_tree_scripts_owner_next_drops_every_option_word(line: str) -> None:
+def test_a_read_tree_scripts_refusal_hands_no_option_word_to_the_owner(line: str) -> None:
     """git-merge-resolve and git-merge-octopus hand their words, unquoted, to `git
     read-tree -u -m --aggressive`: `--index-output=F` among them writes the index to F
     (git 2.39). The owner's next kept it, so following it overwrote the file the lane
-    chose (red team 13T). The next keeps the separator and the commits only."""
+    chose (red team 13T). No owner's command is printed for any of git's scripts now
+    (red team 14A): the next is the lane's status."""
     r = decide_git(shlex.split(line), ENV, facts())
     assert r is not None and r.code == "external_command", r
-    assert r.next and not [n for n in r.next if "index-output" in n], r.next
-    assert [n for n in r.next if " -- HEAD" in n], r.next
+    assert r.next == ["git lane status alpha"], r.next
+    assert not [n for n in [*r.next, *r.alternatives] if "index-output" in n], r
 
 
 def test_a_next_is_never_refused_in_turn() -> None:
@@ -1240,12 +1243,14 @@ def _as_script(f: GitFacts, name: str) -> GitFacts:
     return dataclasses.replace(f, exec_path=exec_path, is_builtin=lambda n: n != name)
 
 
-def test_an_owners_next_names_the_lanes_repository_from_trusted_state(tmp_path: Path) -> None:
+def test_no_next_for_a_script_or_sparse_checkout_runs_the_lanes_repository(
+    tmp_path: Path,
+) -> None:
     """The shims' owner nexts (sparse-checkout's unsafe_config, external_command for
     git's scripts) were plain `git -C LANE`: a lane still running repoints its `.git` at
     a repository of its own whose config names core.fsmonitor, and the owner following
-    the next ran it (red team 13W). They name GIT_DIR, GIT_COMMON_DIR and GIT_WORK_TREE
-    from what exec recorded, with core.fsmonitor off, as git.owner_git does."""
+    the next ran it (red team 13W). Neither prints an owner's command now (red team 14A):
+    the next is `git lane status KEY`, and following it runs nothing of the lane's."""
     import subprocess
 
     hub, lane, f = _real_lane(tmp_path)
@@ -1261,14 +1266,10 @@ def test_an_owners_next_names_the_lanes_repository_from_trusted_state(tmp_path: 
     for argv, g in ((["sparse-checkout", "set", "src"], f), (["submodule", "status"], script)):
         r = decide_git(argv, ENV, g)
         assert r is not None and r.code in ("unsafe_config", "external_command"), (argv, r)
-        nxt = r.next[0].split("  #")[0]
-        assert nxt.startswith(
-            (f"GIT_DIR={shlex.quote(f.lane_git_dir)} ", f"git -C {shlex.quote(f.common)} config ")
-        ), nxt
+        assert r.next == ["git lane status alpha"], (argv, r.next)
         (lane / ".git").write_text(f"gitdir: {fake / '.git'}\n")  # after the refusal
-        done = subprocess.run(["sh", "-c", nxt], cwd=hub, capture_output=True, text=True)
-        assert not pwned.exists(), f"the owner's next {nxt!r} ran the lane's core.fsmonitor"
-        assert done.returncode == 0, (nxt, done.stderr)
+        subprocess.run(["sh", "-c", r.next[0]], cwd=hub, capture_output=True, text=True)
+        assert not pwned.exists(), f"the next {r.next[0]!r} ran the lane's core.fsmonitor"
 
 
 def test_merge_one_file_gets_no_owners_command(tmp_path: Path) -> None:
@@ -1290,13 +1291,6 @@ def test_merge_one_file_gets_no_owners_command(tmp_path: Path) -> None:
     assert precious.exists()
 
 
-def test_the_shims_owner_config_is_the_engines() -> None:
-    from guard import git as engine_git
-    from guard import shimpolicy
-
-    assert " ".join(engine_git.LANE_CONFIG) == shimpolicy._OWNER_CONFIG
-
-
 def test_the_owners_sparse_checkout_next_never_runs_the_lanes_config_worktree_filter(
     tmp_path: Path,
 ) -> None:
@@ -1304,8 +1298,9 @@ def test_the_owners_sparse_checkout_next_never_runs_the_lanes_config_worktree_fi
     extensions.worktreeConfig is off. Its next was the owner's own sparse-checkout, which
     turns the extension on in-process and then reads the lane's `<admin>/config.worktree`
     (the lane's to write): the files it checked out again went through the lane's
-    `filter.NAME.smudge`, as the owner (red team 13X). The owner only turns the extension
-    on (`git -C COMMON config`, no checkout); the lane runs its sparse-checkout itself."""
+    `filter.NAME.smudge`, as the owner (red team 13X). Then the owner only turned the
+    extension on; now not even that (red team 14A: the engine runs no git in a lane while
+    it is on): the next is the lane's status."""
     import subprocess
 
     hub, lane, f = _real_lane(tmp_path)
@@ -1326,6 +1321,7 @@ def test_the_owners_sparse_checkout_next_never_runs_the_lanes_config_worktree_fi
     )
     r = decide_git(["sparse-checkout", "set", "--no-cone", "/*"], ENV, f)
     assert r is not None and r.code == "unsafe_config", r
+    assert r.next == ["git lane status alpha"], r.next
     nxt = r.next[0].split("  #")[0]
     done = subprocess.run(["sh", "-c", nxt], cwd=hub, capture_output=True, text=True)
     assert not pwned.exists(), (
@@ -1399,3 +1395,178 @@ def test_the_owners_instaweb_next_never_runs_an_httpd_the_lane_names_abbreviated
     except subprocess.TimeoutExpired:
         pass
     assert not pwned.exists(), f"the owner's next {nxt!r} ran the lane's {httpd}"
+
+
+def test_the_owners_instaweb_start_next_never_runs_an_httpd_from_the_lanes_admin_dir(
+    tmp_path: Path,
+) -> None:
+    """`git instaweb --start` in a lane was refused external_command with the owner's
+    `GIT_DIR=<admin> ... git instaweb --start` as its next (`--start` allowlisted).
+    git-instaweb's resolve_full_httpd looks for its httpd (default `lighttpd`), when it is
+    not on PATH, in `/usr/local/sbin /usr/sbin $root $GIT_DIR/gitweb`: the lane's admin
+    dir, which the lane writes. The owner following the next ran `<admin>/gitweb/lighttpd`,
+    the lane's program, unconfined (red team 14A). No owner's command is printed now."""
+    import subprocess
+
+    hub, _lane, f = _real_lane(tmp_path)
+    pwned = tmp_path / "pwned"
+    gitweb = Path(f.lane_git_dir) / "gitweb"
+    gitweb.mkdir()
+    (gitweb / "lighttpd").write_text(f"#!/bin/sh\ntouch '{pwned}'\n")
+    (gitweb / "lighttpd").chmod(0o755)
+    r = decide_git(["instaweb", "--start"], ENV, _as_script(f, "instaweb"))
+    assert r is not None and r.code == "external_command", r
+    nxt = r.next[0].split("  #")[0]
+    try:
+        subprocess.run(
+            ["sh", "-c", nxt], cwd=hub, capture_output=True, stdin=subprocess.DEVNULL, timeout=20
+        )
+    except subprocess.TimeoutExpired:
+        pass
+    assert not pwned.exists(), f"the owner's next {nxt!r} ran the lane's <admin>/gitweb/lighttpd"
+    assert r.next == ["git lane status alpha"], r.next
+
+
+def test_the_owners_instaweb_stop_next_never_kills_what_the_lane_names(tmp_path: Path) -> None:
+    """`git instaweb --stop` (allowlisted) in the owner's next ran `kill $(cat
+    "$GIT_DIR/pid")`, unquoted: the lane writes `<admin>/pid` and picked the owner's
+    kill's arguments (any signal, any pid of the owner's, `-1`: all of them; red team
+    14A). Here it would kill a process of the owner's."""
+    import subprocess
+
+    hub, _lane, f = _real_lane(tmp_path)
+    victim = subprocess.Popen(["sleep", "60"])
+    try:
+        Path(f.lane_git_dir, "pid").write_text(f"-s KILL {victim.pid}\n")
+        r = decide_git(["instaweb", "--stop"], ENV, _as_script(f, "instaweb"))
+        assert r is not None and r.code == "external_command", r
+        nxt = r.next[0].split("  #")[0]
+        subprocess.run(
+            ["sh", "-c", nxt], cwd=hub, capture_output=True, stdin=subprocess.DEVNULL, timeout=20
+        )
+        try:
+            victim.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+        assert victim.returncode is None, (
+            f"the owner's next {nxt!r} killed pid {victim.pid}, named in the lane's <admin>/pid"
+        )
+        assert r.next == ["git lane status alpha"], r.next
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+def test_the_owners_filter_branch_next_keeps_no_rev_list_option_after_the_separator(
+    tmp_path: Path,
+) -> None:
+    """The owner's next for git's scripts kept every word after `--` ("words after `--`
+    are paths"), but git-filter-branch's `--` only ends its own options: what follows
+    goes to `git rev-list` as rev-list options. `git filter-branch -f -- --output=FILE
+    HEAD` got the owner's next keeping `--output=FILE`; the owner following it truncated
+    FILE, wherever the lane named it (red team 14A)."""
+    import subprocess
+
+    hub, _lane, f = _real_lane(tmp_path)
+    victim = tmp_path / "owners-file"
+    victim.write_text("the owner's data\n")
+    script = _as_script(f, "filter-branch")
+    r = decide_git(["filter-branch", "-f", "--", f"--output={victim}", "HEAD"], ENV, script)
+    assert r is not None and r.code == "external_command", r
+    nxt = r.next[0].split("  #")[0]
+    subprocess.run(
+        ["sh", "-c", nxt], cwd=hub, capture_output=True, stdin=subprocess.DEVNULL, timeout=60,
+        env={**os.environ, "FILTER_BRANCH_SQUELCH_WARNING": "1"},
+    )  # fmt: skip
+    assert victim.read_text() == "the owner's data\n", (
+        f"the owner's next {nxt!r} truncated {victim} (rev-list --output)"
+    )
+    assert r.next == ["git lane status alpha"], r.next
+
+
+def test_the_owners_filter_branch_next_never_rewrites_another_lanes_branch(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """filter-branch's allowlisted words (`--prune-empty`, `-f`) and the words after them
+    that name no option (kept as paths: for filter-branch the rev-list arguments, the refs
+    it rewrites) made the owner's next rewrite whatever ref lane alpha named: lane beta's
+    branch, its empty commit dropped and every commit given a new id, as the owner,
+    outside lane alpha (red team 14A)."""
+    import subprocess
+
+    from conftest import git
+
+    lp = hub.create("alpha")
+    bp = hub.create("beta")
+    hub.commit(bp, "b.txt", "beta work\n")
+    git(bp, "-c", "user.name=u", "-c", "user.email=e", "commit", "-q", "--allow-empty", "-m", "x")
+    beta = git(bp, "rev-parse", "lane/beta").stdout.strip()
+    admin = git(lp, "rev-parse", "--absolute-git-dir").stdout.strip()
+    f = dataclasses.replace(
+        facts(), lane_path=str(lp), cwd=str(lp), lane_git_dir=admin,
+        common=str(hub.common_dir), exists=os.path.exists,
+    )  # fmt: skip
+    r = decide_git(
+        ["filter-branch", "--prune-empty", "-f", "--", "lane/beta"],
+        ENV,
+        _as_script(f, "filter-branch"),
+    )
+    assert r is not None and r.code == "external_command", r
+    nxt = r.next[0].split("  #")[0]
+    subprocess.run(
+        ["sh", "-c", nxt], cwd=tmp_path, capture_output=True, stdin=subprocess.DEVNULL,
+        env={**os.environ, "FILTER_BRANCH_SQUELCH_WARNING": "1"}, timeout=60,
+    )  # fmt: skip
+    now = git(bp, "rev-parse", "lane/beta").stdout.strip()
+    assert now == beta, f"the owner's next {nxt!r} rewrote lane/beta: {beta} -> {now}"
+    assert r.next == ["git lane status alpha"], r.next
+
+
+def test_the_owners_mergetool_next_never_writes_through_a_link_in_the_lane(
+    tmp_path: Path,
+) -> None:
+    """git mergetool's owner's next (`--no-prompt` kept: allowlisted) ran git-mergetool in
+    the lane's worktree as the owner. It works on the lane's conflicted paths by path in
+    that worktree: `mv -- "$MERGED" "$BACKUP"`, `cp`, and `mv .merge_file_X ./DIR/NAME_BASE_
+    PID.EXT` (and LOCAL, REMOTE) for a conflict at DIR/NAME.EXT. The lane turned DIR into a
+    link: the owner's mergetool renamed the victim's file and wrote files of the lane's
+    content, with the extension the lane chose, into the victim's directory (red team
+    14A). No owner's command now; the alternative lists the conflicts to edit and add."""
+    import subprocess
+
+    hub, lane, f = _real_lane(tmp_path)
+    victim = tmp_path / "victim dir"
+    victim.mkdir()
+    (victim / "x.sh").write_text("# the owner's\n")
+
+    def run(*args: str, check: bool = True) -> None:
+        who = ["-c", "user.name=u", "-c", "user.email=u@e"]
+        subprocess.run(["git", *who, *args], cwd=lane, check=check, capture_output=True)
+
+    (lane / "sub").mkdir()
+    (lane / "sub" / "x.sh").write_text("a\n")
+    run("add", "sub/x.sh")
+    run("commit", "-q", "-m", "a")
+    run("checkout", "-q", "-b", "side")
+    (lane / "sub" / "x.sh").write_text("touch /tmp/lane-was-here\n")
+    run("commit", "-q", "-am", "b")
+    run("checkout", "-q", "lane/alpha")
+    (lane / "sub" / "x.sh").write_text("c\n")
+    run("commit", "-q", "-am", "c")
+    run("merge", "-q", "side", check=False)
+    for p in (lane / "sub").iterdir():  # the lane: its directory becomes a link out
+        p.unlink()
+    (lane / "sub").rmdir()
+    (lane / "sub").symlink_to(victim)
+    r = decide_git(["mergetool", "--no-prompt"], ENV, _as_script(f, "mergetool"))
+    assert r is not None and r.code == "external_command", r
+    nxt = r.next[0].split("  #")[0]
+    subprocess.run(
+        ["sh", "-c", nxt], cwd=hub, capture_output=True, stdin=subprocess.DEVNULL, timeout=60
+    )
+    assert sorted(os.listdir(victim)) == ["x.sh"], (
+        f"the owner's next {nxt!r} wrote into {victim}, outside the lane: "
+        f"{sorted(os.listdir(victim))}"
+    )
+    assert r.next == ["git lane status alpha"], r.next
+    assert r.alternatives == ["git diff --name-only --diff-filter=U"], r.alternatives

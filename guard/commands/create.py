@@ -40,6 +40,9 @@ def run(
         lane.check_key(f"{prefix}-1", creating=True)
     if key is not None:
         lane.check_key(key, creating=True)
+    # every engine git in the new lane would refuse (git.check_no_worktree_config): refuse
+    # before a worktree and branch are made that no git-lane command could then use
+    git.check_no_worktree_config(repo.common_dir)
     cfg = repo.config
     main_sha = repo.main_sha()
     if hookinstall.guarding(repo):  # installed, but with no main to record back then

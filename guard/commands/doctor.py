@@ -612,20 +612,23 @@ def check_worktree_config(repo: Repo) -> list[Check]:
                 f"git config --unset-all {key}",
             )
         )
-    if not bad:
-        if on:
-            out.append(
-                finding(
-                    "worktree config",
-                    WARN,
-                    "extensions.worktreeConfig is on: a worktree could set core.hooksPath for itself "
-                    "(none does now), and exec --sandbox refuses (sandbox_failed): a lane's "
-                    "config.worktree would be read outside the sandbox",
-                    "git config --unset extensions.worktreeConfig  (if nothing needs per-worktree config)",
-                )
+    if on:
+        # git reads every lane's config.worktree then, which a process of the lane can
+        # swap under any git call: the engine runs no git in a lane (untrusted_git_config)
+        # and exec --sandbox refuses, whatever the files hold now
+        out.append(
+            finding(
+                "worktree config",
+                FAIL,
+                "extensions.worktreeConfig is on: git reads each lane's own config.worktree "
+                "(in its admin dir, which the lane can write), so every git-lane command that "
+                "runs git in a lane refuses (untrusted_git_config) and exec --sandbox refuses "
+                "(sandbox_failed)",
+                f"git -C {q(common)} config --unset extensions.worktreeConfig",
             )
-        else:
-            out.append(finding("worktree config", OK, "no worktree config can switch hooks off"))
+        )
+    elif not bad:
+        out.append(finding("worktree config", OK, "no worktree config can switch hooks off"))
     return out
 
 

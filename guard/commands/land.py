@@ -577,13 +577,13 @@ def g4_exact(t: Target, hidden: git.Hidden, gate_in_lane: bool) -> None:
     if hidden.changed or missing:
         fix: list[str] = []
         au, sw = hidden.assume_unchanged, hidden.skip_worktree
-        if missing and hidden.sparse:
-            fix.append(f"{lq} sparse-checkout disable")  # every file back, no skip-worktree left
-        elif sw or missing:
+        # never `sparse-checkout disable` for a sparse lane: it turns extensions.worktreeConfig
+        # on, and with it every lane's config.worktree is read (git.check_no_worktree_config)
+        if sw or missing:
             fix.append(_unflag(lq, "--no-skip-worktree", sorted(set(sw) | set(missing))))
         if au:
             fix.append(_unflag(lq, "--no-assume-unchanged", au))
-        if missing and not hidden.sparse:  # checkout-index writes only what is not there
+        if missing:  # checkout-index writes only what is not there
             if len(missing) <= PATHS_IN_NEXT:
                 fix.append(f"{lq} checkout-index -- {' '.join(git.q(p) for p in missing)}")
             else:
