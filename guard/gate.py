@@ -417,12 +417,19 @@ def sweep(common_dir: str | os.PathLike[str]) -> list[dict[str, str]]:
             back = git.read_admin(os.path.join(path, ".git"), limit=1 << 16).rstrip("\n")
         except OSError:
             path = back = ""
+        names_back = back in (f"gitdir: {adm}", f"gitdir: {os.path.realpath(adm)}")
+        if names_back and os.path.isabs(path) and os.path.dirname(path) != tmp:
+            # a worktree out of the temp dir and this admin dir name each other: the
+            # owner's own worktree of a name like a gate's (`git worktree add
+            # ../git-lane-gate-notes`), never swept: its HEAD, index and reflogs would go
+            # (red team 14D). A killed land's gate is in the temp dir
+            continue
         if (
             os.path.isabs(path)
             and os.path.dirname(path) == tmp
             and os.path.basename(path).startswith(CLEAN_PREFIX)
             and not os.path.islink(path)
-            and back in (f"gitdir: {adm}", f"gitdir: {os.path.realpath(adm)}")
+            and names_back
         ):
             where = path
             if not dirfd.remove_tree(path):  # fds only: what stays is named, never by path

@@ -11,6 +11,7 @@ from pathlib import Path
 from guard import dirfd, git, objects, policy, procs, recovery
 from guard.config import cache_home
 from guard.errors import Refusal
+from guard.gate import CLEAN_PREFIX as GATE_PREFIX
 from guard.repo import REPO_MARKER, Repo, read_repo_marker
 from guard.results import LaneView
 from guard.store import FileLock, LaneRecord, admin_by_gitdir, read_regular
@@ -47,6 +48,18 @@ def check_key(key: str, creating: bool = False) -> None:
             "starting and ending with a letter or digit",
             next=["git lane status"],
             alternatives=["git lane create"] if creating else [],
+            details={"key": key},
+        )
+    if creating and key.startswith(GATE_PREFIX):
+        # git names a worktree's admin dir after its basename, and git-lane takes every
+        # `worktrees/git-lane-gate-*` for a clean gate worktree's (never trusted, swept
+        # when a land was killed): a lane of that key was orphaned from birth
+        raise Refusal(
+            "invalid_lane_key",
+            f"{key!r} is not a lane key: keys starting {GATE_PREFIX} are git-lane's own "
+            "(its gate worktrees are named so)",
+            next=["git lane status"],
+            alternatives=["git lane create"],
             details={"key": key},
         )
 

@@ -329,3 +329,17 @@ def test_prefer_symlink_refs_never_makes_a_lane_unreadable(repo: Repo, sandboxed
         head = head if head.is_absolute() else where / head
         assert head.is_file() and not head.is_symlink(), head
     assert repo.lane("land", "beta").rc == 0
+
+
+def test_a_key_like_a_gate_worktrees_name_is_refused(repo: Repo) -> None:
+    """`git lane create git-lane-gate-x` matched the key pattern, and git names the
+    lane's admin dir after its worktree, `worktrees/git-lane-gate-x`: git-lane takes every
+    such dir for a clean gate worktree's (never trusted, swept when a land was killed),
+    so the lane was orphaned from birth and reconcile deleted its admin dir (red team
+    14D). The prefix is git-lane's own: invalid_lane_key, nothing made."""
+    r = repo.jlane("create", "git-lane-gate-x")
+    assert (r.rc, r.code) == (1, "invalid_lane_key"), r.stdout
+    assert r.json["next"] == ["git lane status"]
+    assert not (repo.common_dir / "worktrees" / "git-lane-gate-x").exists()
+    assert "refs/heads/lane/git-lane-gate-x" not in lane_branches(repo)
+    assert repo.jlane("create", "gate-x").rc == 0  # the word alone is a key

@@ -578,3 +578,35 @@ def test_a_per_worktree_chain_holds_whatever_the_git_dir_is_called(
     r = git(lane, "commit", "--no-verify", "-qm", "evil", check=False, env={"GIT_DIR": gd})
     assert r.returncode != 0, r.stderr
     assert repo.sha("refs/heads/main") == before, "main moved past the reference-transaction hook"
+
+
+def test_a_branch_under_main_slash_does_not_unprotect_master(tmp_path: Path) -> None:
+    """A `master` repository where git-lane was installed before its first commit (no
+    `main_branch` pinned). `git branch main/x` makes refs/heads/main a directory, and the
+    hook took main for the protected branch because `[ -e refs/heads/main ]` holds for a
+    directory (red team 14D, HIGH: a regression of the dangling-main fix): master was
+    no longer protected and `git update-ref refs/heads/master C` moved it. Only a file or
+    a link at the name is main."""
+    from conftest import lane as run_lane
+
+    path = tmp_path / "hub"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "master")
+    assert run_lane("install", cwd=path).rc == 0
+    git(path, "commit", "-q", "--allow-empty", "-m", "init")  # the first commit: bootstrap
+    before = sha(path, "refs/heads/master")
+    tree = git(path, "rev-parse", "master^{tree}").stdout.strip()
+    c = git(path, "commit-tree", "-p", "master", "-m", "sneaked", tree).stdout.strip()
+
+    def move() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["git", "update-ref", "refs/heads/master", c], cwd=path, text=True, capture_output=True
+        )
+
+    assert move().returncode != 0  # protected
+    git(path, "branch", "main/x", "master")
+    res = move()
+    assert sha(path, "refs/heads/master") == before, (
+        f"master moved to {c} once refs/heads/main/ existed (rc={res.returncode})"
+    )
+    assert res.returncode != 0

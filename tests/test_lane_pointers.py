@@ -1250,3 +1250,24 @@ def test_repair_never_moves_a_record_to_a_path_another_lane_named(
     rec = json.loads((repo.state_dir / "lanes" / "beta.json").read_text())
     assert rec["path"] == str(beta) and rec["admin"] != admin.name, rec
     assert (x / "mine.txt").exists() and (x / ".git").read_text() == f"gitdir: {admin}\n"
+
+
+def test_an_owner_worktree_named_like_a_gate_keeps_its_admin_dir(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """The owner's own `git worktree add ../git-lane-gate-notes -b notes` (git names its
+    admin dir `git-lane-gate-notes`): reconcile's sweep took it for a killed land's gate
+    leftover by its name and deleted the admin dir, so the worktree was no repository and
+    a commit made detached there was unreferenced (red team 14D). A worktree out of the
+    temp dir whose `.git` and the admin dir name each other is never swept."""
+    wt = tmp_path / "git-lane-gate-notes"
+    git(repo.path, "worktree", "add", "-q", "-b", "notes", str(wt))
+    git(wt, "switch", "-q", "--detach")
+    detached = repo.commit(wt, "n.txt", "notes\n")
+    r = repo.jlane("reconcile")
+    assert r.rc == 0, r.stdout
+    admin = repo.common_dir / "worktrees" / "git-lane-gate-notes"
+    st = subprocess.run(["git", "-C", str(wt), "rev-parse", "HEAD"], text=True, capture_output=True)
+    assert admin.is_dir() and st.stdout.strip() == detached, (
+        f"the owner's worktree lost its admin dir: {st.stderr.strip()}\n{r.stdout}"
+    )
