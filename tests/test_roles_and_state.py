@@ -522,16 +522,20 @@ def test_release_racing_a_branch_move_deletes_nothing(repo: Repo, tmp_path: Path
     lp = repo.create("alpha")
     repo.commit(lp, "a.txt", "a\n")
     repo.git("merge", "-q", "--ff-only", "lane/alpha")  # landed: release needs no confirmation
-    q = shlex.quote(str(lp))
+    # from the hub: release removes the lane's worktree through fds before its first git
+    # call that deletes anything (the branch's), so the lane's path is gone by then
+    q = shlex.quote(str(repo.path))
     race = (
-        f"new=$(git -C {q} commit-tree -p HEAD -m raced 'HEAD^{{tree}}') && "
+        f"new=$(git -C {q} commit-tree -p lane/alpha -m raced 'lane/alpha^{{tree}}') && "
         f"git -C {q} update-ref refs/heads/lane/alpha $new && echo $new > {shlex.quote(str(tmp_path / 'new'))}"
     )
     r = repo.jlane("release", "alpha", env=racing_git(tmp_path, race))
     ok_or_refused(r, "release")
     new = (tmp_path / "new").read_text().strip()
     # the commit made while release ran is on the lane's branch, and the lane is intact
+    # (its worktree put back)
     assert (r.rc, r.code) == (1, "lane_changed_during_release"), r.stdout
+    assert r.json["details"]["worktree_restored"] is True
     assert repo.sha("refs/heads/lane/alpha") == new and (lp / "a.txt").is_file()
     assert repo.jlane("status", "alpha").json["lanes"][0]["state"] == "active"
 
