@@ -1035,14 +1035,9 @@ def test_worktreeinclude_never_copies_a_lanes_files_into_a_new_lane(repo: Repo) 
     assert not (gamma / "node_modules" / ".bin" / "tool").exists()
 
 
-def test_agent_setup_never_runs_git_plain_in_a_worktree_a_lane_named(
-    repo: Repo, tmp_path: Path
-) -> None:
-    """agent-setup's look for an untracked file the shared exclude entry would hide runs
-    git in the worktrees no lane can have named, never at the path a lane's `gitdir`
-    says (a repository there whose core.fsmonitor is the lane's program)."""
-    alpha = repo.create("alpha")
-    repo.create("beta")
+def _fsmonitor_repo(tmp_path: Path) -> tuple[Path, Path]:
+    """A repository `x` whose core.fsmonitor is a program that makes `marker` (git running
+    there as the owner runs it), with an untracked opencode.json: (x, marker)."""
     marker = tmp_path / "ran-as-owner"
     prog = tmp_path / "prog"
     prog.write_text(f"#!/bin/sh\ntouch {marker}\n")
@@ -1052,6 +1047,18 @@ def test_agent_setup_never_runs_git_plain_in_a_worktree_a_lane_named(
     git(x, "init", "-q", "-b", "main")
     git(x, "config", "core.fsmonitor", str(prog))
     (x / "opencode.json").write_text("{}\n")
+    return x, marker
+
+
+def test_agent_setup_never_runs_git_plain_in_a_worktree_a_lane_named(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """agent-setup's look for an untracked file the shared exclude entry would hide runs
+    git in the worktrees no lane can have named, never at the path a lane's `gitdir`
+    says (a repository there whose core.fsmonitor is the lane's program)."""
+    alpha = repo.create("alpha")
+    repo.create("beta")
+    x, marker = _fsmonitor_repo(tmp_path)
     admin = Path(git(alpha, "rev-parse", "--absolute-git-dir").stdout.strip())
     (admin / "gitdir").write_text(f"{x}/.git\n")  # the lane's own admin dir
     r = repo.jlane("agent-setup", "beta", "--for", "opencode")
@@ -1096,15 +1103,7 @@ def test_agent_setup_never_runs_git_plain_in_a_worktree_a_gate_named(
     ran as the owner) while a gate ran, or after one left its admin dir. A gate's admin
     dir is never the owner's."""
     repo.create("beta")
-    marker = tmp_path / "ran-as-owner"
-    prog = tmp_path / "prog"
-    prog.write_text(f"#!/bin/sh\ntouch {marker}\n")
-    prog.chmod(0o755)
-    x = tmp_path / "x"
-    x.mkdir()
-    git(x, "init", "-q", "-b", "main")
-    git(x, "config", "core.fsmonitor", str(prog))
-    (x / "opencode.json").write_text("{}\n")
+    x, marker = _fsmonitor_repo(tmp_path)
     _gate_admin(repo, tmp_path, git(repo.path, "rev-parse", "HEAD").stdout.strip(), x)
     r = repo.jlane("agent-setup", "beta", "--for", "opencode")
     assert r.rc == 0, r.stdout
