@@ -390,43 +390,61 @@ def set_aside(common_dir: str | os.PathLike[str], name: str) -> str | None:
     return os.path.join(kept, dest)
 
 
+def _tree_of(common_dir: str | os.PathLike[str], name: str) -> tuple[str, bool, bool]:
+    """The worktree the gate admin dir `name` says is its own: (its path, or ""; whether
+    that worktree's `.git` names this admin dir back; whether the path is where land makes
+    gate worktrees, a directory of this process's temp dir). Read, never trusted: the
+    admin dir's `gitdir` is a confined gate's to write."""
+    import tempfile
+
+    adm = os.path.join(common_dir, "worktrees", name)
+    try:
+        gitdir = git.read_admin(os.path.join(adm, "gitdir"), limit=1 << 16).rstrip("\n")
+        path = gitdir.removesuffix("/.git")
+        back = git.read_admin(os.path.join(path, ".git"), limit=1 << 16).rstrip("\n")
+    except OSError:
+        return "", False, False
+    if not os.path.isabs(path):
+        return "", False, False
+    names_back = back in (f"gitdir: {adm}", f"gitdir: {os.path.realpath(adm)}")
+    in_tmp = os.path.dirname(path) == os.path.realpath(tempfile.gettempdir())
+    return path, names_back, in_tmp
+
+
+def leftovers(common_dir: str | os.PathLike[str]) -> list[str]:
+    """The gate admin dirs a land (or reconcile) under the lock would sweep: every
+    `git-lane-gate-*` admin dir but an owner's own worktree of a gate-like name (`git
+    worktree add ../git-lane-gate-notes`: out of the temp dir, it and its admin dir
+    naming each other), which is never swept, nor reported as a gate's (red team 14D)."""
+    out = []
+    for name in admin_names(common_dir):
+        path, names_back, in_tmp = _tree_of(common_dir, name)
+        if not (path and names_back and not in_tmp):
+            out.append(name)
+    return out
+
+
 def sweep(common_dir: str | os.PathLike[str]) -> list[dict[str, str]]:
     """Remove the clean gate worktrees a killed land left behind. Only under the lock:
-    then no gate of this repository is running, so every gate admin dir is a leftover.
-    Each admin dir goes through fds (moved aside when it cannot: `kept`); its worktree
-    only when it is where land makes them (a `git-lane-gate-*` directory of this process's
-    temp dir) and its `.git` names that admin dir back: the admin dir's `gitdir` is a
-    confined gate's to write, and could name any directory of that name (another
+    then no gate of this repository is running, so every gate admin dir (`leftovers`) is a
+    leftover. Each admin dir goes through fds (moved aside when it cannot: `kept`); its
+    worktree only when it is where land makes them (a `git-lane-gate-*` directory of this
+    process's temp dir) and its `.git` names that admin dir back: the admin dir's `gitdir`
+    is a confined gate's to write, and could name any directory of that name (another
     repository's running gate). One dict per admin dir: `admin`, `path` (its worktree
     removed, or ""), `kept` (where the admin dir was moved, or ""), `left` ("yes" when it
     is still in `worktrees/`: neither removed nor moved), `tree_left` (the worktree, when
     remove_tree left something of it: a process the gate started may still run there)."""
-    import tempfile
-
     from guard import dirfd
 
     out: list[dict[str, str]] = []
-    base = os.path.join(common_dir, "worktrees")
-    tmp = os.path.realpath(tempfile.gettempdir())
-    for name in admin_names(common_dir):
-        adm = os.path.join(base, name)
+    for name in leftovers(common_dir):
+        adm = os.path.join(common_dir, "worktrees", name)
         where = tree_left = ""
-        try:
-            gitdir = git.read_admin(os.path.join(adm, "gitdir"), limit=1 << 16).rstrip("\n")
-            path = gitdir.removesuffix("/.git")
-            back = git.read_admin(os.path.join(path, ".git"), limit=1 << 16).rstrip("\n")
-        except OSError:
-            path = back = ""
-        names_back = back in (f"gitdir: {adm}", f"gitdir: {os.path.realpath(adm)}")
-        if names_back and os.path.isabs(path) and os.path.dirname(path) != tmp:
-            # a worktree out of the temp dir and this admin dir name each other: the
-            # owner's own worktree of a name like a gate's (`git worktree add
-            # ../git-lane-gate-notes`), never swept: its HEAD, index and reflogs would go
-            # (red team 14D). A killed land's gate is in the temp dir
-            continue
+        path, names_back, in_tmp = _tree_of(common_dir, name)
         if (
-            os.path.isabs(path)
-            and os.path.dirname(path) == tmp
+            path
+            and in_tmp
             and os.path.basename(path).startswith(CLEAN_PREFIX)
             and not os.path.islink(path)
             and names_back

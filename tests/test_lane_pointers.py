@@ -1258,11 +1258,17 @@ def test_an_owner_worktree_named_like_a_gate_keeps_its_admin_dir(
     admin dir `git-lane-gate-notes`): reconcile's sweep took it for a killed land's gate
     leftover by its name and deleted the admin dir, so the worktree was no repository and
     a commit made detached there was unreferenced (red team 14D). A worktree out of the
-    temp dir whose `.git` and the admin dir name each other is never swept."""
+    temp dir whose `.git` and the admin dir name each other is never swept, nor named by
+    doctor as a gate's leftover (gate.leftovers)."""
     wt = tmp_path / "git-lane-gate-notes"
     git(repo.path, "worktree", "add", "-q", "-b", "notes", str(wt))
     git(wt, "switch", "-q", "--detach")
     detached = repo.commit(wt, "n.txt", "notes\n")
+    d = repo.jlane("doctor")
+    assert not [c for c in d.json["checks"] if c["name"] == "gate worktree"], (
+        "doctor took the owner's worktree for a gate's leftover, and named reconcile, "
+        f"which leaves it: a warning no next ends\n{d.stdout}"
+    )
     r = repo.jlane("reconcile")
     assert r.rc == 0, r.stdout
     admin = repo.common_dir / "worktrees" / "git-lane-gate-notes"

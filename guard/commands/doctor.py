@@ -766,7 +766,7 @@ def check_lock(repo: Repo) -> list[Check]:
         )
     from guard import gate as gatemod
 
-    left = gatemod.admin_names(repo.common_dir)
+    left = gatemod.leftovers(repo.common_dir)
     if left and (rec is None or not lock.owner_alive(rec)):
         # no land runs: a killed land's (or one a gate's process kept writing in): git
         # lists each at the path its `gitdir` says, which a confined gate wrote

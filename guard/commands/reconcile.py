@@ -197,7 +197,7 @@ def _sweep_gate_worktrees(repo: Repo) -> list[dict[str, Any]]:
     from guard import gate
     from guard.store import FileLock
 
-    if not gate.admin_names(repo.common_dir):
+    if not gate.leftovers(repo.common_dir):
         return []
     fl = FileLock(lock.flock_path(repo))
     if not fl.acquire(timeout=0):
