@@ -2417,19 +2417,25 @@ _UNJUDGED_OK = frozenset(["patch-id", "column", "show-index", "fmt-merge-msg", "
 # git-filter-branch hands the words after `--` to rev-list (`--output=FILE`) and
 # rewrites whatever refs they name, `bisect log` shows `$GIT_DIR/BISECT_LOG` (red teams
 # 13R-14A). No list of option words makes the owner's run of such a script safe, so no
-# owner's command is printed for any of them; what the lane may do instead, per script:
-_SCRIPT_INSTEAD: dict[str, list[str]] = {
-    "mergetool": ["git diff --name-only --diff-filter=U"],
-    "difftool": ["git diff"],
-    "bisect": ["git log --oneline"],
-    "submodule": ["git ls-files --stage"],
-}
-_SCRIPT_WHY: dict[str, str] = {
-    "mergetool": "resolve each conflicted file (git diff --name-only --diff-filter=U "
-    "lists them) by editing it, then `git add` it",
-    "difftool": "read the changes with git diff",
-    "bisect": "bisect by checking out commits and testing them in the lane",
-    "submodule": "git ls-files --stage lists the submodules' commits (mode 160000)",
+# owner's command is printed for any of them. What to do instead, per script: why, in
+# words, and the commands the lane may run instead (its alternatives, each one it runs).
+_SCRIPT_INSTEAD: dict[str, tuple[str, list[str]]] = {
+    "mergetool": (
+        "resolve each conflicted file (git diff --name-only --diff-filter=U lists them) by "
+        "editing it, then `git add` it",
+        ["git diff --name-only --diff-filter=U"],
+    ),
+    "difftool": ("read the changes with git diff", ["git diff"]),
+    "bisect": (
+        "bisecting checks out commit after commit, which a lane may not (it works on its "
+        "own branch only): bisect in a clone of your own, outside git-lane, and read the "
+        "history here with git log --oneline",
+        ["git log --oneline"],
+    ),
+    "submodule": (
+        "git ls-files --stage lists the submodules' commits (mode 160000)",
+        ["git ls-files --stage"],
+    ),
 }
 
 
@@ -2452,7 +2458,7 @@ def _command_known(p: Parsed, f: GitFacts) -> Refusal | None:
         # on PATH (past the shim), so nothing in the lane runs it safely; and the owner's
         # run of it acts by path in the lane's worktree and admin dir, which a process of
         # the lane may still change under it (_SCRIPT_INSTEAD): no owner's command either
-        why = _SCRIPT_WHY.get(cmd)
+        why, instead = _SCRIPT_INSTEAD.get(cmd, ("", []))
         return Refusal(
             "external_command",
             f"git {cmd} is one of git's scripts ({f.exec_path}/git-{cmd}), not built into "
@@ -2462,7 +2468,7 @@ def _command_known(p: Parsed, f: GitFacts) -> Refusal | None:
             "may change while it runs, so no owner's command is printed for it either"
             + (f"; instead, {why}" if why else ""),
             next=[f"git lane status {f.lane}"],
-            alternatives=list(_SCRIPT_INSTEAD.get(cmd, [])),
+            alternatives=list(instead),
             details={"lane": f.lane, "command": cmd, "argv": [cmd, *p.args]},
         )
     return Refusal(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -664,6 +665,20 @@ def test_an_external_commands_next_never_hands_the_lanes_program_to_the_owner(
     assert nxt == "git lane status alpha", res.stderr
     done = subprocess.run(nxt, shell=True, cwd=alpha.path, capture_output=True, text=True)
     assert done.returncode == 0 and "evil.sh" not in done.stdout + done.stderr, (nxt, done)
+    for alt in [ln.removeprefix("  Or: ") for ln in res.stderr.splitlines() if "  Or: " in ln]:
+        ran = alpha.git(*shlex.split(alt.removeprefix("git ")))
+        assert ran.returncode == 0, (alt, ran.stderr)  # every way out it names, the lane runs
+
+
+def test_bisect_is_not_advised_to_check_out_commits_in_the_lane(alpha: Lane) -> None:
+    """bisect's refusal advised "bisect by checking out commits and testing them in the
+    lane": the shim refuses the lane any checkout off its branch, so the advice led to a
+    second refusal. It now says to bisect in a clone of one's own."""
+    res = alpha.git("bisect", "start")
+    refused(res, "external_command")
+    assert "clone of your own" in res.stderr, res.stderr
+    moved = alpha.git("checkout", "-q", "HEAD~0^{commit}")
+    refused(moved, "main_mutation_refused")  # what the old advice would have the lane do
 
 
 # -- what a lane may write, however git is asked (red team 13D) ------------------------------
