@@ -291,16 +291,28 @@ class Repo:
     def ref_sha(self, ref: str) -> str | None:
         return git.ref_sha(self.common_dir, ref)
 
+    def _loose(self, branch: str) -> bool:
+        """Is there a loose ref file (or link) refs/heads/BRANCH, resolving or not? A
+        directory there is branches BRANCH/*, no BRANCH."""
+        p = os.path.join(self.common_dir, "refs", "heads", branch)
+        return os.path.islink(p) or os.path.isfile(p)
+
     @cached_property
     def main_branch(self) -> str:
         configured = self.owner_config.get("main_branch")
+        broken = None
         if configured:
             name = configured if self.ref_sha(f"refs/heads/{configured}") else None
         else:
             found = git.refs(self.common_dir, "refs/heads/main", "refs/heads/master")
-            name = policy.choose_main(
-                None, "refs/heads/main" in found, "refs/heads/master" in found
-            )
+            there = {b for b in ("main", "master") if f"refs/heads/{b}" in found or self._loose(b)}
+            # a dangling (or looping) symbolic main is still main, broken, never "master,
+            # main being absent": the hooks decide the same (gl_main_name), else a symbolic
+            # ref the hooks never see would hand main's protection to master
+            name = policy.choose_main(None, "main" in there, "master" in there)
+            if name and f"refs/heads/{name}" not in found:
+                broken = name
+                name = None
         if name:
             return str(name)
         landed = self._last_landed()
@@ -309,8 +321,14 @@ class Repo:
             # first commit would start a history of its own beside every landed one
             raise Refusal(
                 "no_main_branch",
-                f"refs/heads/{configured or 'main'} does not exist, but git-lane recorded it "
-                f"(last at {landed[:12]}): it was deleted outside git-lane",
+                (
+                    f"refs/heads/{broken} names no commit (a symbolic ref to a ref that does "
+                    f"not exist, or a broken ref file), but git-lane recorded main (last at "
+                    f"{landed[:12]}): it was broken outside git-lane"
+                    if broken
+                    else f"refs/heads/{configured or 'main'} does not exist, but git-lane "
+                    f"recorded it (last at {landed[:12]}): it was deleted outside git-lane"
+                ),
                 next=["git lane restore-main"],
                 details={"configured": configured, "landed": landed},
             )
@@ -319,10 +337,17 @@ class Repo:
             # no land yet, but the main worktree's HEAD reflog says where main last was
             raise Refusal(
                 "no_main_branch",
-                f"refs/heads/main does not exist, but the hub's HEAD was last at {last[:12]}: "
-                "main was deleted outside git-lane (a new first commit would start a "
-                "history of its own); the next puts it back there",
-                next=[f"git update-ref refs/heads/main {last}"],
+                f"refs/heads/{broken or 'main'} "
+                + ("names no commit" if broken else "does not exist")
+                + f", but the hub's HEAD was last at {last[:12]}: main was "
+                + ("broken" if broken else "deleted")
+                + " outside git-lane (a new first commit would start a history of its "
+                "own); the next puts it back there",
+                next=[
+                    f"git update-ref --no-deref refs/heads/{broken} {last}"
+                    if broken
+                    else f"git update-ref refs/heads/main {last}"
+                ],
                 details={"configured": configured, "reflog": last},
             )
         raise Refusal(
@@ -330,10 +355,17 @@ class Repo:
             (
                 f"the configured main branch {configured!r} does not exist"
                 if configured
+                else f"refs/heads/{broken} names no commit (a symbolic ref to a ref that "
+                "does not exist, or a broken ref file)"
+                if broken
                 else "this repository has neither a main nor a master branch with a commit"
             ),
             next=(
-                [f"git branch {git.q(configured)} HEAD"] if configured else [self._first_commit()]
+                [f"git branch {git.q(configured)} HEAD"]
+                if configured
+                else [f"git update-ref --no-deref refs/heads/{broken} HEAD"]
+                if broken
+                else [self._first_commit()]
             ),
             details={"configured": configured},
         )

@@ -248,19 +248,28 @@ gl_ref() {
 }
 
 # gl_main_name: gl_main = the protected branch: the configured name, else main, else
-# master; '' while the repository has none. The one sh copy of guard.policy.choose_main.
-# Returns 1 (gl_main '') when git cannot say which of them exist.
+# master; '' while the repository has none. The one sh copy of guard.policy.choose_main
+# (and Repo.main_branch). main (then master) is there when git cannot resolve it but its
+# loose file is: a dangling or looping symbolic main is still main, never "no main" nor
+# "master, main being absent" (then its delete would pass as deleting nothing, or as a
+# stray main's beside master, `git branch -m` would write main outside any transaction,
+# and a symbolic ref no hook sees would hand main's protection to master). Returns 1
+# (gl_main '') when git cannot say which of them exist.
 gl_main_name() {
 	gl_main=$gl_main_cfg
-	[ -n "$gl_main" ] && return 0
-	gl_ref refs/heads/main || return 1
-	if [ -n "$gl_val" ]; then
-		gl_main=main
-		return 0
-	fi
-	gl_ref refs/heads/master || return 1
-	[ -z "$gl_val" ] || gl_main=master
-	return 0
+	[ -z "$gl_main" ] || return 0
+	for gl_m in main master; do
+		# a file or a link (preferSymlinkRefs); a directory is branches main/*, no main
+		if [ -f "$common/refs/heads/$gl_m" ] || [ -L "$common/refs/heads/$gl_m" ]; then
+			gl_main=$gl_m
+			return 0
+		fi
+		gl_ref "refs/heads/$gl_m" || return 1
+		if [ -n "$gl_val" ]; then
+			gl_main=$gl_m
+			return 0
+		fi
+	done
 }
 
 # gl_is_main BRANCH: is BRANCH (a name under refs/heads/) main? 0 yes, 1 no, 2 cannot

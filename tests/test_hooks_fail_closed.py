@@ -112,6 +112,13 @@ def _git(
     )
 
 
+def packed(g: Guarded) -> None:
+    """main only in packed-refs: a loose refs/heads/main settles which branch is main with
+    no git to ask (gl_main_name), so the hook must ask git only when there is none."""
+    git(g.hub, "pack-refs", "--all", "--prune")
+    assert not (g.repo.common_dir / "refs" / "heads" / "main").exists()
+
+
 @pytest.mark.parametrize("vector", VECTORS)
 def test_update_ref_of_main_refused_when_the_hook_cannot_ask_git(
     g1: Guarded, tmp_path: Path, vector: str
@@ -128,6 +135,7 @@ def test_update_ref_of_main_refused_when_the_hook_cannot_ask_git(
 def test_commit_on_main_refused_when_the_hook_cannot_ask_git(
     g1: Guarded, tmp_path: Path, vector: str, verify: str
 ) -> None:
+    packed(g1)
     prefix, env = _vector(tmp_path, vector)
     flags = [verify] if verify else []
     res = _git(g1.hub, prefix, env, "commit", "-q", "--allow-empty", *flags, "-m", "x")
@@ -153,6 +161,7 @@ def test_an_exec_path_without_git_still_decides(g1: Guarded, tmp_path: Path) -> 
 
 
 def test_pre_rebase_refuses_when_it_cannot_ask_git(g1: Guarded, tmp_path: Path) -> None:
+    packed(g1)
     prefix, env = _vector(tmp_path, "fake-exit-1")
     res = _git(g1.hub, prefix, env, "rebase", "--no-fork-point", "lane/x")
     assert_refused(res, FACTS)

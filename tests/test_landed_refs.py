@@ -651,6 +651,27 @@ def test_a_dangling_symbolic_main_is_made_plain_at_the_landed_tip(
     assert git(repo.path, "symbolic-ref", "-q", "refs/heads/main", check=False).stdout == ""
 
 
+def test_a_dangling_symbolic_main_beside_master_never_hands_main_over_to_master(
+    landed2: tuple[Repo, list[str], list[str]],
+) -> None:
+    """A branch master beside main (no main_branch pinned), main made a symbolic ref to
+    nothing (unseen on git 2.39). The engine chose master as main (main "did not exist"),
+    so doctor said `main is master`, ok, and the next land would have moved master; the
+    hooks' reference-transaction still took the dangling main for main, so `git update-ref
+    refs/heads/master` passed unrefused: master, git-lane's main by then, moved without a
+    land. Now every layer takes a dangling main for main, broken: doctor fails it and its
+    fix, restore-main, makes main plain at the last landed tip."""
+    repo, (_a, b), _ = landed2
+    git(repo.path, "branch", "master", b)
+    git(repo.path, "switch", "-q", "--detach")
+    git(repo.path, "symbolic-ref", "refs/heads/main", "refs/heads/nothere")  # unseen
+    st = repo.jlane("status")
+    assert st.code == "no_main_branch", st.stdout
+    run_fix(failing(repo, "main")["fix"], repo.path)
+    assert repo.sha() == b and git(repo.path, "rev-parse", "master").stdout.strip() == b
+    assert git(repo.path, "symbolic-ref", "-q", "refs/heads/main", check=False).stdout == ""
+
+
 @pytest.mark.parametrize("through", ["HEAD", "refs/worktree/x"])
 def test_a_symbolic_main_looping_through_a_per_worktree_ref_is_made_plain(
     landed2: tuple[Repo, list[str], list[str]], through: str

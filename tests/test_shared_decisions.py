@@ -46,10 +46,11 @@ def sh(script: str, *args: str, cwd: Path | str | None = None) -> subprocess.Com
 
 # -- which branch is main ----------------------------------------------------------------
 MAIN_CASES = [
-    # configured, main ("commit", "symref", None), master, bootstrap (no commit at all)
+    # configured, main ("commit", "symref", "dangling", None), master, bootstrap (no
+    # commit at all)
     (cfg, main, master, False)
     for cfg in (None, "trunk", "master", "main")
-    for main in ("commit", "symref", None)
+    for main in ("commit", "symref", "dangling", None)
     for master in (True, False)
 ] + [(None, None, False, True), ("trunk", None, False, True)]
 
@@ -65,6 +66,8 @@ def _case_repo(
             git(path, "branch", "main")
         elif main == "symref":
             git(path, "symbolic-ref", "refs/heads/main", "refs/heads/side")
+        elif main == "dangling":  # a symbolic ref the hooks never see (git < 2.45)
+            git(path, "symbolic-ref", "refs/heads/main", "refs/heads/nowhere")
         if master:
             git(path, "branch", "master")
     if cfg:
@@ -77,6 +80,13 @@ def _case_repo(
 def _exists(path: Path, branch: str) -> bool:
     res = git(path, "rev-parse", "-q", "--verify", f"refs/heads/{branch}^{{commit}}", check=False)
     return res.returncode == 0
+
+
+def _there(path: Path, branch: str) -> bool:
+    """Is `branch` there for choosing main: it resolves, or its loose ref file (or link)
+    is there, resolving or not (a dangling symbolic main is still main, broken)."""
+    loose = path / ".git" / "refs" / "heads" / branch
+    return _exists(path, branch) or loose.is_symlink() or loose.is_file()
 
 
 @pytest.mark.parametrize("cfg, main, master, bootstrap", MAIN_CASES)
@@ -94,7 +104,7 @@ def test_main_branch_decision_sh_equals_python(
     assert res.returncode == 0, res.stderr
     got = dict(ln.split("=", 1) for ln in res.stdout.splitlines())
 
-    want = choose_main(cfg, _exists(path, "main"), _exists(path, "master"))
+    want = choose_main(cfg, _there(path, "main"), _there(path, "master"))
     assert got["chosen"] == (want or "")
     for b in branches:
         assert got[f"is {b}"] == ("yes" if b and b == want else "no"), b
