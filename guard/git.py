@@ -266,20 +266,15 @@ def _wtconfig_get(cfg: str) -> subprocess.CompletedProcess[bytes]:
     )
 
 
-def _check_worktree_config(admin: str, common: str) -> None:
-    """Refuse `untrusted_git_config` while extensions.worktreeConfig is on: git then reads
-    the lane's `<admin>/config.worktree`, which a process of the lane can write, and swap
-    by a rename, at any moment. A check of the file before git runs vouched for nothing:
-    git read it again after, and a filter swapped in between ran in the owner's `git lane
-    status` (red team 14A). So no engine git runs in a lane while the extension is on,
-    whatever the file holds now (or whether it is there at all)."""
-    check_no_worktree_config(common, os.path.join(admin, "config.worktree"))
-
-
 def check_no_worktree_config(common: str | os.PathLike[str], file: str = "") -> None:
     """Refuse `untrusted_git_config` while extensions.worktreeConfig is on (git would read
     a lane's config.worktree, `file` when one lane is meant): before any engine git runs
-    in a lane, and before `create` makes one it could then not use."""
+    in a lane, and before `create` makes one it could then not use. The lane's
+    `<admin>/config.worktree` is a process of the lane's to write, and swap by a rename,
+    at any moment: a check of the file before git runs vouched for nothing (git read it
+    again after, and a filter swapped in between ran in the owner's `git lane status`, red
+    team 14A). So no engine git runs in a lane while the extension is on, whatever the
+    file holds now (or whether it is there at all)."""
     if not worktree_config_on(common):
         return
     which = f"lane's own worktree config {shown(file)}" if file else "lanes' config.worktree"
@@ -418,7 +413,9 @@ def _argv_env(
         return (real_git(), *ENGINE_CONFIG, *pre, *args), _with_stores(stores, env)
     if not pinned:  # a submodule inside a lane: its own repository, no program of its config
         return (real_git(), *ENGINE_CONFIG, *LANE_CONFIG, *pre, *args), env
-    _check_worktree_config(pinned["GIT_DIR"], pinned["GIT_COMMON_DIR"])
+    check_no_worktree_config(
+        pinned["GIT_COMMON_DIR"], os.path.join(pinned["GIT_DIR"], "config.worktree")
+    )
     if not (env and "GIT_INDEX_FILE" in env):  # git opens the lane's own index
         check_index_file(pinned["GIT_DIR"], pinned["GIT_WORK_TREE"])
     own = None if only else _store_of(pinned["GIT_DIR"])

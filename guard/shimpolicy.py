@@ -1124,7 +1124,7 @@ def _sparse_checkout(p: Parsed, f: GitFacts) -> Refusal | None:
     (CONFIG_WRITE_KEYS). With it on, every git call reads the lane's config.worktree,
     which a process of the lane can swap at any moment (a filter there ran in the owner's
     `git lane status`, red team 14A): the engine refuses every lane while it is on
-    (git._check_worktree_config), so the lane's sparse-checkout is refused whether it is
+    (git.check_no_worktree_config), so the lane's sparse-checkout is refused whether it is
     on or not, and the owner is never told to turn it on. `list` only reads."""
     if p.cmd != "sparse-checkout" or (p.args and p.args[0] == "list"):
         return None

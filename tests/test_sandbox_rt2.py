@@ -159,7 +159,7 @@ def test_the_lanes_config_worktree_is_never_read_by_engine_git_after_its_check(
 ) -> None:
     """Once the owner followed the sparse-checkout refusal's next (`git -C COMMON config
     extensions.worktreeConfig true`), every engine git call in a lane first checked the
-    lane's `<admin>/config.worktree` (_check_worktree_config: `git config --list` of it)
+    lane's `<admin>/config.worktree` (check_no_worktree_config: `git config --list` of it)
     and then ran git, which read the file again: a lane process still running swapped a
     filter in between. The owner's `git lane status alpha` (its `git status
     --porcelain=v2`, an entry the lane made racy with `update-index --cacheinfo`) ran
