@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -523,10 +524,11 @@ def test_release_copies_a_sparse_modules_file_as_a_sparse_file(repo: Repo) -> No
 def test_a_release_that_fills_the_disk_leaves_no_partial_copy_and_its_next_works(
     repo: Repo,
 ) -> None:
-    """A modules file of real data larger than the disk kept/ is on: the copy fails
-    (ENOSPC), the release is refused worktree_remove_failed with nothing removed, and its
-    partial copy is gone (each retry left one more, never deleted). With space again, the
-    next works as written."""
+    """A modules file of real data larger than the disk kept/ is on: the copy would not
+    fit, the release is refused state_write_failed (red team 14E: counted before anything
+    is written; it was worktree_remove_failed once the copy failed on ENOSPC) with
+    nothing removed, and no partial copy is left (each retry left one more, never
+    deleted). With space again, the next works as written."""
     lp = repo.create("alpha")
     admin = Path(repo.git("-C", str(lp), "rev-parse", "--absolute-git-dir").stdout.strip())
     sub = admin / "modules" / "sub"
@@ -535,7 +537,8 @@ def test_a_release_that_fills_the_disk_leaves_no_partial_copy_and_its_next_works
     kept_dir = repo.state_dir / "kept"
     with small_disk(kept_dir, "1m"):
         r = repo.jlane("release", "alpha", *CONFIRM)
-        assert (r.rc, r.code) == (1, "worktree_remove_failed"), r.stdout
+        assert (r.rc, r.code) == (1, "state_write_failed"), r.stdout
+        assert r.json["alternatives"] == [f"df -h {shlex.quote(str(kept_dir))}"], r.stdout
         assert list(kept_dir.iterdir()) == [], "a partial copy was left in kept/"
     assert (sub / "pack").stat().st_size == 3 << 20 and lp.exists()
     nxt = r.json["next"]
@@ -622,3 +625,166 @@ def test_release_confirm_never_removes_a_running_lanes_worktree_by_path(
         subprocess.run(["rm", "-rf", str(lp)], check=False)
     assert_removed(repo, lp)
     assert not admin.exists()
+
+
+# -- red team 14E: a worktree gone (or its .git), embedded repositories, hard links ----------
+def test_release_of_a_lane_whose_worktree_is_gone_keeps_its_detached_commits(
+    repo: Repo,
+) -> None:
+    """Red team 14E (HIGH): a lane commits on a detached HEAD (`commit --no-verify`: the
+    reference-transaction hook passes HEAD) and holds it in refs/worktree/keep too; then
+    its worktree directory goes (an agent's `rm -rf`, a cache cleaner: lanes live in
+    ~/.cache). Release inspected nothing but the branch when the worktree was not there,
+    then removed the admin dir: HEAD, logs/HEAD and refs/worktree/keep went, and the
+    commit was referenced by nothing, reported nowhere. The admin dir is read (GIT_DIR
+    pinned): refused unlanded_work naming both, and its next (repair, then the release)
+    works as written; the confirmed release says how to get the commit back."""
+    lp = repo.create("gamma")
+    git(lp, "switch", "-q", "--detach")
+    (lp / "w.txt").write_text("w\n")
+    git(lp, "add", "w.txt")
+    git(lp, "commit", "--no-verify", "-q", "-m", "detached work")
+    work = git(lp, "rev-parse", "HEAD").stdout.strip()
+    git(lp, "update-ref", "refs/worktree/keep", work)
+    shutil.rmtree(lp)
+    r = repo.jlane("release", "gamma")
+    kept = git(repo.path, "for-each-ref", "--contains", work).stdout.strip()
+    assert r.rc == 1 and r.code == "unlanded_work", (
+        f"release removed the lane's admin dir with its only reference to {work} "
+        f"(refs now holding it: {kept!r}):\n{r.stdout}"
+    )
+    d = r.json["details"]
+    assert [c.split()[1:] for c in d["detached_commits"]] == [["detached", "work"]], r.stdout
+    assert [w["ref"] for w in d["worktree_refs"]] == ["refs/worktree/keep"], r.stdout
+    assert r.json["next"] == ["git lane repair gamma", "git lane release gamma"]
+    assert r.json["alternatives"] == ["git lane release gamma --confirm yes-discard-lane"]
+    assert repo.jlane(*r.json["next"][0].split()[2:]).rc == 0  # repair, as written
+    assert git(lp, "rev-parse", "HEAD").stdout.strip() == work and (lp / "w.txt").is_file()
+    assert repo.jlane(*r.json["next"][1].split()[2:]).code == "unlanded_work"
+    shutil.rmtree(lp)
+    r = repo.jlane(*r.json["alternatives"][0].split()[2:])
+    assert (r.rc, r.code) == (0, "released"), r.stdout
+    assert r.json["recover_detached"] == f"git branch lane/gamma-detached {work}", r.stdout
+
+
+def test_release_of_a_lane_whose_worktree_is_gone_keeps_its_submodule_git_dirs(
+    repo: Repo,
+) -> None:
+    """Red team 14E (HIGH): the same path (the worktree gone by hand, no --confirm):
+    `<admin>/modules`, the submodule git dirs keep_modules copies into kept/ before a
+    confirmed release, was removed with the admin dir, uncopied and unreported
+    (kept_modules None). A copy loses nothing: it is made, and named, before the admin
+    dir goes."""
+    lp = repo.create("eps")
+    admin = Path(repo.git("-C", str(lp), "rev-parse", "--absolute-git-dir").stdout.strip())
+    sub = admin / "modules" / "sub"
+    sub.mkdir(parents=True)
+    (sub / "HEAD").write_text("ref: refs/heads/main\n")
+    (sub / "pack").write_text("submodule commits\n")
+    shutil.rmtree(lp)
+    r = repo.jlane("release", "eps")
+    kept = r.json.get("kept_modules") if r.rc == 0 else None
+    assert (sub / "pack").exists() or (
+        kept is not None and (Path(kept) / "sub" / "pack").exists()
+    ), f"the lane's submodule git dirs were deleted uncopied: {r.stdout}"
+    assert (r.rc, r.code) == (0, "released"), r.stdout
+    assert (Path(kept) / "sub" / "pack").read_text() == "submodule commits\n"
+    assert not admin.exists()
+
+
+@pytest.mark.parametrize("confirm", [False, True], ids=["clean", "confirm"])
+def test_release_never_deletes_uncommitted_files_of_a_worktree_without_its_git_file(
+    repo: Repo, confirm: bool
+) -> None:
+    """Red team 14E (HIGH): a lane's worktree holds uncommitted work; its `.git` file goes
+    (an agent's `rm -rf .git` to start afresh). Worktree.exists is then False, so release
+    took the worktree for gone by hand, looked at nothing but the branch, and removed the
+    whole directory with every file in it, unconfirmed and unreported (discarded_paths
+    []). A directory with no `.git` is not the lane's checkout as git knows it: never
+    removed, confirmed or not (worktree_path_exists); the `mv` of its next keeps it aside,
+    and the release after it works as written."""
+    lp = repo.create("zeta")
+    (lp / "notes.txt").write_text("precious uncommitted\n")
+    r = repo.jlane("release", "zeta")
+    assert r.rc == 1 and r.code == "unlanded_work", r.stdout
+    (lp / ".git").unlink()
+    r = repo.jlane("release", "zeta", *(CONFIRM if confirm else ()))
+    assert (lp / "notes.txt").exists(), f"release deleted the lane's uncommitted file: {r.stdout}"
+    assert (r.rc, r.code) == (1, "worktree_path_exists"), r.stdout
+    assert repo.sha("refs/heads/lane/zeta") is not None
+    assert record(repo, "zeta")["status"] == "active"
+    mv, again = r.json["next"]
+    subprocess.run(mv, shell=True, check=True)  # the owner's, as written
+    aside = Path(f"{lp}.moved-aside")
+    assert (aside / "notes.txt").read_text() == "precious uncommitted\n"
+    r = repo.jlane(*again.split()[2:])
+    assert (r.rc, r.code) == (0, "released"), r.stdout
+    assert (aside / "notes.txt").read_text() == "precious uncommitted\n"
+
+
+def test_release_next_keeps_a_landed_submodule_commit_of_a_lane_made_repository(
+    hub: Repo,
+) -> None:
+    """Red team 14E (HIGH): a lane makes a repository in its worktree (`git init sub`, a
+    commit there) and commits the gitlink (`git add sub`: an embedded repository, its git
+    dir `sub/.git`, not `<admin>/modules`); land puts it on main. The clean release
+    refuses worktree_remove_failed (a populated submodule) and names the confirmed
+    release as its next; that one copied only `<admin>/modules` and removed `sub/.git`
+    with the worktree: the submodule commit main records existed nowhere any more. The
+    `.git` of every gitlink of the lane is copied into kept/ too."""
+    lp = hub.create("alpha")
+    sub = lp / "sub"
+    git(lp, "init", "-q", "-b", "main", "sub")
+    (sub / "s.txt").write_text("s\n")
+    git(sub, "add", "s.txt")
+    git(sub, "commit", "-q", "-m", "sub work")
+    s = git(sub, "rev-parse", "HEAD").stdout.strip()
+    git(lp, "add", "sub")
+    git(lp, "commit", "-q", "-m", "add sub")
+    r = hub.jlane("land", "alpha")
+    assert r.rc == 0, r.stdout
+    assert f"160000 commit {s}\tsub" in git(hub.path, "ls-tree", "main", "sub").stdout
+    r = hub.jlane("release", "alpha")
+    assert r.rc == 1 and r.code == "worktree_remove_failed", r.stdout
+    confirm = [n for n in r.json["next"] if n.startswith("git lane release")]
+    assert confirm, r.stdout
+    r = hub.jlane(*confirm[0].split()[2:])
+    assert r.rc == 0, r.stdout
+    kept = r.json.get("kept_modules")
+    found = kept is not None and any(
+        git(d, "cat-file", "-e", s, check=False).returncode == 0
+        for d in [Path(kept), *Path(kept).rglob("*")]
+        if d.is_dir() and (d / "HEAD").is_file()
+    )
+    assert found, f"submodule commit {s}, recorded on main, was deleted with the lane: {r.stdout}"
+    copy = Path(kept) / "worktree-gitdirs" / "sub" / ".git"
+    assert git(copy, "log", "-1", "--format=%s", s).stdout.strip() == "sub work"
+    assert not lp.exists()
+
+
+def test_release_copies_a_hard_linked_modules_file_once(repo: Repo) -> None:
+    """Red team 14E (MED): keep_modules copied every name of `<admin>/modules` as a file of
+    its own: a lane (plain, or sandboxed: MAKE_REG in its admin dir is all a
+    same-directory link(2) needs) writes one 4 MiB file and 40 hard links to it (no space
+    taken), and the confirmed release wrote 164 MiB into kept/ (a 1 GiB file and 60000
+    links: 60 TiB); the disk filled, the release was refused and its next (the same
+    release) filled it again. An inode is copied once, its other names links in the copy.
+    Here kept/ is a 64 MiB tmpfs."""
+    lp = repo.create("alpha")
+    admin = Path(repo.git("-C", str(lp), "rev-parse", "--absolute-git-dir").stdout.strip())
+    sub = admin / "modules" / "sub"
+    sub.mkdir(parents=True)
+    (sub / "HEAD").write_text("ref: refs/heads/main\n")
+    data = os.urandom(4 << 20)
+    (sub / "pack").write_bytes(data)
+    for i in range(40):
+        os.link(sub / "pack", sub / f"pack{i}")
+    kept_dir = repo.state_dir / "kept"
+    with small_disk(kept_dir):
+        r = repo.jlane("release", "alpha", *CONFIRM)
+        assert (r.rc, r.code) == (0, "released"), r.stdout
+        copy = Path(r.json["kept_modules"]) / "sub"
+        assert (copy / "pack").read_bytes() == data
+        inodes = {(copy / n).stat().st_ino for n in ["pack", *(f"pack{i}" for i in range(40))]}
+        vfs = os.statvfs(kept_dir)
+        assert len(inodes) == 1 and (vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize < 5 << 20

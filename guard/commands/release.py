@@ -120,12 +120,24 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
     branch_ref = f"refs/heads/{rec.branch}"
     wt = git.by_path(repo.worktrees()).get(os.path.realpath(rec.path))
     present = wt is not None and wt.exists
-    frozen = _freeze(repo, key, rec.path, confirmed) if present else None
+    # git's record of a worktree whose checkout is gone (deleted by hand, a cache cleaner):
+    # its admin dir still holds HEAD, its reflog, refs/worktree/*, the index and the
+    # submodule git dirs, all looked at before it goes. Whatever is at the path now is no
+    # checkout of the lane (no `.git`): never removed, unless it is an empty directory
+    gone_admin: str | None = None
+    if wt is not None and not present:
+        _nothing_at(key, rec.path)
+        gone_admin = _pinned_admin(repo, key, rec.path)
+    frozen = _freeze(repo, key, rec.path, confirmed) if wt is not None else None
     try:
         # _inspect imports what the branch holds into the shared store first (verified):
         # its store goes with its admin dir, and `recover` below must still find the commits
         work = _inspect(repo, rec, wt if present else None, main_sha)
-        g11_keep_work(repo, key, rec.path, rec.branch, present, confirmed, work)
+        if wt is not None and gone_admin is not None:
+            _inspect_admin(repo, rec, wt, gone_admin, main_sha, work)
+        g11_keep_work(
+            repo, key, rec.path, rec.branch, present, confirmed, work, gone=gone_admin is not None
+        )
         begin(repo, rec, work)  # what reconcile finishes if this process dies from here on
         crash_point("release_inspected")  # the lane frozen (its index.lock), nothing removed
         kept_modules: str | None = None
@@ -133,13 +145,18 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
         if present:
             if confirmed:
                 admin = _pinned_admin(repo, key, rec.path)
-                kept_modules, kept_skipped = keep_modules(repo, key, rec.path)
+                kept_modules, kept_skipped = keep_modules(repo, key, rec.path, tip=work.tip)
                 _drop_modules(rec.path)  # kept: gone through fds, as git could not
                 _remove_by_fds(key, rec.path, admin)
             else:
                 _remove_clean_worktree(repo, key, rec.path)
-        elif wt is not None:  # gone by hand: git's record goes through fds as well
-            _remove_by_fds(key, rec.path, _pinned_admin(repo, key, rec.path), confirmed)
+        elif gone_admin is not None:  # gone by hand: git's record goes through fds as well
+            # its submodule git dirs are kept first (nothing to confirm: a copy loses nothing)
+            kept_modules, kept_skipped = keep_modules(
+                repo, key, rec.path, worktree=False, again=_again(key, confirmed)
+            )
+            _nothing_at(key, rec.path, remove=True)
+            _remove_by_fds(key, rec.path, gone_admin, confirmed, worktree=False)
         crash_point("release_removed")  # the worktree gone, the branch and record not yet
         if work.tip is not None:
             # CAS delete: only the tip inspected above is dropped
@@ -438,26 +455,46 @@ def _unlanded(repo: Repo, tip: str) -> bool:
     return not res.ok or res.stdout.strip() != "0"
 
 
-def keep_modules(repo: Repo, key: str, path: str) -> tuple[str | None, list[str]]:
+def keep_modules(
+    repo: Repo,
+    key: str,
+    path: str,
+    worktree: bool = True,
+    again: str | None = None,
+    tip: str | None = None,
+) -> tuple[str | None, list[str]]:
     """The git dirs of the lane's populated submodules live in its admin dir
     (`worktrees/<id>/modules/`), which a forced removal deletes, with every submodule
-    commit made in the lane: one main may already record. They are copied into git-lane's
-    `kept/` first, as `alpha-modules-20260101T000000Z/` for lane alpha (never deleted);
-    returns that path (None when the lane has none) and what was not copied.
+    commit made in the lane: one main may already record. So do the `.git` directories of
+    repositories made in the worktree and committed as gitlinks (`git init sub && git add
+    sub`: an embedded repository, its git dir `sub/.git`). Both are copied into git-lane's
+    `kept/` first, as `alpha-modules-20260101T000000Z/` for lane alpha (never deleted):
+    `<admin>/modules/NAME` as `NAME/`, a gitlink `PATH`'s `.git` (when `worktree`: the
+    checkout is there; gitlinks of its index, its HEAD and the branch's `tip`) as
+    `worktree-gitdirs/PATH/.git`. Returns that path (None when the
+    lane has neither) and what was not copied.
 
-    The admin dir can be written from the lane: the copy is made through directory fds
-    (guard/dirfd.py: no link followed, no open that blocks), of regular files and
-    directories only; a link, FIFO, socket or device (git makes none in a git dir: none
-    holds a commit), or a file or directory the owner may not open (its mode: the lane
-    may chmod them), is left out and named. A copy that fails otherwise (no space) is a
-    refusal (`worktree_remove_failed`): nothing was removed."""
+    The admin dir and the worktree can be written from the lane: the copy is made through
+    directory fds (guard/dirfd.py: no link followed, no open that blocks), of regular
+    files and directories only; a link, FIFO, socket or device (git makes none in a git
+    dir: none holds a commit), or a file or directory the owner may not open (its mode:
+    the lane may chmod them), is left out and named. A file is copied once whatever the
+    number of its hard links (the others are links in the copy), and its holes stay holes.
+    A copy that would not fit in the free space of `kept/` is refused before it starts
+    (`state_write_failed`, with `again` as its next once there is room); one that fails
+    otherwise is a refusal (`worktree_remove_failed`): nothing was removed."""
     from guard import dirfd
 
+    again = again or _again(key, True)
+    sources: list[tuple[str, str, str]] = []  # (trusted root, dir under it, name in the copy)
     gd = git.worktree_git_dir(path)
     try:
-        if gd is None or not stat.S_ISDIR(os.lstat(gd / "modules").st_mode):
-            return None, []
+        if gd is not None and stat.S_ISDIR(os.lstat(gd / "modules").st_mode):
+            sources.append((str(gd), "modules", "."))
     except OSError:
+        pass
+    embedded = _embedded_git_dirs(repo, key, path, tip) if worktree else []
+    if not sources and not embedded:
         return None, []
     dest = repo.store.dir / "kept" / f"{key}-modules-{now_iso().replace(':', '')}"
     n = 0
@@ -467,37 +504,55 @@ def keep_modules(repo: Repo, key: str, path: str) -> tuple[str | None, list[str]
     skipped: list[str] = []
     refused: list[str] = []
     repos: list[Path] = []
+    copies: dict[tuple[int, int], Path] = {}  # (st_dev, st_ino) -> its copy
     try:
         os.makedirs(dest.parent, exist_ok=True)
-        for rel, dfd, entries in dirfd.scan(str(gd), "modules", 64, refused=refused):
-            here = dest / os.path.relpath(rel, "modules")
-            try:
-                here.mkdir()
-            except OSError as exc:
-                # a tree the lane made deeper than a path can name (git makes none): its
-                # own name is the record; never a refusal its next would meet again
-                if exc.errno not in (errno.ENAMETOOLONG, errno.ENOENT):
-                    raise
-                skipped.append(rel + "/")
-                continue
-            names = {name for name, kind in entries if kind == stat.S_IFREG}
-            for name, kind in entries:
-                if kind == stat.S_IFDIR and rel.count("/") < 64:
-                    continue  # scan enters it
-                if kind != stat.S_IFREG or not _copy_file(dfd, name, here / name):
-                    skipped.append(os.path.join(rel, name))
-            if {"HEAD", "config"} <= names and (here / "config").is_file():
-                repos.append(here)
+        if embedded:
+            # a submodule named like the embedded dirs' place: the place takes a suffix
+            top = "worktree-gitdirs"
+            names = {s.split("/", 1)[0] for s in _module_names(gd)}
+            m = 0
+            while top + (f"-{m}" if m else "") in names:
+                m += 1
+            top += f"-{m}" if m else ""
+            sources += [(path, f"{name}/.git", f"{top}/{name}/.git") for name in embedded]
+        _check_room(repo, key, dest, sources, again)
+        dest.mkdir()
+        for root, rel, into in sources:
+            if into != ".":
+                os.makedirs(dest / os.path.dirname(into), exist_ok=True)
+            for here_rel, dfd, entries in dirfd.scan(root, rel, 64, refused=refused):
+                here = dest / into / os.path.relpath(here_rel, rel)
+                try:
+                    if here != dest:
+                        here.mkdir()
+                except OSError as exc:
+                    # a tree the lane made deeper than a path can name (git makes none):
+                    # its own name is the record; never a refusal its next would meet again
+                    if exc.errno not in (errno.ENAMETOOLONG, errno.ENOENT):
+                        raise
+                    skipped.append(here_rel + "/")
+                    continue
+                files = {name for name, kind in entries if kind == stat.S_IFREG}
+                for name, kind in entries:
+                    if kind == stat.S_IFDIR and here_rel.count("/") - rel.count("/") < 64:
+                        continue  # scan enters it
+                    if kind != stat.S_IFREG or not _copy_file(dfd, name, here / name, copies):
+                        skipped.append(os.path.join(here_rel, name))
+                if {"HEAD", "config"} <= files and (here / "config").is_file():
+                    repos.append(here)
         skipped += [rel + "/" for rel in refused]
     except OSError as exc:
         # the partial copy goes (the lane's own is still there: nothing was removed), so
         # the next, run once space is freed, leaves no second copy behind
         dirfd.remove_tree(str(dest))
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise _no_room(repo, key, dest, again, str(exc)) from None
         raise Refusal(
             "worktree_remove_failed",
-            f"could not copy the submodule git dirs of lane {key} ({gd / 'modules'}) "
+            f"could not copy the submodule git dirs of lane {key} "
             f"into {dest} before removing it: {exc}; nothing was removed",
-            next=[f"git lane release {key} --confirm {CONFIRM}"],
+            next=[again],
             details={"lane": key, "path": path, "stderr": str(exc), "kept_modules": str(dest)},
         ) from None
     # each copy is a repository of its own now: its core.worktree named the lane's
@@ -508,6 +563,109 @@ def keep_modules(repo: Repo, key: str, path: str) -> tuple[str | None, list[str]
             ["config", "--file", str(here / "config"), "--unset-all", "core.worktree"], check=False
         )
     return str(dest), skipped
+
+
+def _module_names(gd: Path | None) -> list[str]:
+    try:
+        return os.listdir(gd / "modules") if gd is not None else []
+    except OSError:
+        return []
+
+
+def _embedded_git_dirs(repo: Repo, key: str, path: str, tip: str | None) -> list[str]:
+    """The gitlinks of the lane (its index, its HEAD, its branch's tip) whose `.git` in
+    the worktree is a directory: a repository made there, whose commits (one main may
+    record) are nowhere else. A gitlink under a link is not in the worktree (the removal
+    unlinks the link): not named. Refused `worktree_remove_failed` when git cannot list
+    them: nothing is removed that could hold such a commit."""
+    from guard import dirfd
+
+    names: set[str] = set()
+    listings = [
+        (["ls-files", "-s", "-z"], path),
+        (["ls-tree", "-r", "-z", "--full-tree", "HEAD"], path),
+    ]
+    if tip is not None:  # the branch's tip, should HEAD be elsewhere
+        listings.append((["ls-tree", "-r", "-z", "--full-tree", tip], str(repo.common_dir)))
+    for argv, where in listings:
+        res = git.run(argv, where, check=False, timeout=git.lane_read_timeout())
+        if not res.ok and argv[0] == "ls-tree" and "Not a valid object name" in res.stderr:
+            continue  # no commit yet: the index says it all
+        if not res.ok:
+            raise Refusal(
+                "worktree_remove_failed",
+                f"git could not list the gitlinks of lane {key} (`git {argv[0]}`: "
+                f"{res.stderr.strip()[:300]}): a repository made in its worktree may hold "
+                "commits found nowhere else; nothing was removed",
+                next=[f"{git.owner_git(path)} status", f"git lane release {key}"],
+                details={"lane": key, "path": path, "stderr": res.stderr},
+            )
+        for entry in res.z():
+            meta, _, name = entry.partition("\t")
+            if meta.startswith("160000 "):
+                names.add(name)
+    out: list[str] = []
+    for name in sorted(names):
+        try:
+            dfd, _ = dirfd.walk(path, name)
+        except OSError:
+            continue  # not there, or under a link: not in the worktree
+        try:
+            st = os.stat(".git", dir_fd=dfd, follow_symlinks=False)
+        except OSError:
+            continue
+        finally:
+            os.close(dfd)
+        if stat.S_ISDIR(st.st_mode):
+            out.append(name)
+    return out
+
+
+def _check_room(
+    repo: Repo, key: str, dest: Path, sources: list[tuple[str, str, str]], again: str
+) -> None:
+    """Refuse (`state_write_failed`) a copy that would not fit in the free space where
+    `dest` goes: the blocks its regular files take, each file once (its hard links are
+    links in the copy), counted before anything is written."""
+    from guard import dirfd
+
+    seen: set[tuple[int, int]] = set()
+    need = 0
+    for root, rel, _ in sources:
+        for _, dfd, entries in dirfd.scan(root, rel, 64):
+            for name, kind in entries:
+                if kind != stat.S_IFREG:
+                    continue
+                try:
+                    st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                except OSError:
+                    continue
+                if (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    need += st.st_blocks * 512
+    vfs = os.statvfs(dest.parent)
+    free = vfs.f_bavail * vfs.f_frsize
+    if need > free:
+        raise _no_room(
+            repo, key, dest, again, f"{need} bytes to copy, {free} free", need=need, free=free
+        )
+
+
+def _no_room(repo: Repo, key: str, dest: Path, again: str, why: str, **sizes: int) -> Refusal:
+    return Refusal(
+        "state_write_failed",
+        f"the submodule git dirs of lane {key} do not fit in {dest.parent} ({why}); nothing "
+        "was copied or removed: free space there, then run the release again",
+        next=[again],
+        alternatives=[f"df -h {git.q(dest.parent)}"],
+        details={
+            "lane": key,
+            "path": str(dest),
+            "errno": "ENOSPC",
+            "state_dir": str(repo.store.dir),
+            **sizes,
+        },
+    )
 
 
 def _drop_modules(path: str) -> None:
@@ -542,7 +700,9 @@ def _pinned_admin(repo: Repo, key: str, path: str) -> str:
     return os.path.join(base, os.path.basename(admin))
 
 
-def _remove_by_fds(key: str, path: str, admin: str, confirmed: bool = True) -> None:
+def _remove_by_fds(
+    key: str, path: str, admin: str, confirmed: bool = True, worktree: bool = True
+) -> None:
     """Release removes the lane's worktree, then its admin dir (git's record
     of it: git forgets a worktree whose admin dir is gone), through directory fds only
     (dirfd.remove_tree), never `git worktree remove` by path: a process of the lane may
@@ -554,7 +714,7 @@ def _remove_by_fds(key: str, path: str, admin: str, confirmed: bool = True) -> N
     remove_tree, never follows a link) takes the rest before the release is run again."""
     from guard import dirfd
 
-    for what in (path, admin):
+    for what in (path, admin) if worktree else (admin,):
         if not dirfd.remove_tree(what):
             raise Refusal(
                 "worktree_remove_failed",
@@ -562,20 +722,61 @@ def _remove_by_fds(key: str, path: str, admin: str, confirmed: bool = True) -> N
                 "something in it is deeper than a git tree, or changed while it was "
                 "removed (a process of the lane may still run); it was left, never "
                 "removed by path, and the lane's branch was kept",
-                next=[
-                    f"rm -rf -- {git.q(what)}",
-                    f"git lane release {key}" + (f" --confirm {CONFIRM}" if confirmed else ""),
-                ],
+                next=[f"rm -rf -- {git.q(what)}", _again(key, confirmed)],
                 details={"lane": key, "path": path, "left": what},
             )
 
 
-def _copy_file(dfd: int, name: str, to: Path) -> bool:
+def _again(key: str, confirmed: bool) -> str:
+    """The release as it was run, for a refusal's next."""
+    return f"git lane release {key}" + (f" --confirm {CONFIRM}" if confirmed else "")
+
+
+def _nothing_at(key: str, path: str, remove: bool = False) -> None:
+    """Release removes no checkout it cannot tell is the lane's. At the path of a worktree
+    whose `.git` is gone there may be nothing, or an empty directory (removed when
+    `remove`); anything else (the lane's files after an `rm -rf .git`, a directory or a
+    file someone put there) is refused `worktree_path_exists` and left as it is: it is
+    not the lane's checkout as git knows it, and its files are in no commit."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError:
+        st = None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        try:
+            if remove:
+                os.rmdir(path)  # only an empty one: ENOTEMPTY when a file came since
+                return
+            if not os.listdir(path):
+                return
+        except FileNotFoundError:
+            return
+        except OSError:
+            pass
+    aside = path.rstrip(os.sep) + ".moved-aside"
+    raise Refusal(
+        "worktree_path_exists",
+        f"{git.shown(path)}, where lane {key}'s worktree was, has no .git linking it to the "
+        "repository (an `rm -rf .git`, or something put there since): it is not the lane's "
+        "checkout as git knows it, and what it holds is in no commit; nothing was removed",
+        next=[f"mv {git.q(path)} {git.q(aside)}", f"git lane release {key}"],
+        alternatives=[f"mv {git.q(path)} {git.q(aside)} && git lane repair {key}"],
+        details={"lane": key, "path": path},
+    )
+
+
+def _copy_file(
+    dfd: int, name: str, to: Path, copies: dict[tuple[int, int], Path] | None = None
+) -> bool:
     """Copy the regular file `name` of directory `dfd` to the new file `to`, with its
     mode bits (not setuid/setgid); False when it is not a regular file once opened.
     Only its data is copied, its holes stay holes (SEEK_DATA/SEEK_HOLE): a lane may make
     a file of a terabyte that takes no space (truncate), which a copy byte by byte would
-    write out as zeros until the owner's disk is full."""
+    write out as zeros until the owner's disk is full. A file already copied (its
+    (st_dev, st_ino) in `copies`: another hard link of it) is a hard link to that copy:
+    a lane's 60000 links to one file of a GiB are one GiB in the copy, not 60 TiB."""
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
     except OSError as exc:
@@ -589,6 +790,14 @@ def _copy_file(dfd: int, name: str, to: Path) -> bool:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return False
+        first = copies.get((st.st_dev, st.st_ino)) if copies is not None else None
+        if first is not None:
+            try:
+                os.link(first, to, follow_symlinks=False)
+                return True
+            except OSError as exc:
+                if exc.errno != errno.EMLINK:  # too many links: a copy of its own
+                    raise
         out = os.open(
             to, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
         )
@@ -599,6 +808,8 @@ def _copy_file(dfd: int, name: str, to: Path) -> bool:
             os.fchmod(out, stat.S_IMODE(st.st_mode) & 0o777)
         finally:
             os.close(out)
+        if copies is not None and st.st_nlink > 1:
+            copies.setdefault((st.st_dev, st.st_ino), to)
         return True
     finally:
         os.close(fd)
@@ -696,43 +907,14 @@ def _inspect(repo: Repo, rec: LaneRecord, wt: git.Worktree | None, main_sha: str
         ).lines()
     # Commits HEAD was on and left (a detached HEAD switched back to the branch), and tips
     # the lane's branch had before a reset or an amend, live only in this worktree's HEAD
-    # reflog and the branch's reflog, which go with the lane: they are work too. What a
-    # sync's rebase replaced is not (its work is on the branch in another form): the tip
-    # just before each `rebase` entry, and what a rebase made and then dropped.
-    wanted: set[str] = set()
-    replaced: set[str] = set()
-    for where, ref in ((rec.path, "HEAD"), (str(common), f"refs/heads/{rec.branch}")):
-        logged = git.run(  # the lane's logs/HEAD: a FIFO planted there must not hang release
-            ["reflog", "show", "--format=%H %gs", ref],
-            where,
-            check=False,
-            timeout=git.lane_read_timeout() if ref == "HEAD" else None,
-        )
-        if not logged.ok and ref == "HEAD":
-            work.detached.append(f"(the HEAD reflog of {rec.path} could not be read)")
-            continue
-        entries = [ln.partition(" ")[::2] for ln in logged.lines()]  # newest first
-        for n, (sha, why) in enumerate(entries):
-            if not sha.strip("0"):
-                continue
-            if why.startswith("rebase"):
-                older = entries[n + 1] if n + 1 < len(entries) else None
-                if older is not None and not older[1].startswith("rebase"):
-                    replaced.add(older[0])
-                continue
-            wanted.add(sha)
-    wanted -= replaced
-    if wanted:
-        # every sha through stdin, before --not: no argument list grows with the reflog
-        only = git.run(
-            ["log", "--ignore-missing", "--format=%h %s", "--stdin", "--not", "--all"],
-            common,
-            check=False,
-            input="".join(f"{sha}\n" for sha in sorted(wanted))
-            + "".join(f"^{sha}\n" for sha in sorted(replaced)),
-        )
-        found = only.lines() if only.ok else [f"(the reflogs of lane {rec.key} could not be read)"]
-        work.detached = list(dict.fromkeys([*work.detached, *found]))
+    # reflog and the branch's reflog, which go with the lane: they are work too.
+    head_log = git.run(  # the lane's logs/HEAD: a FIFO planted there must not hang release
+        ["reflog", "show", "--format=%H %gs", "HEAD"],
+        rec.path,
+        check=False,
+        timeout=git.lane_read_timeout(),
+    )
+    work.detached = list(dict.fromkeys([*work.detached, *_reflog_work(repo, rec, head_log)]))
     # files flagged assume-unchanged or skip-worktree: `git status` (and `git worktree
     # remove`) do not see their edits, so they are looked at against the tip directly
     if work.tip is not None:
@@ -774,6 +956,96 @@ def _inspect(repo: Repo, rec: LaneRecord, wt: git.Worktree | None, main_sha: str
     return work
 
 
+def _reflog_work(repo: Repo, rec: LaneRecord, head_log: git.GitResult) -> list[str]:
+    """What only the lane's HEAD reflog (`head_log`, read by the caller) and its branch's
+    reflog hold ("%h %s" each, or a line saying a reflog could not be read). What a
+    sync's rebase replaced is not work (it is on the branch in another form): the tip
+    just before each `rebase` entry, and what a rebase made and then dropped."""
+    common = repo.common_dir
+    branch_log = git.run(
+        ["reflog", "show", "--format=%H %gs", f"refs/heads/{rec.branch}"], common, check=False
+    )
+    out: list[str] = []
+    wanted: set[str] = set()
+    replaced: set[str] = set()
+    for ref, logged in (("HEAD", head_log), ("branch", branch_log)):
+        if not logged.ok and ref == "HEAD":
+            out.append(f"(the HEAD reflog of {rec.path} could not be read)")
+            continue
+        entries = [ln.partition(" ")[::2] for ln in logged.lines()]  # newest first
+        for n, (sha, why) in enumerate(entries):
+            if not sha.strip("0"):
+                continue
+            if why.startswith("rebase"):
+                older = entries[n + 1] if n + 1 < len(entries) else None
+                if older is not None and not older[1].startswith("rebase"):
+                    replaced.add(older[0])
+                continue
+            wanted.add(sha)
+    wanted -= replaced
+    if wanted:
+        # every sha through stdin, before --not: no argument list grows with the reflog
+        only = git.run(
+            ["log", "--ignore-missing", "--format=%h %s", "--stdin", "--not", "--all"],
+            common,
+            check=False,
+            input="".join(f"{sha}\n" for sha in sorted(wanted))
+            + "".join(f"^{sha}\n" for sha in sorted(replaced)),
+        )
+        out += only.lines() if only.ok else [f"(the reflogs of lane {rec.key} could not be read)"]
+    return out
+
+
+def _inspect_admin(
+    repo: Repo, rec: LaneRecord, wt: git.Worktree, admin: str, main_sha: str, work: Work
+) -> None:
+    """Add to `work` what the admin dir of a worktree whose checkout is gone still holds,
+    which its removal would lose: the commits of a detached HEAD, of its HEAD reflog and
+    of its per-worktree refs (`refs/worktree/*`), and what its index stages beyond HEAD.
+    git runs with GIT_DIR and GIT_COMMON_DIR from trusted state (never the admin dir's
+    own `commondir`); what git cannot read counts as work (G11 keeps the lane)."""
+    common = str(repo.common_dir)
+    git.check_no_worktree_config(common, os.path.join(admin, "config.worktree"))
+    env = {"GIT_DIR": admin, "GIT_COMMON_DIR": common}
+
+    def run(*args: str) -> git.GitResult:
+        return git.run(
+            [*git.LANE_CONFIG, *args],
+            common,
+            check=False,
+            env=env,
+            timeout=git.lane_read_timeout(),
+        )
+
+    keep = [main_sha, *([work.tip] if work.tip else [])]
+    work.rebase = git.rebase_in_progress(rec.path)
+    work.head = wt.head if wt.branch is None and not work.rebase else None
+    if work.head and work.head.strip("0"):
+        res = git.run(["log", "--format=%h %s", work.head, "--not", *keep], common, check=False)
+        work.detached = (
+            res.lines() if res.ok else [f"{work.head[:12]} (the detached HEAD of {rec.path})"]
+        )
+    elif wt.head is None and wt.branch is None:
+        work.detached = [f"(the HEAD of {rec.path} could not be read)"]
+    found = _reflog_work(repo, rec, run("reflog", "show", "--format=%H %gs", "HEAD", "--"))
+    work.detached = list(dict.fromkeys([*work.detached, *found]))
+    refs = run("for-each-ref", "--format=%(objectname) %(refname)", "refs/worktree/")
+    if not refs.ok:
+        work.detached.append(f"(the per-worktree refs of {rec.path} could not be read)")
+    for ln in refs.lines() if refs.ok else []:
+        sha, _, ref = ln.partition(" ")
+        n = git.run(["rev-list", "--count", sha, "--not", *keep], common, check=False)
+        count = int(n.stdout.strip() or 0) if n.ok else 1
+        if count:
+            work.worktree_refs.append({"ref": ref, "sha": sha, "commits": count})
+    # staged work: the index is in the admin dir, and `git lane repair` checks it out again
+    if git.index_file_fault(admin) is not None:
+        work.dirty.append("(the lane's index is no file git can read)")
+    elif work.head is not None or wt.branch is not None:
+        staged = run("diff-index", "--cached", "--no-renames", "--name-only", "-z", "HEAD", "--")
+        work.dirty += staged.z() if staged.ok else ["(the lane's index could not be read)"]
+
+
 def work_parts(work: Work, branch: str | None = None, path: str | None = None) -> list[str]:
     """What `work` holds that G11 keeps, a phrase each: brief (gc's list), or naming the
     branch, the worktree and the first few files and refs (release's refusal)."""
@@ -813,10 +1085,12 @@ def g11_keep_work(
     present: bool,
     confirmed: bool,
     work: Work,
+    gone: bool = False,
 ) -> None:
     """G11: a lane with unlanded commits, uncommitted or ignored files, or commits only its
     per-worktree refs hold is never removed unconfirmed; one that is kept is `git worktree
-    lock`ed so no prune takes it either."""
+    lock`ed so no prune takes it either. `gone`: its checkout is gone, and what its admin
+    dir holds is the work (repair checks it out again, from there)."""
     if not work.any() or confirmed:
         return
     if (work.dirty or work.ignored or work.worktree_refs) and present:
@@ -837,7 +1111,15 @@ def g11_keep_work(
         ready.append(f"git lane checkpoint {key} -m " + git.q(f"Work of lane {key}"))
     nxt = [*ready, f"git lane land {key}", discard]
     alternatives: list[str] = []
-    if work.rebase:
+    if gone:
+        # land, continue and the rest refuse a lane with no checkout (lane_not_active):
+        # repair checks it out again from its admin dir (HEAD, index, reflog, refs kept)
+        message += (
+            f"; its worktree {git.shown(path)} is gone: `git lane repair {key}` checks it out again"
+        )
+        nxt = [f"git lane repair {key}", f"git lane release {key}"]
+        alternatives = [discard]
+    elif work.rebase:
         # the sync's rebase is half done: finish it (or undo it) before anything else;
         # land would only refuse rebase_in_progress
         nxt = [f"git lane continue {key}", f"git lane land {key}"]
