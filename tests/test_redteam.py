@@ -7,6 +7,9 @@ config files the hooks read differently from TOML, refs that shadow main's short
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -91,6 +94,96 @@ def test_rename_onto_main_keeps_the_branch_and_its_reflog(hub_on_side: Repo) -> 
         assert not (common / "logs/refs/.tmp-renamed-log").exists()
     assert_ok(run(repo.path, "branch", "-m", "x", "y"))  # renames still work
     assert_ok(run(repo.path, "branch", "-m", "y", "x"))
+
+
+def _git_as(argv0: str, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """git run with argv[0] `argv0` (a link `g -> git`, `exec -a`)."""
+    exe = shutil.which("git")
+    assert exe
+    return subprocess.run([argv0, *args], executable=exe, cwd=cwd, text=True, capture_output=True)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        # git run under another name: git takes any argv[0] not beginning `git-` for git
+        ("g", "branch", "-M", "x", "main"),
+        # the dashed builtin, as git's exec-path holds it
+        ("git-branch", "-M", "x", "main"),
+        # an argument holding a newline: one word, not two
+        ("git", "-c", "a.b=y\nfoo", "branch", "-M", "x", "main"),
+        # an empty argument (`-C ''` leaves the directory as it is): a word too
+        ("git", "-C", "", "branch", "-M", "x", "main"),
+    ],
+    ids=["argv0", "dashed", "newline", "empty"],
+)
+def test_rename_onto_main_however_git_is_named_keeps_the_branch(
+    hub_on_side: Repo, argv: tuple[str, ...]
+) -> None:
+    """Red team 14E F3. gl_cmd read the parent's subcommand from /proc/$PPID/cmdline split
+    on newlines, and only when argv[0] was `git`/`git-*`: git run as `g`, or with a word
+    holding a newline (or an empty one) hid `branch`, so the delete of x passed, the delete
+    of main was refused, and git died with x deleted and its reflog stranded in
+    logs/refs/.tmp-renamed-log (every later rename then fails)."""
+    repo = hub_on_side
+    main, x = repo.sha(), repo.sha("refs/heads/x")
+    common = repo.common_dir
+    r = _git_as(argv[0], repo.path, *argv[1:])
+    assert_refused(r)
+    assert repo.sha() == main
+    assert repo.sha("refs/heads/x") == x, "branch x was deleted: " + r.stderr
+    assert (common / "logs/refs/heads/x").is_file()
+    assert not (common / "logs/refs/.tmp-renamed-log").exists()
+    assert_ok(_git_as("g", repo.path, "branch", "-m", "x", "y"))  # renames still work
+    assert_ok(_git_as("git-branch", repo.path, "-m", "y", "x"))
+
+
+def test_a_branch_delete_whose_command_cannot_be_read_is_refused(hub_on_side: Repo) -> None:
+    """Red team 14E F3: with the parent's command line unreadable (hidepid, the parent
+    gone) the hook took the delete of OLD for no rename and let it through. It cannot tell
+    a rename onto main from a delete then: refused (hook_facts_unknown), the reflog git set
+    aside put back. Here the hook's parent, a shell, exits once the hook runs (exec'd,
+    its $PPID read), and the line of a rename's first step reaches its stdin after: the
+    parent, a zombie or gone, has no command line to read."""
+    repo = hub_on_side
+    common = repo.common_dir
+    x = repo.sha("refs/heads/x")
+    log = (common / "logs/refs/heads/x").read_text()
+    (common / "logs/refs/heads/x").rename(common / "logs/refs/.tmp-renamed-log")
+    hook = common / "hooks" / "reference-transaction"
+    env = dict(os.environ, L=f"{x} {'0' * 40} refs/heads/x", HOOK=str(hook))
+    script = (
+        '(sleep 1; printf "%s\\n" "$L") | exec "$HOOK" prepared &\n'
+        'i=0; until grep -qaF -e "$HOOK" "/proc/$!/cmdline" || [ $i = 100 ]; do\n'
+        "  sleep 0.05; i=$((i + 1))\n"
+        "done\n"
+        "sleep 0.2\n"
+    )
+    r = subprocess.run(["sh", "-c", script], cwd=repo.path, env=env, text=True, capture_output=True)
+    assert "git-lane: refused [hook_facts_unknown]" in r.stderr, r.stderr
+    assert "/cmdline" in r.stderr
+    assert (common / "logs/refs/heads/x").read_text() == log
+    assert not (common / "logs/refs/.tmp-renamed-log").exists()
+
+
+def test_a_branch_delete_during_a_rename_by_no_git_branch_is_refused(hub_on_side: Repo) -> None:
+    """Red team 14E F3, read independently of the command line: git sets OLD's reflog
+    aside (logs/refs/.tmp-renamed-log) before it deletes OLD, so a branch delete while it
+    is there is a rename under way; one whose parent reads as no `git branch` is refused.
+    `git branch -d` (its words read: no move) and deletes with no reflog set aside pass."""
+    repo = hub_on_side
+    common = repo.common_dir
+    tmp = common / "logs/refs/.tmp-renamed-log"
+    tmp.write_text("a reflog set aside\n")
+    git(repo.path, "branch", "y", "x")
+    r = run(repo.path, "update-ref", "-d", "refs/heads/y")
+    assert_refused(r, "hook_facts_unknown")
+    assert "git update-ref" in r.stderr and ".tmp-renamed-log" in r.stderr
+    assert repo.sha("refs/heads/y") and tmp.read_text() == "a reflog set aside\n"
+    assert_ok(run(repo.path, "branch", "-D", "y"))
+    tmp.unlink()
+    git(repo.path, "branch", "y", "x")
+    assert_ok(run(repo.path, "update-ref", "-d", "refs/heads/y"))
 
 
 def test_renaming_main_away_leaves_its_reflog_in_place(repo: Repo) -> None:
