@@ -181,9 +181,18 @@ def test_a_branch_delete_during_a_rename_by_no_git_branch_is_refused(hub_on_side
     assert "git update-ref" in r.stderr and ".tmp-renamed-log" in r.stderr
     assert repo.sha("refs/heads/y") and tmp.read_text() == "a reflog set aside\n"
     assert_ok(run(repo.path, "branch", "-D", "y"))
-    tmp.unlink()
+    # the refusal's next, doctor, names the set-aside reflog and a fix that moves it
+    # into git-lane's kept/ (it is some branch's history: never deleted)
+    d = json.loads(repo.lane("doctor", "--json").stdout)
+    (fix,) = [c["fix"] for c in d["checks"] if c["name"] == "renamed log"]
+    assert subprocess.run(fix, shell=True, cwd=repo.path).returncode == 0, fix
+    assert not tmp.exists()
+    (kept,) = (repo.state_dir / "kept").glob("tmp-renamed-log.*")
+    assert kept.read_text() == "a reflog set aside\n"
     git(repo.path, "branch", "y", "x")
     assert_ok(run(repo.path, "update-ref", "-d", "refs/heads/y"))
+    d = json.loads(repo.lane("doctor", "--json").stdout)
+    assert [c["status"] for c in d["checks"] if c["name"] == "renamed log"] == ["ok"]
 
 
 def test_renaming_main_away_leaves_its_reflog_in_place(repo: Repo) -> None:

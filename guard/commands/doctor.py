@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 from collections.abc import Callable
 
@@ -357,6 +358,30 @@ def check_shallow(repo: Repo) -> list[Check]:
             FAIL,
             msg + "; some history behind it is missing too, so removing the file would break git",
             "git fetch --unshallow  (owner's decision: needs a remote with the full history)",
+        )
+    ]
+
+
+def check_renamed_log(repo: Repo) -> list[Check]:
+    """`logs/refs/.tmp-renamed-log`: the reflog git sets aside while it renames a branch,
+    left when the rename died part way. git then refuses every later rename, and the
+    reference-transaction hook refuses a branch delete by anything but `git branch` (it
+    could be the first step of a rename onto main it cannot see): the file is moved into
+    git-lane's kept/, never deleted (it is some branch's history)."""
+    path = os.path.join(os.path.realpath(repo.common_dir), "logs", "refs", ".tmp-renamed-log")
+    if not os.path.lexists(path):
+        return [finding("renamed log", OK, "no branch rename left its reflog set aside")]
+    kept = repo.store.dir / "kept"
+    dest = kept / f"tmp-renamed-log.{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    return [
+        finding(
+            "renamed log",
+            WARN,
+            f"{path} is a reflog git set aside for a branch rename that did not finish: git "
+            "refuses every later rename while it is there, and git-lane's hook refuses "
+            "branch deletes by anything but git branch; move it aside (it is some branch's "
+            "history: read it with cat)",
+            f"mkdir -p -- {q(kept)} && mv -- {q(path)} {q(dest)}",
         )
     ]
 
@@ -1070,6 +1095,7 @@ CHECKS: tuple[Callable[[Repo], list[Check]], ...] = (
     check_baseline,
     check_shadows,
     check_shallow,
+    check_renamed_log,
     check_enabled,
     check_hooks,
     check_hooks_paths,
