@@ -255,10 +255,18 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 def clean_worktree(common_dir: str | os.PathLike[str], tip: str) -> Iterator[str]:
     """A fresh detached worktree of `tip` for one gate run, removed on the way out (gate
     passed, failed, timed out, or this process interrupted). It holds the whole tip, even
-    when the hub (whose settings `worktree add` copies) is a sparse checkout."""
-    import tempfile  # here: land imports this module, and only "clean" needs it
-
-    where = tempfile.mkdtemp(prefix=CLEAN_PREFIX)
+    when the hub (whose settings `worktree add` copies) is a sparse checkout. It is
+    recorded in git-lane's state (`record`) before git makes it, the record dropped once
+    it is gone: a land killed outright leaves it to the next sweep by that record."""
+    where = _fresh_dir(common_dir)
+    name = os.path.basename(where)
+    try:
+        # recorded before git makes anything: a land killed from here on leaves nothing
+        # the sweep does not know as its own (it sweeps only what is recorded)
+        record(common_dir, name, where)
+    except BaseException:
+        os.rmdir(where)
+        raise
     admin = None
     try:
         git.run(
@@ -282,7 +290,85 @@ def clean_worktree(common_dir: str | os.PathLike[str], tip: str) -> Iterator[str
             )
         yield where
     finally:
-        remove_worktree(common_dir, where, admin)
+        gone = remove_worktree(common_dir, where, admin)
+        adm = os.path.basename(os.fspath(admin)) if admin is not None else name
+        if gone and not os.path.lexists(os.path.join(common_dir, "worktrees", adm)):
+            forget(common_dir, name)  # else the next sweep removes (or names) what is left
+
+
+def _fresh_dir(common_dir: str | os.PathLike[str]) -> str:
+    """mkdtemp(prefix=CLEAN_PREFIX) whose name no entry of `<common>/worktrees/` has: git
+    names the new admin dir after it exactly (a number added on a clash), so the record
+    made before `worktree add` names the admin dir git makes, never another one."""
+    import tempfile  # here: land imports this module, and only "clean" needs it
+
+    for _ in range(100):
+        where = tempfile.mkdtemp(prefix=CLEAN_PREFIX)
+        if not os.path.lexists(os.path.join(common_dir, "worktrees", os.path.basename(where))):
+            return where
+        os.rmdir(where)
+    raise OSError(f"no gate worktree name free in {common_dir}/worktrees")
+
+
+# -- the record of each clean gate worktree: `<common>/git-lane/gates/<name>.json` ------------
+# Written by land (the owner's process, under the integration lock) before `worktree add`,
+# dropped once the worktree and its admin dir are gone. The state dir is no sandbox's to
+# write (exec --sandbox and a confined gate are granted neither it nor `<common>`), so a
+# record is the owner's: the sweep acts only on what one names, never on a `gitdir`.
+def _gates_dir(common_dir: str | os.PathLike[str]) -> str:
+    return os.path.join(common_dir, "git-lane", "gates")
+
+
+def record(common_dir: str | os.PathLike[str], name: str, where: str) -> None:
+    """Record the gate worktree `where` (its admin dir is to be `worktrees/<name>`)."""
+    from pathlib import Path
+
+    from guard.store import atomic_write_json
+
+    atomic_write_json(
+        Path(_gates_dir(common_dir)) / f"{name}.json",
+        {"schema": 1, "admin": name, "path": where, "pid": os.getpid()},
+    )
+
+
+def forget(common_dir: str | os.PathLike[str], name: str) -> None:
+    try:
+        os.unlink(os.path.join(_gates_dir(common_dir), f"{name}.json"))
+    except FileNotFoundError:
+        pass
+
+
+def recorded(common_dir: str | os.PathLike[str]) -> dict[str, str]:
+    """The recorded gate worktrees: admin dir name -> worktree path. A record that cannot
+    be read, or names no `git-lane-gate-*` admin dir or an absolute `git-lane-gate-*`
+    path, is no record: what it would name is left alone."""
+    import json
+
+    from guard.store import STATE_MAX_BYTES, read_regular
+
+    d = _gates_dir(common_dir)
+    try:
+        files = sorted(os.listdir(d))
+    except OSError:
+        return {}
+    out: dict[str, str] = {}
+    for f in files:
+        name = f.removesuffix(".json")
+        if f.startswith(".") or name == f or "/" in name or not is_gate_admin(name):
+            continue
+        try:
+            obj = json.loads(read_regular(os.path.join(d, f), limit=STATE_MAX_BYTES))
+        except (OSError, ValueError, RecursionError):
+            continue
+        path = obj.get("path") if isinstance(obj, dict) else None
+        if (
+            isinstance(path, str)
+            and obj.get("admin") == name
+            and os.path.isabs(path)
+            and os.path.basename(path) == name
+        ):
+            out[name] = path
+    return out
 
 
 def remove_worktree(
@@ -412,49 +498,90 @@ def _tree_of(common_dir: str | os.PathLike[str], name: str) -> tuple[str, bool, 
 
 
 def leftovers(common_dir: str | os.PathLike[str]) -> list[str]:
-    """The gate admin dirs a land (or reconcile) under the lock would sweep: every
-    `git-lane-gate-*` admin dir but an owner's own worktree of a gate-like name (`git
-    worktree add ../git-lane-gate-notes`: out of the temp dir, it and its admin dir
-    naming each other), which is never swept, nor reported as a gate's (red team 14D)."""
-    out = []
+    """The recorded gate worktrees a land (or reconcile) under the lock would sweep: the
+    admin dir names of those of which something is left (the admin dir, or the
+    worktree). Never an unrecorded `git-lane-gate-*` admin dir: an owner's own worktree
+    of a gate-like name (`git worktree add $TMPDIR/git-lane-gate-notes`, red teams 14D and
+    14E), or one an older git-lane left (`unrecorded`)."""
+    base = os.path.join(common_dir, "worktrees")
+    return [
+        name
+        for name, path in recorded(common_dir).items()
+        if os.path.lexists(os.path.join(base, name)) or os.path.lexists(path)
+    ]
+
+
+def unrecorded(common_dir: str | os.PathLike[str]) -> list[tuple[str, str]]:
+    """The `git-lane-gate-*` admin dirs no record names that may be a gate worktree an
+    older git-lane (one that kept no records) left: (admin dir name, the path git lists it
+    at). Never swept: doctor names them, with `git worktree remove --force PATH` to run if
+    they are not the owner's. Left out, as surely the owner's: one on a branch (a gate
+    worktree is detached), `locked`, out of the temp dir and named back by its worktree's
+    `.git` (red team 14D), or whose HEAD only it holds (a commit no ref contains). All of
+    it read from an admin dir a gate may have written: it only decides what is named."""
+    import re
+
+    rec = recorded(common_dir)
+    out: list[tuple[str, str]] = []
     for name in admin_names(common_dir):
+        if name in rec:
+            continue
+        adm = os.path.join(common_dir, "worktrees", name)
         path, names_back, in_tmp = _tree_of(common_dir, name)
-        if not (path and names_back and not in_tmp):
-            out.append(name)
+        if not path:
+            try:
+                path = git.read_admin(os.path.join(adm, "gitdir"), limit=1 << 16).strip()
+                path = path.removesuffix("/.git")
+            except OSError:
+                continue
+        if not os.path.isabs(path) or "\n" in path or os.path.lexists(os.path.join(adm, "locked")):
+            continue
+        if os.path.lexists(path) and names_back and not in_tmp:
+            continue
+        try:
+            head = git.read_admin(os.path.join(adm, "HEAD"), limit=1 << 10).strip()
+        except OSError:
+            continue
+        if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", head):
+            continue  # on a branch (`ref: ...`), or nothing a gate worktree holds
+        held = git.run(
+            ["for-each-ref", "--count=1", "--contains", head, "--format=%(refname)"],
+            common_dir,
+            check=False,
+        )
+        if held.ok and held.stdout.strip():
+            out.append((name, path))
     return out
 
 
 def sweep(common_dir: str | os.PathLike[str]) -> list[dict[str, str]]:
-    """Remove the clean gate worktrees a killed land left behind. Only under the lock:
-    then no gate of this repository is running, so every gate admin dir (`leftovers`) is a
-    leftover. Each admin dir goes through fds (moved aside when it cannot: `kept`); its
-    worktree only when it is where land makes them (a `git-lane-gate-*` directory of this
-    process's temp dir) and its `.git` names that admin dir back: the admin dir's `gitdir`
-    is a confined gate's to write, and could name any directory of that name (another
-    repository's running gate). One dict per admin dir: `admin`, `path` (its worktree
-    removed, or ""), `kept` (where the admin dir was moved, or ""), `left` ("yes" when it
-    is still in `worktrees/`: neither removed nor moved), `tree_left` (the worktree, when
-    remove_tree left something of it: a process the gate started may still run there)."""
+    """Remove the recorded clean gate worktrees a killed land left behind. Only under the
+    lock: then no gate of this repository is running, so every record is a leftover's.
+    Each admin dir goes through fds (moved aside when it cannot: `kept`), and its worktree
+    at the path the record names (made by mkdtemp in the temp dir: never the path the
+    admin dir's `gitdir` says, a confined gate's to write). An unrecorded `git-lane-gate-*`
+    admin dir is never touched (`unrecorded`). One dict per record of which something was
+    left: `admin`, `path` (its worktree removed, or ""), `kept` (where the admin dir was
+    moved, or ""), `left` ("yes" when it is still in `worktrees/`: neither removed nor
+    moved), `tree_left` (the worktree, when remove_tree left something of it: a process
+    the gate started may still run there). The record goes once both are gone."""
     from guard import dirfd
 
     out: list[dict[str, str]] = []
-    for name in leftovers(common_dir):
+    for name, path in recorded(common_dir).items():
         adm = os.path.join(common_dir, "worktrees", name)
+        had_admin, had_tree = os.path.lexists(adm), os.path.lexists(path)
         where = tree_left = ""
-        path, names_back, in_tmp = _tree_of(common_dir, name)
-        if (
-            path
-            and in_tmp
-            and os.path.basename(path).startswith(CLEAN_PREFIX)
-            and not os.path.islink(path)
-            and names_back
-        ):
+        if had_tree:
             where = path
             if not dirfd.remove_tree(path):  # fds only: what stays is named, never by path
                 tree_left = path
-        kept, out_of_git = _remove_admin(common_dir, name)
-        out.append(
-            {"admin": adm, "path": where, "kept": kept, "left": "" if out_of_git else "yes",
-             "tree_left": tree_left}
-        )  # fmt: skip
+        kept, out_of_git = _remove_admin(common_dir, name) if had_admin else ("", True)
+        if out_of_git and not tree_left:
+            forget(common_dir, name)
+        if had_admin or had_tree:
+            out.append(
+                {"admin": adm, "path": where, "kept": kept, "left": "" if out_of_git else "yes",
+                 "tree_left": tree_left}
+            )  # fmt: skip
     return out

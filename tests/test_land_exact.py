@@ -340,7 +340,10 @@ def test_a_clean_gate_worktree_left_by_a_killed_land_is_swept(
     gate(repo, "true")
     ready_lane(repo, "alpha")
     wts = worktree_paths(repo)
+    from guard import gate as gatemod
+
     leftover = Path(tmpdir_env["TMPDIR"]) / "git-lane-gate-leftover"
+    gatemod.record(str(repo.common_dir), leftover.name, str(leftover))  # as a land does
     git(repo.path, "worktree", "add", "-q", "--detach", str(leftover), "HEAD")
     landed(repo, "alpha", env=tmpdir_env)
     assert not leftover.exists()

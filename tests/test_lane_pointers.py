@@ -1086,7 +1086,10 @@ def _gate_admin(repo: Repo, tmp_path: Path, head: str, where: Path) -> Path:
     """A clean gate worktree's admin dir (`worktrees/git-lane-gate-*`, as a land makes it)
     whose HEAD and `gitdir` say `head` and `where`, as a confined gate may write them while
     it runs (its admin dir is granted to it) or a process it left running after."""
+    from guard import gate
+
     wt = tmp_path / "git-lane-gate-test"
+    gate.record(str(repo.common_dir), wt.name, str(wt))  # as land does, before the add
     git(repo.path, "worktree", "add", "-q", "--detach", str(wt), "HEAD")
     admin = repo.common_dir / "worktrees" / wt.name
     (admin / "HEAD").write_text(f"ref: {head}\n" if head.startswith("refs/") else f"{head}\n")
@@ -1276,3 +1279,91 @@ def test_an_owner_worktree_named_like_a_gate_keeps_its_admin_dir(
     assert admin.is_dir() and st.stdout.strip() == detached, (
         f"the owner's worktree lost its admin dir: {st.stderr.strip()}\n{r.stdout}"
     )
+
+
+def test_an_owner_worktree_named_like_a_gate_in_the_temp_dir_is_never_swept(
+    repo: Repo,
+) -> None:
+    """The 14D fix spares an owner's worktree named `git-lane-gate-*` only out of the temp
+    dir: the owner's `git worktree add $TMPDIR/git-lane-gate-notes` (a scratch worktree,
+    where such things go) is taken for a killed land's gate by the sweep every land and
+    reconcile runs: its files, its index and its admin dir are deleted, and a commit made
+    on its detached HEAD is referenced by nothing (red team 14E). The sweep takes only the
+    gate worktrees land recorded in git-lane's state before making them."""
+    import tempfile
+
+    wt = Path(tempfile.gettempdir()) / f"git-lane-gate-notes-{os.getpid()}"
+    git(repo.path, "worktree", "add", "-q", "-b", "notes", str(wt))
+    try:
+        git(wt, "switch", "-q", "--detach")
+        detached = repo.commit(wt, "n.txt", "notes\n")
+        (wt / "draft.txt").write_text("uncommitted\n")
+        r = repo.jlane("reconcile")
+        assert r.rc == 0, r.stdout
+        admin = repo.common_dir / "worktrees" / wt.name
+        assert (wt / "draft.txt").exists(), "the sweep deleted the owner's worktree files"
+        st = subprocess.run(
+            ["git", "-C", str(wt), "rev-parse", "HEAD"], text=True, capture_output=True
+        )
+        assert admin.is_dir() and st.stdout.strip() == detached, r.stdout
+        d = repo.jlane("doctor")  # its HEAD is held by nothing else: surely the owner's
+        assert not [c for c in d.json["checks"] if c["name"] == "gate worktree"], d.stdout
+    finally:
+        shutil.rmtree(wt, ignore_errors=True)
+
+
+def test_an_unrecorded_gate_worktree_is_never_swept_and_doctor_names_its_removal(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """A gate worktree an older git-lane (which kept no records) left in the temp dir, and
+    one whose directory is gone: land and reconcile never remove what git-lane has no
+    record of; doctor names each, with a next that removes it, which works as written."""
+    import tempfile
+
+    left = Path(tempfile.mkdtemp(prefix="git-lane-gate-"))
+    gone = Path(tempfile.mkdtemp(prefix="git-lane-gate-"))
+    for d in (left, gone):
+        d.rmdir()
+        git(repo.path, "worktree", "add", "-q", "--detach", str(d), "HEAD")
+    shutil.rmtree(gone)
+    try:
+        r = repo.jlane("reconcile")
+        assert r.rc == 0, r.stdout
+        for d in (left, gone):
+            assert (repo.common_dir / "worktrees" / d.name).is_dir(), r.stdout
+        assert (left / ".git").is_file()
+        doc = repo.jlane("doctor")
+        hits = [c for c in doc.json["checks"] if c["name"] == "gate worktree"]
+        assert sorted(c["fix"] for c in hits) == sorted(
+            f"git worktree remove --force {d}" for d in (left, gone)
+        ), doc.stdout
+        for c in hits:
+            assert c["status"] == "warn"
+            done = subprocess.run(
+                c["fix"], shell=True, cwd=repo.path, capture_output=True, text=True
+            )
+            assert done.returncode == 0, (c["fix"], done.stderr)
+        assert not os.path.lexists(left)
+        assert "git-lane-gate-" not in git(repo.path, "worktree", "list", "--porcelain").stdout
+        doc = repo.jlane("doctor")
+        assert not [c for c in doc.json["checks"] if c["name"] == "gate worktree"], doc.stdout
+    finally:
+        shutil.rmtree(left, ignore_errors=True)
+
+
+def test_a_land_records_its_gate_worktree_before_making_it(repo: Repo, tmp_path: Path) -> None:
+    """The record of a clean gate worktree is in git-lane's state before `git worktree
+    add` runs (a land killed between leaves nothing unrecorded), and gone after the gate."""
+    repo.config("gate_worktree", "clean")
+    seen = tmp_path / "seen"
+    repo.config(
+        "gate_command",
+        json.dumps(f"ls {shlex.quote(str(repo.common_dir / 'git-lane' / 'gates'))} > {seen}"),
+    )
+    lp = repo.create("alpha")
+    repo.commit(lp, "a.txt", "a\n")
+    r = repo.jlane("land", "alpha")
+    assert r.code == "landed", r.stdout
+    names = seen.read_text().split()
+    assert len(names) == 1 and names[0].startswith("git-lane-gate-"), names
+    assert not os.listdir(repo.common_dir / "git-lane" / "gates")

@@ -223,10 +223,13 @@ def test_a_swept_gate_tree_that_stays_is_named_never_removed_by_path(repo: Repo)
     `gate_worktree_left`, with the owner's `rm -rf` as its next, which works as written."""
     import tempfile
 
+    from guard import gate
+
     tip = repo.sha()
     assert tip is not None
     where = tempfile.mkdtemp(prefix="git-lane-gate-", dir=tempfile.gettempdir())
     os.rmdir(where)
+    gate.record(str(repo.common_dir), os.path.basename(where), where)  # as a land does
     try:
         subprocess.run(
             ["git", "-C", str(repo.path), "worktree", "add", "-q", "--detach", where, tip],

@@ -805,6 +805,22 @@ def check_lock(repo: Repo) -> list[Check]:
                 "git lane reconcile",
             )
         )
+    none_runs = rec is None or not lock.owner_alive(rec)
+    for name, where in gatemod.unrecorded(repo.common_dir) if none_runs else []:
+        # no record of this git-lane's: an older git-lane's killed land's, or the owner's
+        # own detached worktree of a gate-like name; never swept, so named with the one
+        # command that removes it (it and its admin dir; a missing worktree only the latter)
+        out.append(
+            finding(
+                "gate worktree",
+                WARN,
+                f"{repo.common_dir}/worktrees/{name} looks like a clean gate worktree's admin "
+                f"dir (git lists it at {where}) but git-lane has no record of it: a gate "
+                "worktree an older git-lane's killed land left, or a worktree of yours; "
+                "git-lane never removes it. If it is not yours, remove it (its files too)",
+                f"git worktree remove --force {git.q(where)}",
+            )
+        )
     if repo.store.landing_path.exists() and (rec is None or not lock.owner_alive(rec)):
         out.append(
             finding(

@@ -272,8 +272,8 @@ def _decide_and_land(
     wts = repo.worktrees()
     _check_worktree(repo, t, git.by_path(wts).get(os.path.realpath(path)))
     _check_branch(repo, t)
-    # clean gate worktrees a killed land left behind (by their admin dirs' names: never
-    # one a lane's admin dir, or a gate's `gitdir`, names)
+    # clean gate worktrees a killed land left behind (by the records land makes of them:
+    # never one a lane's admin dir, or a gate's `gitdir`, names, nor an unrecorded one)
     gate.sweep(repo.common_dir)
     hub = repo.hub(wts)
 

@@ -191,13 +191,15 @@ def _stuck(repo: Repo, mended: list[dict[str, Any]]) -> None:
 
 def _sweep_gate_worktrees(repo: Repo) -> list[dict[str, Any]]:
     """Clean gate worktrees a killed land left (the next land sweeps them too), found by
-    their admin dirs' names (gate.admin_names: never by a path a lane's or a gate's
-    `gitdir` says): removed under the integration lock, when no land runs (so none of
-    them is a live gate's); an admin dir that cannot be removed is moved into kept/."""
+    the records land makes of them in git-lane's state (gate.recorded: never by a
+    `git-lane-gate-*` admin dir's name alone, which the owner's own worktree may have, nor
+    by a path a lane's or a gate's `gitdir` says): removed under the integration lock,
+    when no land runs (so none of them is a live gate's); an admin dir that cannot be
+    removed is moved into kept/. Unrecorded ones are left (doctor names them)."""
     from guard import gate
     from guard.store import FileLock
 
-    if not gate.leftovers(repo.common_dir):
+    if not gate.recorded(repo.common_dir):
         return []
     fl = FileLock(lock.flock_path(repo))
     if not fl.acquire(timeout=0):
