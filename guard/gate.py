@@ -94,6 +94,11 @@ def run(
     env["GITLANE_GATE_TOKEN"] = token
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     start = time.monotonic()
+    # a SIGTERM from here until the gate is known (its pid recorded) is noted and acted on
+    # after: one that ended this process then left the gate running, unknown (the gate
+    # may start, and be seen, before Popen returns here)
+    deferred: list[int] = []
+    old_term = _defer_term(deferred)
     try:
         proc = subprocess.Popen(
             ["sh", "-c", command],
@@ -106,8 +111,10 @@ def run(
             preexec_fn=confine,
         )
     except subprocess.SubprocessError as exc:  # only `confine` raises this: nothing ran
+        _undefer_term(old_term, deferred)
         raise NotConfined(str(exc)) from None
     except OSError as exc:  # E2BIG (a huge environment), ENOENT (no sh), EACCES...: failed
+        _undefer_term(old_term, deferred)
         why = f"git-lane: the gate could not be started: {exc.strerror or exc}"
         if output is not None:
             output((why + "\n").encode())
@@ -119,6 +126,7 @@ def run(
             started(proc.pid, token)
         except BaseException:
             _kill_group(proc)
+            _restore_term(old_term)
             raise
     assert proc.stdout is not None
     os.set_blocking(proc.stdout.fileno(), False)
@@ -128,7 +136,7 @@ def run(
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
     reading = True
-    old_term = _term_as_interrupt()
+    _term_as_interrupt()  # (what it replaces is the deferral: old_term is kept above)
     interrupted = False
 
     def emit(chunk: bytes) -> None:
@@ -141,6 +149,8 @@ def run(
         tail.extend(d.decode("utf-8", "replace") for d in done)
 
     try:
+        if deferred:
+            raise Terminated
         while True:
             if time.monotonic() - start > timeout:
                 timed_out = True
@@ -208,6 +218,28 @@ def _term_as_interrupt() -> Any:
         raise Terminated
 
     return signal.signal(signal.SIGTERM, handler)
+
+
+def _defer_term(deferred: list[int]) -> Any:
+    """SIGTERM noted in `deferred`, not acted on (the main thread only); returns what it
+    replaced, for _undefer_term or _restore_term."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def note(signum: int, frame: Any) -> None:
+        deferred.append(signum)
+
+    return signal.signal(signal.SIGTERM, note)
+
+
+def _undefer_term(old: Any, deferred: list[int]) -> None:
+    """Put SIGTERM's handler back; one that came meanwhile unwinds as it would while the
+    gate runs (Terminated: the caller releases what it holds)."""
+    _restore_term(old)
+    if deferred:
+        raise Terminated
 
 
 def _ignore_signals() -> None:

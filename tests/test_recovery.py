@@ -10,6 +10,7 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,31 @@ from enginehelp import events, owner_file, pid_alive, ready_lane, spawn_lane, wa
 
 
 # -- 4. a land interrupted while its gate runs ------------------------------------------------
+def test_a_sigterm_before_the_gate_is_known_still_stops_it(tmp_path: Path) -> None:
+    """A SIGTERM to a land whose gate has started but before gate.run turned SIGTERM into
+    an interrupt (the gate can run, and be seen, before Popen returns; the CI saw it under
+    load: the land died of the signal, exit -15, its gate and clean worktree left). Now a
+    SIGTERM from the fork until the gate is known is held and acted on at once after:
+    Terminated, the gate's group killed. Sent here from `started`, inside that window."""
+    pidfile = tmp_path / "gate.pid"
+    script = f"""
+import os, signal, sys
+from guard import gate
+try:
+    gate.run("sleep 30 & echo $! > {pidfile}; wait", "{tmp_path}", 60, "alpha",
+             started=lambda pid, token: os.kill(os.getpid(), signal.SIGTERM))
+except gate.Terminated:
+    print("terminated")
+    sys.exit(7)
+print("ran to the end")
+"""
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert (res.returncode, res.stdout.strip()) == (7, "terminated"), res
+    if pidfile.exists() and pidfile.read_text().strip():  # the gate got that far: it is gone
+        sleeper = int(pidfile.read_text())
+        wait_for(lambda: not pid_alive(sleeper), 10, "the gate's child to die")
+
+
 @pytest.mark.parametrize(
     ("sig", "as_json"),
     [(signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGTERM, True)],
