@@ -762,6 +762,126 @@ def test_release_next_keeps_a_landed_submodule_commit_of_a_lane_made_repository(
     assert not lp.exists()
 
 
+def _kept_has(kept: str | None, sha: str) -> bool:
+    """Does a repository in the kept copy `kept` hold commit `sha`?"""
+    return kept is not None and any(
+        git(d, "cat-file", "-e", sha, check=False).returncode == 0
+        for d in [Path(kept), *Path(kept).rglob("*")]
+        if d.is_dir() and (d / "HEAD").is_file()
+    )
+
+
+def _nested_lane(hub: Repo) -> tuple[Path, str]:
+    """Lane alpha makes repository `sub` and in it repository `sub/inner` (a commit,
+    recorded in sub as a gitlink); the lane commits sub and lands: main records sub's
+    commit, which records inner's. Returns (the lane's path, inner's commit)."""
+    lp = hub.create("alpha")
+    sub = lp / "sub"
+    git(lp, "init", "-q", "-b", "main", "sub")
+    inner = sub / "inner"
+    git(sub, "init", "-q", "-b", "main", "inner")
+    (inner / "i.txt").write_text("i\n")
+    git(inner, "add", "i.txt")
+    git(inner, "commit", "-q", "-m", "inner work")
+    i = git(inner, "rev-parse", "HEAD").stdout.strip()
+    git(sub, "add", "inner")
+    git(sub, "commit", "-q", "-m", "sub work")
+    git(lp, "add", "sub")
+    git(lp, "commit", "-q", "-m", "add sub")
+    r = hub.jlane("land", "alpha")
+    assert r.rc == 0, r.stdout
+    return lp, i
+
+
+def _release_as_told(hub: Repo) -> dict[str, object]:
+    """The clean release (refused: a populated gitlink), then the confirmed one it names."""
+    r = hub.jlane("release", "alpha")
+    assert r.rc == 1 and r.code == "worktree_remove_failed", r.stdout
+    confirm = [n for n in r.json["next"] if n.startswith("git lane release")]
+    assert confirm, r.stdout
+    r = hub.jlane(*confirm[0].split()[2:])
+    assert r.rc == 0, r.stdout
+    out: dict[str, object] = r.json
+    return out
+
+
+def test_release_keeps_the_commit_of_a_repository_nested_in_an_embedded_one(hub: Repo) -> None:
+    """Red team 14F F1: keep_modules copied the `.git` of each gitlink of the lane's own
+    index/HEAD/tip, one level only. A repository `sub` made in the lane holds a
+    repository `sub/inner` committed in sub as a gitlink; main records sub's commit,
+    which records inner's. The confirmed release (the clean one's next) copied
+    `sub/.git` and deleted `sub/inner/.git`, the only place inner's commit was. The
+    gitlinks of each kept repository are looked into as well."""
+    lp, i = _nested_lane(hub)
+    res = _release_as_told(hub)
+    kept = res.get("kept_modules")
+    assert isinstance(kept, str) and _kept_has(kept, i), (
+        f"inner commit {i}, recorded by sub's commit that main records, was deleted: {res}"
+    )
+    copy = Path(kept) / "worktree-gitdirs" / "sub" / "inner" / ".git"
+    assert git(copy, "log", "-1", "--format=%s", i).stdout.strip() == "inner work"
+    assert not lp.exists()
+
+
+def test_release_runs_no_fsmonitor_of_a_nested_repository(hub: Repo, tmp_path: Path) -> None:
+    """The gitlinks of a repository nested in the lane are listed by git with that
+    repository's config, which is the lane's to write: its `core.fsmonitor` (and hooks,
+    a clean filter) never run as the owner during the release."""
+    lp, i = _nested_lane(hub)
+    marker = tmp_path / "MARKER"
+    prog = tmp_path / "evil.sh"
+    prog.write_text(f"#!/bin/sh\necho \"$0 $*\" >> '{marker}'\n")
+    prog.chmod(0o755)
+    for repo_dir in (lp / "sub", lp / "sub" / "inner"):
+        git(repo_dir, "config", "core.fsmonitor", str(prog))
+        git(repo_dir, "config", "core.hooksPath", str(tmp_path))
+        git(repo_dir, "config", "filter.evil.clean", str(prog))
+        (repo_dir / ".git" / "info").mkdir(exist_ok=True)
+        (repo_dir / ".git" / "info" / "attributes").write_text("* filter=evil\n")
+    # sanity: git run the ordinary way in the nested repository runs its fsmonitor
+    git(lp / "sub" / "inner", "status", "--porcelain", check=False)
+    assert marker.exists(), "the attack is not armed: plain git status ran nothing"
+    marker.unlink()
+    res = _release_as_told(hub)
+    assert not marker.exists(), (
+        f"the release ran a nested repository's program: {marker.read_text()}"
+    )
+    kept = res.get("kept_modules")
+    assert isinstance(kept, str) and _kept_has(kept, i), res
+
+
+def test_release_keeps_a_repository_embedded_in_a_submodule_checkout(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """A repository the lane makes inside a populated submodule's checkout (`sub/emb`,
+    committed in the submodule as a gitlink, the submodule's commit landed): its `.git`
+    is in the worktree, not in `<admin>/modules`; it is kept with them."""
+    from enginehelp import add_submodule
+
+    add_submodule(repo, tmp_path)
+    assert repo.lane("install").rc == 0
+    repo.config("gate_command", "true")
+    hub = repo
+    lp = hub.create("alpha")
+    git(lp, "submodule", "update", "--init", "-q")
+    sub = lp / "sub"
+    git(sub, "init", "-q", "-b", "main", "emb")
+    (sub / "emb" / "e.txt").write_text("e\n")
+    git(sub / "emb", "add", "e.txt")
+    git(sub / "emb", "commit", "-q", "-m", "emb work")
+    e = git(sub / "emb", "rev-parse", "HEAD").stdout.strip()
+    git(sub, "add", "emb")
+    git(sub, "commit", "-q", "-m", "sub records emb")
+    git(lp, "add", "sub")
+    git(lp, "commit", "-q", "-m", "move sub")
+    r = hub.jlane("land", "alpha")
+    assert r.rc == 0, r.stdout
+    res = _release_as_told(hub)
+    kept = res.get("kept_modules")
+    assert isinstance(kept, str) and _kept_has(kept, e), res
+    assert (Path(kept) / "worktree-gitdirs" / "sub" / "emb" / ".git" / "HEAD").is_file()
+
+
 def test_release_copies_a_hard_linked_modules_file_once(repo: Repo) -> None:
     """Red team 14E (MED): keep_modules copied every name of `<admin>/modules` as a file of
     its own: a lane (plain, or sandboxed: MAKE_REG in its admin dir is all a

@@ -18,6 +18,7 @@ import errno
 import os
 import stat
 import time
+from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from collections.abc import Iterator
@@ -493,15 +494,17 @@ def keep_modules(
             sources.append((str(gd), "modules", "."))
     except OSError:
         pass
-    embedded = _embedded_git_dirs(repo, key, path, tip) if worktree else []
+    embedded, nested_skipped = (
+        _embedded_git_dirs(repo, key, path, tip, gd) if worktree else ([], [])
+    )
     if not sources and not embedded:
-        return None, []
+        return None, nested_skipped
     dest = repo.store.dir / "kept" / f"{key}-modules-{now_iso().replace(':', '')}"
     n = 0
     while os.path.lexists(dest.with_name(dest.name + (f"-{n}" if n else ""))):
         n += 1
     dest = dest.with_name(dest.name + (f"-{n}" if n else ""))
-    skipped: list[str] = []
+    skipped: list[str] = list(nested_skipped)
     refused: list[str] = []
     repos: list[Path] = []
     copies: dict[tuple[int, int], Path] = {}  # (st_dev, st_ino) -> its copy
@@ -572,14 +575,38 @@ def _module_names(gd: Path | None) -> list[str]:
         return []
 
 
-def _embedded_git_dirs(repo: Repo, key: str, path: str, tip: str | None) -> list[str]:
+# how many repositories deep keep_modules looks for repositories nested in one the lane
+# made (or in a submodule's checkout), and how many it looks into in all: past either, a
+# repository is named in kept_modules_skipped, never walked (a lane can nest them without end)
+NESTED_DEPTH = 16
+NESTED_MAX = 512
+# a nested repository's config is the lane's to write: git lists its gitlinks with no
+# program it could name run as the owner: no fsmonitor, no submodule recursion, no hooks,
+# no auto maintenance, and no transport (a lazy fetch of a missing object in a "partial
+# clone" would run its remote's upload-pack or ssh command)
+NESTED_CONFIG = (
+    *git.LANE_CONFIG,
+    "-c", "core.hooksPath=/dev/null/no-hooks",
+    "-c", "maintenance.auto=false",
+    "-c", "gc.auto=0",
+    "-c", "protocol.allow=never",
+    "-c", "fetch.recurseSubmodules=false",
+)  # fmt: skip
+NESTED_ENV = {"GIT_ALLOW_PROTOCOL": "", "GIT_NO_LAZY_FETCH": "1", "GIT_OPTIONAL_LOCKS": "0"}
+
+
+def _embedded_git_dirs(
+    repo: Repo, key: str, path: str, tip: str | None, admin: Path | None = None
+) -> tuple[list[str], list[str]]:
     """The gitlinks of the lane (its index, its HEAD, its branch's tip) whose `.git` in
     the worktree is a directory: a repository made there, whose commits (one main may
-    record) are nowhere else. A gitlink under a link is not in the worktree (the removal
-    unlinks the link): not named. Refused `worktree_remove_failed` when git cannot list
-    them: nothing is removed that could hold such a commit."""
-    from guard import dirfd
-
+    record) are nowhere else; and, looked for in each of those and in each populated
+    submodule (its git dir under the lane's admin dir `admin`), the gitlinks of its own
+    index and HEAD whose `.git` is a directory, and so on down (NESTED_DEPTH, NESTED_MAX:
+    past them a repository is named in the second list, what was not looked into). A
+    gitlink under a link is not in the worktree (the removal unlinks the link): not
+    named. Refused `worktree_remove_failed` when git cannot list them: nothing is removed
+    that could hold such a commit."""
     names: set[str] = set()
     listings = [
         (["ls-files", "-s", "-z"], path),
@@ -589,35 +616,131 @@ def _embedded_git_dirs(repo: Repo, key: str, path: str, tip: str | None) -> list
         listings.append((["ls-tree", "-r", "-z", "--full-tree", tip], str(repo.common_dir)))
     for argv, where in listings:
         res = git.run(argv, where, check=False, timeout=git.lane_read_timeout())
-        if not res.ok and argv[0] == "ls-tree" and "Not a valid object name" in res.stderr:
-            continue  # no commit yet: the index says it all
-        if not res.ok:
-            raise Refusal(
-                "worktree_remove_failed",
-                f"git could not list the gitlinks of lane {key} (`git {argv[0]}`: "
-                f"{res.stderr.strip()[:300]}): a repository made in its worktree may hold "
-                "commits found nowhere else; nothing was removed",
-                next=[f"{git.owner_git(path)} status", f"git lane release {key}"],
-                details={"lane": key, "path": path, "stderr": res.stderr},
+        names |= _gitlinks(key, path, argv, res, f"lane {key}")
+    out: set[str] = set()
+    skipped: list[str] = []
+    # (its place in the worktree, how many repositories deep): each one to look into
+    todo = deque((name, 1) for name in sorted(names))
+    seen: set[str] = set()
+    while todo:
+        name, depth = todo.popleft()
+        gitdir = _git_dir_of(path, name, admin, out)
+        if gitdir is None or gitdir in seen:
+            continue  # no repository there, or one already looked into
+        seen.add(gitdir)
+        if gitdir == os.path.join(path, name, ".git"):
+            out.add(name)
+        if depth > NESTED_DEPTH or len(seen) > NESTED_MAX:
+            skipped.append(
+                f"{name}/ (a repository nested too deep, or one too many: "
+                "its gitlinks not looked at)"
             )
-        for entry in res.z():
-            meta, _, name = entry.partition("\t")
-            if meta.startswith("160000 "):
-                names.add(name)
-    out: list[str] = []
-    for name in sorted(names):
-        try:
-            dfd, _ = dirfd.walk(path, name)
-        except OSError:
-            continue  # not there, or under a link: not in the worktree
-        try:
-            st = os.stat(".git", dir_fd=dfd, follow_symlinks=False)
-        except OSError:
             continue
-        finally:
-            os.close(dfd)
+        todo += [
+            (f"{name}/{n}", depth + 1)
+            for n in sorted(_nested_gitlinks(repo, key, path, name, gitdir))
+        ]
+    return sorted(out), skipped
+
+
+def _gitlinks(key: str, path: str, argv: list[str], res: git.GitResult, what: str) -> set[str]:
+    """The gitlinks git listed (`ls-files -s` or `ls-tree -r`) in `res`; a listing git
+    could not make is refused (an `ls-tree` of no commit yet: none, the index says all)."""
+    if not res.ok and argv[0] == "ls-tree" and "Not a valid object name" in res.stderr:
+        return set()
+    if not res.ok:
+        raise Refusal(
+            "worktree_remove_failed",
+            f"git could not list the gitlinks of {what} (`git {argv[0]}`: "
+            f"{res.stderr.strip()[:300]}): a repository made in its worktree may hold "
+            "commits found nowhere else; nothing was removed",
+            next=[f"{git.owner_git(path)} status", f"git lane release {key}"],
+            details={"lane": key, "path": path, "stderr": res.stderr},
+        )
+    out: set[str] = set()
+    for entry in res.z():
+        meta, _, name = entry.partition("\t")
+        if meta.startswith("160000 ") and not git.unsafe_entry_name(name):
+            out.add(name)
+    return out
+
+
+def _git_dir_of(path: str, name: str, admin: Path | None, kept: set[str]) -> str | None:
+    """The git dir of the repository checked out at `name` in the lane at `path`, reached
+    without a link: its `.git` directory there, or, when `.git` is a file (a populated
+    submodule), the directory it names when that lies in `<admin>/modules/` or in a
+    `.git` directory kept (`kept`), all of which the copy takes. None otherwise: nothing
+    there, under a link, or a git dir elsewhere (not removed with the worktree)."""
+    from guard import dirfd
+
+    try:
+        dfd, _ = dirfd.walk(path, name)
+    except OSError:
+        return None  # not there, or under a link: not in the worktree
+    try:
+        st = os.stat(".git", dir_fd=dfd, follow_symlinks=False)
         if stat.S_ISDIR(st.st_mode):
-            out.append(name)
+            return os.path.join(path, name, ".git")
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        line = dirfd.read(dfd, ".git", limit=4096).decode("utf-8", "surrogateescape")
+    except (OSError, UnicodeDecodeError):
+        return None
+    finally:
+        os.close(dfd)
+    if not line.startswith("gitdir: "):
+        return None
+    real = os.path.realpath(path)  # git wrote the path from real ones
+    target = os.path.normpath(os.path.join(real, name, line[8:].strip()))
+    # (a trusted root, the place under it the copy takes): walked from the root, no link
+    roots = [(real, os.path.join(real, k, ".git")) for k in kept]
+    if admin is not None:
+        top = os.path.realpath(admin)
+        roots.append((top, os.path.join(top, "modules")))
+    for root, under in roots:
+        if not target.startswith(under + os.sep):
+            continue
+        try:  # a directory, reached from the trusted root without a link
+            fd, _ = dirfd.walk(root, os.path.relpath(target, root))
+        except OSError:
+            return None
+        os.close(fd)
+        return target
+    return None
+
+
+def _nested_gitlinks(repo: Repo, key: str, path: str, name: str, gitdir: str) -> set[str]:
+    """The gitlinks of the index and HEAD of the repository at `name` in the lane (its
+    git dir `gitdir`), as git lists them with that repository named (GIT_DIR,
+    GIT_COMMON_DIR, GIT_WORK_TREE: never discovered, no `commondir` followed) and no
+    program its config names run (NESTED_CONFIG). Refused when git cannot list them."""
+    found = git.index_file_fault(gitdir)
+    if found is not None:
+        raise Refusal(
+            "worktree_remove_failed",
+            f"the index of the repository {git.shown(name)} in lane {key} "
+            f"({git.shown(found[0])}) {found[1]}: its gitlinks cannot be listed, and a "
+            "repository in it may hold commits found nowhere else; nothing was removed",
+            next=[f"git lane release {key}"],
+            details={"lane": key, "path": path, "repository": name, "index": found[0]},
+        )
+    env = {
+        **NESTED_ENV,
+        "GIT_DIR": gitdir,
+        "GIT_COMMON_DIR": gitdir,
+        "GIT_WORK_TREE": os.path.join(path, name),
+    }
+    out: set[str] = set()
+    for argv in (["ls-files", "-s", "-z"], ["ls-tree", "-r", "-z", "--full-tree", "HEAD"]):
+        with git.shared_store_only():  # its own objects only, no lane store named
+            res = git.run(
+                [*NESTED_CONFIG, *argv],
+                str(repo.common_dir),  # a cwd the lane cannot move
+                check=False,
+                env=env,
+                timeout=git.lane_read_timeout(),
+            )
+        out |= _gitlinks(key, path, argv, res, f"the repository {git.shown(name)} in lane {key}")
     return out
 
 
