@@ -142,7 +142,7 @@ def test_a_branch_delete_whose_command_cannot_be_read_is_refused(hub_on_side: Re
     """Red team 14E F3: with the parent's command line unreadable (hidepid, the parent
     gone) the hook took the delete of OLD for no rename and let it through. It cannot tell
     a rename onto main from a delete then: refused (hook_facts_unknown), the reflog git set
-    aside put back. Here the hook's parent, a shell, exits once the hook runs (exec'd,
+    aside left for doctor to name. Here the hook's parent, a shell, exits once the hook runs (exec'd,
     its $PPID read), and the line of a rename's first step reaches its stdin after: the
     parent, a zombie or gone, has no command line to read."""
     repo = hub_on_side
@@ -162,8 +162,10 @@ def test_a_branch_delete_whose_command_cannot_be_read_is_refused(hub_on_side: Re
     r = subprocess.run(["sh", "-c", script], cwd=repo.path, env=env, text=True, capture_output=True)
     assert "git-lane: refused [hook_facts_unknown]" in r.stderr, r.stderr
     assert "/cmdline" in r.stderr
-    assert (common / "logs/refs/heads/x").read_text() == log
-    assert not (common / "logs/refs/.tmp-renamed-log").exists()
+    # the set-aside reflog is left where it is (this run cannot tell whose it is: red team
+    # 14F F4), and doctor's fix keeps it
+    assert repo.sha("refs/heads/x") == x
+    assert (common / "logs/refs/.tmp-renamed-log").read_text() == log
 
 
 def test_a_branch_delete_during_a_rename_by_no_git_branch_is_refused(hub_on_side: Repo) -> None:
@@ -193,6 +195,83 @@ def test_a_branch_delete_during_a_rename_by_no_git_branch_is_refused(hub_on_side
     assert_ok(run(repo.path, "update-ref", "-d", "refs/heads/y"))
     d = json.loads(repo.lane("doctor", "--json").stdout)
     assert [c["status"] for c in d["checks"] if c["name"] == "renamed log"] == ["ok"]
+
+
+def test_autocorrected_rename_onto_main_keeps_a_branch_without_reflog(hub: Repo) -> None:
+    """Red team 14F F3 (fixed: a parent word that is none of git's branch-writing commands
+    has its words read as branch's): `git branch -M y main` spelled so git autocorrects it
+    (`-c help.autocorrect=immediate brnch -M y main`: git runs branch in-process, its
+    argv still `brnch`). gl_branch_move does not see a branch move (gl_sub is `brnch`);
+    gl_rename_unseen looks only for logs/refs/.tmp-renamed-log, which git makes only
+    when y has a reflog (none: core.logAllRefUpdates=false, or a bare hub). So y's delete
+    passes, then main's delete is refused and git dies with no rollback: branch y, and
+    the commit only it held, are lost (main is kept). Main checked out nowhere (the hub
+    on another branch), as in the bypass matrix's rename rows."""
+    p = hub.path
+    main = hub.sha()
+    git(p, "switch", "-q", "-c", "side")
+    git(p, "-c", "core.logAllRefUpdates=false", "branch", "y", "side")
+    git(p, "-c", "core.logAllRefUpdates=false", "switch", "-q", "y")
+    hub.commit(p, "y.txt", "only on y\n")
+    y = hub.sha("refs/heads/y")
+    git(p, "switch", "-q", "side")
+    (p / ".git" / "logs" / "refs" / "heads" / "y").unlink(missing_ok=True)  # no reflog
+    r = git(p, "-c", "help.autocorrect=immediate", "brnch", "-M", "y", "main", check=False)
+    assert r.returncode != 0, r.stderr
+    assert hub.sha() == main
+    assert hub.sha("refs/heads/y") == y, f"branch y (commit {y}) was lost: {r.stderr}"
+
+
+def test_a_refused_delete_does_not_hand_a_left_rename_log_to_another_branch(hub: Repo) -> None:
+    """Red team 14F F4 (fixed: the set-aside reflog stays for doctor to name): a rename that died part way left logs/refs/.tmp-renamed-log (some
+    branch's history; doctor's `renamed log` names it, its fix keeps it in kept/). A
+    `git update-ref -d refs/heads/z` (z with no reflog) reaches gl_rename_unseen, whose
+    gl_restore_log moves that file to logs/refs/heads/z before refusing: another
+    branch's history now reads as z's, doctor no longer names it, and the `git branch
+    -D z` the owner runs next deletes it for good."""
+    p = hub.path
+    common = p / ".git"
+    tl = common / "logs" / "refs" / ".tmp-renamed-log"
+    old = git(p, "rev-parse", "HEAD").stdout.strip()
+    history = (
+        f"{'0' * 40} {old} A U Thor <a@example.com> 1700000000 +0000\tbranch: Created from main\n"
+    )
+    tl.write_text(history)  # what a rename killed after git set the reflog aside leaves
+    git(p, "-c", "core.logAllRefUpdates=false", "branch", "z", "main")
+    (common / "logs" / "refs" / "heads" / "z").unlink(missing_ok=True)
+    r = git(p, "update-ref", "-d", "refs/heads/z", check=False)
+    assert r.returncode != 0 and "hook_facts_unknown" in r.stderr, r.stderr
+    zlog = common / "logs" / "refs" / "heads" / "z"
+    assert tl.exists() and not zlog.exists(), (
+        f"the set-aside reflog was handed to refs/heads/z: {zlog.exists()}"
+    )
+
+
+def test_remote_rename_cannot_move_main_through_its_symbolic_chain(hub: Repo) -> None:
+    """Red team 14F F5 (fixed: while main is symbolic every delete out of its chain but
+    pack-refs' is refused, next restore-main): main made a symbolic ref to refs/remotes/new/x (git 2.39: unseen,
+    matrix row `symref_main`); the hook then refuses `git update-ref refs/remotes/new/x`
+    (row `symref_main_moved`). But `git remote rename old new` renames
+    refs/remotes/old/x to refs/remotes/new/x with rename_ref: the transactional delete of
+    old/x (in no chain) passes, and new/x is written outside any transaction: main now
+    names a commit of a lane, no land, no refusal."""
+    p = hub.path
+    lp = hub.create("alpha")
+    evil = hub.commit(lp, "evil.txt", "evil\n")
+    main = hub.sha()
+    git(p, "remote", "add", "old", "/nonexistent")
+    git(p, "update-ref", "refs/remotes/old/x", evil)
+    git(p, "symbolic-ref", "refs/heads/main", "refs/remotes/new/x")  # git 2.39: unseen
+    r = git(p, "update-ref", "refs/remotes/new/x", evil, check=False)
+    assert r.returncode != 0 and "main_mutation_refused" in r.stderr, r.stderr
+    r = git(p, "remote", "rename", "old", "new", check=False)
+    now = git(p, "rev-parse", "--verify", "-q", "refs/heads/main", check=False).stdout.strip()
+    assert now != evil, f"main moved {main[:12]} -> {evil[:12]} by git remote rename: {r.stderr}"
+    assert "git-lane: refused [main_mutation_refused]" in r.stderr, r.stderr
+    assert "Next: git lane restore-main\n" in r.stderr, r.stderr
+    assert hub.jlane("restore-main").rc == 0  # the next, as printed: main plain again
+    assert hub.sha() == main
+    assert hub.sha("refs/remotes/old/x") == evil  # refused at its delete: nothing lost
 
 
 def test_renaming_main_away_leaves_its_reflog_in_place(repo: Repo) -> None:
