@@ -13,7 +13,7 @@ import time
 from functools import cached_property
 from pathlib import Path
 
-from guard import git, policy
+from guard import dirfd, git, policy
 from guard.config import PROJECT_FILE, Config, load, with_project
 from guard.errors import Refusal
 from guard.store import LaneRecord, Store, open_regular, read_regular, special
@@ -297,6 +297,44 @@ class Repo:
         p = os.path.join(self.common_dir, "refs", "heads", branch)
         return os.path.islink(p) or os.path.isfile(p)
 
+    def broken_ref_file(self, ref: str) -> bool:
+        """Is the loose ref file `ref` (refs/heads/NAME) one git cannot read as a ref: a
+        regular file that starts with neither an object name nor `ref:` (empty or garbled:
+        a write cut short), or a link git takes for no symbolic ref (its target not
+        `refs/...`: a link to a directory, to nothing)? git then refuses every update of
+        the ref ("reference broken"). Read through directory fds, never through a link;
+        asked only when git resolves `ref` to no commit."""
+        parent, _, name = ref.rpartition("/")
+        try:
+            dfd, _ = dirfd.walk(os.fspath(self.common_dir), parent)
+        except OSError:
+            return False
+        try:
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                return not os.readlink(name, dir_fd=dfd).startswith("refs/")
+            if not stat.S_ISREG(st.st_mode):
+                return False  # a directory is branches NAME/*; a FIFO is never opened
+            fd = os.open(
+                name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd
+            )
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    return False
+                head = os.read(fd, 80)
+            finally:
+                os.close(fd)
+        except OSError:
+            return False
+        finally:
+            os.close(dfd)
+        # what git's parse_loose_ref_contents takes: `ref:` (a symbolic ref), or an object
+        # name followed by the end, a NUL or whitespace
+        return not (
+            head.startswith(b"ref:")
+            or re.match(rb"(?:[0-9a-f]{40}|[0-9a-f]{64})(?:[\s\x00]|$)", head)
+        )
+
     @cached_property
     def main_branch(self) -> str:
         configured = self.owner_config.get("main_branch")
@@ -424,6 +462,17 @@ class Repo:
     def main_sha(self) -> str:
         sha = self.ref_sha(self.main_ref)
         if sha is None:
+            landed = self._last_landed()
+            if landed is not None and self.broken_ref_file(self.main_ref):
+                # git lists main (a packed value beneath the file) but cannot read it
+                raise Refusal(
+                    "no_main_branch",
+                    f"{self.main_ref} names no commit (a broken ref file: a link to a "
+                    f"directory or to nothing, a file cut short), but git-lane recorded main "
+                    f"(last at {landed[:12]}): it was broken outside git-lane",
+                    next=["git lane restore-main"],
+                    details={"configured": self.owner_config.get("main_branch"), "landed": landed},
+                )
             raise Refusal(
                 "no_main_branch",
                 f"{self.main_ref} vanished",

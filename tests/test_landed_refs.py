@@ -651,6 +651,106 @@ def test_a_dangling_symbolic_main_is_made_plain_at_the_landed_tip(
     assert git(repo.path, "symbolic-ref", "-q", "refs/heads/main", check=False).stdout == ""
 
 
+def follow_nexts(repo: Repo, nexts: list[str], limit: int = 6) -> list[str]:
+    """Run each `next` as written, in order, in the hub: a `git lane` one that refuses
+    hands on its own next (the way forward from there), `git lane doctor` the fixes of
+    its failing checks; any other must succeed. The commands run, in order."""
+    ran: list[str] = []
+    todo = list(nexts)
+    while todo:
+        assert len(ran) < limit, f"the nexts go round and round: {ran}"
+        cmd = todo.pop(0)
+        ran.append(cmd)
+        if cmd == "git lane doctor":
+            fixes = [c["fix"] for cs in doctor(repo).values() for c in cs if c["status"] == "fail"]
+            todo = [f.split("  (")[0] for f in fixes if f] + todo
+        elif cmd.startswith("git lane "):
+            r = repo.jlane(*cmd.split()[2:])
+            assert "Traceback" not in r.stderr, r.stderr
+            if r.rc != 0:
+                assert r.json["next"], r.stdout
+                todo = list(r.json["next"])
+        else:
+            run_fix(cmd, repo.path)
+    return ran
+
+
+@pytest.mark.parametrize(
+    ("broken", "packed"),
+    [
+        ("empty", "tip"),  # red team 14F F2, as found: land, pack-refs, a write cut short
+        ("empty", None),
+        ("garbled", "behind"),
+        ("garbled", None),
+        ("link to a directory", "tip"),
+        ("link to a directory", None),
+    ],
+)
+def test_a_broken_main_ref_file_is_kept_aside_and_main_made_at_the_landed_tip(
+    landed2: tuple[Repo, list[str], list[str]], tmp_path: Path, broken: str, packed: str | None
+) -> None:
+    """A loose refs/heads/main git cannot read as a ref (empty or garbled: a write cut
+    short; a link to a directory) made every command refuse no_main_branch naming
+    restore-main (the link: "vanished", naming doctor, whose fix was doctor again), and
+    restore-main failed main_update_failed (git: "reference broken"), naming doctor, whose
+    fix was restore-main: a loop (red team 14F, finding 2). Now restore-main moves the
+    file (or the link itself) into kept/, never deleting it, and puts main at the landed
+    tip, with the packed value beneath it or none; the nexts printed, run as written, get
+    there."""
+    repo, (a, b), _ = landed2
+    if packed == "behind":
+        git(repo.path, *OFF, "update-ref", "refs/heads/main", a)
+    if packed is not None:
+        git(repo.path, "pack-refs", "--all")
+    m = repo.common_dir / "refs" / "heads" / "main"
+    m.unlink(missing_ok=True)
+    elsewhere = tmp_path / "elsewhere"
+    if broken == "empty":
+        m.write_bytes(b"")
+    elif broken == "garbled":
+        m.write_bytes(b"8a5f not an object name\n")
+    else:
+        elsewhere.mkdir()
+        (elsewhere / "data.txt").write_text("someone's\n")
+        os.symlink(elsewhere, m)
+    before = os.readlink(m) if m.is_symlink() else m.read_bytes()
+    st = repo.jlane("status")
+    assert (st.rc, st.code) == (1, "no_main_branch"), st.stdout
+    assert follow_nexts(repo, st.json["next"]) == ["git lane restore-main"]
+    assert repo.sha() == b and not m.is_symlink()
+    assert git(repo.path, "symbolic-ref", "-q", "refs/heads/main", check=False).stdout == ""
+    (kept,) = (repo.state_dir / "kept").glob("refs-heads-main.*")
+    assert (os.readlink(kept) if kept.is_symlink() else kept.read_bytes()) == before
+    if broken.startswith("link"):
+        assert (elsewhere / "data.txt").read_text() == "someone's\n"
+    assert "main" not in {n for n, cs in doctor(repo).items() for c in cs if c["status"] == "fail"}
+    assert repo.jlane("status").rc == 0
+
+
+def test_a_broken_main_ref_file_that_cannot_be_kept_aside_is_refused_naming_the_mv(
+    landed2: tuple[Repo, list[str], list[str]], tmp_path: Path
+) -> None:
+    """kept/ a link (restore-main never renames through one): restore-main refuses
+    main_update_failed, its next the `mkdir -p` and `mv` that keep the broken file, then
+    restore-main again; run as written, they put main back at the landed tip."""
+    repo, (_a, b), _ = landed2
+    elsewhere = tmp_path / "kept-elsewhere"
+    elsewhere.mkdir()
+    kept = repo.state_dir / "kept"
+    if kept.exists():
+        kept.rmdir()
+    os.symlink(elsewhere, kept)
+    m = repo.common_dir / "refs" / "heads" / "main"
+    m.unlink(missing_ok=True)
+    m.write_bytes(b"garbled\n")
+    r = repo.jlane("restore-main")
+    assert (r.rc, r.code) == (1, "main_update_failed"), r.stdout
+    assert [n.split()[0] for n in r.json["next"]] == ["mkdir", "mv", "git"], r.stdout
+    assert follow_nexts(repo, r.json["next"])[-1] == "git lane restore-main"
+    assert repo.sha() == b
+    assert [p.read_bytes() for p in elsewhere.rglob("main")] == [b"garbled\n"]
+
+
 def test_a_dangling_symbolic_main_beside_master_never_hands_main_over_to_master(
     landed2: tuple[Repo, list[str], list[str]],
 ) -> None:

@@ -4,6 +4,9 @@ transaction (a reflog rewind, a branch copy, main made a symbolic ref).
 
 Only ever a fast-forward back to the landed tip (main an ancestor of it), or turning a
 symbolic main back into a plain ref at it (the commits of its target stay on the target).
+A loose main file git cannot read as a ref (empty or garbled: a write cut short; a link to
+a directory) is first moved into kept/, never deleted; main is then what lies beneath it
+(a packed value, or nothing) and is put back as above.
 Main ahead of the landed tip, or off to the side, holds commits no land put there: that is
 refused, naming them, for the owner to decide. Runs under the integration lock with the
 lock record naming exactly this move, as land does, so the reference-transaction hook
@@ -11,7 +14,9 @@ lets it through; refused to workers."""
 
 from __future__ import annotations
 
-from guard import git, landed, landing, lane, lock
+import os
+
+from guard import dirfd, git, landed, landing, lane, lock
 from guard.errors import GitError, Refusal
 from guard.repo import Repo
 from guard.results import RestoreMainResult
@@ -67,6 +72,7 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
             next=["git lane doctor"],
             details={"epoch": last.epoch, "landed": last.sha, "from": where},
         )
+    kept = _set_aside(repo, main_ref)
     target = git.symref(repo.common_dir, main_ref, first=True)  # main's own, not its chain's end
     cur = repo.ref_sha(main_ref) or "0" * len(last.sha)  # a dangling symbolic main: none
     details = {
@@ -75,13 +81,63 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
         "epoch": last.epoch,
         "from": where,
         "symref": target,
+        "kept": kept,
     }
     if target is None and cur.strip("0"):
         rel = landed.relation(repo, cur, last.sha)
-        if rel == "at":
+        if rel == "at" and kept is None:
             return _result(repo, "unchanged", main_ref, cur, last, None, ("not_hub", ""))
-        if rel != "behind":
+        if rel not in ("at", "behind"):
             raise moved_refusal(repo, main_ref, cur, last, rel, details)
+    if kept is None or cur != last.sha:  # (what lies beneath a file set aside: there already)
+        _update(repo, held, main_ref, cur, last, target, details)
+    hub = repo.hub()
+    if cur.strip("0") and kept is None:
+        carried = landing.carry_hub(hub.path if hub is not None else None, main_ref, cur, last.sha)
+    else:
+        # main was deleted, or a broken file stood for it (the packed value beneath it is
+        # no tree the hub was at): the hub's index and files were left as they were (at
+        # the landed tip, unless someone changed them since), and there is no old tree to
+        # carry them from; `git status` there shows any difference, nothing is overwritten
+        carried = ("not_hub", "")
+    repo.store.event(
+        "restore_main",
+        code="restored",
+        main_before=cur,
+        main_after=last.sha,
+        epoch=last.epoch,
+        symref=target,
+        kept=kept,
+        hub=carried[0],
+        hub_stderr=carried[1] or None,
+    )
+    res = _result(
+        repo,
+        "restored",
+        main_ref,
+        cur,
+        last,
+        target,
+        carried,
+        hub.path if hub is not None else None,
+    )
+    if kept is not None:
+        res["warnings"].append(
+            f"{main_ref} was a file git could not read as a ref (a write cut short, a link): "
+            f"it is kept at {kept}"
+        )
+    return res
+
+
+def _update(
+    repo: Repo,
+    held: lock.Held,
+    main_ref: str,
+    cur: str,
+    last: landed.Landed,
+    target: str | None,
+    details: dict[str, object],
+) -> None:
     # the lock record names exactly this move: the reference-transaction hook lets main
     # move only to the record's tip from its main_before, for this process
     lock.update(repo, held, main_before=cur, tip=last.sha)
@@ -113,34 +169,45 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
                 else ["git lane doctor"],
                 details={**details, "now": now, "stderr": exc.stderr},
             ) from None
-    hub = repo.hub()
-    if cur.strip("0"):
-        carried = landing.carry_hub(hub.path if hub is not None else None, main_ref, cur, last.sha)
-    else:
-        # main was deleted: the hub's index and files were left as they were (at the
-        # landed tip, unless someone changed them since), and there is no old tree to
-        # carry them from; `git status` there shows any difference, nothing is overwritten
-        carried = ("not_hub", "")
-    repo.store.event(
-        "restore_main",
-        code="restored",
-        main_before=cur,
-        main_after=last.sha,
-        epoch=last.epoch,
-        symref=target,
-        hub=carried[0],
-        hub_stderr=carried[1] or None,
-    )
-    return _result(
-        repo,
-        "restored",
-        main_ref,
-        cur,
-        last,
-        target,
-        carried,
-        hub.path if hub is not None else None,
-    )
+
+
+def _set_aside(repo: Repo, main_ref: str) -> str | None:
+    """Where a broken loose main file (Repo.broken_ref_file: empty, garbled, a link git
+    reads as no ref) was moved, or None when main is no such file. git refuses every
+    update of such a ref ("reference broken"), so it is moved out of the way: one rename
+    through directory fds (a link moved itself, never followed) into
+    `<common>/git-lane/kept/`, never deleted (it may be someone's data), under the
+    integration lock. Refused, naming the `mv`, when it cannot be moved there."""
+    if repo.ref_sha(main_ref) is not None or git.symref(repo.common_dir, main_ref, first=True):
+        return None
+    if not repo.broken_ref_file(main_ref):
+        return None
+    parent, _, name = main_ref.rpartition("/")
+    kept = repo.kept_dir(main_ref.replace("/", "-"))
+    common = os.fspath(repo.common_dir)
+    try:
+        sfd, _ = dirfd.walk(common, parent)
+        try:
+            kfd, _ = dirfd.walk(common, os.path.relpath(kept.parent, common), create=True)
+            try:
+                os.rename(name, kept.name, src_dir_fd=sfd, dst_dir_fd=kfd)
+            finally:
+                os.close(kfd)
+        finally:
+            os.close(sfd)
+    except OSError as exc:
+        _, moves = repo.kept_moves(main_ref.replace("/", "-"), common, [main_ref])
+        raise Refusal(
+            "main_update_failed",
+            f"{main_ref} is a file git cannot read as a ref (a write cut short, a link), "
+            f"so git refuses every update of it, and it could not be moved into kept/ "
+            f"({exc.strerror or exc}): the next moves it there (kept, not deleted), then "
+            "puts main back",
+            next=[*moves, "git lane restore-main"],
+            details={"file": os.path.join(common, main_ref), "error": str(exc)},
+        ) from None
+    repo.store.event("restore_main_kept", code="kept", file=main_ref, kept=str(kept))
+    return str(kept)
 
 
 def deleted_main(repo: Repo) -> str | None:
