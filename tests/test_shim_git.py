@@ -640,6 +640,15 @@ def test_red_team_nested_git_and_external_commands(alpha: Lane, tmp_path: Path) 
     assert not (tmp_path / "foo-ran").exists()
 
 
+# what each of git's scripts prints as the lane's other ways out (filter-branch: none)
+INSTEAD = {
+    "bisect": ["git log --oneline"],
+    "submodule": ["git ls-files --stage"],
+    "filter-branch": [],
+    "mergetool": ["git diff --name-only --diff-filter=U"],
+}
+
+
 @pytest.mark.parametrize(
     "how",
     [
@@ -665,7 +674,9 @@ def test_an_external_commands_next_never_hands_the_lanes_program_to_the_owner(
     assert nxt == "git lane status alpha", res.stderr
     done = subprocess.run(nxt, shell=True, cwd=alpha.path, capture_output=True, text=True)
     assert done.returncode == 0 and "evil.sh" not in done.stdout + done.stderr, (nxt, done)
-    for alt in [ln.removeprefix("  Or: ") for ln in res.stderr.splitlines() if "  Or: " in ln]:
+    alts = [ln.removeprefix("  Or: ") for ln in res.stderr.splitlines() if "  Or: " in ln]
+    assert alts == INSTEAD[how[0]], res.stderr  # the ways out besides the next, each run below
+    for alt in alts:
         ran = alpha.git(*shlex.split(alt.removeprefix("git ")))
         assert ran.returncode == 0, (alt, ran.stderr)  # every way out it names, the lane runs
 
