@@ -478,6 +478,18 @@ ROWS: tuple[Row, ...] = (
         ("main_moved",),
     ),
     Row(
+        "loose_ref_link",
+        "a link at `refs/heads/main` git reads through (`-> ../../worktrees/alpha/HEAD`, made beforehand, outside the layer), then a write of the lane's admin `HEAD`",
+        'printf "%s\\n" "$TIP" > "$COMMON/worktrees/alpha/HEAD"',
+        "main",
+        PASSES,
+        PASSES,
+        R("main_not_plain"),
+        ("main",),
+        pre='$REAL -C "$LANE" switch -q --detach "$MAIN" && rm "$COMMON/refs/heads/main" && '
+        'ln -s ../../worktrees/alpha/HEAD "$COMMON/refs/heads/main"',
+    ),
+    Row(
         "packed_refs",
         "hand-editing `packed-refs` (loose main removed)",
         'printf "%s refs/heads/main\\n" "$TIP" > "$COMMON/packed-refs" && rm "$COMMON/refs/heads/main"',
