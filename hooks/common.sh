@@ -120,6 +120,7 @@ gl_linkref() {
 # the file it names); a name the lane made itself gains it nothing the hook-id run's
 # own check would not give it.
 gl_fw_rec=
+gl_on_refuse= # (a hook sets it after this block; never the caller's environment)
 gl_framework() {
 	gl_fw=$gd/gitlane-framework-$1-$PPID
 	if [ "${PRE_COMMIT_RUNNING_LEGACY:-}" = 1 ]; then
