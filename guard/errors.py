@@ -228,6 +228,12 @@ CODES: dict[str, Code] = _codes(
     ),
     ("main_mutation_refused", "hooks", "G10", "something other than land tried to move main"),
     ("hook_facts_unknown", "hooks", None, "a hook could not establish a fact, so it refused"),
+    (
+        "main_not_plain",
+        "hooks",
+        None,
+        "main's loose ref is a link git reads through (or, for exec --sandbox, a symbolic ref)",
+    ),
     ("sync_required", "shims", "G8", "a stale lane under a mandatory policy tried to write"),
     ("path_outside_lane", "shims", None, "a write outside the lane worktree"),
     ("hooks_disabled", "shims", None, "an attempt to switch the hooks off"),

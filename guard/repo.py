@@ -33,6 +33,18 @@ def read_repo_marker(parent: str) -> str | None:
     return got if isinstance(got, str) and os.path.isabs(got) else None
 
 
+_REFNAME_BAD = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//|/\.|\.lock(?:/|$)|[/.]$")
+
+
+def symlink_ref(text: str) -> bool:
+    """Does git take a symbolic link with this text for a symbolic ref to it? Only text
+    that begins `refs/` and that check_refname_format takes (refs/files-backend.c
+    read_ref_internal): what `core.preferSymlinkRefs` writes. Any other link git reads
+    through, as a plain file wherever it leads. The one rule of hooks/common.sh
+    gl_linkref (tests/test_shared_decisions.py holds them equal, and to git)."""
+    return text.startswith("refs/") and len(text) > 5 and not _REFNAME_BAD.search(text)
+
+
 def _anchor(cwd: str) -> tuple[str, str] | None:
     """(the lane dir cwd is in, the real common dir) when an ancestor of cwd is a lanes
     directory with a marker; else None."""
@@ -297,6 +309,44 @@ class Repo:
         p = os.path.join(self.common_dir, "refs", "heads", branch)
         return os.path.islink(p) or os.path.isfile(p)
 
+    def ref_link(self, ref: str) -> str | None:
+        """The text of the symbolic link at the loose ref `ref` (refs/heads/NAME), read
+        through directory fds; None when no link is there (or it cannot be read)."""
+        parent, _, name = ref.rpartition("/")
+        try:
+            dfd, _ = dirfd.walk(os.fspath(self.common_dir), parent)
+        except OSError:
+            return None
+        try:
+            return os.readlink(name, dir_fd=dfd)
+        except OSError:
+            return None
+        finally:
+            os.close(dfd)
+
+    def foreign_main_link(self) -> tuple[str, str] | None:
+        """(ref, link text) when main's loose ref is a symbolic link git takes for no
+        symbolic ref (symlink_ref): git reads main *through* it, as a plain ref, wherever
+        it leads (a lane's admin `HEAD`, a file in a lane), so whoever may write that file
+        moves main with no ref transaction. git-lane never makes one: foreign, whatever it
+        reads as. Main is the configured name, else main, else master (as the hooks read
+        it, gl_init: master only while main has no loose ref and git lists none)."""
+        configured = self.owner_config.get("main_branch")
+        names = [configured] if configured else ["main", "master"]
+        for name in names:
+            ref = f"refs/heads/{name}"
+            text = self.ref_link(ref)
+            if text is not None and not symlink_ref(text):
+                main = "refs/heads/main"
+                if name == "master" and (
+                    self._loose("main") or main in git.refs(self.common_dir, main)
+                ):
+                    return None
+                return ref, text
+            if self._loose(name):
+                return None  # main is this name: a plain file, or a symbolic ref
+        return None
+
     def broken_ref_file(self, ref: str) -> bool:
         """Is the loose ref file `ref` (refs/heads/NAME) one git cannot read as a ref: a
         regular file that starts with neither an object name nor `ref:` (empty or garbled:
@@ -312,7 +362,7 @@ class Repo:
         try:
             st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
             if stat.S_ISLNK(st.st_mode):
-                return not os.readlink(name, dir_fd=dfd).startswith("refs/")
+                return not symlink_ref(os.readlink(name, dir_fd=dfd))
             if not stat.S_ISREG(st.st_mode):
                 return False  # a directory is branches NAME/*; a FIFO is never opened
             fd = os.open(

@@ -95,6 +95,17 @@ gl_symref() {
 	[ -n "$gl_h" ]
 }
 
+# gl_linkref TEXT: does git take a symbolic link whose text is TEXT for a symbolic ref to
+# TEXT? Only `refs/...` that check_refname_format takes (refs/files-backend.c
+# read_ref_internal), the form `core.preferSymlinkRefs` writes; any other link git reads
+# through, as a plain file wherever it leads. guard.repo.symlink_ref is the Python copy.
+gl_linkref() {
+	case $1 in refs/?*) ;; *) return 1 ;; esac
+	case $1 in
+	*[[:space:][:cntrl:]~^:?*\[\\]* | *..* | *@\{* | *//* | */.* | *.lock | *.lock/* | */ | *.) return 1 ;;
+	esac
+}
+
 # gl_framework HOOK: one verdict per hook run under the pre-commit framework. Behind its
 # script (`pre-commit install` and `git lane install`, either order) this hook is
 # HOOK.legacy: the framework's hook-impl runs it (PRE_COMMIT_RUNNING_LEGACY=1), then the
@@ -109,6 +120,7 @@ gl_symref() {
 # the file it names); a name the lane made itself gains it nothing the hook-id run's
 # own check would not give it.
 gl_fw_rec=
+gl_on_refuse= # (a hook sets it after this block; never the caller's environment)
 gl_framework() {
 	gl_fw=$gd/gitlane-framework-$1-$PPID
 	if [ "${PRE_COMMIT_RUNNING_LEGACY:-}" = 1 ]; then
@@ -341,6 +353,9 @@ gl_refuse() {
 	done
 	printf 'git-lane: refused [%s]: %s. Next: %s\n' "$2" "$gl_m" "${4:-nothing to run}" >&2
 	gl_fw_refused
+	# what a hook must do before any refusal of it ends git (reference-transaction: put
+	# back the reflog git set aside for the rename it refuses, gl_put_back)
+	[ -z "${gl_on_refuse-}" ] || "$gl_on_refuse"
 	# the log only when it is a plain file (or none yet): appending to a FIFO would hang,
 	# through a symlink would write outside the state dir (the engine sets either aside)
 	gl_log=$state/events.jsonl

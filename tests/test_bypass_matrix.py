@@ -354,8 +354,19 @@ ROWS: tuple[Row, ...] = (
         "main",
         MMR,
         MMR,
-        EACCES,
+        R("main_not_plain"),  # exec --sandbox does not start while main is symbolic
         pre='$REAL update-ref refs/remotes/o/x "$MAIN" && $REAL symbolic-ref refs/heads/main refs/remotes/o/x',
+    ),
+    Row(
+        "symref_main_lane_file",
+        "main a symbolic ref to `refs/heads/lane/zz` (unseen), then a plain write of that ref's file",
+        'printf "%s\\n" "$TIP" > "$COMMON/refs/heads/lane/zz"',
+        "main",
+        PASSES,
+        PASSES,
+        R("main_not_plain"),  # the sandbox grants refs/heads/lane/: exec does not start
+        ("main",),
+        pre='$REAL update-ref refs/heads/lane/zz "$MAIN" && $REAL symbolic-ref refs/heads/main refs/heads/lane/zz',
     ),
     Row(
         "worktree_add_force",
@@ -476,6 +487,18 @@ ROWS: tuple[Row, ...] = (
         PASSES,
         EACCES,
         ("main_moved",),
+    ),
+    Row(
+        "loose_ref_link",
+        "a link at `refs/heads/main` git reads through (`-> ../../worktrees/alpha/HEAD`, made beforehand, outside the layer), then a write of the lane's admin `HEAD`",
+        'printf "%s\\n" "$TIP" > "$COMMON/worktrees/alpha/HEAD"',
+        "main",
+        PASSES,
+        PASSES,
+        R("main_not_plain"),
+        ("main",),
+        pre='$REAL -C "$LANE" switch -q --detach "$MAIN" && rm "$COMMON/refs/heads/main" && '
+        'ln -s ../../worktrees/alpha/HEAD "$COMMON/refs/heads/main"',
     ),
     Row(
         "packed_refs",

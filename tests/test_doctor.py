@@ -188,6 +188,33 @@ def test_main_as_a_symbolic_ref_fails(repo: Repo) -> None:
     assert sha(repo.path, "refs/heads/main") == landed
 
 
+def test_a_link_at_main_that_git_reads_through_fails_and_restore_main_keeps_it(
+    hub: Repo,
+) -> None:
+    """Red team 14G F6: refs/heads/main a symbolic link to the lane's admin HEAD (an
+    earlier plain write; its text is no refs/... name, so git reads main through it and
+    `git symbolic-ref` says it is none): doctor said ok at main's value. It fails now,
+    whatever the link reads as; its fix, restore-main, moves the link into kept/ (kept as
+    it was, not deleted) and makes main a plain ref at the last landed tip."""
+    lane = hub.create("a")
+    main = hub.sha()
+    git(lane, "switch", "-q", "--detach", "main")
+    admin = Path(git(lane, "rev-parse", "--absolute-git-dir").stdout.strip())
+    link = hub.common_dir / "refs" / "heads" / "main"
+    text = os.path.relpath(admin / "HEAD", link.parent)
+    link.unlink()
+    os.symlink(text, link)
+    assert hub.sha() == main
+    c = checks(hub)["main"]
+    assert c["status"] == "fail" and "symbolic link" in c["message"], c
+    assert c["fix"] == "git lane restore-main"
+    run_fix(hub, c["fix"])
+    assert not link.is_symlink() and hub.sha() == main
+    (kept,) = (hub.state_dir / "kept").glob("refs-heads-main.*")
+    assert kept.is_symlink() and os.readlink(kept) == text
+    assert checks(hub)["main"]["status"] == "ok"
+
+
 def test_stale_lock_warns(repo: Repo) -> None:
     install(repo)
     locks = repo.state_dir / "locks"

@@ -378,6 +378,52 @@ def test_main_symref_written_as_a_symbolic_link_cannot_be_used_to_move_it(
     assert sha(g.hub, "refs/heads/main") == g.lane_tip
 
 
+def read_through_link(g: Guarded, how: str) -> str:
+    """Make refs/heads/main a symbolic link git takes for no symbolic ref, reading main's
+    value (what an earlier plain write, no sandbox, leaves): to the lane's admin HEAD
+    (detached at main first: it passes, main is plain then), to an absolute path, or
+    with a text that begins refs/ but is no ref name (git reads that one through too).
+    Returns the link's text."""
+    git(g.lane, "switch", "-q", "--detach", g.main)
+    admin = Path(git(g.lane, "rev-parse", "--absolute-git-dir").stdout.strip())
+    heads = g.repo.common_dir / "refs" / "heads"
+    text = {
+        "admin_head": os.path.relpath(admin / "HEAD", heads),
+        "absolute": str(admin / "HEAD"),
+        "refs_dotdot": "refs/../../../worktrees/" + admin.name + "/HEAD",
+    }[how]
+    (heads / "refs").mkdir(exist_ok=True)  # (refs_dotdot: the kernel walks through it)
+    (heads / "main").unlink()
+    os.symlink(text, heads / "main")
+    assert sha(g.hub, "refs/heads/main") == g.main  # git reads it through: main as it was
+    return text
+
+
+@pytest.mark.parametrize("how", ["admin_head", "absolute", "refs_dotdot"])
+def test_a_link_at_main_that_git_reads_through_refuses_every_ref_update(
+    g: Guarded, how: str
+) -> None:
+    """Red team 14G F6: a link at refs/heads/main whose text is no ref name under refs/
+    is read through by git, as a plain ref; the hook saw no symbolic chain, so the lane's
+    write of its own HEAD (a ref update of HEAD only, or, under exec --sandbox, a plain
+    write of its admin HEAD) moved main. Every ref update is refused while it is there
+    (main_not_plain), whatever it reads as, naming restore-main."""
+    detach_hub(g)
+    text = read_through_link(g, how)
+    for args in (
+        ("update-ref", "--no-deref", "HEAD", g.lane_tip),  # moves main through the link
+        ("update-ref", "refs/remotes/o/x", g.lane_tip),  # the fast path's kind of ref
+        ("branch", "scratch"),
+    ):
+        res = run(g.lane, *args)
+        assert_refused(res, "main_not_plain")
+        assert "Next: git lane restore-main\n" in res.stderr, res.stderr
+        main_is(g, g.main)
+    assert os.readlink(g.repo.common_dir / "refs" / "heads" / "main") == text
+    ev = [e for e in events(g.repo) if e.get("code") == "main_not_plain"][-1]
+    assert (ev["ref"], ev["link"]) == ("refs/heads/main", text)
+
+
 @pytest.mark.parametrize("shape", ["loop", "deep", "unreadable"])
 def test_main_symref_chain_that_cannot_be_followed_refuses_every_ref_in_it(
     g: Guarded, shape: str

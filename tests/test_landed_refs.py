@@ -837,6 +837,30 @@ def test_main_moved_past_the_hooks_before_the_first_land_is_found(hub: Repo, whe
     assert list(landed_refs(hub)) == [ref(1)] and hub.sha(BASELINE) == base
 
 
+def test_no_land_through_a_link_at_main_that_git_reads_through(hub: Repo) -> None:
+    """Red team 14G F6: refs/heads/main a link to lane beta's admin HEAD (an earlier plain
+    write): main reads as the landed tip, so G5 saw nothing wrong, and the land's gate (or
+    lane beta) could move main through the link. Land refuses main_not_plain, its next
+    restore-main; then it lands."""
+    base = hub.sha()
+    alpha = hub.create("alpha")
+    beta = hub.create("beta")
+    assert_ok(commit_file(alpha, "w.txt", "w\n"))
+    git(beta, "switch", "-q", "--detach", "main")
+    admin = Path(git(beta, "rev-parse", "--absolute-git-dir").stdout.strip())
+    link = hub.common_dir / "refs" / "heads" / "main"
+    link.unlink()
+    os.symlink(os.path.relpath(admin / "HEAD", link.parent), link)
+    assert hub.sha() == base
+    r = hub.jlane("land", "alpha")
+    assert (r.rc, r.code) == (1, "main_not_plain"), r.stdout
+    assert r.json["next"][0].startswith("git lane restore-main")
+    assert hub.sha() == base and hub.jlane("restore-main").rc == 0
+    r = hub.jlane("land", "alpha")
+    assert (r.rc, r.code) == (0, "landed"), r.stdout
+    assert not link.is_symlink()
+
+
 def test_main_rewound_before_the_first_land_is_put_back_by_doctors_fix(hub: Repo) -> None:
     base = hub.sha()
     assert base is not None

@@ -162,10 +162,11 @@ def test_a_branch_delete_whose_command_cannot_be_read_is_refused(hub_on_side: Re
     r = subprocess.run(["sh", "-c", script], cwd=repo.path, env=env, text=True, capture_output=True)
     assert "git-lane: refused [hook_facts_unknown]" in r.stderr, r.stderr
     assert "/cmdline" in r.stderr
-    # the set-aside reflog is left where it is (this run cannot tell whose it is: red team
-    # 14F F4), and doctor's fix keeps it
+    # the set-aside reflog is x's (moved there just now, its last entry x's value, which the
+    # refused line names, and x has no reflog): put back (red team 14G F1/F5, gl_put_back)
     assert repo.sha("refs/heads/x") == x
-    assert (common / "logs/refs/.tmp-renamed-log").read_text() == log
+    assert (common / "logs/refs/heads/x").read_text() == log
+    assert not (common / "logs/refs/.tmp-renamed-log").exists()
 
 
 def test_a_branch_delete_during_a_rename_by_no_git_branch_is_refused(hub_on_side: Repo) -> None:
@@ -185,16 +186,75 @@ def test_a_branch_delete_during_a_rename_by_no_git_branch_is_refused(hub_on_side
     assert_ok(run(repo.path, "branch", "-D", "y"))
     # the refusal's next, doctor, names the set-aside reflog and a fix that moves it
     # into git-lane's kept/ (it is some branch's history: never deleted)
-    d = json.loads(repo.lane("doctor", "--json").stdout)
-    (fix,) = [c["fix"] for c in d["checks"] if c["name"] == "renamed log"]
-    assert subprocess.run(fix, shell=True, cwd=repo.path).returncode == 0, fix
-    assert not tmp.exists()
-    (kept,) = (repo.state_dir / "kept").glob("tmp-renamed-log.*")
+    (kept,) = _renamed_log_fixed(repo)
     assert kept.read_text() == "a reflog set aside\n"
+    # a second one, its fix printed in the same second, never replaces the first one kept
+    tmp.write_text("another\n")
+    assert sorted(p.read_text() for p in _renamed_log_fixed(repo)) == [
+        "a reflog set aside\n",
+        "another\n",
+    ]
     git(repo.path, "branch", "y", "x")
     assert_ok(run(repo.path, "update-ref", "-d", "refs/heads/y"))
     d = json.loads(repo.lane("doctor", "--json").stdout)
     assert [c["status"] for c in d["checks"] if c["name"] == "renamed log"] == ["ok"]
+
+
+def _renamed_log_fixed(repo: Repo) -> list[Path]:
+    """Run doctor's `renamed log` fix as printed; the set-aside reflogs kept/ holds then.
+    Its message says what git does with the file: a later rename replaces it."""
+    d = json.loads(repo.lane("doctor", "--json").stdout)
+    ((msg, fix),) = [(c["message"], c["fix"]) for c in d["checks"] if c["name"] == "renamed log"]
+    assert "replaces it" in msg and "refuses every later rename" not in msg, msg
+    assert subprocess.run(fix, shell=True, cwd=repo.path).returncode == 0, fix
+    assert not (repo.common_dir / "logs/refs/.tmp-renamed-log").exists()
+    return sorted((repo.state_dir / "kept").glob("tmp-renamed-log.*/tmp-renamed-log"))
+
+
+def test_a_rename_refused_by_any_parent_puts_its_own_reflog_back(hub_on_side: Repo) -> None:
+    """Red team 14G F1/F5: git moves OLD's reflog to logs/refs/.tmp-renamed-log, then
+    deletes OLD; a refusal ends git with no rollback. The hook put it back only for some
+    parents: not for a typo git autocorrects to branch (`brnch -m main y`: main's own
+    reflog was left aside), nor for `git remote rename` of a ref main's symbolic chain
+    leads through. One rule now, on every refusal: it goes back at the refused ref."""
+    repo = hub_on_side
+    common = repo.common_dir
+    main = repo.sha()
+    log = (common / "logs/refs/heads/main").read_text()
+    r = git(repo.path, "-c", "help.autocorrect=immediate", "brnch", "-m", "main", "y", check=False)
+    assert_refused(r)
+    assert repo.sha() == main
+    assert (common / "logs/refs/heads/main").read_text() == log
+    assert not (common / "logs/refs/.tmp-renamed-log").exists()
+    # a remote-tracking ref main's chain leads through, renamed with its remote
+    git(repo.path, "remote", "add", "old", "/nonexistent")
+    git(repo.path, "update-ref", "refs/remotes/old/x", main)
+    olog = (common / "logs/refs/remotes/old/x").read_text()
+    git(repo.path, "symbolic-ref", "refs/heads/main", "refs/remotes/old/x")  # git 2.39: unseen
+    r = git(repo.path, "remote", "rename", "old", "new", check=False)
+    assert_refused(r)
+    assert repo.sha("refs/remotes/old/x") == main
+    assert (common / "logs/refs/remotes/old/x").read_text() == olog
+    assert not (common / "logs/refs/.tmp-renamed-log").exists()
+
+
+def test_a_left_rename_log_of_another_commit_stays_for_doctor(hub_on_side: Repo) -> None:
+    """Red team 14G F1/F5: a reflog a rename that died earlier left aside (another
+    branch's history, its last entry another commit), then `git branch -M y main` with y
+    at a commit of its own and no reflog (git sets nothing aside for it): the hook moved
+    that file to logs/refs/heads/y before refusing, another branch's history now y's."""
+    repo = hub_on_side
+    common = repo.common_dir
+    tl = common / "logs" / "refs" / ".tmp-renamed-log"
+    other = repo.sha()
+    history = f"{'0' * 40} {other} A U Thor <a@example.com> 1700000000 +0000\tbranch: x\n"
+    tl.write_text(history)
+    git(repo.path, "-c", "core.logAllRefUpdates=false", "branch", "y", "x")
+    (common / "logs" / "refs" / "heads" / "y").unlink(missing_ok=True)
+    assert_refused(run(repo.path, "branch", "-M", "y", "main"))
+    assert repo.sha("refs/heads/y") == repo.sha("refs/heads/x")
+    assert tl.read_text() == history
+    assert not (common / "logs" / "refs" / "heads" / "y").exists()
 
 
 def test_autocorrected_rename_onto_main_keeps_a_branch_without_reflog(hub: Repo) -> None:

@@ -161,6 +161,41 @@ def test_kernel_stops_every_escape(hub: Repo, tmp_path: Path) -> None:
     assert _snapshot(hub, beta) == before
 
 
+@pytest.mark.parametrize("shape", ["read_through_link", "symbolic_ref"])
+def test_exec_sandbox_refuses_to_start_while_main_is_no_plain_ref(
+    hub: Repo, tmp_path: Path, shape: str
+) -> None:
+    """Red team 14G F6: main made, by an earlier plain write, a symbolic link git reads
+    through to the lane's admin HEAD (or a symbolic ref to the lane's branch, unseen on
+    git 2.39): the sandbox grants CMD that file, so a plain write of it moved main with
+    no ref transaction at all. exec --sandbox refuses to start (main_not_plain, nothing
+    run) until restore-main has made main plain; then CMD runs."""
+    lane_path = hub.create("alpha")
+    main = hub.sha() or ""
+    admin = Path(git(lane_path, "rev-parse", "--absolute-git-dir").stdout.strip())
+    evil = git(hub.path, "commit-tree", "-p", main, "-m", "evil", f"{main}^{{tree}}").stdout.strip()
+    link = hub.common_dir / "refs" / "heads" / "main"
+    if shape == "read_through_link":
+        git(lane_path, "switch", "-q", "--detach", "main")
+        target = admin / "HEAD"
+        link.unlink()
+        os.symlink(os.path.relpath(target, link.parent), link)
+    else:
+        target = hub.common_dir / "refs" / "heads" / "lane" / "alpha"
+        git(hub.path, "update-ref", "refs/heads/lane/alpha", main)
+        git(hub.path, "symbolic-ref", "refs/heads/main", "refs/heads/lane/alpha")  # unseen
+    assert hub.sha() == main
+    ran = lane_path / "attempted"  # (in the lane: CMD may write there)
+    cmd = f"printf '%s\\n' {evil} > {shlex.quote(str(target))}; touch {shlex.quote(str(ran))}"
+    r = hub.lane("exec", "--sandbox", "alpha", "--", "sh", "-c", cmd)
+    assert r.rc == 1 and "refused [main_not_plain]" in r.stderr, r.stderr
+    assert "Next: git lane restore-main && git lane exec --sandbox alpha -- sh -c " in r.stderr
+    assert not ran.exists() and hub.sha() == main
+    assert hub.lane("restore-main").rc == 0
+    r = hub.lane("exec", "--sandbox", "alpha", "--", "touch", str(lane_path / "ran"))
+    assert r.rc == 0 and (lane_path / "ran").exists(), r.stderr
+
+
 def test_lane_work_works_inside(hub: Repo, tmp_path: Path) -> None:
     lane_path = hub.create("alpha")
     body = r"""

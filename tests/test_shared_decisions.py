@@ -22,6 +22,7 @@ from guard import config, lock
 from guard.errors import Refusal, join_next
 from guard.policy import choose_main
 from guard.repo import Repo as GRepo
+from guard.repo import symlink_ref
 from guard.store import Epoch, Store
 
 COMMON = ROOT / "hooks" / "common.sh"
@@ -369,3 +370,66 @@ def test_refusal_line_sh_equals_python(
         "hook",
         1,
     )
+
+
+# -- which symbolic link git takes for a symbolic ref ------------------------------------
+LINK_TEXTS = [
+    "refs/heads/x",
+    "refs/remotes/o/x",
+    "refs/x",
+    "refs/heads/ü",
+    "refs/heads/a.b",
+    "refs/",
+    "refs",
+    "refsx/y",
+    "../../worktrees/a/HEAD",
+    "/abs/path/HEAD",
+    "refs/../../../worktrees/a/HEAD",
+    "refs/heads/.x",
+    "refs/heads/x.lock",
+    "refs/heads/x.lock/y",
+    "refs/heads/x/",
+    "refs/heads/x.",
+    "refs/heads//x",
+    "refs/heads/a..b",
+    "refs/heads/a b",
+    "refs/heads/a\tb",
+    "refs/heads/a\nb",
+    "refs/heads/a\x7fb",
+    "refs/heads/a~1",
+    "refs/heads/a^",
+    "refs/heads/a:b",
+    "refs/heads/a?",
+    "refs/heads/a*",
+    "refs/heads/a[b",
+    "refs/heads/a\\b",
+    "refs/heads/a@{1}",
+    "refs/heads/@",
+    "refs/heads/a@b",
+]
+
+
+def _link_decisions(text: str) -> tuple[bool, bool, bool]:
+    """(git's check-ref-format, gl_linkref, guard.repo.symlink_ref) for `text`."""
+    ours = sh('gl_linkref "$1"', text).returncode == 0
+    gits = subprocess.run(["git", "check-ref-format", text], capture_output=True).returncode == 0
+    gits = gits and text.startswith("refs/")
+    return gits, ours, symlink_ref(text)
+
+
+@pytest.mark.parametrize("text", LINK_TEXTS)
+def test_symbolic_link_text_sh_equals_python_equals_git(text: str) -> None:
+    """Red team 14G F6: git reads a link at a loose ref as a symbolic ref only when its
+    text begins refs/ and check_refname_format takes it; any other it reads through. The
+    hook (gl_linkref) took any `refs/?*` for a symbolic ref, so a link `refs/../..` was
+    followed as a chain git never follows; and doctor's `broken_ref_file` did the same."""
+    gits, ours, py = _link_decisions(text)
+    assert ours == py == gits, (text, gits, ours, py)
+
+
+@FIXTURE
+@given(rest=st.text(alphabet="ab./@{}~^:?*[\\ -\x7f\tlkoc", max_size=12))
+def test_symbolic_link_text_sh_equals_python_equals_git_generated(rest: str) -> None:
+    text = "refs/" + rest
+    gits, ours, py = _link_decisions(text)
+    assert ours == py == gits, (text, gits, ours, py)

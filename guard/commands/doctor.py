@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import stat
-import time
 from pathlib import Path
 from collections.abc import Callable
 
@@ -37,6 +36,9 @@ def finding(name: str, status: str, message: str, fix: str | None = None) -> Che
 # --updateref`), `git symbolic-ref`, `git branch -c/-m` on git 2.39. Each check below
 # names one command that puts back what the last land left.
 def check_main(repo: Repo) -> list[Check]:
+    link = repo.foreign_main_link()
+    if link is not None:
+        return [_foreign_main_link(repo, *link)]
     sha = repo.main_sha()
     refs = landed.all_landed(repo)
     last = landed.last(repo, refs)
@@ -105,6 +107,31 @@ def check_main(repo: Repo) -> list[Check]:
         )
     )
     return out
+
+
+def _foreign_main_link(repo: Repo, ref: str, text: str) -> Check:
+    """main's loose ref is a symbolic link git reads through (Repo.foreign_main_link):
+    failed whatever it reads as. restore-main moves the link into kept/ and makes main a
+    plain ref at the last landed tip; with nothing to go back to (no land, no baseline),
+    the next moves it into kept/ and makes main plain where it reads now."""
+    sha = repo.ref_sha(ref)
+    reads = f"it reads as {sha[:12]}" if sha else "it reads as no commit"
+    if landed.last(repo) is not None:
+        fix = "git lane restore-main"
+    else:
+        common = os.fspath(repo.common_dir)
+        _, moves = repo.kept_moves(ref.replace("/", "-"), common, [ref])
+        fix = join_next([*moves, *([f"git update-ref {ref} {sha} ''"] if sha else [])])
+    return finding(
+        "main",
+        FAIL,
+        f"{ref} is a symbolic link to {git.shown(text)}, which git reads through as a "
+        f"plain ref ({reads}): no symbolic ref (git writes those as refs/...), and "
+        "git-lane never makes one. Whoever may write the file it leads to (a lane may "
+        "write its own admin HEAD) moves main with no ref transaction, so the hooks refuse "
+        "every ref update and exec --sandbox refuses to start while it is there",
+        fix,
+    )
 
 
 def check_landed(repo: Repo) -> list[Check]:
@@ -363,25 +390,31 @@ def check_shallow(repo: Repo) -> list[Check]:
 
 
 def check_renamed_log(repo: Repo) -> list[Check]:
-    """`logs/refs/.tmp-renamed-log`: the reflog git sets aside while it renames a branch,
-    left when the rename died part way. git then refuses every later rename, and the
-    reference-transaction hook refuses a branch delete by anything but `git branch` (it
-    could be the first step of a rename onto main it cannot see): the file is moved into
-    git-lane's kept/, never deleted (it is some branch's history)."""
+    """`logs/refs/.tmp-renamed-log`: the reflog git sets aside while it renames a branch
+    (it moves OLD's reflog there, then deletes OLD), left when the rename died part way
+    (killed, or refused by a hook: git dies with no rollback, and the hook puts it back
+    only when it can tell it is that rename's, gl_put_back). git does not refuse a later
+    rename over it: the next rename of a branch with a reflog renames that branch's reflog
+    onto this name (rename(2) replaces the file), and this history is gone for good. The
+    reference-transaction hook refuses a branch delete by anything but `git branch`
+    while it is there (it could be the first step of a rename onto main it cannot see).
+    The fix moves it into a fresh directory of git-lane's kept/ (`mkdir` of a new name
+    fails rather than reuse one, so nothing kept is ever replaced), never deletes it."""
     path = os.path.join(os.path.realpath(repo.common_dir), "logs", "refs", ".tmp-renamed-log")
     if not os.path.lexists(path):
         return [finding("renamed log", OK, "no branch rename left its reflog set aside")]
-    kept = repo.store.dir / "kept"
-    dest = kept / f"tmp-renamed-log.{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    dest = repo.kept_dir("tmp-renamed-log")
     return [
         finding(
             "renamed log",
             WARN,
-            f"{path} is a reflog git set aside for a branch rename that did not finish: git "
-            "refuses every later rename while it is there, and git-lane's hook refuses "
-            "branch deletes by anything but git branch; move it aside (it is some branch's "
-            "history: read it with cat)",
-            f"mkdir -p -- {q(kept)} && mv -- {q(path)} {q(dest)}",
+            f"{path} is a reflog git set aside for a branch rename that did not finish "
+            "(killed, or refused): the next rename of a branch that has a reflog replaces "
+            "it, losing this history for good, and git-lane's hook refuses branch deletes "
+            "by anything but git branch while it is there; move it aside (it is some "
+            "branch's history: read it with cat)",
+            f"mkdir -p -- {q(dest.parent)} && mkdir -- {q(dest)} && "
+            f"mv -- {q(path)} {q(dest / 'tmp-renamed-log')}",
         )
     ]
 

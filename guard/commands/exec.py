@@ -334,6 +334,9 @@ def run(
     confine, warnings = _sandbox(
         repo, key, sandbox, _command(key, argv, " -c" if create_first else "")
     )
+    if confine:
+        flags = (" --sandbox" if sandbox else "") + (" -c" if create_first else "")
+        _main_plain(repo, _command(key, argv, flags))
     if create_first:
         from guard.commands import create
 
@@ -347,6 +350,37 @@ def run(
         if warn is not None:
             warn(w)
     return _supervise(repo, key, list(argv), retry, confine, warn)
+
+
+def _main_plain(repo: Repo, retry: str) -> None:
+    """Refuse to confine CMD while main's loose ref is no plain ref: a symbolic link git
+    reads through (Repo.foreign_main_link), or a symbolic ref. git reads main from what
+    either leads to, and what it leads to may be a file the sandbox lets CMD write (its
+    own admin `HEAD`, its branch's loose ref, a file in the lane): CMD would then move
+    main with no ref transaction, which no layer sees. Either was made by a process
+    outside the sandbox (CMD may not write refs/heads/), so this look before CMD starts
+    holds for the whole run. doctor fails both; restore-main makes main plain again."""
+    link = repo.foreign_main_link()
+    if link is not None:
+        what = f"a symbolic link to {git.shown(link[1])}, which git reads through as a plain ref"
+        ref = link[0]
+    else:
+        try:
+            ref = repo.main_ref
+        except Refusal:
+            return  # no main to read: nothing leads it anywhere (the engine says so itself)
+        target = git.symref(repo.common_dir, ref)
+        if target is None:
+            return
+        what = f"a symbolic ref to {target}"
+    raise Refusal(
+        "main_not_plain",
+        f"{ref} is {what}: main moves whenever what it leads to is written, and CMD may "
+        "write some of that with no ref transaction (its admin HEAD, its branch's ref "
+        "file), so the sandbox cannot keep main; nothing was run (git lane doctor fails it)",
+        next=["git lane restore-main", retry],
+        details={"ref": ref, "link": link[1] if link is not None else None},
+    )
 
 
 def _for_exec(r: Refusal, key: str, argv: Sequence[str]) -> None:

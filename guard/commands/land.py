@@ -888,7 +888,19 @@ def _run_gate(
 def g5_main_as_landed(repo: Repo, main_before: str) -> None:
     """G5: a land starts from where the last land left main. Had something else moved it
     (a reflog rewind, a branch copy, a commit with the hooks off), building on it would
-    make that unreviewed state landed history; so the owner puts main back first."""
+    make that unreviewed state landed history; so the owner puts main back first. A main
+    read through a link (Repo.foreign_main_link) is refused whatever it reads as: what the
+    link leads to may be written by anyone who may write that file (a gate, a lane)."""
+    link = repo.foreign_main_link()
+    if link is not None:
+        raise Refusal(
+            "main_not_plain",
+            f"{link[0]} is a symbolic link to {git.shown(link[1])}, which git reads through "
+            "as a plain ref: whoever may write the file it leads to moves main with no ref "
+            "transaction, so nothing lands until restore-main has made main plain again",
+            next=["git lane restore-main" + lane.OWNER_NOTE],
+            details={"ref": link[0], "link": link[1]},
+        )
     last = landed.last(repo)
     if last is None or last.sha == main_before:
         return

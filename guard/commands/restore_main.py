@@ -5,8 +5,10 @@ transaction (a reflog rewind, a branch copy, main made a symbolic ref).
 Only ever a fast-forward back to the landed tip (main an ancestor of it), or turning a
 symbolic main back into a plain ref at it (the commits of its target stay on the target).
 A loose main file git cannot read as a ref (empty or garbled: a write cut short; a link to
-a directory) is first moved into kept/, never deleted; main is then what lies beneath it
-(a packed value, or nothing) and is put back as above.
+a directory), or a symbolic link git reads through whatever it reads as (its text no
+`refs/...`: whoever may write the file it leads to moves main unseen), is first moved into
+kept/, never deleted; main is then what lies beneath it (a packed value, or nothing) and is
+put back as above.
 Main ahead of the landed tip, or off to the side, holds commits no land put there: that is
 refused, naming them, for the owner to decide. Runs under the integration lock with the
 lock record naming exactly this move, as land does, so the reference-transaction hook
@@ -72,7 +74,9 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
             next=["git lane doctor"],
             details={"epoch": last.epoch, "landed": last.sha, "from": where},
         )
-    kept = _set_aside(repo, main_ref)
+    link = repo.foreign_main_link()
+    link_text = link[1] if link is not None and link[0] == main_ref else None
+    kept = _set_aside(repo, main_ref, link_text is not None)
     target = git.symref(repo.common_dir, main_ref, first=True)  # main's own, not its chain's end
     cur = repo.ref_sha(main_ref) or "0" * len(last.sha)  # a dangling symbolic main: none
     details = {
@@ -121,7 +125,12 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
         carried,
         hub.path if hub is not None else None,
     )
-    if kept is not None:
+    if kept is not None and link_text is not None:
+        res["warnings"].append(
+            f"{main_ref} was a symbolic link to {git.shown(link_text)}, which git read "
+            f"through as a plain ref (no symbolic ref): it is kept at {kept}"
+        )
+    elif kept is not None:
         res["warnings"].append(
             f"{main_ref} was a file git could not read as a ref (a write cut short, a link): "
             f"it is kept at {kept}"
@@ -171,17 +180,21 @@ def _update(
             ) from None
 
 
-def _set_aside(repo: Repo, main_ref: str) -> str | None:
+def _set_aside(repo: Repo, main_ref: str, foreign: bool = False) -> str | None:
     """Where a broken loose main file (Repo.broken_ref_file: empty, garbled, a link git
-    reads as no ref) was moved, or None when main is no such file. git refuses every
-    update of such a ref ("reference broken"), so it is moved out of the way: one rename
+    reads as no ref) or a foreign link (`foreign`: Repo.foreign_main_link, a link git
+    reads through, whatever it reads as) was moved, or None when main is no such file.
+    git refuses every update of a broken ref ("reference broken"), and writes main
+    through a foreign link (the hooks refuse every update while one is there), so it is
+    moved out of the way: one rename
     through directory fds (a link moved itself, never followed) into
     `<common>/git-lane/kept/`, never deleted (it may be someone's data), under the
     integration lock. Refused, naming the `mv`, when it cannot be moved there."""
-    if repo.ref_sha(main_ref) is not None or git.symref(repo.common_dir, main_ref, first=True):
-        return None
-    if not repo.broken_ref_file(main_ref):
-        return None
+    if not foreign:
+        if repo.ref_sha(main_ref) is not None or git.symref(repo.common_dir, main_ref, first=True):
+            return None
+        if not repo.broken_ref_file(main_ref):
+            return None
     parent, _, name = main_ref.rpartition("/")
     kept = repo.kept_dir(main_ref.replace("/", "-"))
     common = os.fspath(repo.common_dir)
