@@ -69,9 +69,10 @@ def scan(
     open never blocks); nothing deeper than `depth` levels below `rel`. The fd is the
     directory that was listed, so an unlink through it removes what was seen there,
     wherever the lane moved a name since. The directories of `rel` named in `skip` are
-    listed but not entered. A directory the caller may not open (its mode: a lane may
-    chmod its own directories 0100, and git opens a file in it by name all the same) is
-    added to `refused`, when given."""
+    listed but not entered, and so are those the caller removes from a yielded entries
+    list before it asks for the next (as os.walk's dirnames). A directory the caller may
+    not open (its mode: a lane may chmod its own directories 0100, and git opens a file
+    in it by name all the same) is added to `refused`, when given."""
     fd, _ = walk(root, rel)
     yield from _scan(os.path.normpath(rel), fd, depth, skip, refused)
 

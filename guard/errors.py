@@ -163,6 +163,12 @@ CODES: dict[str, Code] = _codes(
         "G11",
         "a lane worktree holds a submodule, or part of it could not be removed through fds",
     ),
+    (
+        "worktree_unreadable",
+        "engine",
+        "G11",
+        "release could not look at every directory of the lane worktree for git dirs",
+    ),
     ("lane_busy", "engine", "G11", "a git command is writing in the lane (its index.lock exists)"),
     ("lane_changed_during_release", "engine", "G11", "the lane branch moved while release ran"),
     (

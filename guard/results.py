@@ -125,10 +125,11 @@ class ReleaseResult(TypedDict):
     recover_worktree_refs: NotRequired[list[str]]
     hub: NotRequired[str | None]  # where to go when the command ran inside the lane
     next: NotRequired[list[str]]
-    # a forced release keeps the lane's submodule git dirs (their commits) here
+    # release keeps the lane's submodule git dirs and every git dir in its worktree
+    # (their commits) here
     kept_modules: NotRequired[str | None]
     # what that copy left out: links, FIFOs, sockets, devices (none holds a commit) and
-    # directories the owner may not open, relative to the admin dir
+    # directories the owner may not open, relative to the admin dir or the worktree
     kept_modules_skipped: NotRequired[list[str]]
 
 

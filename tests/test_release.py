@@ -590,9 +590,11 @@ def test_release_confirm_never_removes_a_running_lanes_worktree_by_path(
     emptying with a link (renameat2 RENAME_EXCHANGE, both names in its worktree) and the
     owner's release unlinked every file of a directory outside the lane (red team 14A).
     The release of a lane with nothing to lose (`git worktree remove LANE`) did the same.
-    The worktree and its admin dir go through directory fds only: what remove_tree
-    leaves (here a chain deeper than dirfd.TREE_DEPTH, which git's removal by path took)
-    is a refusal with the branch and the lane's record kept, and its next works."""
+    The worktree and its admin dir go through directory fds only: a chain deeper than
+    dirfd.TREE_DEPTH (which git's removal by path took, and remove_tree would leave) is
+    refused before anything is removed (red team 14G F4: release looks at every directory
+    for git dirs first, worktree_unreadable), the branch and the lane's record kept, and
+    its next, which moves the worktree aside whole, works as written."""
     from guard import dirfd
 
     lp = repo.create("alpha")
@@ -611,18 +613,22 @@ def test_release_confirm_never_removes_a_running_lanes_worktree_by_path(
         os.close(fd)
     try:
         r = repo.jlane("release", "alpha", *(CONFIRM if confirm else ()))
-        assert (r.rc, r.code) == (1, "worktree_remove_failed"), r.stdout
+        assert (r.rc, r.code) == (1, "worktree_unreadable"), r.stdout
         assert (lp / "d").is_dir(), "release removed the lane's deep tree by path (git)"
+        assert (lp / "wip.txt").exists() == confirm  # nothing removed
         assert repo.sha("refs/heads/lane/alpha") == tip
         assert record(repo, "alpha")["status"] == "active"
         assert admin.is_dir() and wt_block(repo, lp) is not None  # git's record kept
-        rm, again = r.json["next"]
-        assert rm == f"rm -rf -- {lp}", rm
-        subprocess.run(rm, shell=True, check=True)  # the owner's, as written
+        mv, again = r.json["next"]
+        aside = Path(r.json["details"]["aside"])
+        subprocess.run(mv, shell=True, check=True)  # the owner's, as written
         r = repo.jlane(*again.split()[2:])
         assert (r.rc, r.code) == (0, "released"), r.stdout
+        assert (aside / "d" / "d").is_dir() and (aside / "wip.txt").exists() == confirm
     finally:  # pytest's own rmtree of its temp dirs would recurse as deep
         subprocess.run(["rm", "-rf", str(lp)], check=False)
+        for left in lp.parent.glob(lp.name + ".moved-aside-*"):
+            subprocess.run(["rm", "-rf", str(left)], check=False)
     assert_removed(repo, lp)
     assert not admin.exists()
 
@@ -732,6 +738,21 @@ def test_release_next_keeps_a_landed_submodule_commit_of_a_lane_made_repository(
     release as its next; that one copied only `<admin>/modules` and removed `sub/.git`
     with the worktree: the submodule commit main records existed nowhere any more. The
     `.git` of every gitlink of the lane is copied into kept/ too."""
+    lp, s = _landed_repository(hub)
+    res = _release_as_told(hub)
+    kept = res.get("kept_modules")
+    assert isinstance(kept, str) and _kept_has(kept, s), (
+        f"submodule commit {s}, recorded on main, was deleted with the lane: {res}"
+    )
+    copy = Path(kept) / "worktree-gitdirs" / "sub" / ".git"
+    assert git(copy, "log", "-1", "--format=%s", s).stdout.strip() == "sub work"
+    assert not lp.exists()
+
+
+def _landed_repository(hub: Repo) -> tuple[Path, str]:
+    """Lane alpha makes repository `sub` (a commit), commits it as a gitlink and lands:
+    main records sub's commit, which only `sub/.git` holds. Returns (the lane's path,
+    sub's commit)."""
     lp = hub.create("alpha")
     sub = lp / "sub"
     git(lp, "init", "-q", "-b", "main", "sub")
@@ -744,14 +765,7 @@ def test_release_next_keeps_a_landed_submodule_commit_of_a_lane_made_repository(
     r = hub.jlane("land", "alpha")
     assert r.rc == 0, r.stdout
     assert f"160000 commit {s}\tsub" in git(hub.path, "ls-tree", "main", "sub").stdout
-    res = _release_as_told(hub)
-    kept = res.get("kept_modules")
-    assert isinstance(kept, str) and _kept_has(kept, s), (
-        f"submodule commit {s}, recorded on main, was deleted with the lane: {res}"
-    )
-    copy = Path(kept) / "worktree-gitdirs" / "sub" / ".git"
-    assert git(copy, "log", "-1", "--format=%s", s).stdout.strip() == "sub work"
-    assert not lp.exists()
+    return lp, s
 
 
 def _kept_has(kept: str | None, sha: str) -> bool:
@@ -900,3 +914,125 @@ def test_release_copies_a_hard_linked_modules_file_once(repo: Repo) -> None:
         inodes = {(copy / n).stat().st_ino for n in ["pack", *(f"pack{i}" for i in range(40))]}
         vfs = os.statvfs(kept_dir)
         assert len(inodes) == 1 and (vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize < 5 << 20
+
+
+# -- red team 14G: every git dir in the worktree, found by a walk -----------------------------
+def test_a_confirmed_release_keeps_a_landed_repository_the_lane_no_longer_tracks(
+    hub: Repo,
+) -> None:
+    """Red team 14G F4 (HIGH): after landing repository `sub` the lane drops its gitlink
+    (`git rm --cached sub`, committed): sub/ is untracked, its `.git` the only home of the
+    commit main's tree points at. The confirmed release (the refusal's discard) kept the
+    `.git` of gitlinks in the lane's index, HEAD and tip only, and deleted `sub/.git`.
+    Every git dir in the worktree is kept, found by a walk, not by listing gitlinks."""
+    lp, s = _landed_repository(hub)
+    git(lp, "rm", "-q", "--cached", "sub")
+    git(lp, "commit", "-q", "-m", "untrack sub")
+    r = hub.jlane("release", "alpha")
+    assert (r.rc, r.code) == (1, "unlanded_work"), r.stdout
+    discard = r.json["next"][-1]
+    assert discard == "git lane release alpha --confirm yes-discard-lane", r.stdout
+    r = hub.jlane(*discard.split()[2:])
+    assert (r.rc, r.code) == (0, "released"), r.stdout
+    kept = r.json["kept_modules"]
+    assert _kept_has(kept, s), f"sub's commit {s}, recorded on main, was deleted: {r.stdout}"
+    copy = Path(kept) / "worktree-gitdirs" / "sub" / ".git"
+    assert git(copy, "log", "-1", "--format=%s", s).stdout.strip() == "sub work"
+    assert not lp.exists()
+
+
+def test_a_clean_release_keeps_a_git_dir_that_git_status_never_shows(hub: Repo) -> None:
+    """A `.git` in a tracked directory is one `git status` never lists (git skips every
+    entry named `.git`): the lane lands repository `sub`, then untracks it and moves its
+    `.git` into tracked `docs/`, and lands that. The lane is clean and landed, so the
+    release needs no confirmation, and removed `docs/.git`, the only home of a commit
+    main's history records, unasked. The clean release keeps every git dir too."""
+    lp, s = _landed_repository(hub)
+    (lp / "docs").mkdir()
+    (lp / "docs" / "a.txt").write_text("a\n")
+    git(lp, "add", "docs")
+    git(lp, "rm", "-q", "--cached", "sub")
+    git(lp, "commit", "-q", "-m", "docs, and sub untracked")
+    (lp / "sub" / ".git").rename(lp / "docs" / ".git")
+    shutil.rmtree(lp / "sub")
+    assert git(lp, "status", "--porcelain", "--ignored").stdout == ""
+    assert hub.jlane("land", "alpha").rc == 0
+    r = hub.jlane("release", "alpha")
+    assert (r.rc, r.code) == (0, "released"), r.stdout
+    kept = r.json["kept_modules"]
+    assert _kept_has(kept, s), f"sub's commit {s}, in main's history, was deleted: {r.stdout}"
+    assert (Path(kept) / "worktree-gitdirs" / "docs" / ".git" / "HEAD").is_file()
+    assert_removed(hub, lp)
+
+
+def test_a_confirmed_release_keeps_a_separate_git_dir_in_the_worktree(hub: Repo) -> None:
+    """`git init --separate-git-dir`: `sub/.git` is a file naming `.sub-git`, a git dir
+    in the worktree under another name; main records sub's commit. release followed a
+    gitlink's `.git` file only into `<admin>/modules/`: `.sub-git` was deleted. A
+    directory that looks like a git dir to git (HEAD, objects/, refs/) is kept whole."""
+    lp = hub.create("alpha")
+    git(lp, "init", "-q", "-b", "main", "--separate-git-dir", str(lp / ".sub-git"), "sub")
+    (lp / "sub" / "s.txt").write_text("s\n")
+    git(lp / "sub", "add", "s.txt")
+    git(lp / "sub", "commit", "-q", "-m", "sub work")
+    s = git(lp / "sub", "rev-parse", "HEAD").stdout.strip()
+    (lp / ".gitignore").write_text("/.sub-git/\n")
+    git(lp, "add", "sub", ".gitignore")
+    git(lp, "commit", "-q", "-m", "add sub")
+    assert hub.jlane("land", "alpha").rc == 0
+    r = hub.jlane("release", "alpha", *CONFIRM)
+    assert (r.rc, r.code) == (0, "released"), r.stdout
+    kept = r.json["kept_modules"]
+    assert _kept_has(kept, s), f"sub's commit {s}, recorded on main, was deleted: {r.stdout}"
+    assert (Path(kept) / "worktree-gitdirs" / ".sub-git" / "HEAD").is_file()
+
+
+def test_release_refuses_a_worktree_with_more_git_dirs_than_it_keeps(repo: Repo) -> None:
+    """Past GITDIR_MAX git dirs release refuses (worktree_unreadable) rather than delete
+    one it did not keep; nothing is removed, and its next (the worktree moved aside
+    whole, then the release again) works as written."""
+    from guard.commands import release
+
+    lp = repo.create("alpha")
+    for i in range(release.GITDIR_MAX + 1):
+        (lp / f"r{i}" / ".git").mkdir(parents=True)
+    r = repo.jlane("release", "alpha", *CONFIRM)
+    assert (r.rc, r.code) == (1, "worktree_unreadable"), r.stdout
+    assert (lp / "r0" / ".git").is_dir() and repo.sha("refs/heads/lane/alpha") is not None
+    assert record(repo, "alpha")["status"] == "active"
+    mv, again = r.json["next"]
+    aside = Path(r.json["details"]["aside"])
+    subprocess.run(mv, shell=True, check=True)  # the owner's, as written
+    r = repo.jlane(*again.split()[2:])
+    assert (r.rc, r.code) == (0, "released"), r.stdout
+    assert (aside / "r0" / ".git").is_dir()
+
+
+def test_release_refuses_a_worktree_directory_it_may_not_read(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A directory of the worktree release may not open (a lane may chmod its own 000; the
+    tests run as root, so the open's EACCES is made here) could hold a `.git`: refused
+    worktree_unreadable, its next the worktree moved aside, its alternative a chmod."""
+    from guard import dirfd
+    from guard.commands import release
+    from guard.errors import Refusal
+
+    lp = repo.create("alpha")
+    (lp / "locked" / "sub").mkdir(parents=True)
+    real_open = os.open
+
+    def no_locked(name: str, flags: int, *a: object, **kw: object) -> int:
+        if name == "locked" and kw.get("dir_fd") is not None:
+            raise PermissionError(13, "Permission denied", name)
+        return real_open(name, flags, *a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(dirfd.os, "open", no_locked)
+    with pytest.raises(Refusal) as exc:
+        release._embedded_git_dirs("alpha", str(lp), "git lane release alpha")
+    assert exc.value.code == "worktree_unreadable", exc.value.message
+    assert "locked" in exc.value.message
+    assert exc.value.next[0].startswith(f"mv -T -- {shlex.quote(str(lp))} ")
+    assert exc.value.alternatives == [
+        f"chmod -R u+rwX -- {shlex.quote(str(lp))} && git lane release alpha"
+    ]

@@ -18,7 +18,6 @@ import errno
 import os
 import stat
 import time
-from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from collections.abc import Iterator
@@ -146,11 +145,11 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
         if present:
             if confirmed:
                 admin = _pinned_admin(repo, key, rec.path)
-                kept_modules, kept_skipped = keep_modules(repo, key, rec.path, tip=work.tip)
+                kept_modules, kept_skipped = keep_modules(repo, key, rec.path)
                 _drop_modules(rec.path)  # kept: gone through fds, as git could not
                 _remove_by_fds(key, rec.path, admin)
             else:
-                _remove_clean_worktree(repo, key, rec.path)
+                kept_modules, kept_skipped = _remove_clean_worktree(repo, key, rec.path)
         elif gone_admin is not None:  # gone by hand: git's record goes through fds as well
             # its submodule git dirs are kept first (nothing to confirm: a copy loses nothing)
             kept_modules, kept_skipped = keep_modules(
@@ -462,18 +461,18 @@ def keep_modules(
     path: str,
     worktree: bool = True,
     again: str | None = None,
-    tip: str | None = None,
 ) -> tuple[str | None, list[str]]:
     """The git dirs of the lane's populated submodules live in its admin dir
     (`worktrees/<id>/modules/`), which a forced removal deletes, with every submodule
-    commit made in the lane: one main may already record. So do the `.git` directories of
-    repositories made in the worktree and committed as gitlinks (`git init sub && git add
-    sub`: an embedded repository, its git dir `sub/.git`). Both are copied into git-lane's
-    `kept/` first, as `alpha-modules-20260101T000000Z/` for lane alpha (never deleted):
-    `<admin>/modules/NAME` as `NAME/`, a gitlink `PATH`'s `.git` (when `worktree`: the
-    checkout is there; gitlinks of its index, its HEAD and the branch's `tip`) as
-    `worktree-gitdirs/PATH/.git`. Returns that path (None when the
-    lane has neither) and what was not copied.
+    commit made in the lane: one main may already record. So do the git dirs of
+    repositories made in the worktree (`git init sub`: its git dir `sub/.git`, committed
+    as a gitlink or not, or not any more). Both are copied into git-lane's `kept/` first,
+    as `alpha-modules-20260101T000000Z/` for lane alpha (never deleted):
+    `<admin>/modules/NAME` as `NAME/`, and (when `worktree`: the checkout is there) every
+    git dir `_embedded_git_dirs` finds in it, `PATH/.git` as `worktree-gitdirs/PATH/.git`
+    (a bare-looking `PATH` as `worktree-gitdirs/PATH`). Returns that path (None when the
+    lane has neither) and what was not copied. A worktree it cannot look at all of is
+    refused `worktree_unreadable`, with `again` after moving it aside.
 
     The admin dir and the worktree can be written from the lane: the copy is made through
     directory fds (guard/dirfd.py: no link followed, no open that blocks), of regular
@@ -494,17 +493,15 @@ def keep_modules(
             sources.append((str(gd), "modules", "."))
     except OSError:
         pass
-    embedded, nested_skipped = (
-        _embedded_git_dirs(repo, key, path, tip, gd) if worktree else ([], [])
-    )
+    embedded = _embedded_git_dirs(key, path, again) if worktree else []
     if not sources and not embedded:
-        return None, nested_skipped
+        return None, []
     dest = repo.store.dir / "kept" / f"{key}-modules-{now_iso().replace(':', '')}"
     n = 0
     while os.path.lexists(dest.with_name(dest.name + (f"-{n}" if n else ""))):
         n += 1
     dest = dest.with_name(dest.name + (f"-{n}" if n else ""))
-    skipped: list[str] = list(nested_skipped)
+    skipped: list[str] = []
     refused: list[str] = []
     repos: list[Path] = []
     copies: dict[tuple[int, int], Path] = {}  # (st_dev, st_ino) -> its copy
@@ -518,7 +515,7 @@ def keep_modules(
             while top + (f"-{m}" if m else "") in names:
                 m += 1
             top += f"-{m}" if m else ""
-            sources += [(path, f"{name}/.git", f"{top}/{name}/.git") for name in embedded]
+            sources += [(path, rel, f"{top}/{rel}") for rel in embedded]
         _check_room(repo, key, dest, sources, again)
         dest.mkdir()
         for root, rel, into in sources:
@@ -575,173 +572,98 @@ def _module_names(gd: Path | None) -> list[str]:
         return []
 
 
-# how many repositories deep keep_modules looks for repositories nested in one the lane
-# made (or in a submodule's checkout), and how many it looks into in all: past either, a
-# repository is named in kept_modules_skipped, never walked (a lane can nest them without end)
-NESTED_DEPTH = 16
-NESTED_MAX = 512
-# a nested repository's config is the lane's to write: git lists its gitlinks with no
-# program it could name run as the owner: no fsmonitor, no submodule recursion, no hooks,
-# no auto maintenance, and no transport (a lazy fetch of a missing object in a "partial
-# clone" would run its remote's upload-pack or ssh command)
-NESTED_CONFIG = (
-    *git.LANE_CONFIG,
-    "-c", "core.hooksPath=/dev/null/no-hooks",
-    "-c", "maintenance.auto=false",
-    "-c", "gc.auto=0",
-    "-c", "protocol.allow=never",
-    "-c", "fetch.recurseSubmodules=false",
-)  # fmt: skip
-NESTED_ENV = {"GIT_ALLOW_PROTOCOL": "", "GIT_NO_LAZY_FETCH": "1", "GIT_OPTIONAL_LOCKS": "0"}
+# how deep release looks for git dirs in the lane's worktree: every directory that
+# dirfd.remove_tree can remove (TREE_DEPTH levels, the root among them) is looked at, so a
+# tree deeper than that is refused before anything goes, never half removed; and how many
+# git dirs it keeps (each is copied whole). Past either, or at a directory it may not read,
+# release refuses (worktree_unreadable) rather than delete what it did not look at
+GITDIR_DEPTH = 199  # dirfd.TREE_DEPTH less the root
+GITDIR_MAX = 512
 
 
-def _embedded_git_dirs(
-    repo: Repo, key: str, path: str, tip: str | None, admin: Path | None = None
-) -> tuple[list[str], list[str]]:
-    """The gitlinks of the lane (its index, its HEAD, its branch's tip) whose `.git` in
-    the worktree is a directory: a repository made there, whose commits (one main may
-    record) are nowhere else; and, looked for in each of those and in each populated
-    submodule (its git dir under the lane's admin dir `admin`), the gitlinks of its own
-    index and HEAD whose `.git` is a directory, and so on down (NESTED_DEPTH, NESTED_MAX:
-    past them a repository is named in the second list, what was not looked into). A
-    gitlink under a link is not in the worktree (the removal unlinks the link): not
-    named. Refused `worktree_remove_failed` when git cannot list them: nothing is removed
-    that could hold such a commit."""
-    names: set[str] = set()
-    listings = [
-        (["ls-files", "-s", "-z"], path),
-        (["ls-tree", "-r", "-z", "--full-tree", "HEAD"], path),
-    ]
-    if tip is not None:  # the branch's tip, should HEAD be elsewhere
-        listings.append((["ls-tree", "-r", "-z", "--full-tree", tip], str(repo.common_dir)))
-    for argv, where in listings:
-        res = git.run(argv, where, check=False, timeout=git.lane_read_timeout())
-        names |= _gitlinks(key, path, argv, res, f"lane {key}")
-    out: set[str] = set()
-    skipped: list[str] = []
-    # (its place in the worktree, how many repositories deep): each one to look into
-    todo = deque((name, 1) for name in sorted(names))
-    seen: set[str] = set()
-    while todo:
-        name, depth = todo.popleft()
-        gitdir = _git_dir_of(path, name, admin, out)
-        if gitdir is None or gitdir in seen:
-            continue  # no repository there, or one already looked into
-        seen.add(gitdir)
-        if gitdir == os.path.join(path, name, ".git"):
-            out.add(name)
-        if depth > NESTED_DEPTH or len(seen) > NESTED_MAX:
-            skipped.append(
-                f"{name}/ (a repository nested too deep, or one too many: "
-                "its gitlinks not looked at)"
-            )
-            continue
-        todo += [
-            (f"{name}/{n}", depth + 1)
-            for n in sorted(_nested_gitlinks(repo, key, path, name, gitdir))
-        ]
-    return sorted(out), skipped
+def _embedded_git_dirs(key: str, path: str, again: str) -> list[str]:
+    """Every git dir in the lane's worktree at `path`, relative to it: each directory
+    named `.git` (at any depth, the root's among them: a repository made in the lane,
+    `git init sub`, whose commits, one main may record, are nowhere else, whether or not
+    a gitlink of the lane names it now: `git rm --cached sub` leaves `sub/.git` the only
+    home of a commit main's tree points at, red team 14G F4; a `.git` moved into a
+    tracked directory, which `git status` never shows), and each directory below the root
+    that looks like one to git (`HEAD` and `objects/` and `refs/`, or `HEAD` and a
+    `commondir` file: a bare or separate git dir, `git init --separate-git-dir`). Neither
+    is entered: the copy takes it whole. A `.git` file (a submodule's, a linked worktree's)
+    names a git dir elsewhere: in `<admin>/modules/` (copied whole), in the worktree (found
+    here as a directory that looks like a git dir) or outside (not removed).
 
-
-def _gitlinks(key: str, path: str, argv: list[str], res: git.GitResult, what: str) -> set[str]:
-    """The gitlinks git listed (`ls-files -s` or `ls-tree -r`) in `res`; a listing git
-    could not make is refused (an `ls-tree` of no commit yet: none, the index says all)."""
-    if not res.ok and argv[0] == "ls-tree" and "Not a valid object name" in res.stderr:
-        return set()
-    if not res.ok:
-        raise Refusal(
-            "worktree_remove_failed",
-            f"git could not list the gitlinks of {what} (`git {argv[0]}`: "
-            f"{res.stderr.strip()[:300]}): a repository made in its worktree may hold "
-            "commits found nowhere else; nothing was removed",
-            next=[f"{git.owner_git(path)} status", f"git lane release {key}"],
-            details={"lane": key, "path": path, "stderr": res.stderr},
-        )
-    out: set[str] = set()
-    for entry in res.z():
-        meta, _, name = entry.partition("\t")
-        if meta.startswith("160000 ") and not git.unsafe_entry_name(name):
-            out.add(name)
-    return out
-
-
-def _git_dir_of(path: str, name: str, admin: Path | None, kept: set[str]) -> str | None:
-    """The git dir of the repository checked out at `name` in the lane at `path`, reached
-    without a link: its `.git` directory there, or, when `.git` is a file (a populated
-    submodule), the directory it names when that lies in `<admin>/modules/` or in a
-    `.git` directory kept (`kept`), all of which the copy takes. None otherwise: nothing
-    there, under a link, or a git dir elsewhere (not removed with the worktree)."""
+    Found by a walk over directory fds (dirfd.scan: no link followed, so nothing outside
+    the worktree is looked at or kept; no open that blocks), from the kernel's d_type (no
+    stat per file: a node_modules of 100k files is a fraction of a second), never by
+    listing gitlinks (the lane's index, HEAD and tip: what they no longer name was lost)
+    and never by running git in a repository the lane made. A directory the owner may not
+    open (its mode: the lane may chmod it), a tree deeper than GITDIR_DEPTH levels or more
+    than GITDIR_MAX git dirs are refused `worktree_unreadable`: nothing is removed."""
     from guard import dirfd
 
+    found: list[str] = []
+    refused: list[str] = []
+    deep: list[str] = []
+    failed: OSError | None = None
     try:
-        dfd, _ = dirfd.walk(path, name)
-    except OSError:
-        return None  # not there, or under a link: not in the worktree
-    try:
-        st = os.stat(".git", dir_fd=dfd, follow_symlinks=False)
-        if stat.S_ISDIR(st.st_mode):
-            return os.path.join(path, name, ".git")
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        line = dirfd.read(dfd, ".git", limit=4096).decode("utf-8", "surrogateescape")
-    except (OSError, UnicodeDecodeError):
-        return None
-    finally:
-        os.close(dfd)
-    if not line.startswith("gitdir: "):
-        return None
-    real = os.path.realpath(path)  # git wrote the path from real ones
-    target = os.path.normpath(os.path.join(real, name, line[8:].strip()))
-    # (a trusted root, the place under it the copy takes): walked from the root, no link
-    roots = [(real, os.path.join(real, k, ".git")) for k in kept]
-    if admin is not None:
-        top = os.path.realpath(admin)
-        roots.append((top, os.path.join(top, "modules")))
-    for root, under in roots:
-        if not target.startswith(under + os.sep):
-            continue
-        try:  # a directory, reached from the trusted root without a link
-            fd, _ = dirfd.walk(root, os.path.relpath(target, root))
-        except OSError:
-            return None
-        os.close(fd)
-        return target
-    return None
-
-
-def _nested_gitlinks(repo: Repo, key: str, path: str, name: str, gitdir: str) -> set[str]:
-    """The gitlinks of the index and HEAD of the repository at `name` in the lane (its
-    git dir `gitdir`), as git lists them with that repository named (GIT_DIR,
-    GIT_COMMON_DIR, GIT_WORK_TREE: never discovered, no `commondir` followed) and no
-    program its config names run (NESTED_CONFIG). Refused when git cannot list them."""
-    found = git.index_file_fault(gitdir)
-    if found is not None:
-        raise Refusal(
-            "worktree_remove_failed",
-            f"the index of the repository {git.shown(name)} in lane {key} "
-            f"({git.shown(found[0])}) {found[1]}: its gitlinks cannot be listed, and a "
-            "repository in it may hold commits found nowhere else; nothing was removed",
-            next=[f"git lane release {key}"],
-            details={"lane": key, "path": path, "repository": name, "index": found[0]},
+        for here, _, entries in dirfd.scan(path, ".", GITDIR_DEPTH, refused=refused):
+            rel = os.path.normpath(here)
+            level = 0 if rel == "." else rel.count("/") + 1
+            kinds = dict(entries)
+            if rel != "." and _looks_like_git_dir(kinds):
+                found.append(rel)
+                entries.clear()  # copied whole: scan enters none of it
+            elif kinds.get(".git") == stat.S_IFDIR:
+                found.append(os.path.normpath(os.path.join(rel, ".git")))
+                entries.remove((".git", stat.S_IFDIR))
+            if level >= GITDIR_DEPTH and any(k == stat.S_IFDIR for _, k in entries):
+                deep.append(rel)
+            if len(found) > GITDIR_MAX or deep or refused:
+                break
+    except OSError as exc:  # a directory git-lane could not list (EACCES, EIO)
+        failed = exc
+    chmod = False
+    if len(found) > GITDIR_MAX:
+        why = f"it holds more than {GITDIR_MAX} git dirs (the first: {git.shown(found[0])})"
+    elif deep:
+        why = f"{git.shown(deep[0])} goes deeper than {GITDIR_DEPTH} levels"
+    elif refused or failed is not None:
+        chmod = True  # the owner's bits back, and it can be read
+        where = git.shown(os.path.normpath(refused[0])) if refused else "one of its directories"
+        why = f"{where} is a directory release may not read" + (
+            f" ({failed.strerror or failed})" if failed is not None and not refused else ""
         )
-    env = {
-        **NESTED_ENV,
-        "GIT_DIR": gitdir,
-        "GIT_COMMON_DIR": gitdir,
-        "GIT_WORK_TREE": os.path.join(path, name),
-    }
-    out: set[str] = set()
-    for argv in (["ls-files", "-s", "-z"], ["ls-tree", "-r", "-z", "--full-tree", "HEAD"]):
-        with git.shared_store_only():  # its own objects only, no lane store named
-            res = git.run(
-                [*NESTED_CONFIG, *argv],
-                str(repo.common_dir),  # a cwd the lane cannot move
-                check=False,
-                env=env,
-                timeout=git.lane_read_timeout(),
-            )
-        out |= _gitlinks(key, path, argv, res, f"the repository {git.shown(name)} in lane {key}")
-    return out
+    else:
+        return sorted(found)
+    raise _unreadable(key, path, again, why, chmod)
+
+
+def _looks_like_git_dir(kinds: dict[str, int]) -> bool:
+    """Would git take a directory with these entries for a git dir (is_git_directory)?"""
+    if kinds.get("HEAD") != stat.S_IFREG:
+        return False
+    objects = kinds.get("objects") == stat.S_IFDIR and kinds.get("refs") == stat.S_IFDIR
+    return objects or kinds.get("commondir") == stat.S_IFREG
+
+
+def _unreadable(key: str, path: str, again: str, why: str, chmod: bool) -> Refusal:
+    """Release could not look at every directory of the lane's worktree for git dirs: it
+    removes nothing. Moving the worktree aside (one rename: nothing read, nothing lost)
+    leaves the lane a worktree gone by hand, which the release then takes."""
+    aside = f"{path.rstrip(os.sep)}.moved-aside-{now_iso().replace(':', '')}"
+    alternatives = [f"chmod -R u+rwX -- {git.q(path)} && {again}"] if chmod else []
+    return Refusal(
+        "worktree_unreadable",
+        f"release could not look for git dirs in all of lane {key}'s worktree "
+        f"{git.shown(path)}: {why}; a repository there may hold commits found nowhere "
+        "else (one main records), so nothing was removed: move the worktree aside (kept "
+        "as it is), then release again",
+        next=[f"mv -T -- {git.q(path)} {git.q(aside)}", again],
+        alternatives=alternatives,
+        details={"lane": key, "path": path, "why": why, "aside": aside},
+    )
 
 
 def _check_room(
@@ -1468,13 +1390,16 @@ def _remove_failed(key: str, path: str, stderr: str) -> Refusal:
     )
 
 
-def _remove_clean_worktree(repo: Repo, key: str, path: str) -> None:
+def _remove_clean_worktree(repo: Repo, key: str, path: str) -> tuple[str | None, list[str]]:
     """Remove a lane worktree with nothing to lose. The lock a refused release put on it
     (while it was dirty) no longer has a reason and goes with the admin dir; anyone
     else's lock is respected. Through directory fds, as a confirmed release: `git worktree
     remove LANE` removed by path too, while a process of the lane may still run. What git
     refused stays refused: a worktree holding a populated submodule (its git dir, with
-    the submodule's commits, is in the admin dir or the submodule's own `.git`)."""
+    the submodule's commits, is in the admin dir or the submodule's own `.git`). Any
+    other git dir in it (one `git status` never shows: a `.git` moved into a tracked
+    directory) is kept first, as a confirmed release keeps it (keep_modules: a copy loses
+    nothing); what keep_modules returns."""
     reason = lock_reason(path)
     if reason is not None and not lane.own_lock(reason):
         raise Refusal(
@@ -1488,7 +1413,9 @@ def _remove_clean_worktree(repo: Repo, key: str, path: str) -> None:
         raise _remove_failed(
             key, path, "working trees containing submodules cannot be moved or removed"
         )
+    kept = keep_modules(repo, key, path, again=_again(key, False))
     _remove_by_fds(key, path, admin, confirmed=False)
+    return kept
 
 
 def _holds_submodules(path: str, admin: str) -> bool:
