@@ -20,7 +20,9 @@ import psutil
 import pytest
 
 from conftest import LaneRun, Repo, git
-from enginehelp import flock_holder, head, on_a_terminal, owner_file, ready_lane
+
+from guard.errors import join_next
+from enginehelp import flock_holder, head, on_a_terminal, owner_file, racing_git, ready_lane
 
 PLACEHOLDERS = ("<KEY>", "<key>", "<N>", "<value>", "<seconds>", "<another", "<new name>")
 
@@ -326,6 +328,25 @@ def test_lane_not_active(gated: Repo) -> None:
         ok(run_next(LaneRun(0, json.dumps({"next": [cmd]}), ""), gated.path))
     assert gated.jlane("land", "alpha").code in ("landed", "nothing_to_land")  # next may land
     assert gated.sha() == head(path)
+
+
+def test_branch_delete_failed(gated: Repo, tmp_path: Path) -> None:
+    """The lane's branch delete fails and the branch did not move (a packed-refs.lock
+    appears just then): said so with git's words, never as a branch that moved; the lane
+    is as it was, and once the lock is gone the next, as printed, releases it."""
+    path = ready_lane(gated, "alpha")
+    assert gated.jlane("land", "alpha").rc == 0
+    tip = head(path)
+    lk = gated.common_dir / "packed-refs.lock"
+    race = racing_git(tmp_path, f"touch {shlex.quote(str(lk))}")
+    r = refusal(gated, "branch_delete_failed", "release", "alpha", env=race)
+    assert "packed-refs.lock" in r.json["details"]["stderr"], r.stdout
+    assert r.json["details"]["worktree_restored"] is True
+    assert gated.sha("refs/heads/lane/alpha") == tip and head(path) == tip
+    assert gated.jlane("status", "alpha").json["lanes"][0]["state"] == "active"
+    lk.unlink()  # git's words: remove the file (no git runs)
+    ok(run_next(LaneRun(0, json.dumps({"next": [join_next(r.json["next"])]}), ""), gated.path))
+    assert gated.sha("refs/heads/lane/alpha") is None and not path.exists()
 
 
 def test_state_corrupt(gated: Repo) -> None:

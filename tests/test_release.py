@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import Repo, git
 
+from guard.errors import join_next
+
 CONFIRM = ("--confirm", "yes-discard-lane")
 
 
@@ -163,6 +165,28 @@ def test_release_with_main_checked_out_nowhere(repo: Repo) -> None:
     assert repo.jlane("release", "alpha", *CONFIRM).code == "released"
     assert_removed(repo, lp)
     assert repo.sha() is not None
+
+
+def test_a_branch_delete_the_hook_refuses_is_told_as_the_hooks_refusal(hub: Repo) -> None:
+    """main made a symbolic ref: the reference-transaction hook refuses every branch delete
+    (it may be a rename's first step). release says so, with the hook's code and next,
+    never that the branch moved (it did not); the lane is put back, and the next as
+    printed releases it."""
+    lp = hub.create("alpha")
+    tip = hub.commit(lp, "a.txt", "a\n")
+    assert hub.jlane("land", "alpha").rc == 0
+    hub.git("branch", "aside")
+    hub.git("symbolic-ref", "refs/heads/main", "refs/heads/aside")
+    r = hub.jlane("release", "alpha")
+    assert (r.rc, r.code) == (1, "main_mutation_refused"), r.stdout
+    assert r.json["next"] == ["git lane restore-main", "git lane release alpha"]
+    assert r.json["details"]["hook"] is True and r.json["details"]["worktree_restored"] is True
+    assert_untouched(hub, lp, tip, {"a.txt": "a\n"})
+    done = subprocess.run(
+        ["sh", "-c", join_next(r.json["next"])], cwd=hub.path, text=True, capture_output=True
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert_removed(hub, lp)
 
 
 def test_release_refusals(repo: Repo) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 
 from guard import git, lane, lock, objects, policy, procs, recovery
 from guard.crashpoint import crash_point
-from guard.errors import Refusal
+from guard.errors import Refusal, hook_line
 from guard.lane import CONFIRM, LOCK_REASON
 from guard.repo import Repo
 from guard.results import ReleaseResult
@@ -176,7 +176,7 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
             )
             if not res.ok:
                 _end(repo, key)
-                raise _changed(repo, rec, work.tip, present)
+                raise _not_deleted(repo, rec, work.tip, present, res.stderr)
         crash_point("release_branch_deleted")  # the record still says active
     except BaseException:
         try:
@@ -1435,16 +1435,63 @@ def _thaw(frozen: tuple[Path, int] | None) -> None:
 
 
 # -- refusals after the inspection ----------------------------------------------------------
-def _changed(repo: Repo, rec: LaneRecord, tip: str, removed: bool) -> Refusal:
-    """The branch moved after it was inspected: it is kept, and a worktree already removed
-    (it was clean, or its discard confirmed) is checked out again at the branch."""
+def _not_deleted(repo: Repo, rec: LaneRecord, tip: str, removed: bool, stderr: str) -> Refusal:
+    """The branch's delete failed: it is kept, and a worktree already removed (it was
+    clean, or its discard confirmed) is checked out again at the branch. Why, as it is: the
+    branch moved after it was inspected, or (it did not) a hook of ours refused the delete
+    (its code and its next), or git failed otherwise (branch_delete_failed, git's words)."""
+    key = rec.key
     now = repo.ref_sha(f"refs/heads/{rec.branch}")
     restored = False
     if removed and now is not None:
         res = git.run(["worktree", "add", "-q", rec.path, rec.branch], repo.common_dir, check=False)
         restored = res.ok
         if restored:
-            lane.write_marker(repo, rec.path, rec.key)
+            lane.write_marker(repo, rec.path, key)
+    if now != tip:
+        return _changed(rec, tip, now, restored)
+    kept = "the branch was kept" + (
+        " and its worktree put back"
+        if restored
+        else f" (its worktree, removed, could not be put back: `git lane repair {key}` does)"
+        if removed
+        else ""
+    )
+    details = {
+        "lane": key,
+        "branch": rec.branch,
+        "tip": tip,
+        "worktree_restored": restored,
+        "stderr": stderr[-4000:],
+    }
+    again = f"git lane release {key}"
+    hook = hook_line(stderr)
+    if hook is not None:
+        code, why, nxt = hook
+        return Refusal.from_dict(  # the hook's code (hook_line took only one in CODES)
+            {
+                "code": code,
+                "message": f"a git-lane hook refused the delete of lane {key}'s branch "
+                f"{rec.branch} (it did not move: {tip[:12]}); {kept}: {why}",
+                "next": [nxt or "git lane doctor", again],
+                "alternatives": [],
+                "details": {**details, "hook": True},
+            }
+        )
+    # git's first line says what (a lock that exists); what follows is its advice
+    said = next((ln.strip() for ln in stderr.splitlines() if ln.strip()), "no output")
+    return Refusal(
+        "branch_delete_failed",
+        f"git could not delete lane {key}'s branch {rec.branch} (it did not move: "
+        f"{tip[:12]}); {kept}: {said[:300]}",
+        next=["git lane reconcile", again],
+        alternatives=["git lane doctor"],
+        details=details,
+    )
+
+
+def _changed(rec: LaneRecord, tip: str, now: str | None, restored: bool) -> Refusal:
+    """The branch moved after it was inspected (or went): it is kept."""
     return Refusal(
         "lane_changed_during_release",
         f"lane {rec.key}'s branch moved from {tip[:12]} to {str(now)[:12]} while it was being released; "
