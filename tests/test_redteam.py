@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import Repo, git
+from conftest import Repo, earlier_kept, git, take_name
 from hookfix import assert_ok, assert_refused, commit_file, install, make_lane, run, sha, write
 
 from guard import config
@@ -195,6 +195,34 @@ def test_a_branch_delete_during_a_rename_by_no_git_branch_is_refused(hub_on_side
     assert_ok(run(repo.path, "update-ref", "-d", "refs/heads/y"))
     d = json.loads(repo.lane("doctor", "--json").stdout)
     assert [c["status"] for c in d["checks"] if c["name"] == "renamed log"] == ["ok"]
+
+
+@pytest.mark.parametrize("kind", ["file", "dir"])
+def test_doctors_renamed_log_fix_never_replaces_one_it_kept_before(hub: Repo, kind: str) -> None:
+    """The fix of `renamed log` moves the set-aside reflog to kept/tmp-renamed-log.<UTC
+    second>: one kept there in the same second (an earlier fix) is never replaced nor
+    moved into; the reflog goes to a free name beside it."""
+    import time
+
+    tmp = hub.common_dir / "logs/refs/.tmp-renamed-log"
+    tmp.write_text("a reflog set aside\n")
+    kept = hub.state_dir / "kept"
+    kept.mkdir(parents=True, exist_ok=True)
+    now = int(time.time())
+    earlier = [  # every second doctor may take its name in
+        kept / time.strftime("tmp-renamed-log.%Y%m%dT%H%M%SZ", time.gmtime(t))
+        for t in range(now - 1, now + 30)
+    ]
+    for e in earlier:
+        take_name(e, kind)
+    d = json.loads(hub.lane("doctor", "--json").stdout)
+    (fix,) = [c["fix"] for c in d["checks"] if c["name"] == "renamed log"]
+    assert subprocess.run(fix, shell=True, cwd=hub.path).returncode == 0, fix
+    assert not tmp.exists()
+    (moved,) = kept.glob("tmp-renamed-log.*.1")
+    assert moved.read_text() == "a reflog set aside\n"
+    for e in earlier:
+        earlier_kept(e, kind)
 
 
 def test_autocorrected_rename_onto_main_keeps_a_branch_without_reflog(hub: Repo) -> None:

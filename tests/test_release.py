@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Repo, git
+from conftest import Repo, earlier_kept, git, take_name
 
 from guard.errors import join_next
 
@@ -716,9 +716,13 @@ def test_release_of_a_lane_whose_worktree_is_gone_keeps_its_submodule_git_dirs(
     assert not admin.exists()
 
 
-@pytest.mark.parametrize("confirm", [False, True], ids=["clean", "confirm"])
+@pytest.mark.parametrize(
+    "confirm,kind",
+    [(False, None), (True, None), (False, "file"), (True, "dir")],
+    ids=["clean", "confirm", "clean-backup-file-taken", "confirm-backup-dir-taken"],
+)
 def test_release_never_deletes_uncommitted_files_of_a_worktree_without_its_git_file(
-    repo: Repo, confirm: bool
+    repo: Repo, confirm: bool, kind: str | None
 ) -> None:
     """Red team 14E (HIGH): a lane's worktree holds uncommitted work; its `.git` file goes
     (an agent's `rm -rf .git` to start afresh). Worktree.exists is then False, so release
@@ -726,12 +730,15 @@ def test_release_never_deletes_uncommitted_files_of_a_worktree_without_its_git_f
     whole directory with every file in it, unconfirmed and unreported (discarded_paths
     []). A directory with no `.git` is not the lane's checkout as git knows it: never
     removed, confirmed or not (worktree_path_exists); the `mv` of its next keeps it aside,
-    and the release after it works as written."""
+    and the release after it works as written, also when the backup name it would take is
+    taken already (never replaced, nothing moved into it)."""
     lp = repo.create("zeta")
     (lp / "notes.txt").write_text("precious uncommitted\n")
     r = repo.jlane("release", "zeta")
     assert r.rc == 1 and r.code == "unlanded_work", r.stdout
     (lp / ".git").unlink()
+    backup = Path(f"{lp}.moved-aside")
+    aside = take_name(backup, kind)
     r = repo.jlane("release", "zeta", *(CONFIRM if confirm else ()))
     assert (lp / "notes.txt").exists(), f"release deleted the lane's uncommitted file: {r.stdout}"
     assert (r.rc, r.code) == (1, "worktree_path_exists"), r.stdout
@@ -739,11 +746,11 @@ def test_release_never_deletes_uncommitted_files_of_a_worktree_without_its_git_f
     assert record(repo, "zeta")["status"] == "active"
     mv, again = r.json["next"]
     subprocess.run(mv, shell=True, check=True)  # the owner's, as written
-    aside = Path(f"{lp}.moved-aside")
     assert (aside / "notes.txt").read_text() == "precious uncommitted\n"
     r = repo.jlane(*again.split()[2:])
     assert (r.rc, r.code) == (0, "released"), r.stdout
     assert (aside / "notes.txt").read_text() == "precious uncommitted\n"
+    earlier_kept(backup, kind)
 
 
 def test_release_next_keeps_a_landed_submodule_commit_of_a_lane_made_repository(

@@ -381,7 +381,7 @@ def check_renamed_log(repo: Repo) -> list[Check]:
             "refuses every later rename while it is there, and git-lane's hook refuses "
             "branch deletes by anything but git branch; move it aside (it is some branch's "
             "history: read it with cat)",
-            f"mkdir -p -- {q(kept)} && mv -- {q(path)} {q(dest)}",
+            f"mkdir -p -- {q(kept)} && {git.mv_aside(path, dest)}",
         )
     ]
 

@@ -878,14 +878,14 @@ def _nothing_at(key: str, path: str, remove: bool = False) -> None:
             return
         except OSError:
             pass
-    aside = path.rstrip(os.sep) + ".moved-aside"
+    mv = git.mv_aside(path, path.rstrip(os.sep) + ".moved-aside")
     raise Refusal(
         "worktree_path_exists",
         f"{git.shown(path)}, where lane {key}'s worktree was, has no .git linking it to the "
         "repository (an `rm -rf .git`, or something put there since): it is not the lane's "
         "checkout as git knows it, and what it holds is in no commit; nothing was removed",
-        next=[f"mv {git.q(path)} {git.q(aside)}", f"git lane release {key}"],
-        alternatives=[f"mv {git.q(path)} {git.q(aside)} && git lane repair {key}"],
+        next=[mv, f"git lane release {key}"],
+        alternatives=[f"{mv} && git lane repair {key}"],
         details={"lane": key, "path": path},
     )
 
