@@ -189,6 +189,28 @@ def test_a_branch_delete_the_hook_refuses_is_told_as_the_hooks_refusal(hub: Repo
     assert_removed(hub, lp)
 
 
+def test_a_lock_on_the_lane_branch_refuses_before_anything_is_removed(hub: Repo) -> None:
+    """`refs/heads/lane/KEY.lock` (a git killed while it wrote the branch) makes git refuse
+    the branch's delete and the `worktree add` that would put a removed worktree back:
+    release refuses lane_busy before it removes anything, and its next (reconcile removes
+    a stale lock) then releases the lane."""
+    lp = hub.create("alpha")
+    tip = hub.commit(lp, "a.txt", "a\n")
+    assert hub.jlane("land", "alpha").rc == 0
+    lk = hub.common_dir / "refs" / "heads" / "lane" / "alpha.lock"
+    lk.write_text(f"{tip}\n")
+    os.utime(lk, (1, 1))  # old: its git is gone
+    r = hub.jlane("release", "alpha")
+    assert (r.rc, r.code) == (1, "lane_busy"), r.stdout
+    assert r.json["details"]["stale"] is True and r.json["next"][0] == "git lane reconcile"
+    assert_untouched(hub, lp, tip, {"a.txt": "a\n"})
+    done = subprocess.run(
+        ["sh", "-c", join_next(r.json["next"])], cwd=hub.path, text=True, capture_output=True
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert_removed(hub, lp)
+
+
 def test_release_refusals(repo: Repo) -> None:
     assert repo.jlane("release", "nope").code == "unknown_lane"
     assert repo.jlane("release", "../x").code == "invalid_lane_key"

@@ -24,7 +24,7 @@ from pathlib import Path
 from collections.abc import Iterator
 from typing import Any
 
-from guard import git, lane, lock, objects, policy, procs, recovery
+from guard import git, gitlocks, lane, lock, objects, policy, procs, recovery
 from guard.crashpoint import crash_point
 from guard.errors import Refusal, hook_line
 from guard.lane import CONFIRM, LOCK_REASON
@@ -105,6 +105,25 @@ def run(repo: Repo, key: str | None, confirm: str | None = None) -> ReleaseResul
     return res
 
 
+def _branch_unlocked(repo: Repo, rec: LaneRecord) -> None:
+    """Refuse (lane_busy) before anything is removed while the lane branch's lock
+    `refs/heads/lane/KEY.lock` exists: git would refuse the branch's delete, and then the
+    `worktree add` that puts the removed worktree back (HEAD names the branch) as well."""
+    lk, state = gitlocks.ref_lock_state(repo, rec.branch, rec.path)
+    if lk is None:
+        return
+    if state == "stale":
+        raise gitlocks.stale_refusal(rec.key, [str(lk)], "release")
+    raise Refusal(
+        "lane_busy",
+        f"a git command is writing lane {rec.key}'s branch ({git.shown(lk)} exists); "
+        "nothing was removed",
+        next=[f"git lane release {rec.key}"],
+        alternatives=["git lane status"],
+        details={"lane": rec.key, "locks": [str(lk)], "stale": False},
+    )
+
+
 def _stands_in(path: str) -> bool:
     """Does the calling process's cwd lie inside the lane worktree at `path`?"""
     try:
@@ -129,6 +148,7 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
     if wt is not None and not present:
         _nothing_at(key, rec.path)
         gone_admin = _pinned_admin(repo, key, rec.path)
+    _branch_unlocked(repo, rec)
     frozen = _freeze(repo, key, rec.path, confirmed) if wt is not None else None
     try:
         # _inspect imports what the branch holds into the shared store first (verified):
