@@ -172,6 +172,12 @@ CODES: dict[str, Code] = _codes(
     ("lane_busy", "engine", "G11", "a git command is writing in the lane (its index.lock exists)"),
     ("lane_changed_during_release", "engine", "G11", "the lane branch moved while release ran"),
     (
+        "branch_delete_failed",
+        "engine",
+        "G11",
+        "git could not delete the lane branch (it did not move); the lane was kept",
+    ),
+    (
         "state_corrupt",
         "engine",
         None,
@@ -356,6 +362,28 @@ def _comment_at(cmd: str) -> int:
             return i
         i += 1
     return -1
+
+
+_HOOK_LINE = re.compile(r"git-lane: refused \[([a-z_]+)\]: (.*?)\. Next: (.*)")
+# a hook's `next` taken as a command to print: a git-lane command of plain words, never
+# what a path or a chained foreign hook could put on git's stderr
+_HOOK_NEXT = re.compile(r"git lane [a-z][a-z-]*(?: [A-Za-z0-9._/-]+)*")
+
+
+def hook_line(output: str) -> tuple[str, str, str | None] | None:
+    """(code, what, next) of the refusal line a git-lane hook printed (gl_refuse, as
+    Refusal.line writes it) on git's `output`: the first line that starts as one, when its
+    code is in CODES. `next` is None when the hook named none, or none that is a plain
+    `git lane ...` command. None when no hook of ours refused."""
+    for ln in output.splitlines():
+        if not ln.startswith("git-lane: refused ["):
+            continue
+        found = _HOOK_LINE.fullmatch(ln)
+        if found is None or found.group(1) not in CODES:
+            return None
+        nxt = found.group(3)
+        return found.group(1), found.group(2), nxt if _HOOK_NEXT.fullmatch(nxt) else None
+    return None
 
 
 def join_next(cmds: Sequence[str]) -> str:

@@ -453,6 +453,19 @@ def q(word: str | os.PathLike[str]) -> str:
     return '"$(printf ' + shlex.quote(fmt) + ')"' + tail
 
 
+def mv_aside(src: str | os.PathLike[str], dest: str | os.PathLike[str]) -> str:
+    """The `next` step that moves `src` aside to `dest`, or, when that name is taken now
+    (a file, a directory, a link, an earlier refusal's backup), to the first of `dest.1`,
+    `dest.2`, ... that is free. `-n` never replaces what is there (it would be lost), `-T`
+    never moves into a directory of that name."""
+    base = os.fspath(dest)
+    fresh, n = base, 0
+    while os.path.lexists(fresh):
+        n += 1
+        fresh = f"{base}.{n}"
+    return f"mv -n -T -- {q(src)} {q(fresh)}"
+
+
 def shown_some(paths: Sequence[str], most: int = 5) -> str:
     """The first `most` of `paths` for a message, each as `shown` gives it."""
     more = " ..." if len(paths) > most else ""
@@ -1307,7 +1320,7 @@ def _unreadable(work: str, why: str) -> Refusal:
         "HEAD, refs, objects and index and does not treat it as clean",
         # moved aside, not deleted: its files stay, and the lane shows them as untracked;
         # no command here runs git inside it (that would read the config in question)
-        next=[f"mv -n {q(work)} {q(work + '.moved-aside')}", f"mkdir {q(work)}"],
+        next=[mv_aside(work, work + ".moved-aside"), f"mkdir {q(work)}"],
         details={"submodule": work, "why": why},
     )
 

@@ -548,7 +548,7 @@ def _ambiguous(repo: Repo, message: str, main_ref: str, details: dict[str, Any])
         next=[
             f"git log --oneline -5 {main_ref}",
             *([f"git -C {git.q(hub.path)} status --short"] if hub is not None else []),
-            f"mv {git.q(path)} {git.q(_aside_name(path))}",
+            git.mv_aside(path, _aside_name(path)),
             "git lane reconcile",
         ],
         details={**details, "file": str(path)},

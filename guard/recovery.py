@@ -116,7 +116,7 @@ def repair_pointers(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
             f"lane {rec.key}'s {git.shown(dotgit)} is a directory (a repository of its own), "
             "not git's pointer to the lane's admin dir; it was left as it is",
             next=[
-                f"mv -n {git.q(dotgit)} {git.q(aside)}",
+                git.mv_aside(dotgit, aside),
                 f"printf '%s\\n' {git.q(f'gitdir: {admin}')} > {git.q(dotgit)}",
                 f"git lane repair {rec.key}",
             ],
@@ -392,7 +392,7 @@ def restore_worktree(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
         raise Refusal(
             "worktree_path_exists",
             f"{path} exists and is not lane {rec.key}'s worktree; it was left as it is",
-            next=[f"mv {git.q(path)} {git.q(path + '.moved-aside')}", f"git lane repair {rec.key}"],
+            next=[git.mv_aside(path, path + ".moved-aside"), f"git lane repair {rec.key}"],
             details={"lane": rec.key, "path": path},
         )
     admin = repo.store.admin_dir(rec)  # the record's, never one a lane's gitdir file names

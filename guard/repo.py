@@ -188,7 +188,7 @@ class Repo:
         for p in paths:
             dest = kept / p
             moves.append(f"mkdir -p -- {git.q(dest.parent)}")
-            moves.append(f"mv -- {git.q(os.path.join(root, p))} {git.q(dest)}")
+            moves.append(git.mv_aside(os.path.join(root, p), dest))
         return kept, moves
 
     @property

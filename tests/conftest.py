@@ -247,3 +247,28 @@ def shellcheck() -> str | None:
         if os.access(exe, os.X_OK):
             return exe
     return shutil.which("shellcheck")
+
+
+# A `next` that moves something aside onto a backup name (`X.moved-aside`) finds that name
+# taken by an earlier backup: a file, or a directory (which a plain `mv` moves INTO).
+TAKEN = [None, "file", "dir"]
+
+
+def take_name(backup: Path, kind: str | None) -> Path:
+    """Make `backup` an earlier backup of `kind` (none when None); return where the
+    `next` must move to instead (`backup` itself when it was free)."""
+    if kind == "file":
+        backup.write_text("earlier backup\n")
+    elif kind == "dir":
+        backup.mkdir()
+        (backup / "earlier").write_text("earlier backup\n")
+    return backup if kind is None else Path(f"{backup}.1")
+
+
+def earlier_kept(backup: Path, kind: str | None) -> None:
+    """The earlier backup take_name made is there as it was, nothing moved into it."""
+    if kind == "file":
+        assert backup.read_text() == "earlier backup\n"
+    elif kind == "dir":
+        assert sorted(os.listdir(backup)) == ["earlier"], os.listdir(backup)
+        assert (backup / "earlier").read_text() == "earlier backup\n"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -184,3 +186,21 @@ def on_a_terminal(cmd: str, cwd: Path) -> None:
         except OSError:
             pass
         os.close(master)
+
+
+def racing_git(tmp_path: Path, race: str) -> dict[str, str]:
+    """A git for the release process that, at its first call that would remove or delete
+    anything, first runs `race` (what another process does at that moment)."""
+    real = shutil.which("git")
+    assert real
+    script = tmp_path / "racing-git"
+    script.write_text(
+        "#!/bin/sh\n"
+        'for a in "$@"; do case $a in update-ref|remove|-d|-D) hit=1;; esac; done\n'
+        f'if [ -n "$hit" ] && mkdir {shlex.quote(str(tmp_path / "raced"))} 2>/dev/null; then\n'
+        f"  {race}\n"
+        "fi\n"
+        f'exec {shlex.quote(real)} "$@"\n'
+    )
+    script.chmod(0o755)
+    return {"GITLANE_REAL_GIT": str(script)}

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Repo, git
+from conftest import TAKEN, Repo, earlier_kept, git, take_name
 
 from guard import agents
 from guard.adapters import EXCLUDE_BEGIN as BEGIN
@@ -160,6 +160,24 @@ def test_aider_config_keeps_hooks_on_and_a_foreign_file_is_refused(repo: Repo) -
     assert (r.rc, r.code) == (1, "agent_file_conflict")
     assert (lane2 / ".aider.conf.yml").read_text() == "model: gpt\n"
     assert r.json["next"][0].startswith("mv ")
+
+
+@pytest.mark.parametrize("kind", TAKEN)  # the backup name its next moves to: taken?
+def test_a_foreign_agent_file_is_moved_aside_as_told_never_onto_an_earlier_backup(
+    repo: Repo, gitlane_on_path: Path, kind: str | None
+) -> None:
+    lane = repo.create("beta")
+    (lane / ".aider.conf.yml").write_text("model: gpt\n")
+    backup = lane / ".aider.conf.yml.git-lane-bak"
+    aside = take_name(backup, kind)
+    r = repo.jlane("agent-setup", "beta", "--for", "aider")
+    assert (r.rc, r.code) == (1, "agent_file_conflict"), r.stdout
+    for cmd in r.json["next"]:
+        res = subprocess.run(["sh", "-c", cmd], cwd=repo.path, capture_output=True, text=True)
+        assert res.returncode == 0, (cmd, res.stdout, res.stderr)
+    assert aside.read_text() == "model: gpt\n"
+    earlier_kept(backup, kind)
+    assert "git-commit-verify: true" in (lane / ".aider.conf.yml").read_text()
 
 
 def test_opencode_config_is_merged(repo: Repo) -> None:

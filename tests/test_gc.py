@@ -218,6 +218,26 @@ def test_a_lane_whose_branch_was_moved_by_hand_is_kept_for_repair(repo: Repo) ->
     assert alpha.exists()
 
 
+def test_a_lane_whose_branch_delete_the_hook_refuses_is_kept_with_the_hooks_refusal(
+    repo: Repo,
+) -> None:
+    """main made a symbolic ref: the hook refuses the lane branch's delete. gc keeps the
+    lane with the hook's code and next, never as a lane whose branch moved."""
+    assert repo.lane("install").rc == 0
+    repo.config("gate", "off")
+    alpha = landed_lane(repo, "alpha")
+    tip = repo.sha("refs/heads/lane/alpha")
+    repo.git("branch", "aside")
+    repo.git("symbolic-ref", "refs/heads/main", "refs/heads/aside")
+    r = repo.jlane("gc")
+    assert r.rc == 0, r.stderr
+    assert r.json["released"] == []
+    kept = by_lane(r.json["kept"])["alpha"]
+    assert kept["code"] == "main_mutation_refused", kept
+    assert kept["next"] == ["git lane restore-main", "git lane release alpha"], kept
+    assert repo.sha("refs/heads/lane/alpha") == tip and (alpha / "alpha.txt").is_file()
+
+
 def test_gc_text_prints_no_line_or_escape_a_lane_wrote_into_its_lock_reason(repo: Repo) -> None:
     """`<admin>/locked` is the lane's to write (exec --sandbox grants its admin dir): gc
     shows it as the reason of a lock by someone else on one line, escaped (as release's

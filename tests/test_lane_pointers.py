@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from sandboxhelp import refused_then_planted
-from conftest import LaneRun, Repo, git
+from conftest import TAKEN, LaneRun, Repo, earlier_kept, git, take_name
 from enginehelp import on_a_terminal
 
 from guard import sandbox
@@ -348,20 +348,25 @@ def test_lane_branch_symlinked_to_main_is_repaired(hub: Repo) -> None:
     assert (hub.common_dir / "refs" / "heads" / "main").read_text().strip() == main_before
 
 
-def test_repair_leaves_a_dotgit_directory_alone(hub: Repo) -> None:
+@pytest.mark.parametrize("kind", TAKEN)  # the backup name its next moves to: taken?
+def test_repair_leaves_a_dotgit_directory_alone(hub: Repo, kind: str | None) -> None:
     """A `.git` directory at the lane (a repository of its own) is never touched by repair:
-    refused, and the `mv` it names keeps it aside; repair then rewrites the pointer."""
+    refused, and the `mv` it names keeps it aside (never onto an earlier backup); repair
+    then rewrites the pointer."""
     lane_path = hub.create("alpha")
     (lane_path / ".git").unlink()
     subprocess.run(["git", "init", "-q", str(lane_path)], check=True)
     (lane_path / ".git" / "mine").write_text("kept\n")
+    backup = lane_path / ".git.moved-aside"
+    aside = take_name(backup, kind)
     r = hub.jlane("repair", "alpha")
     assert (r.rc, r.code) == (1, "lane_pointers_tampered"), r.stdout + r.stderr
     assert (lane_path / ".git" / "mine").read_text() == "kept\n"
     for cmd in r.json["next"]:
         res = subprocess.run(cmd, shell=True, cwd=hub.path, capture_output=True, text=True)
         assert res.returncode == 0, (cmd, res.stdout, res.stderr)
-    assert (lane_path / ".git.moved-aside" / "mine").read_text() == "kept\n"
+    assert (aside / "mine").read_text() == "kept\n"
+    earlier_kept(backup, kind)
     assert hub.lane("status", "alpha", cwd=lane_path).rc == 0
 
 
@@ -509,6 +514,33 @@ def test_repair_never_checks_a_lane_out_inside_another_checkout(repo: Repo, wher
     assert (alpha / "a.txt").read_text() == "alpha work\n"
     assert json.loads((repo.state_dir / "lanes" / "alpha.json").read_text())["path"] == str(alpha)
     assert repo.git("symbolic-ref", "HEAD", cwd=alpha).stdout.strip() == "refs/heads/lane/alpha"
+
+
+@pytest.mark.parametrize("kind", TAKEN)  # the backup name its next moves to: taken?
+def test_repair_whose_own_place_is_taken_too_moves_it_aside_as_told(
+    repo: Repo, kind: str | None
+) -> None:
+    """The record names a directory inside the hub and the lane's own place is another
+    checkout git registers: refused, and the `mv` it names keeps that aside, never onto
+    an earlier backup (nothing replaced, nothing moved into one)."""
+    assert repo.lane("install").rc == 0
+    alpha = repo.create("alpha")
+    repo.commit(alpha, "a.txt", "alpha work\n")
+    shutil.rmtree(alpha)
+    repo.git("worktree", "prune")
+    repo.git("worktree", "add", "-q", "-b", "other", str(alpha))
+    (alpha / "mine.txt").write_text("someone else's\n")
+    _plant_path(repo, "alpha", _planted(repo, alpha, alpha, "hub"))
+    backup = Path(f"{alpha}.moved-aside")
+    aside = take_name(backup, kind)
+    r = repo.jlane("repair", "alpha")
+    assert (r.rc, r.code) == (1, "worktree_path_exists"), r.stdout + r.stderr
+    assert r.json["details"]["taken_by"] and r.json["next"][-1] == "git lane repair alpha"
+    for cmd in r.json["next"][:-1]:
+        res = subprocess.run(["sh", "-c", cmd], cwd=repo.path, capture_output=True, text=True)
+        assert res.returncode == 0, (cmd, res.stdout, res.stderr)
+    assert (aside / "mine.txt").read_text() == "someone else's\n"
+    earlier_kept(backup, kind)
 
 
 def test_repair_puts_back_a_lane_whose_worktrees_root_is_inside_the_repository(

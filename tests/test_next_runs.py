@@ -19,8 +19,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import LaneRun, Repo, git
-from enginehelp import flock_holder, head, on_a_terminal, owner_file, ready_lane
+from conftest import TAKEN, LaneRun, Repo, earlier_kept, git, take_name
+
+from guard import git as glgit
+from guard.errors import join_next
+from enginehelp import flock_holder, head, on_a_terminal, owner_file, racing_git, ready_lane
 
 PLACEHOLDERS = ("<KEY>", "<key>", "<N>", "<value>", "<seconds>", "<another", "<new name>")
 
@@ -326,6 +329,50 @@ def test_lane_not_active(gated: Repo) -> None:
         ok(run_next(LaneRun(0, json.dumps({"next": [cmd]}), ""), gated.path))
     assert gated.jlane("land", "alpha").code in ("landed", "nothing_to_land")  # next may land
     assert gated.sha() == head(path)
+
+
+def test_branch_delete_failed(gated: Repo, tmp_path: Path) -> None:
+    """The lane's branch delete fails and the branch did not move (a packed-refs.lock
+    appears just then): said so with git's words, never as a branch that moved; the lane
+    is as it was, and once the lock is gone the next, as printed, releases it."""
+    path = ready_lane(gated, "alpha")
+    assert gated.jlane("land", "alpha").rc == 0
+    tip = head(path)
+    lk = gated.common_dir / "packed-refs.lock"
+    race = racing_git(tmp_path, f"touch {shlex.quote(str(lk))}")
+    r = refusal(gated, "branch_delete_failed", "release", "alpha", env=race)
+    assert "packed-refs.lock" in r.json["details"]["stderr"], r.stdout
+    assert r.json["details"]["worktree_restored"] is True
+    assert gated.sha("refs/heads/lane/alpha") == tip and head(path) == tip
+    assert gated.jlane("status", "alpha").json["lanes"][0]["state"] == "active"
+    lk.unlink()  # git's words: remove the file (no git runs)
+    ok(run_next(LaneRun(0, json.dumps({"next": [join_next(r.json["next"])]}), ""), gated.path))
+    assert gated.sha("refs/heads/lane/alpha") is None and not path.exists()
+
+
+@pytest.mark.parametrize("kind", TAKEN)
+@pytest.mark.parametrize("what", ["file", "dir"])
+def test_a_move_aside_never_replaces_nor_moves_into_an_earlier_backup(
+    tmp_path: Path, what: str, kind: str | None
+) -> None:
+    """git.mv_aside, the step every `next` that moves something aside prints, run with sh
+    as written: the backup name taken (a file, a directory) gives the first free
+    `NAME.N`; the earlier backup is left as it was, nothing moved into it."""
+    src = tmp_path / "it's x"
+    if what == "dir":
+        src.mkdir()
+        (src / "f").write_text("mine\n")
+    else:
+        src.write_text("mine\n")
+    backup = tmp_path / "it's x.moved-aside"
+    fresh = take_name(backup, kind)
+    res = subprocess.run(["sh", "-c", glgit.mv_aside(src, backup)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert not os.path.lexists(src)
+    assert (fresh / "f" if what == "dir" else fresh).read_text() == "mine\n"
+    earlier_kept(backup, kind)
+    if kind is not None:  # taken twice over (NAME.1 is the move above): the next number
+        assert glgit.mv_aside(tmp_path / "y", backup).endswith(shlex.quote(f"{backup}.2"))
 
 
 def test_state_corrupt(gated: Repo) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Repo
+from conftest import TAKEN, Repo, earlier_kept, take_name
 from enginehelp import events, owner_file, pid_alive, ready_lane, spawn_lane, wait_for
 
 
@@ -203,7 +203,8 @@ def test_deleted_worktree_is_checked_out_again(repo: Repo, pruned: bool) -> None
     assert (r.rc, r.code) == (0, "landed"), r.stdout + r.stderr
 
 
-def test_repair_leaves_a_foreign_directory_alone(repo: Repo) -> None:
+@pytest.mark.parametrize("kind", TAKEN)  # the backup name its next moves to: taken?
+def test_repair_leaves_a_foreign_directory_alone(repo: Repo, kind: str | None) -> None:
     import shutil
 
     setup(repo)
@@ -212,13 +213,16 @@ def test_repair_leaves_a_foreign_directory_alone(repo: Repo) -> None:
     shutil.rmtree(lp)
     lp.mkdir()
     (lp / "mine.txt").write_text("someone else's\n")
+    backup = Path(str(lp) + ".moved-aside")
+    aside = take_name(backup, kind)
     r = repo.jlane("repair", "alpha")
     assert (r.rc, r.code) == (1, "worktree_path_exists"), r.stdout
     assert (lp / "mine.txt").read_text() == "someone else's\n"
     assert r.json["next"][-1] == "git lane repair alpha"
     for cmd in r.json["next"][:-1]:  # the commands before it run as written
         assert subprocess.run(cmd, shell=True, cwd=repo.path).returncode == 0, cmd
-    assert Path(str(lp) + ".moved-aside", "mine.txt").read_text() == "someone else's\n"
+    assert (aside / "mine.txt").read_text() == "someone else's\n"
+    earlier_kept(backup, kind)
     assert repo.jlane("repair", "alpha").code == "repaired"
 
 

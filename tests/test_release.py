@@ -15,7 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Repo, git
+from conftest import Repo, earlier_kept, git, take_name
+
+from guard.errors import join_next
 
 CONFIRM = ("--confirm", "yes-discard-lane")
 
@@ -163,6 +165,50 @@ def test_release_with_main_checked_out_nowhere(repo: Repo) -> None:
     assert repo.jlane("release", "alpha", *CONFIRM).code == "released"
     assert_removed(repo, lp)
     assert repo.sha() is not None
+
+
+def test_a_branch_delete_the_hook_refuses_is_told_as_the_hooks_refusal(hub: Repo) -> None:
+    """main made a symbolic ref: the reference-transaction hook refuses every branch delete
+    (it may be a rename's first step). release says so, with the hook's code and next,
+    never that the branch moved (it did not); the lane is put back, and the next as
+    printed releases it."""
+    lp = hub.create("alpha")
+    tip = hub.commit(lp, "a.txt", "a\n")
+    assert hub.jlane("land", "alpha").rc == 0
+    hub.git("branch", "aside")
+    hub.git("symbolic-ref", "refs/heads/main", "refs/heads/aside")
+    r = hub.jlane("release", "alpha")
+    assert (r.rc, r.code) == (1, "main_mutation_refused"), r.stdout
+    assert r.json["next"] == ["git lane restore-main", "git lane release alpha"]
+    assert r.json["details"]["hook"] is True and r.json["details"]["worktree_restored"] is True
+    assert_untouched(hub, lp, tip, {"a.txt": "a\n"})
+    done = subprocess.run(
+        ["sh", "-c", join_next(r.json["next"])], cwd=hub.path, text=True, capture_output=True
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert_removed(hub, lp)
+
+
+def test_a_lock_on_the_lane_branch_refuses_before_anything_is_removed(hub: Repo) -> None:
+    """`refs/heads/lane/KEY.lock` (a git killed while it wrote the branch) makes git refuse
+    the branch's delete and the `worktree add` that would put a removed worktree back:
+    release refuses lane_busy before it removes anything, and its next (reconcile removes
+    a stale lock) then releases the lane."""
+    lp = hub.create("alpha")
+    tip = hub.commit(lp, "a.txt", "a\n")
+    assert hub.jlane("land", "alpha").rc == 0
+    lk = hub.common_dir / "refs" / "heads" / "lane" / "alpha.lock"
+    lk.write_text(f"{tip}\n")
+    os.utime(lk, (1, 1))  # old: its git is gone
+    r = hub.jlane("release", "alpha")
+    assert (r.rc, r.code) == (1, "lane_busy"), r.stdout
+    assert r.json["details"]["stale"] is True and r.json["next"][0] == "git lane reconcile"
+    assert_untouched(hub, lp, tip, {"a.txt": "a\n"})
+    done = subprocess.run(
+        ["sh", "-c", join_next(r.json["next"])], cwd=hub.path, text=True, capture_output=True
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert_removed(hub, lp)
 
 
 def test_release_refusals(repo: Repo) -> None:
@@ -698,9 +744,13 @@ def test_release_of_a_lane_whose_worktree_is_gone_keeps_its_submodule_git_dirs(
     assert not admin.exists()
 
 
-@pytest.mark.parametrize("confirm", [False, True], ids=["clean", "confirm"])
+@pytest.mark.parametrize(
+    "confirm,kind",
+    [(False, None), (True, None), (False, "file"), (True, "dir")],
+    ids=["clean", "confirm", "clean-backup-file-taken", "confirm-backup-dir-taken"],
+)
 def test_release_never_deletes_uncommitted_files_of_a_worktree_without_its_git_file(
-    repo: Repo, confirm: bool
+    repo: Repo, confirm: bool, kind: str | None
 ) -> None:
     """Red team 14E (HIGH): a lane's worktree holds uncommitted work; its `.git` file goes
     (an agent's `rm -rf .git` to start afresh). Worktree.exists is then False, so release
@@ -708,12 +758,15 @@ def test_release_never_deletes_uncommitted_files_of_a_worktree_without_its_git_f
     whole directory with every file in it, unconfirmed and unreported (discarded_paths
     []). A directory with no `.git` is not the lane's checkout as git knows it: never
     removed, confirmed or not (worktree_path_exists); the `mv` of its next keeps it aside,
-    and the release after it works as written."""
+    and the release after it works as written, also when the backup name it would take is
+    taken already (never replaced, nothing moved into it)."""
     lp = repo.create("zeta")
     (lp / "notes.txt").write_text("precious uncommitted\n")
     r = repo.jlane("release", "zeta")
     assert r.rc == 1 and r.code == "unlanded_work", r.stdout
     (lp / ".git").unlink()
+    backup = Path(f"{lp}.moved-aside")
+    aside = take_name(backup, kind)
     r = repo.jlane("release", "zeta", *(CONFIRM if confirm else ()))
     assert (lp / "notes.txt").exists(), f"release deleted the lane's uncommitted file: {r.stdout}"
     assert (r.rc, r.code) == (1, "worktree_path_exists"), r.stdout
@@ -721,11 +774,11 @@ def test_release_never_deletes_uncommitted_files_of_a_worktree_without_its_git_f
     assert record(repo, "zeta")["status"] == "active"
     mv, again = r.json["next"]
     subprocess.run(mv, shell=True, check=True)  # the owner's, as written
-    aside = Path(f"{lp}.moved-aside")
     assert (aside / "notes.txt").read_text() == "precious uncommitted\n"
     r = repo.jlane(*again.split()[2:])
     assert (r.rc, r.code) == (0, "released"), r.stdout
     assert (aside / "notes.txt").read_text() == "precious uncommitted\n"
+    earlier_kept(backup, kind)
 
 
 def test_release_next_keeps_a_landed_submodule_commit_of_a_lane_made_repository(

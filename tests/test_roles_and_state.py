@@ -24,6 +24,7 @@ from enginehelp import (
     events,
     landing_file,
     owner_file,
+    racing_git,
     rebase_dir,
     spawn_lane,
     status_porcelain,
@@ -500,24 +501,6 @@ def test_release_keeps_commits_only_under_per_worktree_refs(repo: Repo) -> None:
 
 
 # -- 5. races with release ---------------------------------------------------------------------------
-def racing_git(tmp_path: Path, race: str) -> dict[str, str]:
-    """A git for the release process that, at its first call that would remove or delete
-    anything, first runs `race` (what another process does at that moment)."""
-    real = shutil.which("git")
-    assert real
-    script = tmp_path / "racing-git"
-    script.write_text(
-        "#!/bin/sh\n"
-        'for a in "$@"; do case $a in update-ref|remove|-d|-D) hit=1;; esac; done\n'
-        f'if [ -n "$hit" ] && mkdir {shlex.quote(str(tmp_path / "raced"))} 2>/dev/null; then\n'
-        f"  {race}\n"
-        "fi\n"
-        f'exec {shlex.quote(real)} "$@"\n'
-    )
-    script.chmod(0o755)
-    return {"GITLANE_REAL_GIT": str(script)}
-
-
 def test_release_racing_a_branch_move_deletes_nothing(repo: Repo, tmp_path: Path) -> None:
     lp = repo.create("alpha")
     repo.commit(lp, "a.txt", "a\n")

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import Repo, git
+from conftest import TAKEN, Repo, earlier_kept, git, take_name
 from enginehelp import add_submodule
 
 from guard import sandbox
@@ -250,26 +250,30 @@ def test_submodule_untracked_and_ignore_settings(
     assert not marker.exists(), marker.read_text()
 
 
+@pytest.mark.parametrize("kind", TAKEN)  # the backup name its next moves to: taken?
 def test_unreadable_submodule_git_dir_is_refused_not_clean(
-    sub_lane: tuple[Repo, Path, Path], tmp_path: Path, gitlane_on_path: Path
+    sub_lane: tuple[Repo, Path, Path], tmp_path: Path, gitlane_on_path: Path, kind: str | None
 ) -> None:
     """A submodule whose `.git` names no git dir (or whose HEAD names no readable commit)
     cannot be looked at without git inside it: refused, and the `next` (move it aside,
-    nothing deleted) recovers."""
+    nothing deleted, never onto an earlier backup) recovers."""
     repo, path, _moddir = sub_lane
     (path / "sub" / "s.txt").write_text("work in the submodule\n")
     (path / "sub" / ".git").write_text(f"gitdir: {tmp_path / 'nowhere'}\n")
+    backup = path / "sub.moved-aside"
+    aside = take_name(backup, kind)
     for args in (("status",), ("land", "alpha"), ("release", "alpha")):
         r = repo.jlane(*args)
         assert r.rc == 1 and r.code == "submodule_unreadable", (args, r.stdout, r.stderr)
     j = r.json
     for cmd in j["next"]:
         assert os.system(cmd) == 0, cmd
-    assert (path / "sub.moved-aside" / "s.txt").read_text() == "work in the submodule\n"
+    assert (aside / "s.txt").read_text() == "work in the submodule\n"
+    earlier_kept(backup, kind)
     st = repo.jlane("status")
     assert st.rc == 0, st.stdout + st.stderr
     [ln] = [x for x in st.json["lanes"] if x["key"] == "alpha"]
-    assert ln["dirty"] and "sub.moved-aside/s.txt" in ln["dirty_paths"], ln
+    assert ln["dirty"] and f"{aside.name}/s.txt" in ln["dirty_paths"], ln
 
 
 def test_sync_conflict_and_continue_never_run_submodule_config(

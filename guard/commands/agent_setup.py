@@ -198,7 +198,7 @@ def _target(lane_path: str, rel: str, key: str, tool: str) -> Path:
             "agent_file_conflict",
             f"{rel} in lane {key} is a symlink, not a file, or lies behind a symlink out of "
             "the lane: agent-setup writes only regular files inside the lane",
-            next=[f"mv {git.q(full)} {git.q(str(full) + '.git-lane-bak')}", again],
+            next=[git.mv_aside(full, f"{full}.git-lane-bak"), again],
             details={"lane": key, "file": str(full), "why": "not a plain file in the lane"},
         )
     return full
@@ -209,7 +209,7 @@ def _foreign(full: Path, key: str, tool: str, why: str) -> Refusal:
         "agent_file_conflict",
         f"{full} {why}; agent-setup does not overwrite it",
         next=[
-            f"mv {git.q(full)} {git.q(str(full) + '.git-lane-bak')}",
+            git.mv_aside(full, f"{full}.git-lane-bak"),
             f"git lane agent-setup {key} --for {tool}",
         ],
         details={"lane": key, "file": str(full), "why": why},
@@ -242,7 +242,7 @@ def _not_elsewhere(repo: Repo, lane_path: str, rel: str, key: str, tool: str) ->
             f"and let git clean -X delete it",
             next=[f"git lane exec {key} -- {tool}"],
             alternatives=[
-                f"mv {git.q(full)} {git.q(full + '.git-lane-bak')} && "
+                f"{git.mv_aside(full, full + '.git-lane-bak')} && "
                 f"git lane agent-setup {key} --for {tool}"
             ],
             details={"lane": key, "file": full, "why": "untracked in another worktree"},

@@ -16,18 +16,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 from pathlib import Path
 
 from guard import git, gitlocks, lane, objects
-from guard.errors import CODES, Refusal
+from guard.errors import Refusal, hook_line
 from guard.repo import Repo
 from guard.store import open_regular
 from guard.results import CheckpointResult
 
 PATHS_CAP = 500
-_REFUSED = re.compile(r"^git-lane: refused \[([a-z_]+)\]: (.*?)\. Next: (.*)$", re.M)
 
 
 @git.in_own_context
@@ -196,11 +194,11 @@ def _commit_refusal(key: str, path: str, res: git.GitResult) -> Refusal:
     other failure (a foreign pre-commit or commit-msg hook, no identity) is
     checkpoint_failed with git's output. Nothing was committed and the index is as it was."""
     out = res.stderr + res.stdout
-    found = _REFUSED.search(out)
+    found = hook_line(out)
     again = f"git lane checkpoint {key}"
     details = {"lane": key, "exit": res.returncode, "output": out[-4000:]}
-    if found and found.group(1) in CODES:
-        code, why = found.group(1), found.group(2)
+    if found is not None:
+        code, why, _ = found
         return Refusal.from_dict(
             {
                 "code": code,

@@ -23,9 +23,9 @@ from pathlib import Path
 from collections.abc import Iterator
 from typing import Any
 
-from guard import git, lane, lock, objects, policy, procs, recovery
+from guard import git, gitlocks, lane, lock, objects, policy, procs, recovery
 from guard.crashpoint import crash_point
-from guard.errors import Refusal
+from guard.errors import Refusal, hook_line
 from guard.lane import CONFIRM, LOCK_REASON
 from guard.repo import Repo
 from guard.results import ReleaseResult
@@ -104,6 +104,25 @@ def run(repo: Repo, key: str | None, confirm: str | None = None) -> ReleaseResul
     return res
 
 
+def _branch_unlocked(repo: Repo, rec: LaneRecord) -> None:
+    """Refuse (lane_busy) before anything is removed while the lane branch's lock
+    `refs/heads/lane/KEY.lock` exists: git would refuse the branch's delete, and then the
+    `worktree add` that puts the removed worktree back (HEAD names the branch) as well."""
+    lk, state = gitlocks.ref_lock_state(repo, rec.branch, rec.path)
+    if lk is None:
+        return
+    if state == "stale":
+        raise gitlocks.stale_refusal(rec.key, [str(lk)], "release")
+    raise Refusal(
+        "lane_busy",
+        f"a git command is writing lane {rec.key}'s branch ({git.shown(lk)} exists); "
+        "nothing was removed",
+        next=[f"git lane release {rec.key}"],
+        alternatives=["git lane status"],
+        details={"lane": rec.key, "locks": [str(lk)], "stale": False},
+    )
+
+
 def _stands_in(path: str) -> bool:
     """Does the calling process's cwd lie inside the lane worktree at `path`?"""
     try:
@@ -128,6 +147,7 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
     if wt is not None and not present:
         _nothing_at(key, rec.path)
         gone_admin = _pinned_admin(repo, key, rec.path)
+    _branch_unlocked(repo, rec)
     frozen = _freeze(repo, key, rec.path, confirmed) if wt is not None else None
     try:
         # _inspect imports what the branch holds into the shared store first (verified):
@@ -175,7 +195,7 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
             )
             if not res.ok:
                 _end(repo, key)
-                raise _changed(repo, rec, work.tip, present)
+                raise _not_deleted(repo, rec, work.tip, present, res.stderr)
         crash_point("release_branch_deleted")  # the record still says active
     except BaseException:
         try:
@@ -800,14 +820,14 @@ def _nothing_at(key: str, path: str, remove: bool = False) -> None:
             return
         except OSError:
             pass
-    aside = path.rstrip(os.sep) + ".moved-aside"
+    mv = git.mv_aside(path, path.rstrip(os.sep) + ".moved-aside")
     raise Refusal(
         "worktree_path_exists",
         f"{git.shown(path)}, where lane {key}'s worktree was, has no .git linking it to the "
         "repository (an `rm -rf .git`, or something put there since): it is not the lane's "
         "checkout as git knows it, and what it holds is in no commit; nothing was removed",
-        next=[f"mv {git.q(path)} {git.q(aside)}", f"git lane release {key}"],
-        alternatives=[f"mv {git.q(path)} {git.q(aside)} && git lane repair {key}"],
+        next=[mv, f"git lane release {key}"],
+        alternatives=[f"{mv} && git lane repair {key}"],
         details={"lane": key, "path": path},
     )
 
@@ -1357,16 +1377,63 @@ def _thaw(frozen: tuple[Path, int] | None) -> None:
 
 
 # -- refusals after the inspection ----------------------------------------------------------
-def _changed(repo: Repo, rec: LaneRecord, tip: str, removed: bool) -> Refusal:
-    """The branch moved after it was inspected: it is kept, and a worktree already removed
-    (it was clean, or its discard confirmed) is checked out again at the branch."""
+def _not_deleted(repo: Repo, rec: LaneRecord, tip: str, removed: bool, stderr: str) -> Refusal:
+    """The branch's delete failed: it is kept, and a worktree already removed (it was
+    clean, or its discard confirmed) is checked out again at the branch. Why, as it is: the
+    branch moved after it was inspected, or (it did not) a hook of ours refused the delete
+    (its code and its next), or git failed otherwise (branch_delete_failed, git's words)."""
+    key = rec.key
     now = repo.ref_sha(f"refs/heads/{rec.branch}")
     restored = False
     if removed and now is not None:
         res = git.run(["worktree", "add", "-q", rec.path, rec.branch], repo.common_dir, check=False)
         restored = res.ok
         if restored:
-            lane.write_marker(repo, rec.path, rec.key)
+            lane.write_marker(repo, rec.path, key)
+    if now != tip:
+        return _changed(rec, tip, now, restored)
+    kept = "the branch was kept" + (
+        " and its worktree put back"
+        if restored
+        else f" (its worktree, removed, could not be put back: `git lane repair {key}` does)"
+        if removed
+        else ""
+    )
+    details = {
+        "lane": key,
+        "branch": rec.branch,
+        "tip": tip,
+        "worktree_restored": restored,
+        "stderr": stderr[-4000:],
+    }
+    again = f"git lane release {key}"
+    hook = hook_line(stderr)
+    if hook is not None:
+        code, why, nxt = hook
+        return Refusal.from_dict(  # the hook's code (hook_line took only one in CODES)
+            {
+                "code": code,
+                "message": f"a git-lane hook refused the delete of lane {key}'s branch "
+                f"{rec.branch} (it did not move: {tip[:12]}); {kept}: {why}",
+                "next": [nxt or "git lane doctor", again],
+                "alternatives": [],
+                "details": {**details, "hook": True},
+            }
+        )
+    # git's first line says what (a lock that exists); what follows is its advice
+    said = next((ln.strip() for ln in stderr.splitlines() if ln.strip()), "no output")
+    return Refusal(
+        "branch_delete_failed",
+        f"git could not delete lane {key}'s branch {rec.branch} (it did not move: "
+        f"{tip[:12]}); {kept}: {said[:300]}",
+        next=["git lane reconcile", again],
+        alternatives=["git lane doctor"],
+        details=details,
+    )
+
+
+def _changed(rec: LaneRecord, tip: str, now: str | None, restored: bool) -> Refusal:
+    """The branch moved after it was inspected (or went): it is kept."""
     return Refusal(
         "lane_changed_during_release",
         f"lane {rec.key}'s branch moved from {tip[:12]} to {str(now)[:12]} while it was being released; "

@@ -141,7 +141,7 @@ def _move_off(
                 f"lane {rec.key}'s record names {rec.path}, which is {whose}, and its own "
                 f"place {new} is taken too; nothing was changed",
                 next=[
-                    f"mv -n {git.q(new)} {git.q(new + '.moved-aside')}",
+                    git.mv_aside(new, new + ".moved-aside"),
                     f"git lane repair {rec.key}",
                 ]
                 if os.path.lexists(new)
