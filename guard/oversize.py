@@ -265,14 +265,17 @@ def note(m: Moved, fix: list[str]) -> str:
     """One line that says what set_aside() moved, where to, and what puts it back."""
     files = ", ".join(f"{d['file']} ({d['size']} bytes)" for d in m.moved[:5])
     more = f" and {len(m.moved) - 5} more" if len(m.moved) > 5 else ""
+    heads = [str(d["file"]) for d in m.moved if d.get("head")]
+    back = f"; {', '.join(heads)} written back naming the lane's branch" if heads else ""
     then = (
         "; " + " && ".join(fix) + " puts back what a lane needs (a branch at the commit "
         "its worktree last had checked out, from its HEAD reflog)"
         if fix
-        else "; nothing needs putting back"
+        else "; nothing else needs putting back"
     )
     return (
-        f"moved {files}{more} into {m.kept}: a lane under exec --sandbox may write them, "
+        f"moved {files}{more} into {m.kept} (each at its path there){back}: a lane under "
+        "exec --sandbox may write them, "
         f"git reads each whole (a ref is at most {REF_MAX} bytes, a reflog {LOG_MAX}), and "
         f"every git would have read it to the end{then}"
     )
