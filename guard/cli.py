@@ -24,15 +24,35 @@ class Ctx:
         self.exit = 0
         self.command: str | None = None  # the subcommand (`check`: the shims' answer)
         self._repo: Repo | None = None
+        self.notes: list[str] = []  # said once the command's result is (warnings)
 
     @property
     def repo(self) -> Repo:
         if self._repo is None:
-            self._repo = Repo.discover(self.directory)
+            repo = Repo.discover(self.directory)
+            self._set_aside(repo)
+            self._repo = repo
             from guard import lane  # roles: a lane owner's descendants are its workers
 
             lane.attach(self._repo)
         return self._repo
+
+    def _set_aside(self, repo: Repo) -> None:
+        """Before any git reads the repository's refs: a file a sandboxed lane may write
+        that git reads whole, grown past any size git writes (a sparse 20 GB ref), goes
+        into kept/ (guard/oversize.py); said on stderr (in the result's warnings with
+        --json). One that cannot be moved: refused, git_file_oversized."""
+        from guard import oversize
+
+        m = oversize.set_aside(repo)
+        if m.failed:
+            raise oversize.refusal(repo, m)
+        if m.moved:
+            text = oversize.note(m, oversize.restores(repo, m.moved))
+            if self.json:
+                self.notes.append(text)
+            else:
+                sys.stderr.write(f"git-lane: warning: {text}\n")
 
     def peek_repo(self) -> Repo | None:
         if self._repo is not None:
@@ -104,6 +124,8 @@ def pinned(obj: Any) -> Any:
 def emit(
     ctx: Ctx, result: Mapping[str, Any], how: Callable[[Mapping[str, Any]], str] = render.generic
 ) -> None:
+    if ctx.notes:
+        result = {**result, "warnings": [*(result.get("warnings") or []), *ctx.notes]}
     result = pinned(result)
     if ctx.json:
         sys.stdout.write(json.dumps(git.json_safe(result), sort_keys=True, default=str) + "\n")

@@ -251,8 +251,8 @@ def _remove_at(pfd: int, name: str, depth: int) -> bool:
             os.close(dfd)
         if not done:
             return False
-        return _owner_may(pfd, lambda: os.rmdir(name, dir_fd=pfd))
-    return _owner_may(pfd, lambda: os.unlink(name, dir_fd=pfd))
+        return owner_may(pfd, lambda: os.rmdir(name, dir_fd=pfd))
+    return owner_may(pfd, lambda: os.unlink(name, dir_fd=pfd))
 
 
 def _open_dir(pfd: int, name: str) -> int | None:
@@ -277,7 +277,7 @@ def _open_dir(pfd: int, name: str) -> int | None:
         os.close(qfd)
 
 
-def _owner_may(dfd: int, change: Callable[[], object]) -> bool:
+def owner_may(dfd: int, change: Callable[[], object]) -> bool:
     """`change` in the directory of `dfd`; once more after giving that directory its
     owner's write bit back when it lacked it. False when it still fails (gone: True)."""
     for attempt in (0, 1):

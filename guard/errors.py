@@ -124,6 +124,12 @@ CODES: dict[str, Code] = _codes(
         "reading a sandboxed lane's own object store timed out (a FIFO planted there)",
     ),
     (
+        "git_file_oversized",
+        "engine",
+        None,
+        "a ref, HEAD or reflog a lane may write is larger than git writes and cannot be moved aside",
+    ),
+    (
         "admin_unreadable",
         "engine",
         None,

@@ -158,6 +158,8 @@ class Repo:
         self.toplevel = toplevel
         self.state_dir = common_dir / "git-lane"
         self.store = Store(self.state_dir)
+        # what guard.oversize moved into kept/ in this process (doctor names it)
+        self.oversized_kept: list[dict[str, object]] = []
 
     @cached_property
     def hooks_dir(self) -> Path | None:

@@ -384,3 +384,56 @@ def test_a_remote_named_as_an_option_word_fails_doctor(hub: Repo) -> None:
     for c in bad:
         run_fix(hub, c["fix"])
     assert "upload-pack" not in git(hub.path, "config", "--list").stdout
+
+
+def _grow(path: Path, size: int = 256 << 20) -> None:
+    """What a lane under exec --sandbox can do to a file git reads whole: make it a sparse
+    `size` bytes (its text first: git still reads it as what it said)."""
+    with open(path, "r+b") as f:
+        f.truncate(size)
+
+
+def test_a_grown_lane_ref_fails_and_its_fix_puts_the_branch_back(hub: Repo) -> None:
+    """red team 14G F7: doctor moves the sparse ref into kept/ before any check runs git,
+    fails the lane's lost branch, and the fix it prints brings it back at its tip."""
+    lane = make_lane(hub, "a")
+    tip = sha(lane)
+    ref = hub.common_dir / "refs" / "heads" / "lane" / "a"
+    _grow(ref)
+    c = checks(hub)["oversized"]
+    assert c["status"] == "fail" and c["fix"] == "git lane repair a", c
+    assert not ref.exists()
+    (kept,) = (hub.state_dir / "kept").glob("oversized.*/refs/heads/lane/a")
+    assert kept.stat().st_size == 256 << 20
+    run_fix(hub, c["fix"])
+    st = statuses(hub)
+    assert st["oversized"] == "ok" and st["lanes"] == "ok", checks(hub)
+    assert hub.sha("refs/heads/lane/a") == tip
+
+
+def test_a_grown_ref_that_cannot_be_moved_fails_with_the_moves_to_make(
+    hub: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the rename is refused (a directory its owner may not write), nothing is moved
+    and doctor fails with the `mv` into kept/ and the repair: run as printed, they work."""
+    from guard import dirfd
+    from guard.cli import Ctx
+    from guard.errors import Refusal
+
+    lane = make_lane(hub, "a")
+    tip = sha(lane)
+    ref = hub.common_dir / "refs" / "heads" / "lane" / "a"
+    _grow(ref)
+    with monkeypatch.context() as m:
+        m.setattr(dirfd, "owner_may", lambda dfd, change: False)
+        c = checks(hub)["oversized"]
+        assert c["status"] == "fail" and "[git_file_oversized]" in c["message"], c
+        assert ref.stat().st_size == 256 << 20  # left where it was
+        with pytest.raises(Refusal) as refused:  # every command: the CLI's own check
+            assert Ctx(str(hub.path), True).repo is None
+        assert refused.value.code == "git_file_oversized"
+    run_fix(hub, c["fix"])
+    (kept,) = (hub.state_dir / "kept").glob("oversized.*/refs/heads/lane/a")
+    assert kept.stat().st_size == 256 << 20 and ref.stat().st_size < 100
+    assert statuses(hub)["oversized"] == "ok"
+    assert hub.sha("refs/heads/lane/a") == tip

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import Repo, lane
 from enginehelp import events, pid_alive, wait_for
 from sandboxhelp import NEEDS_LANDLOCK
@@ -296,3 +297,102 @@ def test_doctor_names_a_fifo_in_a_lane_store_and_reconcile_removes_it(hub: Repo)
         assert [c["status"] for c in checks] == ["ok"], checks
     finally:
         _release(_fifos(store))
+
+
+# CMD grows its branch's loose ref (the object name first: git still reads it as the
+# branch) and its admin dir's ORIG_HEAD to a sparse 256 MiB (no disk used): every git that
+# reads refs would read them whole (red team 14G F7: 20 GB, memory exhaustion)
+GROW = r"""
+set -e
+ref=$(git rev-parse --git-common-dir)/refs/heads/lane/alpha
+git rev-parse HEAD > "$(git rev-parse --git-dir)/ORIG_HEAD"
+truncate -s 256M "$ref" "$(git rev-parse --git-dir)/ORIG_HEAD"
+"""
+BIG = 256 << 20
+
+
+def test_a_ref_cmd_grows_sparse_is_kept_aside_when_exec_ends_and_repair_brings_the_branch_back(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """When CMD ends, exec moves the grown files into kept/ (renamed, whole) before its
+    absorb's git reads them, and says so with the command that puts the branch back;
+    `git lane repair` then puts it at the commit the lane's worktree last had."""
+    lane_path = hub.create("alpha")
+    tip = hub.commit(lane_path, "f.txt", "work\n")
+    body = tmp_path / "grow.sh"
+    body.write_text(GROW)
+    r = lane("exec", "--sandbox", "alpha", "--", "sh", str(body), cwd=lane_path)
+    assert r.rc == 0, r.stderr
+    ref = hub.common_dir / "refs" / "heads" / "lane" / "alpha"
+    orig = _admin(lane_path) / "ORIG_HEAD"
+    assert not ref.exists() and not orig.exists(), "the grown files were left where git reads"
+    (ev,) = events(hub, "oversized_kept")
+    kept = {d["file"]: Path(d["kept"]) for d in ev["moved"]}
+    rel_orig = str(orig.relative_to(hub.common_dir))
+    assert set(kept) == {"refs/heads/lane/alpha", rel_orig}, ev
+    for p in kept.values():  # moved, never copied: the same sparse file
+        assert p.stat().st_size == BIG and p.stat().st_blocks * 512 < 1 << 20
+    assert "git lane repair alpha" in r.stderr, r.stderr
+    assert hub.lane("repair", "alpha").rc == 0
+    assert hub.sha("refs/heads/lane/alpha") == tip
+
+
+def test_every_engine_command_keeps_a_grown_ref_aside_before_its_git_reads_it(
+    hub: Repo,
+) -> None:
+    """A lane still running (or a plain process) grew a ref after exec's check: the next
+    engine command moves it into kept/ before it runs git (the lane's HEAD written back
+    naming its branch), says so (its --json warnings), and doctor then fails the lane
+    until the fix it prints puts the branch back."""
+    hub.create("alpha")
+    beta = hub.create("beta")
+    ref = hub.common_dir / "refs" / "heads" / "lane" / "beta"
+    head = _admin(beta) / "HEAD"
+    for p in (ref, head):
+        with open(p, "r+b") as f:
+            f.truncate(BIG)
+    r = hub.jlane("status")
+    assert r.rc == 0, r.stderr
+    assert any("git lane repair beta" in w for w in r.json["warnings"]), r.json
+    assert not ref.exists()
+    assert head.read_text() == "ref: refs/heads/lane/beta\n"  # written back, from the record
+    (ev,) = events(hub, "oversized_kept")
+    assert {Path(d["kept"]).stat().st_size for d in ev["moved"]} == {BIG}
+    d = hub.jlane("doctor")
+    assert d.rc == 1 and d.code == "doctor_failed"
+    fix = next(c["fix"] for c in d.json["checks"] if c["status"] == "fail")
+    done = subprocess.run(["sh", "-c", fix], cwd=hub.path, capture_output=True, text=True)
+    assert done.returncode == 0, (fix, done.stdout, done.stderr)
+    after = hub.jlane("doctor")
+    assert after.rc == 0, after.stdout
+    assert hub.sha("refs/heads/lane/beta") == hub.sha("refs/heads/lane/alpha")
+
+
+def test_execs_absorb_never_reads_a_branch_ref_cmd_grew_while_it_runs(
+    hub: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While CMD runs, exec's Absorber looks at the lane's branch every POLL seconds with
+    git, which would read a grown ref whole each time: it skips the look until the ref is
+    back to a size git writes (CMD's end moves the grown one into kept/)."""
+    from guard import objects
+    from guard.commands.exec import Absorber
+    from guard.repo import Repo as GRepo
+
+    hub.create("alpha")
+    repo = GRepo.discover(hub.path)
+    rec = repo.store.read_lane("alpha")
+    assert rec is not None
+    looked: list[str] = []
+    monkeypatch.setattr(Absorber, "POLL", 0.02)
+    monkeypatch.setattr(objects, "branch_tip", lambda _repo, branch: looked.append(branch))
+    ref = hub.common_dir / "refs" / "heads" / "lane" / "alpha"
+    text = ref.read_bytes()
+    for size, want in ((BIG, []), (len(text), ["lane/alpha"])):
+        with open(ref, "r+b") as f:
+            f.truncate(size)
+        looked.clear()
+        absorber = Absorber(repo, rec)
+        absorber.start()
+        time.sleep(0.3)
+        absorber.stop()
+        assert sorted(set(looked)) == want, (size, looked)

@@ -14,7 +14,7 @@ import stat
 from pathlib import Path
 from collections.abc import Callable
 
-from guard import git, gitlocks, landed, sandbox
+from guard import git, gitlocks, landed, oversize, sandbox
 from guard.commands import install as hookinstall
 from guard.errors import GitError, Refusal, join_next
 from guard.git import q
@@ -1138,7 +1138,42 @@ def check_program_config(repo: Repo) -> list[Check]:
     return out or [finding("program config", OK, "no repository config key runs a program")]
 
 
+def check_oversized(repo: Repo) -> list[Check]:
+    """A ref, HEAD or reflog a sandboxed lane may write, grown past any size git writes
+    (a sparse 20 GB ref file: every git reads it whole). Moved into kept/ first, before any
+    other check runs git (guard/oversize.py; the CLI did so already when doctor began):
+    it fails while a lane needs something put back (its branch, its HEAD) or a file could
+    not be moved; a moved reflog or pseudo-ref, which git runs without, warns."""
+    m = oversize.set_aside(repo)
+    if m.failed:
+        r = oversize.refusal(repo, m)
+        return [finding("oversized", FAIL, f"[{r.code}] {r.message}", join_next(r.next))]
+    moved = repo.oversized_kept
+    if not moved:
+        return [
+            finding(
+                "oversized",
+                OK,
+                "no ref, HEAD or reflog a lane may write is larger than git writes them",
+            )
+        ]
+    fix = oversize.restores(repo, moved)
+    kept = ", ".join(f"{d['file']} ({d['size']} bytes) to {d['kept']}" for d in moved[:5])
+    return [
+        finding(
+            "oversized",
+            FAIL if fix else WARN,
+            f"moved {kept}{' ...' if len(moved) > 5 else ''}: a lane grew them past any size "
+            f"git writes (a ref {oversize.REF_MAX} bytes, a reflog {oversize.LOG_MAX}), and "
+            "every git would have read them whole"
+            + ("; a lane lost its branch or HEAD with it" if fix else "; nothing to put back"),
+            join_next(fix) or None,
+        )
+    ]
+
+
 CHECKS: tuple[Callable[[Repo], list[Check]], ...] = (
+    check_oversized,  # first: every other check runs git, which would read them whole
     check_main,
     check_landed,
     check_baseline,

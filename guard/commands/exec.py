@@ -32,6 +32,7 @@ from guard import (
     landsock,
     lane,
     objects,
+    oversize,
     policy,
     procs,
     reap,
@@ -541,12 +542,16 @@ def _supervise(
             result["ended"] = [*result["ended"], *(p for p in more if p not in result["ended"])]
         if watch is not None:
             watch.stop()
+        # CMD's tree is gone: a ref or HEAD it grew past any size git writes goes into
+        # kept/ before the absorb's git (or the owner's) reads it whole
+        aside = _set_aside(repo, warn)
         if ruleset is not None:
             ruleset.close()
             store = objects.lane_store(repo.common_dir, mine.path)
             if store is not None:  # CMD's tree is gone: nothing plants anything any more
                 objects.sanitize(repo, store, key)
-            _absorb(repo, mine)
+            if not aside:
+                _absorb(repo, mine)
         if private_tmp is not None:
             dirfd.remove_tree(private_tmp)  # CMD's: fds only, bounded depth
         _unclaim(repo, before, mine)
@@ -567,6 +572,21 @@ def _supervise(
             "outlives exec"
         )
     return result
+
+
+def _set_aside(repo: Repo, warn: Callable[[str], None] | None) -> bool:
+    """guard/oversize.py when CMD has ended: what was moved is said (warn); True when a
+    file could not be moved (nothing may read it: the next command refuses, naming it)."""
+    try:
+        m = oversize.set_aside(repo)
+    except Exception as exc:  # cleanup goes on; the next command's own check refuses
+        repo.store.event("oversized_kept", code="check_failed", why=repr(exc))
+        return True
+    if warn is not None and m.moved:
+        warn(oversize.note(m, oversize.restores(repo, m.moved)))
+    if warn is not None and m.failed:
+        warn(oversize.refusal(repo, m).message)
+    return bool(m.failed)
 
 
 def _hook_watch(repo: Repo, key: str) -> hookwatch.HookWatch:
@@ -712,7 +732,8 @@ class Absorber:
     def __init__(self, repo: Repo, rec: LaneRecord) -> None:
         self.repo = repo
         self.rec = rec
-        self.seen = objects.branch_tip(repo, rec.branch)
+        grown = oversize.ref_oversized(repo.common_dir, rec.branch)  # never read whole
+        self.seen = None if grown else objects.branch_tip(repo, rec.branch)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         # held while its git runs: exec, a subreaper, must not wait for those children
@@ -726,6 +747,10 @@ class Absorber:
     def _loop(self) -> None:
         while not self._stop.wait(self.POLL):
             try:
+                # a ref CMD grew past any size git writes is never read (whole, by git):
+                # set aside when CMD ends
+                if oversize.ref_oversized(self.repo.common_dir, self.rec.branch):
+                    continue
                 with self.spawning, git.recording(self.workers):
                     tip = objects.branch_tip(self.repo, self.rec.branch)
                     if tip is not None and tip != self.seen and not self._stop.is_set():

@@ -1,0 +1,308 @@
+"""Files a sandboxed lane may write that git reads whole, held to a size (red team 14G F7).
+
+`exec --sandbox` grants the lane refs (`refs/heads/lane/`, every lane's, and their
+reflogs in `logs/refs/heads/lane/`) and the lane's admin dir (`worktrees/<id>/`). git
+reads a loose ref, `HEAD` and the pseudo-refs whole into memory (strbuf_read), and a
+reflog a line at a time: a sparse file (`truncate -s 20G refs/heads/lane/x`, no disk
+used) makes every `git branch`, `for-each-ref`, `log --all`, `gc`, `worktree list` the
+owner runs read it to the end (memory exhaustion). Such a file was never written by git:
+
+- REF_MAX (4 KiB) for a ref's value: a loose ref is an object name and a newline (41 or 65
+  bytes), a symbolic one `ref: ` and a name (a path under the git dir: PATH_MAX is 4096);
+  `gitdir`, `commondir`, the rebase's `head-name`, `onto`, `orig-head` are one path or
+  name. It is also the most git-lane's own readers take of a ref file (loose_symbolic,
+  head_takes): nothing lies between what they refuse and what is moved here;
+- LOG_MAX (64 MiB) for a file of lines: a reflog entry is about 150-300 bytes, so 64 MiB
+  is a quarter of a million ref moves, more than any lane makes; `FETCH_HEAD` (a line per
+  fetched ref) and `locked` (a reason the owner types) too. git reads these a line at a
+  time, so no git call holds more than that in memory.
+
+The index is not held to one: git maps it and reads what its header says (no checksum
+pass on read), so a sparse one costs nothing. Nor is the lane's object store (its reads
+are bounded, guard/objects.py), nor the rest of the rebase state (read by git in that
+lane only, which the lane could fill at will anyway).
+
+`set_aside(repo)` finds them (a directory listing and an lstat per file: no process, no
+read; about 1.3 ms with 50 lanes) and moves each into git-lane's `kept/` (a rename through
+directory fds, never a copy, never a delete): every engine command's first step
+(guard/cli.py), doctor's first check, and exec's when CMD ends (while CMD runs, exec's
+absorb skips a branch whose ref is too big: ref_oversized). Standard library and the
+engine's own modules only."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from guard import dirfd, policy
+from guard.errors import Refusal
+
+if TYPE_CHECKING:
+    from guard.repo import Repo
+    from guard.store import LaneRecord
+
+REF_MAX = 4096
+LOG_MAX = 64 << 20
+# how deep the lane refs and an admin dir's refs/ and logs/ are looked into (git.ADMIN_DEPTH)
+DEPTH = 24
+
+# the top of an admin dir: what git reads whole, and its bound
+_ADMIN_TOP = {
+    **dict.fromkeys(
+        (
+            "HEAD",
+            "ORIG_HEAD",
+            "MERGE_HEAD",
+            "CHERRY_PICK_HEAD",
+            "REVERT_HEAD",
+            "AUTO_MERGE",
+            "BISECT_HEAD",
+            "BISECT_EXPECTED_REV",
+            "REBASE_HEAD",
+            "gitdir",
+            "commondir",
+        ),
+        REF_MAX,
+    ),
+    "FETCH_HEAD": LOG_MAX,
+    "locked": LOG_MAX,
+}
+# the directories of an admin dir: how deep, and the bound of their files (the rebase
+# state: what every worktree list and `git branch` read of every worktree)
+_REBASE_FILES = dict.fromkeys(("head-name", "onto", "orig-head"), REF_MAX)
+_ADMIN_DIRS: tuple[tuple[str, int, int | dict[str, int]], ...] = (
+    ("refs", DEPTH, REF_MAX),
+    ("logs", DEPTH, LOG_MAX),
+    ("rebase-merge", 0, _REBASE_FILES),
+    ("rebase-apply", 0, _REBASE_FILES),
+)
+
+
+@dataclass(frozen=True)
+class Oversized:
+    """A file larger than its bound: `rel` under the common dir."""
+
+    rel: str
+    size: int
+    bound: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.rel, "size": self.size, "bound": self.bound}
+
+
+def _big(dfd: int, here: str, name: str, bound: int) -> Oversized | None:
+    try:
+        size = os.stat(name, dir_fd=dfd, follow_symlinks=False).st_size
+    except OSError:
+        return None  # gone since it was listed
+    return Oversized(os.path.normpath(f"{here}/{name}"), size, bound) if size > bound else None
+
+
+def _found(
+    common: str, rel: str, depth: int, bounds: int | dict[str, int]
+) -> Iterator[tuple[int, str, Oversized]]:
+    """(an fd on its directory, its name, what it is) for each regular file under
+    `common/rel` (its top only: `depth` 0) larger than `bounds` (a dict: only the names
+    it holds, each to its own bound)."""
+    try:
+        for here, dfd, entries in dirfd.scan(common, rel, depth):
+            for name, kind in entries:
+                bound = bounds if isinstance(bounds, int) else bounds.get(name)
+                if kind == stat.S_IFREG and bound is not None:
+                    o = _big(dfd, here, name, bound)
+                    if o is not None:
+                        yield dfd, name, o
+    except OSError:
+        return  # not there, or no directory: nothing git reads as one
+
+
+def _each(common: str) -> Iterator[tuple[int, str, Oversized]]:
+    yield from _found(common, "refs/heads/lane", DEPTH, REF_MAX)
+    yield from _found(common, "logs/refs/heads/lane", DEPTH, LOG_MAX)
+    try:
+        ids = sorted(os.listdir(os.path.join(common, "worktrees")))
+    except OSError:
+        return
+    for wid in ids:
+        admin = f"worktrees/{wid}"
+        dirs: set[str] = set()
+        try:
+            for here, dfd, entries in dirfd.scan(common, admin, 0):  # one listing
+                for name, kind in entries:
+                    if kind == stat.S_IFDIR:
+                        dirs.add(name)
+                    elif kind == stat.S_IFREG and name in _ADMIN_TOP:
+                        o = _big(dfd, here, name, _ADMIN_TOP[name])
+                        if o is not None:
+                            yield dfd, name, o
+        except OSError:
+            continue  # gone (a release), or no directory
+        for sub, depth, bounds in _ADMIN_DIRS:
+            if sub in dirs:
+                yield from _found(common, f"{admin}/{sub}", depth, bounds)
+
+
+@dataclass(frozen=True)
+class Moved:
+    """What set_aside() did: `moved` (each with `kept`, where it is now), `failed` (each
+    with `why`), and `kept` the kept/ directory they went to ("" when none)."""
+
+    moved: list[dict[str, Any]]
+    failed: list[dict[str, Any]]
+    kept: str = ""
+
+
+def set_aside(repo: Repo) -> Moved:
+    """Move every oversized file (scan) into a new directory of git-lane's kept/, at its
+    path under the common dir: a rename through the fd of the directory it was listed in
+    (a directory the lane made unwritable gets its owner's write bit back first), never a
+    copy (it may be 20 GB), never a delete. Nothing found: nothing made, no event."""
+    common = os.fspath(repo.common_dir)
+    moved: list[dict[str, Any]] = []
+    failed: list[dict[str, Any]] = []
+    kept = repo.kept_dir("oversized")
+    for dfd, name, o in _each(common):
+        dest = os.path.join(os.path.relpath(kept, common), o.rel)
+        try:
+            kfd, _ = dirfd.walk(common, os.path.dirname(dest), create=True)
+        except OSError as exc:
+            failed.append({**o.to_dict(), "why": exc.strerror or str(exc)})
+            continue
+        try:
+            move = partial(os.rename, name, name, src_dir_fd=dfd, dst_dir_fd=kfd)
+            done = dirfd.owner_may(dfd, move)
+            there = done and _exists(kfd, name)  # owner_may: True when it went meanwhile
+        finally:
+            os.close(kfd)
+        if there:
+            moved.append({**o.to_dict(), "kept": str(kept / o.rel)})
+        elif not done:
+            failed.append({**o.to_dict(), "why": "it cannot be renamed out of its directory"})
+    _heads_back(repo, moved)
+    if moved or failed:
+        repo.store.event("oversized_kept", code="kept", moved=moved, failed=failed)
+    repo.oversized_kept.extend(moved)
+    return Moved(moved, failed, str(kept) if moved else "")
+
+
+def _exists(dfd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except OSError:
+        return False
+    return True
+
+
+def _active(repo: Repo) -> tuple[dict[str, LaneRecord], dict[str, str]]:
+    """The active lanes by their admin dir (relative to the common dir, from their
+    records) and their keys by their branch's ref."""
+    try:
+        recs = [r for r in repo.store.lanes() if r.status == "active"]
+    except Refusal:
+        recs = []
+    common = os.path.realpath(repo.common_dir)
+    admins: dict[str, LaneRecord] = {}
+    for r in recs:
+        admin = repo.store.admin_dir(r)
+        if admin is not None:
+            admins[os.path.relpath(os.path.realpath(admin), common)] = r
+    return admins, {f"refs/heads/{r.branch}": r.key for r in recs}
+
+
+def _heads_back(repo: Repo, moved: list[dict[str, Any]]) -> None:
+    """An active lane's HEAD that was moved is written back naming its branch, from its
+    record (as reconcile's mend does: git calls a worktree with no HEAD "not a git
+    repository", and every command that lists the worktrees refuses it). Through the
+    admin dir's fd; `head` in the moved entry says what was written ("" when it could
+    not be: reconcile then does)."""
+    heads = [m for m in moved if str(m["file"]).endswith("/HEAD")]
+    if not heads:
+        return
+    admins, _ = _active(repo)
+    for m in heads:
+        rec = admins.get(str(m["file"]).rpartition("/")[0])
+        if rec is None:
+            continue
+        text = f"ref: refs/heads/{rec.branch}\n"
+        try:
+            afd, _ = dirfd.walk(os.fspath(repo.common_dir), str(m["file"]).rpartition("/")[0])
+            try:
+                dirfd.replace(afd, "HEAD", [text.encode()])
+            finally:
+                os.close(afd)
+            m["head"] = text.rstrip("\n")
+        except OSError:
+            m["head"] = ""
+
+
+def restores(repo: Repo, moved: list[dict[str, Any]]) -> list[str]:
+    """The commands that put back what moving `moved` took from an active lane: its branch
+    (`repair KEY`: back at the commit its worktree last had checked out, from its HEAD
+    reflog), its admin dir's `gitdir` or `commondir` (`repair KEY` writes them), a `HEAD`
+    that could not be written back (`reconcile` writes it, first: every other command
+    refuses admin_unreadable until then). Nothing for a reflog or a pseudo-ref: git runs
+    without them, and the kept file holds what they said."""
+    admins, branches = _active(repo)
+    head, keys = False, list[str]()
+    for m in moved:
+        rel = str(m["file"])
+        where, _, name = rel.rpartition("/")
+        key = branches.get(rel)
+        if key is None and name in ("gitdir", "commondir") and where in admins:
+            key = admins[where].key
+        if name == "HEAD" and where in admins and not m.get("head"):
+            head = True
+        if key is not None and policy.valid_key(key) and key not in keys:
+            keys.append(key)
+    return (["git lane reconcile"] if head else []) + [f"git lane repair {k}" for k in keys]
+
+
+def note(m: Moved, fix: list[str]) -> str:
+    """One line that says what set_aside() moved, where to, and what puts it back."""
+    files = ", ".join(f"{d['file']} ({d['size']} bytes)" for d in m.moved[:5])
+    more = f" and {len(m.moved) - 5} more" if len(m.moved) > 5 else ""
+    heads = [str(d["file"]) for d in m.moved if d.get("head")]
+    back = f"; {', '.join(heads)} written back naming the lane's branch" if heads else ""
+    then = (
+        "; " + " && ".join(fix) + " puts back what a lane needs (a branch at the commit "
+        "its worktree last had checked out, from its HEAD reflog)"
+        if fix
+        else "; nothing else needs putting back"
+    )
+    return (
+        f"moved {files}{more} into {m.kept} (each at its path there){back}: a lane under "
+        "exec --sandbox may write them, "
+        f"git reads each whole (a ref is at most {REF_MAX} bytes, a reflog {LOG_MAX}), and "
+        f"every git would have read it to the end{then}"
+    )
+
+
+def refusal(repo: Repo, m: Moved) -> Refusal:
+    """git_file_oversized: files that could not be moved (a directory the owner may not
+    write): nothing was done; the `next` moves each into kept/ by hand, then repairs."""
+    common = os.fspath(repo.common_dir)
+    rels = [str(d["file"]) for d in m.failed]
+    _, moves = repo.kept_moves("oversized", common, rels)
+    fix = restores(repo, m.failed)
+    return Refusal(
+        "git_file_oversized",
+        f"{', '.join(rels[:5])} under {common} is larger than any file git writes there "
+        f"({REF_MAX} bytes for a ref, {LOG_MAX} for a reflog): git reads it whole, and it "
+        "could not be moved into kept/ (" + str(m.failed[0]["why"]) + "); nothing was done",
+        next=[*moves, *fix] if fix else [*moves, "git lane status"],
+        details={"failed": m.failed[:100], "moved": m.moved[:100]},
+    )
+
+
+def ref_oversized(common: str | os.PathLike[str], branch: str) -> bool:
+    """Is the loose ref file of `branch` larger than REF_MAX (one lstat, never a read)? exec's
+    Absorber asks before each look at the branch while CMD runs: its git would read it whole."""
+    try:
+        st = os.lstat(os.path.join(common, "refs", "heads", branch))
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size > REF_MAX
