@@ -10,13 +10,17 @@ import re
 import secrets
 import stat
 import time
+from collections.abc import Callable
 from functools import cached_property
+from typing import TypeVar
 from pathlib import Path
 
 from guard import dirfd, git, policy
 from guard.config import PROJECT_FILE, Config, load, with_project
 from guard.errors import Refusal
 from guard.store import LaneRecord, Store, open_regular, read_regular, special
+
+_T = TypeVar("_T")
 
 
 # In the directory holding a repository's lanes (<worktrees_root>/<slug>/, not granted by
@@ -43,6 +47,28 @@ def symlink_ref(text: str) -> bool:
     through, as a plain file wherever it leads. The one rule of hooks/common.sh
     gl_linkref (tests/test_shared_decisions.py holds them equal, and to git)."""
     return text.startswith("refs/") and len(text) > 5 and not _REFNAME_BAD.search(text)
+
+
+def _broken_ref_at(dfd: int, name: str) -> bool:
+    """Repo.broken_ref_file's look at the entry NAME of the directory DFD (OSError: the
+    caller's "not broken")."""
+    st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    if stat.S_ISLNK(st.st_mode):
+        return not symlink_ref(os.readlink(name, dir_fd=dfd))
+    if not stat.S_ISREG(st.st_mode):
+        return False  # a directory is branches NAME/*; a FIFO is never opened
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        head = os.read(fd, 80)
+    finally:
+        os.close(fd)
+    # what git's parse_loose_ref_contents takes: `ref:` (a symbolic ref), or an object
+    # name followed by the end, a NUL or whitespace
+    return not (
+        head.startswith(b"ref:") or re.match(rb"(?:[0-9a-f]{40}|[0-9a-f]{64})(?:[\s\x00]|$)", head)
+    )
 
 
 def _anchor(cwd: str) -> tuple[str, str] | None:
@@ -311,20 +337,26 @@ class Repo:
         p = os.path.join(self.common_dir, "refs", "heads", branch)
         return os.path.islink(p) or os.path.isfile(p)
 
-    def ref_link(self, ref: str) -> str | None:
-        """The text of the symbolic link at the loose ref `ref` (refs/heads/NAME), read
-        through directory fds; None when no link is there (or it cannot be read)."""
+    def _at_ref(self, ref: str, read: Callable[[int, str], _T], missing: _T) -> _T:
+        """read(DIRFD, NAME) for the loose ref `ref` (refs/heads/NAME), its directory
+        reached through directory fds (no link followed); `missing` when that directory or
+        the read fails (OSError)."""
         parent, _, name = ref.rpartition("/")
         try:
             dfd, _ = dirfd.walk(os.fspath(self.common_dir), parent)
         except OSError:
-            return None
+            return missing
         try:
-            return os.readlink(name, dir_fd=dfd)
+            return read(dfd, name)
         except OSError:
-            return None
+            return missing
         finally:
             os.close(dfd)
+
+    def ref_link(self, ref: str) -> str | None:
+        """The text of the symbolic link at the loose ref `ref` (refs/heads/NAME), read
+        through directory fds; None when no link is there (or it cannot be read)."""
+        return self._at_ref(ref, lambda dfd, name: os.readlink(name, dir_fd=dfd), None)
 
     def foreign_main_link(self) -> tuple[str, str] | None:
         """(ref, link text) when main's loose ref is a symbolic link git takes for no
@@ -356,36 +388,7 @@ class Repo:
         `refs/...`: a link to a directory, to nothing)? git then refuses every update of
         the ref ("reference broken"). Read through directory fds, never through a link;
         asked only when git resolves `ref` to no commit."""
-        parent, _, name = ref.rpartition("/")
-        try:
-            dfd, _ = dirfd.walk(os.fspath(self.common_dir), parent)
-        except OSError:
-            return False
-        try:
-            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-            if stat.S_ISLNK(st.st_mode):
-                return not symlink_ref(os.readlink(name, dir_fd=dfd))
-            if not stat.S_ISREG(st.st_mode):
-                return False  # a directory is branches NAME/*; a FIFO is never opened
-            fd = os.open(
-                name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd
-            )
-            try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    return False
-                head = os.read(fd, 80)
-            finally:
-                os.close(fd)
-        except OSError:
-            return False
-        finally:
-            os.close(dfd)
-        # what git's parse_loose_ref_contents takes: `ref:` (a symbolic ref), or an object
-        # name followed by the end, a NUL or whitespace
-        return not (
-            head.startswith(b"ref:")
-            or re.match(rb"(?:[0-9a-f]{40}|[0-9a-f]{64})(?:[\s\x00]|$)", head)
-        )
+        return self._at_ref(ref, _broken_ref_at, False)
 
     @cached_property
     def main_branch(self) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Repo, earlier_kept, git, take_name
+from conftest import LaneRun, Repo, earlier_kept, git, take_name
 
 from guard.errors import join_next
 
@@ -167,6 +167,15 @@ def test_release_with_main_checked_out_nowhere(repo: Repo) -> None:
     assert repo.sha() is not None
 
 
+def _next_releases(hub: Repo, r: LaneRun, lp: Path) -> None:
+    """The refusal's next, run as printed with sh, releases the lane at `lp`."""
+    done = subprocess.run(
+        ["sh", "-c", join_next(r.json["next"])], cwd=hub.path, text=True, capture_output=True
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert_removed(hub, lp)
+
+
 def test_a_branch_delete_the_hook_refuses_is_told_as_the_hooks_refusal(hub: Repo) -> None:
     """main made a symbolic ref: the reference-transaction hook refuses every branch delete
     (it may be a rename's first step). release says so, with the hook's code and next,
@@ -182,11 +191,7 @@ def test_a_branch_delete_the_hook_refuses_is_told_as_the_hooks_refusal(hub: Repo
     assert r.json["next"] == ["git lane restore-main", "git lane release alpha"]
     assert r.json["details"]["hook"] is True and r.json["details"]["worktree_restored"] is True
     assert_untouched(hub, lp, tip, {"a.txt": "a\n"})
-    done = subprocess.run(
-        ["sh", "-c", join_next(r.json["next"])], cwd=hub.path, text=True, capture_output=True
-    )
-    assert done.returncode == 0, (done.stdout, done.stderr)
-    assert_removed(hub, lp)
+    _next_releases(hub, r, lp)
 
 
 def test_a_lock_on_the_lane_branch_refuses_before_anything_is_removed(hub: Repo) -> None:
@@ -204,11 +209,7 @@ def test_a_lock_on_the_lane_branch_refuses_before_anything_is_removed(hub: Repo)
     assert (r.rc, r.code) == (1, "lane_busy"), r.stdout
     assert r.json["details"]["stale"] is True and r.json["next"][0] == "git lane reconcile"
     assert_untouched(hub, lp, tip, {"a.txt": "a\n"})
-    done = subprocess.run(
-        ["sh", "-c", join_next(r.json["next"])], cwd=hub.path, text=True, capture_output=True
-    )
-    assert done.returncode == 0, (done.stdout, done.stderr)
-    assert_removed(hub, lp)
+    _next_releases(hub, r, lp)
 
 
 def test_release_refusals(repo: Repo) -> None:
