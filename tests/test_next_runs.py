@@ -102,7 +102,11 @@ def test_invalid_lane_key(gated: Repo) -> None:
 def test_lane_exists_and_branch_exists(gated: Repo) -> None:
     gated.create("alpha")
     r = refusal(gated, "lane_exists", "create", "alpha")
+    # one path: a lane of another key; looking at alpha is the other way out
+    assert r.json["next"] == ["git lane create"], r.json
+    assert r.json["alternatives"] == ["git lane status alpha"], r.json
     ok(run_next(r, gated.path))
+    ok(run_next(LaneRun(0, json.dumps({"next": r.json["alternatives"]}), ""), gated.path))
     git(gated.path, "branch", "lane/taken")
     r = refusal(gated, "branch_exists", "create", "taken")
     ok(run_next(r, gated.path))

@@ -90,7 +90,8 @@ def run(
             raise Refusal(
                 "lane_exists",
                 f"lane {key} exists already ({rec.status}, at {rec.path})",
-                next=["git lane create", f"git lane status {key}"],
+                next=["git lane create"],  # (a lane of a fresh key)
+                alternatives=[f"git lane status {key}"],
                 details={"lane": key},
             )
         branch = lane.branch_of(key)
