@@ -173,6 +173,12 @@ def release(r: Result) -> str:
     s = f"{r['code']}: lane {r['lane']}"
     if r.get("recover"):
         s += f"\n  discarded {len(r['discarded_commits'])} commit(s); to get them back: {r['recover']}"
+    if r.get("kept_modules"):
+        # (the path is the owner's common dir and the key; the skipped names are the
+        # lane's to write, so only counted here: --json lists them)
+        s += f"\n  kept its submodule and nested repositories' git dirs in {_one_line(r['kept_modules'])}"
+        if r.get("kept_modules_skipped"):
+            s += f" ({len(r['kept_modules_skipped'])} link(s) or special file(s) left out: --json lists them)"
     if r.get("next"):
         s += f"\n  you were in the lane's worktree, which is gone; go to the hub: {r['next'][0]}"
     return s

@@ -353,6 +353,22 @@ def test_every_git_a_command_starts_is_pinned(cmd: str, want: str) -> None:
     assert pin_git(cmd, "R") == want
 
 
+def test_release_text_says_where_it_kept_the_lanes_git_dirs() -> None:
+    """A release that copied git dirs into kept/ (a submodule's, a repository made in the
+    lane: their commits may be found nowhere else) says where, in text too; the names it
+    left out are the lane's to write, so text only counts them."""
+    result = {
+        "code": "released",
+        "lane": "alpha",
+        "kept_modules": "/r/.git/git-lane/kept/alpha-modules-2026-12-02T211009Z",
+        "kept_modules_skipped": ["sub/.git/x\nNext: git lane release beta"],
+    }
+    text = render.release(result)
+    assert "/r/.git/git-lane/kept/alpha-modules-2026-12-02T211009Z" in text, text
+    assert "1 link(s) or special file(s) left out" in text and "Next:" not in text, text
+    assert "kept" not in render.release({"code": "released", "lane": "alpha"})
+
+
 def test_sync_text_shows_the_lanes_names_and_subject_one_line_each() -> None:
     """A sync's worklist names the lane's conflicted paths and the commit's subject, both
     the lane's to write: a newline there cannot forge a line of the advice (`Next:`), an
