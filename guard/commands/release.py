@@ -397,8 +397,10 @@ def finish_removal(repo: Repo, rec: LaneRecord, tip: str | None) -> list[dict[st
     (its `.git` file may be among what went) and git's record of the worktree: create of
     the key then fails on both. What is left goes only when each file of it is, byte for
     byte, the file the lane's tip `tip` commits (nothing lost); else the directory is
-    moved, whole, to `kept/KEY-leftover-<time>` (never deleted). Then git's record goes."""
-    import shutil
+    moved, whole, to `kept/KEY-leftover-<time>` (never deleted). Then git's record goes,
+    by `git worktree remove` of a path where nothing is left (git then drops only its
+    admin dir: nothing of a directory there is ever removed by path)."""
+    from guard import dirfd
 
     changes: list[dict[str, Any]] = []
     path = rec.path
@@ -412,10 +414,11 @@ def finish_removal(repo: Repo, rec: LaneRecord, tip: str | None) -> list[dict[st
                 return changes  # left as it is: create refuses, nothing is lost
             changes.append({"action": "release_leftover_kept", "lane": rec.key, "to": str(kept)})
         else:
-            shutil.rmtree(path, ignore_errors=True)
-            if os.path.lexists(path):
+            if not dirfd.remove_tree(path):  # (through directory fds, no link followed)
                 return changes
             changes.append({"action": "release_leftover_removed", "lane": rec.key, "path": path})
+    if os.path.lexists(path):
+        return changes  # made again meanwhile: the next reconcile looks again
     git.run(["worktree", "remove", "--force", path], repo.common_dir, check=False)
     return changes
 
