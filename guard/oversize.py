@@ -9,8 +9,8 @@ owner runs read it to the end (memory exhaustion). Such a file was never written
 
 - REF_MAX (4 KiB) for a ref's value: a loose ref is an object name and a newline (41 or 65
   bytes), a symbolic one `ref: ` and a name (a path under the git dir: PATH_MAX is 4096);
-  `gitdir`, `commondir`, the rebase's `head-name`, `onto`, `orig-head` are one path or
-  name. It is also the most git-lane's own readers take of a ref file (loose_symbolic,
+  `gitdir`, `commondir`, the rebase's `head-name`, `onto`, `orig-head`, `BISECT_START`
+  are one path or name (`locked`, a reason the owner types, gets LOCKED_MAX). It is also the most git-lane's own readers take of a ref file (loose_symbolic,
   head_takes): nothing lies between what they refuse and what is moved here;
 - LOG_MAX (64 MiB) for a file of lines: a reflog entry is about 150-300 bytes, so 64 MiB
   is a quarter of a million ref moves, more than any lane makes; `FETCH_HEAD` (a line per
@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 
 REF_MAX = 4096
 LOG_MAX = 64 << 20
+# `locked`, a reason the owner types, is read whole by every worktree listing (worktree.c),
+# of every worktree: held to far less than a reflog, far more than anyone types
+LOCKED_MAX = 64 << 10
 # how deep the lane refs and an admin dir's refs/ and logs/ are looked into (git.ADMIN_DEPTH)
 DEPTH = 24
 
@@ -63,13 +66,14 @@ _ADMIN_TOP = {
             "BISECT_HEAD",
             "BISECT_EXPECTED_REV",
             "REBASE_HEAD",
+            "BISECT_START",  # (a branch name: every worktree listing's get_branch reads it)
             "gitdir",
             "commondir",
         ),
         REF_MAX,
     ),
     "FETCH_HEAD": LOG_MAX,
-    "locked": LOG_MAX,
+    "locked": LOCKED_MAX,
 }
 # the directories of an admin dir: how deep, and the bound of their files (the rebase
 # state: what every worktree list and `git branch` read of every worktree)
@@ -84,14 +88,17 @@ _ADMIN_DIRS: tuple[tuple[str, int, int | dict[str, int]], ...] = (
 
 @dataclass(frozen=True)
 class Oversized:
-    """A file larger than its bound: `rel` under the common dir."""
+    """A file larger than its bound: `rel` under the common dir; or (`deep`) a directory
+    deeper than the scan looks (DEPTH levels), where git reads refs at any depth."""
 
     rel: str
     size: int
     bound: int
+    deep: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"file": self.rel, "size": self.size, "bound": self.bound}
+        d: dict[str, Any] = {"file": self.rel, "size": self.size, "bound": self.bound}
+        return {**d, "deep": True} if self.deep else d
 
 
 def _big(dfd: int, here: str, name: str, bound: int) -> Oversized | None:
@@ -107,10 +114,17 @@ def _found(
 ) -> Iterator[tuple[int, str, Oversized]]:
     """(an fd on its directory, its name, what it is) for each regular file under
     `common/rel` (its top only: `depth` 0) larger than `bounds` (a dict: only the names
-    it holds, each to its own bound)."""
+    it holds, each to its own bound); and, `depth` > 0, each directory just past `depth`
+    levels, which the scan does not look into and git reads refs in all the same (no
+    ref a lane or git-lane makes is so deep: it goes whole, as one file does)."""
+    top = os.path.normpath(rel)
     try:
         for here, dfd, entries in dirfd.scan(common, rel, depth):
+            level = 0 if here == top else here[len(top) + 1 :].count("/") + 1
             for name, kind in entries:
+                if depth > 0 and level == depth and kind == stat.S_IFDIR:
+                    yield dfd, name, Oversized(os.path.normpath(f"{here}/{name}"), 0, 0, True)
+                    continue
                 bound = bounds if isinstance(bounds, int) else bounds.get(name)
                 if kind == stat.S_IFREG and bound is not None:
                     o = _big(dfd, here, name, bound)
@@ -263,7 +277,12 @@ def restores(repo: Repo, moved: list[dict[str, Any]]) -> list[str]:
 
 def note(m: Moved, fix: list[str]) -> str:
     """One line that says what set_aside() moved, where to, and what puts it back."""
-    files = ", ".join(f"{d['file']} ({d['size']} bytes)" for d in m.moved[:5])
+    files = ", ".join(
+        f"{d['file']} (a directory deeper than {DEPTH} levels)"
+        if d.get("deep")
+        else f"{d['file']} ({d['size']} bytes)"
+        for d in m.moved[:5]
+    )
     more = f" and {len(m.moved) - 5} more" if len(m.moved) > 5 else ""
     heads = [str(d["file"]) for d in m.moved if d.get("head")]
     back = f"; {', '.join(heads)} written back naming the lane's branch" if heads else ""

@@ -396,3 +396,65 @@ def test_execs_absorb_never_reads_a_branch_ref_cmd_grew_while_it_runs(
         time.sleep(0.3)
         absorber.stop()
         assert sorted(set(looked)) == want, (size, looked)
+
+
+# Red team 14H-A: what the check missed. CMD detaches its own worktree (HEAD an object
+# name) and starts a "bisect" by hand, BISECT_START grown sparse: every worktree listing
+# (git worktree add, branch -D/-m, fetch: create, release) reads it whole, get_branch.
+BISECT = r"""
+set -e
+gd=$(git rev-parse --git-dir)
+git rev-parse HEAD > "$gd/HEAD.new" && mv "$gd/HEAD.new" "$gd/HEAD"
+: > "$gd/BISECT_LOG"
+echo lane/alpha > "$gd/BISECT_START"
+truncate -s 256M "$gd/BISECT_START"
+"""
+# ... or a loose ref 31 levels under refs/heads/lane/, past the 24 the check looks into
+# (git reads refs at any depth), grown sparse
+DEEP = r"""
+set -e
+d=$(git rev-parse --git-common-dir)/refs/heads/lane/alpha-deep
+for i in $(seq 1 30); do d=$d/d$i; done
+mkdir -p "$d"
+git rev-parse HEAD > "$d/x"
+truncate -s 256M "$d/x"
+"""
+
+
+@pytest.mark.parametrize(
+    "script, then, kept",
+    [
+        (BISECT, ("create", "beta"), "BISECT_START"),
+        (
+            DEEP,
+            ("status",),
+            "refs/heads/lane/alpha-deep/" + "/".join(f"d{i}" for i in range(1, 25)),
+        ),
+    ],
+    ids=["bisect_start", "deeper_than_the_check_looks"],
+)
+def test_what_cmd_grew_where_the_check_did_not_look_is_kept_aside_too(
+    hub: Repo, tmp_path: Path, script: str, then: tuple[str, ...], kept: str
+) -> None:
+    """Red team 14H-A F1, F3: exec's check held the admin dir's HEAD, ORIG_HEAD, rebase
+    state to a ref's size but not BISECT_START, and looked 24 levels under the lane refs
+    only: the owner's next `git lane create` (or status) read 256 MiB whole (20 GB costs
+    the lane no disk). Now BISECT_START is held too, and a directory past the levels the
+    check looks into goes into kept/ whole, as a grown file does."""
+    lane_path = hub.create("alpha")
+    hub.commit(lane_path, "f.txt", "work\n")
+    body = tmp_path / "grow.sh"
+    body.write_text(script)
+    r = lane("exec", "--sandbox", "alpha", "--", "sh", str(body), cwd=lane_path)
+    assert r.rc == 0, r.stderr
+    (ev,) = events(hub, "oversized_kept")
+    moved = [str(d["file"]) for d in ev["moved"]]
+    assert any(f.endswith(kept) for f in moved), ev
+    grown = [
+        p
+        for p in hub.common_dir.rglob("*")
+        if "git-lane" not in p.parts and p.is_file() and p.stat().st_size >= BIG
+    ]
+    assert not grown, grown
+    c = hub.jlane(*then)  # (what read it whole before)
+    assert c.rc == 0, c.stdout
