@@ -274,13 +274,19 @@ def reconcile(ctx: Ctx) -> None:
 
 @cli.command()
 @click.argument("key")
+@click.option(
+    "--move-aside",
+    is_flag=True,
+    help="A directory at the lane's .git (a repository of its own) is renamed aside (kept), "
+    "and the pointer written in its place.",
+)
 @json_option
 @pass_ctx
-def repair(ctx: Ctx, key: str) -> None:
+def repair(ctx: Ctx, key: str, move_aside: bool) -> None:
     """Put a lane back from git: its record, a deleted or moved branch, a deleted worktree."""
     from guard.commands import repair as cmd
 
-    emit(ctx, cmd.run(ctx.repo, key), render.repair)
+    emit(ctx, cmd.run(ctx.repo, key, move_aside), render.repair)
 
 
 # -- sync and land ------------------------------------------------------------------------

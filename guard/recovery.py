@@ -94,9 +94,14 @@ def _replace(p: Path, text: str) -> None:
     dirfd.write_file(str(p.parent), p.name, text.encode())
 
 
-def repair_pointers(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
+def repair_pointers(repo: Repo, rec: LaneRecord, move_aside: bool = False) -> list[dict[str, Any]]:
     """Rewrite the lane's pointers from trusted state (each atomically). A `.git` that is
-    a directory is a repository someone made there: refused, never touched."""
+    a directory is a repository someone made there: refused, never touched, unless
+    `move_aside` (the owner's `repair --move-aside`, the refusal's next): then it is
+    renamed, through a descriptor on the lane's root, to the first free of
+    `.git.moved-aside`, `.git.moved-aside.1`, ... (kept, never replaced nor deleted), and
+    the pointer is written in its place. Never a shell redirect into the lane's path (the
+    lane can make `.git` a link to a file of the owner's between the print and the run)."""
     admin = repo.store.admin_dir(rec)
     if admin is None or not admin.is_dir() or not os.path.isdir(rec.path):
         return []
@@ -108,20 +113,19 @@ def repair_pointers(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
     if not os.path.lexists(dotgit):
         return []  # no worktree of git's there (a foreign directory?): restore_worktree's call
     if dotgit.is_dir() and not dotgit.is_symlink():
-        # a repository of its own at the lane's path (made there, or someone's): never
-        # touched by repair; moved aside (kept) by the command below
-        aside = f"{dotgit}.moved-aside"
-        raise Refusal(
-            "lane_pointers_tampered",
-            f"lane {rec.key}'s {git.shown(dotgit)} is a directory (a repository of its own), "
-            "not git's pointer to the lane's admin dir; it was left as it is",
-            next=[
-                git.mv_aside(dotgit, aside),
-                f"printf '%s\\n' {git.q(f'gitdir: {admin}')} > {git.q(dotgit)}",
-                f"git lane repair {rec.key}",
-            ],
-            details={"lane": rec.key, "path": str(dotgit)},
-        )
+        if move_aside:
+            changes.append(_dotgit_aside(rec, dotgit))
+        else:
+            # a repository of its own at the lane's path (made there, or someone's):
+            # never touched by a plain repair; moved aside (kept) by the command below
+            raise Refusal(
+                "lane_pointers_tampered",
+                f"lane {rec.key}'s {git.shown(dotgit)} is a directory (a repository of its "
+                "own), not git's pointer to the lane's admin dir; it was left as it is: "
+                "`repair --move-aside` moves it aside (kept) and writes the pointer",
+                next=[f"git lane repair {rec.key} --move-aside"],
+                details={"lane": rec.key, "path": str(dotgit)},
+            )
     want = {
         dotgit: f"gitdir: {admin}\n",
         admin / "commondir": "../..\n",
@@ -129,9 +133,42 @@ def repair_pointers(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
     }
     for p, text in want.items():
         if _read(p) != text.rstrip("\n"):
-            _replace(p, text)
+            try:
+                _replace(p, text)
+            except OSError as exc:  # a directory put back at `.git` meanwhile: left as it is
+                raise Refusal(
+                    "lane_pointers_tampered",
+                    f"lane {rec.key}'s pointer {git.shown(p)} could not be written "
+                    f"({exc.strerror}); what is there was left as it is",
+                    next=[f"git lane repair {rec.key} --move-aside"],
+                    details={"lane": rec.key, "path": str(p), "error": exc.strerror},
+                ) from exc
             changes.append({"action": "pointer_rewritten", "lane": rec.key, "file": str(p)})
     return changes
+
+
+def _dotgit_aside(rec: LaneRecord, dotgit: Path) -> dict[str, Any]:
+    """The directory at the lane's `.git` renamed to a fresh name beside it, through a
+    descriptor on the lane's root (trusted: its path is the owner's): only a directory
+    found there now is moved (a link or file the lane put there since is left for the
+    pointer's write, which replaces it and never writes through it)."""
+    fd = os.open(rec.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        st = os.stat(".git", dir_fd=fd, follow_symlinks=False)
+        if not stat.S_ISDIR(st.st_mode):
+            return {"action": "dotgit_gone", "lane": rec.key}
+        got = dirfd.move_aside(fd, ".git", ".git.moved-aside")
+    except OSError as exc:
+        raise Refusal(
+            "lane_pointers_tampered",
+            f"lane {rec.key}'s {git.shown(dotgit)} (a directory) could not be moved aside "
+            f"({exc.strerror}); it was left as it is",
+            next=[f"git lane repair {rec.key} --move-aside"],
+            details={"lane": rec.key, "path": str(dotgit), "error": exc.strerror},
+        ) from exc
+    finally:
+        os.close(fd)
+    return {"action": "dotgit_moved_aside", "lane": rec.key, "to": os.path.join(rec.path, got)}
 
 
 def _never_anothers(repo: Repo, rec: LaneRecord, admin: Path) -> None:

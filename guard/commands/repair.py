@@ -29,7 +29,9 @@ def default_path(repo: Repo, key: str) -> str | None:
 
 
 @git.in_own_context
-def run(repo: Repo, key: str) -> RepairResult:
+def run(repo: Repo, key: str, move_aside: bool = False) -> RepairResult:
+    """`move_aside`: a directory at the lane's `.git` (a repository of its own) is renamed
+    aside (kept) and the pointer written in its place; without it, refused."""
     lane.forbid_worker("repair", f"git lane repair {key}")
     lane.check_key(key)
     changes: list[dict[str, Any]] = []
@@ -59,7 +61,8 @@ def run(repo: Repo, key: str) -> RepairResult:
         ref = f"refs/heads/{rec.branch}"
         facts = recovery.branch_facts(repo, rec.path, rec.branch, repo.ref_sha(ref))
         changes.extend(recovery.restore_branch(repo, rec, facts))
-        changes.extend(recovery.repair_pointers(repo, rec))  # before git runs in the lane
+        # before git runs in the lane
+        changes.extend(recovery.repair_pointers(repo, rec, move_aside))
         changes.extend(_head_back(repo, rec))
         wt = git.by_path(repo.worktrees()).get(os.path.realpath(rec.path))
         if wt is None or not wt.exists:
