@@ -661,13 +661,24 @@ def restore_main(ctx: Ctx) -> None:
     type=click.Choice(["claude", "codex", "aider", "opencode"]),
     help="The agent CLI to set up for the lane.",
 )
+@click.option(
+    "--move-aside",
+    is_flag=True,
+    help="First rename what is at the tool's file in the lane (or the link on its way) "
+    "to NAME.git-lane-bak, kept.",
+)
+@click.option(
+    "--enable-hooks",
+    is_flag=True,
+    help='Drop a "disableAllHooks" in the lane\'s claude settings (the other keys are kept).',
+)
 @json_option
 @pass_ctx
-def agent_setup(ctx: Ctx, key: str | None, tool: str) -> None:
+def agent_setup(ctx: Ctx, key: str | None, tool: str, move_aside: bool, enable_hooks: bool) -> None:
     """Write what an agent CLI needs to keep to the lane; print the command that starts it."""
     from guard.commands import agent_setup as cmd
 
-    emit(ctx, cmd.run(ctx.repo, key, tool), render.agent_setup)
+    emit(ctx, cmd.run(ctx.repo, key, tool, move_aside, enable_hooks), render.agent_setup)
 
 
 # -- config and log -----------------------------------------------------------------------
