@@ -280,13 +280,21 @@ def reconcile(ctx: Ctx) -> None:
     help="A directory at the lane's .git (a repository of its own) is renamed aside (kept), "
     "and the pointer written in its place.",
 )
+@click.option(
+    "--keep",
+    "keep",
+    multiple=True,
+    metavar="PATH",
+    help="Move PATH of the lane's worktree into git-lane's kept/ first (repeatable).",
+)
+@click.option("--into", metavar="NAME", help="The kept/ directory --keep moves into.")
 @json_option
 @pass_ctx
-def repair(ctx: Ctx, key: str, move_aside: bool) -> None:
+def repair(ctx: Ctx, key: str, move_aside: bool, keep: tuple[str, ...], into: str | None) -> None:
     """Put a lane back from git: its record, a deleted or moved branch, a deleted worktree."""
     from guard.commands import repair as cmd
 
-    emit(ctx, cmd.run(ctx.repo, key, move_aside), render.repair)
+    emit(ctx, cmd.run(ctx.repo, key, move_aside, keep, into), render.repair)
 
 
 # -- sync and land ------------------------------------------------------------------------

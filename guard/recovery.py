@@ -171,6 +171,107 @@ def _dotgit_aside(rec: LaneRecord, dotgit: Path) -> dict[str, Any]:
     return {"action": "dotgit_moved_aside", "lane": rec.key, "to": os.path.join(rec.path, got)}
 
 
+_KEPT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*\Z")
+
+
+def keep_paths(
+    repo: Repo, rec: LaneRecord, rels: list[str], into: str | None
+) -> list[dict[str, Any]]:
+    """Move each of `rels` (paths in the lane's worktree) into kept/`into` (a fresh
+    kept_dir when None), keeping its relative path: the owner's `repair --keep`, the
+    `next` of ignored_in_the_way and of checkpoint's lane_index_unsafe. The directory of
+    each is reached from the lane's root one component at a time, O_NOFOLLOW (a link the
+    lane put on the way since the refusal fails the walk: refused, nothing moved past
+    it), and the last name is renamed itself (a link is moved, never what it names),
+    never over anything (RENAME_NOREPLACE: a taken name gets `.1`, `.2`, ...). A path
+    with nothing at it any more is skipped. Where kept/ is on another file system than
+    the lane, a `.git-lane-kept/` beside the lane (the owner's directory) takes them."""
+    name = into if into is not None else repo.kept_dir(rec.key).name
+    if not _KEPT_NAME.match(name):
+        raise Refusal(
+            "keep_failed",
+            f"--into {git.shown(name)} is no name git-lane gives a kept/ directory; nothing "
+            "was moved",
+            next=[f"git lane status {rec.key}"],
+            details={"lane": rec.key, "into": name},
+        )
+    bad = [r for r in rels if _keep_parts(r) is None]
+    if bad:
+        raise Refusal(
+            "keep_failed",
+            f"--keep names path(s) that are not inside lane {rec.key}'s worktree or name its "
+            f".git ({git.shown_some(bad)}); nothing was moved",
+            next=[f"git lane status {rec.key}"],
+            details={"lane": rec.key, "paths": bad[:100]},
+        )
+    changes: list[dict[str, Any]] = []
+    for rel in rels:
+        parts = _keep_parts(rel) or []
+        where = "/".join(parts[:-1]) or "."
+        try:
+            sfd, _ = dirfd.walk(rec.path, where)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise _keep_refused(rec, rel, exc) from None
+        try:
+            try:
+                os.stat(parts[-1], dir_fd=sfd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            got = _keep_one(repo, rec, sfd, parts, name)
+        except OSError as exc:
+            raise _keep_refused(rec, rel, exc) from None
+        finally:
+            os.close(sfd)
+        changes.append({"action": "kept", "lane": rec.key, "path": rel, "to": got})
+    return changes
+
+
+def _keep_parts(rel: str) -> list[str] | None:
+    parts = rel.split("/")
+    if not rel or any(p in ("", ".", "..") for p in parts) or parts[0] == ".git":
+        return None
+    return parts
+
+
+def _keep_one(repo: Repo, rec: LaneRecord, sfd: int, parts: list[str], name: str) -> str:
+    """Rename `parts[-1]` (in `sfd`) to kept/`name`/`parts`: the state's kept/ first,
+    on another file system (EXDEV) a `.git-lane-kept/` beside the lane."""
+    sub = "/".join([name, *parts[:-1]])
+    roots = [repo.state_dir / "kept", Path(rec.path).parent / ".git-lane-kept"]
+    for i, root in enumerate(roots):
+        root.mkdir(parents=True, exist_ok=True)
+        dfd, _ = dirfd.walk(str(root), sub, create=True)
+        try:
+            n, last = 0, parts[-1]
+            while True:
+                dest = last if n == 0 else f"{last}.{n}"
+                try:
+                    dirfd.rename_noreplace(sfd, last, dfd, dest)
+                    return os.path.join(root, sub, dest)
+                except FileExistsError:
+                    n += 1
+                except OSError as exc:
+                    if exc.errno != errno.EXDEV or i == len(roots) - 1:
+                        raise
+                    break
+        finally:
+            os.close(dfd)
+    raise OSError(errno.EXDEV, "no kept directory on the lane's file system")
+
+
+def _keep_refused(rec: LaneRecord, rel: str, exc: OSError) -> Refusal:
+    return Refusal(
+        "keep_failed",
+        f"{git.shown(rel)} in lane {rec.key} could not be moved into kept/ "
+        f"({exc.strerror or exc}): a name on its way is a link or no directory now (the lane "
+        "changed it), or kept/ could not be written; nothing was moved past it",
+        next=[f"git lane status {rec.key}"],
+        details={"lane": rec.key, "paths": [rel], "error": exc.strerror},
+    )
+
+
 def _never_anothers(repo: Repo, rec: LaneRecord, admin: Path) -> None:
     """An admin dir another recorded lane has is never pointed at this lane's path (nor
     named in a next that would): a record without `admin` finds its admin dir by the

@@ -29,9 +29,17 @@ def default_path(repo: Repo, key: str) -> str | None:
 
 
 @git.in_own_context
-def run(repo: Repo, key: str, move_aside: bool = False) -> RepairResult:
+def run(
+    repo: Repo,
+    key: str,
+    move_aside: bool = False,
+    keep: tuple[str, ...] = (),
+    into: str | None = None,
+) -> RepairResult:
     """`move_aside`: a directory at the lane's `.git` (a repository of its own) is renamed
-    aside (kept) and the pointer written in its place; without it, refused."""
+    aside (kept) and the pointer written in its place; without it, refused. `keep`: paths
+    of the lane's worktree moved into kept/`into` first (recovery.keep_paths), as the
+    nexts of ignored_in_the_way and lane_index_unsafe name them."""
     lane.forbid_worker("repair", f"git lane repair {key}")
     lane.check_key(key)
     changes: list[dict[str, Any]] = []
@@ -57,6 +65,8 @@ def run(repo: Repo, key: str, move_aside: bool = False) -> RepairResult:
             # never written to: the record is moved to the lane's own checkout
             rec, moved = _move_off(repo, rec, wts, whose)
             changes.append(moved)
+        if keep:
+            changes.extend(recovery.keep_paths(repo, rec, list(keep), into))
         objects.use(repo, rec.path)  # its commits may be in its own store only
         ref = f"refs/heads/{rec.branch}"
         facts = recovery.branch_facts(repo, rec.path, rec.branch, repo.ref_sha(ref))
