@@ -288,13 +288,27 @@ def reconcile(ctx: Ctx) -> None:
     help="Move PATH of the lane's worktree into git-lane's kept/ first (repeatable).",
 )
 @click.option("--into", metavar="NAME", help="The kept/ directory --keep moves into.")
+@click.option(
+    "--ignore",
+    "ignore",
+    multiple=True,
+    metavar="PATTERN",
+    help="Append PATTERN to the lane's top .gitignore (repeatable).",
+)
 @json_option
 @pass_ctx
-def repair(ctx: Ctx, key: str, move_aside: bool, keep: tuple[str, ...], into: str | None) -> None:
+def repair(
+    ctx: Ctx,
+    key: str,
+    move_aside: bool,
+    keep: tuple[str, ...],
+    into: str | None,
+    ignore: tuple[str, ...],
+) -> None:
     """Put a lane back from git: its record, a deleted or moved branch, a deleted worktree."""
     from guard.commands import repair as cmd
 
-    emit(ctx, cmd.run(ctx.repo, key, move_aside, keep, into), render.repair)
+    emit(ctx, cmd.run(ctx.repo, key, move_aside, keep, into, ignore), render.repair)
 
 
 # -- sync and land ------------------------------------------------------------------------

@@ -228,6 +228,47 @@ def keep_paths(
     return changes
 
 
+def add_ignores(rec: LaneRecord, patterns: list[str]) -> list[dict[str, Any]]:
+    """Append `patterns` (one line each, after an empty line) to the lane's top
+    `.gitignore`: the owner's `repair --ignore`, the `next` of lane_changed_during_gate
+    when the gate left only new files. Read O_NOFOLLOW (a link or anything but a regular
+    file there: refused) and replaced through a descriptor on the lane's root (a link put
+    there since is replaced, never written through): never a shell `>>` into the lane's
+    path, which a process of the lane can make a link to a file of the owner's between
+    the print and the run."""
+    bad = [p for p in patterns if not p or "\n" in p or "\r" in p or "\0" in p]
+    if bad:
+        raise Refusal(
+            "keep_failed",
+            f"--ignore names pattern(s) that are not one .gitignore line ({git.shown_some(bad)}); "
+            "nothing was written",
+            next=[f"git lane status {rec.key}"],
+            details={"lane": rec.key, "paths": bad[:100]},
+        )
+    fd = os.open(rec.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        try:
+            old = dirfd.read(fd, ".gitignore", limit=1 << 20)
+            mode: int | None = stat.S_IMODE(
+                os.stat(".gitignore", dir_fd=fd, follow_symlinks=False).st_mode
+            )
+        except FileNotFoundError:
+            old, mode = b"", None
+        new = old + "".join(f"\n{p}\n" for p in patterns).encode("utf-8", "surrogateescape")
+        dirfd.replace(fd, ".gitignore", [new], mode)
+    except OSError as exc:
+        raise Refusal(
+            "keep_failed",
+            f"lane {rec.key}'s .gitignore could not be read or written ({exc.strerror or exc}): "
+            "it is a link or no regular file now (the lane changed it); nothing was written",
+            next=[f"git lane status {rec.key}"],
+            details={"lane": rec.key, "paths": [".gitignore"], "error": exc.strerror},
+        ) from None
+    finally:
+        os.close(fd)
+    return [{"action": "ignored", "lane": rec.key, "patterns": patterns}]
+
+
 def _keep_parts(rel: str) -> list[str] | None:
     parts = rel.split("/")
     if not rel or any(p in ("", ".", "..") for p in parts) or parts[0] == ".git":

@@ -35,11 +35,13 @@ def run(
     move_aside: bool = False,
     keep: tuple[str, ...] = (),
     into: str | None = None,
+    ignore: tuple[str, ...] = (),
 ) -> RepairResult:
     """`move_aside`: a directory at the lane's `.git` (a repository of its own) is renamed
     aside (kept) and the pointer written in its place; without it, refused. `keep`: paths
     of the lane's worktree moved into kept/`into` first (recovery.keep_paths), as the
-    nexts of ignored_in_the_way and lane_index_unsafe name them."""
+    nexts of ignored_in_the_way and lane_index_unsafe name them. `ignore`: lines appended to
+    the lane's top .gitignore (recovery.add_ignores), as lane_changed_during_gate names them."""
     lane.forbid_worker("repair", f"git lane repair {key}")
     lane.check_key(key)
     changes: list[dict[str, Any]] = []
@@ -67,6 +69,8 @@ def run(
             changes.append(moved)
         if keep:
             changes.extend(recovery.keep_paths(repo, rec, list(keep), into))
+        if ignore:
+            changes.extend(recovery.add_ignores(rec, list(ignore)))
         objects.use(repo, rec.path)  # its commits may be in its own store only
         ref = f"refs/heads/{rec.branch}"
         facts = recovery.branch_facts(repo, rec.path, rec.branch, repo.ref_sha(ref))
