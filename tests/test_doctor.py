@@ -218,8 +218,8 @@ def test_a_link_at_main_that_git_reads_through_fails_and_restore_main_keeps_it(
 
 def _a_link_on_mains_way(hub: Repo, shape: str) -> str:
     """Red team 14H-A F2, F4 (made by hand, outside every layer, after lane alpha): main
-    `team/main` read through `refs/heads/team -> lane/x`, or main packed and
-    `packed-refs` a link into alpha's admin dir. Returns main's ref."""
+    `team/main` read through `refs/heads/team -> lane/x`, refs/heads a link, or main
+    packed and `packed-refs` a link into alpha's admin dir. Returns main's ref."""
     common = hub.common_dir
     hub.create("alpha")
     tip = hub.sha()
@@ -233,13 +233,17 @@ def _a_link_on_mains_way(hub: Repo, shape: str) -> str:
         (heads / "team").rmdir()
         (heads / "team").symlink_to("lane/x")
         return "refs/heads/team/main"
+    if shape == "heads":  # every branch read from refs/heads-real: not moved by restore-main
+        (common / "refs" / "heads").rename(common / "refs" / "heads-real")
+        (common / "refs" / "heads").symlink_to("heads-real")
+        return "refs/heads/main"
     hub.git("pack-refs", "--all")
     (common / "packed-refs").rename(common / "worktrees" / "alpha" / "packed-refs")
     (common / "packed-refs").symlink_to("worktrees/alpha/packed-refs")
     return "refs/heads/main"
 
 
-@pytest.mark.parametrize("shape", ["parent_directory", "packed_refs"])
+@pytest.mark.parametrize("shape", ["parent_directory", "heads", "packed_refs"])
 def test_a_link_on_mains_way_fails_and_its_fix_makes_main_plain(hub: Repo, shape: str) -> None:
     """Red team 14H-A F2, F4: doctor said ok while git read main through a link at its
     parent directory or a linked packed-refs (a sandboxed lane may write what either
@@ -252,7 +256,9 @@ def test_a_link_on_mains_way_fails_and_its_fix_makes_main_plain(hub: Repo, shape
     run_fix(hub, c["fix"])
     assert checks(hub)["main"]["status"] == "ok"
     assert hub.sha(main) == tip
-    linked = "refs/heads/team" if shape == "parent_directory" else "packed-refs"
+    linked = {"parent_directory": "refs/heads/team", "heads": "refs/heads"}.get(
+        shape, "packed-refs"
+    )
     assert not (hub.common_dir / linked).is_symlink()
     (kept,) = (hub.state_dir / "kept").glob(f"{linked.replace('/', '-')}.*")
     assert os.path.islink(kept) or any(p.is_symlink() for p in kept.rglob("*")), kept
