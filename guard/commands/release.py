@@ -109,14 +109,19 @@ def _branch_unlocked(repo: Repo, rec: LaneRecord) -> None:
     `refs/heads/lane/KEY.lock` exists: git would refuse the branch's delete, and then the
     `worktree add` that puts the removed worktree back (HEAD names the branch) as well."""
     lk, state = gitlocks.ref_lock_state(repo, rec.branch, rec.path)
+    what = f"lane {rec.key}'s branch"
+    if lk is None:
+        # git takes packed-refs.lock for every ref delete (a gc or pack-refs holds it): the
+        # delete would fail after the worktree went, and each retry remove it again
+        lk, state = gitlocks.packed_refs_lock_state(repo, rec.path)
+        what = "the repository's packed refs"
     if lk is None:
         return
     if state == "stale":
         raise gitlocks.stale_refusal(rec.key, [str(lk)], "release")
     raise Refusal(
         "lane_busy",
-        f"a git command is writing lane {rec.key}'s branch ({git.shown(lk)} exists); "
-        "nothing was removed",
+        f"a git command is writing {what} ({git.shown(lk)} exists); nothing was removed",
         next=[f"git lane release {rec.key}"],
         alternatives=["git lane status"],
         details={"lane": rec.key, "locks": [str(lk)], "stale": False},
@@ -1318,12 +1323,16 @@ def _freeze(repo: Repo, key: str, path: str, confirmed: bool) -> tuple[Path, int
     except FileExistsError:
         if confirmed:
             return None
+        # left by a git killed in the lane (judged as checkpoint's, abort's): reconcile
+        # lifts it (a staged state in it kept), then the release; else it is at work
+        if lk in gitlocks.stale(repo, key, path, gd):
+            raise gitlocks.stale_refusal(key, [str(lk)], "release") from None
         raise Refusal(
             "lane_busy",
             f"a git command is writing in lane {key} (its {lk} exists); nothing was released",
             next=[f"git lane release {key}"],
             alternatives=[f"rm {git.q(lk)} && git lane release {key}"],
-            details={"lane": key, "index_lock": str(lk)},
+            details={"lane": key, "index_lock": str(lk), "locks": [str(lk)], "stale": False},
         ) from None
     except OSError:
         return None  # an admin dir we cannot write: git's own checks still apply
