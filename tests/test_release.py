@@ -11,6 +11,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -241,6 +242,8 @@ def test_a_young_index_lock_is_not_judged_stale_by_release(hub: Repo) -> None:
     assert hub.jlane("land", "alpha").rc == 0
     admin = Path(git(lp, "rev-parse", "--absolute-git-dir").stdout.strip())
     (admin / "index.lock").write_bytes(b"DIRC")
+    soon = time.time() + 600  # young however slowly the test runs
+    os.utime(admin / "index.lock", (soon, soon))
     r = hub.jlane("release", "alpha")
     assert (r.rc, r.code) == (1, "lane_busy"), r.stdout
     assert r.json["details"]["stale"] is False
@@ -275,6 +278,8 @@ def test_a_young_packed_refs_lock_refuses_the_release_again(hub: Repo) -> None:
     assert hub.jlane("land", "alpha").rc == 0
     lk = hub.common_dir / "packed-refs.lock"
     lk.write_text("")
+    soon = time.time() + 600  # young however slowly the test runs
+    os.utime(lk, (soon, soon))
     r = hub.jlane("release", "alpha")
     assert (r.rc, r.code) == (1, "lane_busy"), r.stdout
     assert r.json["details"]["stale"] is False and r.json["next"] == ["git lane release alpha"]
