@@ -109,14 +109,19 @@ def _branch_unlocked(repo: Repo, rec: LaneRecord) -> None:
     `refs/heads/lane/KEY.lock` exists: git would refuse the branch's delete, and then the
     `worktree add` that puts the removed worktree back (HEAD names the branch) as well."""
     lk, state = gitlocks.ref_lock_state(repo, rec.branch, rec.path)
+    what = f"lane {rec.key}'s branch"
+    if lk is None:
+        # git takes packed-refs.lock for every ref delete (a gc or pack-refs holds it): the
+        # delete would fail after the worktree went, and each retry remove it again
+        lk, state = gitlocks.packed_refs_lock_state(repo, rec.path)
+        what = "the repository's packed refs"
     if lk is None:
         return
     if state == "stale":
         raise gitlocks.stale_refusal(rec.key, [str(lk)], "release")
     raise Refusal(
         "lane_busy",
-        f"a git command is writing lane {rec.key}'s branch ({git.shown(lk)} exists); "
-        "nothing was removed",
+        f"a git command is writing {what} ({git.shown(lk)} exists); nothing was removed",
         next=[f"git lane release {rec.key}"],
         alternatives=["git lane status"],
         details={"lane": rec.key, "locks": [str(lk)], "stale": False},
@@ -158,6 +163,9 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
         g11_keep_work(
             repo, key, rec.path, rec.branch, present, confirmed, work, gone=gone_admin is not None
         )
+        # every commit a recover below names goes into the shared store first (verified, as
+        # the tip): a sandboxed lane's store goes with its admin dir; what cannot is lost
+        lost = _absorb_recovered(repo, rec, work)
         begin(repo, rec, work)  # what reconcile finishes if this process dies from here on
         crash_point("release_inspected")  # the lane frozen (its index.lock), nothing removed
         kept_modules: str | None = None
@@ -207,7 +215,7 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
         raise
     finally:
         _thaw(frozen)
-    detached_head = work.head if work.detached else None
+    detached_head = work.head if work.detached and work.head not in lost else None
     _finish(
         repo,
         rec,
@@ -219,6 +227,7 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
         discarded_worktree_refs=work.worktree_refs,
         kept_modules=kept_modules,
         kept_modules_skipped=kept_skipped[:200],
+        lost_commits=lost,
     )
     return {
         "ok": True,
@@ -230,17 +239,41 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
         "discarded_detached": work.detached,
         "discarded_ignored": work.ignored,
         "discarded_worktree_refs": work.worktree_refs,
-        "recover": f"git branch {rec.branch} {work.tip}" if work.unlanded and work.tip else None,
+        "recover": f"git branch {rec.branch} {work.tip}"
+        if work.unlanded and work.tip and work.tip not in lost
+        else None,
         "recover_detached": f"git branch {rec.branch}-detached {detached_head}"
         if detached_head
         else None,
         "recover_worktree_refs": [
             f"git branch {git.q(rec.branch + '-' + str(r['ref']).removeprefix('refs/worktree/').replace('/', '-'))} {r['sha']}"
             for r in work.worktree_refs
+            if r["sha"] not in lost
         ],
+        "lost_commits": lost,
         "kept_modules": kept_modules,
         "kept_modules_skipped": kept_skipped,
     }
+
+
+def _absorb_recovered(repo: Repo, rec: LaneRecord, work: Work) -> list[str]:
+    """Import into the shared store, verified and re-hashed (objects.absorb, as the tip
+    is), every commit a released result names to get back: the unlanded tip, a detached
+    HEAD, each refs/worktree/* tip. A sandboxed lane made them in its own store
+    (worktrees/<id>/objects), which goes with its admin dir. Returns those that could
+    not be (their objects missing or forged): no recover names them, they are lost."""
+    named = [
+        *([work.tip] if work.unlanded and work.tip else []),
+        *([work.head] if work.detached and work.head else []),
+        *(str(r["sha"]) for r in work.worktree_refs),
+    ]
+    lost: list[str] = []
+    for sha in dict.fromkeys(named):
+        why = objects.absorb(repo, rec.key, rec.path, rec.branch, sha)
+        if why:
+            repo.store.event("objects_kept_in_lane", lane=rec.key, why=why, tip=sha)
+            lost.append(sha)
+    return lost
 
 
 def _finish(repo: Repo, rec: LaneRecord, tip: str | None, **logged: object) -> None:
@@ -1318,12 +1351,16 @@ def _freeze(repo: Repo, key: str, path: str, confirmed: bool) -> tuple[Path, int
     except FileExistsError:
         if confirmed:
             return None
+        # left by a git killed in the lane (judged as checkpoint's, abort's): reconcile
+        # lifts it (a staged state in it kept), then the release; else it is at work
+        if lk in gitlocks.stale(repo, key, path, gd):
+            raise gitlocks.stale_refusal(key, [str(lk)], "release") from None
         raise Refusal(
             "lane_busy",
             f"a git command is writing in lane {key} (its {lk} exists); nothing was released",
             next=[f"git lane release {key}"],
             alternatives=[f"rm {git.q(lk)} && git lane release {key}"],
-            details={"lane": key, "index_lock": str(lk)},
+            details={"lane": key, "index_lock": str(lk), "locks": [str(lk)], "stale": False},
         ) from None
     except OSError:
         return None  # an admin dir we cannot write: git's own checks still apply
