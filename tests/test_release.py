@@ -1090,3 +1090,134 @@ def test_release_refuses_a_worktree_directory_it_may_not_read(
     assert exc.value.alternatives == [
         f"chmod -R u+rwX -- {shlex.quote(str(lp))} && git lane release alpha"
     ]
+
+
+def _deep_dir(base: Path, total: int) -> Path:
+    """A chain of directories under `base` whose absolute path is `total` bytes long."""
+    d = base
+    while len(os.fsencode(d)) < total - 60:
+        d = d / ("d" * 50)
+    return d / ("e" * (total - len(os.fsencode(d)) - 1))
+
+
+def _git_at(d: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """git with the repository `d` as its git dir, whatever the length of `d`'s path: run
+    from a directory above it whose path is short enough, naming `d` relative to it."""
+    at = d
+    while len(os.fsencode(at)) > 2048:
+        at = at.parent
+    return subprocess.run(
+        ["git", "--git-dir", os.path.relpath(d, at), *args],
+        cwd=at,
+        text=True,
+        capture_output=True,
+        check=False,
+    )
+
+
+def test_a_clean_release_keeps_a_git_dir_whose_copy_path_is_too_long(hub: Repo) -> None:
+    """Red team 14H-B F1: the lane lands repository `sub` (main records its commit),
+    untracks it and moves its `.git` into a deep tracked directory, and lands that: clean,
+    landed, no confirmation needed. Its copy in kept/ has a longer path than the lane's
+    own: each file past PATH_MAX there was 'named, not copied' and the removal deleted
+    the original. The copy goes through directory fds (no path limit): all of it is
+    kept, nothing named as left out, and the copy holds sub's commit."""
+    lp, s = _landed_repository(hub)
+    kept_prefix = hub.state_dir / "kept" / "alpha-modules-20260101T000000Z" / "worktree-gitdirs"
+    extra = len(os.fsencode(kept_prefix)) - len(os.fsencode(lp))
+    assert extra > 0
+    deep = _deep_dir(lp / "docs", 4095 - 60 - extra // 2)
+    deep.mkdir(parents=True)
+    (deep / "a.txt").write_text("a\n")
+    git(lp, "add", "docs")
+    git(lp, "rm", "-q", "--cached", "sub")
+    git(lp, "commit", "-q", "-m", "docs, and sub untracked")
+    (lp / "sub" / ".git").rename(deep / ".git")
+    shutil.rmtree(lp / "sub")
+    assert hub.jlane("land", "alpha").rc == 0
+    r = hub.jlane("release", "alpha")
+    assert (r.rc, r.code) == (0, "released"), r.stdout[:2000]
+    assert r.json["kept_modules_skipped"] == []
+    rel = deep.relative_to(lp)
+    copy = Path(r.json["kept_modules"]) / "worktree-gitdirs" / rel / ".git"
+    assert len(os.fsencode(copy / "objects" / s[:2] / s[2:])) >= 4096  # past PATH_MAX
+    done = _git_at(copy, "cat-file", "-t", s)
+    assert done.stdout.strip() == "commit", done.stderr
+    assert not lp.exists()
+
+
+def _landed_git_dir_in_docs(hub: Repo) -> tuple[Path, str]:
+    """Repository `sub` landed, then untracked and its `.git` moved into tracked `docs/`,
+    landed: the lane is clean and landed, `docs/.git` the only home of the commit main
+    records."""
+    lp, s = _landed_repository(hub)
+    (lp / "docs").mkdir()
+    (lp / "docs" / "a.txt").write_text("a\n")
+    git(lp, "add", "docs")
+    git(lp, "rm", "-q", "--cached", "sub")
+    git(lp, "commit", "-q", "-m", "docs, and sub untracked")
+    (lp / "sub" / ".git").rename(lp / "docs" / ".git")
+    shutil.rmtree(lp / "sub")
+    assert hub.jlane("land", "alpha").rc == 0
+    return lp, s
+
+
+def _owner_may_not_open(monkeypatch: pytest.MonkeyPatch, name: str, parent: str) -> None:
+    """As a non-root owner meets what the lane chmod-ed 000 (the tests run as root, so
+    the open's EACCES is made here): opening `name` in a directory whose path ends with
+    `parent` for reading (O_NONBLOCK, as every read of the walk and the copy; remove_tree
+    gives the owner's bits back through an O_PATH fd, which is left to work) fails."""
+    from guard import dirfd
+
+    real_open = os.open
+
+    def fake(path: object, flags: int, *a: object, **kw: object) -> int:
+        dfd = kw.get("dir_fd")
+        if (
+            path == name
+            and isinstance(dfd, int)
+            and not flags & os.O_PATH
+            and os.readlink(f"/proc/self/fd/{dfd}").endswith(parent)
+        ):
+            raise PermissionError(13, "Permission denied", name)
+        return real_open(path, flags, *a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(dirfd.os, "open", fake)
+
+
+@pytest.mark.parametrize(
+    "name, parent", [("objects", "/docs/.git"), (".git", "/docs"), ("HEAD", "/docs/.git")]
+)
+def test_a_clean_release_never_deletes_a_git_dir_part_it_could_not_copy(
+    hub: Repo, monkeypatch: pytest.MonkeyPatch, name: str, parent: str
+) -> None:
+    """Red team 14H-B F2, F3: a part of a git dir found in the worktree that the copy may
+    not open (`docs/.git/objects` chmod 000 by the lane) was named as left out, and the
+    removal then gave the owner's bits back and deleted it: the only copy of a commit
+    main records. `docs/.git` itself unopenable was refused worktree_remove_failed, its
+    next the same release, refused the same way for ever. Both (and a file of it) are
+    refused worktree_unreadable before anything is removed; its next, run as written
+    (the worktree moved aside whole), releases the lane, the git dir kept in the moved
+    worktree."""
+    from guard.commands import release
+    from guard.errors import Refusal
+    from guard.repo import Repo as GRepo
+
+    lp, s = _landed_git_dir_in_docs(hub)
+    monkeypatch.chdir(hub.path)
+    _owner_may_not_open(monkeypatch, name, parent)
+    with pytest.raises(Refusal) as exc:
+        release.run(GRepo.discover(str(hub.path)), "alpha")
+    ref = exc.value
+    assert ref.code == "worktree_unreadable", ref.message
+    assert git(lp / "docs", "--git-dir", ".git", "cat-file", "-t", s).stdout.strip() == "commit"
+    assert git(hub.path, "rev-parse", "-q", "--verify", "refs/heads/lane/alpha").returncode == 0
+    assert ref.next[0].startswith(f"mv -T -- {shlex.quote(str(lp))} ")
+    assert ref.next[1:] == ["git lane release alpha"]
+    assert not list((hub.state_dir / "kept").glob("alpha-modules-*")), "no partial copy left"
+    subprocess.run(["sh", "-c", ref.next[0]], check=True, cwd=hub.path)
+    res = release.run(GRepo.discover(str(hub.path)), "alpha")
+    assert res["code"] == "released"
+    aside = Path(ref.details["aside"])
+    assert git(aside / "docs", "--git-dir", ".git", "cat-file", "-t", s).stdout.strip() == "commit"
+
