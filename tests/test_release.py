@@ -1221,3 +1221,18 @@ def test_a_clean_release_never_deletes_a_git_dir_part_it_could_not_copy(
     aside = Path(ref.details["aside"])
     assert git(aside / "docs", "--git-dir", ".git", "cat-file", "-t", s).stdout.strip() == "commit"
 
+
+def test_a_refused_branch_delete_says_where_the_git_dirs_it_took_are(hub: Repo) -> None:
+    """Red team 14H-B F7: the branch delete is refused (the hook's: main made a symbolic
+    ref) after the worktree, with `docs/.git` (the only home of a commit main records),
+    was removed; `git worktree add` puts back the branch's files, not `docs/.git`, which
+    is in kept/ only: the refusal names the copy (details and message)."""
+    lp, s = _landed_git_dir_in_docs(hub)
+    hub.git("branch", "aside")
+    hub.git("symbolic-ref", "refs/heads/main", "refs/heads/aside")
+    r = hub.jlane("release", "alpha")
+    assert r.rc == 1 and r.json["details"]["worktree_restored"] is True, r.stdout
+    named = r.json["details"]["kept_modules"]
+    assert isinstance(named, str) and _kept_has(named, s)
+    assert named in r.json["message"]
+    assert (lp / "docs" / "a.txt").is_file() and not (lp / "docs" / ".git").exists()

@@ -195,7 +195,7 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
             )
             if not res.ok:
                 _end(repo, key)
-                raise _not_deleted(repo, rec, work.tip, present, res.stderr)
+                raise _not_deleted(repo, rec, work.tip, present, res.stderr, kept_modules)
         crash_point("release_branch_deleted")  # the record still says active
     except BaseException:
         try:
@@ -1563,11 +1563,21 @@ def _thaw(frozen: tuple[Path, int] | None) -> None:
 
 
 # -- refusals after the inspection ----------------------------------------------------------
-def _not_deleted(repo: Repo, rec: LaneRecord, tip: str, removed: bool, stderr: str) -> Refusal:
+def _not_deleted(
+    repo: Repo,
+    rec: LaneRecord,
+    tip: str,
+    removed: bool,
+    stderr: str,
+    kept_modules: str | None = None,
+) -> Refusal:
     """The branch's delete failed: it is kept, and a worktree already removed (it was
     clean, or its discard confirmed) is checked out again at the branch. Why, as it is: the
     branch moved after it was inspected, or (it did not) a hook of ours refused the delete
-    (its code and its next), or git failed otherwise (branch_delete_failed, git's words)."""
+    (its code and its next), or git failed otherwise (branch_delete_failed, git's words).
+    The git dirs copied into kept/ before the removal (`kept_modules`) are not in the
+    worktree put back (a checkout holds the branch's files only): the refusal names
+    where they are (red team 14H-B F7)."""
     key = rec.key
     now = repo.ref_sha(f"refs/heads/{rec.branch}")
     restored = False
@@ -1577,7 +1587,7 @@ def _not_deleted(repo: Repo, rec: LaneRecord, tip: str, removed: bool, stderr: s
         if restored:
             lane.write_marker(repo, rec.path, key)
     if now != tip:
-        return _changed(rec, tip, now, restored)
+        return _changed(rec, tip, now, restored, kept_modules)
     kept = "the branch was kept" + (
         " and its worktree put back"
         if restored
@@ -1585,12 +1595,14 @@ def _not_deleted(repo: Repo, rec: LaneRecord, tip: str, removed: bool, stderr: s
         if removed
         else ""
     )
+    kept += _modules_said(kept_modules)
     details = {
         "lane": key,
         "branch": rec.branch,
         "tip": tip,
         "worktree_restored": restored,
         "stderr": stderr[-4000:],
+        "kept_modules": kept_modules,
     }
     again = f"git lane release {key}"
     hook = hook_line(stderr)
@@ -1618,18 +1630,32 @@ def _not_deleted(repo: Repo, rec: LaneRecord, tip: str, removed: bool, stderr: s
     )
 
 
-def _changed(rec: LaneRecord, tip: str, now: str | None, restored: bool) -> Refusal:
+def _modules_said(kept_modules: str | None) -> str:
+    if kept_modules is None:
+        return ""
+    return (
+        f"; the git dirs of its submodules and nested repositories, taken before the "
+        f"removal, are in {git.shown(kept_modules)} (not in the worktree put back)"
+    )
+
+
+def _changed(
+    rec: LaneRecord, tip: str, now: str | None, restored: bool, kept_modules: str | None = None
+) -> Refusal:
     """The branch moved after it was inspected (or went): it is kept."""
     return Refusal(
         "lane_changed_during_release",
         f"lane {rec.key}'s branch moved from {tip[:12]} to {str(now)[:12]} while it was being released; "
-        "the branch was kept" + (" and its worktree put back" if restored else ""),
+        "the branch was kept"
+        + (" and its worktree put back" if restored else "")
+        + _modules_said(kept_modules),
         next=[f"git lane status {rec.key}", f"git lane release {rec.key}"],
         details={
             "lane": rec.key,
             "tip_inspected": tip,
             "tip_now": now,
             "worktree_restored": restored,
+            "kept_modules": kept_modules,
         },
     )
 
