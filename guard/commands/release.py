@@ -497,12 +497,16 @@ def keep_modules(
     lane has neither) and what was not copied. A worktree it cannot look at all of is
     refused `worktree_unreadable`, with `again` after moving it aside.
 
-    The admin dir and the worktree can be written from the lane: the copy is made through
-    directory fds (guard/dirfd.py: no link followed, no open that blocks), of regular
-    files and directories only; a link, FIFO, socket or device (git makes none in a git
-    dir: none holds a commit), or a file or directory the owner may not open (its mode:
-    the lane may chmod them), is left out and named. A file is copied once whatever the
-    number of its hard links (the others are links in the copy), and its holes stay holes.
+    The admin dir and the worktree can be written from the lane: the copy is read through
+    directory fds (guard/dirfd.py: no link followed, no open that blocks) and written
+    through directory fds of the copy (no path limit: a git dir deep in the worktree has
+    a copy path longer than its own), of regular files and directories only; a link,
+    FIFO, socket or device (git makes none in a git dir: none holds a commit) is left out
+    and named. A file or directory the owner may not open (its mode: the lane may chmod
+    them; the removal would give the owner's bits back and delete it) is refused
+    `worktree_unreadable` (_not_copied), and so is one deeper than the worktree's removal
+    goes. A file is copied once whatever the number of its hard links (the others are
+    links in the copy), and its holes stay holes.
     A copy that would not fit in the free space of `kept/` is refused before it starts
     (`state_write_failed`, with `again` as its next once there is room); one that fails
     otherwise is a refusal (`worktree_remove_failed`): nothing was removed."""
