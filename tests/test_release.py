@@ -1236,3 +1236,41 @@ def test_a_refused_branch_delete_says_where_the_git_dirs_it_took_are(hub: Repo) 
     assert isinstance(named, str) and _kept_has(named, s)
     assert named in r.json["message"]
     assert (lp / "docs" / "a.txt").is_file() and not (lp / "docs" / ".git").exists()
+
+
+def test_a_confirmed_release_never_deletes_a_submodule_git_dir_part_it_could_not_copy(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As red team 14H-B F2, in the admin dir: a directory of `<admin>/modules/sub` the
+    copy may not open (the lane's chmod 000) was named as left out and then deleted with
+    the admin dir. Refused worktree_unreadable, nothing removed; its next gives the
+    owner's bits back, then the release (here, the open allowed again) keeps it."""
+    from guard.commands import release
+    from guard.errors import Refusal
+    from guard.repo import Repo as GRepo
+
+    lp = repo.create("alpha")
+    admin = Path(repo.git("-C", str(lp), "rev-parse", "--absolute-git-dir").stdout.strip())
+    sub = admin / "modules" / "sub"
+    (sub / "objects" / "ab").mkdir(parents=True)
+    (sub / "objects" / "ab" / "cd").write_text("an object\n")
+    (sub / "HEAD").write_text("ref: refs/heads/main\n")
+    monkeypatch.chdir(repo.path)
+    with monkeypatch.context() as m:
+        _owner_may_not_open(m, "objects", "/modules/sub")
+        with pytest.raises(Refusal) as exc:
+            release.run(GRepo.discover(str(repo.path)), "alpha", "yes-discard-lane")
+    ref = exc.value
+    assert ref.code == "worktree_unreadable", ref.message
+    assert ref.next == [
+        f"chmod -R u+rwX -- {shlex.quote(str(admin / 'modules'))}",
+        "git lane release alpha --confirm yes-discard-lane",
+    ]
+    assert (sub / "objects" / "ab" / "cd").is_file() and lp.is_dir()
+    assert not list((repo.state_dir / "kept").glob("alpha-modules-*")), "no partial copy left"
+    subprocess.run(["sh", "-c", ref.next[0]], check=True, cwd=repo.path)
+    res = release.run(GRepo.discover(str(repo.path)), "alpha", "yes-discard-lane")
+    assert res["code"] == "released"
+    kept = res.get("kept_modules")
+    assert kept is not None
+    assert (Path(kept) / "sub" / "objects" / "ab" / "cd").read_text() == "an object\n"

@@ -851,7 +851,12 @@ def _not_copied(key: str, path: str, lost: list[tuple[str, str, str]], again: st
         "may be found nowhere else, so nothing was removed: give the owner its bits back, "
         "then release again",
         next=[f"chmod -R u+rwX -- {git.q(modules)}", again],
-        details={"lane": key, "path": path, "why": why, "left": os.path.join(root, rel)},
+        details={
+            "lane": key,
+            "path": path,
+            "why": f"{os.path.join(root, rel)} is {what}{more}",
+            "left": os.path.join(root, rel),
+        },
     )
 
 
