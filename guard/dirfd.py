@@ -85,6 +85,19 @@ def _kind(e: os.DirEntry[str]) -> int:
     return stat.S_IFLNK if e.is_symlink() else 0
 
 
+def listing(dfd: int) -> list[tuple[str, int]]:
+    """The entries of the directory `dfd` as (name, kind), as `scan` gives them: the
+    kernel's d_type, no stat per entry, never followed."""
+    entries = []
+    with os.scandir(dfd) as it:
+        for e in it:
+            try:
+                entries.append((e.name, _kind(e)))
+            except OSError:
+                continue  # gone since it was listed
+    return entries
+
+
 def _scan(
     here: str,
     dfd: int,
@@ -93,13 +106,7 @@ def _scan(
     refused: list[str] | None = None,
 ) -> Iterator[tuple[str, int, list[tuple[str, int]]]]:
     try:
-        entries = []
-        with os.scandir(dfd) as it:  # the kernel's d_type: no stat per entry
-            for e in it:
-                try:
-                    entries.append((e.name, _kind(e)))
-                except OSError:
-                    continue  # gone since it was listed
+        entries = listing(dfd)
         yield here, dfd, entries
         if depth <= 0:
             return

@@ -14,10 +14,15 @@ Where /proc cannot tell, a lock is held. A lane's locks are acted on only when i
 dir is git's (a real directory directly under `<common>/worktrees/`, with its `gitdir`)
 and its pointers are intact; never anything outside it, never the hub's own locks.
 
+The repository's `packed-refs.lock` (a `gc` or `pack-refs` killed with its git; git takes
+it for every ref delete) is judged as the branch's: release refuses lane_busy on it before
+it removes anything, and reconcile removes it when stale.
+
 reconcile removes stale locks; a stale `index.lock` holding a staged state is never
 simply dropped: the one a dead commit left with HEAD's tree (the commit went in, the
 rename did not) is moved over the index, any other that differs from the index is kept
-under `kept/` first. abort, continue and checkpoint refuse lane_busy with it as next."""
+under `kept/` first. abort, continue, checkpoint and release refuse lane_busy with it as
+next."""
 
 from __future__ import annotations
 
@@ -455,6 +460,38 @@ def clear_ref(repo: Repo, branch: str, path: str) -> tuple[str | None, str | Non
     """reconcile: (removed, left) the lane's branch lock, when stale; an old one a live
     git may hold is left (doctor names it, with the command to remove it by hand)."""
     lk, state = ref_lock_state(repo, branch, path)
+    if lk is None or state == "young":
+        return None, None
+    if state == "held":
+        return None, str(lk)
+    try:
+        os.unlink(lk)
+    except OSError:
+        return None, str(lk)
+    return str(lk), None
+
+
+# -- the repository's packed-refs lock, in the common dir --------------------------------
+def packed_refs_lock_state(repo: Repo, path: str) -> tuple[Path | None, str]:
+    """(`<common>/packed-refs.lock` when a regular file there, "young" | "stale" |
+    "held"), judged as the branch's lock is: git takes it for every ref delete, so a
+    `gc`/`pack-refs` killed with its git makes every branch delete fail."""
+    lk = Path(os.path.realpath(repo.common_dir)) / "packed-refs.lock"
+    try:
+        st = os.lstat(lk)
+    except OSError:
+        return None, ""
+    if not stat.S_ISREG(st.st_mode):
+        return None, ""
+    if time.time() - st.st_mtime < MIN_AGE:
+        return lk, "young"
+    return lk, "held" if git_at_work(repo_roots(repo, path)) else "stale"
+
+
+def clear_packed_refs(repo: Repo) -> tuple[str | None, str | None]:
+    """reconcile: (removed, left) `packed-refs.lock`, when stale (old, and no live git
+    works anywhere in the repository); an old one a live git may hold is left."""
+    lk, state = packed_refs_lock_state(repo, str(repo.repo_root()))
     if lk is None or state == "young":
         return None, None
     if state == "held":

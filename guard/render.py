@@ -173,6 +173,8 @@ def release(r: Result) -> str:
     s = f"{r['code']}: lane {r['lane']}"
     if r.get("recover"):
         s += f"\n  discarded {len(r['discarded_commits'])} commit(s); to get them back: {r['recover']}"
+    if r.get("lost_commits"):
+        s += f"\n  lost for good (their objects could not be kept): {' '.join(r['lost_commits'])}"
     if r.get("kept_modules"):
         # (the path is the owner's common dir and the key; the skipped names are the
         # lane's to write, so only counted here: --json lists them)

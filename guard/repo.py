@@ -12,7 +12,7 @@ import stat
 import time
 from collections.abc import Callable
 from functools import cached_property
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 from pathlib import Path
 
 from guard import dirfd, git, policy
@@ -47,6 +47,30 @@ def symlink_ref(text: str) -> bool:
     through, as a plain file wherever it leads. The one rule of hooks/common.sh
     gl_linkref (tests/test_shared_decisions.py holds them equal, and to git)."""
     return text.startswith("refs/") and len(text) > 5 and not _REFNAME_BAD.search(text)
+
+
+class Foreign(NamedTuple):
+    """What Repo.foreign_main_link found: `path` (relative to the common dir), the text of
+    the link there (None: no link, a packed-refs that is a directory, a FIFO...), and main's
+    ref, which git reads through it."""
+
+    path: str
+    text: str | None
+    ref: str
+
+    def words(self) -> str:
+        """What it is and how git reads main through it, for a message."""
+        if self.text is None:
+            return (
+                f"{self.path} is no regular file (a directory, a FIFO, a socket or a "
+                "device), where git reads every packed ref, main's too"
+            )
+        what = f"{self.path} is a symbolic link to {git.shown(self.text)}"
+        if self.path == "packed-refs":
+            return f"{what}: git reads every packed ref, main's too, from the file it leads to"
+        if self.path == self.ref:
+            return f"{what}, which git reads through as a plain ref"
+        return f"{what}: git reads main ({self.ref}) through it, from wherever it leads"
 
 
 def _broken_ref_at(dfd: int, name: str) -> bool:
@@ -364,33 +388,86 @@ class Repo:
         finally:
             os.close(dfd)
 
-    def ref_link(self, ref: str) -> str | None:
-        """The text of the symbolic link at the loose ref `ref` (refs/heads/NAME), read
-        through directory fds; None when no link is there (or it cannot be read)."""
-        return self._at_ref(ref, lambda dfd, name: os.readlink(name, dir_fd=dfd), None)
-
-    def foreign_main_link(self) -> tuple[str, str] | None:
-        """(ref, link text) when main's loose ref is a symbolic link git takes for no
-        symbolic ref (symlink_ref): git reads main *through* it, as a plain ref, wherever
-        it leads (a lane's admin `HEAD`, a file in a lane), so whoever may write that file
-        moves main with no ref transaction. git-lane never makes one: foreign, whatever it
-        reads as. Main is the configured name, else main, else master (as the hooks read
-        it, gl_init: master only while main has no loose ref and git lists none)."""
+    def foreign_main_link(self) -> Foreign | None:
+        """What git reads main through (Foreign) when that is a file
+        git-lane never makes, whatever main reads as: main's loose ref a symbolic link git
+        takes for no symbolic ref (symlink_ref), a symbolic link at any directory on the
+        way to it (`refs`, `refs/heads`, each directory of a configured main_branch with
+        slashes: git reads main from wherever that leads, as a plain file), or a
+        `packed-refs` that is no regular file (a link: text; a directory, FIFO...: None).
+        Whoever may write what it leads to (a lane's admin dir, the lane namespace) moves
+        main with no ref transaction. Main is the configured name, else main, else master
+        (as the hooks read it, gl_init: master only while main has no loose ref and git
+        lists none). Looked at through directory fds, never through a link; a look that
+        fails otherwise than at a missing name refuses (Refusal main_not_plain)."""
         configured = self.owner_config.get("main_branch")
         names = [configured] if configured else ["main", "master"]
+        packed = self._lstat_at("packed-refs")
+        if packed is not None and not stat.S_ISREG(packed.st_mode):
+            link = self._link_on_path("packed-refs") if stat.S_ISLNK(packed.st_mode) else None
+            return Foreign("packed-refs", link[1] if link else None, f"refs/heads/{names[0]}")
         for name in names:
             ref = f"refs/heads/{name}"
-            text = self.ref_link(ref)
-            if text is not None and not symlink_ref(text):
+            found = self._link_on_path(ref)
+            if found is not None and (found[0] != ref or not symlink_ref(found[1])):
                 main = "refs/heads/main"
-                if name == "master" and (
-                    self._loose("main") or main in git.refs(self.common_dir, main)
+                if (
+                    name == "master"
+                    and found[0] == ref
+                    and (self._loose("main") or main in git.refs(self.common_dir, main))
                 ):
                     return None
-                return ref, text
+                return Foreign(found[0], found[1], ref)
             if self._loose(name):
                 return None  # main is this name: a plain file, or a symbolic ref
         return None
+
+    def _lstat_at(self, rel: str) -> os.stat_result | None:
+        """lstat of `rel` (one name) in the common dir; None when nothing is there."""
+        try:
+            return os.stat(os.path.join(self.common_dir, rel), follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise self._unseen(rel, exc) from None
+
+    def _link_on_path(self, rel: str) -> tuple[str, str] | None:
+        """(its path, its text) for the first symbolic link on the path `rel` below the
+        common dir, the last name included, each component looked at (lstat) from its
+        parent's directory fd, never through a link; None when there is none, or a name
+        on the way is missing or no directory (git reads nothing through it). Any other
+        error refuses: what cannot be looked at is never taken for "no link"."""
+        parts = rel.split("/")
+        fd = os.open(self.common_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for i, part in enumerate(parts):
+                here = "/".join(parts[: i + 1])
+                try:
+                    st = os.stat(part, dir_fd=fd, follow_symlinks=False)
+                    if stat.S_ISLNK(st.st_mode):
+                        return here, os.readlink(part, dir_fd=fd)
+                    if i == len(parts) - 1 or not stat.S_ISDIR(st.st_mode):
+                        return None
+                    nfd = os.open(part, dirfd.DIR | os.O_NONBLOCK, dir_fd=fd)
+                except FileNotFoundError:
+                    return None
+                except OSError as exc:
+                    raise self._unseen(here, exc) from None
+                os.close(fd)
+                fd = nfd
+        finally:
+            os.close(fd)
+        return None
+
+    def _unseen(self, rel: str, exc: OSError) -> Refusal:
+        path = os.path.join(self.common_dir, rel)
+        return Refusal(
+            "main_not_plain",
+            f"whether git reads main through a link at {git.shown(path)} cannot be "
+            f"established ({exc.strerror or exc}): refused, never taken for no link",
+            next=[f"ls -ld -- {git.q(path)}"],
+            details={"path": path, "error": str(exc)},
+        )
 
     def broken_ref_file(self, ref: str) -> bool:
         """Is the loose ref file `ref` (refs/heads/NAME) one git cannot read as a ref: a

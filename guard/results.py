@@ -123,6 +123,9 @@ class ReleaseResult(TypedDict):
     discarded_ignored: NotRequired[list[str]]
     discarded_worktree_refs: NotRequired[list[dict[str, object]]]
     recover_worktree_refs: NotRequired[list[str]]
+    # discarded commits whose objects could not be kept in the shared store (a sandboxed
+    # lane's own store, gone with it, held them unverifiable): no recover names them
+    lost_commits: NotRequired[list[str]]
     hub: NotRequired[str | None]  # where to go when the command ran inside the lane
     next: NotRequired[list[str]]
     # release keeps the lane's submodule git dirs and every git dir in its worktree

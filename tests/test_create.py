@@ -343,3 +343,25 @@ def test_a_key_like_a_gate_worktrees_name_is_refused(repo: Repo) -> None:
     assert not (repo.common_dir / "worktrees" / "git-lane-gate-x").exists()
     assert "refs/heads/lane/git-lane-gate-x" not in lane_branches(repo)
     assert repo.jlane("create", "gate-x").rc == 0  # the word alone is a key
+
+
+def test_create_refuses_main_not_plain_while_a_link_is_on_mains_way(hub: Repo) -> None:
+    """Red team 14H-A F2: with main read through a link at its parent directory, the hook
+    refuses every ref update, git worktree add's new branch too: create ended in an
+    internal error (GitError, a crash file). It refuses main_not_plain before it makes
+    anything, naming restore-main; after that, create works."""
+    tip = hub.sha()
+    assert tip is not None
+    hub.git("branch", "team/main", tip)
+    hub.config("main_branch", "team/main")
+    heads = hub.common_dir / "refs" / "heads"
+    (heads / "lane" / "x").mkdir(parents=True)
+    (heads / "team" / "main").rename(heads / "lane" / "x" / "main")
+    (heads / "team").rmdir()
+    (heads / "team").symlink_to("lane/x")
+    r = hub.jlane("create", "alpha")
+    assert (r.rc, r.code) == (1, "main_not_plain"), r.stdout
+    assert r.json["next"] == ["git lane restore-main", "git lane create alpha"], r.json
+    assert hub.sha("refs/heads/lane/alpha") is None
+    assert hub.jlane("restore-main").rc == 0
+    assert hub.jlane("create", "alpha").rc == 0

@@ -15,6 +15,7 @@ from hookfix import assert_ok, grepo, install, make_lane, run, sha
 from guard import config, render
 from guard.commands import doctor
 from guard.commands import install as hookinstall
+from guard.errors import Refusal
 
 
 def checks(repo: Repo) -> dict[str, dict[str, Any]]:
@@ -213,6 +214,71 @@ def test_a_link_at_main_that_git_reads_through_fails_and_restore_main_keeps_it(
     (kept,) = (hub.state_dir / "kept").glob("refs-heads-main.*")
     assert kept.is_symlink() and os.readlink(kept) == text
     assert checks(hub)["main"]["status"] == "ok"
+
+
+def _a_link_on_mains_way(hub: Repo, shape: str) -> str:
+    """Red team 14H-A F2, F4 (made by hand, outside every layer, after lane alpha): main
+    `team/main` read through `refs/heads/team -> lane/x`, refs/heads a link, or main
+    packed and `packed-refs` a link into alpha's admin dir. Returns main's ref."""
+    common = hub.common_dir
+    hub.create("alpha")
+    tip = hub.sha()
+    assert tip is not None
+    if shape == "parent_directory":
+        hub.git("branch", "team/main", tip)
+        hub.config("main_branch", "team/main")
+        heads = common / "refs" / "heads"
+        (heads / "lane" / "x").mkdir(parents=True)
+        (heads / "team" / "main").rename(heads / "lane" / "x" / "main")
+        (heads / "team").rmdir()
+        (heads / "team").symlink_to("lane/x")
+        return "refs/heads/team/main"
+    if shape == "heads":  # every branch read from refs/heads-real: not moved by restore-main
+        (common / "refs" / "heads").rename(common / "refs" / "heads-real")
+        (common / "refs" / "heads").symlink_to("heads-real")
+        return "refs/heads/main"
+    hub.git("pack-refs", "--all")
+    (common / "packed-refs").rename(common / "worktrees" / "alpha" / "packed-refs")
+    (common / "packed-refs").symlink_to("worktrees/alpha/packed-refs")
+    return "refs/heads/main"
+
+
+@pytest.mark.parametrize("shape", ["parent_directory", "heads", "packed_refs"])
+def test_a_link_on_mains_way_fails_and_its_fix_makes_main_plain(hub: Repo, shape: str) -> None:
+    """Red team 14H-A F2, F4: doctor said ok while git read main through a link at its
+    parent directory or a linked packed-refs (a sandboxed lane may write what either
+    leads to). It fails (whatever main reads as), and its fix, run as written, keeps the
+    link in kept/ and leaves main plain at the same commit."""
+    main = _a_link_on_mains_way(hub, shape)
+    tip = hub.sha(main)
+    c = checks(hub)["main"]
+    assert c["status"] == "fail" and "symbolic link" in c["message"], c
+    run_fix(hub, c["fix"])
+    assert checks(hub)["main"]["status"] == "ok"
+    assert hub.sha(main) == tip
+    linked = {"parent_directory": "refs/heads/team", "heads": "refs/heads"}.get(
+        shape, "packed-refs"
+    )
+    assert not (hub.common_dir / linked).is_symlink()
+    (kept,) = (hub.state_dir / "kept").glob(f"{linked.replace('/', '-')}.*")
+    assert os.path.islink(kept) or any(p.is_symlink() for p in kept.rglob("*")), kept
+
+
+def test_a_look_at_mains_way_that_fails_refuses(hub: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A name on main's way that cannot be looked at (EACCES, EIO: anything but a missing
+    name) is never taken for "no link": foreign_main_link refuses main_not_plain."""
+    _a_link_on_mains_way(hub, "parent_directory")
+    real = os.stat
+
+    def denied(path: Any, *args: Any, **kw: Any) -> os.stat_result:
+        if path == "team" and kw.get("dir_fd") is not None:
+            raise PermissionError(13, "Permission denied")
+        return real(path, *args, **kw)
+
+    monkeypatch.setattr(os, "stat", denied)
+    with pytest.raises(Refusal) as r:
+        grepo(hub).foreign_main_link()
+    assert r.value.code == "main_not_plain" and "cannot be established" in r.value.message
 
 
 def test_stale_lock_warns(repo: Repo) -> None:

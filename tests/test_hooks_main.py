@@ -424,6 +424,73 @@ def test_a_link_at_main_that_git_reads_through_refuses_every_ref_update(
     assert (ev["ref"], ev["link"]) == ("refs/heads/main", text)
 
 
+def main_through_a_directory_link(g: Guarded, at: str) -> Path:
+    """Red team 14H-A F2: main is the configured `team/main`, and a symbolic link on its
+    way (made by hand, outside every layer) leads into the lane namespace every sandboxed
+    lane may write: `team` (`refs/heads/team -> lane/y`: git reads main from
+    refs/heads/lane/y/main) or `heads` (refs/heads -> a copy of it: git reads every
+    branch from there). Main's own name is a plain file seen through it. Returns the file
+    git reads main from."""
+    common = g.repo.common_dir
+    git(g.hub, "branch", "team/main", g.main)
+    config.write(g.repo.state_dir / "config.toml", "main_branch", "team/main")
+    heads = common / "refs" / "heads"
+    if at == "team":
+        (heads / "lane" / "y").mkdir(parents=True)
+        (heads / "team" / "main").rename(heads / "lane" / "y" / "main")
+        (heads / "team").rmdir()
+        (heads / "team").symlink_to("lane/y")
+        read = heads / "lane" / "y" / "main"
+    else:
+        heads.rename(common / "refs" / "heads-real")
+        heads.symlink_to("heads-real")
+        read = common / "refs" / "heads-real" / "team" / "main"
+    assert sha(g.hub, "refs/heads/team/main") == g.main
+    return read
+
+
+@pytest.mark.parametrize("at", ["team", "heads"])
+def test_a_link_at_a_directory_on_mains_way_refuses_every_ref_update(g: Guarded, at: str) -> None:
+    """Red team 14H-A F2: a link at main's *directory* went unseen (the hook looked only
+    at `[ -L refs/heads/team/main ]`), and a plain `git update-ref` of the lane-namespace
+    ref git reads main from moved main. Every ref update is refused while a link is on
+    main's way (refs, refs/heads, each directory of main_branch), main_not_plain, naming
+    restore-main."""
+    detach_hub(g)
+    main_through_a_directory_link(g, at)
+    for args in (
+        ("update-ref", "refs/heads/lane/y/main", g.lane_tip),  # main, read through the link
+        ("update-ref", "refs/remotes/o/x", g.lane_tip),  # the fast path's kind of ref
+        ("branch", "scratch"),
+    ):
+        res = run(g.lane, *args)
+        assert_refused(res, "main_not_plain")
+        assert "Next: git lane restore-main\n" in res.stderr, res.stderr
+        assert sha(g.hub, "refs/heads/team/main") == g.main
+    ev = [e for e in events(g.repo) if e.get("code") == "main_not_plain"][-1]
+    assert ev["ref"] == ("refs/heads/team" if at == "team" else "refs/heads"), ev
+
+
+def test_a_packed_refs_link_refuses_every_ref_update(g: Guarded) -> None:
+    """Red team 14H-A F4: `packed-refs` a link into a lane's admin dir (made by hand, main
+    packed, no loose file): git reads main from the file it leads to, which the lane may
+    write with no ref transaction. Every ref update is refused while packed-refs is a
+    link (main_not_plain); one that is no file at all (git reads none from a directory
+    and dies) is refused as well, by Repo.foreign_main_link and gl_way."""
+    detach_hub(g)
+    common = g.repo.common_dir
+    git(g.hub, "pack-refs", "--all")
+    assert not (common / "refs" / "heads" / "main").exists()
+    admin = common / "worktrees" / "x"
+    (common / "packed-refs").rename(admin / "packed-refs")
+    (common / "packed-refs").symlink_to("worktrees/x/packed-refs")
+    for args in (("update-ref", "refs/remotes/o/x", g.lane_tip), ("branch", "scratch")):
+        res = run(g.lane, *args)
+        assert_refused(res, "main_not_plain")
+        assert "packed-refs is a symbolic link to worktrees/x/packed-refs" in res.stderr
+    assert sha(g.hub, "refs/heads/main") == g.main
+
+
 @pytest.mark.parametrize("shape", ["loop", "deep", "unreadable"])
 def test_main_symref_chain_that_cannot_be_followed_refuses_every_ref_in_it(
     g: Guarded, shape: str

@@ -861,6 +861,35 @@ def test_no_land_through_a_link_at_main_that_git_reads_through(hub: Repo) -> Non
     assert not link.is_symlink()
 
 
+def test_no_land_while_mains_parent_directory_is_a_link_into_the_lane_namespace(
+    hub: Repo,
+) -> None:
+    """Red team 14H-A F2: main `team/main` read through `refs/heads/team -> lane/x` (made
+    by hand): G5 saw main at the landed tip, and whoever may write refs/heads/lane/x/main
+    (a lane) moves main. Land refuses main_not_plain, its next restore-main (which keeps
+    the link in kept/); then it lands, on a plain main."""
+    base = hub.sha()
+    assert base is not None
+    hub.git("branch", "team/main", base)
+    hub.config("main_branch", "team/main")
+    alpha = hub.create("alpha")
+    assert_ok(commit_file(alpha, "w.txt", "w\n"))
+    heads = hub.common_dir / "refs" / "heads"
+    (heads / "lane" / "x").mkdir(parents=True)
+    (heads / "team" / "main").rename(heads / "lane" / "x" / "main")
+    (heads / "team").rmdir()
+    (heads / "team").symlink_to("lane/x")
+    r = hub.jlane("land", "alpha")
+    assert (r.rc, r.code) == (1, "main_not_plain"), r.stdout
+    assert r.json["next"][0].startswith("git lane restore-main")
+    assert hub.sha("refs/heads/team/main") == base
+    fixed = hub.jlane("restore-main")
+    assert fixed.rc == 0, fixed.stdout
+    r = hub.jlane("land", "alpha")
+    assert (r.rc, r.code) == (0, "landed"), r.stdout
+    assert not (heads / "team").is_symlink() and hub.sha("refs/heads/lane/x/main") == base
+
+
 def test_main_rewound_before_the_first_land_is_put_back_by_doctors_fix(hub: Repo) -> None:
     base = hub.sha()
     assert base is not None

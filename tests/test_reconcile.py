@@ -402,6 +402,33 @@ def test_a_lanes_dead_branch_lock_is_lifted_and_one_a_live_git_may_hold_is_named
     repo.commit(path, "f.txt", "x\n")  # the branch moves again
 
 
+def test_a_dead_packed_refs_lock_is_lifted_and_one_a_live_git_may_hold_is_left(
+    repo: Repo,
+) -> None:
+    """`packed-refs.lock` a killed gc/pack-refs left (every ref delete fails on it: a
+    release's): reconcile removes it when it is old and no live git works in the
+    repository (red team 14H-B F9), and leaves it, noted, while one does."""
+    repo.create("alpha")
+    lk = repo.common_dir / "packed-refs.lock"
+    lk.write_text("")
+    _age(lk)
+    changes = reconcile(repo)
+    assert not lk.exists()
+    assert {"action": "git_lock_removed", "files": [str(lk)]} in changes
+    lk.write_text("")
+    _age(lk)
+    live = subprocess.Popen(
+        ["git", "cat-file", "--batch"], cwd=repo.path, stdin=subprocess.PIPE, text=True
+    )
+    try:
+        changes = reconcile(repo)
+        assert lk.exists()
+        assert any(c["action"] == "git_lock_left" and c["files"] == [str(lk)] for c in changes)
+    finally:
+        live.communicate("", timeout=30)
+    lk.unlink()
+
+
 def test_an_unreadable_release_journal_is_kept_aside_not_deleted(repo: Repo) -> None:
     """releasing/KEY.json that is not JSON: reconcile moves it aside (kept, as other
     unreadable state files are), never deletes it; the lane is left as it was."""

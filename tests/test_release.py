@@ -11,6 +11,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -210,6 +211,80 @@ def test_a_lock_on_the_lane_branch_refuses_before_anything_is_removed(hub: Repo)
     assert r.json["details"]["stale"] is True and r.json["next"][0] == "git lane reconcile"
     assert_untouched(hub, lp, tip, {"a.txt": "a\n"})
     _next_releases(hub, r, lp)
+
+
+def test_a_stale_index_lock_in_a_landed_lane_has_a_release_next_that_works(hub: Repo) -> None:
+    """A git killed in the lane while it wrote the index left `<admin>/index.lock`, long
+    dead (red team 14H-B F8). release judges it as checkpoint and abort do: lane_busy,
+    stale, next reconcile (which lifts it, a copy kept) and the release, which then
+    releases the lane; never the same release again for ever."""
+    lp = hub.create("alpha")
+    tip = hub.commit(lp, "a.txt", "a\n")
+    assert hub.jlane("land", "alpha").rc == 0
+    admin = Path(git(lp, "rev-parse", "--absolute-git-dir").stdout.strip())
+    lk = admin / "index.lock"
+    lk.write_bytes(b"DIRC")  # what git was writing when it was killed
+    os.utime(lk, (1, 1))  # long ago; no git runs anywhere
+    r = hub.jlane("release", "alpha")
+    assert (r.rc, r.code) == (1, "lane_busy"), r.stdout
+    assert r.json["details"]["stale"] is True, r.stdout
+    assert r.json["next"] == ["git lane reconcile", "git lane release alpha"]
+    assert r.json["details"]["locks"] == [str(lk)]
+    assert_untouched(hub, lp, tip, {"a.txt": "a\n"})
+    _next_releases(hub, r, lp)
+
+
+def test_a_young_index_lock_is_not_judged_stale_by_release(hub: Repo) -> None:
+    """An index.lock just taken may be a git at work: lane_busy, not stale, the release
+    again as next (reconcile would not lift it)."""
+    lp = hub.create("alpha")
+    hub.commit(lp, "a.txt", "a\n")
+    assert hub.jlane("land", "alpha").rc == 0
+    admin = Path(git(lp, "rev-parse", "--absolute-git-dir").stdout.strip())
+    (admin / "index.lock").write_bytes(b"DIRC")
+    soon = time.time() + 600  # young however slowly the test runs
+    os.utime(admin / "index.lock", (soon, soon))
+    r = hub.jlane("release", "alpha")
+    assert (r.rc, r.code) == (1, "lane_busy"), r.stdout
+    assert r.json["details"]["stale"] is False
+    assert r.json["next"] == ["git lane release alpha"]
+    assert lp.exists()
+
+
+def test_a_stale_packed_refs_lock_refuses_before_anything_is_removed(hub: Repo) -> None:
+    """`packed-refs.lock` a killed gc/pack-refs left (red team 14H-B F9): git takes it
+    for every ref delete, so release refuses lane_busy (stale) before it removes the
+    worktree (never removed and put back on every retry, ignored files lost each time),
+    and its next (reconcile removes the stale lock) releases the lane."""
+    lp = hub.create("alpha")
+    tip = hub.commit(lp, "a.txt", "a\n")
+    assert hub.jlane("land", "alpha").rc == 0
+    lk = hub.common_dir / "packed-refs.lock"
+    lk.write_text("")
+    os.utime(lk, (1, 1))  # long dead
+    r = hub.jlane("release", "alpha")
+    assert (r.rc, r.code) == (1, "lane_busy"), r.stdout
+    assert r.json["details"]["stale"] is True and r.json["details"]["locks"] == [str(lk)]
+    assert r.json["next"] == ["git lane reconcile", "git lane release alpha"]
+    assert_untouched(hub, lp, tip, {"a.txt": "a\n"})
+    _next_releases(hub, r, lp)
+
+
+def test_a_young_packed_refs_lock_refuses_the_release_again(hub: Repo) -> None:
+    """A packed-refs.lock just taken (a gc at work): lane_busy, not stale, nothing removed,
+    the release again as next; reconcile leaves it."""
+    lp = hub.create("alpha")
+    tip = hub.commit(lp, "a.txt", "a\n")
+    assert hub.jlane("land", "alpha").rc == 0
+    lk = hub.common_dir / "packed-refs.lock"
+    lk.write_text("")
+    soon = time.time() + 600  # young however slowly the test runs
+    os.utime(lk, (soon, soon))
+    r = hub.jlane("release", "alpha")
+    assert (r.rc, r.code) == (1, "lane_busy"), r.stdout
+    assert r.json["details"]["stale"] is False and r.json["next"] == ["git lane release alpha"]
+    assert_untouched(hub, lp, tip, {"a.txt": "a\n"})
+    assert hub.jlane("reconcile").rc == 0 and lk.exists()
 
 
 def test_release_refusals(repo: Repo) -> None:
@@ -1090,3 +1165,187 @@ def test_release_refuses_a_worktree_directory_it_may_not_read(
     assert exc.value.alternatives == [
         f"chmod -R u+rwX -- {shlex.quote(str(lp))} && git lane release alpha"
     ]
+
+
+def _deep_dir(base: Path, total: int) -> Path:
+    """A chain of directories under `base` whose absolute path is `total` bytes long."""
+    d = base
+    while len(os.fsencode(d)) < total - 60:
+        d = d / ("d" * 50)
+    return d / ("e" * (total - len(os.fsencode(d)) - 1))
+
+
+def _git_at(d: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """git with the repository `d` as its git dir, whatever the length of `d`'s path: run
+    from a directory above it whose path is short enough, naming `d` relative to it."""
+    at = d
+    while len(os.fsencode(at)) > 2048:
+        at = at.parent
+    return subprocess.run(
+        ["git", "--git-dir", os.path.relpath(d, at), *args],
+        cwd=at,
+        text=True,
+        capture_output=True,
+        check=False,
+    )
+
+
+def test_a_clean_release_keeps_a_git_dir_whose_copy_path_is_too_long(hub: Repo) -> None:
+    """Red team 14H-B F1: the lane lands repository `sub` (main records its commit),
+    untracks it and moves its `.git` into a deep tracked directory, and lands that: clean,
+    landed, no confirmation needed. Its copy in kept/ has a longer path than the lane's
+    own: each file past PATH_MAX there was 'named, not copied' and the removal deleted
+    the original. The copy goes through directory fds (no path limit): all of it is
+    kept, nothing named as left out, and the copy holds sub's commit."""
+    lp, s = _landed_repository(hub)
+    kept_prefix = hub.state_dir / "kept" / "alpha-modules-20260101T000000Z" / "worktree-gitdirs"
+    extra = len(os.fsencode(kept_prefix)) - len(os.fsencode(lp))
+    assert extra > 0
+    deep = _deep_dir(lp / "docs", 4095 - 60 - extra // 2)
+    deep.mkdir(parents=True)
+    (deep / "a.txt").write_text("a\n")
+    git(lp, "add", "docs")
+    git(lp, "rm", "-q", "--cached", "sub")
+    git(lp, "commit", "-q", "-m", "docs, and sub untracked")
+    (lp / "sub" / ".git").rename(deep / ".git")
+    shutil.rmtree(lp / "sub")
+    assert hub.jlane("land", "alpha").rc == 0
+    r = hub.jlane("release", "alpha")
+    assert (r.rc, r.code) == (0, "released"), r.stdout[:2000]
+    assert r.json["kept_modules_skipped"] == []
+    rel = deep.relative_to(lp)
+    copy = Path(r.json["kept_modules"]) / "worktree-gitdirs" / rel / ".git"
+    assert len(os.fsencode(copy / "objects" / s[:2] / s[2:])) >= 4096  # past PATH_MAX
+    done = _git_at(copy, "cat-file", "-t", s)
+    assert done.stdout.strip() == "commit", done.stderr
+    assert not lp.exists()
+
+
+def _landed_git_dir_in_docs(hub: Repo) -> tuple[Path, str]:
+    """Repository `sub` landed, then untracked and its `.git` moved into tracked `docs/`,
+    landed: the lane is clean and landed, `docs/.git` the only home of the commit main
+    records."""
+    lp, s = _landed_repository(hub)
+    (lp / "docs").mkdir()
+    (lp / "docs" / "a.txt").write_text("a\n")
+    git(lp, "add", "docs")
+    git(lp, "rm", "-q", "--cached", "sub")
+    git(lp, "commit", "-q", "-m", "docs, and sub untracked")
+    (lp / "sub" / ".git").rename(lp / "docs" / ".git")
+    shutil.rmtree(lp / "sub")
+    assert hub.jlane("land", "alpha").rc == 0
+    return lp, s
+
+
+def _owner_may_not_open(monkeypatch: pytest.MonkeyPatch, name: str, parent: str) -> None:
+    """As a non-root owner meets what the lane chmod-ed 000 (the tests run as root, so
+    the open's EACCES is made here): opening `name` in a directory whose path ends with
+    `parent` for reading (O_NONBLOCK, as every read of the walk and the copy; remove_tree
+    gives the owner's bits back through an O_PATH fd, which is left to work) fails."""
+    from guard import dirfd
+
+    real_open = os.open
+
+    def fake(path: object, flags: int, *a: object, **kw: object) -> int:
+        dfd = kw.get("dir_fd")
+        if (
+            path == name
+            and isinstance(dfd, int)
+            and not flags & os.O_PATH
+            and os.readlink(f"/proc/self/fd/{dfd}").endswith(parent)
+        ):
+            raise PermissionError(13, "Permission denied", name)
+        return real_open(path, flags, *a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(dirfd.os, "open", fake)
+
+
+@pytest.mark.parametrize(
+    "name, parent", [("objects", "/docs/.git"), (".git", "/docs"), ("HEAD", "/docs/.git")]
+)
+def test_a_clean_release_never_deletes_a_git_dir_part_it_could_not_copy(
+    hub: Repo, monkeypatch: pytest.MonkeyPatch, name: str, parent: str
+) -> None:
+    """Red team 14H-B F2, F3: a part of a git dir found in the worktree that the copy may
+    not open (`docs/.git/objects` chmod 000 by the lane) was named as left out, and the
+    removal then gave the owner's bits back and deleted it: the only copy of a commit
+    main records. `docs/.git` itself unopenable was refused worktree_remove_failed, its
+    next the same release, refused the same way for ever. Both (and a file of it) are
+    refused worktree_unreadable before anything is removed; its next, run as written
+    (the worktree moved aside whole), releases the lane, the git dir kept in the moved
+    worktree."""
+    from guard.commands import release
+    from guard.errors import Refusal
+    from guard.repo import Repo as GRepo
+
+    lp, s = _landed_git_dir_in_docs(hub)
+    monkeypatch.chdir(hub.path)
+    _owner_may_not_open(monkeypatch, name, parent)
+    with pytest.raises(Refusal) as exc:
+        release.run(GRepo.discover(str(hub.path)), "alpha")
+    ref = exc.value
+    assert ref.code == "worktree_unreadable", ref.message
+    assert git(lp / "docs", "--git-dir", ".git", "cat-file", "-t", s).stdout.strip() == "commit"
+    assert git(hub.path, "rev-parse", "-q", "--verify", "refs/heads/lane/alpha").returncode == 0
+    assert ref.next[0].startswith(f"mv -T -- {shlex.quote(str(lp))} ")
+    assert ref.next[1:] == ["git lane release alpha"]
+    assert not list((hub.state_dir / "kept").glob("alpha-modules-*")), "no partial copy left"
+    subprocess.run(["sh", "-c", ref.next[0]], check=True, cwd=hub.path)
+    res = release.run(GRepo.discover(str(hub.path)), "alpha")
+    assert res["code"] == "released"
+    aside = Path(ref.details["aside"])
+    assert git(aside / "docs", "--git-dir", ".git", "cat-file", "-t", s).stdout.strip() == "commit"
+
+
+def test_a_refused_branch_delete_says_where_the_git_dirs_it_took_are(hub: Repo) -> None:
+    """Red team 14H-B F7: the branch delete is refused (the hook's: main made a symbolic
+    ref) after the worktree, with `docs/.git` (the only home of a commit main records),
+    was removed; `git worktree add` puts back the branch's files, not `docs/.git`, which
+    is in kept/ only: the refusal names the copy (details and message)."""
+    lp, s = _landed_git_dir_in_docs(hub)
+    hub.git("branch", "aside")
+    hub.git("symbolic-ref", "refs/heads/main", "refs/heads/aside")
+    r = hub.jlane("release", "alpha")
+    assert r.rc == 1 and r.json["details"]["worktree_restored"] is True, r.stdout
+    named = r.json["details"]["kept_modules"]
+    assert isinstance(named, str) and _kept_has(named, s)
+    assert named in r.json["message"]
+    assert (lp / "docs" / "a.txt").is_file() and not (lp / "docs" / ".git").exists()
+
+
+def test_a_confirmed_release_never_deletes_a_submodule_git_dir_part_it_could_not_copy(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As red team 14H-B F2, in the admin dir: a directory of `<admin>/modules/sub` the
+    copy may not open (the lane's chmod 000) was named as left out and then deleted with
+    the admin dir. Refused worktree_unreadable, nothing removed; its next gives the
+    owner's bits back, then the release (here, the open allowed again) keeps it."""
+    from guard.commands import release
+    from guard.errors import Refusal
+    from guard.repo import Repo as GRepo
+
+    lp = repo.create("alpha")
+    admin = Path(repo.git("-C", str(lp), "rev-parse", "--absolute-git-dir").stdout.strip())
+    sub = admin / "modules" / "sub"
+    (sub / "objects" / "ab").mkdir(parents=True)
+    (sub / "objects" / "ab" / "cd").write_text("an object\n")
+    (sub / "HEAD").write_text("ref: refs/heads/main\n")
+    monkeypatch.chdir(repo.path)
+    with monkeypatch.context() as m:
+        _owner_may_not_open(m, "objects", "/modules/sub")
+        with pytest.raises(Refusal) as exc:
+            release.run(GRepo.discover(str(repo.path)), "alpha", "yes-discard-lane")
+    ref = exc.value
+    assert ref.code == "worktree_unreadable", ref.message
+    assert ref.next == [
+        f"chmod -R u+rwX -- {shlex.quote(str(admin / 'modules'))}",
+        "git lane release alpha --confirm yes-discard-lane",
+    ]
+    assert (sub / "objects" / "ab" / "cd").is_file() and lp.is_dir()
+    assert not list((repo.state_dir / "kept").glob("alpha-modules-*")), "no partial copy left"
+    subprocess.run(["sh", "-c", ref.next[0]], check=True, cwd=repo.path)
+    res = release.run(GRepo.discover(str(repo.path)), "alpha", "yes-discard-lane")
+    assert res["code"] == "released"
+    kept = res.get("kept_modules")
+    assert kept is not None
+    assert (Path(kept) / "sub" / "objects" / "ab" / "cd").read_text() == "an object\n"

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from sandboxhelp import NEEDS_LANDLOCK
-from conftest import Repo, git
+from conftest import Repo, git, lane
 from test_exec_agent import FRESH, SCRIPT, _cases, _check
 
 from guard import sandbox
@@ -192,6 +192,74 @@ def test_exec_sandbox_refuses_to_start_while_main_is_no_plain_ref(
     assert "Next: git lane restore-main && git lane exec --sandbox alpha -- sh -c " in r.stderr
     assert not ran.exists() and hub.sha() == main
     assert hub.lane("restore-main").rc == 0
+    r = hub.lane("exec", "--sandbox", "alpha", "--", "touch", str(lane_path / "ran"))
+    assert r.rc == 0 and (lane_path / "ran").exists(), r.stderr
+
+
+@NEEDS_LANDLOCK
+@pytest.mark.parametrize("shape", ["parent_directory", "packed_refs"])
+def test_exec_sandbox_refuses_to_start_while_main_is_read_through_a_link_on_its_way(
+    hub: Repo, shape: str
+) -> None:
+    """Red team 14H-A F2, F4: git reads main through a link made by hand (outside every
+    layer) that is not at main's own loose ref: at its parent directory (main_branch
+    `team/main`, `refs/heads/team -> lane/x`: main read from refs/heads/lane/x/main, in
+    the lane namespace CMD may write), or `packed-refs` (main packed) a link into the
+    lane's admin dir. exec --sandbox started, and CMD moved main by a file write with no
+    ref transaction. It refuses main_not_plain, nothing run; restore-main (or the next
+    its refusal names, run as written) makes main plain; then CMD runs."""
+    common = hub.common_dir
+    lane_path = hub.create("alpha")
+    new = hub.commit(lane_path, "w.txt", "work\n")
+    tip = hub.sha()
+    assert tip is not None
+    if shape == "parent_directory":
+        hub.git("branch", "team/main", tip)
+        hub.config("main_branch", "team/main")
+        heads = common / "refs" / "heads"
+        (heads / "lane" / "x").mkdir(parents=True)
+        (heads / "team" / "main").rename(heads / "lane" / "x" / "main")
+        (heads / "team").rmdir()
+        (heads / "team").symlink_to("lane/x")
+        main = "refs/heads/team/main"
+        target = heads / "lane" / "x" / "main"
+        cmd = f'echo {new} > "$1"'
+    else:
+        hub.git("pack-refs", "--all")
+        assert not (common / "refs" / "heads" / "main").exists()
+        admin = common / "worktrees" / "alpha"
+        (common / "packed-refs").rename(admin / "packed-refs")
+        (common / "packed-refs").symlink_to("worktrees/alpha/packed-refs")
+        main = "refs/heads/main"
+        target = admin / "packed-refs"
+        cmd = f'sed -i "s/^{tip} refs\\/heads\\/main$/{new} refs\\/heads\\/main/" "$1"'
+    assert hub.sha(main) == tip
+    ran = lane_path / "attempted"
+    script = f"{cmd}; touch {shlex.quote(str(ran))}"
+    r = lane(
+        "exec", "--sandbox", "alpha", "--", "sh", "-c", script, "sh", str(target), cwd=lane_path
+    )
+    assert r.rc == 1 and "refused [main_not_plain]" in r.stderr, r.stderr
+    assert not ran.exists() and hub.sha(main) == tip
+    fixed = hub.jlane("restore-main")
+    if shape == "parent_directory":
+        assert fixed.rc == 0, fixed.stdout
+        assert not (common / "refs" / "heads" / "team").is_symlink()
+        (kept,) = (hub.state_dir / "kept").glob("refs-heads-team.*")
+        assert os.readlink(kept) == "lane/x"
+        assert hub.sha("refs/heads/lane/x/main") == tip  # what was read through it: kept too
+    else:
+        assert (fixed.rc, fixed.code) == (1, "main_not_plain"), fixed.stdout
+        way = subprocess.run(
+            " && ".join(fixed.json["next"]),
+            shell=True,
+            cwd=hub.path,
+            capture_output=True,
+            text=True,
+        )
+        assert way.returncode == 0, (fixed.json["next"], way.stdout, way.stderr)
+        assert (common / "packed-refs").is_file() and not (common / "packed-refs").is_symlink()
+    assert hub.sha(main) == tip
     r = hub.lane("exec", "--sandbox", "alpha", "--", "touch", str(lane_path / "ran"))
     assert r.rc == 0 and (lane_path / "ran").exists(), r.stderr
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 from sandboxhelp import NEEDS_LANDLOCK
@@ -410,3 +411,67 @@ def test_sanitize_never_unlinks_through_a_directory_the_lane_swapped_for_a_link(
     removed = [e.get("removed") for e in events(hub, "lane_store_sanitized")]
     assert ref.exists() and hub.sha() == main, f"main's ref was unlinked by sanitize: {removed}"
     assert removed, "sanitize never ran on the lane's store: the race was not exercised"
+
+
+def test_a_confirmed_release_of_a_sandboxed_lane_says_recovers_that_work(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """A sandboxed lane commits on a detached HEAD and keeps a refs/worktree/* ref: the
+    commits are in the lane's own store only (exec absorbs the branch's tip alone). The
+    confirmed release imports, verified, each commit its recovers name before the admin
+    dir (and the store) goes: run as written, each gets its commit back (red team 14H-B
+    F10)."""
+    lane_path = hub.create("alpha")
+    body = r"""
+set -e
+g="$GITLANE_REAL_GIT"  # the lane may not detach through the shim: git itself can
+"$g" switch -q --detach
+printf 'one\n' > w.txt && "$g" add w.txt && "$g" commit -q --no-verify -m one
+"$g" update-ref refs/worktree/keep HEAD
+printf 'two\n' > w.txt && "$g" commit -q --no-verify -am two
+"""
+    r = _run(hub, tmp_path, body)
+    assert r.rc == 0, r.stderr
+    head = git(lane_path, "rev-parse", "HEAD").stdout.strip()
+    keep = git(lane_path, "rev-parse", "refs/worktree/keep").stdout.strip()
+    assert hub.git("cat-file", "-e", head, check=False).returncode != 0  # the lane's only
+    r = hub.jlane("release", "alpha", "--confirm", "yes-discard-lane")
+    assert (r.rc, r.code) == (0, "released"), r.stdout
+    assert r.json["lost_commits"] == []
+    rec = r.json["recover_detached"]
+    assert rec == f"git branch lane/alpha-detached {head}"
+    assert r.json["recover_worktree_refs"] == [f"git branch lane/alpha-keep {keep}"]
+    for cmd in [rec, *r.json["recover_worktree_refs"]]:
+        done = subprocess.run(cmd, shell=True, cwd=hub.path, text=True, capture_output=True)
+        assert done.returncode == 0, (cmd, done.stderr)
+    assert hub.git("show", "lane/alpha-detached:w.txt").stdout == "two\n"
+    assert hub.git("show", "lane/alpha-keep:w.txt").stdout == "one\n"
+    hub.git("fsck", "--connectivity-only", "--no-dangling")
+
+
+def test_a_confirmed_release_never_names_a_recover_for_a_forged_commit(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """A detached commit whose objects do not verify (a forged blob in the lane's store)
+    is never imported: the confirmed release says it is lost (lost_commits), and prints
+    no recover that would fail."""
+    lane_path = hub.create("alpha")
+    body = r"""
+set -e
+g="$GITLANE_REAL_GIT"
+"$g" switch -q --detach
+B=$(printf 'honest\n' | git hash-object --stdin)
+printf 'forged\n' > "$TMPDIR/forged"
+loose "$GIT_OBJECT_DIRECTORY/$(echo "$B" | cut -c1-2)/$(echo "$B" | cut -c3-)" blob "$TMPDIR/forged"
+printf 'honest\n' > w.txt
+"$g" add w.txt
+"$g" commit -q --no-verify -m work
+"""
+    r = _run(hub, tmp_path, body)
+    assert r.rc == 0, r.stderr
+    head = git(lane_path, "rev-parse", "HEAD").stdout.strip()
+    r = hub.jlane("release", "alpha", "--confirm", "yes-discard-lane")
+    assert (r.rc, r.code) == (0, "released"), r.stdout
+    assert r.json["recover_detached"] is None, r.stdout
+    assert r.json["lost_commits"] == [head]
+    assert hub.git("cat-file", "-e", head, check=False).returncode != 0

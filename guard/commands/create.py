@@ -45,6 +45,17 @@ def run(
     git.check_no_worktree_config(repo.common_dir)
     cfg = repo.config
     main_sha = repo.main_sha()
+    link = repo.foreign_main_link() if hookinstall.guarding(repo) else None
+    if link is not None:
+        # the hook refuses every ref update while it is there (git worktree add -b too)
+        raise Refusal(
+            "main_not_plain",
+            f"{link.words()}: whoever may write what it leads to moves main with no ref "
+            "transaction, so the hooks refuse every ref update (a new lane's branch too) "
+            "until main is plain again; nothing was made",
+            next=["git lane restore-main", "git lane create" + (f" {key}" if key else "")],
+            details={"ref": link.path, "link": link.text},
+        )
     if hookinstall.guarding(repo):  # installed, but with no main to record back then
         landed.record_baseline(repo)
     root = lane.worktrees_root(repo)

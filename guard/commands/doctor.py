@@ -16,9 +16,10 @@ from collections.abc import Callable
 
 from guard import git, gitlocks, landed, oversize, sandbox
 from guard.commands import install as hookinstall
+from guard.commands import restore_main
 from guard.errors import GitError, Refusal, join_next
 from guard.git import q
-from guard.repo import Repo
+from guard.repo import Foreign, Repo
 from guard.results import Check, DoctorResult
 from guard.store import read_regular
 from guard.store import LaneRecord
@@ -38,7 +39,7 @@ def finding(name: str, status: str, message: str, fix: str | None = None) -> Che
 def check_main(repo: Repo) -> list[Check]:
     link = repo.foreign_main_link()
     if link is not None:
-        return [_foreign_main_link(repo, *link)]
+        return [_foreign_main_link(repo, link)]
     sha = repo.main_sha()
     refs = landed.all_landed(repo)
     last = landed.last(repo, refs)
@@ -109,26 +110,32 @@ def check_main(repo: Repo) -> list[Check]:
     return out
 
 
-def _foreign_main_link(repo: Repo, ref: str, text: str) -> Check:
-    """main's loose ref is a symbolic link git reads through (Repo.foreign_main_link):
-    failed whatever it reads as. restore-main moves the link into kept/ and makes main a
-    plain ref at the last landed tip; with nothing to go back to (no land, no baseline),
-    the next moves it into kept/ and makes main plain where it reads now."""
-    sha = repo.ref_sha(ref)
+def _foreign_main_link(repo: Repo, link: Foreign) -> Check:
+    """git reads main through a file git-lane never makes (Repo.foreign_main_link: a link
+    at main or on its way, a packed-refs that is no regular file): failed whatever it reads
+    as. restore-main moves a link at main (or at a directory of its name) into kept/ and
+    makes main a plain ref at the last landed tip; the others take a copy by hand first
+    (restore_main.hand_moves). With nothing to go back to (no land, no baseline), the
+    next keeps it and makes main plain where it reads now."""
+    # (packed-refs not read through: what it leads to may be a FIFO git would block on)
+    sha = repo.ref_sha(link.ref) if link.path != "packed-refs" else None
     reads = f"it reads as {sha[:12]}" if sha else "it reads as no commit"
+    if link.path == "packed-refs":
+        reads = f"main is {link.ref}, not read through it here"
     if landed.last(repo) is not None:
-        fix = "git lane restore-main"
+        fix = join_next(restore_main.plain_again(repo, link))
+    elif not restore_main.movable(link):
+        fix = join_next(restore_main.hand_moves(repo, link)[:-1])
     else:
         common = os.fspath(repo.common_dir)
-        _, moves = repo.kept_moves(ref.replace("/", "-"), common, [ref])
-        fix = join_next([*moves, *([f"git update-ref {ref} {sha} ''"] if sha else [])])
+        _, moves = repo.kept_moves(link.path.replace("/", "-"), common, [link.path])
+        fix = join_next([*moves, *([f"git update-ref {link.ref} {sha} ''"] if sha else [])])
     return finding(
         "main",
         FAIL,
-        f"{ref} is a symbolic link to {git.shown(text)}, which git reads through as a "
-        f"plain ref ({reads}): no symbolic ref (git writes those as refs/...), and "
-        "git-lane never makes one. Whoever may write the file it leads to (a lane may "
-        "write its own admin HEAD) moves main with no ref transaction, so the hooks refuse "
+        f"{link.words()} ({reads}): git-lane never makes one (a symbolic ref is `ref:` "
+        "or a link to refs/..., at main itself). Whoever may write what it leads to (a lane may write "
+        "its own admin dir) moves main with no ref transaction, so the hooks refuse "
         "every ref update and exec --sandbox refuses to start while it is there",
         fix,
     )

@@ -363,8 +363,8 @@ def _main_plain(repo: Repo, retry: str) -> None:
     holds for the whole run. doctor fails both; restore-main makes main plain again."""
     link = repo.foreign_main_link()
     if link is not None:
-        what = f"a symbolic link to {git.shown(link[1])}, which git reads through as a plain ref"
-        ref = link[0]
+        what = link.words()
+        ref = link.path
     else:
         try:
             ref = repo.main_ref
@@ -373,14 +373,14 @@ def _main_plain(repo: Repo, retry: str) -> None:
         target = git.symref(repo.common_dir, ref)
         if target is None:
             return
-        what = f"a symbolic ref to {target}"
+        what = f"{ref} is a symbolic ref to {target}"
     raise Refusal(
         "main_not_plain",
-        f"{ref} is {what}: main moves whenever what it leads to is written, and CMD may "
+        f"{what}: main moves whenever what it leads to is written, and CMD may "
         "write some of that with no ref transaction (its admin HEAD, its branch's ref "
         "file), so the sandbox cannot keep main; nothing was run (git lane doctor fails it)",
         next=["git lane restore-main", retry],
-        details={"ref": ref, "link": link[1] if link is not None else None},
+        details={"ref": ref, "link": link.text if link is not None else None},
     )
 
 

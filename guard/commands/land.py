@@ -897,11 +897,10 @@ def g5_main_as_landed(repo: Repo, main_before: str) -> None:
     if link is not None:
         raise Refusal(
             "main_not_plain",
-            f"{link[0]} is a symbolic link to {git.shown(link[1])}, which git reads through "
-            "as a plain ref: whoever may write the file it leads to moves main with no ref "
-            "transaction, so nothing lands until restore-main has made main plain again",
+            f"{link.words()}: whoever may write the file it leads to moves main with no ref "
+            "transaction, so nothing lands until main is plain again",
             next=["git lane restore-main" + lane.OWNER_NOTE],
-            details={"ref": link[0], "link": link[1]},
+            details={"ref": link.path, "link": link.text},
         )
     last = landed.last(repo)
     if last is None or last.sha == main_before:

@@ -49,6 +49,7 @@ def run(repo: Repo) -> ReconcileResult:
             known[k] = rec
         for rec in known.values():
             changes.extend(_reconcile_lane(repo, rec, idx))
+        changes.extend(_packed_refs_lock(repo))
         registered = {os.path.realpath(r.path) for r in known.values() if r.status != "released"}
         for wt in wts:
             if not wt.branch or not wt.branch.startswith("refs/heads/lane/") or not wt.exists:
@@ -297,6 +298,24 @@ def _synced_since_ready(repo: Repo) -> list[str]:
             f"`{git.owner_git(rec.path)} reset --keep {m.tip}` puts it back"
         )
     return out
+
+
+def _packed_refs_lock(repo: Repo) -> list[dict[str, Any]]:
+    """`packed-refs.lock` a dead `gc`/`pack-refs` left (old, no live git in the
+    repository): removed, as every ref delete (a release's) fails on it; one a live git
+    may hold is left, noted."""
+    removed, left = gitlocks.clear_packed_refs(repo)
+    if removed:
+        return [{"action": "git_lock_removed", "files": [removed]}]
+    if left:
+        return [
+            {
+                "action": "git_lock_left",
+                "files": [left],
+                "why": ["a git process works in the repository (it may be packing refs)"],
+            }
+        ]
+    return []
 
 
 def _reconcile_lane(

@@ -109,14 +109,19 @@ def _branch_unlocked(repo: Repo, rec: LaneRecord) -> None:
     `refs/heads/lane/KEY.lock` exists: git would refuse the branch's delete, and then the
     `worktree add` that puts the removed worktree back (HEAD names the branch) as well."""
     lk, state = gitlocks.ref_lock_state(repo, rec.branch, rec.path)
+    what = f"lane {rec.key}'s branch"
+    if lk is None:
+        # git takes packed-refs.lock for every ref delete (a gc or pack-refs holds it): the
+        # delete would fail after the worktree went, and each retry remove it again
+        lk, state = gitlocks.packed_refs_lock_state(repo, rec.path)
+        what = "the repository's packed refs"
     if lk is None:
         return
     if state == "stale":
         raise gitlocks.stale_refusal(rec.key, [str(lk)], "release")
     raise Refusal(
         "lane_busy",
-        f"a git command is writing lane {rec.key}'s branch ({git.shown(lk)} exists); "
-        "nothing was removed",
+        f"a git command is writing {what} ({git.shown(lk)} exists); nothing was removed",
         next=[f"git lane release {rec.key}"],
         alternatives=["git lane status"],
         details={"lane": rec.key, "locks": [str(lk)], "stale": False},
@@ -158,6 +163,9 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
         g11_keep_work(
             repo, key, rec.path, rec.branch, present, confirmed, work, gone=gone_admin is not None
         )
+        # every commit a recover below names goes into the shared store first (verified, as
+        # the tip): a sandboxed lane's store goes with its admin dir; what cannot is lost
+        lost = _absorb_recovered(repo, rec, work)
         begin(repo, rec, work)  # what reconcile finishes if this process dies from here on
         crash_point("release_inspected")  # the lane frozen (its index.lock), nothing removed
         kept_modules: str | None = None
@@ -195,7 +203,7 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
             )
             if not res.ok:
                 _end(repo, key)
-                raise _not_deleted(repo, rec, work.tip, present, res.stderr)
+                raise _not_deleted(repo, rec, work.tip, present, res.stderr, kept_modules)
         crash_point("release_branch_deleted")  # the record still says active
     except BaseException:
         try:
@@ -207,7 +215,7 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
         raise
     finally:
         _thaw(frozen)
-    detached_head = work.head if work.detached else None
+    detached_head = work.head if work.detached and work.head not in lost else None
     _finish(
         repo,
         rec,
@@ -219,6 +227,7 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
         discarded_worktree_refs=work.worktree_refs,
         kept_modules=kept_modules,
         kept_modules_skipped=kept_skipped[:200],
+        lost_commits=lost,
     )
     return {
         "ok": True,
@@ -230,17 +239,41 @@ def _release(repo: Repo, rec: LaneRecord, confirmed: bool) -> ReleaseResult:
         "discarded_detached": work.detached,
         "discarded_ignored": work.ignored,
         "discarded_worktree_refs": work.worktree_refs,
-        "recover": f"git branch {rec.branch} {work.tip}" if work.unlanded and work.tip else None,
+        "recover": f"git branch {rec.branch} {work.tip}"
+        if work.unlanded and work.tip and work.tip not in lost
+        else None,
         "recover_detached": f"git branch {rec.branch}-detached {detached_head}"
         if detached_head
         else None,
         "recover_worktree_refs": [
             f"git branch {git.q(rec.branch + '-' + str(r['ref']).removeprefix('refs/worktree/').replace('/', '-'))} {r['sha']}"
             for r in work.worktree_refs
+            if r["sha"] not in lost
         ],
+        "lost_commits": lost,
         "kept_modules": kept_modules,
         "kept_modules_skipped": kept_skipped,
     }
+
+
+def _absorb_recovered(repo: Repo, rec: LaneRecord, work: Work) -> list[str]:
+    """Import into the shared store, verified and re-hashed (objects.absorb, as the tip
+    is), every commit a released result names to get back: the unlanded tip, a detached
+    HEAD, each refs/worktree/* tip. A sandboxed lane made them in its own store
+    (worktrees/<id>/objects), which goes with its admin dir. Returns those that could
+    not be (their objects missing or forged): no recover names them, they are lost."""
+    named = [
+        *([work.tip] if work.unlanded and work.tip else []),
+        *([work.head] if work.detached and work.head else []),
+        *(str(r["sha"]) for r in work.worktree_refs),
+    ]
+    lost: list[str] = []
+    for sha in dict.fromkeys(named):
+        why = objects.absorb(repo, rec.key, rec.path, rec.branch, sha)
+        if why:
+            repo.store.event("objects_kept_in_lane", lane=rec.key, why=why, tip=sha)
+            lost.append(sha)
+    return lost
 
 
 def _finish(repo: Repo, rec: LaneRecord, tip: str | None, **logged: object) -> None:
@@ -497,12 +530,16 @@ def keep_modules(
     lane has neither) and what was not copied. A worktree it cannot look at all of is
     refused `worktree_unreadable`, with `again` after moving it aside.
 
-    The admin dir and the worktree can be written from the lane: the copy is made through
-    directory fds (guard/dirfd.py: no link followed, no open that blocks), of regular
-    files and directories only; a link, FIFO, socket or device (git makes none in a git
-    dir: none holds a commit), or a file or directory the owner may not open (its mode:
-    the lane may chmod them), is left out and named. A file is copied once whatever the
-    number of its hard links (the others are links in the copy), and its holes stay holes.
+    The admin dir and the worktree can be written from the lane: the copy is read through
+    directory fds (guard/dirfd.py: no link followed, no open that blocks) and written
+    through directory fds of the copy (no path limit: a git dir deep in the worktree has
+    a copy path longer than its own), of regular files and directories only; a link,
+    FIFO, socket or device (git makes none in a git dir: none holds a commit) is left out
+    and named. A file or directory the owner may not open (its mode: the lane may chmod
+    them; the removal would give the owner's bits back and delete it) is refused
+    `worktree_unreadable` (_not_copied), and so is one deeper than the worktree's removal
+    goes. A file is copied once whatever the number of its hard links (the others are
+    links in the copy), and its holes stay holes.
     A copy that would not fit in the free space of `kept/` is refused before it starts
     (`state_write_failed`, with `again` as its next once there is room); one that fails
     otherwise is a refusal (`worktree_remove_failed`): nothing was removed."""
@@ -525,9 +562,9 @@ def keep_modules(
         n += 1
     dest = dest.with_name(dest.name + (f"-{n}" if n else ""))
     skipped: list[str] = []
-    refused: list[str] = []
-    repos: list[Path] = []
-    copies: dict[tuple[int, int], Path] = {}  # (st_dev, st_ino) -> its copy
+    lost: list[tuple[str, str, str]] = []  # (root, path under it): a file or dir not copied
+    repos: list[str] = []  # each copy that is a repository, relative to `dest`
+    copies: dict[tuple[int, int], str] = {}  # (st_dev, st_ino) -> its copy, under `dest`
     try:
         os.makedirs(dest.parent, exist_ok=True)
         if embedded:
@@ -539,32 +576,18 @@ def keep_modules(
                 m += 1
             top += f"-{m}" if m else ""
             sources += [(path, rel, f"{top}/{rel}") for rel in embedded]
-        _check_room(repo, key, dest, sources, again)
-        dest.mkdir()
-        for root, rel, into in sources:
-            if into != ".":
-                os.makedirs(dest / os.path.dirname(into), exist_ok=True)
-            for here_rel, dfd, entries in dirfd.scan(root, rel, 64, refused=refused):
-                here = dest / into / os.path.relpath(here_rel, rel)
-                try:
-                    if here != dest:
-                        here.mkdir()
-                except OSError as exc:
-                    # a tree the lane made deeper than a path can name (git makes none):
-                    # its own name is the record; never a refusal its next would meet again
-                    if exc.errno not in (errno.ENAMETOOLONG, errno.ENOENT):
-                        raise
-                    skipped.append(here_rel + "/")
-                    continue
-                files = {name for name, kind in entries if kind == stat.S_IFREG}
-                for name, kind in entries:
-                    if kind == stat.S_IFDIR and here_rel.count("/") - rel.count("/") < 64:
-                        continue  # scan enters it
-                    if kind != stat.S_IFREG or not _copy_file(dfd, name, here / name, copies):
-                        skipped.append(os.path.join(here_rel, name))
-                if {"HEAD", "config"} <= files and (here / "config").is_file():
-                    repos.append(here)
-        skipped += [rel + "/" for rel in refused]
+        _check_room(repo, key, dest, sources, again, lost)
+        if not lost:
+            dest.mkdir()
+            # every copy is made relative to a directory fd of it (mkdirat, openat): a
+            # git dir deep in the lane's tree has a copy path longer than its own, past
+            # what a path can name (PATH_MAX), red team 14H-B F1
+            root_fd = os.open(dest, dirfd.DIR)
+            try:
+                for root, rel, into in sources:
+                    _copy_source(root, rel, into, root_fd, copies, skipped, lost, repos)
+            finally:
+                os.close(root_fd)
     except OSError as exc:
         # the partial copy goes (the lane's own is still there: nothing was removed), so
         # the next, run once space is freed, leaves no second copy behind
@@ -578,14 +601,161 @@ def keep_modules(
             next=[again],
             details={"lane": key, "path": path, "stderr": str(exc), "kept_modules": str(dest)},
         ) from None
+    # what lies deeper than the copy in <admin>/modules is deeper than its removal goes
+    # (dirfd.remove_tree stops there too): left in place and named, as before
+    skipped += [f"{r}/" for root, r, why in lost if why == "deep" and root != path]
+    lost = [x for x in lost if x[2] != "deep" or x[0] == path]
+    if lost:
+        # a file or directory of a git dir that was not copied would go with the removal
+        # (remove_tree gives the owner's bits back and deletes it): the one home, maybe,
+        # of a commit main records. Refused before anything is removed (red team 14H-B F2)
+        dirfd.remove_tree(str(dest))
+        raise _not_copied(key, path, lost, again)
     # each copy is a repository of its own now: its core.worktree named the lane's
     # checkout, which is going (git would refuse to run in it). Only in the copy: regular
     # files git-lane wrote, in directories it made
     for here in repos:
         git.run(
-            ["config", "--file", str(here / "config"), "--unset-all", "core.worktree"], check=False
+            ["config", "--file", str(dest / here / "config"), "--unset-all", "core.worktree"],
+            check=False,
         )
     return str(dest), skipped
+
+
+# how deep the copy of a git dir goes: as deep as dirfd.remove_tree (one source and one
+# copy fd open per level), so what lies deeper is left by the removal as well
+COPY_DEPTH = 200
+
+
+def _copy_source(
+    root: str,
+    rel: str,
+    into: str,
+    root_fd: int,
+    copies: dict[tuple[int, int], str],
+    skipped: list[str],
+    lost: list[tuple[str, str, str]],
+    repos: list[str],
+) -> None:
+    """Copy the directory `root/rel` (reached from the trusted `root` without a link) to
+    `into` under the copy's root `root_fd`, relative to directory fds throughout. What
+    it may not open, and what lies deeper than COPY_DEPTH, goes to `lost`."""
+    from guard import dirfd
+
+    try:
+        parent, _ = dirfd.walk(root, os.path.dirname(rel))
+    except PermissionError:
+        lost.append((root, os.path.dirname(rel) or ".", "mode"))
+        return
+    try:
+        sfd = _open_source_dir(parent, os.path.basename(rel), root, rel, lost)
+    finally:
+        os.close(parent)
+    if sfd is None:
+        return
+    try:
+        dfd, _ = dirfd.walk(f"/proc/self/fd/{root_fd}", into, create=True)
+    except BaseException:
+        os.close(sfd)
+        raise
+    # the copy's repositories as paths under `dest` (for `git config --file`)
+    _copy_dir(
+        root,
+        rel,
+        sfd,
+        dfd,
+        os.path.normpath(into),
+        COPY_DEPTH,
+        root_fd,
+        copies,
+        skipped,
+        lost,
+        repos,
+    )
+
+
+def _open_source_dir(
+    pfd: int, name: str, root: str, rel: str, lost: list[tuple[str, str, str]]
+) -> int | None:
+    """An fd on the directory `name` of `pfd` (never through a link, never blocking);
+    None when it is gone or no directory any more, or (in `lost`) its mode refuses it."""
+    from guard import dirfd
+
+    try:
+        return os.open(name, dirfd.DIR | os.O_NONBLOCK, dir_fd=pfd)
+    except PermissionError:
+        lost.append((root, rel, "mode"))
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+            raise
+    return None
+
+
+def _copy_dir(
+    root: str,
+    rel: str,
+    sfd: int,
+    dfd: int,
+    at: str,
+    depth: int,
+    root_fd: int,
+    copies: dict[tuple[int, int], str],
+    skipped: list[str],
+    lost: list[tuple[str, str, str]],
+    repos: list[str],
+) -> None:
+    """Copy the entries of the source directory `sfd` (`rel` under `root`) into the copy's
+    directory `dfd` (`at` under the copy's root); both fds closed on return."""
+    from guard import dirfd
+
+    try:
+        entries = dirfd.listing(sfd)
+        files: set[str] = set()
+        for name, kind in entries:
+            here = os.path.normpath(os.path.join(rel, name))
+            if kind == stat.S_IFDIR:
+                if depth <= 0:
+                    lost.append((root, here, "deep"))
+                    continue
+                sub = _open_source_dir(sfd, name, root, here, lost)
+                if sub is None:
+                    continue
+                try:
+                    os.mkdir(name, dir_fd=dfd)
+                    sub_d = os.open(name, dirfd.DIR, dir_fd=dfd)
+                except BaseException:
+                    os.close(sub)
+                    raise
+                _copy_dir(
+                    root,
+                    here,
+                    sub,
+                    sub_d,
+                    os.path.join(at, name),
+                    depth - 1,
+                    root_fd,
+                    copies,
+                    skipped,
+                    lost,
+                    repos,
+                )
+            elif kind != stat.S_IFREG:
+                skipped.append(here)  # a link, FIFO, socket or device: no commit in it
+            else:
+                try:
+                    copied = _copy_file(sfd, name, dfd, os.path.join(at, name), root_fd, copies)
+                except PermissionError:
+                    lost.append((root, here, "mode"))
+                    continue
+                if copied:
+                    files.add(name)
+                else:
+                    skipped.append(here)
+        if {"HEAD", "config"} <= files:
+            repos.append(at)
+    finally:
+        os.close(sfd)
+        os.close(dfd)
 
 
 def _module_names(gd: Path | None) -> list[str]:
@@ -689,28 +859,75 @@ def _unreadable(key: str, path: str, again: str, why: str, chmod: bool) -> Refus
     )
 
 
+def _not_copied(key: str, path: str, lost: list[tuple[str, str, str]], again: str) -> Refusal:
+    """A part of a git dir of the lane the copy could not take (its mode refuses the
+    owner: the lane may chmod it; or deeper than the copy goes): nothing was removed.
+    In the worktree, it is moved aside whole (one rename, nothing read) and the release
+    run again, or its owner's bits given back; in the admin dir's `modules/`, its
+    owner's bits given back."""
+    root, rel, why = lost[0]
+    what = "deeper than release copies" if why == "deep" else "a part release may not read"
+    more = f" (and {len(lost) - 1} more)" if len(lost) > 1 else ""
+    if root == path:
+        return _unreadable(
+            key,
+            path,
+            again,
+            f"{git.shown(rel)}, in one of its git dirs, is {what}{more}",
+            chmod=why == "mode",
+        )
+    modules = os.path.join(root, "modules")
+    return Refusal(
+        "worktree_unreadable",
+        f"release could not copy all of lane {key}'s submodule git dirs into kept/: "
+        f"{git.shown(os.path.join(root, rel))} is {what}{more}; a submodule commit there "
+        "may be found nowhere else, so nothing was removed: give the owner its bits back, "
+        "then release again",
+        next=[f"chmod -R u+rwX -- {git.q(modules)}", again],
+        details={
+            "lane": key,
+            "path": path,
+            "why": f"{os.path.join(root, rel)} is {what}{more}",
+            "left": os.path.join(root, rel),
+        },
+    )
+
+
 def _check_room(
-    repo: Repo, key: str, dest: Path, sources: list[tuple[str, str, str]], again: str
+    repo: Repo,
+    key: str,
+    dest: Path,
+    sources: list[tuple[str, str, str]],
+    again: str,
+    lost: list[tuple[str, str, str]],
 ) -> None:
     """Refuse (`state_write_failed`) a copy that would not fit in the free space where
     `dest` goes: the blocks its regular files take, each file once (its hard links are
-    links in the copy), counted before anything is written."""
+    links in the copy), counted before anything is written. A directory it may not open
+    goes to `lost` (the caller refuses: nothing is copied or removed)."""
     from guard import dirfd
 
     seen: set[tuple[int, int]] = set()
     need = 0
     for root, rel, _ in sources:
-        for _, dfd, entries in dirfd.scan(root, rel, 64):
-            for name, kind in entries:
-                if kind != stat.S_IFREG:
-                    continue
-                try:
-                    st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-                except OSError:
-                    continue
-                if (st.st_dev, st.st_ino) not in seen:
-                    seen.add((st.st_dev, st.st_ino))
-                    need += st.st_blocks * 512
+        refused: list[str] = []
+        try:
+            for _, dfd, entries in dirfd.scan(root, rel, COPY_DEPTH, refused=refused):
+                for name, kind in entries:
+                    if kind != stat.S_IFREG:
+                        continue
+                    try:
+                        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if (st.st_dev, st.st_ino) not in seen:
+                        seen.add((st.st_dev, st.st_ino))
+                        need += st.st_blocks * 512
+        except PermissionError:  # the git dir itself (its mode: the lane's chmod)
+            refused.append(rel)
+        lost += [(root, r, "mode") for r in refused]
+    if lost:
+        return
     vfs = os.statvfs(dest.parent)
     free = vfs.f_bavail * vfs.f_frsize
     if need > free:
@@ -836,24 +1053,28 @@ def _nothing_at(key: str, path: str, remove: bool = False) -> None:
 
 
 def _copy_file(
-    dfd: int, name: str, to: Path, copies: dict[tuple[int, int], Path] | None = None
+    sfd: int,
+    name: str,
+    dfd: int,
+    at: str,
+    root_fd: int,
+    copies: dict[tuple[int, int], str] | None = None,
 ) -> bool:
-    """Copy the regular file `name` of directory `dfd` to the new file `to`, with its
-    mode bits (not setuid/setgid); False when it is not a regular file once opened.
+    """Copy the regular file `name` of directory `sfd` to the new file `name` of directory
+    `dfd` (`at` under the copy's root `root_fd`), with its mode bits (not setuid/setgid);
+    False when it is not a regular file once opened (a link, a socket, gone since it was
+    listed); PermissionError when its mode refuses the owner (the caller's to refuse).
     Only its data is copied, its holes stay holes (SEEK_DATA/SEEK_HOLE): a lane may make
     a file of a terabyte that takes no space (truncate), which a copy byte by byte would
     write out as zeros until the owner's disk is full. A file already copied (its
     (st_dev, st_ino) in `copies`: another hard link of it) is a hard link to that copy:
     a lane's 60000 links to one file of a GiB are one GiB in the copy, not 60 TiB."""
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=sfd)
     except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.ENOENT, errno.EACCES, errno.EPERM):
-            return False  # a link, a socket, gone since it was listed, its mode (a lane's)
+        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.ENOENT):
+            return False  # a link, a socket, gone since it was listed
         raise
-    if len(os.fsencode(to)) >= 4096:  # a path too long to write: named, not copied
-        os.close(fd)
-        return False
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -861,13 +1082,17 @@ def _copy_file(
         first = copies.get((st.st_dev, st.st_ino)) if copies is not None else None
         if first is not None:
             try:
-                os.link(first, to, follow_symlinks=False)
+                os.link(first, name, src_dir_fd=root_fd, dst_dir_fd=dfd, follow_symlinks=False)
                 return True
             except OSError as exc:
-                if exc.errno != errno.EMLINK:  # too many links: a copy of its own
+                # too many links, or the first copy's path too long to name: its own copy
+                if exc.errno not in (errno.EMLINK, errno.ENAMETOOLONG):
                     raise
         out = os.open(
-            to, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+            name,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+            dir_fd=dfd,
         )
         try:
             for start, end in _data_runs(fd, st.st_size):
@@ -877,7 +1102,7 @@ def _copy_file(
         finally:
             os.close(out)
         if copies is not None and st.st_nlink > 1:
-            copies.setdefault((st.st_dev, st.st_ino), to)
+            copies.setdefault((st.st_dev, st.st_ino), at)
         return True
     finally:
         os.close(fd)
@@ -1318,12 +1543,16 @@ def _freeze(repo: Repo, key: str, path: str, confirmed: bool) -> tuple[Path, int
     except FileExistsError:
         if confirmed:
             return None
+        # left by a git killed in the lane (judged as checkpoint's, abort's): reconcile
+        # lifts it (a staged state in it kept), then the release; else it is at work
+        if lk in gitlocks.stale(repo, key, path, gd):
+            raise gitlocks.stale_refusal(key, [str(lk)], "release") from None
         raise Refusal(
             "lane_busy",
             f"a git command is writing in lane {key} (its {lk} exists); nothing was released",
             next=[f"git lane release {key}"],
             alternatives=[f"rm {git.q(lk)} && git lane release {key}"],
-            details={"lane": key, "index_lock": str(lk)},
+            details={"lane": key, "index_lock": str(lk), "locks": [str(lk)], "stale": False},
         ) from None
     except OSError:
         return None  # an admin dir we cannot write: git's own checks still apply
@@ -1380,11 +1609,21 @@ def _thaw(frozen: tuple[Path, int] | None) -> None:
 
 
 # -- refusals after the inspection ----------------------------------------------------------
-def _not_deleted(repo: Repo, rec: LaneRecord, tip: str, removed: bool, stderr: str) -> Refusal:
+def _not_deleted(
+    repo: Repo,
+    rec: LaneRecord,
+    tip: str,
+    removed: bool,
+    stderr: str,
+    kept_modules: str | None = None,
+) -> Refusal:
     """The branch's delete failed: it is kept, and a worktree already removed (it was
     clean, or its discard confirmed) is checked out again at the branch. Why, as it is: the
     branch moved after it was inspected, or (it did not) a hook of ours refused the delete
-    (its code and its next), or git failed otherwise (branch_delete_failed, git's words)."""
+    (its code and its next), or git failed otherwise (branch_delete_failed, git's words).
+    The git dirs copied into kept/ before the removal (`kept_modules`) are not in the
+    worktree put back (a checkout holds the branch's files only): the refusal names
+    where they are (red team 14H-B F7)."""
     key = rec.key
     now = repo.ref_sha(f"refs/heads/{rec.branch}")
     restored = False
@@ -1394,7 +1633,7 @@ def _not_deleted(repo: Repo, rec: LaneRecord, tip: str, removed: bool, stderr: s
         if restored:
             lane.write_marker(repo, rec.path, key)
     if now != tip:
-        return _changed(rec, tip, now, restored)
+        return _changed(rec, tip, now, restored, kept_modules)
     kept = "the branch was kept" + (
         " and its worktree put back"
         if restored
@@ -1402,12 +1641,14 @@ def _not_deleted(repo: Repo, rec: LaneRecord, tip: str, removed: bool, stderr: s
         if removed
         else ""
     )
+    kept += _modules_said(kept_modules)
     details = {
         "lane": key,
         "branch": rec.branch,
         "tip": tip,
         "worktree_restored": restored,
         "stderr": stderr[-4000:],
+        "kept_modules": kept_modules,
     }
     again = f"git lane release {key}"
     hook = hook_line(stderr)
@@ -1435,18 +1676,32 @@ def _not_deleted(repo: Repo, rec: LaneRecord, tip: str, removed: bool, stderr: s
     )
 
 
-def _changed(rec: LaneRecord, tip: str, now: str | None, restored: bool) -> Refusal:
+def _modules_said(kept_modules: str | None) -> str:
+    if kept_modules is None:
+        return ""
+    return (
+        f"; the git dirs of its submodules and nested repositories, taken before the "
+        f"removal, are in {git.shown(kept_modules)} (not in the worktree put back)"
+    )
+
+
+def _changed(
+    rec: LaneRecord, tip: str, now: str | None, restored: bool, kept_modules: str | None = None
+) -> Refusal:
     """The branch moved after it was inspected (or went): it is kept."""
     return Refusal(
         "lane_changed_during_release",
         f"lane {rec.key}'s branch moved from {tip[:12]} to {str(now)[:12]} while it was being released; "
-        "the branch was kept" + (" and its worktree put back" if restored else ""),
+        "the branch was kept"
+        + (" and its worktree put back" if restored else "")
+        + _modules_said(kept_modules),
         next=[f"git lane status {rec.key}", f"git lane release {rec.key}"],
         details={
             "lane": rec.key,
             "tip_inspected": tip,
             "tip_now": now,
             "worktree_restored": restored,
+            "kept_modules": kept_modules,
         },
     )
 

@@ -20,7 +20,7 @@ import os
 
 from guard import dirfd, git, landed, landing, lane, lock
 from guard.errors import GitError, Refusal
-from guard.repo import Repo
+from guard.repo import Foreign, Repo
 from guard.results import RestoreMainResult
 
 LOCK_LABEL = "(restore-main)"  # the lock record's lane field: no lane is being landed
@@ -75,8 +75,21 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
             details={"epoch": last.epoch, "landed": last.sha, "from": where},
         )
     link = repo.foreign_main_link()
-    link_text = link[1] if link is not None and link[0] == main_ref else None
-    kept = _set_aside(repo, main_ref, link_text is not None)
+    if link is not None and link.path != "packed-refs" and link.ref != main_ref:
+        link = None  # (master's link while main is main: no main's)
+    if link is not None and not movable(link):
+        raise Refusal(
+            "main_not_plain",
+            f"{link.words()}: whoever may write what it leads to moves main with no ref "
+            "transaction, and restore-main cannot make main plain again on its own (moving "
+            "it would take every ref read through it out of git's sight): the next copies "
+            "what git reads there into a plain file or directory, keeps the link in kept/ "
+            "(never deleted), and puts main back",
+            next=hand_moves(repo, link),
+            details={"ref": link.path, "link": link.text},
+        )
+    link_text = link.text if link is not None else None
+    kept = _set_aside(repo, main_ref, link.path if link is not None else None)
     target = git.symref(repo.common_dir, main_ref, first=True)  # main's own, not its chain's end
     cur = repo.ref_sha(main_ref) or "0" * len(last.sha)  # a dangling symbolic main: none
     details = {
@@ -127,8 +140,9 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
     )
     if kept is not None and link_text is not None:
         res["warnings"].append(
-            f"{main_ref} was a symbolic link to {git.shown(link_text)}, which git read "
-            f"through as a plain ref (no symbolic ref): it is kept at {kept}"
+            f"{link.path if link is not None else main_ref} was a symbolic link to "
+            f"{git.shown(link_text)}, which git read main through as a plain ref (no "
+            f"symbolic ref): it is kept at {kept}"
         )
     elif kept is not None:
         res["warnings"].append(
@@ -180,10 +194,45 @@ def _update(
             ) from None
 
 
-def _set_aside(repo: Repo, main_ref: str, foreign: bool = False) -> str | None:
+def movable(link: Foreign) -> bool:
+    """Can restore-main move what Repo.foreign_main_link found into kept/ itself? main's
+    own link, or a link at a directory of main's name below refs/heads/ (what else was
+    read through it stays where it leads, under its own name). Not `refs`, `refs/heads`
+    or `packed-refs`: every ref read through them would vanish from git's sight."""
+    return link.text is not None and (link.path == link.ref or link.path.startswith("refs/heads/"))
+
+
+def hand_moves(repo: Repo, link: Foreign) -> list[str]:
+    """The `next` that makes main plain again by hand where restore-main does not
+    (movable): a copy of what git reads through the link into a plain file or directory
+    (through the link, the one time, by the owner), the link kept in kept/, the copy put
+    in its place, then restore-main (which puts main back at the last landed tip, or
+    names what moved it). A packed-refs that is no file at all is only kept: git reads no
+    ref from it."""
+    common = os.fspath(repo.common_dir)
+    path = os.path.join(common, link.path)
+    _, moves = repo.kept_moves(link.path.replace("/", "-"), common, [link.path])
+    if link.text is None:
+        return [*moves, "git lane restore-main"]
+    copy = f"{path}.gitlane-copy"
+    take = (
+        f"cp -- {git.q(path)} {git.q(copy)}"
+        if link.path == "packed-refs"
+        else f"cp -R -- {git.q(path + '/.')} {git.q(copy)}"
+    )
+    return [take, *moves, f"mv -n -T -- {git.q(copy)} {git.q(path)}", "git lane restore-main"]
+
+
+def plain_again(repo: Repo, link: Foreign) -> list[str]:
+    """The whole way back to a plain main from what foreign_main_link found."""
+    return ["git lane restore-main"] if movable(link) else hand_moves(repo, link)
+
+
+def _set_aside(repo: Repo, main_ref: str, foreign: str | None = None) -> str | None:
     """Where a broken loose main file (Repo.broken_ref_file: empty, garbled, a link git
-    reads as no ref) or a foreign link (`foreign`: Repo.foreign_main_link, a link git
-    reads through, whatever it reads as) was moved, or None when main is no such file.
+    reads as no ref) or a foreign link (`foreign`, its path: Repo.foreign_main_link, a
+    link git reads main through, at main or at a directory on its way, whatever it reads
+    as) was moved, or None when main is no such file.
     git refuses every update of a broken ref ("reference broken"), and writes main
     through a foreign link (the hooks refuse every update while one is there), so it is
     moved out of the way: one rename
@@ -195,8 +244,8 @@ def _set_aside(repo: Repo, main_ref: str, foreign: bool = False) -> str | None:
             return None
         if not repo.broken_ref_file(main_ref):
             return None
-    parent, _, name = main_ref.rpartition("/")
-    kept = repo.kept_dir(main_ref.replace("/", "-"))
+    parent, _, name = (foreign or main_ref).rpartition("/")
+    kept = repo.kept_dir((foreign or main_ref).replace("/", "-"))
     common = os.fspath(repo.common_dir)
     try:
         sfd, _ = dirfd.walk(common, parent)
@@ -209,7 +258,8 @@ def _set_aside(repo: Repo, main_ref: str, foreign: bool = False) -> str | None:
         finally:
             os.close(sfd)
     except OSError as exc:
-        _, moves = repo.kept_moves(main_ref.replace("/", "-"), common, [main_ref])
+        at = foreign or main_ref
+        _, moves = repo.kept_moves(at.replace("/", "-"), common, [at])
         raise Refusal(
             "main_update_failed",
             f"{main_ref} is a file git cannot read as a ref (a write cut short, a link), "
@@ -217,9 +267,9 @@ def _set_aside(repo: Repo, main_ref: str, foreign: bool = False) -> str | None:
             f"({exc.strerror or exc}): the next moves it there (kept, not deleted), then "
             "puts main back",
             next=[*moves, "git lane restore-main"],
-            details={"file": os.path.join(common, main_ref), "error": str(exc)},
+            details={"file": os.path.join(common, at), "error": str(exc)},
         ) from None
-    repo.store.event("restore_main_kept", code="kept", file=main_ref, kept=str(kept))
+    repo.store.event("restore_main_kept", code="kept", file=foreign or main_ref, kept=str(kept))
     return str(kept)
 
 
