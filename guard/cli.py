@@ -274,13 +274,41 @@ def reconcile(ctx: Ctx) -> None:
 
 @cli.command()
 @click.argument("key")
+@click.option(
+    "--move-aside",
+    is_flag=True,
+    help="A directory at the lane's .git (a repository of its own) is renamed aside (kept), "
+    "and the pointer written in its place.",
+)
+@click.option(
+    "--keep",
+    "keep",
+    multiple=True,
+    metavar="PATH",
+    help="Move PATH of the lane's worktree into git-lane's kept/ first (repeatable).",
+)
+@click.option("--into", metavar="NAME", help="The kept/ directory --keep moves into.")
+@click.option(
+    "--ignore",
+    "ignore",
+    multiple=True,
+    metavar="PATTERN",
+    help="Append PATTERN to the lane's top .gitignore (repeatable).",
+)
 @json_option
 @pass_ctx
-def repair(ctx: Ctx, key: str) -> None:
+def repair(
+    ctx: Ctx,
+    key: str,
+    move_aside: bool,
+    keep: tuple[str, ...],
+    into: str | None,
+    ignore: tuple[str, ...],
+) -> None:
     """Put a lane back from git: its record, a deleted or moved branch, a deleted worktree."""
     from guard.commands import repair as cmd
 
-    emit(ctx, cmd.run(ctx.repo, key), render.repair)
+    emit(ctx, cmd.run(ctx.repo, key, move_aside, keep, into, ignore), render.repair)
 
 
 # -- sync and land ------------------------------------------------------------------------
@@ -655,13 +683,24 @@ def restore_main(ctx: Ctx) -> None:
     type=click.Choice(["claude", "codex", "aider", "opencode"]),
     help="The agent CLI to set up for the lane.",
 )
+@click.option(
+    "--move-aside",
+    is_flag=True,
+    help="First rename what is at the tool's file in the lane (or the link on its way) "
+    "to NAME.git-lane-bak, kept.",
+)
+@click.option(
+    "--enable-hooks",
+    is_flag=True,
+    help='Drop a "disableAllHooks" in the lane\'s claude settings (the other keys are kept).',
+)
 @json_option
 @pass_ctx
-def agent_setup(ctx: Ctx, key: str | None, tool: str) -> None:
+def agent_setup(ctx: Ctx, key: str | None, tool: str, move_aside: bool, enable_hooks: bool) -> None:
     """Write what an agent CLI needs to keep to the lane; print the command that starts it."""
     from guard.commands import agent_setup as cmd
 
-    emit(ctx, cmd.run(ctx.repo, key, tool), render.agent_setup)
+    emit(ctx, cmd.run(ctx.repo, key, tool, move_aside, enable_hooks), render.agent_setup)
 
 
 # -- config and log -----------------------------------------------------------------------

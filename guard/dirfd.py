@@ -208,6 +208,47 @@ def unlink(root: str, rel: str) -> None:
         os.close(dfd)
 
 
+_RENAME_NOREPLACE = 1
+
+
+def rename_noreplace(sfd: int, sname: str, dfd: int, dname: str) -> None:
+    """rename(2) of `sname` in `sfd` to `dname` in `dfd` that never replaces what is at
+    `dname` (renameat2 RENAME_NOREPLACE: FileExistsError). Neither name is followed. Where
+    the kernel or libc lacks renameat2, a look first (lstat), then rename(2): what a
+    process races in at `dname` between the two is then replaced (a directory only when
+    empty)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    fn = getattr(libc, "renameat2", None)
+    if fn is not None:
+        if fn(sfd, os.fsencode(sname), dfd, os.fsencode(dname), _RENAME_NOREPLACE) == 0:
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.ENOSYS, errno.EINVAL):
+            raise OSError(err, os.strerror(err), dname)
+    try:
+        os.stat(dname, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        os.rename(sname, dname, src_dir_fd=sfd, dst_dir_fd=dfd)
+        return
+    raise FileExistsError(errno.EEXIST, "name taken", dname)
+
+
+def move_aside(dfd: int, name: str, base: str) -> str:
+    """Rename `name` in `dfd` (itself, never what a link there names) to the first free
+    one of `base`, `base.1`, `base.2`, ... in the same directory (nothing there is ever
+    replaced); the name it got."""
+    n = 0
+    while True:
+        cand = base if n == 0 else f"{base}.{n}"
+        try:
+            rename_noreplace(dfd, name, dfd, cand)
+            return cand
+        except FileExistsError:
+            n += 1
+
+
 # how deep remove_tree goes: one open descriptor per level, and a tree deeper than this
 # is no git tree (git refuses paths past 4096 bytes); what lies below is left, and said
 TREE_DEPTH = 200

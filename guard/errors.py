@@ -184,6 +184,13 @@ CODES: dict[str, Code] = _codes(
         "git could not delete the lane branch (it did not move); the lane was kept",
     ),
     (
+        "keep_failed",
+        "engine",
+        None,
+        "a lane path `repair --keep` names could not be moved into kept/ (a name on its way "
+        "became a link or no directory)",
+    ),
+    (
         "state_corrupt",
         "engine",
         None,

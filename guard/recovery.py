@@ -94,9 +94,14 @@ def _replace(p: Path, text: str) -> None:
     dirfd.write_file(str(p.parent), p.name, text.encode())
 
 
-def repair_pointers(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
+def repair_pointers(repo: Repo, rec: LaneRecord, move_aside: bool = False) -> list[dict[str, Any]]:
     """Rewrite the lane's pointers from trusted state (each atomically). A `.git` that is
-    a directory is a repository someone made there: refused, never touched."""
+    a directory is a repository someone made there: refused, never touched, unless
+    `move_aside` (the owner's `repair --move-aside`, the refusal's next): then it is
+    renamed, through a descriptor on the lane's root, to the first free of
+    `.git.moved-aside`, `.git.moved-aside.1`, ... (kept, never replaced nor deleted), and
+    the pointer is written in its place. Never a shell redirect into the lane's path (the
+    lane can make `.git` a link to a file of the owner's between the print and the run)."""
     admin = repo.store.admin_dir(rec)
     if admin is None or not admin.is_dir() or not os.path.isdir(rec.path):
         return []
@@ -108,20 +113,19 @@ def repair_pointers(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
     if not os.path.lexists(dotgit):
         return []  # no worktree of git's there (a foreign directory?): restore_worktree's call
     if dotgit.is_dir() and not dotgit.is_symlink():
-        # a repository of its own at the lane's path (made there, or someone's): never
-        # touched by repair; moved aside (kept) by the command below
-        aside = f"{dotgit}.moved-aside"
-        raise Refusal(
-            "lane_pointers_tampered",
-            f"lane {rec.key}'s {git.shown(dotgit)} is a directory (a repository of its own), "
-            "not git's pointer to the lane's admin dir; it was left as it is",
-            next=[
-                git.mv_aside(dotgit, aside),
-                f"printf '%s\\n' {git.q(f'gitdir: {admin}')} > {git.q(dotgit)}",
-                f"git lane repair {rec.key}",
-            ],
-            details={"lane": rec.key, "path": str(dotgit)},
-        )
+        if move_aside:
+            changes.append(_dotgit_aside(rec, dotgit))
+        else:
+            # a repository of its own at the lane's path (made there, or someone's):
+            # never touched by a plain repair; moved aside (kept) by the command below
+            raise Refusal(
+                "lane_pointers_tampered",
+                f"lane {rec.key}'s {git.shown(dotgit)} is a directory (a repository of its "
+                "own), not git's pointer to the lane's admin dir; it was left as it is: "
+                "`repair --move-aside` moves it aside (kept) and writes the pointer",
+                next=[f"git lane repair {rec.key} --move-aside"],
+                details={"lane": rec.key, "path": str(dotgit)},
+            )
     want = {
         dotgit: f"gitdir: {admin}\n",
         admin / "commondir": "../..\n",
@@ -129,9 +133,184 @@ def repair_pointers(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
     }
     for p, text in want.items():
         if _read(p) != text.rstrip("\n"):
-            _replace(p, text)
+            try:
+                _replace(p, text)
+            except OSError as exc:  # a directory put back at `.git` meanwhile: left as it is
+                raise Refusal(
+                    "lane_pointers_tampered",
+                    f"lane {rec.key}'s pointer {git.shown(p)} could not be written "
+                    f"({exc.strerror}); what is there was left as it is",
+                    next=[f"git lane repair {rec.key} --move-aside"],
+                    details={"lane": rec.key, "path": str(p), "error": exc.strerror},
+                ) from exc
             changes.append({"action": "pointer_rewritten", "lane": rec.key, "file": str(p)})
     return changes
+
+
+def _dotgit_aside(rec: LaneRecord, dotgit: Path) -> dict[str, Any]:
+    """The directory at the lane's `.git` renamed to a fresh name beside it, through a
+    descriptor on the lane's root (trusted: its path is the owner's): only a directory
+    found there now is moved (a link or file the lane put there since is left for the
+    pointer's write, which replaces it and never writes through it)."""
+    fd = os.open(rec.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        st = os.stat(".git", dir_fd=fd, follow_symlinks=False)
+        if not stat.S_ISDIR(st.st_mode):
+            return {"action": "dotgit_gone", "lane": rec.key}
+        got = dirfd.move_aside(fd, ".git", ".git.moved-aside")
+    except OSError as exc:
+        raise Refusal(
+            "lane_pointers_tampered",
+            f"lane {rec.key}'s {git.shown(dotgit)} (a directory) could not be moved aside "
+            f"({exc.strerror}); it was left as it is",
+            next=[f"git lane repair {rec.key} --move-aside"],
+            details={"lane": rec.key, "path": str(dotgit), "error": exc.strerror},
+        ) from exc
+    finally:
+        os.close(fd)
+    return {"action": "dotgit_moved_aside", "lane": rec.key, "to": os.path.join(rec.path, got)}
+
+
+_KEPT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*\Z")
+
+
+def keep_paths(
+    repo: Repo, rec: LaneRecord, rels: list[str], into: str | None
+) -> list[dict[str, Any]]:
+    """Move each of `rels` (paths in the lane's worktree) into kept/`into` (a fresh
+    kept_dir when None), keeping its relative path: the owner's `repair --keep`, the
+    `next` of ignored_in_the_way and of checkpoint's lane_index_unsafe. The directory of
+    each is reached from the lane's root one component at a time, O_NOFOLLOW (a link the
+    lane put on the way since the refusal fails the walk: refused, nothing moved past
+    it), and the last name is renamed itself (a link is moved, never what it names),
+    never over anything (RENAME_NOREPLACE: a taken name gets `.1`, `.2`, ...). A path
+    with nothing at it any more is skipped. Where kept/ is on another file system than
+    the lane, a `.git-lane-kept/` beside the lane (the owner's directory) takes them."""
+    name = into if into is not None else repo.kept_dir(rec.key).name
+    if not _KEPT_NAME.match(name):
+        raise Refusal(
+            "keep_failed",
+            f"--into {git.shown(name)} is no name git-lane gives a kept/ directory; nothing "
+            "was moved",
+            next=[f"git lane status {rec.key}"],
+            details={"lane": rec.key, "into": name},
+        )
+    bad = [r for r in rels if _keep_parts(r) is None]
+    if bad:
+        raise Refusal(
+            "keep_failed",
+            f"--keep names path(s) that are not inside lane {rec.key}'s worktree or name its "
+            f".git ({git.shown_some(bad)}); nothing was moved",
+            next=[f"git lane status {rec.key}"],
+            details={"lane": rec.key, "paths": bad[:100]},
+        )
+    changes: list[dict[str, Any]] = []
+    for rel in rels:
+        parts = _keep_parts(rel) or []
+        where = "/".join(parts[:-1]) or "."
+        try:
+            sfd, _ = dirfd.walk(rec.path, where)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise _keep_refused(rec, rel, exc) from None
+        try:
+            try:
+                os.stat(parts[-1], dir_fd=sfd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            got = _keep_one(repo, rec, sfd, parts, name)
+        except OSError as exc:
+            raise _keep_refused(rec, rel, exc) from None
+        finally:
+            os.close(sfd)
+        changes.append({"action": "kept", "lane": rec.key, "path": rel, "to": got})
+    return changes
+
+
+def add_ignores(rec: LaneRecord, patterns: list[str]) -> list[dict[str, Any]]:
+    """Append `patterns` (one line each, after an empty line) to the lane's top
+    `.gitignore`: the owner's `repair --ignore`, the `next` of lane_changed_during_gate
+    when the gate left only new files. Read O_NOFOLLOW (a link or anything but a regular
+    file there: refused) and replaced through a descriptor on the lane's root (a link put
+    there since is replaced, never written through): never a shell `>>` into the lane's
+    path, which a process of the lane can make a link to a file of the owner's between
+    the print and the run."""
+    bad = [p for p in patterns if not p or "\n" in p or "\r" in p or "\0" in p]
+    if bad:
+        raise Refusal(
+            "keep_failed",
+            f"--ignore names pattern(s) that are not one .gitignore line ({git.shown_some(bad)}); "
+            "nothing was written",
+            next=[f"git lane status {rec.key}"],
+            details={"lane": rec.key, "paths": bad[:100]},
+        )
+    fd = os.open(rec.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        try:
+            old = dirfd.read(fd, ".gitignore", limit=1 << 20)
+            mode: int | None = stat.S_IMODE(
+                os.stat(".gitignore", dir_fd=fd, follow_symlinks=False).st_mode
+            )
+        except FileNotFoundError:
+            old, mode = b"", None
+        new = old + "".join(f"\n{p}\n" for p in patterns).encode("utf-8", "surrogateescape")
+        dirfd.replace(fd, ".gitignore", [new], mode)
+    except OSError as exc:
+        raise Refusal(
+            "keep_failed",
+            f"lane {rec.key}'s .gitignore could not be read or written ({exc.strerror or exc}): "
+            "it is a link or no regular file now (the lane changed it); nothing was written",
+            next=[f"git lane status {rec.key}"],
+            details={"lane": rec.key, "paths": [".gitignore"], "error": exc.strerror},
+        ) from None
+    finally:
+        os.close(fd)
+    return [{"action": "ignored", "lane": rec.key, "patterns": patterns}]
+
+
+def _keep_parts(rel: str) -> list[str] | None:
+    parts = rel.split("/")
+    if not rel or any(p in ("", ".", "..") for p in parts) or parts[0] == ".git":
+        return None
+    return parts
+
+
+def _keep_one(repo: Repo, rec: LaneRecord, sfd: int, parts: list[str], name: str) -> str:
+    """Rename `parts[-1]` (in `sfd`) to kept/`name`/`parts`: the state's kept/ first,
+    on another file system (EXDEV) a `.git-lane-kept/` beside the lane."""
+    sub = "/".join([name, *parts[:-1]])
+    roots = [repo.state_dir / "kept", Path(rec.path).parent / ".git-lane-kept"]
+    for i, root in enumerate(roots):
+        root.mkdir(parents=True, exist_ok=True)
+        dfd, _ = dirfd.walk(str(root), sub, create=True)
+        try:
+            n, last = 0, parts[-1]
+            while True:
+                dest = last if n == 0 else f"{last}.{n}"
+                try:
+                    dirfd.rename_noreplace(sfd, last, dfd, dest)
+                    return os.path.join(root, sub, dest)
+                except FileExistsError:
+                    n += 1
+                except OSError as exc:
+                    if exc.errno != errno.EXDEV or i == len(roots) - 1:
+                        raise
+                    break
+        finally:
+            os.close(dfd)
+    raise OSError(errno.EXDEV, "no kept directory on the lane's file system")
+
+
+def _keep_refused(rec: LaneRecord, rel: str, exc: OSError) -> Refusal:
+    return Refusal(
+        "keep_failed",
+        f"{git.shown(rel)} in lane {rec.key} could not be moved into kept/ "
+        f"({exc.strerror or exc}): a name on its way is a link or no directory now (the lane "
+        "changed it), or kept/ could not be written; nothing was moved past it",
+        next=[f"git lane status {rec.key}"],
+        details={"lane": rec.key, "paths": [rel], "error": exc.strerror},
+    )
 
 
 def _never_anothers(repo: Repo, rec: LaneRecord, admin: Path) -> None:

@@ -243,6 +243,17 @@ class Repo:
             moves.append(git.mv_aside(os.path.join(root, p), dest))
         return kept, moves
 
+    def lane_kept_next(self, key: str, paths: list[str]) -> tuple[Path, str]:
+        """The `next` step that moves each of `paths` of lane `key`'s worktree into a new
+        kept_dir(`key`), keeping its relative path: `git lane repair KEY --into NAME --keep
+        PATH ...`, the engine's move (recovery.keep_paths: each directory on the way
+        reached from the lane's root without following a link), never an `mv` of a lane
+        path, which a process of the lane can re-point at a file of the owner's between
+        the print and the run (red team 14H-B F5)."""
+        kept = self.kept_dir(key)
+        keeps = " ".join(f"--keep {git.q(p)}" for p in paths)
+        return kept, f"git lane repair {key} --into {git.q(kept.name)} {keeps}"
+
     @property
     def start_dir(self) -> str:
         """The directory the repository was discovered from."""

@@ -159,7 +159,7 @@ def test_aider_config_keeps_hooks_on_and_a_foreign_file_is_refused(repo: Repo) -
     r = repo.jlane("agent-setup", "beta", "--for", "aider")
     assert (r.rc, r.code) == (1, "agent_file_conflict")
     assert (lane2 / ".aider.conf.yml").read_text() == "model: gpt\n"
-    assert r.json["next"][0].startswith("mv ")
+    assert r.json["next"] == ["git lane agent-setup beta --for aider --move-aside"]
 
 
 @pytest.mark.parametrize("kind", TAKEN)  # the backup name its next moves to: taken?
@@ -507,8 +507,11 @@ def test_hook_still_allows_plain_commands_and_text_heredocs(claude_lane: Path) -
 
 # -- disableAllHooks: never reported as enforced -----------------------------------------------
 def test_disable_all_hooks_in_the_local_settings_is_refused_with_a_runnable_way_out(
-    repo: Repo,
+    repo: Repo, gitlane_on_path: Path
 ) -> None:
+    """The way out is agent-setup's own `--enable-hooks` (the write through directory
+    fds), never a command that writes the lane's path (a link the lane put at `.claude`
+    meanwhile would take that write to a file of the owner's)."""
     lane = repo.create("alpha")
     target = lane / CLAUDE
     target.parent.mkdir(parents=True)
@@ -517,11 +520,14 @@ def test_disable_all_hooks_in_the_local_settings_is_refused_with_a_runnable_way_
     assert (r.rc, r.code) == (1, "agent_file_conflict"), r.stdout
     assert r.json["details"]["why"] == "disableAllHooks"
     assert agents.MARK not in target.read_text()
-    res = subprocess.run(["sh", "-c", r.json["next"][0]], text=True, capture_output=True)
-    assert res.returncode == 0, res.stderr
+    for cmd in r.json["next"]:
+        assert cmd.startswith("git lane "), cmd
+        res = subprocess.run(["sh", "-c", cmd], cwd=repo.path, text=True, capture_output=True)
+        assert res.returncode == 0, (cmd, res.stdout, res.stderr)
     settings = json.loads(target.read_text())
-    assert "disableAllHooks" not in settings and settings["permissions"] == {"allow": []}
-    setup(repo, "alpha", "claude")
+    assert settings.get("disableAllHooks") in (None, False)
+    assert settings["permissions"] == {"allow": []}
+    assert agents.MARK in target.read_text()
 
 
 def test_disable_all_hooks_in_the_project_settings_is_overridden_and_said(repo: Repo) -> None:
@@ -569,3 +575,54 @@ def test_the_exclude_entry_goes_with_the_last_lane_that_has_it(repo: Repo) -> No
     (repo.path / ".claude").mkdir()
     (repo.path / CLAUDE).write_text("{}\n")
     assert CLAUDE in status(repo.path)  # the hub's own file is seen again
+
+
+def test_agent_file_conflict_next_never_moves_a_file_outside_the_lane(
+    hub: Repo, tmp_path: Path, gitlane_on_path: Path
+) -> None:
+    """agent-setup refuses agent_file_conflict because `.claude` in the lane is a link out
+    of the lane. Its next was `mv -n -T -- LANE/.claude/settings.local.json ...git-lane-bak`:
+    mv resolved `.claude` through that very link and renamed the owner's own file in the
+    directory the lane chose (red team 14H-B F6). The next is agent-setup's `--move-aside`,
+    which renames the link itself (reached from the lane's root, no link followed)."""
+    from guard.errors import join_next
+
+    lp = hub.create("alpha")
+    owner = tmp_path / "owner-claude"  # the owner's, outside every lane (~/.claude, say)
+    owner.mkdir()
+    (owner / "settings.local.json").write_text('{"the owner": "own"}\n')
+    (lp / ".claude").symlink_to(owner)  # what the lane writes in its own worktree
+    r = hub.jlane("agent-setup", "alpha", "--for", "claude")
+    assert (r.rc, r.code) == (1, "agent_file_conflict"), r.stdout
+    subprocess.run(join_next(r.json["next"]), shell=True, cwd=hub.path, capture_output=True)
+    assert (owner / "settings.local.json").exists(), (
+        f"the next of agent_file_conflict, run as written ({r.json['next'][0]}), renamed "
+        f"{owner / 'settings.local.json'}, outside the lane, through the lane's link"
+    )
+    assert sorted(os.listdir(owner)) == ["settings.local.json"]
+    assert (lp / ".claude.git-lane-bak").is_symlink()
+    assert not (lp / ".claude").is_symlink() and agents.MARK in (lp / CLAUDE).read_text()
+
+
+def test_a_foreign_agent_file_next_never_moves_a_file_the_lane_re_pointed_to(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """The lane's `.claude/settings.local.json` is no JSON: refused. Between the print and
+    the owner's run, the lane makes `.claude` a link to a directory of the owner's: the
+    next (agent-setup's own `--move-aside`) renames the link, never the owner's file."""
+    from guard.errors import join_next
+
+    lp = hub.create("alpha")
+    (lp / ".claude").mkdir()
+    (lp / CLAUDE).write_text("not json\n")
+    r = hub.jlane("agent-setup", "alpha", "--for", "claude")
+    assert (r.rc, r.code) == (1, "agent_file_conflict"), r.stdout
+    owner = tmp_path / "owner-claude"
+    owner.mkdir()
+    (owner / "settings.local.json").write_text('{"the owner": "own"}\n')
+    (lp / CLAUDE).unlink()
+    (lp / ".claude").rmdir()
+    (lp / ".claude").symlink_to(owner)
+    subprocess.run(join_next(r.json["next"]), shell=True, cwd=hub.path, capture_output=True)
+    assert sorted(os.listdir(owner)) == ["settings.local.json"]
+    assert (owner / "settings.local.json").read_text() == '{"the owner": "own"}\n'

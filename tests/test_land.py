@@ -711,3 +711,23 @@ def test_ordinary_names_are_safe_index_entries(name: str) -> None:
     from guard import git as g
 
     assert not g.unsafe_entry_name(name)
+
+
+def test_build_output_next_never_appends_through_a_link_the_lane_put_at_gitignore(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """lane_changed_during_gate for the gate's new files: the next appended the patterns
+    with `printf ... >> LANE/.gitignore`. A process of the lane that made `.gitignore` a
+    link to a file of the owner's between the print and the run had the owner's shell
+    append to that file. The next is `git lane repair KEY --ignore ...` (read O_NOFOLLOW,
+    replaced through a descriptor on the lane's root): refused, the owner's file as it was."""
+    gate(repo, "touch .coverage")
+    path = ready_lane(repo, "alpha", {"pkg/m.py": "x = 1\n"})
+    j = refused(repo, "lane_changed_during_gate", "alpha")
+    next_ = j["next"]
+    assert isinstance(next_, list) and not any(">" in c for c in next_), next_
+    victim = tmp_path / "owner-rc"
+    victim.write_text("the owner's own\n")
+    (path / ".gitignore").symlink_to(victim)  # the lane, before the owner runs the next
+    subprocess.run(" && ".join(next_), shell=True, cwd=repo.path, capture_output=True)
+    assert victim.read_text() == "the owner's own\n"

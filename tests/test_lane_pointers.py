@@ -1399,3 +1399,34 @@ def test_a_land_records_its_gate_worktree_before_making_it(repo: Repo, tmp_path:
     names = seen.read_text().split()
     assert len(names) == 1 and names[0].startswith("git-lane-gate-"), names
     assert not os.listdir(repo.common_dir / "git-lane" / "gates")
+
+
+def test_repair_pointers_next_never_writes_through_a_link_the_lane_put_at_dot_git(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """The lane's `.git` is a directory: repair refuses lane_pointers_tampered. Its next
+    was `mv -n -T ... .git.moved-aside && printf ... > LANE/.git`: a process of the lane
+    took the backup name (GNU `mv -n` then moves nothing, exit 0) and put a link at `.git`
+    to a file of the owner's, and the owner's redirect wrote through it (red team 14H-B
+    F4). The next is now repair's own `--move-aside`, which writes no path the lane can
+    re-point: the owner's file is as it was, the link replaced by the pointer."""
+    from guard.errors import join_next
+
+    lp = repo.create("alpha")
+    (lp / ".git").unlink()
+    (lp / ".git").mkdir()  # a repository of its own at the lane's root (a bare start)
+    (lp / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    r = repo.jlane("repair", "alpha")
+    assert (r.rc, r.code) == (1, "lane_pointers_tampered"), r.stdout
+    victim = tmp_path / "owner-file.txt"  # the owner's, outside every lane
+    victim.write_text("the owner's own\n")
+    # the lane, after the refusal was printed and before the owner runs it
+    (lp / ".git.moved-aside").mkdir()
+    shutil.rmtree(lp / ".git")
+    (lp / ".git").symlink_to(victim)
+    subprocess.run(join_next(r.json["next"]), shell=True, cwd=repo.path, capture_output=True)
+    assert victim.read_text() == "the owner's own\n", (
+        f"the next of lane_pointers_tampered, run as written, overwrote {victim} (outside "
+        f"the lane) through a link the lane put at .git: {victim.read_text()!r}"
+    )
+    assert not (lp / ".git").is_symlink() and (lp / ".git").read_text().startswith("gitdir: ")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -1016,3 +1017,62 @@ def test_a_step_git_reschedules_twice_ends_sync_coded_with_a_next_that_works(
     main = hub.sha()
     assert main is not None and is_ancestor(hub.path, main, "refs/heads/lane/alpha")
     assert len(subjects(hub.path, f"{main}..lane/alpha")) == 2
+
+
+def test_ignored_in_the_way_next_never_moves_a_file_outside_the_lane(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """sync refuses ignored_in_the_way for an ignored file of the lane where main now
+    tracks one (`x/f.txt`). Its next was `mkdir -p KEPT/x && mv -n -T -- LANE/x/f.txt
+    KEPT/x/f.txt`: between the refusal and the owner's run, the lane made `x` a link to a
+    directory of the owner's, and `mv` moved the owner's `f.txt` into kept/ (red team
+    14H-B F5). The next is `git lane repair alpha --keep x/f.txt`: the engine reaches `x`
+    from the lane's root without following a link, refuses, and moves nothing."""
+    from guard.errors import join_next
+
+    lp = hub.create("alpha")
+    beta = hub.create("beta")
+    hub.commit(beta, "x/f.txt", "main's\n")
+    assert hub.jlane("land", "beta").rc == 0
+    (hub.common_dir / "info").mkdir(exist_ok=True)
+    with open(hub.common_dir / "info" / "exclude", "a") as f:
+        f.write("/x/\n")
+    (lp / "x").mkdir()
+    (lp / "x" / "f.txt").write_text("the lane's ignored file\n")
+    r = hub.jlane("sync", "alpha")
+    assert (r.rc, r.code) == (1, "ignored_in_the_way"), r.stdout
+    owner = tmp_path / "owner-dir"  # the owner's, outside every lane
+    owner.mkdir()
+    (owner / "f.txt").write_text("the owner's own\n")
+    shutil.rmtree(lp / "x")  # the lane, before the owner runs the next
+    (lp / "x").symlink_to(owner)
+    subprocess.run(join_next(r.json["next"]), shell=True, cwd=hub.path, capture_output=True)
+    assert (owner / "f.txt").exists(), (
+        f"the next of ignored_in_the_way, run as written, moved {owner / 'f.txt'} (outside "
+        "the lane) into kept/ through a link the lane put at x"
+    )
+    assert hub.jlane("repair", "alpha", "--keep", "x/f.txt").code == "keep_failed"
+    assert sorted(os.listdir(owner)) == ["f.txt"]
+
+
+def test_ignored_in_the_way_next_keeps_the_file_and_syncs(hub: Repo) -> None:
+    """Run as written (nothing changed in between), the next moves the lane's ignored file
+    into the kept/ directory the refusal names, and the sync goes through."""
+    lp = hub.create("alpha")
+    beta = hub.create("beta")
+    hub.commit(beta, "x/f.txt", "main's\n")
+    assert hub.jlane("land", "beta").rc == 0
+    (hub.common_dir / "info").mkdir(exist_ok=True)
+    with open(hub.common_dir / "info" / "exclude", "a") as f:
+        f.write("/x/\n")
+    (lp / "x").mkdir()
+    (lp / "x" / "f.txt").write_text("the lane's ignored file\n")
+    r = hub.jlane("sync", "alpha")
+    assert (r.rc, r.code) == (1, "ignored_in_the_way"), r.stdout
+    assert r.json["next"][0].startswith("git lane repair alpha --into ")
+    for cmd in r.json["next"]:
+        done = subprocess.run(cmd, shell=True, cwd=hub.path, capture_output=True, text=True)
+        assert done.returncode == 0, (cmd, done.stdout, done.stderr)
+    kept = Path(r.json["details"]["kept"])
+    assert (kept / "x" / "f.txt").read_text() == "the lane's ignored file\n"
+    assert (lp / "x" / "f.txt").read_text() == "main's\n"

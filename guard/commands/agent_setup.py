@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -82,7 +83,18 @@ NOT_ENFORCED = {
 }
 
 
-def run(repo: Repo, key: str | None, tool: str) -> AgentSetupResult:
+def run(
+    repo: Repo,
+    key: str | None,
+    tool: str,
+    move_aside: bool = False,
+    enable_hooks: bool = False,
+) -> AgentSetupResult:
+    """`move_aside`: what sits at the tool's file in the lane (the file, or the first name
+    on its way that is a link or no directory: never what a link names) is renamed to
+    `<name>.git-lane-bak` (or `.1`, ...) in its own directory first, kept. `enable_hooks`:
+    a `disableAllHooks` in the lane's claude settings is dropped (the owner's consent)
+    instead of refused; the write goes through directory fds as every other."""
     key = lane.current(repo, key, "agent-setup", f" --for {tool}")
     rec = lane.get(repo, key)
     wt = git.by_path(repo.worktrees()).get(os.path.realpath(rec.path))
@@ -105,10 +117,14 @@ def run(repo: Repo, key: str | None, tool: str) -> AgentSetupResult:
     argv = ["git", "lane", "exec", key, "--", tool]
     if tool in FILES:
         rel = FILES[tool]
+        if move_aside:
+            moved = _move_aside(path, rel, key, tool)
+            if moved is not None:
+                warnings.append(f"{moved[0]} in lane {key} was moved aside to {moved[1]}")
         target = _target(path, rel, key, tool)
         old = target.read_bytes() if target.is_file() else None
         if tool == "claude":
-            new = _claude(old, target, key, tool, path, python, pypath)
+            new = _claude(old, target, key, tool, path, python, pypath, enable_hooks)
             new, said = _hooks_on(new, path)
             warnings.extend(said)
         elif tool == "aider":
@@ -198,7 +214,7 @@ def _target(lane_path: str, rel: str, key: str, tool: str) -> Path:
             "agent_file_conflict",
             f"{rel} in lane {key} is a symlink, not a file, or lies behind a symlink out of "
             "the lane: agent-setup writes only regular files inside the lane",
-            next=[git.mv_aside(full, f"{full}.git-lane-bak"), again],
+            next=[f"{again} --move-aside"],
             details={"lane": key, "file": str(full), "why": "not a plain file in the lane"},
         )
     return full
@@ -207,13 +223,47 @@ def _target(lane_path: str, rel: str, key: str, tool: str) -> Path:
 def _foreign(full: Path, key: str, tool: str, why: str) -> Refusal:
     return Refusal(
         "agent_file_conflict",
-        f"{full} {why}; agent-setup does not overwrite it",
-        next=[
-            git.mv_aside(full, f"{full}.git-lane-bak"),
-            f"git lane agent-setup {key} --for {tool}",
-        ],
+        f"{full} {why}; agent-setup does not overwrite it: `--move-aside` keeps it beside "
+        "(`.git-lane-bak`) and writes a new one",
+        next=[f"git lane agent-setup {key} --for {tool} --move-aside"],
         details={"lane": key, "file": str(full), "why": why},
     )
+
+
+def _move_aside(lane_path: str, rel: str, key: str, tool: str) -> tuple[str, str] | None:
+    """Rename, within the lane, the first name on the way to `rel` that is no directory
+    (a link out of the lane: the link itself, never what it names), else what is at `rel`,
+    to the first free `<name>.git-lane-bak`, `.1`, ... beside it; (from, to) relative to
+    the lane, or None when nothing is there. Each directory is reached from the lane's
+    root through descriptors (O_NOFOLLOW): the nexts that did this with `mv` on a path
+    moved, through a link the lane put on the way, a file of the owner's (red team 14H-B
+    F6). Nothing is ever replaced or deleted."""
+    parts = rel.split("/")
+    fd = os.open(lane_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for i, part in enumerate(parts):
+            try:
+                mode = os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode
+            except FileNotFoundError:
+                return None
+            if i == len(parts) - 1 or not stat.S_ISDIR(mode):
+                got = dirfd.move_aside(fd, part, f"{part}.git-lane-bak")
+                at = "/".join(parts[:i])
+                return "/".join(parts[: i + 1]), f"{at}/{got}" if at else got
+            nfd = os.open(part, dirfd.DIR, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+    except OSError as exc:
+        raise Refusal(
+            "agent_file_conflict",
+            f"{rel} in lane {key} could not be moved aside ({exc.strerror or exc}): a name on "
+            "its way changed meanwhile; nothing was moved past it",
+            next=[f"git lane agent-setup {key} --for {tool} --move-aside"],
+            details={"lane": key, "file": os.path.join(lane_path, rel), "why": "move aside"},
+        ) from None
+    finally:
+        os.close(fd)
+    return None
 
 
 def _not_elsewhere(repo: Repo, lane_path: str, rel: str, key: str, tool: str) -> None:
@@ -307,7 +357,14 @@ def claude_context_command(key: str, lane_path: str, python: str, pypath: str) -
 
 
 def _claude(
-    old: bytes | None, target: Path, key: str, tool: str, lane_path: str, python: str, pypath: str
+    old: bytes | None,
+    target: Path,
+    key: str,
+    tool: str,
+    lane_path: str,
+    python: str,
+    pypath: str,
+    enable_hooks: bool = False,
 ) -> bytes:
     settings: dict[str, Any] = {}
     if old is not None:
@@ -318,21 +375,19 @@ def _claude(
         if not isinstance(loaded, dict) or not isinstance(loaded.get("hooks", {}), dict):
             raise _foreign(target, key, tool, "is not a settings object")
         settings = loaded
+    if enable_hooks:
+        settings.pop("disableAllHooks", None)
     if settings.get("disableAllHooks") not in (None, False):
         # Claude Code would run none of the hooks written below: refused, never reported
-        # as enforced; the owner drops the key (the command below), then runs this again
-        drop = (
-            "import json, sys; p = sys.argv[1]; d = json.load(open(p)); "
-            "d.pop('disableAllHooks', None); open(p, 'w').write(json.dumps(d, indent=2) + '\\n')"
-        )
+        # as enforced; the owner drops the key with `--enable-hooks` (the engine's write,
+        # through directory fds: never a command that writes the lane's path, which a
+        # process of the lane can make a link to a file of the owner's meanwhile)
         raise Refusal(
             "agent_file_conflict",
             f'{target} says "disableAllHooks": {json.dumps(settings.get("disableAllHooks"))}: '
-            "Claude Code would run none of the lane's hooks, so nothing would be enforced",
-            next=[
-                f"{git.q(sys.executable)} -c {git.q(drop)} {git.q(target)}",
-                f"git lane agent-setup {key} --for {tool}",
-            ],
+            "Claude Code would run none of the lane's hooks, so nothing would be enforced; "
+            "`--enable-hooks` drops that key (the others are kept)",
+            next=[f"git lane agent-setup {key} --for {tool} --enable-hooks"],
             details={"lane": key, "file": str(target), "why": "disableAllHooks"},
         )
     pre: dict[str, Any] = {

@@ -179,12 +179,12 @@ def _worktree_unsafe_refusal(repo: Repo, key: str, path: str, bad: list[str]) ->
         top = "/".join(comps[: i + 1])
         if top not in tops:
             tops.append(top)
-    kept, moves = repo.kept_moves(key, path, tops)
+    kept, keep = repo.lane_kept_next(key, tops)
     return Refusal(
         "lane_index_unsafe",
         f"lane {key} holds {len(bad)} file(s) whose names another file system reads as a "
         f"git dir ({git.shown_some(bad)}); nothing was committed and the index is as it was",
-        next=[*moves, f"git lane checkpoint {key}"],
+        next=[keep, f"git lane checkpoint {key}"],
         details={"lane": key, "paths": bad[:PATHS_CAP], "kept": str(kept)},
     )
 

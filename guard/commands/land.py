@@ -732,10 +732,12 @@ def _changed_during_gate(
     rest = [x for x in left if x != ".gitignore"]
     patterns = _ignore_patterns(rest) if left and _plain_gitignore(t.path) else None
     if patterns is not None:
-        lines = " ".join(git.q(x) for x in patterns)
+        # the engine appends them (through a descriptor on the lane's root): never a
+        # shell `>>` into the lane's path, which the lane can make a link meanwhile
+        lines = " ".join(f"--ignore {git.q(x)}" for x in patterns)
         next_ = [
             *([f"cat {gitignore}"] if own else []),
-            *([f"printf '\\n%s\\n' {lines} >> {gitignore}"] if patterns else []),
+            *([f"git lane repair {t.key} {lines}"] if patterns else []),
             f"{g} add .gitignore",
             f"{g} commit -m {git.q('Ignore what the gate leaves behind')}",
             f"git lane land {t.key}",

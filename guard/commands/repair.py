@@ -29,7 +29,19 @@ def default_path(repo: Repo, key: str) -> str | None:
 
 
 @git.in_own_context
-def run(repo: Repo, key: str) -> RepairResult:
+def run(
+    repo: Repo,
+    key: str,
+    move_aside: bool = False,
+    keep: tuple[str, ...] = (),
+    into: str | None = None,
+    ignore: tuple[str, ...] = (),
+) -> RepairResult:
+    """`move_aside`: a directory at the lane's `.git` (a repository of its own) is renamed
+    aside (kept) and the pointer written in its place; without it, refused. `keep`: paths
+    of the lane's worktree moved into kept/`into` first (recovery.keep_paths), as the
+    nexts of ignored_in_the_way and lane_index_unsafe name them. `ignore`: lines appended to
+    the lane's top .gitignore (recovery.add_ignores), as lane_changed_during_gate names them."""
     lane.forbid_worker("repair", f"git lane repair {key}")
     lane.check_key(key)
     changes: list[dict[str, Any]] = []
@@ -55,11 +67,16 @@ def run(repo: Repo, key: str) -> RepairResult:
             # never written to: the record is moved to the lane's own checkout
             rec, moved = _move_off(repo, rec, wts, whose)
             changes.append(moved)
+        if keep:
+            changes.extend(recovery.keep_paths(repo, rec, list(keep), into))
+        if ignore:
+            changes.extend(recovery.add_ignores(rec, list(ignore)))
         objects.use(repo, rec.path)  # its commits may be in its own store only
         ref = f"refs/heads/{rec.branch}"
         facts = recovery.branch_facts(repo, rec.path, rec.branch, repo.ref_sha(ref))
         changes.extend(recovery.restore_branch(repo, rec, facts))
-        changes.extend(recovery.repair_pointers(repo, rec))  # before git runs in the lane
+        # before git runs in the lane
+        changes.extend(recovery.repair_pointers(repo, rec, move_aside))
         changes.extend(_head_back(repo, rec))
         wt = git.by_path(repo.worktrees()).get(os.path.realpath(rec.path))
         if wt is None or not wt.exists:

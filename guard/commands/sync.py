@@ -795,13 +795,13 @@ def check_ignored(repo: Repo, key: str, path: str, onto: str, tip: str, then: li
     hit = ignored_in_the_way(repo, path, tip, onto)
     if not hit:
         return
-    kept, moves = repo.kept_moves(key, path, hit)  # a new dir: never over an earlier's
+    kept, keep = repo.lane_kept_next(key, hit)  # a new dir: never over an earlier's
     raise Refusal(
         "ignored_in_the_way",
         f"lane {key} has ignored (untracked) files where main now tracks files "
         f"({', '.join(map(git.shown, hit[:5]))}); a rebase would overwrite them: the lane "
         "was not touched. Move them out of the way (kept under git-lane's state), then go on",
-        next=[*moves, *then],
+        next=[keep, *then],
         alternatives=[
             f"{git.owner_git(path)} --literal-pathspecs add -f -- {' '.join(git.q(p) for p in hit)} && "
             f"{git.owner_git(path)} commit -m {git.q('track them')}  # the sync then shows them as conflicts"
