@@ -4,12 +4,14 @@ no-op when nothing differs (not one byte or mtime changes in the state dir)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -364,6 +366,22 @@ def test_the_hubs_locks_are_never_lifted_through_a_symlinked_admin_dir(repo: Rep
             lk.unlink()
 
 
+@contextlib.contextmanager
+def _left_while_a_git_works(repo: Repo, lk: Path) -> Iterator[None]:
+    """While a live git works in the repository (its cwd the hub): reconcile leaves the
+    old lock `lk`, noted as git_lock_left."""
+    live = subprocess.Popen(
+        ["git", "hash-object", "--stdin"], cwd=repo.path, stdin=subprocess.PIPE, text=True
+    )
+    try:
+        changes = reconcile(repo)
+        assert lk.exists()
+        assert any(c["action"] == "git_lock_left" and c["files"] == [str(lk)] for c in changes)
+        yield
+    finally:
+        live.communicate("", timeout=30)
+
+
 def test_a_lanes_dead_branch_lock_is_lifted_and_one_a_live_git_may_hold_is_named(
     repo: Repo,
 ) -> None:
@@ -386,20 +404,12 @@ def test_a_lanes_dead_branch_lock_is_lifted_and_one_a_live_git_may_hold_is_named
     assert {"action": "git_lock_removed", "lane": "alpha", "files": [str(lk)]} in changes
     lk.write_text(f"{repo.sha()}\n")
     _age(lk)
-    live = subprocess.Popen(
-        ["git", "hash-object", "--stdin"], cwd=repo.path, stdin=subprocess.PIPE, text=True
-    )
-    try:
-        changes = reconcile(repo)
-        assert lk.exists()
-        assert any(c["action"] == "git_lock_left" and c["files"] == [str(lk)] for c in changes)
+    with _left_while_a_git_works(repo, lk):
         doctor = repo.jlane("doctor")
         (warn,) = [c for c in doctor.json["checks"] if c["name"] == "lane alpha"]
         assert warn["status"] == "warn", doctor.stdout
         assert subprocess.run(warn["fix"], shell=True, check=False).returncode == 0
         assert not lk.exists()
-    finally:
-        live.communicate("", timeout=30)
     repo.commit(path, "f.txt", "x\n")  # the branch moves again
 
 
@@ -418,15 +428,8 @@ def test_a_dead_packed_refs_lock_is_lifted_and_one_a_live_git_may_hold_is_left(
     assert {"action": "git_lock_removed", "files": [str(lk)]} in changes
     lk.write_text("")
     _age(lk)
-    live = subprocess.Popen(
-        ["git", "hash-object", "--stdin"], cwd=repo.path, stdin=subprocess.PIPE, text=True
-    )
-    try:
-        changes = reconcile(repo)
-        assert lk.exists()
-        assert any(c["action"] == "git_lock_left" and c["files"] == [str(lk)] for c in changes)
-    finally:
-        live.communicate("", timeout=30)
+    with _left_while_a_git_works(repo, lk):
+        pass
     lk.unlink()
 
 
