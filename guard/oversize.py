@@ -95,10 +95,12 @@ class Oversized:
     size: int
     bound: int
     deep: bool = False
+    unlisted: bool = False  # a directory that could not be listed, even with its owner's bits
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"file": self.rel, "size": self.size, "bound": self.bound}
-        return {**d, "deep": True} if self.deep else d
+        d = {**d, "deep": True} if self.deep else d
+        return {**d, "unlisted": True} if self.unlisted else d
 
 
 def _big(dfd: int, here: str, name: str, bound: int) -> Oversized | None:
@@ -116,10 +118,14 @@ def _found(
     `common/rel` (its top only: `depth` 0) larger than `bounds` (a dict: only the names
     it holds, each to its own bound); and, `depth` > 0, each directory just past `depth`
     levels, which the scan does not look into and git reads refs in all the same (no
-    ref a lane or git-lane makes is so deep: it goes whole, as one file does)."""
+    ref a lane or git-lane makes is so deep: it goes whole, as one file does). A directory
+    the lane made unlistable (chmod 0100: git opens a file in it by name all the same) gets
+    its owner's read and search bits back first; one that still cannot be listed is
+    yielded `unlisted` (fd -1): never taken for "nothing there"."""
     top = os.path.normpath(rel)
+    refused: list[str] = []
     try:
-        for here, dfd, entries in dirfd.scan(common, rel, depth):
+        for here, dfd, entries in dirfd.scan(common, rel, depth, refused=refused, restore=True):
             level = 0 if here == top else here[len(top) + 1 :].count("/") + 1
             for name, kind in entries:
                 if depth > 0 and level == depth and kind == stat.S_IFDIR:
@@ -130,8 +136,12 @@ def _found(
                     o = _big(dfd, here, name, bound)
                     if o is not None:
                         yield dfd, name, o
-    except OSError:
+    except (FileNotFoundError, NotADirectoryError):
         return  # not there, or no directory: nothing git reads as one
+    except OSError:
+        refused.append(top)
+    for r in refused:
+        yield -1, os.path.basename(r), Oversized(r, 0, 0, unlisted=True)
 
 
 def _each(common: str) -> Iterator[tuple[int, str, Oversized]]:
@@ -139,13 +149,16 @@ def _each(common: str) -> Iterator[tuple[int, str, Oversized]]:
     yield from _found(common, "logs/refs/heads/lane", DEPTH, LOG_MAX)
     try:
         ids = sorted(os.listdir(os.path.join(common, "worktrees")))
+    except FileNotFoundError:
+        return
     except OSError:
+        yield -1, "worktrees", Oversized("worktrees", 0, 0, unlisted=True)
         return
     for wid in ids:
         admin = f"worktrees/{wid}"
         dirs: set[str] = set()
         try:
-            for here, dfd, entries in dirfd.scan(common, admin, 0):  # one listing
+            for here, dfd, entries in dirfd.scan(common, admin, 0, restore=True):  # a listing
                 for name, kind in entries:
                     if kind == stat.S_IFDIR:
                         dirs.add(name)
@@ -153,8 +166,11 @@ def _each(common: str) -> Iterator[tuple[int, str, Oversized]]:
                         o = _big(dfd, here, name, _ADMIN_TOP[name])
                         if o is not None:
                             yield dfd, name, o
-        except OSError:
+        except (FileNotFoundError, NotADirectoryError):
             continue  # gone (a release), or no directory
+        except OSError:
+            yield -1, wid, Oversized(admin, 0, 0, unlisted=True)
+            continue
         for sub, depth, bounds in _ADMIN_DIRS:
             if sub in dirs:
                 yield from _found(common, f"{admin}/{sub}", depth, bounds)
@@ -180,6 +196,9 @@ def set_aside(repo: Repo) -> Moved:
     failed: list[dict[str, Any]] = []
     kept = repo.kept_dir("oversized")
     for dfd, name, o in _each(common):
+        if o.unlisted:
+            failed.append({**o.to_dict(), "why": "its owner may not list it"})
+            continue
         dest = os.path.join(os.path.relpath(kept, common), o.rel)
         try:
             kfd, _ = dirfd.walk(common, os.path.dirname(dest), create=True)
@@ -189,6 +208,9 @@ def set_aside(repo: Repo) -> Moved:
         try:
             move = partial(os.rename, name, name, src_dir_fd=dfd, dst_dir_fd=kfd)
             done = dirfd.owner_may(dfd, move)
+            if not done and o.deep and dirfd.give_owner(dfd, name, 0o200):
+                # a directory moved to another parent needs its own write bit (its `..`)
+                done = dirfd.owner_may(dfd, move)
             there = done and _exists(kfd, name)  # owner_may: True when it went meanwhile
         finally:
             os.close(kfd)

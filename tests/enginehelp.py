@@ -204,3 +204,34 @@ def racing_git(tmp_path: Path, race: str) -> dict[str, str]:
     )
     script.chmod(0o755)
     return {"GITLANE_REAL_GIT": str(script)}
+
+
+# A lane under exec --sandbox runs as the owner's uid: it may chmod what the owner owns in
+# the directories it is granted (Landlock does not govern chmod), and a directory of mode
+# 0100 can then not be listed by the owner although git opens a file in it by name. Root
+# is exempt from modes (CAP_DAC_OVERRIDE): as root the owner is played without the DAC
+# capabilities, which is what every non-root owner is.
+NODAC = (
+    [
+        "setpriv",
+        "--inh-caps=-dac_override,-dac_read_search",
+        "--ambient-caps=-dac_override,-dac_read_search",
+        "--bounding-set=-dac_override,-dac_read_search",
+        "--",
+    ]
+    if os.geteuid() == 0
+    else []
+)
+# root without setpriv cannot play an owner that modes apply to
+NO_MODES = os.geteuid() == 0 and shutil.which("setpriv") is None
+
+
+def as_owner(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`git lane ARGS` as a non-root owner would run it (modes apply)."""
+    return subprocess.run(
+        [*NODAC, sys.executable, "-m", "guard", *args],
+        cwd=cwd,
+        text=True,
+        capture_output=True,
+        timeout=120,
+    )
