@@ -329,11 +329,20 @@ def refusal(repo: Repo, m: Moved) -> Refusal:
     rels = [str(d["file"]) for d in m.failed]
     _, moves = repo.kept_moves("oversized", common, rels)
     fix = restores(repo, m.failed)
+    unlisted = [str(d["file"]) for d in m.failed if d.get("unlisted")]
+    what = (
+        f"{', '.join(unlisted[:5])} under {common} could not be listed, even with its "
+        "owner's read and search bits given back (another owner's directory): a file there "
+        "git reads whole cannot be ruled out"
+        if unlisted
+        else f"{', '.join(rels[:5])} under {common} is larger than any file git writes there "
+        f"({REF_MAX} bytes for a ref, {LOG_MAX} for a reflog): git reads it whole"
+    )
     return Refusal(
         "git_file_oversized",
-        f"{', '.join(rels[:5])} under {common} is larger than any file git writes there "
-        f"({REF_MAX} bytes for a ref, {LOG_MAX} for a reflog): git reads it whole, and it "
-        "could not be moved into kept/ (" + str(m.failed[0]["why"]) + "); nothing was done",
+        f"{what}, and it could not be moved into kept/ ("
+        + str(m.failed[0]["why"])
+        + "); nothing was done",
         next=[*moves, *fix] if fix else [*moves, "git lane status"],
         details={"failed": m.failed[:100], "moved": m.moved[:100]},
     )

@@ -555,3 +555,69 @@ def test_a_deep_lane_ref_directory_the_lane_made_read_only_never_stops_every_com
     finally:
         if (deep / "projects").exists():
             (deep / "projects").chmod(0o700)
+
+
+@needs_modes  # red team 14I
+def test_oversize_sets_aside_a_grown_file_in_an_admin_dir_the_lane_made_unlistable(
+    hub: Repo,
+) -> None:
+    """The lane's admin dir `worktrees/<id>/` is granted to it as well: an ORIG_HEAD grown
+    past REF_MAX there and `chmod 0100` on the admin dir. The owner's status gives the
+    directory its read and search bits back, moves the file into kept/, and runs."""
+    repo = hub
+    lp = repo.create("alpha")
+    admin = Path(repo.git("-C", str(lp), "rev-parse", "--absolute-git-dir").stdout.strip())
+    orig = admin / "ORIG_HEAD"
+    with open(orig, "wb") as f:
+        f.truncate(1 << 20)
+    admin.chmod(0o100)
+    try:
+        st = as_owner("status", "--json", cwd=repo.path)
+        admin.chmod(0o755)
+        assert not orig.exists(), f"status rc {st.returncode}: {st.stderr[-300:]}"
+        assert st.returncode == 0, st.stdout[-400:]
+    finally:
+        admin.chmod(0o755)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or NO_MODES, reason="needs root to play an owner of a foreign directory"
+)
+def test_a_lane_ref_directory_the_owner_cannot_list_is_never_said_to_hold_nothing(
+    hub: Repo,
+) -> None:
+    """A directory under refs/heads/lane/ the owner may neither list nor give its bits
+    back (another uid's, mode 0100): oversize could not look, so the engine refuses
+    git_file_oversized and doctor FAILs its oversized check; neither says nothing is
+    there."""
+    repo = hub
+    repo.create("alpha")
+    heads = repo.common_dir / "refs" / "heads" / "lane"
+    other = heads / "other"
+    other.mkdir()
+    os.chown(other, 65534, 65534)
+    other.chmod(0o100)
+    # the owner without CAP_FOWNER either: it may not chmod another uid's directory
+    pre = [c.replace("dac_read_search", "dac_read_search,-fowner") for c in NODAC]
+    try:
+
+        def run(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [*pre, sys.executable, "-m", "guard", *args],
+                cwd=repo.path,
+                text=True,
+                capture_output=True,
+                timeout=120,
+            )
+
+        st = run("status", "--json")
+        assert st.returncode == 1, st.stdout[-400:]
+        out = json.loads(st.stdout)
+        assert out["code"] == "git_file_oversized", out
+        assert out["details"]["failed"][0]["file"] == "refs/heads/lane/other", out
+        doc = json.loads(run("doctor", "--json").stdout)  # refused as every command, or FAIL
+        said = {c["name"]: c for c in doc.get("checks", [])}.get("oversized", {})
+        assert doc.get("code") == "git_file_oversized" or said.get("status") == "fail", doc
+    finally:
+        os.chown(other, 0, 0)
+        other.chmod(0o755)
