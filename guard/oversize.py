@@ -144,12 +144,26 @@ def _found(
         yield -1, os.path.basename(r), Oversized(r, 0, 0, unlisted=True)
 
 
+def _listed(common: str, name: str) -> list[tuple[str, int]]:
+    """The entries of `common/name`, its owner's read and search bits given back first
+    when a lane took them (chmod: every admin dir is below it)."""
+    cfd, _ = dirfd.walk(common)
+    try:
+        dfd = dirfd.open_dir(cfd, name, 0o500)
+    finally:
+        os.close(cfd)
+    try:
+        return dirfd.listing(dfd)
+    finally:
+        os.close(dfd)
+
+
 def _each(common: str) -> Iterator[tuple[int, str, Oversized]]:
     yield from _found(common, "refs/heads/lane", DEPTH, REF_MAX)
     yield from _found(common, "logs/refs/heads/lane", DEPTH, LOG_MAX)
     try:
-        ids = sorted(os.listdir(os.path.join(common, "worktrees")))
-    except FileNotFoundError:
+        ids = sorted(n for n, kind in _listed(common, "worktrees") if kind == stat.S_IFDIR)
+    except (FileNotFoundError, NotADirectoryError):
         return
     except OSError:
         yield -1, "worktrees", Oversized("worktrees", 0, 0, unlisted=True)

@@ -562,8 +562,9 @@ def test_oversize_sets_aside_a_grown_file_in_an_admin_dir_the_lane_made_unlistab
     hub: Repo,
 ) -> None:
     """The lane's admin dir `worktrees/<id>/` is granted to it as well: an ORIG_HEAD grown
-    past REF_MAX there and `chmod 0100` on the admin dir. The owner's status gives the
-    directory its read and search bits back, moves the file into kept/, and runs."""
+    past REF_MAX there and `chmod 0100` on the admin dir and on `worktrees/` (reached by
+    path: chmod is no Landlock right). The owner's status gives each directory its read
+    and search bits back, moves the file into kept/, and runs."""
     repo = hub
     lp = repo.create("alpha")
     admin = Path(repo.git("-C", str(lp), "rev-parse", "--absolute-git-dir").stdout.strip())
@@ -571,12 +572,15 @@ def test_oversize_sets_aside_a_grown_file_in_an_admin_dir_the_lane_made_unlistab
     with open(orig, "wb") as f:
         f.truncate(1 << 20)
     admin.chmod(0o100)
+    admin.parent.chmod(0o100)  # `worktrees/` itself: the owner's, reachable by path
     try:
         st = as_owner("status", "--json", cwd=repo.path)
+        admin.parent.chmod(0o755)
         admin.chmod(0o755)
         assert not orig.exists(), f"status rc {st.returncode}: {st.stderr[-300:]}"
         assert st.returncode == 0, st.stdout[-400:]
     finally:
+        admin.parent.chmod(0o755)
         admin.chmod(0o755)
 
 
