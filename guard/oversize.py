@@ -203,7 +203,8 @@ class Moved:
 def set_aside(repo: Repo) -> Moved:
     """Move every oversized file (scan) into a new directory of git-lane's kept/, at its
     path under the common dir: a rename through the fd of the directory it was listed in
-    (a directory the lane made unwritable gets its owner's write bit back first), never a
+    (a directory the lane made unwritable gets its owner's write bit back first, and a
+    directory moved whole its own: its `..` changes), never a
     copy (it may be 20 GB), never a delete. Nothing found: nothing made, no event."""
     common = os.fspath(repo.common_dir)
     moved: list[dict[str, Any]] = []
