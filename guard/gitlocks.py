@@ -212,8 +212,10 @@ def git_at_work(roots: list[str] | None) -> bool:
                 argv = [os.fsdecode(a) for a in f.read().split(b"\0")]
             with open(f"/proc/{pid}/environ", "rb") as f:
                 env = f.read().split(b"\0")
-        except FileNotFoundError:
-            continue  # gone meanwhile, or a zombie (no cwd): it works nowhere
+        except (FileNotFoundError, ProcessLookupError):
+            # gone meanwhile (a read of a process that exited between two reads fails
+            # ESRCH), or a zombie (no cwd): it works nowhere
+            continue
         except OSError:
             return True  # a git we may not look into: it may be working there
         if argv and argv[-1] == "":
@@ -444,7 +446,13 @@ def ref_lock_state(repo: Repo, branch: str, path: str) -> tuple[Path | None, str
     """(the branch's lock, "young" | "stale" | "held"): stale when a few seconds old and
     no live git works anywhere in the repository (any of them may be writing the branch),
     held when old but some git does."""
-    lk = ref_lock(repo, branch)
+    return _lock_state(repo, ref_lock(repo, branch), path)
+
+
+def _lock_state(repo: Repo, lk: Path | None, path: str) -> tuple[Path | None, str]:
+    """(`lk`, "young" | "stale" | "held") for a lock file of the repository's refs (None:
+    no lock there): young a few seconds old, stale when older and no live git works
+    anywhere in the repository, held when older but some git does."""
     if lk is None:
         return None, ""
     try:
@@ -456,10 +464,10 @@ def ref_lock_state(repo: Repo, branch: str, path: str) -> tuple[Path | None, str
     return lk, "held" if git_at_work(repo_roots(repo, path)) else "stale"
 
 
-def clear_ref(repo: Repo, branch: str, path: str) -> tuple[str | None, str | None]:
-    """reconcile: (removed, left) the lane's branch lock, when stale; an old one a live
-    git may hold is left (doctor names it, with the command to remove it by hand)."""
-    lk, state = ref_lock_state(repo, branch, path)
+def _clear(judged: tuple[Path | None, str]) -> tuple[str | None, str | None]:
+    """reconcile: (removed, left) a judged lock (_lock_state), removed when stale; an old
+    one a live git may hold is left (doctor names it, with the command to remove it)."""
+    lk, state = judged
     if lk is None or state == "young":
         return None, None
     if state == "held":
@@ -469,6 +477,11 @@ def clear_ref(repo: Repo, branch: str, path: str) -> tuple[str | None, str | Non
     except OSError:
         return None, str(lk)
     return str(lk), None
+
+
+def clear_ref(repo: Repo, branch: str, path: str) -> tuple[str | None, str | None]:
+    """reconcile: the lane's branch lock, removed when stale (_clear)."""
+    return _clear(ref_lock_state(repo, branch, path))
 
 
 # -- the repository's packed-refs lock, in the common dir --------------------------------
@@ -478,29 +491,17 @@ def packed_refs_lock_state(repo: Repo, path: str) -> tuple[Path | None, str]:
     `gc`/`pack-refs` killed with its git makes every branch delete fail."""
     lk = Path(os.path.realpath(repo.common_dir)) / "packed-refs.lock"
     try:
-        st = os.lstat(lk)
+        if not stat.S_ISREG(os.lstat(lk).st_mode):
+            return None, ""
     except OSError:
         return None, ""
-    if not stat.S_ISREG(st.st_mode):
-        return None, ""
-    if time.time() - st.st_mtime < MIN_AGE:
-        return lk, "young"
-    return lk, "held" if git_at_work(repo_roots(repo, path)) else "stale"
+    return _lock_state(repo, lk, path)
 
 
 def clear_packed_refs(repo: Repo) -> tuple[str | None, str | None]:
-    """reconcile: (removed, left) `packed-refs.lock`, when stale (old, and no live git
-    works anywhere in the repository); an old one a live git may hold is left."""
-    lk, state = packed_refs_lock_state(repo, str(repo.repo_root()))
-    if lk is None or state == "young":
-        return None, None
-    if state == "held":
-        return None, str(lk)
-    try:
-        os.unlink(lk)
-    except OSError:
-        return None, str(lk)
-    return str(lk), None
+    """reconcile: `packed-refs.lock`, removed when stale (old, and no live git works
+    anywhere in the repository; _clear)."""
+    return _clear(packed_refs_lock_state(repo, str(repo.repo_root())))
 
 
 def stale_refusal(key: str, locks: list[str], action: str) -> Refusal:

@@ -206,6 +206,35 @@ def racing_git(tmp_path: Path, race: str) -> dict[str, str]:
     return {"GITLANE_REAL_GIT": str(script)}
 
 
+def link_on_mains_way(hub: Repo, shape: str, tip: str) -> tuple[str, Path]:
+    """Red team 14H-A F2, F4, made by hand (outside every layer) once lane alpha exists:
+    git reads main (at `tip`) through a link that is not at main's own loose ref.
+    `parent_directory`: main_branch `team/main`, `refs/heads/team -> lane/x` (main read
+    from refs/heads/lane/x/main, in the lane namespace); `heads`: refs/heads itself a
+    link; `packed_refs`: main packed, `packed-refs` a link into alpha's admin dir.
+    Returns (main's ref, the file git reads main from)."""
+    common = hub.common_dir
+    heads = common / "refs" / "heads"
+    if shape == "parent_directory":
+        hub.git("branch", "team/main", tip)
+        hub.config("main_branch", "team/main")
+        (heads / "lane" / "x").mkdir(parents=True)
+        (heads / "team" / "main").rename(heads / "lane" / "x" / "main")
+        (heads / "team").rmdir()
+        (heads / "team").symlink_to("lane/x")
+        return "refs/heads/team/main", heads / "lane" / "x" / "main"
+    if shape == "heads":  # every branch read from refs/heads-real: not moved by restore-main
+        heads.rename(common / "refs" / "heads-real")
+        heads.symlink_to("heads-real")
+        return "refs/heads/main", common / "refs" / "heads-real" / "main"
+    hub.git("pack-refs", "--all")
+    assert not (heads / "main").exists()
+    admin = common / "worktrees" / "alpha"
+    (common / "packed-refs").rename(admin / "packed-refs")
+    (common / "packed-refs").symlink_to("worktrees/alpha/packed-refs")
+    return "refs/heads/main", admin / "packed-refs"
+
+
 # A lane under exec --sandbox runs as the owner's uid: it may chmod what the owner owns in
 # the directories it is granted (Landlock does not govern chmod), and a directory of mode
 # 0100 can then not be listed by the owner although git opens a file in it by name. Root

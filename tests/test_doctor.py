@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from conftest import Repo, git
+from enginehelp import link_on_mains_way
 from hookfix import assert_ok, grepo, install, make_lane, run, sha
 
 from guard import config, render
@@ -217,30 +218,12 @@ def test_a_link_at_main_that_git_reads_through_fails_and_restore_main_keeps_it(
 
 
 def _a_link_on_mains_way(hub: Repo, shape: str) -> str:
-    """Red team 14H-A F2, F4 (made by hand, outside every layer, after lane alpha): main
-    `team/main` read through `refs/heads/team -> lane/x`, refs/heads a link, or main
-    packed and `packed-refs` a link into alpha's admin dir. Returns main's ref."""
-    common = hub.common_dir
+    """Lane alpha, then main read through a link on its way (enginehelp.link_on_mains_way);
+    main's ref."""
     hub.create("alpha")
     tip = hub.sha()
     assert tip is not None
-    if shape == "parent_directory":
-        hub.git("branch", "team/main", tip)
-        hub.config("main_branch", "team/main")
-        heads = common / "refs" / "heads"
-        (heads / "lane" / "x").mkdir(parents=True)
-        (heads / "team" / "main").rename(heads / "lane" / "x" / "main")
-        (heads / "team").rmdir()
-        (heads / "team").symlink_to("lane/x")
-        return "refs/heads/team/main"
-    if shape == "heads":  # every branch read from refs/heads-real: not moved by restore-main
-        (common / "refs" / "heads").rename(common / "refs" / "heads-real")
-        (common / "refs" / "heads").symlink_to("heads-real")
-        return "refs/heads/main"
-    hub.git("pack-refs", "--all")
-    (common / "packed-refs").rename(common / "worktrees" / "alpha" / "packed-refs")
-    (common / "packed-refs").symlink_to("worktrees/alpha/packed-refs")
-    return "refs/heads/main"
+    return link_on_mains_way(hub, shape, tip)[0]
 
 
 @pytest.mark.parametrize("shape", ["parent_directory", "heads", "packed_refs"])

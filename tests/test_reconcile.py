@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import Repo
 
 
@@ -386,7 +387,7 @@ def test_a_lanes_dead_branch_lock_is_lifted_and_one_a_live_git_may_hold_is_named
     lk.write_text(f"{repo.sha()}\n")
     _age(lk)
     live = subprocess.Popen(
-        ["git", "cat-file", "--batch"], cwd=repo.path, stdin=subprocess.PIPE, text=True
+        ["git", "hash-object", "--stdin"], cwd=repo.path, stdin=subprocess.PIPE, text=True
     )
     try:
         changes = reconcile(repo)
@@ -418,7 +419,7 @@ def test_a_dead_packed_refs_lock_is_lifted_and_one_a_live_git_may_hold_is_left(
     lk.write_text("")
     _age(lk)
     live = subprocess.Popen(
-        ["git", "cat-file", "--batch"], cwd=repo.path, stdin=subprocess.PIPE, text=True
+        ["git", "hash-object", "--stdin"], cwd=repo.path, stdin=subprocess.PIPE, text=True
     )
     try:
         changes = reconcile(repo)
@@ -461,3 +462,35 @@ def test_git_lane_run_through_git_lifts_a_dead_lock_in_the_hub_it_runs_from(
     )
     assert r.returncode == 0, r.stderr
     assert not lk.exists(), r.stdout
+
+
+def test_a_git_that_exits_while_it_is_looked_at_works_nowhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A git that exits between two reads of its /proc entries fails the second with
+    ESRCH, not ENOENT: gitlocks took that for "a git we may not look into" and so for a
+    git at work, and every stale lock stayed "held" while any git anywhere on the
+    machine happened to exit (a CI flake under load, a reconcile that lifts nothing)."""
+    from guard import gitlocks
+
+    p = subprocess.Popen(
+        ["git", "hash-object", "--stdin"],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(0.2)
+        assert gitlocks.git_at_work([str(tmp_path)]) is True  # it works there
+        real = open
+
+        def exited(path: Any, *a: Any, **k: Any) -> Any:
+            if str(path) == f"/proc/{p.pid}/environ":
+                raise ProcessLookupError(3, "No such process")
+            return real(path, *a, **k)
+
+        monkeypatch.setattr(gitlocks, "open", exited, raising=False)
+        assert gitlocks.git_at_work([str(tmp_path)]) is False
+    finally:
+        p.kill()
+        p.wait()

@@ -1076,16 +1076,8 @@ def test_a_clean_release_keeps_a_git_dir_that_git_status_never_shows(hub: Repo) 
     `.git` into tracked `docs/`, and lands that. The lane is clean and landed, so the
     release needs no confirmation, and removed `docs/.git`, the only home of a commit
     main's history records, unasked. The clean release keeps every git dir too."""
-    lp, s = _landed_repository(hub)
-    (lp / "docs").mkdir()
-    (lp / "docs" / "a.txt").write_text("a\n")
-    git(lp, "add", "docs")
-    git(lp, "rm", "-q", "--cached", "sub")
-    git(lp, "commit", "-q", "-m", "docs, and sub untracked")
-    (lp / "sub" / ".git").rename(lp / "docs" / ".git")
-    shutil.rmtree(lp / "sub")
+    lp, s = _landed_git_dir_in_docs(hub)
     assert git(lp, "status", "--porcelain", "--ignored").stdout == ""
-    assert hub.jlane("land", "alpha").rc == 0
     r = hub.jlane("release", "alpha")
     assert (r.rc, r.code) == (0, "released"), r.stdout
     kept = r.json["kept_modules"]

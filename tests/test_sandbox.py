@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from enginehelp import link_on_mains_way
 from sandboxhelp import NEEDS_LANDLOCK
 from conftest import Repo, git, lane
 from test_exec_agent import FRESH, SCRIPT, _cases, _check
@@ -213,25 +214,10 @@ def test_exec_sandbox_refuses_to_start_while_main_is_read_through_a_link_on_its_
     new = hub.commit(lane_path, "w.txt", "work\n")
     tip = hub.sha()
     assert tip is not None
+    main, target = link_on_mains_way(hub, shape, tip)
     if shape == "parent_directory":
-        hub.git("branch", "team/main", tip)
-        hub.config("main_branch", "team/main")
-        heads = common / "refs" / "heads"
-        (heads / "lane" / "x").mkdir(parents=True)
-        (heads / "team" / "main").rename(heads / "lane" / "x" / "main")
-        (heads / "team").rmdir()
-        (heads / "team").symlink_to("lane/x")
-        main = "refs/heads/team/main"
-        target = heads / "lane" / "x" / "main"
         cmd = f'echo {new} > "$1"'
     else:
-        hub.git("pack-refs", "--all")
-        assert not (common / "refs" / "heads" / "main").exists()
-        admin = common / "worktrees" / "alpha"
-        (common / "packed-refs").rename(admin / "packed-refs")
-        (common / "packed-refs").symlink_to("worktrees/alpha/packed-refs")
-        main = "refs/heads/main"
-        target = admin / "packed-refs"
         cmd = f'sed -i "s/^{tip} refs\\/heads\\/main$/{new} refs\\/heads\\/main/" "$1"'
     assert hub.sha(main) == tip
     ran = lane_path / "attempted"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Repo, git
+from conftest import LaneRun, Repo, git
 from enginehelp import head, is_ancestor, lane_status, parents, rebase_dir, subjects
 
 
@@ -1019,17 +1019,9 @@ def test_a_step_git_reschedules_twice_ends_sync_coded_with_a_next_that_works(
     assert len(subjects(hub.path, f"{main}..lane/alpha")) == 2
 
 
-def test_ignored_in_the_way_next_never_moves_a_file_outside_the_lane(
-    hub: Repo, tmp_path: Path
-) -> None:
-    """sync refuses ignored_in_the_way for an ignored file of the lane where main now
-    tracks one (`x/f.txt`). Its next was `mkdir -p KEPT/x && mv -n -T -- LANE/x/f.txt
-    KEPT/x/f.txt`: between the refusal and the owner's run, the lane made `x` a link to a
-    directory of the owner's, and `mv` moved the owner's `f.txt` into kept/ (red team
-    14H-B F5). The next is `git lane repair alpha --keep x/f.txt`: the engine reaches `x`
-    from the lane's root without following a link, refuses, and moves nothing."""
-    from guard.errors import join_next
-
+def _ignored_in_the_way(hub: Repo) -> tuple[Path, LaneRun]:
+    """Lane alpha with an ignored `x/f.txt` where main (beta landed it) now tracks one:
+    (its path, sync's ignored_in_the_way refusal)."""
     lp = hub.create("alpha")
     beta = hub.create("beta")
     hub.commit(beta, "x/f.txt", "main's\n")
@@ -1041,6 +1033,21 @@ def test_ignored_in_the_way_next_never_moves_a_file_outside_the_lane(
     (lp / "x" / "f.txt").write_text("the lane's ignored file\n")
     r = hub.jlane("sync", "alpha")
     assert (r.rc, r.code) == (1, "ignored_in_the_way"), r.stdout
+    return lp, r
+
+
+def test_ignored_in_the_way_next_never_moves_a_file_outside_the_lane(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """sync refuses ignored_in_the_way for an ignored file of the lane where main now
+    tracks one (`x/f.txt`). Its next was `mkdir -p KEPT/x && mv -n -T -- LANE/x/f.txt
+    KEPT/x/f.txt`: between the refusal and the owner's run, the lane made `x` a link to a
+    directory of the owner's, and `mv` moved the owner's `f.txt` into kept/ (red team
+    14H-B F5). The next is `git lane repair alpha --keep x/f.txt`: the engine reaches `x`
+    from the lane's root without following a link, refuses, and moves nothing."""
+    from guard.errors import join_next
+
+    lp, r = _ignored_in_the_way(hub)
     owner = tmp_path / "owner-dir"  # the owner's, outside every lane
     owner.mkdir()
     (owner / "f.txt").write_text("the owner's own\n")
@@ -1058,17 +1065,7 @@ def test_ignored_in_the_way_next_never_moves_a_file_outside_the_lane(
 def test_ignored_in_the_way_next_keeps_the_file_and_syncs(hub: Repo) -> None:
     """Run as written (nothing changed in between), the next moves the lane's ignored file
     into the kept/ directory the refusal names, and the sync goes through."""
-    lp = hub.create("alpha")
-    beta = hub.create("beta")
-    hub.commit(beta, "x/f.txt", "main's\n")
-    assert hub.jlane("land", "beta").rc == 0
-    (hub.common_dir / "info").mkdir(exist_ok=True)
-    with open(hub.common_dir / "info" / "exclude", "a") as f:
-        f.write("/x/\n")
-    (lp / "x").mkdir()
-    (lp / "x" / "f.txt").write_text("the lane's ignored file\n")
-    r = hub.jlane("sync", "alpha")
-    assert (r.rc, r.code) == (1, "ignored_in_the_way"), r.stdout
+    lp, r = _ignored_in_the_way(hub)
     assert r.json["next"][0].startswith("git lane repair alpha --into ")
     for cmd in r.json["next"]:
         done = subprocess.run(cmd, shell=True, cwd=hub.path, capture_output=True, text=True)
