@@ -60,6 +60,7 @@ def scan(
     depth: int = 16,
     skip: frozenset[str] = frozenset(),
     refused: list[str] | None = None,
+    restore: bool = False,
 ) -> Iterator[tuple[str, int, list[tuple[str, int]]]]:
     """Every directory at and under `root/rel`, top-down, each as (its path relative to
     `root`, an fd on it, open while the caller acts on it through `dir_fd=`, its entries
@@ -72,9 +73,18 @@ def scan(
     listed but not entered, and so are those the caller removes from a yielded entries
     list before it asks for the next (as os.walk's dirnames). A directory the caller may
     not open (its mode: a lane may chmod its own directories 0100, and git opens a file
-    in it by name all the same) is added to `refused`, when given."""
-    fd, _ = walk(root, rel)
-    yield from _scan(os.path.normpath(rel), fd, depth, skip, refused)
+    in it by name all the same) is added to `refused`, when given; with `restore`, it
+    first gets its owner's read and search bits back through an O_PATH fd (open_dir),
+    and `rel` itself too (a PermissionError when it still cannot be opened)."""
+    if restore and os.path.normpath(rel) != ".":
+        pfd, _ = walk(root, os.path.dirname(os.path.normpath(rel)))
+        try:
+            fd = open_dir(pfd, os.path.basename(os.path.normpath(rel)), 0o500)
+        finally:
+            os.close(pfd)
+    else:
+        fd, _ = walk(root, rel)
+    yield from _scan(os.path.normpath(rel), fd, depth, skip, refused, restore)
 
 
 def _kind(e: os.DirEntry[str]) -> int:
@@ -104,6 +114,7 @@ def _scan(
     depth: int,
     skip: frozenset[str] = frozenset(),
     refused: list[str] | None = None,
+    restore: bool = False,
 ) -> Iterator[tuple[str, int, list[tuple[str, int]]]]:
     try:
         entries = listing(dfd)
@@ -113,14 +124,19 @@ def _scan(
         for name, kind in entries:
             if kind == stat.S_IFDIR and name not in skip:
                 try:
-                    sub = os.open(name, DIR | os.O_NONBLOCK, dir_fd=dfd)
+                    if restore:
+                        sub = open_dir(dfd, name, 0o500)
+                    else:
+                        sub = os.open(name, DIR | os.O_NONBLOCK, dir_fd=dfd)
                 except PermissionError:
                     if refused is not None:
                         refused.append(os.path.join(here, name))
                     continue
                 except OSError:
                     continue  # gone, or no directory any more: never followed
-                yield from _scan(os.path.join(here, name), sub, depth - 1, refused=refused)
+                yield from _scan(
+                    os.path.join(here, name), sub, depth - 1, frozenset(), refused, restore
+                )
     finally:
         os.close(dfd)
 
@@ -303,24 +319,49 @@ def _remove_at(pfd: int, name: str, depth: int) -> bool:
     return owner_may(pfd, lambda: os.unlink(name, dir_fd=pfd))
 
 
-def _open_dir(pfd: int, name: str) -> int | None:
-    """An fd on directory `name` in `pfd` (never through a link); one its owner may not
-    read or enter gets the owner's bits back through an O_PATH fd first."""
+def _open_dir(pfd: int, name: str, bits: int = 0o700) -> int | None:
+    """open_dir, None when it cannot be opened."""
     try:
-        return os.open(name, DIR, dir_fd=pfd)
-    except PermissionError:
-        pass
+        return open_dir(pfd, name, bits)
     except OSError:
         return None
+
+
+def open_dir(pfd: int, name: str, bits: int = 0o700) -> int:
+    """An fd on directory `name` in `pfd` (never through a link, never blocking); one its
+    owner may not read or enter gets the owner's `bits` back through an O_PATH fd first.
+    OSError when it cannot be opened (PermissionError: the bits could not be given back,
+    another owner's)."""
+    try:
+        return os.open(name, DIR | os.O_NONBLOCK, dir_fd=pfd)
+    except PermissionError as exc:
+        denied = exc
+    qfd = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=pfd)
+    try:
+        try:
+            os.chmod(f"/proc/self/fd/{qfd}", stat.S_IMODE(os.fstat(qfd).st_mode) | bits)
+        except OSError:
+            raise denied from None
+        return os.open(name, DIR | os.O_NONBLOCK, dir_fd=pfd)
+    finally:
+        os.close(qfd)
+
+
+def give_owner(pfd: int, name: str, bits: int) -> bool:
+    """Give the directory `name` in `pfd` (never through a link) its owner's `bits` back
+    through an O_PATH fd; True when it has them (a directory moved to another parent needs
+    its own write bit: its `..` changes)."""
     try:
         qfd = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=pfd)
     except OSError:
-        return None
+        return False
     try:
-        os.chmod(f"/proc/self/fd/{qfd}", stat.S_IMODE(os.fstat(qfd).st_mode) | 0o700)
-        return os.open(name, DIR, dir_fd=pfd)
+        mode = stat.S_IMODE(os.fstat(qfd).st_mode)
+        if mode & bits != bits:
+            os.chmod(f"/proc/self/fd/{qfd}", mode | bits)
+        return True
     except OSError:
-        return None
+        return False
     finally:
         os.close(qfd)
 

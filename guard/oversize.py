@@ -95,10 +95,12 @@ class Oversized:
     size: int
     bound: int
     deep: bool = False
+    unlisted: bool = False  # a directory that could not be listed, even with its owner's bits
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"file": self.rel, "size": self.size, "bound": self.bound}
-        return {**d, "deep": True} if self.deep else d
+        d = {**d, "deep": True} if self.deep else d
+        return {**d, "unlisted": True} if self.unlisted else d
 
 
 def _big(dfd: int, here: str, name: str, bound: int) -> Oversized | None:
@@ -116,10 +118,14 @@ def _found(
     `common/rel` (its top only: `depth` 0) larger than `bounds` (a dict: only the names
     it holds, each to its own bound); and, `depth` > 0, each directory just past `depth`
     levels, which the scan does not look into and git reads refs in all the same (no
-    ref a lane or git-lane makes is so deep: it goes whole, as one file does)."""
+    ref a lane or git-lane makes is so deep: it goes whole, as one file does). A directory
+    the lane made unlistable (chmod 0100: git opens a file in it by name all the same) gets
+    its owner's read and search bits back first; one that still cannot be listed is
+    yielded `unlisted` (fd -1): never taken for "nothing there"."""
     top = os.path.normpath(rel)
+    refused: list[str] = []
     try:
-        for here, dfd, entries in dirfd.scan(common, rel, depth):
+        for here, dfd, entries in dirfd.scan(common, rel, depth, refused=refused, restore=True):
             level = 0 if here == top else here[len(top) + 1 :].count("/") + 1
             for name, kind in entries:
                 if depth > 0 and level == depth and kind == stat.S_IFDIR:
@@ -130,22 +136,43 @@ def _found(
                     o = _big(dfd, here, name, bound)
                     if o is not None:
                         yield dfd, name, o
-    except OSError:
+    except (FileNotFoundError, NotADirectoryError):
         return  # not there, or no directory: nothing git reads as one
+    except OSError:
+        refused.append(top)
+    for r in refused:
+        yield -1, os.path.basename(r), Oversized(r, 0, 0, unlisted=True)
+
+
+def _listed(common: str, name: str) -> list[tuple[str, int]]:
+    """The entries of `common/name`, its owner's read and search bits given back first
+    when a lane took them (chmod: every admin dir is below it)."""
+    cfd, _ = dirfd.walk(common)
+    try:
+        dfd = dirfd.open_dir(cfd, name, 0o500)
+    finally:
+        os.close(cfd)
+    try:
+        return dirfd.listing(dfd)
+    finally:
+        os.close(dfd)
 
 
 def _each(common: str) -> Iterator[tuple[int, str, Oversized]]:
     yield from _found(common, "refs/heads/lane", DEPTH, REF_MAX)
     yield from _found(common, "logs/refs/heads/lane", DEPTH, LOG_MAX)
     try:
-        ids = sorted(os.listdir(os.path.join(common, "worktrees")))
+        ids = sorted(n for n, kind in _listed(common, "worktrees") if kind == stat.S_IFDIR)
+    except (FileNotFoundError, NotADirectoryError):
+        return
     except OSError:
+        yield -1, "worktrees", Oversized("worktrees", 0, 0, unlisted=True)
         return
     for wid in ids:
         admin = f"worktrees/{wid}"
         dirs: set[str] = set()
         try:
-            for here, dfd, entries in dirfd.scan(common, admin, 0):  # one listing
+            for here, dfd, entries in dirfd.scan(common, admin, 0, restore=True):  # a listing
                 for name, kind in entries:
                     if kind == stat.S_IFDIR:
                         dirs.add(name)
@@ -153,8 +180,11 @@ def _each(common: str) -> Iterator[tuple[int, str, Oversized]]:
                         o = _big(dfd, here, name, _ADMIN_TOP[name])
                         if o is not None:
                             yield dfd, name, o
-        except OSError:
+        except (FileNotFoundError, NotADirectoryError):
             continue  # gone (a release), or no directory
+        except OSError:
+            yield -1, wid, Oversized(admin, 0, 0, unlisted=True)
+            continue
         for sub, depth, bounds in _ADMIN_DIRS:
             if sub in dirs:
                 yield from _found(common, f"{admin}/{sub}", depth, bounds)
@@ -173,13 +203,17 @@ class Moved:
 def set_aside(repo: Repo) -> Moved:
     """Move every oversized file (scan) into a new directory of git-lane's kept/, at its
     path under the common dir: a rename through the fd of the directory it was listed in
-    (a directory the lane made unwritable gets its owner's write bit back first), never a
+    (a directory the lane made unwritable gets its owner's write bit back first, and a
+    directory moved whole its own: its `..` changes), never a
     copy (it may be 20 GB), never a delete. Nothing found: nothing made, no event."""
     common = os.fspath(repo.common_dir)
     moved: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
     kept = repo.kept_dir("oversized")
     for dfd, name, o in _each(common):
+        if o.unlisted:
+            failed.append({**o.to_dict(), "why": "its owner may not list it"})
+            continue
         dest = os.path.join(os.path.relpath(kept, common), o.rel)
         try:
             kfd, _ = dirfd.walk(common, os.path.dirname(dest), create=True)
@@ -189,6 +223,9 @@ def set_aside(repo: Repo) -> Moved:
         try:
             move = partial(os.rename, name, name, src_dir_fd=dfd, dst_dir_fd=kfd)
             done = dirfd.owner_may(dfd, move)
+            if not done and o.deep and dirfd.give_owner(dfd, name, 0o200):
+                # a directory moved to another parent needs its own write bit (its `..`)
+                done = dirfd.owner_may(dfd, move)
             there = done and _exists(kfd, name)  # owner_may: True when it went meanwhile
         finally:
             os.close(kfd)
@@ -307,11 +344,20 @@ def refusal(repo: Repo, m: Moved) -> Refusal:
     rels = [str(d["file"]) for d in m.failed]
     _, moves = repo.kept_moves("oversized", common, rels)
     fix = restores(repo, m.failed)
+    unlisted = [str(d["file"]) for d in m.failed if d.get("unlisted")]
+    what = (
+        f"{', '.join(unlisted[:5])} under {common} could not be listed, even with its "
+        "owner's read and search bits given back (another owner's directory): a file there "
+        "git reads whole cannot be ruled out"
+        if unlisted
+        else f"{', '.join(rels[:5])} under {common} is larger than any file git writes there "
+        f"({REF_MAX} bytes for a ref, {LOG_MAX} for a reflog): git reads it whole"
+    )
     return Refusal(
         "git_file_oversized",
-        f"{', '.join(rels[:5])} under {common} is larger than any file git writes there "
-        f"({REF_MAX} bytes for a ref, {LOG_MAX} for a reflog): git reads it whole, and it "
-        "could not be moved into kept/ (" + str(m.failed[0]["why"]) + "); nothing was done",
+        f"{what}, and it could not be moved into kept/ ("
+        + str(m.failed[0]["why"])
+        + "); nothing was done",
         next=[*moves, *fix] if fix else [*moves, "git lane status"],
         details={"failed": m.failed[:100], "moved": m.moved[:100]},
     )

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Repo, lane
-from enginehelp import events, pid_alive, wait_for
+from enginehelp import NO_MODES, NODAC, as_owner, events, pid_alive, wait_for
 from sandboxhelp import NEEDS_LANDLOCK
 
 from guard import git
@@ -458,3 +458,170 @@ def test_what_cmd_grew_where_the_check_did_not_look_is_kept_aside_too(
     assert not grown, grown
     c = hub.jlane(*then)  # (what read it whole before)
     assert c.rc == 0, c.stdout
+
+
+needs_modes = pytest.mark.skipif(
+    NO_MODES, reason="root without setpriv cannot play an owner that modes apply to"
+)
+
+
+@needs_modes  # red team 14I
+def test_oversize_sets_aside_a_grown_ref_in_a_directory_the_lane_made_unlistable(
+    hub: Repo,
+) -> None:
+    """oversize.set_aside walks refs/heads/lane/ with dirfd.scan and skips what it may not
+    open (no `refused`, no owner's bits given back): a sandboxed lane grows its branch ref
+    (`truncate -s 20G refs/heads/lane/KEY`) and then `chmod 0100 refs/heads/lane` (both
+    granted: the lane refs are the lane's, chmod is no Landlock right). Nothing is moved
+    into kept/, and every engine command's `git worktree list` reads the ref whole by name
+    (reproduced with 1 GiB under `ulimit -v 900000`: internal error "Out of memory,
+    realloc failed" from status and reconcile; the owner's own `git worktree list` too);
+    doctor says `ok oversized` all the same. Here a 1 MiB sparse ref (past REF_MAX) stands
+    for it."""
+    repo = hub
+    repo.create("alpha")
+    heads = repo.common_dir / "refs" / "heads" / "lane"
+    ref = heads / "alpha"
+    with open(ref, "r+b") as f:  # what the sandboxed lane writes: its own branch ref
+        f.truncate(1 << 20)
+    heads.chmod(0o100)
+    try:
+        st = as_owner("status", "--json", cwd=repo.path)
+        heads.chmod(0o755)
+        grown = ref.exists() and ref.stat().st_size > 4096
+        assert not grown, (
+            "a 1 MiB branch ref in a directory the lane chmodded 0100 was left for git "
+            f"to read whole (status rc {st.returncode}: {st.stderr[-300:]})"
+        )
+    finally:
+        heads.chmod(0o755)
+
+
+@needs_modes  # red team 14I
+def test_doctor_never_says_no_oversized_ref_where_it_could_not_look(hub: Repo) -> None:
+    """The same lane (its branch ref grown past REF_MAX, `chmod 0100 refs/heads/lane`):
+    doctor's first check says `ok oversized: no ref, HEAD or reflog a lane may write is
+    larger than git writes them` although it could not list the directory, and its later
+    checks fail on git's `Out of memory` (1 GiB ref, `ulimit -v 900000`) with no fix. A
+    check that cannot establish a fact must refuse (or the file be moved, as it would be
+    were the directory listable)."""
+    repo = hub
+    repo.create("alpha")
+    heads = repo.common_dir / "refs" / "heads" / "lane"
+    ref = heads / "alpha"
+    with open(ref, "r+b") as f:
+        f.truncate(1 << 20)
+    heads.chmod(0o100)
+    try:
+        doc = as_owner("doctor", "--json", cwd=repo.path)
+        heads.chmod(0o755)
+        grown = ref.exists() and ref.stat().st_size > 4096
+        checks = {c["name"]: c for c in json.loads(doc.stdout).get("checks", [])}
+        said = checks.get("oversized", {})
+        assert not (grown and said.get("status") == "ok"), (
+            f"doctor: {said} while refs/heads/lane/alpha is {ref.stat().st_size} bytes"
+        )
+    finally:
+        heads.chmod(0o755)
+
+
+@needs_modes  # red team 14I
+def test_a_deep_lane_ref_directory_the_lane_made_read_only_never_stops_every_command(
+    hub: Repo,
+) -> None:
+    """oversize moves a directory past 24 levels under refs/heads/lane/ whole; renaming a
+    directory to another parent needs write on the directory itself (its `..`), and
+    owner_may gives the write bit back only to the parent. A sandboxed lane makes
+    `refs/heads/lane/c1/.../c24/projects` and `chmod 0500` it (both granted): every engine
+    command (set_aside is each one's first step) refuses git_file_oversized, and its
+    next, `mkdir -p -- KEPT/... && mv -n -T -- <common>/refs/heads/lane/.../projects
+    KEPT/...`, fails as written (mv: Permission denied): the owner is stopped for good."""
+    repo = hub
+    repo.create("alpha")
+    deep = repo.common_dir / "refs" / "heads" / "lane"
+    for i in range(1, 25):
+        deep = deep / f"c{i}"
+    (deep / "projects").mkdir(parents=True)
+    (deep / "projects").chmod(0o500)
+    try:
+        first = as_owner("status", "--json", cwd=repo.path)
+        if first.returncode == 1 and json.loads(first.stdout)["code"] == "git_file_oversized":
+            for step in json.loads(first.stdout)["next"]:
+                if step.startswith("git lane"):
+                    break
+                subprocess.run([*NODAC, "sh", "-c", step], cwd=repo.path, check=False)
+        again = as_owner("status", "--json", cwd=repo.path)
+        assert again.returncode == 0, f"after the next as written: {again.stdout[:400]}"
+    finally:
+        if (deep / "projects").exists():
+            (deep / "projects").chmod(0o700)
+
+
+@needs_modes  # red team 14I
+def test_oversize_sets_aside_a_grown_file_in_an_admin_dir_the_lane_made_unlistable(
+    hub: Repo,
+) -> None:
+    """The lane's admin dir `worktrees/<id>/` is granted to it as well: an ORIG_HEAD grown
+    past REF_MAX there and `chmod 0100` on the admin dir and on `worktrees/` (reached by
+    path: chmod is no Landlock right). The owner's status gives each directory its read
+    and search bits back, moves the file into kept/, and runs."""
+    repo = hub
+    lp = repo.create("alpha")
+    admin = Path(repo.git("-C", str(lp), "rev-parse", "--absolute-git-dir").stdout.strip())
+    orig = admin / "ORIG_HEAD"
+    with open(orig, "wb") as f:
+        f.truncate(1 << 20)
+    admin.chmod(0o100)
+    admin.parent.chmod(0o100)  # `worktrees/` itself: the owner's, reachable by path
+    try:
+        st = as_owner("status", "--json", cwd=repo.path)
+        admin.parent.chmod(0o755)
+        admin.chmod(0o755)
+        assert not orig.exists(), f"status rc {st.returncode}: {st.stderr[-300:]}"
+        assert st.returncode == 0, st.stdout[-400:]
+    finally:
+        admin.parent.chmod(0o755)
+        admin.chmod(0o755)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or NO_MODES, reason="needs root to play an owner of a foreign directory"
+)
+def test_a_lane_ref_directory_the_owner_cannot_list_is_never_said_to_hold_nothing(
+    hub: Repo,
+) -> None:
+    """A directory under refs/heads/lane/ the owner may neither list nor give its bits
+    back (another uid's, mode 0100): oversize could not look, so the engine refuses
+    git_file_oversized and doctor FAILs its oversized check; neither says nothing is
+    there."""
+    repo = hub
+    repo.create("alpha")
+    heads = repo.common_dir / "refs" / "heads" / "lane"
+    other = heads / "other"
+    other.mkdir()
+    os.chown(other, 65534, 65534)
+    other.chmod(0o100)
+    # the owner without CAP_FOWNER either: it may not chmod another uid's directory
+    pre = [c.replace("dac_read_search", "dac_read_search,-fowner") for c in NODAC]
+    try:
+
+        def run(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [*pre, sys.executable, "-m", "guard", *args],
+                cwd=repo.path,
+                text=True,
+                capture_output=True,
+                timeout=120,
+            )
+
+        st = run("status", "--json")
+        assert st.returncode == 1, st.stdout[-400:]
+        out = json.loads(st.stdout)
+        assert out["code"] == "git_file_oversized", out
+        assert out["details"]["failed"][0]["file"] == "refs/heads/lane/other", out
+        doc = json.loads(run("doctor", "--json").stdout)  # refused as every command, or FAIL
+        said = {c["name"]: c for c in doc.get("checks", [])}.get("oversized", {})
+        assert doc.get("code") == "git_file_oversized" or said.get("status") == "fail", doc
+    finally:
+        os.chown(other, 0, 0)
+        other.chmod(0o755)
