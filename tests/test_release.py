@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import LaneRun, Repo, earlier_kept, git, take_name
+from conftest import LaneRun, Repo, earlier_kept, git, needs_modes, owner_lane, take_name
 
 from guard.errors import join_next
 
@@ -1390,3 +1390,28 @@ def test_release_modules_chmod_next_never_changes_a_directory_the_lane_linked_th
         mine.chmod(0o700)
     assert modes == ("0o500", "0o400"), f"{ref.next} changed the owner's {mine}: {modes}"
     assert (mine / "keep.txt").read_text() == "read-only on purpose\n"
+
+
+@needs_modes
+def test_a_confirmed_release_gives_the_owner_its_bits_back_in_admin_modules(hub: Repo) -> None:
+    """Red team 14I F4, as a non-root owner meets it: the lane chmod-ed `<admin>/modules/
+    sub/objects` 000 and a file in it 000. The confirmed release gives the owner's bits
+    back there itself (through directory fds) and keeps the submodule git dir whole: no
+    refusal whose next is a `chmod -R` by path on a name the lane can re-point."""
+    lp = hub.create("alpha")
+    admin = Path(hub.git("-C", str(lp), "rev-parse", "--absolute-git-dir").stdout.strip())
+    sub = admin / "modules" / "sub"
+    (sub / "objects" / "ab").mkdir(parents=True)
+    (sub / "objects" / "ab" / "cd").write_text("an object\n")
+    (sub / "HEAD").write_text("ref: refs/heads/main\n")
+    (sub / "objects" / "ab" / "cd").chmod(0)
+    (sub / "objects").chmod(0)
+    try:
+        r = owner_lane("release", "alpha", "--confirm", "yes-discard-lane", "--json", cwd=hub.path)
+    finally:
+        if (sub / "objects").exists():
+            (sub / "objects").chmod(0o755)
+    out = json.loads(r.stdout)
+    assert out["code"] == "released", out
+    kept = Path(out["kept_modules"])
+    assert (kept / "sub" / "objects" / "ab" / "cd").read_text() == "an object\n"
