@@ -691,3 +691,26 @@ def test_agent_setup_never_reads_a_grown_agent_file_of_the_lane(hub: Repo) -> No
     assert res.returncode == 0, res.stderr
     assert (lane / (CLAUDE + ".git-lane-bak")).stat().st_size == 2 << 30
     assert agents.MARK in (lane / CLAUDE).read_text()
+
+
+def test_agent_setup_never_reads_or_writes_an_exclude_file_a_lanes_commondir_names(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """The lane's `commondir` (in its admin dir, granted to it) re-pointed at a directory
+    the lane made, whose `info/exclude` links to a file of the owner's: plain `git
+    rev-parse --git-path info/exclude` in that lane names the owner's file (resolved
+    through the link), and agent-setup's `ls-files` (tracked?) and `check-ignore` (kept
+    out of git status?) ask git there: answers from a repository the lane made. Refused
+    lane_pointers_tampered first, as land, sync, release and exec are."""
+    lane = hub.create("alpha")
+    admin = Path(git(lane, "rev-parse", "--absolute-git-dir").stdout.strip())
+    mine = tmp_path / "owner-file"
+    mine.write_text("the owner's\n")
+    fake = lane / "fake"
+    for d in ("objects", "refs", "info"):
+        (fake / d).mkdir(parents=True)
+    os.symlink(mine, fake / "info" / "exclude")
+    (admin / "commondir").write_text(f"{fake}\n")
+    r = hub.jlane("agent-setup", "alpha", "--for", "claude")
+    assert mine.read_text() == "the owner's\n", "agent-setup wrote a file the lane named"
+    assert (r.rc, r.code) == (1, "lane_pointers_tampered"), r.stdout

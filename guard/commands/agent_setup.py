@@ -100,6 +100,9 @@ def run(
     instead of refused; the write goes through directory fds as every other."""
     key = lane.current(repo, key, "agent-setup", f" --for {tool}")
     rec = lane.get(repo, key)
+    # git in the lane would use another repository: its ls-files and check-ignore (and a
+    # plain `--git-path info/exclude`, resolved through links) would answer from the lane's
+    lane.check_pointers(repo, rec)
     wt = git.by_path(repo.worktrees()).get(os.path.realpath(rec.path))
     if rec.status != "active" or wt is None or not wt.exists:
         raise lane.not_active_refusal(
