@@ -366,6 +366,50 @@ def give_owner(pfd: int, name: str, bits: int) -> bool:
         os.close(qfd)
 
 
+def owner_bits(root: str, rel: str, depth: int = TREE_DEPTH) -> None:
+    """`chmod -R u+rwX` of `root/rel` through directory fds: each directory its owner may
+    not read or enter gets u+rwx (`_open_dir`), each regular file u+r, never through a
+    link (one on the way or in the tree is left as it is: GNU chmod follows one named on
+    its command line, which a lane can plant between a printed next and its run, red
+    team 14I F4). Nothing deeper than `depth`; what fails (another owner's, gone) is left
+    to the caller's own check. `root` is trusted (its path no lane can change)."""
+    try:
+        pfd, _ = walk(root, os.path.dirname(rel))
+    except OSError:
+        return
+    try:
+        _owner_bits_at(pfd, os.path.basename(rel), depth)
+    finally:
+        os.close(pfd)
+
+
+def _owner_bits_at(pfd: int, name: str, depth: int) -> None:
+    dfd = _open_dir(pfd, name)
+    if dfd is None:
+        return
+    try:
+        os.fchmod(dfd, stat.S_IMODE(os.fstat(dfd).st_mode) | 0o700)
+        for child, kind in listing(dfd):
+            if kind == stat.S_IFDIR and depth > 0:
+                _owner_bits_at(dfd, child, depth - 1)
+            elif kind == stat.S_IFREG:
+                try:
+                    st = os.stat(child, dir_fd=dfd, follow_symlinks=False)
+                    if stat.S_ISREG(st.st_mode) and not st.st_mode & 0o400:
+                        qfd = os.open(child, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+                        try:
+                            if stat.S_ISREG(os.fstat(qfd).st_mode):
+                                os.chmod(f"/proc/self/fd/{qfd}", stat.S_IMODE(st.st_mode) | 0o600)
+                        finally:
+                            os.close(qfd)
+                except OSError:
+                    continue
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
+
+
 def owner_may(dfd: int, change: Callable[[], object]) -> bool:
     """`change` in the directory of `dfd`; once more after giving that directory its
     owner's write bit back when it lacked it. False when it still fails (gone: True)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -133,6 +134,36 @@ def lane(
         capture_output=True,
         env=full,
         timeout=timeout,
+    )
+    return LaneRun(res.returncode, res.stdout, res.stderr)
+
+
+# A lane under exec --sandbox runs as the owner's uid: it may chmod what the owner owns in
+# the directories it is granted (Landlock does not govern chmod). Root is exempt from
+# modes (CAP_DAC_OVERRIDE): as root the owner is played without the DAC capabilities,
+# which is what every non-root owner is (red team 14I).
+NODAC = [
+    "setpriv",
+    "--inh-caps=-dac_override,-dac_read_search",
+    "--ambient-caps=-dac_override,-dac_read_search",
+    "--bounding-set=-dac_override,-dac_read_search",
+    "--",
+]
+needs_modes = pytest.mark.skipif(
+    os.geteuid() == 0 and shutil.which("setpriv") is None,
+    reason="root without setpriv cannot play an owner that modes apply to",
+)
+
+
+def owner_lane(*args: str, cwd: Path | str) -> LaneRun:
+    """`git lane ARGS` as a non-root owner runs it (modes apply to it)."""
+    pre = NODAC if os.geteuid() == 0 else []
+    res = subprocess.run(
+        [*pre, sys.executable, "-m", "guard", *args],
+        cwd=cwd,
+        text=True,
+        capture_output=True,
+        timeout=120,
     )
     return LaneRun(res.returncode, res.stdout, res.stderr)
 

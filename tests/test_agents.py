@@ -626,3 +626,91 @@ def test_a_foreign_agent_file_next_never_moves_a_file_the_lane_re_pointed_to(
     subprocess.run(join_next(r.json["next"]), shell=True, cwd=hub.path, capture_output=True)
     assert sorted(os.listdir(owner)) == ["settings.local.json"]
     assert (owner / "settings.local.json").read_text() == '{"the owner": "own"}\n'
+
+
+# -- the lane's files are read through directory fds, bounded (red team 14I F3) -----------------
+def _agent_setup_limited(repo: Repo, *args: str) -> subprocess.CompletedProcess[str]:
+    """`git lane agent-setup ARGS --json` with its address space held to 1.5 GiB (the
+    owner's machine's memory is the real bound) and a timeout (a FIFO read blocks)."""
+    import resource
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20))
+
+    return subprocess.run(
+        [sys.executable, "-m", "guard", "agent-setup", *args, "--json"],
+        cwd=repo.path,
+        text=True,
+        capture_output=True,
+        timeout=60,
+        preexec_fn=cap,
+    )
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo"])
+def test_agent_setup_never_reads_the_lanes_claude_settings_through_a_link(
+    hub: Repo, kind: str
+) -> None:
+    """_hooks_on read the lane's `.claude/settings.json` with Path.read_bytes(): by path,
+    through a link, no bound, no O_NONBLOCK. A lane (it may make a link in its worktree,
+    or commit and land one) points it at /dev/zero: the owner's agent-setup read until
+    memory ran out (MemoryError under 1.5 GiB); at a FIFO it blocked for ever. It is read
+    from the lane's root through directory fds, a regular file only, bounded; one that
+    cannot be read so gets the `disableAllHooks: false` override, and a warning."""
+    lane = hub.create("alpha")
+    (lane / ".claude").mkdir()
+    settings = lane / ".claude" / "settings.json"
+    if kind == "fifo":
+        os.mkfifo(lane / ".claude" / "pipe")
+        os.symlink("pipe", settings)
+    else:
+        os.symlink("/dev/zero", settings)
+    r = _agent_setup_limited(hub, "alpha", "--for", "claude")
+    assert r.returncode == 0, f"rc {r.returncode}: {r.stdout[-300:]} {r.stderr[-300:]}"
+    out = json.loads(r.stdout)
+    assert any("settings.json was not read" in w for w in out["warnings"]), out["warnings"]
+    assert json.loads((lane / CLAUDE).read_text())["disableAllHooks"] is False
+
+
+def test_agent_setup_never_reads_a_grown_agent_file_of_the_lane(hub: Repo) -> None:
+    """The tool's own file in the lane (`.claude/settings.local.json`) grown past what a
+    settings file is (a sparse 2 GiB file): refused agent_file_conflict with the
+    `--move-aside` that renames it, never read whole; the next works as written."""
+    from guard.errors import join_next
+
+    lane = hub.create("alpha")
+    (lane / ".claude").mkdir()
+    with open(lane / CLAUDE, "wb") as f:
+        f.truncate(2 << 30)
+    r = _agent_setup_limited(hub, "alpha", "--for", "claude")
+    assert r.returncode == 1, f"rc {r.returncode}: {r.stderr[-300:]}"
+    out = json.loads(r.stdout)
+    assert out["code"] == "agent_file_conflict", out
+    assert out["next"] == ["git lane agent-setup alpha --for claude --move-aside"]
+    res = subprocess.run(join_next(out["next"]), shell=True, cwd=hub.path, capture_output=True)
+    assert res.returncode == 0, res.stderr
+    assert (lane / (CLAUDE + ".git-lane-bak")).stat().st_size == 2 << 30
+    assert agents.MARK in (lane / CLAUDE).read_text()
+
+
+def test_agent_setup_never_reads_or_writes_an_exclude_file_a_lanes_commondir_names(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """The lane's `commondir` (in its admin dir, granted to it) re-pointed at a directory
+    the lane made, whose `info/exclude` links to a file of the owner's: plain `git
+    rev-parse --git-path info/exclude` in that lane names the owner's file (resolved
+    through the link), and agent-setup's `ls-files` (tracked?) and `check-ignore` (kept
+    out of git status?) ask git there: answers from a repository the lane made. Refused
+    lane_pointers_tampered first, as land, sync, release and exec are."""
+    lane = hub.create("alpha")
+    admin = Path(git(lane, "rev-parse", "--absolute-git-dir").stdout.strip())
+    mine = tmp_path / "owner-file"
+    mine.write_text("the owner's\n")
+    fake = lane / "fake"
+    for d in ("objects", "refs", "info"):
+        (fake / d).mkdir(parents=True)
+    os.symlink(mine, fake / "info" / "exclude")
+    (admin / "commondir").write_text(f"{fake}\n")
+    r = hub.jlane("agent-setup", "alpha", "--for", "claude")
+    assert mine.read_text() == "the owner's\n", "agent-setup wrote a file the lane named"
+    assert (r.rc, r.code) == (1, "lane_pointers_tampered"), r.stdout

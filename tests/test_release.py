@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import LaneRun, Repo, earlier_kept, git, take_name
+from conftest import LaneRun, Repo, earlier_kept, git, needs_modes, owner_lane, take_name
 
 from guard.errors import join_next
 
@@ -1329,15 +1329,81 @@ def test_a_confirmed_release_never_deletes_a_submodule_git_dir_part_it_could_not
             release.run(GRepo.discover(str(repo.path)), "alpha", "yes-discard-lane")
     ref = exc.value
     assert ref.code == "worktree_unreadable", ref.message
-    assert ref.next == [
-        f"chmod -R u+rwX -- {shlex.quote(str(admin / 'modules'))}",
-        "git lane release alpha --confirm yes-discard-lane",
-    ]
+    assert ref.next == ["git lane release alpha --confirm yes-discard-lane"]
     assert (sub / "objects" / "ab" / "cd").is_file() and lp.is_dir()
     assert not list((repo.state_dir / "kept").glob("alpha-modules-*")), "no partial copy left"
-    subprocess.run(["sh", "-c", ref.next[0]], check=True, cwd=repo.path)
     res = release.run(GRepo.discover(str(repo.path)), "alpha", "yes-discard-lane")
     assert res["code"] == "released"
     kept = res.get("kept_modules")
     assert kept is not None
     assert (Path(kept) / "sub" / "objects" / "ab" / "cd").read_text() == "an object\n"
+
+
+def test_release_modules_chmod_next_never_changes_a_directory_the_lane_linked_there(
+    hub: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red team 14I F4: worktree_unreadable for `<admin>/modules` named `chmod -R u+rwX --
+    <admin>/modules`, a path in the lane's admin dir (granted to it by exec --sandbox).
+    Between the print and the run the lane puts a link at `modules` to a directory of the
+    owner's: GNU chmod follows a link named on its command line, -R and all, and the
+    owner's read-only tree became writable. The next is the release again, which gives
+    the owner's bits back itself through directory fds (no link followed); run as written,
+    it changes no mode of the owner's."""
+    from guard.commands import release
+    from guard.errors import Refusal
+    from guard.repo import Repo as GRepo
+
+    lp = hub.create("alpha")
+    admin = Path(hub.git("-C", str(lp), "rev-parse", "--absolute-git-dir").stdout.strip())
+    sub = admin / "modules" / "sub"
+    (sub / "objects" / "ab").mkdir(parents=True)
+    (sub / "objects" / "ab" / "cd").write_text("an object\n")
+    (sub / "HEAD").write_text("ref: refs/heads/main\n")
+    monkeypatch.chdir(hub.path)
+    with monkeypatch.context() as m:
+        _owner_may_not_open(m, "objects", "/modules/sub")
+        with pytest.raises(Refusal) as exc:
+            release.run(GRepo.discover(str(hub.path)), "alpha", "yes-discard-lane")
+    ref = exc.value
+    assert ref.code == "worktree_unreadable", ref.message
+    mine = tmp_path / "owner-readonly"  # the owner's read-only tree, outside every lane
+    mine.mkdir()
+    (mine / "keep.txt").write_text("read-only on purpose\n")
+    (mine / "keep.txt").chmod(0o400)
+    mine.chmod(0o500)
+    # the lane (its admin dir is granted to it) re-points the name a next could act on
+    shutil.move(str(admin / "modules"), str(admin / "modules-elsewhere"))
+    os.symlink(mine, admin / "modules")
+    try:
+        for step in ref.next:
+            subprocess.run(["sh", "-c", step], cwd=hub.path, check=False, capture_output=True)
+        modes = (oct(mine.stat().st_mode & 0o777), oct((mine / "keep.txt").stat().st_mode & 0o777))
+    finally:
+        mine.chmod(0o700)
+    assert modes == ("0o500", "0o400"), f"{ref.next} changed the owner's {mine}: {modes}"
+    assert (mine / "keep.txt").read_text() == "read-only on purpose\n"
+
+
+@needs_modes
+def test_a_confirmed_release_gives_the_owner_its_bits_back_in_admin_modules(hub: Repo) -> None:
+    """Red team 14I F4, as a non-root owner meets it: the lane chmod-ed `<admin>/modules/
+    sub/objects` 000 and a file in it 000. The confirmed release gives the owner's bits
+    back there itself (through directory fds) and keeps the submodule git dir whole: no
+    refusal whose next is a `chmod -R` by path on a name the lane can re-point."""
+    lp = hub.create("alpha")
+    admin = Path(hub.git("-C", str(lp), "rev-parse", "--absolute-git-dir").stdout.strip())
+    sub = admin / "modules" / "sub"
+    (sub / "objects" / "ab").mkdir(parents=True)
+    (sub / "objects" / "ab" / "cd").write_text("an object\n")
+    (sub / "HEAD").write_text("ref: refs/heads/main\n")
+    (sub / "objects" / "ab" / "cd").chmod(0)
+    (sub / "objects").chmod(0)
+    try:
+        r = owner_lane("release", "alpha", "--confirm", "yes-discard-lane", "--json", cwd=hub.path)
+    finally:
+        if (sub / "objects").exists():
+            (sub / "objects").chmod(0o755)
+    out = json.loads(r.stdout)
+    assert out["code"] == "released", out
+    kept = Path(out["kept_modules"])
+    assert (kept / "sub" / "objects" / "ab" / "cd").read_text() == "an object\n"

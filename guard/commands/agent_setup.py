@@ -49,6 +49,9 @@ BOOT = (
     "sys.exit(main(sys.argv[2:]))"
 )
 FILE_MATCHER = "Edit|MultiEdit|Write|NotebookEdit"
+# the most agent-setup reads of a file in the lane: a settings file is a few KiB; a lane's
+# `/dev/zero` link, FIFO or grown file is never read past this (red team 14I F3)
+FILE_MAX = 1 << 20
 
 ENFORCED = {
     "claude": [
@@ -97,6 +100,9 @@ def run(
     instead of refused; the write goes through directory fds as every other."""
     key = lane.current(repo, key, "agent-setup", f" --for {tool}")
     rec = lane.get(repo, key)
+    # git in the lane would use another repository: its ls-files and check-ignore (and a
+    # plain `--git-path info/exclude`, resolved through links) would answer from the lane's
+    lane.check_pointers(repo, rec)
     wt = git.by_path(repo.worktrees()).get(os.path.realpath(rec.path))
     if rec.status != "active" or wt is None or not wt.exists:
         raise lane.not_active_refusal(
@@ -122,7 +128,7 @@ def run(
             if moved is not None:
                 warnings.append(f"{moved[0]} in lane {key} was moved aside to {moved[1]}")
         target = _target(path, rel, key, tool)
-        old = target.read_bytes() if target.is_file() else None
+        old = _read(path, rel, key, tool)
         if tool == "claude":
             new = _claude(old, target, key, tool, path, python, pypath, enable_hooks)
             new, said = _hooks_on(new, path)
@@ -218,6 +224,37 @@ def _target(lane_path: str, rel: str, key: str, tool: str) -> Path:
             details={"lane": key, "file": str(full), "why": "not a plain file in the lane"},
         )
     return full
+
+
+def _lane_file(lane_path: str, rel: str) -> bytes | None:
+    """The bytes of the regular file `rel` in the lane, reached from the lane's root through
+    directory fds (dirfd.read_file: no link followed on the way or at the end, O_NONBLOCK
+    so a FIFO never blocks, at most FILE_MAX bytes); None when nothing is there. OSError
+    for a link, a FIFO, a device, a directory, a file past FILE_MAX or one the owner may
+    not read: never read through, the lane's process can re-point any of those names."""
+    try:
+        return dirfd.read_file(lane_path, rel, FILE_MAX)
+    except FileNotFoundError:
+        return None
+
+
+def _read(lane_path: str, rel: str, key: str, tool: str) -> bytes | None:
+    """The tool's file in the lane as `_lane_file` reads it; what is no plain file there
+    (a link, FIFO or grown file put there since `_target` looked) is refused with the
+    `--move-aside` that renames it (never what it names)."""
+    try:
+        return _lane_file(lane_path, rel)
+    except OSError as exc:
+        full = Path(lane_path, rel)
+        raise Refusal(
+            "agent_file_conflict",
+            f"{full} could not be read as a plain file of the lane ({exc.strerror or exc}): "
+            f"it is a symlink, no regular file or larger than {FILE_MAX} bytes, or a name on "
+            "its way is; agent-setup reads only regular files inside the lane, never through "
+            "a link; `--move-aside` keeps it beside (`.git-lane-bak`) and writes a new one",
+            next=[f"git lane agent-setup {key} --for {tool} --move-aside"],
+            details={"lane": key, "file": str(full), "why": "not a plain file in the lane"},
+        ) from None
 
 
 def _foreign(full: Path, key: str, tool: str, why: str) -> Refusal:
@@ -418,14 +455,27 @@ def _hooks_on(new: bytes, lane_path: str) -> tuple[bytes, list[str]]:
     true`. The lane's own settings.local.json saying so was refused by `_claude`; when
     the project's .claude/settings.json or the user's ~/.claude/settings.json says so,
     settings.local.json (which takes precedence over both) gets `"disableAllHooks":
-    false`, and a warning says which file had it."""
+    false`, and a warning says which file had it. The lane's file is read as `_lane_file`
+    reads (never through a link, never a FIFO, never past FILE_MAX); one that cannot be
+    read so may say anything to Claude Code: it gets the same `false`, and a warning."""
     said = []
-    for where in (
-        Path(lane_path, ".claude", "settings.json"),
-        Path(os.path.expanduser("~"), ".claude", "settings.json"),
-    ):
+    project = Path(lane_path, ".claude", "settings.json")
+    try:
+        data = _lane_file(lane_path, ".claude/settings.json")
+    except OSError as exc:
+        data = None
+        said.append(
+            f"{project} was not read ({exc.strerror or exc}: a symlink, no regular file or "
+            f"larger than {FILE_MAX} bytes); the lane's .claude/settings.local.json says "
+            '"disableAllHooks": false (it takes precedence) whatever it says, so the hook runs'
+        )
+    home = Path(os.path.expanduser("~"), ".claude", "settings.json")
+    for where in (project, home):
         try:
-            loaded = json.loads(where.read_bytes())
+            raw = data if where is project else _home_file(home)
+            if raw is None:
+                continue
+            loaded = json.loads(raw)
         except (OSError, ValueError):
             continue
         if isinstance(loaded, dict) and loaded.get("disableAllHooks") is True:
@@ -438,6 +488,13 @@ def _hooks_on(new: bytes, lane_path: str) -> tuple[bytes, list[str]]:
     settings = json.loads(new)
     settings["disableAllHooks"] = False
     return (json.dumps(settings, indent=2) + "\n").encode(), said
+
+
+def _home_file(where: Path) -> bytes:
+    """The owner's own settings file (a dotfiles link is followed: no lane writes there),
+    opened O_NONBLOCK, a regular file only, at most FILE_MAX bytes."""
+    real = os.path.realpath(where)
+    return dirfd.read_file(os.path.dirname(real), os.path.basename(real), FILE_MAX)
 
 
 def _without_ours(groups: list[Any]) -> list[Any]:

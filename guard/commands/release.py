@@ -551,6 +551,10 @@ def keep_modules(
     try:
         if gd is not None and stat.S_ISDIR(os.lstat(gd / "modules").st_mode):
             sources.append((str(gd), "modules", "."))
+            # what the lane chmod-ed there gets the owner's bits back through directory
+            # fds (the removal gives them back too), so it is copied; never a printed
+            # `chmod -R` by path, which follows a link the lane puts at `modules`
+            dirfd.owner_bits(str(gd), "modules", COPY_DEPTH)
     except OSError:
         pass
     embedded = _embedded_git_dirs(key, path, again) if worktree else []
@@ -876,14 +880,13 @@ def _not_copied(key: str, path: str, lost: list[tuple[str, str, str]], again: st
             f"{git.shown(rel)}, in one of its git dirs, is {what}{more}",
             chmod=why == "mode",
         )
-    modules = os.path.join(root, "modules")
     return Refusal(
         "worktree_unreadable",
         f"release could not copy all of lane {key}'s submodule git dirs into kept/: "
         f"{git.shown(os.path.join(root, rel))} is {what}{more}; a submodule commit there "
-        "may be found nowhere else, so nothing was removed: give the owner its bits back, "
-        "then release again",
-        next=[f"chmod -R u+rwX -- {git.q(modules)}", again],
+        "may be found nowhere else, so nothing was removed: release again (it gives the "
+        "owner's bits back there itself, through directory fds, no link followed)",
+        next=[again],
         details={
             "lane": key,
             "path": path,
