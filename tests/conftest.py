@@ -155,11 +155,16 @@ needs_modes = pytest.mark.skipif(
 )
 
 
+def owner_argv(*argv: str) -> list[str]:
+    """ARGV as a non-root owner runs it (modes apply to it): as root, without the DAC
+    capabilities (NODAC)."""
+    return [*(NODAC if os.geteuid() == 0 else []), *argv]
+
+
 def owner_lane(*args: str, cwd: Path | str) -> LaneRun:
     """`git lane ARGS` as a non-root owner runs it (modes apply to it)."""
-    pre = NODAC if os.geteuid() == 0 else []
     res = subprocess.run(
-        [*pre, sys.executable, "-m", "guard", *args],
+        owner_argv(sys.executable, "-m", "guard", *args),
         cwd=cwd,
         text=True,
         capture_output=True,

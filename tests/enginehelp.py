@@ -233,34 +233,3 @@ def link_on_mains_way(hub: Repo, shape: str, tip: str) -> tuple[str, Path]:
     (common / "packed-refs").rename(admin / "packed-refs")
     (common / "packed-refs").symlink_to("worktrees/alpha/packed-refs")
     return "refs/heads/main", admin / "packed-refs"
-
-
-# A lane under exec --sandbox runs as the owner's uid: it may chmod what the owner owns in
-# the directories it is granted (Landlock does not govern chmod), and a directory of mode
-# 0100 can then not be listed by the owner although git opens a file in it by name. Root
-# is exempt from modes (CAP_DAC_OVERRIDE): as root the owner is played without the DAC
-# capabilities, which is what every non-root owner is.
-NODAC = (
-    [
-        "setpriv",
-        "--inh-caps=-dac_override,-dac_read_search",
-        "--ambient-caps=-dac_override,-dac_read_search",
-        "--bounding-set=-dac_override,-dac_read_search",
-        "--",
-    ]
-    if os.geteuid() == 0
-    else []
-)
-# root without setpriv cannot play an owner that modes apply to
-NO_MODES = os.geteuid() == 0 and shutil.which("setpriv") is None
-
-
-def as_owner(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """`git lane ARGS` as a non-root owner would run it (modes apply)."""
-    return subprocess.run(
-        [*NODAC, sys.executable, "-m", "guard", *args],
-        cwd=cwd,
-        text=True,
-        capture_output=True,
-        timeout=120,
-    )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Repo, lane
-from enginehelp import NO_MODES, NODAC, as_owner, events, pid_alive, wait_for
+from conftest import NODAC, Repo, lane, needs_modes, owner_argv, owner_lane
+from enginehelp import events, pid_alive, wait_for
 from sandboxhelp import NEEDS_LANDLOCK
 
 from guard import git
@@ -460,11 +461,6 @@ def test_what_cmd_grew_where_the_check_did_not_look_is_kept_aside_too(
     assert c.rc == 0, c.stdout
 
 
-needs_modes = pytest.mark.skipif(
-    NO_MODES, reason="root without setpriv cannot play an owner that modes apply to"
-)
-
-
 @needs_modes  # red team 14I
 def test_oversize_sets_aside_a_grown_ref_in_a_directory_the_lane_made_unlistable(
     hub: Repo,
@@ -486,12 +482,12 @@ def test_oversize_sets_aside_a_grown_ref_in_a_directory_the_lane_made_unlistable
         f.truncate(1 << 20)
     heads.chmod(0o100)
     try:
-        st = as_owner("status", "--json", cwd=repo.path)
+        st = owner_lane("status", "--json", cwd=repo.path)
         heads.chmod(0o755)
         grown = ref.exists() and ref.stat().st_size > 4096
         assert not grown, (
             "a 1 MiB branch ref in a directory the lane chmodded 0100 was left for git "
-            f"to read whole (status rc {st.returncode}: {st.stderr[-300:]})"
+            f"to read whole (status rc {st.rc}: {st.stderr[-300:]})"
         )
     finally:
         heads.chmod(0o755)
@@ -513,7 +509,7 @@ def test_doctor_never_says_no_oversized_ref_where_it_could_not_look(hub: Repo) -
         f.truncate(1 << 20)
     heads.chmod(0o100)
     try:
-        doc = as_owner("doctor", "--json", cwd=repo.path)
+        doc = owner_lane("doctor", "--json", cwd=repo.path)
         heads.chmod(0o755)
         grown = ref.exists() and ref.stat().st_size > 4096
         checks = {c["name"]: c for c in json.loads(doc.stdout).get("checks", [])}
@@ -544,14 +540,14 @@ def test_a_deep_lane_ref_directory_the_lane_made_read_only_never_stops_every_com
     (deep / "projects").mkdir(parents=True)
     (deep / "projects").chmod(0o500)
     try:
-        first = as_owner("status", "--json", cwd=repo.path)
-        if first.returncode == 1 and json.loads(first.stdout)["code"] == "git_file_oversized":
+        first = owner_lane("status", "--json", cwd=repo.path)
+        if first.rc == 1 and json.loads(first.stdout)["code"] == "git_file_oversized":
             for step in json.loads(first.stdout)["next"]:
                 if step.startswith("git lane"):
                     break
-                subprocess.run([*NODAC, "sh", "-c", step], cwd=repo.path, check=False)
-        again = as_owner("status", "--json", cwd=repo.path)
-        assert again.returncode == 0, f"after the next as written: {again.stdout[:400]}"
+                subprocess.run(owner_argv("sh", "-c", step), cwd=repo.path, check=False)
+        again = owner_lane("status", "--json", cwd=repo.path)
+        assert again.rc == 0, f"after the next as written: {again.stdout[:400]}"
     finally:
         if (deep / "projects").exists():
             (deep / "projects").chmod(0o700)
@@ -574,18 +570,19 @@ def test_oversize_sets_aside_a_grown_file_in_an_admin_dir_the_lane_made_unlistab
     admin.chmod(0o100)
     admin.parent.chmod(0o100)  # `worktrees/` itself: the owner's, reachable by path
     try:
-        st = as_owner("status", "--json", cwd=repo.path)
+        st = owner_lane("status", "--json", cwd=repo.path)
         admin.parent.chmod(0o755)
         admin.chmod(0o755)
-        assert not orig.exists(), f"status rc {st.returncode}: {st.stderr[-300:]}"
-        assert st.returncode == 0, st.stdout[-400:]
+        assert not orig.exists(), f"status rc {st.rc}: {st.stderr[-300:]}"
+        assert st.rc == 0, st.stdout[-400:]
     finally:
         admin.parent.chmod(0o755)
         admin.chmod(0o755)
 
 
 @pytest.mark.skipif(
-    os.geteuid() != 0 or NO_MODES, reason="needs root to play an owner of a foreign directory"
+    os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="needs root to play an owner of a foreign directory",
 )
 def test_a_lane_ref_directory_the_owner_cannot_list_is_never_said_to_hold_nothing(
     hub: Repo,
