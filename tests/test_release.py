@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import LaneRun, Repo, earlier_kept, git, needs_modes, owner_lane, take_name
 
-from guard.errors import join_next
+from guard.errors import Refusal, join_next
 
 CONFIRM = ("--confirm", "yes-discard-lane")
 
@@ -1305,15 +1305,13 @@ def test_a_refused_branch_delete_says_where_the_git_dirs_it_took_are(hub: Repo) 
     assert (lp / "docs" / "a.txt").is_file() and not (lp / "docs" / ".git").exists()
 
 
-def test_a_confirmed_release_never_deletes_a_submodule_git_dir_part_it_could_not_copy(
+def _modules_part_refused(
     repo: Repo, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """As red team 14H-B F2, in the admin dir: a directory of `<admin>/modules/sub` the
-    copy may not open (the lane's chmod 000) was named as left out and then deleted with
-    the admin dir. Refused worktree_unreadable, nothing removed; its next gives the
-    owner's bits back, then the release (here, the open allowed again) keeps it."""
+) -> tuple[Path, Path, Refusal]:
+    """Lane alpha with `<admin>/modules/sub` whose `objects` the owner may not open (the
+    lane's chmod 000, faked: the tests run as root): the confirmed release refuses
+    worktree_unreadable. (its path, the submodule's git dir, the refusal)"""
     from guard.commands import release
-    from guard.errors import Refusal
     from guard.repo import Repo as GRepo
 
     lp = repo.create("alpha")
@@ -1329,6 +1327,20 @@ def test_a_confirmed_release_never_deletes_a_submodule_git_dir_part_it_could_not
             release.run(GRepo.discover(str(repo.path)), "alpha", "yes-discard-lane")
     ref = exc.value
     assert ref.code == "worktree_unreadable", ref.message
+    return lp, sub, ref
+
+
+def test_a_confirmed_release_never_deletes_a_submodule_git_dir_part_it_could_not_copy(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As red team 14H-B F2, in the admin dir: a directory of `<admin>/modules/sub` the
+    copy may not open (the lane's chmod 000) was named as left out and then deleted with
+    the admin dir. Refused worktree_unreadable, nothing removed; its next gives the
+    owner's bits back, then the release (here, the open allowed again) keeps it."""
+    from guard.commands import release
+    from guard.repo import Repo as GRepo
+
+    lp, sub, ref = _modules_part_refused(repo, monkeypatch)
     assert ref.next == ["git lane release alpha --confirm yes-discard-lane"]
     assert (sub / "objects" / "ab" / "cd").is_file() and lp.is_dir()
     assert not list((repo.state_dir / "kept").glob("alpha-modules-*")), "no partial copy left"
@@ -1349,23 +1361,8 @@ def test_release_modules_chmod_next_never_changes_a_directory_the_lane_linked_th
     owner's read-only tree became writable. The next is the release again, which gives
     the owner's bits back itself through directory fds (no link followed); run as written,
     it changes no mode of the owner's."""
-    from guard.commands import release
-    from guard.errors import Refusal
-    from guard.repo import Repo as GRepo
-
-    lp = hub.create("alpha")
-    admin = Path(hub.git("-C", str(lp), "rev-parse", "--absolute-git-dir").stdout.strip())
-    sub = admin / "modules" / "sub"
-    (sub / "objects" / "ab").mkdir(parents=True)
-    (sub / "objects" / "ab" / "cd").write_text("an object\n")
-    (sub / "HEAD").write_text("ref: refs/heads/main\n")
-    monkeypatch.chdir(hub.path)
-    with monkeypatch.context() as m:
-        _owner_may_not_open(m, "objects", "/modules/sub")
-        with pytest.raises(Refusal) as exc:
-            release.run(GRepo.discover(str(hub.path)), "alpha", "yes-discard-lane")
-    ref = exc.value
-    assert ref.code == "worktree_unreadable", ref.message
+    _, sub, ref = _modules_part_refused(hub, monkeypatch)
+    admin = sub.parent.parent
     mine = tmp_path / "owner-readonly"  # the owner's read-only tree, outside every lane
     mine.mkdir()
     (mine / "keep.txt").write_text("read-only on purpose\n")
