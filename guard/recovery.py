@@ -269,7 +269,7 @@ def add_ignores(rec: LaneRecord, patterns: list[str]) -> list[dict[str, Any]]:
     return [{"action": "ignored", "lane": rec.key, "patterns": patterns}]
 
 
-def set_aside_submodules(rec: LaneRecord, rels: list[str]) -> list[dict[str, Any]]:
+def set_aside_submodules(repo: Repo, rec: LaneRecord, rels: list[str]) -> list[dict[str, Any]]:
     """The owner's `repair --set-aside-submodule`, the `next` of submodule_unreadable:
     each of `rels` (a gitlink of the lane's index, or a path below one: a nested
     submodule) is renamed to the first free one of `NAME.moved-aside`, `NAME.moved-aside.1`,
@@ -283,11 +283,17 @@ def set_aside_submodules(rec: LaneRecord, rels: list[str]) -> list[dict[str, Any
     directory (unpopulated already): left as it is. No git runs inside the submodule."""
     bad = [r for r in rels if _keep_parts(r) is None or ".git" in r.lower().split("/")]
     if not bad and rels:
+        repo.store.pin(rec)  # an admin dir repair made just now
         if not git.lane_pointers(rec.path):  # git there would follow the lane's .git
-            bad = list(rels)
-        else:
-            links = {e.path for e in git.unseen_entries(rec.path) if e.gitlink}
-            bad = [r for r in rels if not any(r == s or r.startswith(s + "/") for s in links)]
+            raise Refusal(
+                "keep_failed",
+                f"lane {rec.key} has no admin dir of git's, so its index cannot be read to "
+                "tell its submodules; nothing was moved",
+                next=[f"git lane status {rec.key}"],
+                details={"lane": rec.key, "paths": list(rels)[:100]},
+            )
+        links = {e.path for e in git.unseen_entries(rec.path) if e.gitlink}
+        bad = [r for r in rels if not any(r == s or r.startswith(s + "/") for s in links)]
     if bad:
         raise Refusal(
             "keep_failed",

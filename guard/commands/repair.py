@@ -87,7 +87,7 @@ def run(
             changes.extend(recovery.restore_worktree(repo, rec))
         changes.extend(recovery.repair_pointers(repo, rec))  # a worktree just checked out
         if set_aside:
-            changes.extend(recovery.set_aside_submodules(rec, list(set_aside)))
+            changes.extend(recovery.set_aside_submodules(repo, rec, list(set_aside)))
         lane.write_repo_marker(repo, rec.path)
         if lane.read_marker(rec.path) != rec.key:
             lane.write_marker(repo, rec.path, rec.key)  # the hooks tell a lane by it
