@@ -321,7 +321,8 @@ def set_aside_submodules(repo: Repo, rec: LaneRecord, rels: list[str]) -> list[d
                 raise OSError(errno.ENOTDIR, "not a directory", rel)
             sfd = os.open(name, dirfd.DIR | os.O_NONBLOCK, dir_fd=pfd)
             try:
-                empty = not os.listdir(sfd)
+                with os.scandir(sfd) as it:  # one entry read, however many the lane made
+                    empty = next(it, None) is None
             finally:
                 os.close(sfd)
             if empty:

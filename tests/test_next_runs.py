@@ -142,8 +142,9 @@ def test_lane_dirty(gated: Repo) -> None:
 def test_submodule_unreadable_below_a_directory(repo: Repo, tmp_path: Path) -> None:
     """A submodule at `a/sub` whose `.git` names no git dir: its next, printed inside the
     lane and run there as written, sets it aside beside it (its files kept) and leaves an
-    empty `a/sub`, which git takes as unpopulated: status reads the lane again, and land
-    now stops at what was set aside (lane_dirty), no longer at the submodule."""
+    empty `a/sub`, which git takes as unpopulated (run again, it moves nothing more):
+    status reads the lane again, and land now stops at what was set aside (lane_dirty),
+    no longer at the submodule."""
     path, _moddir = lane_with_submodule(repo, tmp_path, "a/sub")
     (path / "a" / "sub" / "s.txt").write_text("work in the submodule\n")
     (path / "a" / "sub" / ".git").write_text(f"gitdir: {tmp_path / 'nowhere'}\n")
@@ -154,6 +155,8 @@ def test_submodule_unreadable_below_a_directory(repo: Repo, tmp_path: Path) -> N
     aside = path / "a" / "sub.moved-aside"
     assert (aside / "s.txt").read_text() == "work in the submodule\n"
     assert (aside / ".git").read_text() == f"gitdir: {tmp_path / 'nowhere'}\n"
+    ok(run_next(r, path))  # run twice: an empty (unpopulated) directory is left as it is
+    assert sorted(os.listdir(path / "a")) == ["sub", "sub.moved-aside"]
     st = repo.jlane("status")
     assert st.rc == 0, st.stdout + st.stderr
     assert repo.jlane("land", "alpha").code == "lane_dirty"
