@@ -194,6 +194,57 @@ def read(dfd: int, name: str, limit: int | None = None) -> bytes:
         os.close(fd)
 
 
+_ZEROS = 1 << 16  # the run of zeros copy_data leaves a hole for instead of writing it
+
+
+def copy_data(fd: int, out: int, size: int) -> None:
+    """Copy the first `size` bytes of the file `fd` to the empty file `out`, which ends
+    `size` bytes long. Holes stay holes: only the runs the filesystem says hold data
+    (SEEK_DATA/SEEK_HOLE) are read, and a chunk of them that is all zeros is not written
+    either (a filesystem that cannot tell holes reports the whole file as data). A lane
+    makes a file of a terabyte that takes no disk with `truncate -s 1T` (its index, an
+    index.lock, a file of its worktree): a copy byte by byte would write it out as zeros
+    until the owner's disk (or a tmpfs, RAM) is full. A file that shrank meanwhile is
+    copied as far as it goes. OSError as the reads and writes raise it (EFBIG past a
+    file-size limit, ENOSPC)."""
+    for start, end in _data_runs(fd, size):
+        pos = start
+        while pos < end:
+            chunk = os.pread(fd, min(1 << 20, end - pos), pos)
+            if not chunk:
+                break  # the file shrank since its size was taken
+            for at in range(0, len(chunk), _ZEROS):
+                view = memoryview(chunk)[at : at + _ZEROS]
+                if chunk.count(0, at, at + _ZEROS) == len(view):
+                    continue  # left a hole: it reads back as the same zeros
+                where = pos + at
+                while view:
+                    n = os.pwrite(out, view, where)
+                    view, where = view[n:], where + n
+            pos += len(chunk)
+    os.ftruncate(out, size)  # the holes after the last data, or the zeros not written
+
+
+def _data_runs(fd: int, size: int) -> Iterator[tuple[int, int]]:
+    """The (start, end) runs of `fd` that hold data, up to `size`; the whole file where
+    the filesystem cannot say (EINVAL: no SEEK_DATA there)."""
+    pos = 0
+    while pos < size:
+        try:
+            start = os.lseek(fd, pos, os.SEEK_DATA)
+            end = min(os.lseek(fd, start, os.SEEK_HOLE), size)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # no data after pos: holes to the end
+                return
+            if exc.errno != errno.EINVAL:
+                raise
+            start, end = pos, size
+        if start >= size:
+            return
+        yield start, end
+        pos = end
+
+
 def write_file(
     root: str, rel: str, data: bytes, mode: int | None = None, create: bool = False
 ) -> None:

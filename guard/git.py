@@ -661,6 +661,34 @@ def open_regular(path: Path | str, follow: bool = True) -> int:
     return fd
 
 
+def copy_regular(src: Path | str, dest: Path | str, times: bool = False, mode: int = 0o644) -> None:
+    """Copy the regular file `src` (never through a link, never blocking on a FIFO: as
+    `open_regular` opens it) to the new file `dest` (never through a link there either),
+    holes kept as holes (dirfd.copy_data): a lane's index, index.lock or a file of its
+    worktree may be a terabyte that takes no disk. `times`: `dest` gets `src`'s atime
+    and mtime (git tells racily clean index entries by the index file's mtime). OSError
+    when `src` is no such file or the copy cannot be made (EFBIG past a file-size limit,
+    ENOSPC); a `dest` left half written is removed."""
+    fd = open_regular(src, follow=False)
+    try:
+        st = os.fstat(fd)
+        out = os.open(
+            dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode
+        )
+        try:
+            dirfd.copy_data(fd, out, st.st_size)
+            if times:
+                os.utime(out, ns=(st.st_atime_ns, st.st_mtime_ns))
+        except BaseException:
+            os.close(out)
+            with contextlib.suppress(OSError):
+                os.unlink(dest)
+            raise
+        os.close(out)
+    finally:
+        os.close(fd)
+
+
 def read_regular(path: Path | str, follow: bool = True, limit: int | None = None) -> bytes:
     """The bytes of a state file, read as `open_regular` opens it; more than `limit`
     bytes is not a state file of ours: OSError (EFBIG)."""

@@ -20,7 +20,6 @@ import stat
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from collections.abc import Iterator
 from typing import Any
 
 from guard import git, gitlocks, lane, lock, objects, policy, procs, recovery
@@ -1067,11 +1066,13 @@ def _copy_file(
     `dfd` (`at` under the copy's root `root_fd`), with its mode bits (not setuid/setgid);
     False when it is not a regular file once opened (a link, a socket, gone since it was
     listed); PermissionError when its mode refuses the owner (the caller's to refuse).
-    Only its data is copied, its holes stay holes (SEEK_DATA/SEEK_HOLE): a lane may make
+    Only its data is copied, its holes stay holes (dirfd.copy_data): a lane may make
     a file of a terabyte that takes no space (truncate), which a copy byte by byte would
     write out as zeros until the owner's disk is full. A file already copied (its
     (st_dev, st_ino) in `copies`: another hard link of it) is a hard link to that copy:
     a lane's 60000 links to one file of a GiB are one GiB in the copy, not 60 TiB."""
+    from guard import dirfd
+
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=sfd)
     except OSError as exc:
@@ -1098,9 +1099,7 @@ def _copy_file(
             dir_fd=dfd,
         )
         try:
-            for start, end in _data_runs(fd, st.st_size):
-                _copy_run(fd, out, start, end)
-            os.ftruncate(out, st.st_size)  # the holes after the last data
+            dirfd.copy_data(fd, out, st.st_size)
             os.fchmod(out, stat.S_IMODE(st.st_mode) & 0o777)
         finally:
             os.close(out)
@@ -1109,38 +1108,6 @@ def _copy_file(
         return True
     finally:
         os.close(fd)
-
-
-def _data_runs(fd: int, size: int) -> Iterator[tuple[int, int]]:
-    """The (start, end) runs of `fd` that hold data, up to `size`; the whole file where
-    the filesystem cannot say (EINVAL: no SEEK_DATA there)."""
-    pos = 0
-    while pos < size:
-        try:
-            start = os.lseek(fd, pos, os.SEEK_DATA)
-            end = min(os.lseek(fd, start, os.SEEK_HOLE), size)
-        except OSError as exc:
-            if exc.errno == errno.ENXIO:  # no data after pos: holes to the end
-                return
-            if exc.errno != errno.EINVAL:
-                raise
-            start, end = pos, size
-        if start >= size:
-            return
-        yield start, end
-        pos = end
-
-
-def _copy_run(fd: int, out: int, start: int, end: int) -> None:
-    pos = start
-    while pos < end:
-        chunk = os.pread(fd, min(1 << 20, end - pos), pos)
-        if not chunk:  # the file shrank since fstat: what is there is copied
-            return
-        view = memoryview(chunk)
-        while view:
-            n = os.pwrite(out, view, pos)
-            view, pos = view[n:], pos + n
 
 
 def inspect(repo: Repo, rec: LaneRecord, main_sha: str) -> Work:
