@@ -391,6 +391,29 @@ def check_index_file(admin: str | os.PathLike[str], lane: str | os.PathLike[str]
     )
 
 
+def index_copy_refusal(
+    lane: str | os.PathLike[str], index: str, exc: OSError, again: str
+) -> Refusal:
+    """The lane's index (`index`) could not be copied (copy_regular) for a git of the
+    engine's own to read: the copy keeps its holes as holes, so what stopped it is a
+    file-size limit, a full disk, or the index turned into no regular file meanwhile.
+    git rewrites an index with what it knows only (an extension a lane padded out to a
+    terabyte with a hole is dropped, every staged entry kept)."""
+    try:
+        size: int | None = os.lstat(index).st_size
+    except OSError:
+        size = None
+    return Refusal(
+        "index_copy_failed",
+        f"the index of the lane at {shown(lane)} ({shown(index)}, {size} bytes) could not be "
+        f"copied ({exc.strerror or exc}): holes are copied as holes, so a file-size limit, "
+        "a full disk or a change meanwhile stopped it; nothing was done. git rewrites an "
+        "index with only what it knows of it, every staged entry kept",
+        next=[f"{owner_git(lane)} update-index --force-write-index", again],
+        details={"lane_path": os.fspath(lane), "index": index, "size": size, "error": str(exc)},
+    )
+
+
 # Characters HFS+ ignores in a name (git's is_hfs_dotgit): `.g\u200cit` is `.git` there.
 _HFS_IGNORED = dict.fromkeys(
     [*range(0x200C, 0x2010), *range(0x202A, 0x202F), *range(0x206A, 0x2070), 0xFEFF]
@@ -1490,10 +1513,12 @@ def submodule_dirty(
             # git reads an entry as racily clean by the index file's mtime: the copy keeps
             # it (taken first: an index rewritten meanwhile only makes more entries racy),
             # or a same-size change written in the index's second would pass for clean
-            was = os.lstat(index)
-            copy = os.path.join(t, "index")
-            shutil.copyfile(index, copy, follow_symlinks=False)
-            os.utime(copy, ns=(was.st_atime_ns, was.st_mtime_ns))
+            try:  # holes stay holes: the submodule's index is the lane's to grow
+                copy_regular(index, os.path.join(t, "index"), times=True)
+            except OSError as exc:
+                raise _unreadable(
+                    work, f"its index could not be copied ({exc.strerror or exc})"
+                ) from None
         base = ["--git-dir", t, "--work-tree", work, *LANE_CONFIG]
         base += ["-c", "core.untrackedCache=false", "-c", "core.splitIndex=false"]
         st = run(

@@ -249,3 +249,47 @@ def link_on_mains_way(hub: Repo, shape: str, tip: str) -> tuple[str, Path]:
     (common / "packed-refs").rename(admin / "packed-refs")
     (common / "packed-refs").symlink_to("worktrees/alpha/packed-refs")
     return "refs/heads/main", admin / "packed-refs"
+
+
+# A lane rewrites its own index (a sandboxed lane's admin dir is granted to it) as what it
+# was plus an optional extension `ZZZZ` (upper case: git skips it by its size, and makes
+# no checksum pass on read) that is one hole: git in the lane reads it, and it takes no
+# disk. git rewrites an index with what it knows only (the extension goes). Red team 15A F5.
+GROW_INDEX = r"""
+import os, struct, subprocess, sys
+gd = subprocess.run(["git", "rev-parse", "--git-dir"], capture_output=True, text=True).stdout.strip()
+p = os.path.join(gd, "index")
+data = open(p, "rb").read()[:-20]
+n = int(sys.argv[1])
+with open(p + ".grow", "wb") as f:
+    f.write(data + b"ZZZZ" + struct.pack(">I", n))
+    f.seek(n, 1)
+    f.write(b"\0" * 20)
+os.rename(p + ".grow", p)
+"""
+
+
+def grow_index(where: Path, size: int) -> Path:
+    """GROW_INDEX run in the lane at `where` (as a process of the lane runs it); its index."""
+    subprocess.run([sys.executable, "-c", GROW_INDEX, str(size)], cwd=where, check=True)
+    gd = git(where, "rev-parse", "--absolute-git-dir").stdout.strip()
+    return Path(gd) / "index"
+
+
+def lane_capped(cwd: Path, *args: str, fsize: int) -> subprocess.CompletedProcess[str]:
+    """`git lane ARGS` (python -m guard) with no file it writes allowed past `fsize` bytes
+    (RLIMIT_FSIZE): a copy that writes a lane's hole out as zeros fails there."""
+    import resource
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+
+    return subprocess.run(
+        [sys.executable, "-m", "guard", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        preexec_fn=cap,
+        timeout=300,
+        check=False,
+    )
