@@ -15,6 +15,7 @@ the temp name fails the create); a read is O_NOFOLLOW|O_NONBLOCK of a regular fi
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -326,10 +327,11 @@ def remove_tree(path: str, depth: int = TREE_DEPTH) -> bool:
     (a link is unlinked itself), no file opened, nothing acted on by a path a process
     still running there could re-point (shutil.rmtree's error handler retried by path: a
     directory swapped for a link led outside). A directory its owner may not write or
-    list (a lane can chmod what it made) gets the owner's bits back through its fd.
-    `path`'s parent is the caller's, trusted. True when nothing is left at `path`; False
-    when something could not be removed (swapped mid-way, deeper than `depth`, another
-    owner's): never an exception, never a recursion past `depth`."""
+    list or enter (a lane can chmod what it made) gets the owner's u+rwx back through its
+    fd before anything in it is looked at. `path`'s parent is the caller's, trusted. True
+    when nothing is left at `path`; False when something could not be removed (swapped
+    mid-way, deeper than `depth`, another owner's): never an exception, never a
+    recursion past `depth`."""
     parent, name = os.path.split(os.path.abspath(path))
     try:
         pfd = os.open(parent, DIR)
@@ -356,6 +358,13 @@ def _remove_at(pfd: int, name: str, depth: int) -> bool:
             return False
         try:
             try:
+                # u+rwx through the fd before anything in it is looked at: a directory
+                # a lane made `chmod 0400` opens and lists (r), but no name in it can be
+                # looked at or removed without x and w (red team 15A F2)
+                mode = stat.S_IMODE(os.fstat(dfd).st_mode)
+                if mode & 0o700 != 0o700:
+                    with contextlib.suppress(OSError):  # another owner's: as it is
+                        os.fchmod(dfd, mode | 0o700)
                 names = os.listdir(dfd)
             except OSError:
                 return False

@@ -1005,10 +1005,11 @@ def _remove_by_fds(
         if not dirfd.remove_tree(what):
             raise Refusal(
                 "worktree_remove_failed",
-                f"could not remove all of {what} (lane {key}) through directory fds: "
-                "something in it is deeper than a git tree, or changed while it was "
-                "removed (a process of the lane may still run); it was left, never "
-                "removed by path, and the lane's branch was kept",
+                f"could not remove all of {what} (lane {key}) through directory fds "
+                "(each directory given its owner's u+rwx first): something in it is "
+                "deeper than a git tree, another user's, or changed while it was removed "
+                "(a process of the lane may still run); it was left, never removed by "
+                "path, and the lane's branch was kept",
                 next=[f"rm -rf -- {git.q(what)}", _again(key, confirmed)],
                 details={"lane": key, "path": path, "left": what},
             )
