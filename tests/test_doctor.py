@@ -486,3 +486,75 @@ def test_a_grown_ref_that_cannot_be_moved_fails_with_the_moves_to_make(
     assert kept.stat().st_size == 256 << 20 and ref.stat().st_size < 100
     assert statuses(hub)["oversized"] == "ok"
     assert hub.sha("refs/heads/lane/a") == tip
+
+
+def _admin_of(lane: Path) -> Path:
+    return Path(run(lane, "rev-parse", "--absolute-git-dir").stdout.strip())
+
+
+def test_reflogs_a_lane_makes_in_bulk_are_held_to_a_total_never_the_lanes_own(
+    hub: Repo,
+) -> None:
+    """Each reflog a sandboxed lane may write is held to LOG_MAX, but a lane can make as
+    many as it likes, each just under it (sparse: no disk used), under logs/refs/heads/lane/
+    and in its admin dir's logs/ (git reads every worktree's refs/bisect/ reflogs too), and
+    `git gc` (reflog expire --all) then reads them all. Past STRAY_LOG_MAX in all, the
+    largest go into kept/ whole (moved, never copied); the lanes' own branch reflogs and
+    each admin dir's HEAD reflog stay, however big, and so does main's."""
+    from guard import oversize
+
+    a, b = make_lane(hub, "a"), make_lane(hub, "b")
+    logs = hub.common_dir / "logs" / "refs" / "heads" / "lane"
+    near = oversize.LOG_MAX - 4096
+    own = [logs / "a", logs / "b", _admin_of(a) / "logs" / "HEAD"]
+    for p in own:
+        _grow(p, near)
+    main_log = (hub.common_dir / "logs" / "refs" / "heads" / "main").read_bytes()
+    strays = [logs / f"junk{i}" for i in range(4)]  # reflogs of no ref
+    bisect = _admin_of(b) / "logs" / "refs" / "bisect"
+    bisect.mkdir(parents=True)
+    strays.append(bisect / "bad")
+    for i, p in enumerate(strays):
+        p.write_text("x\n")
+        _grow(p, (20 << 20) + i)
+    c = checks(hub)["oversized"]
+    assert c["status"] == "warn" and "1024 entries" in c["message"], c
+    assert [p.stat().st_size for p in own] == [near] * 3, "a lane's own reflog was moved"
+    assert (hub.common_dir / "logs" / "refs" / "heads" / "main").read_bytes() == main_log
+    left = [p for p in strays if p.exists()]
+    assert sum(p.stat().st_size for p in left) <= oversize.STRAY_LOG_MAX
+    # the largest first: the bisect log, moved whole with its logs/refs
+    assert left == strays[:3], left
+    for i, p in list(enumerate(strays))[3:]:
+        rel = p.relative_to(hub.common_dir)
+        top = rel.parents[1] if "bisect" in rel.parts else rel
+        (kept,) = (hub.state_dir / "kept").glob(f"oversized.*/{top}")
+        moved = kept / p.relative_to(hub.common_dir / top)
+        assert moved.stat().st_size == (20 << 20) + i
+        assert moved.stat().st_blocks * 512 < 1 << 20  # the same sparse file, never a copy
+    assert statuses(hub)["oversized"] == "ok"  # nothing more to move
+
+
+def test_refs_a_lane_makes_in_bulk_are_held_to_a_count(hub: Repo) -> None:
+    """A lane may make any number of loose refs under refs/heads/lane/ (in a directory of
+    its own or beside the branches), and every `git branch`, `for-each-ref` and `git lane
+    status` reads them all: past STRAY_MAX entries beside the lanes' own, the largest (a
+    directory with all in it, whole) go into kept/, at their path there."""
+    from guard import oversize
+
+    make_lane(hub, "a")
+    heads = hub.common_dir / "refs" / "heads" / "lane"
+    tip = (heads / "a").read_text()
+    many = heads / "many"
+    many.mkdir()
+    for i in range(oversize.STRAY_MAX + 10):
+        (many / f"r{i}").write_text(tip)
+    (heads / "few").write_text(tip)
+    c = checks(hub)["oversized"]
+    assert c["status"] == "warn" and "refs/heads/lane/many" in c["message"], c
+    assert not many.exists() and (heads / "few").read_text() == tip
+    assert (heads / "a").read_text() == tip
+    (kept,) = (hub.state_dir / "kept").glob("oversized.*/refs/heads/lane/many")
+    assert len(list(kept.iterdir())) == oversize.STRAY_MAX + 10
+    refs = run(hub.path, "for-each-ref", "--format=%(refname)", "refs/heads/lane/").stdout
+    assert refs.split() == ["refs/heads/lane/a", "refs/heads/lane/few"]
