@@ -118,7 +118,8 @@ class _Tally:
     """What the scan saw under the lane refs and each admin dir's refs/ and logs/ (the
     roots): bytes and entries (files and directories) by unit, an entry at the top of a
     root with all that lies under it (a lane's branch is one file there: keys hold no
-    `/`). An admin dir's `logs/HEAD` is left out: git writes it, repair reads it."""
+    `/`; a directory in its name is no lane's own). An admin dir's `logs/HEAD` file is
+    left out: git writes it, repair reads it, and LOG_MAX holds it."""
 
     def __init__(self) -> None:
         self.units: dict[tuple[str, str], list[int]] = {}
@@ -126,10 +127,15 @@ class _Tally:
         self.count = 0
         self.roots: list[str] = []
         self.touched: set[tuple[str, str]] = set()  # a file in it moved on its own
+        # units that are a directory: never a lane's branch (one file), whatever their name
+        self.dirs: set[tuple[str, str]] = set()
 
-    def add(self, root: str, top: str | None, name: str, size: int) -> None:
+    def add(self, root: str, top: str | None, name: str, size: int, kind: int) -> None:
         """An entry `name` of `top` (a unit of `root`; None: `name` is at its top)."""
-        u = self.units.setdefault((root, name if top is None else top), [0, 0])
+        unit = (root, name if top is None else top)
+        if top is None and kind != stat.S_IFREG:
+            self.dirs.add(unit)
+        u = self.units.setdefault(unit, [0, 0])
         u[0] += size
         u[1] += 1
         self.size += size
@@ -157,7 +163,9 @@ class _Tally:
         """The units to move, each whole, so that what is not in `own` is back within
         STRAY_MAX entries and STRAY_LOG_MAX bytes: the largest first (in bytes while the
         bytes are past their bound, then in entries)."""
-        units = {k: v for k, v in self.units.items() if k not in own and v[1] > 0}
+        units = {
+            k: v for k, v in self.units.items() if (k not in own or k in self.dirs) and v[1] > 0
+        }
         size = sum(v[0] for v in units.values())
         count = sum(v[1] for v in units.values())
         by_size = sorted(units, key=lambda k: (-units[k][0], -units[k][1], k))
@@ -217,18 +225,18 @@ def _found(
             for name, kind in entries:
                 if depth > 0 and level == depth and kind == stat.S_IFDIR:
                     if tally is not None:
-                        tally.add(top, unit, name, 0)
+                        tally.add(top, unit, name, 0, kind)
                     yield dfd, name, Oversized(os.path.normpath(f"{here}/{name}"), 0, 0, True)
                     continue
                 bound = bounds if isinstance(bounds, int) else bounds.get(name)
                 if kind == stat.S_IFREG and bound is not None:
                     size = _size(dfd, name)
                     if tally is not None and size is not None and (level or name != own):
-                        tally.add(top, unit, name, size)
+                        tally.add(top, unit, name, size, kind)
                     if size is not None and size > bound:
                         yield dfd, name, Oversized(os.path.normpath(f"{here}/{name}"), size, bound)
                 elif tally is not None and (level or name != own):
-                    tally.add(top, unit, name, 0)
+                    tally.add(top, unit, name, 0, kind)
     except (FileNotFoundError, NotADirectoryError):
         return  # not there, or no directory: nothing git reads as one
     except OSError:

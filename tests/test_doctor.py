@@ -535,26 +535,34 @@ def test_reflogs_a_lane_makes_in_bulk_are_held_to_a_total_never_the_lanes_own(
     assert statuses(hub)["oversized"] == "ok"  # nothing more to move
 
 
-def test_refs_a_lane_makes_in_bulk_are_held_to_a_count(hub: Repo) -> None:
+@pytest.mark.parametrize(
+    "root, name",
+    [("refs/heads/lane", "many"), ("logs/refs/heads/lane", "a")],
+    ids=["refs_of_its_own", "in_a_lanes_name"],
+)
+def test_refs_a_lane_makes_in_bulk_are_held_to_a_count(hub: Repo, root: str, name: str) -> None:
     """A lane may make any number of loose refs under refs/heads/lane/ (in a directory of
     its own or beside the branches), and every `git branch`, `for-each-ref` and `git lane
     status` reads them all: past STRAY_MAX entries beside the lanes' own, the largest (a
-    directory with all in it, whole) go into kept/, at their path there."""
+    directory with all in it, whole) go into kept/, at their path there. A directory in a
+    lane's name (its reflog, a file, taken away) is no lane's own: it goes too."""
     from guard import oversize
 
     make_lane(hub, "a")
     heads = hub.common_dir / "refs" / "heads" / "lane"
     tip = (heads / "a").read_text()
-    many = heads / "many"
+    many = hub.common_dir / root / name
+    if many.exists():
+        many.unlink()
     many.mkdir()
     for i in range(oversize.STRAY_MAX + 10):
         (many / f"r{i}").write_text(tip)
     (heads / "few").write_text(tip)
     c = checks(hub)["oversized"]
-    assert c["status"] == "warn" and "refs/heads/lane/many" in c["message"], c
+    assert c["status"] == "warn" and f"{root}/{name} (" in c["message"], c
     assert not many.exists() and (heads / "few").read_text() == tip
     assert (heads / "a").read_text() == tip
-    (kept,) = (hub.state_dir / "kept").glob("oversized.*/refs/heads/lane/many")
+    (kept,) = (hub.state_dir / "kept").glob(f"oversized.*/{root}/{name}")
     assert len(list(kept.iterdir())) == oversize.STRAY_MAX + 10
     refs = run(hub.path, "for-each-ref", "--format=%(refname)", "refs/heads/lane/").stdout
     assert refs.split() == ["refs/heads/lane/a", "refs/heads/lane/few"]
