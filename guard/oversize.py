@@ -122,49 +122,41 @@ class _Tally:
     left out: git writes it, repair reads it, and LOG_MAX holds it."""
 
     def __init__(self) -> None:
-        self.units: dict[tuple[str, str], list[int]] = {}
-        self.size = 0
-        self.count = 0
-        self.roots: list[str] = []
+        # by root, by the name of the unit at its top: [bytes, entries]
+        self.units: dict[str, dict[str, list[int]]] = {}
         self.touched: set[tuple[str, str]] = set()  # a file in it moved on its own
         # units that are a directory: never a lane's branch (one file), whatever their name
         self.dirs: set[tuple[str, str]] = set()
 
-    def add(self, root: str, top: str | None, name: str, size: int, kind: int) -> None:
-        """An entry `name` of `top` (a unit of `root`; None: `name` is at its top)."""
-        unit = (root, name if top is None else top)
-        if top is None and kind != stat.S_IFREG:
-            self.dirs.add(unit)
-        u = self.units.setdefault(unit, [0, 0])
-        u[0] += size
-        u[1] += 1
-        self.size += size
-        self.count += 1
+    def root(self, top: str) -> dict[str, list[int]]:
+        return self.units.setdefault(top, {})
 
     def drop(self, o: Oversized) -> None:
         """`o` was moved on its own (a file past its bound, a directory too deep)."""
-        for root in self.roots:
+        for root, names in self.units.items():
             if o.rel.startswith(root + "/"):
-                unit = (root, o.rel[len(root) + 1 :].partition("/")[0])
-                u = self.units.get(unit)
+                name = o.rel[len(root) + 1 :].partition("/")[0]
+                u = names.get(name)
                 if u is not None:
                     u[0] -= o.size
                     u[1] -= 1
-                    self.size -= o.size
-                    self.count -= 1
-                    self.touched.add(unit)
+                    self.touched.add((root, name))
                 return
+
+    def _all(self) -> dict[tuple[str, str], list[int]]:
+        return {(r, n): u for r, names in self.units.items() for n, u in names.items()}
 
     def over(self) -> bool:
         """Past a bound even counting the lanes' own: only then is the store read."""
-        return self.count > STRAY_MAX or self.size > STRAY_LOG_MAX
+        units = [u for names in self.units.values() for u in names.values()]
+        return sum(u[1] for u in units) > STRAY_MAX or sum(u[0] for u in units) > STRAY_LOG_MAX
 
     def strays(self, own: set[tuple[str, str]]) -> list[Oversized]:
         """The units to move, each whole, so that what is not in `own` is back within
         STRAY_MAX entries and STRAY_LOG_MAX bytes: the largest first (in bytes while the
         bytes are past their bound, then in entries)."""
         units = {
-            k: v for k, v in self.units.items() if (k not in own or k in self.dirs) and v[1] > 0
+            k: v for k, v in self._all().items() if (k not in own or k in self.dirs) and v[1] > 0
         }
         size = sum(v[0] for v in units.values())
         count = sum(v[1] for v in units.values())
@@ -216,27 +208,33 @@ def _found(
     entry is counted into it (its size for a file) but `own` at the top (logs/HEAD)."""
     top = os.path.normpath(rel)
     refused: list[str] = []
-    if tally is not None:
-        tally.roots.append(top)
+    counts = tally.root(top) if tally is not None else None
     try:
         for here, dfd, entries in dirfd.scan(common, rel, depth, refused=refused, restore=True):
             level = 0 if here == top else here[len(top) + 1 :].count("/") + 1
-            unit = None if here == top else here[len(top) + 1 :].partition("/")[0]
+            unit = "" if here == top else here[len(top) + 1 :].partition("/")[0]
             for name, kind in entries:
-                if depth > 0 and level == depth and kind == stat.S_IFDIR:
-                    if tally is not None:
-                        tally.add(top, unit, name, 0, kind)
-                    yield dfd, name, Oversized(os.path.normpath(f"{here}/{name}"), 0, 0, True)
-                    continue
+                size = 0
                 bound = bounds if isinstance(bounds, int) else bounds.get(name)
-                if kind == stat.S_IFREG and bound is not None:
-                    size = _size(dfd, name)
-                    if tally is not None and size is not None and (level or name != own):
-                        tally.add(top, unit, name, size, kind)
-                    if size is not None and size > bound:
+                if depth > 0 and level == depth and kind == stat.S_IFDIR:
+                    yield dfd, name, Oversized(os.path.normpath(f"{here}/{name}"), 0, 0, True)
+                elif kind == stat.S_IFREG and bound is not None:
+                    got = _size(dfd, name)
+                    if got is None:
+                        continue  # gone since it was listed
+                    size = got
+                    if size > bound:
                         yield dfd, name, Oversized(os.path.normpath(f"{here}/{name}"), size, bound)
-                elif tally is not None and (level or name != own):
-                    tally.add(top, unit, name, 0, kind)
+                if counts is None or (not level and name == own and kind == stat.S_IFREG):
+                    continue
+                u = counts.get(unit or name)
+                if u is None:
+                    counts[unit or name] = [size, 1]
+                    if not level and kind != stat.S_IFREG and tally is not None:
+                        tally.dirs.add((top, name))
+                else:
+                    u[0] += size
+                    u[1] += 1
     except (FileNotFoundError, NotADirectoryError):
         return  # not there, or no directory: nothing git reads as one
     except OSError:
