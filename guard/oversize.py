@@ -58,7 +58,7 @@ DEPTH = 24
 # own (its branch's loose ref and reflog, an admin dir's HEAD reflog), and their bytes
 # together (`git gc` and `reflog expire --all` read every reflog; every `for-each-ref`,
 # `git branch` every loose ref)
-STRAY_MAX = 1024
+STRAY_MAX = 256
 STRAY_LOG_MAX = LOG_MAX
 _LANE_ROOTS = ("refs/heads/lane", "logs/refs/heads/lane")
 
@@ -151,26 +151,34 @@ class _Tally:
         units = [u for names in self.units.values() for u in names.values()]
         return sum(u[1] for u in units) > STRAY_MAX or sum(u[0] for u in units) > STRAY_LOG_MAX
 
-    def strays(self, own: set[tuple[str, str]]) -> list[Oversized]:
-        """The units to move, each whole, so that what is not in `own` is back within
-        STRAY_MAX entries and STRAY_LOG_MAX bytes: the largest first (in bytes while the
-        bytes are past their bound, then in entries)."""
-        units = {
-            k: v for k, v in self._all().items() if (k not in own or k in self.dirs) and v[1] > 0
-        }
-        size = sum(v[0] for v in units.values())
-        count = sum(v[1] for v in units.values())
-        by_size = sorted(units, key=lambda k: (-units[k][0], -units[k][1], k))
-        by_count = sorted(units, key=lambda k: (-units[k][1], -units[k][0], k))
+    def strays(self, repo: Repo) -> list[Oversized]:
+        """The units to move, each whole, the largest first (in bytes while the bytes are
+        past their bound, then in entries), until what is no lane's own is back within
+        STRAY_LOG_MAX bytes and STRAY_MAX entries. For the entries, a file in the name of
+        any lane git-lane has a record of (a listing of the store) is its own; for the
+        bytes, only a lane's that is not released (its record read, only when the bytes of
+        all are past the bound: the common case reads no record)."""
+        every = {k: v for k, v in self._all().items() if v[1] > 0}
+        keep = {k for k in every if k not in self.dirs} & _own(repo, read=False)
+        own = keep
+        size = sum(v[0] for v in every.values())
+        if size > STRAY_LOG_MAX:
+            own = keep & _own(repo, read=True)
+            size = sum(v[0] for k, v in every.items() if k not in own)
+        count = sum(v[1] for k, v in every.items() if k not in keep)
+        by_size = sorted((k for k in every if k not in own), key=lambda k: (-every[k][0], k))
+        by_count = sorted((k for k in every if k not in keep), key=lambda k: (-every[k][1], k))
         out: list[Oversized] = []
         taken: set[tuple[str, str]] = set()
         while size > STRAY_LOG_MAX or count > STRAY_MAX:
             order = by_size if size > STRAY_LOG_MAX else by_count
-            k = next(k for k in order if k not in taken)
+            k = next((k for k in order if k not in taken), None)
+            if k is None:
+                break  # (never: what is counted can be moved)
             taken.add(k)
-            s, c = units[k]
+            s, c = every[k]
             size -= s
-            count -= c
+            count -= c if k not in keep else 0
             out.append(Oversized(f"{k[0]}/{k[1]}", s, STRAY_LOG_MAX, entries=c))
         return out
 
@@ -323,7 +331,7 @@ def set_aside(repo: Repo) -> Moved:
             if into.move(dfd, name, o, moved, failed):
                 tally.drop(o)
         if tally.over():
-            strays = tally.strays(_own(repo))
+            strays = tally.strays(repo)
             again = [o for o in strays if _unit(o) in tally.touched]
             with _Into(common, repo.kept_dir("oversized")) as other:
                 for o in strays:
@@ -335,15 +343,16 @@ def set_aside(repo: Repo) -> Moved:
     return Moved(moved, failed, str(kept) if moved else "")
 
 
-def _own(repo: Repo) -> set[tuple[str, str]]:
-    """The units of _Tally this rule never moves: the loose ref and reflog of each lane's
-    branch (every record but a released one's: an orphaned lane's branch still holds its
-    work; a record that cannot be read, by its key: never taken for no lane) and of main
-    when it is configured under lane/ (exec --sandbox refuses that). Reads the store: a
-    store that cannot be listed refuses (never "no lane")."""
+def _own(repo: Repo, read: bool) -> set[tuple[str, str]]:
+    """The units of _Tally named for a lane's branch (its loose ref and reflog), and for
+    main when it is configured under lane/ (exec --sandbox refuses that): with `read`,
+    only the lanes whose record is not released (an orphaned lane's branch still holds
+    its work; a record that cannot be read counts by its key: never taken for no lane),
+    else every record's key (a listing). A store that cannot be listed refuses (never
+    "no lane")."""
     names: set[str] = set()
     for key in repo.store.lane_keys():
-        rec = repo.store.read_lane(key)
+        rec = repo.store.read_lane(key) if read else None
         if rec is not None and rec.status == "released":
             continue
         names.add(rec.branch if rec is not None else f"lane/{key}")

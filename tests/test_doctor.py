@@ -518,7 +518,7 @@ def test_reflogs_a_lane_makes_in_bulk_are_held_to_a_total_never_the_lanes_own(
         p.write_text("x\n")
         _grow(p, (20 << 20) + i)
     c = checks(hub)["oversized"]
-    assert c["status"] == "warn" and "1024 entries" in c["message"], c
+    assert c["status"] == "warn" and f"{oversize.STRAY_MAX} entries" in c["message"], c
     assert [p.stat().st_size for p in own] == [near] * 3, "a lane's own reflog was moved"
     assert (hub.common_dir / "logs" / "refs" / "heads" / "main").read_bytes() == main_log
     left = [p for p in strays if p.exists()]
@@ -566,3 +566,23 @@ def test_refs_a_lane_makes_in_bulk_are_held_to_a_count(hub: Repo, root: str, nam
     assert len(list(kept.iterdir())) == oversize.STRAY_MAX + 10
     refs = run(hub.path, "for-each-ref", "--format=%(refname)", "refs/heads/lane/").stdout
     assert refs.split() == ["refs/heads/lane/a", "refs/heads/lane/few"]
+
+
+def test_a_released_lanes_name_keeps_no_reflog_out_of_the_total(hub: Repo) -> None:
+    """The lanes' own branch reflogs are never moved by the bulk bound, but a released
+    lane has no branch: a reflog a lane writes in its name counts with the rest (its
+    record is read, not only listed), and the largest goes."""
+    from guard import oversize
+
+    make_lane(hub, "a")
+    make_lane(hub, "b")
+    assert hub.jlane("release", "b").rc == 0
+    logs = hub.common_dir / "logs" / "refs" / "heads" / "lane"
+    _grow(logs / "a", oversize.LOG_MAX - 1)
+    for name, size in (("b", 40 << 20), ("junk", 30 << 20)):
+        (logs / name).write_text("x\n")
+        _grow(logs / name, size)
+    c = checks(hub)["oversized"]
+    assert c["status"] == "warn" and "logs/refs/heads/lane/b (" in c["message"], c
+    assert not (logs / "b").exists() and (logs / "junk").stat().st_size == 30 << 20
+    assert (logs / "a").stat().st_size == oversize.LOG_MAX - 1
