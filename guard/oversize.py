@@ -17,13 +17,20 @@ owner runs read it to the end (memory exhaustion). Such a file was never written
   fetched ref) and `locked` (a reason the owner types) too. git reads these a line at a
   time, so no git call holds more than that in memory.
 
+Each file under its bound, a lane may still make them by the thousand: what is no lane's
+own under the lane refs and every admin dir's `refs/` and `logs/` (not a lane's branch's
+loose ref or reflog, not main's, not an admin dir's HEAD reflog) is held to STRAY_MAX
+entries and STRAY_LOG_MAX bytes in all (`git gc` reads every reflog, of every worktree;
+every `git branch` every loose ref), the largest moved first, each entry at the top of
+those directories whole (_Tally, counted in the same listing and lstat).
+
 The index is not held to one: git maps it and reads what its header says (no checksum
 pass on read), so a sparse one costs nothing. Nor is the lane's object store (its reads
 are bounded, guard/objects.py), nor the rest of the rebase state (read by git in that
 lane only, which the lane could fill at will anyway).
 
 `set_aside(repo)` finds them (a directory listing and an lstat per file: no process, no
-read; about 1.3 ms with 50 lanes) and moves each into git-lane's `kept/` (a rename through
+read; about 1.4 ms with 50 lanes) and moves each into git-lane's `kept/` (a rename through
 directory fds, never a copy, never a delete): every engine command's first step
 (guard/cli.py), doctor's first check, and exec's when CMD ends (while CMD runs, exec's
 absorb skips a branch whose ref is too big: ref_oversized). Standard library and the

@@ -586,3 +586,28 @@ def test_a_released_lanes_name_keeps_no_reflog_out_of_the_total(hub: Repo) -> No
     assert c["status"] == "warn" and "logs/refs/heads/lane/b (" in c["message"], c
     assert not (logs / "b").exists() and (logs / "junk").stat().st_size == 30 << 20
     assert (logs / "a").stat().st_size == oversize.LOG_MAX - 1
+
+
+def test_refs_in_bulk_that_cannot_be_moved_fail_with_the_moves_to_make(
+    hub: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the bulk bound's rename is refused, nothing is moved and doctor fails
+    git_file_oversized with the `mv` of the whole directory into kept/: run as printed, it
+    works, and nothing is left past the bound."""
+    from guard import dirfd, oversize
+
+    make_lane(hub, "a")
+    heads = hub.common_dir / "refs" / "heads" / "lane"
+    many = heads / "many"
+    many.mkdir()
+    for i in range(oversize.STRAY_MAX + 1):
+        (many / f"r{i}").write_text((heads / "a").read_text())
+    with monkeypatch.context() as m:
+        m.setattr(dirfd, "owner_may", lambda dfd, change: False)
+        c = checks(hub)["oversized"]
+    assert c["status"] == "fail" and "[git_file_oversized]" in c["message"], c
+    assert f"{oversize.STRAY_MAX} entries" in c["message"] and many.is_dir()
+    run_fix(hub, c["fix"])
+    (kept,) = (hub.state_dir / "kept").glob("oversized.*/refs/heads/lane/many")
+    assert len(list(kept.iterdir())) == oversize.STRAY_MAX + 1 and not many.exists()
+    assert statuses(hub)["oversized"] == "ok"
