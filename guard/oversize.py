@@ -68,6 +68,8 @@ DEPTH = 24
 STRAY_MAX = 256
 STRAY_LOG_MAX = LOG_MAX
 _LANE_ROOTS = ("refs/heads/lane", "logs/refs/heads/lane")
+# the entries an oversized_kept event names (what was moved, what could not be)
+EVENT_MAX = 1000
 
 # the top of an admin dir: what git reads whole, and its bound
 _ADMIN_TOP = {
@@ -345,7 +347,13 @@ def set_aside(repo: Repo) -> Moved:
                     (other if o in again else into).move_whole(o, moved, failed)
     _heads_back(repo, moved)
     if moved or failed:
-        repo.store.event("oversized_kept", code="kept", moved=moved, failed=failed)
+        # one line, however many a lane made (100,000 flat refs: each its own entry); the
+        # rest lie at their paths in kept/ all the same
+        more = max(0, len(moved) - EVENT_MAX) + max(0, len(failed) - EVENT_MAX)
+        said: dict[str, Any] = {"moved": moved[:EVENT_MAX], "failed": failed[:EVENT_MAX]}
+        if more:
+            said["more"] = more
+        repo.store.event("oversized_kept", code="kept", **said)
     repo.oversized_kept.extend(moved)
     return Moved(moved, failed, str(kept) if moved else "")
 

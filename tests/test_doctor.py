@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from conftest import Repo, git
-from enginehelp import link_on_mains_way
+from enginehelp import events, link_on_mains_way
 from hookfix import assert_ok, grepo, install, make_lane, run, sha
 
 from guard import config, render
@@ -611,3 +611,25 @@ def test_refs_in_bulk_that_cannot_be_moved_fail_with_the_moves_to_make(
     (kept,) = (hub.state_dir / "kept").glob("oversized.*/refs/heads/lane/many")
     assert len(list(kept.iterdir())) == oversize.STRAY_MAX + 1 and not many.exists()
     assert statuses(hub)["oversized"] == "ok"
+
+
+def test_refs_in_bulk_each_beside_the_branches_are_kept_and_the_event_stays_one_line(
+    hub: Repo,
+) -> None:
+    """Flat, each loose ref is its own entry to move: all but STRAY_MAX go, and the event
+    oversized_kept names EVENT_MAX of them and how many more (the rest lie at their
+    paths in kept/ all the same)."""
+    from guard import oversize
+
+    make_lane(hub, "a")
+    heads = hub.common_dir / "refs" / "heads" / "lane"
+    tip = (heads / "a").read_text()
+    n = oversize.STRAY_MAX + oversize.EVENT_MAX + 10
+    for i in range(n):
+        (heads / f"x{i}").write_text(tip)
+    assert checks(hub)["oversized"]["status"] == "warn"
+    assert len(list(heads.iterdir())) == oversize.STRAY_MAX + 1  # (and a's)
+    (kept,) = (hub.state_dir / "kept").glob("oversized.*/refs/heads/lane")
+    assert len(list(kept.iterdir())) == oversize.EVENT_MAX + 10
+    (ev,) = events(hub, "oversized_kept")
+    assert len(ev["moved"]) == oversize.EVENT_MAX and ev["more"] == 10, ev["more"]
