@@ -1181,13 +1181,20 @@ def check_oversized(repo: Repo) -> list[Check]:
         ]
     fix = oversize.restores(repo, moved)
     kept = ", ".join(f"{d['file']} ({d['size']} bytes) to {d['kept']}" for d in moved[:5])
+    bulk = (
+        f", or made more of them than {oversize.STRAY_MAX} entries and "
+        f"{oversize.STRAY_LOG_MAX} bytes in all beside the lanes' own branches and HEAD "
+        "reflogs (git gc reads every reflog)"
+        if any(d.get("bulk") for d in moved)
+        else ""
+    )
     return [
         finding(
             "oversized",
             FAIL if fix else WARN,
             f"moved {kept}{' ...' if len(moved) > 5 else ''}: a lane grew them past any size "
-            f"git writes (a ref {oversize.REF_MAX} bytes, a reflog {oversize.LOG_MAX}), and "
-            "every git would have read them whole"
+            f"git writes (a ref {oversize.REF_MAX} bytes, a reflog {oversize.LOG_MAX}){bulk}, "
+            "and every git would have read them whole"
             + ("; a lane lost its branch or HEAD with it" if fix else "; nothing to put back"),
             join_next(fix) or None,
         )
