@@ -709,10 +709,13 @@ def g4_gate(
     swapped: list[str] = []
     if not clean:  # a clean gate never looked at the lane's worktree
         with git.shared_store_only(False):  # its own worktree: G2's view of it
-            # stat first: git status may refresh nothing (no optional locks), but it reads
-            # content, and a file put back with the tip's bytes reads as unchanged to it
-            swapped = git.rewritten(before, git.stat_view(t.path))
-            still_dirty, hidden = git.dirty_and_hidden(t.path, t.tip or "")
+            # git status reads content, and a file put back with the tip's bytes reads as
+            # unchanged to it: the index's stat view too (status refreshes nothing, no
+            # optional locks, so the two are read side by side)
+            view, (still_dirty, hidden) = git.both(
+                lambda: git.stat_view(t.path), lambda: git.dirty_and_hidden(t.path, t.tip or "")
+            )
+            swapped = git.rewritten(before, view)
     unseen = hidden.changed + hidden.missing + [s.path for s in hidden.submodules]
     if after != t.tip or still_dirty or unseen or swapped:
         raise _changed_during_gate(t, after, still_dirty, unseen, swapped)
