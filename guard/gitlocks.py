@@ -12,7 +12,9 @@ own cwd and `-C` dirs). A git elsewhere can hold a lane's lock (`git branch -m` 
 rewrites the HEAD of every worktree on the branch), so the whole repository counts.
 Where /proc cannot tell, a lock is held. A lane's locks are acted on only when its admin
 dir is git's (a real directory directly under `<common>/worktrees/`, with its `gitdir`)
-and its pointers are intact; never anything outside it, never the hub's own locks.
+and its pointers are intact (those of its admin dir alone when its worktree was deleted
+by hand: release still refuses on them); never anything outside it, never the hub's own
+locks.
 
 The repository's `packed-refs.lock` (a `gc` or `pack-refs` killed with its git; git takes
 it for every ref delete) is judged as the branch's: release refuses lane_busy on it before
@@ -333,6 +335,9 @@ def _entries(
     `where` (_reader) says."""
     cwd, base, store = where
     pre = list(git.LANE_CONFIG) if base else []
+    # from the admin dir: what the lane wrote there (a FIFO in its store) never holds
+    # reconcile for ever (timed out: no answer, the lock is kept)
+    wait = git.lane_read_timeout() if base else None
     with git.lane_objects(store) if store else contextlib.nullcontext():
         if tree is not None:
             res = git.run(
@@ -340,10 +345,15 @@ def _entries(
                 cwd,
                 check=False,
                 env=base or None,
+                timeout=wait,
             )
         else:
             res = git.run(
-                [*pre, "ls-files", "-s", "-z"], cwd, env={**base, **(env or {})}, check=False
+                [*pre, "ls-files", "-s", "-z"],
+                cwd,
+                env={**base, **(env or {})},
+                check=False,
+                timeout=wait,
             )
     if not res.ok:
         return None
