@@ -184,6 +184,32 @@ def _admin_blocked(lane_dir: str) -> str | None:
     return None
 
 
+def packed_refs_words(found: Foreign) -> str:
+    """What Repo.packed_refs_blocks found, and why no git may read a ref while it is there."""
+    what = found.words() + (", and that is no regular file" if found.text is not None else "")
+    return (
+        f"{what}: every git that reads a ref opens it, and waits there for ever (a FIFO) or fails"
+    )
+
+
+def packed_refs_refusal(repo: Repo, found: Foreign) -> Refusal:
+    """main_not_plain for a `packed-refs` git cannot read as a file (Repo.packed_refs_blocks),
+    raised before any git reads a ref: each would wait on a FIFO for ever. restore-main
+    (the owner's) moves it into kept/ first, then puts main back."""
+    from guard.lane import OWNER_NOTE  # (guard.lane imports this module)
+
+    note = OWNER_NOTE if policy.is_worker(os.environ) else ""
+    path = os.path.join(repo.common_dir, found.path)
+    return Refusal(
+        "main_not_plain",
+        f"{packed_refs_words(found)}, so nothing was run; `git lane restore-main` keeps it "
+        "in kept/ and puts main back",
+        next=["git lane restore-main" + note],
+        alternatives=[f"ls -ld -- {git.q(path)}"],
+        details={"ref": found.path, "link": found.text, "path": path},
+    )
+
+
 def _blocked(lane_dir: str, common: str, what: str) -> Refusal:
     root = _root(common)
     return Refusal(
@@ -421,6 +447,32 @@ class Repo:
             if self._loose(name):
                 return None  # main is this name: a plain file, or a symbolic ref
         return None
+
+    def packed_refs_blocks(self) -> Foreign | None:
+        """`<common>/packed-refs` (Foreign, as foreign_main_link names it) when git cannot
+        read it as a file: no regular file (a FIFO, a socket, a device, a directory), or a
+        link to one. Every git that reads a ref opens it, and that open(2) waits for ever
+        on a FIFO (only a process outside the sandbox can make one there). None for a
+        regular file, a link to one, a link git cannot follow (its open fails, it never
+        waits), or nothing there. Looked at with lstat and stat only, never opened; an
+        lstat that fails otherwise than at a missing name refuses (main_not_plain)."""
+        packed = self._lstat_at("packed-refs")
+        if packed is None or stat.S_ISREG(packed.st_mode):
+            return None
+        try:
+            main = f"refs/heads/{self.owner_config.get('main_branch') or 'main'}"
+        except Refusal:
+            main = "refs/heads/main"  # (an unreadable config is said by what reads it)
+        if not stat.S_ISLNK(packed.st_mode):
+            return Foreign("packed-refs", None, main)
+        path = os.path.join(self.common_dir, "packed-refs")
+        try:
+            if stat.S_ISREG(os.stat(path).st_mode):
+                return None
+            text = os.readlink(path)
+        except OSError:
+            return None  # git's own open fails there too (a dangling link, a loop)
+        return Foreign("packed-refs", text, main)
 
     def _lstat_at(self, rel: str) -> os.stat_result | None:
         """lstat of `rel` (one name) in the common dir; None when nothing is there."""
