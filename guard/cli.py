@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from guard import boundary, git, render
-from guard.repo import Repo, packed_refs_refusal
+from guard.repo import Repo
 
 
 class Ctx:
@@ -35,7 +35,9 @@ class Ctx:
             if self.command not in ("doctor", "restore-main"):
                 found = repo.packed_refs_blocks()
                 if found is not None:
-                    raise packed_refs_refusal(repo, found)
+                    from guard import lane
+
+                    raise lane.packed_refs_refusal(repo, found)
             self._set_aside(repo)
             self._repo = repo
             from guard import lane  # roles: a lane owner's descendants are its workers

@@ -192,24 +192,6 @@ def packed_refs_words(found: Foreign) -> str:
     )
 
 
-def packed_refs_refusal(repo: Repo, found: Foreign) -> Refusal:
-    """main_not_plain for a `packed-refs` git cannot read as a file (Repo.packed_refs_blocks),
-    raised before any git reads a ref: each would wait on a FIFO for ever. restore-main
-    (the owner's) moves it into kept/ first, then puts main back."""
-    from guard.lane import OWNER_NOTE  # (guard.lane imports this module)
-
-    note = OWNER_NOTE if policy.is_worker(os.environ) else ""
-    path = os.path.join(repo.common_dir, found.path)
-    return Refusal(
-        "main_not_plain",
-        f"{packed_refs_words(found)}, so nothing was run; `git lane restore-main` keeps it "
-        "in kept/ and puts main back",
-        next=["git lane restore-main" + note],
-        alternatives=[f"ls -ld -- {git.q(path)}"],
-        details={"ref": found.path, "link": found.text, "path": path},
-    )
-
-
 def _blocked(lane_dir: str, common: str, what: str) -> Refusal:
     root = _root(common)
     return Refusal(
