@@ -303,6 +303,14 @@ def reconcile(ctx: Ctx) -> None:
     metavar="PATTERN",
     help="Append PATTERN to the lane's top .gitignore (repeatable).",
 )
+@click.option(
+    "--set-aside-submodule",
+    "set_aside",
+    multiple=True,
+    metavar="PATH",
+    help="Rename the submodule directory PATH of the lane beside it (PATH.moved-aside) and "
+    "leave an empty one, unpopulated, in its place (repeatable).",
+)
 @json_option
 @pass_ctx
 def repair(
@@ -312,11 +320,12 @@ def repair(
     keep: tuple[str, ...],
     into: str | None,
     ignore: tuple[str, ...],
+    set_aside: tuple[str, ...],
 ) -> None:
     """Put a lane back from git: its record, a deleted or moved branch, a deleted worktree."""
     from guard.commands import repair as cmd
 
-    emit(ctx, cmd.run(ctx.repo, key, move_aside, keep, into, ignore), render.repair)
+    emit(ctx, cmd.run(ctx.repo, key, move_aside, keep, into, ignore, set_aside), render.repair)
 
 
 # -- sync and land ------------------------------------------------------------------------

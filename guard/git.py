@@ -62,6 +62,9 @@ _real_git: str | None = None
 # lane itself can write (exec --sandbox grants them): a rewritten pointer cannot hand the
 # engine another repository's config (core.fsmonitor: a program) or git-lane state.
 _LANES: dict[str, tuple[str, str]] = {}
+# each pinned lane's key, by the same real path: a refusal about a path in a lane names the
+# lane's own engine command (lane_of), never an owner's command acting by that path
+_LANE_KEYS: dict[str, str] = {}
 # No program on an engine call in a lane (core.fsmonitor), and git never descends into a
 # submodule there: it would run git inside it with the submodule's own config and
 # info/attributes (<admin>/modules/<name>/, in the lane's admin dir, which exec --sandbox
@@ -80,8 +83,25 @@ NO_SUBMODULE_RECURSION = (
 LANE_CONFIG = ("-c", "core.fsmonitor=false", *NO_SUBMODULE_RECURSION)
 
 
-def pin_lane(path: str | os.PathLike[str], admin: str, common: str) -> None:
-    _LANES[os.path.realpath(path)] = (admin, common)
+def pin_lane(path: str | os.PathLike[str], admin: str, common: str, key: str) -> None:
+    real = os.path.realpath(path)
+    _LANES[real] = (admin, common)
+    _LANE_KEYS[real] = key
+
+
+def lane_of(path: str | os.PathLike[str]) -> tuple[str, str] | None:
+    """(key, the path relative to the lane's root) when `path` lies inside a pinned lane,
+    else None. The root is the shortest of `path`'s ancestors, taken as written, whose
+    real path is a pinned lane's: a lane cannot change the directories above its root, so
+    a link it put inside itself (at `a` of `LANE/a/sub`) is never resolved. Nor is a `..`
+    (a name a lane's index gave): it stays in the relative path, which repair refuses."""
+    full = os.fspath(path)
+    parts = (full if os.path.isabs(full) else os.path.join(os.getcwd(), full)).split(os.sep)
+    for i in range(2, len(parts)):
+        key = _LANE_KEYS.get(os.path.realpath(os.sep.join(parts[:i])))
+        if key is not None:
+            return key, "/".join(parts[i:])
+    return None
 
 
 def lane_pointers(cwd: Where) -> dict[str, str] | None:
@@ -1313,15 +1333,24 @@ _MAX_DEPTH = 8
 
 
 def _unreadable(work: str, why: str) -> Refusal:
+    # set aside, not deleted: repair renames its directory beside it through directory fds
+    # from the lane's root (a link a process of the lane puts on the way since is refused,
+    # never followed: a shell `mv` by this path renamed what the link named) and makes an
+    # empty one in its place; its files stay, the lane shows them as untracked. Nothing
+    # here runs git inside it (that would read the config in question).
+    at = lane_of(work)
+    if at is not None:
+        key, rel = at
+        nxt = [f"git lane repair {q(key)} --set-aside-submodule {q(rel)}"]
+    else:  # in no lane this run read the record of: no command that acts on it by path
+        nxt = ["git lane status"]
     return Refusal(
         "submodule_unreadable",
         f"cannot tell the state of submodule {shown(work)} without running git inside it "
         f"({why}); its git dir can be written from the lane, so git-lane reads only its "
         "HEAD, refs, objects and index and does not treat it as clean",
-        # moved aside, not deleted: its files stay, and the lane shows them as untracked;
-        # no command here runs git inside it (that would read the config in question)
-        next=[mv_aside(work, work + ".moved-aside"), f"mkdir {q(work)}"],
-        details={"submodule": work, "why": why},
+        next=nxt,
+        details={"submodule": work, "why": why, **({"lane": at[0]} if at else {})},
     )
 
 

@@ -273,6 +273,95 @@ def add_ignores(rec: LaneRecord, patterns: list[str]) -> list[dict[str, Any]]:
     return [{"action": "ignored", "lane": rec.key, "patterns": patterns}]
 
 
+def set_aside_submodules(repo: Repo, rec: LaneRecord, rels: list[str]) -> list[dict[str, Any]]:
+    """The owner's `repair --set-aside-submodule`, the `next` of submodule_unreadable:
+    each of `rels` (a gitlink of the lane's index, or a path below one: a nested
+    submodule) is renamed to the first free one of `NAME.moved-aside`, `NAME.moved-aside.1`,
+    ... beside it (RENAME_NOREPLACE: nothing there is ever replaced) and an empty
+    directory is made in its place, so git sees the submodule unpopulated and its files
+    stay, untracked. Its directory is reached from the lane's root one component at a
+    time, O_NOFOLLOW, and the last name must be a directory itself: a link or anything
+    else on the way or there (a process of the lane changed it since the refusal) is
+    refused keep_failed, nothing renamed from it on, never followed out of the lane (a
+    shell `mv -- LANE/a/sub` renamed what a link at `a` named). Nothing there, or an empty
+    directory (unpopulated already): left as it is. No git runs inside the submodule."""
+    bad = [r for r in rels if _keep_parts(r) is None or ".git" in r.lower().split("/")]
+    if not bad and rels:
+        repo.store.pin(rec)  # an admin dir repair made just now
+        if not git.lane_pointers(rec.path):  # git there would follow the lane's .git
+            raise Refusal(
+                "keep_failed",
+                f"lane {rec.key} has no admin dir of git's, so its index cannot be read to "
+                "tell its submodules; nothing was moved",
+                next=[f"git lane status {rec.key}"],
+                details={"lane": rec.key, "paths": list(rels)[:100]},
+            )
+        links = {e.path for e in git.unseen_entries(rec.path) if e.gitlink}
+        bad = [r for r in rels if not any(r == s or r.startswith(s + "/") for s in links)]
+    if bad:
+        raise Refusal(
+            "keep_failed",
+            f"--set-aside-submodule names path(s) that are no submodule of lane {rec.key}, "
+            f"none a gitlink of its index nor below one ({git.shown_some(bad)}); nothing "
+            "was moved",
+            next=[f"git lane status {rec.key}"],
+            details={"lane": rec.key, "paths": bad[:100]},
+        )
+    changes: list[dict[str, Any]] = []
+    for rel in rels:
+        where, _, name = rel.rpartition("/")
+        try:
+            pfd, _ = dirfd.walk(rec.path, where or ".")
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise _set_aside_refused(rec, rel, exc) from None
+        try:
+            try:
+                st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                raise OSError(errno.ENOTDIR, "not a directory", rel)
+            sfd = os.open(name, dirfd.DIR | os.O_NONBLOCK, dir_fd=pfd)
+            try:
+                with os.scandir(sfd) as it:  # one entry read, however many the lane made
+                    empty = next(it, None) is None
+            finally:
+                os.close(sfd)
+            if empty:
+                continue
+            got = dirfd.move_aside(pfd, name, f"{name}.moved-aside")
+            change = {
+                "action": "submodule_set_aside",
+                "lane": rec.key,
+                "path": rel,
+                "to": f"{where}/{got}" if where else got,
+            }
+            try:
+                os.mkdir(name, 0o777, dir_fd=pfd)
+            except FileExistsError:  # the lane made one meanwhile: its own, left to it
+                change["left"] = "something the lane made since is at the path: left as it is"
+            changes.append(change)
+        except OSError as exc:
+            raise _set_aside_refused(rec, rel, exc) from None
+        finally:
+            os.close(pfd)
+    return changes
+
+
+def _set_aside_refused(rec: LaneRecord, rel: str, exc: OSError) -> Refusal:
+    return Refusal(
+        "keep_failed",
+        f"submodule {git.shown(rel)} of lane {rec.key} could not be set aside "
+        f"({exc.strerror or exc}): it or a name on its way is a link or no directory now "
+        "(the lane changed it since the refusal), and is never followed; nothing was moved "
+        "from it on",
+        next=[f"git lane status {rec.key}"],
+        details={"lane": rec.key, "paths": [rel], "error": exc.strerror},
+    )
+
+
 def _keep_parts(rel: str) -> list[str] | None:
     parts = rel.split("/")
     if not rel or any(p in ("", ".", "..") for p in parts) or parts[0] == ".git":

@@ -517,7 +517,7 @@ def gc(r: Result) -> str:
         if x["next"]:
             out.append(f"  {x['lane']}: next: {join_next(x['next'])}")
     for a in r["archives"]:
-        out.append(f"  archive kept: {tilde(a['path'])} ({size(a['bytes'])})")
+        out.append(f"  kept: {tilde(a['path'])} ({size(a['bytes'])})")
     return "\n".join(out)
 
 

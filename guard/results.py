@@ -483,7 +483,7 @@ class GcResult(TypedDict):
     reclaimed_bytes: int
     kept_bytes: int
     pruned: list[str]  # git-lane's own dead files removed (archive name lists of gone lanes)
-    archives: list[dict[str, Any]]  # kept/*.tar (user data: listed, never removed)
+    archives: list[dict[str, Any]]  # all of kept/ but *.list (user data: listed, never removed)
     next: NotRequired[list[str]]  # `cd HUB` when gc ran inside a lane it released
 
 

@@ -377,7 +377,7 @@ class Store:
             return
         admin = self.admin_dir(rec)
         if admin is not None and admin.is_dir():
-            git.pin_lane(rec.path, str(admin), str(self.common_dir))
+            git.pin_lane(rec.path, str(admin), str(self.common_dir), rec.key)
 
     def write_lane(self, rec: LaneRecord) -> None:
         atomic_write_json(self.lane_path(rec.key), rec.to_dict())

@@ -137,7 +137,7 @@ def add_submodule(repo: Repo, tmp_path: Path, name: str = "sub", ignore: str | N
     with open(home / ".gitconfig", "a") as f:
         f.write('[protocol "file"]\n\tallow = always\n')
     sub = tmp_path / f"{name}-source"
-    sub.mkdir()
+    sub.mkdir(parents=True)  # a name with a directory in it (`a/sub`): below a directory
     git(sub, "init", "-q", "-b", "main")
     (sub / "s.txt").write_text("s\n")
     git(sub, "add", "s.txt")
@@ -148,6 +148,22 @@ def add_submodule(repo: Repo, tmp_path: Path, name: str = "sub", ignore: str | N
         git(repo.path, "add", ".gitmodules")
     git(repo.path, "commit", "-q", "-m", f"add {name}")
     return sub
+
+
+def lane_with_submodule(repo: Repo, tmp_path: Path, name: str = "sub") -> tuple[Path, Path]:
+    """main records submodule `name` (add_submodule); lane alpha has it populated and one
+    commit to land. Returns (the lane's path, the submodule's git dir in the lane's admin
+    dir)."""
+    add_submodule(repo, tmp_path, name)
+    assert repo.lane("install").rc == 0
+    repo.config("gate_command", "true")
+    path = repo.create("alpha")
+    git(path, "submodule", "update", "--init", "-q")
+    repo.commit(path, "alpha.txt", "alpha\n")
+    admin = Path(git(path, "rev-parse", "--path-format=absolute", "--git-dir").stdout.strip())
+    moddir = admin / "modules" / name
+    assert (moddir / "config").is_file()
+    return path, moddir
 
 
 def flock_holder(repo: Repo) -> subprocess.Popen[bytes]:

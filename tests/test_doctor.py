@@ -324,6 +324,20 @@ def test_missing_lane_marker_warns_and_reconcile_repairs(repo: Repo) -> None:
     assert checks(repo)["lanes"]["status"] == "ok"
 
 
+def test_a_lane_with_another_branch_checked_out_warns_and_its_fix_switches_back(
+    repo: Repo,
+) -> None:
+    install(repo)
+    lane = make_lane(repo, "a")
+    gd = Path(run(lane, "rev-parse", "--path-format=absolute", "--git-dir").stdout.strip())
+    (gd / "HEAD").write_text("ref: refs/heads/main\n")  # sync and land refuse this
+    c = checks(repo)["lane a"]
+    assert c["status"] == "warn" and "lane_branch_mismatch" in c["message"], c
+    run_fix(repo, c["fix"])
+    assert (gd / "HEAD").read_text() == "ref: refs/heads/lane/a\n"
+    assert checks(repo)["lanes"]["status"] == "ok"
+
+
 def test_enabled_false_warns(repo: Repo) -> None:
     install(repo)
     config.write(repo.state_dir / "config.toml", "enabled", False)

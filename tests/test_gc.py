@@ -166,6 +166,14 @@ def test_ignored_files_keep_a_landed_lane_with_release_s_archive_command(
     assert len(archives) == 1 and archives[0]["bytes"] > 0
     listed = subprocess.run(["tar", "-tf", archives[0]["path"]], capture_output=True, text=True)
     assert "./build.log" in listed.stdout.split()
+    # what else git-lane sets aside there (a release's copied git dirs, oversized files) is
+    # listed too, with its size, and left where it is
+    copied = repo.state_dir / "kept" / "alpha-modules-1" / "worktree-gitdirs" / "sub" / ".git"
+    copied.mkdir(parents=True)
+    (copied / "HEAD").write_text("x" * 9000)
+    listed_all = {a["path"]: a["bytes"] for a in repo.jlane("gc").json["archives"]}
+    assert listed_all[str(repo.state_dir / "kept" / "alpha-modules-1")] >= 9000
+    assert (copied / "HEAD").stat().st_size == 9000
 
 
 def test_a_lane_with_a_live_owner_is_kept(repo: Repo, tmp_path: Path) -> None:

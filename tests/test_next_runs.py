@@ -23,7 +23,15 @@ from conftest import TAKEN, LaneRun, Repo, earlier_kept, git, take_name
 
 from guard import git as glgit
 from guard.errors import join_next
-from enginehelp import flock_holder, head, on_a_terminal, owner_file, racing_git, ready_lane
+from enginehelp import (
+    flock_holder,
+    head,
+    lane_with_submodule,
+    on_a_terminal,
+    owner_file,
+    racing_git,
+    ready_lane,
+)
 
 PLACEHOLDERS = ("<KEY>", "<key>", "<N>", "<value>", "<seconds>", "<another", "<new name>")
 
@@ -129,6 +137,29 @@ def test_lane_dirty(gated: Repo) -> None:
     ok(run_next(r, path))
     assert gated.jlane("land", "alpha").code == "landed"
     assert git(gated.path, "show", "main:wip.txt").stdout == "wip\n"
+
+
+def test_submodule_unreadable_below_a_directory(repo: Repo, tmp_path: Path) -> None:
+    """A submodule at `a/sub` whose `.git` names no git dir: its next, printed inside the
+    lane and run there as written, sets it aside beside it (its files kept) and leaves an
+    empty `a/sub`, which git takes as unpopulated (run again, it moves nothing more):
+    status reads the lane again, and land now stops at what was set aside (lane_dirty),
+    no longer at the submodule."""
+    path, _moddir = lane_with_submodule(repo, tmp_path, "a/sub")
+    (path / "a" / "sub" / "s.txt").write_text("work in the submodule\n")
+    (path / "a" / "sub" / ".git").write_text(f"gitdir: {tmp_path / 'nowhere'}\n")
+    refusal(repo, "submodule_unreadable", "status")
+    r = refusal(repo, "submodule_unreadable", "land", "alpha", cwd=path)
+    ok(run_next(r, path))
+    assert os.listdir(path / "a" / "sub") == []
+    aside = path / "a" / "sub.moved-aside"
+    assert (aside / "s.txt").read_text() == "work in the submodule\n"
+    assert (aside / ".git").read_text() == f"gitdir: {tmp_path / 'nowhere'}\n"
+    ok(run_next(r, path))  # run twice: an empty (unpopulated) directory is left as it is
+    assert sorted(os.listdir(path / "a")) == ["sub", "sub.moved-aside"]
+    st = repo.jlane("status")
+    assert st.rc == 0, st.stdout + st.stderr
+    assert repo.jlane("land", "alpha").code == "lane_dirty"
 
 
 def test_stale_lane_and_no_sync_in_progress(gated: Repo) -> None:

@@ -8,13 +8,16 @@ and must still tell a submodule's changes (never read as clean)."""
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import TAKEN, Repo, earlier_kept, git, take_name
-from enginehelp import add_submodule
+from enginehelp import lane_with_submodule
 
+from guard import git as glgit
 from guard import sandbox
+from guard.errors import Refusal, join_next
 
 ATTACK = """
 [filter "evil"]
@@ -39,15 +42,7 @@ ATTACK = """
 def sub_lane(repo: Repo, tmp_path: Path) -> tuple[Repo, Path, Path]:
     """main records submodule `sub`; lane alpha has it populated and one commit to land.
     Returns (repo, lane path, the submodule's git dir in the lane's admin dir)."""
-    add_submodule(repo, tmp_path)
-    assert repo.lane("install").rc == 0
-    repo.config("gate_command", "true")
-    path = repo.create("alpha")
-    git(path, "submodule", "update", "--init", "-q")
-    repo.commit(path, "alpha.txt", "alpha\n")
-    admin = Path(git(path, "rev-parse", "--path-format=absolute", "--git-dir").stdout.strip())
-    moddir = admin / "modules" / "sub"
-    assert (moddir / "config").is_file()
+    path, moddir = lane_with_submodule(repo, tmp_path)
     return repo, path, moddir
 
 
@@ -255,8 +250,9 @@ def test_unreadable_submodule_git_dir_is_refused_not_clean(
     sub_lane: tuple[Repo, Path, Path], tmp_path: Path, gitlane_on_path: Path, kind: str | None
 ) -> None:
     """A submodule whose `.git` names no git dir (or whose HEAD names no readable commit)
-    cannot be looked at without git inside it: refused, and the `next` (move it aside,
-    nothing deleted, never onto an earlier backup) recovers."""
+    cannot be looked at without git inside it: refused, and the `next` (repair sets it
+    aside, nothing deleted, never onto an earlier backup), run from where it was printed,
+    recovers."""
     repo, path, _moddir = sub_lane
     (path / "sub" / "s.txt").write_text("work in the submodule\n")
     (path / "sub" / ".git").write_text(f"gitdir: {tmp_path / 'nowhere'}\n")
@@ -266,14 +262,93 @@ def test_unreadable_submodule_git_dir_is_refused_not_clean(
         r = repo.jlane(*args)
         assert r.rc == 1 and r.code == "submodule_unreadable", (args, r.stdout, r.stderr)
     j = r.json
+    assert j["next"] == ["git lane repair alpha --set-aside-submodule sub"], j
     for cmd in j["next"]:
-        assert os.system(cmd) == 0, cmd
+        done = subprocess.run(cmd, shell=True, cwd=repo.path, capture_output=True, text=True)
+        assert done.returncode == 0, (cmd, done.stdout, done.stderr)
     assert (aside / "s.txt").read_text() == "work in the submodule\n"
+    assert (path / "sub").is_dir() and os.listdir(path / "sub") == []  # unpopulated
     earlier_kept(backup, kind)
     st = repo.jlane("status")
     assert st.rc == 0, st.stdout + st.stderr
     [ln] = [x for x in st.json["lanes"] if x["key"] == "alpha"]
     assert ln["dirty"] and f"{aside.name}/s.txt" in ln["dirty_paths"], ln
+
+
+def test_set_aside_submodule_never_follows_a_link_the_lane_put_on_its_way(
+    repo: Repo, tmp_path: Path, gitlane_on_path: Path
+) -> None:
+    """submodule_unreadable for `a/sub`: its next was `mv -n -T -- LANE/a/sub
+    LANE/a/sub.moved-aside && mkdir LANE/a/sub`, and a process of the lane could swap `a`
+    for a link to a directory of the owner's between the refusal and the owner's run: the
+    owner renamed a directory of its own and made one there. The next is now `git lane
+    repair alpha --set-aside-submodule a/sub`, which reaches `a` from the lane's root
+    without following a link: refused keep_failed, the owner's directory as it was. A link
+    at `a/sub` itself, and a path that is no submodule of the lane, are refused too."""
+    path, _moddir = lane_with_submodule(repo, tmp_path, "a/sub")
+    (path / "a" / "sub" / ".git").write_text(f"gitdir: {tmp_path / 'nowhere'}\n")
+    r = repo.jlane("status")
+    assert (r.rc, r.code) == (1, "submodule_unreadable"), r.stdout + r.stderr
+    assert r.json["next"] == ["git lane repair alpha --set-aside-submodule a/sub"], r.json
+    owner = tmp_path / "owner-dir"  # the owner's, outside every lane
+    (owner / "sub").mkdir(parents=True)
+    (owner / "sub" / "own.txt").write_text("the owner's own\n")
+    os.rename(path / "a", tmp_path / "lane-a")  # the lane, before the owner runs the next
+    (path / "a").symlink_to(owner)
+    done = subprocess.run(
+        join_next(r.json["next"]), shell=True, cwd=repo.path, capture_output=True, text=True
+    )
+    assert sorted(os.listdir(owner)) == ["sub"], (
+        "the next of submodule_unreadable, run as written, renamed or made a directory in "
+        f"{owner} (outside the lane) through a link the lane put at a: {os.listdir(owner)}"
+    )
+    assert sorted(os.listdir(owner / "sub")) == ["own.txt"], os.listdir(owner / "sub")
+    assert done.returncode == 1 and "[keep_failed]" in done.stderr, done.stdout + done.stderr
+    # a link at the submodule's own name: refused, neither it nor what it names moved
+    (path / "a").unlink()
+    os.rename(tmp_path / "lane-a", path / "a")
+    os.rename(path / "a" / "sub", tmp_path / "lane-sub")
+    (path / "a" / "sub").symlink_to(owner / "sub")
+    j = repo.jlane("repair", "alpha", "--set-aside-submodule", "a/sub")
+    assert (j.rc, j.code) == (1, "keep_failed"), j.stdout + j.stderr
+    assert sorted(os.listdir(path / "a")) == ["sub"] and (path / "a" / "sub").is_symlink()
+    assert sorted(os.listdir(owner / "sub")) == ["own.txt"]
+    # a directory that is no submodule of the lane (no gitlink at or above it)
+    (path / "a" / "sub").unlink()
+    os.rename(tmp_path / "lane-sub", path / "a" / "sub")
+    for rel in ("a", "a/subx", "../alpha/a/sub", "a/sub/.git"):
+        j = repo.jlane("repair", "alpha", "--set-aside-submodule", rel)
+        assert (j.rc, j.code) == (1, "keep_failed"), (rel, j.stdout, j.stderr)
+    assert sorted(os.listdir(path / "a")) == ["sub"]
+    assert (path / "a" / "sub" / ".git").is_file()
+
+
+def test_submodule_unreadable_names_the_lane_from_its_record_never_through_a_link(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The next names the lane whose record this run read (pinned) and the submodule's path
+    from that lane's root, never resolved through a link the lane put in it (`a` naming
+    another lane); a path in no pinned lane gets `git lane status`, never a command that
+    acts on it by its path."""
+    monkeypatch.setattr(glgit, "_LANES", {})
+    monkeypatch.setattr(glgit, "_LANE_KEYS", {})
+    alpha, beta = tmp_path / "alpha", tmp_path / "beta"
+    (alpha / "s").mkdir(parents=True)
+    (alpha / "s" / ".git").write_text("no gitdir line\n")
+    (beta / "sub").mkdir(parents=True)
+    (alpha / "a").symlink_to(beta)
+    glgit.pin_lane(alpha, str(tmp_path / "admin-a"), str(tmp_path), "alpha")
+    glgit.pin_lane(beta, str(tmp_path / "admin-b"), str(tmp_path), "beta")
+    assert glgit.lane_of(alpha / "a" / "sub") == ("alpha", "a/sub")
+    assert glgit.lane_of(beta / "sub") == ("beta", "sub")
+    assert glgit.lane_of(tmp_path / "elsewhere" / "sub") is None
+    with pytest.raises(Refusal) as known:
+        glgit.submodule_git_dir(str(alpha / "s"))
+    assert known.value.next == ["git lane repair alpha --set-aside-submodule s"]
+    monkeypatch.setattr(glgit, "_LANE_KEYS", {})
+    with pytest.raises(Refusal) as unknown:
+        glgit.submodule_git_dir(str(alpha / "s"))
+    assert (unknown.value.code, unknown.value.next) == ("submodule_unreadable", ["git lane status"])
 
 
 def test_sync_conflict_and_continue_never_run_submodule_config(

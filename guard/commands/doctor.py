@@ -967,6 +967,21 @@ def check_lanes(repo: Repo) -> list[Check]:
                     "git lane reconcile",
                 )
             )
+        if wt is not None and wt.branch not in (None, f"refs/heads/{rec.branch}"):
+            # what sync and land refuse (lane_branch_mismatch): named here too, with their
+            # next; a detached HEAD is left to them (a rebase in progress has one)
+            from guard.lane import branch_mismatch_refusal
+
+            ref = branch_mismatch_refusal(repo, rec.key, rec.path, rec.branch, wt.branch)
+            out.append(
+                finding(
+                    f"lane {rec.key}",
+                    WARN,
+                    f"its worktree has {wt.branch} checked out, not {rec.branch}; sync and land "
+                    "refuse it (lane_branch_mismatch)",
+                    " && ".join(ref.next),
+                )
+            )
     if not out:
         out.append(
             finding(

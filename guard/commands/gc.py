@@ -302,16 +302,20 @@ def _prune_lists(repo: Repo) -> list[str]:
 
 
 def _archives(repo: Repo) -> list[dict[str, object]]:
-    """The archives release's `next` made in kept/ (ignored files of released lanes):
-    user data, listed with their size for the owner to look at, never removed here."""
+    """Everything in kept/ but gc's own name lists: the archives release's `next` made
+    (ignored files of released lanes), the git dirs a release copied out of a worktree,
+    the files the oversize check and restore-main moved there. User data, listed with
+    their size (`du -s -B1`) for the owner to look at and remove by hand; never removed
+    here, and nothing else ever cleans kept/."""
     out: list[dict[str, object]] = []
     try:
         entries = list(os.scandir(repo.store.dir / "kept"))
     except OSError:
         return out
     for e in entries:
-        if e.name.endswith(".tar") and e.is_file(follow_symlinks=False):
-            out.append({"path": e.path, "bytes": e.stat(follow_symlinks=False).st_size})
+        if e.name.endswith(".list") and e.is_file(follow_symlinks=False):
+            continue  # an archive name list: gc's own (pruned above once dead)
+        out.append({"path": e.path, "bytes": disk_usage(e.path)})
     return sorted(out, key=lambda a: str(a["path"]))
 
 

@@ -36,12 +36,16 @@ def run(
     keep: tuple[str, ...] = (),
     into: str | None = None,
     ignore: tuple[str, ...] = (),
+    set_aside: tuple[str, ...] = (),
 ) -> RepairResult:
     """`move_aside`: a directory at the lane's `.git` (a repository of its own) is renamed
     aside (kept) and the pointer written in its place; without it, refused. `keep`: paths
     of the lane's worktree moved into kept/`into` first (recovery.keep_paths), as the
     nexts of ignored_in_the_way and lane_index_unsafe name them. `ignore`: lines appended to
-    the lane's top .gitignore (recovery.add_ignores), as lane_changed_during_gate names them."""
+    the lane's top .gitignore (recovery.add_ignores), as lane_changed_during_gate names them.
+    `set_aside`: submodules of the lane's worktree renamed aside and left unpopulated
+    (recovery.set_aside_submodules), last, once its pointers and worktree are back, as
+    submodule_unreadable names them."""
     lane.forbid_worker("repair", f"git lane repair {key}")
     lane.check_key(key)
     changes: list[dict[str, Any]] = []
@@ -82,6 +86,8 @@ def run(
         if wt is None or not wt.exists:
             changes.extend(recovery.restore_worktree(repo, rec))
         changes.extend(recovery.repair_pointers(repo, rec))  # a worktree just checked out
+        if set_aside:
+            changes.extend(recovery.set_aside_submodules(repo, rec, list(set_aside)))
         lane.write_repo_marker(repo, rec.path)
         if lane.read_marker(rec.path) != rec.key:
             lane.write_marker(repo, rec.path, rec.key)  # the hooks tell a lane by it
@@ -97,6 +103,12 @@ def run(
         f"kept as {c['ref'].removeprefix('refs/heads/')}"
         for c in changes
         if c["action"] == "moved_value_kept"
+    ]
+    warnings += [
+        f"submodule {git.shown(c['path'])} was set aside as {git.shown(c['to'])}, but something "
+        "the lane made since is at its path (left as it is)"
+        for c in changes
+        if c["action"] == "submodule_set_aside" and "left" in c
     ]
     return {
         "ok": True,
