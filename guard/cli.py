@@ -30,6 +30,14 @@ class Ctx:
     def repo(self) -> Repo:
         if self._repo is None:
             repo = Repo.discover(self.directory)
+            # before any git reads a ref: each would wait on a FIFO at packed-refs for
+            # ever. doctor names it (reading no ref), restore-main moves it into kept/
+            if self.command not in ("doctor", "restore-main"):
+                found = repo.packed_refs_blocks()
+                if found is not None:
+                    from guard import lane
+
+                    raise lane.packed_refs_refusal(repo, found)
             self._set_aside(repo)
             self._repo = repo
             from guard import lane  # roles: a lane owner's descendants are its workers

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Repo, git
-from enginehelp import events, link_on_mains_way
+from conftest import Repo, git, lane
+from enginehelp import events, fifo_packed_refs, link_on_mains_way
 from hookfix import assert_ok, grepo, install, make_lane, run, sha
 
 from guard import config, render
@@ -245,6 +245,26 @@ def test_a_link_on_mains_way_fails_and_its_fix_makes_main_plain(hub: Repo, shape
     assert not (hub.common_dir / linked).is_symlink()
     (kept,) = (hub.state_dir / "kept").glob(f"{linked.replace('/', '-')}.*")
     assert os.path.islink(kept) or any(p.is_symlink() for p in kept.rglob("*")), kept
+
+
+@pytest.mark.parametrize("link", [False, True], ids=["fifo", "link-to-fifo"])
+def test_a_fifo_at_packed_refs_is_named_and_its_fix_keeps_it(hub: Repo, link: bool) -> None:
+    """`packed-refs` a FIFO (or a link to one; only a process outside the sandbox can make
+    one): every git that reads a ref waits on it for ever, and doctor hung in its first
+    check. It fails `main` at once, naming it, before any git runs; its fix, run as
+    written, keeps it in kept/ (never opened) and main is ok again."""
+    hub.create("alpha")
+    with fifo_packed_refs(hub, link) as packed:
+        r = lane("--json", "doctor", cwd=hub.path, timeout=30)  # a hang fails here
+        assert (r.rc, r.code) == (1, "doctor_failed"), r.stdout + r.stderr
+        (c,) = r.json["checks"]
+        assert c["name"] == "main" and c["status"] == "fail", c
+        assert "packed-refs is" in c["message"] and "for ever" in c["message"], c
+        assert c["fix"] == "git lane restore-main"
+        fixed = subprocess.run(c["fix"], shell=True, cwd=hub.path, capture_output=True, timeout=30)
+        assert fixed.returncode == 0, fixed
+        assert not os.path.lexists(packed)
+        assert checks(hub)["main"]["status"] == "ok"
 
 
 def test_a_look_at_mains_way_that_fails_refuses(hub: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
