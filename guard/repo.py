@@ -209,6 +209,14 @@ def _admin_blocked(lane_dir: str) -> str | None:
     return None
 
 
+def packed_refs_words(found: Foreign) -> str:
+    """What Repo.packed_refs_blocks found, and why no git may read a ref while it is there."""
+    what = found.words() + (", and that is no regular file" if found.text is not None else "")
+    return (
+        f"{what}: every git that reads a ref opens it, and waits there for ever (a FIFO) or fails"
+    )
+
+
 def _blocked(lane_dir: str, common: str, what: str) -> Refusal:
     root = _root(common)
     return Refusal(
@@ -489,6 +497,32 @@ class Repo:
         if refused:
             raise self._unseen(refused[0], PermissionError(errno.EACCES, "Permission denied"))
         return None
+
+    def packed_refs_blocks(self) -> Foreign | None:
+        """`<common>/packed-refs` (Foreign, as foreign_main_link names it) when git cannot
+        read it as a file: no regular file (a FIFO, a socket, a device, a directory), or a
+        link to one. Every git that reads a ref opens it, and that open(2) waits for ever
+        on a FIFO (only a process outside the sandbox can make one there). None for a
+        regular file, a link to one, a link git cannot follow (its open fails, it never
+        waits), or nothing there. Looked at with lstat and stat only, never opened; an
+        lstat that fails otherwise than at a missing name refuses (main_not_plain)."""
+        packed = self._lstat_at("packed-refs")
+        if packed is None or stat.S_ISREG(packed.st_mode):
+            return None
+        try:
+            main = f"refs/heads/{self.owner_config.get('main_branch') or 'main'}"
+        except Refusal:
+            main = "refs/heads/main"  # (an unreadable config is said by what reads it)
+        if not stat.S_ISLNK(packed.st_mode):
+            return Foreign("packed-refs", None, main)
+        path = os.path.join(self.common_dir, "packed-refs")
+        try:
+            if stat.S_ISREG(os.stat(path).st_mode):
+                return None
+            text = os.readlink(path)
+        except OSError:
+            return None  # git's own open fails there too (a dangling link, a loop)
+        return Foreign("packed-refs", text, main)
 
     def _lstat_at(self, rel: str) -> os.stat_result | None:
         """lstat of `rel` (one name) in the common dir; None when nothing is there."""

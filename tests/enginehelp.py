@@ -3,13 +3,17 @@ reading git state and the state store exactly as a user would, never through gua
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import stat
 import shlex
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -285,3 +289,47 @@ def hard_link_planted(hub: Repo, shape: str) -> tuple[str, Path, Path]:
     assert shape == "loose_main", shape
     os.link(heads / "main", heads / "lane" / "zz")
     return "refs/heads/main", heads / "lane" / "zz", lane
+
+
+@contextlib.contextmanager
+def fifo_packed_refs(repo: Repo, link: bool = False) -> Iterator[Path]:
+    """`<common>/packed-refs` made a FIFO (or, `link`, a link to one in the common dir) by a
+    process outside every sandbox: every git that reads a ref waits on its open(2) for
+    ever. Yields packed-refs' path. On exit every process still waiting on the FIFO,
+    wherever it was moved (kept/), is let go (a writer opens and closes it: they read an
+    empty file), so a command that hung leaves no git behind."""
+    common = repo.common_dir
+    packed = common / "packed-refs"
+    fifo = common / "packed-refs.fifo" if link else packed
+    if packed.exists():
+        packed.unlink()
+    os.mkfifo(fifo)
+    ino = os.stat(fifo).st_ino
+    if link:
+        packed.symlink_to(fifo.name)
+    try:
+        yield packed
+    finally:
+        found = [p for p in (fifo, *repo.state_dir.glob("kept/*")) if _is_fifo(p, ino)]
+        for _ in range(50):
+            let_go = False
+            for p in found:
+                try:
+                    os.close(os.open(p, os.O_WRONLY | os.O_NONBLOCK))
+                    let_go = True
+                except OSError as exc:
+                    assert exc.errno == errno.ENXIO, exc  # ENXIO: nobody waits on it
+            if not let_go:
+                break
+            time.sleep(0.1)
+        for p in (packed, fifo):
+            if p.is_symlink() or _is_fifo(p, ino):
+                p.unlink()
+
+
+def _is_fifo(p: Path, ino: int) -> bool:
+    try:
+        st = os.lstat(p)
+    except OSError:
+        return False
+    return stat.S_ISFIFO(st.st_mode) and st.st_ino == ino

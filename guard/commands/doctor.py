@@ -19,7 +19,7 @@ from guard.commands import install as hookinstall
 from guard.commands import restore_main
 from guard.errors import GitError, Refusal, join_next
 from guard.git import q
-from guard.repo import Foreign, Repo
+from guard.repo import Foreign, Repo, packed_refs_words
 from guard.results import Check, DoctorResult
 from guard.store import read_regular
 from guard.store import LaneRecord
@@ -1213,13 +1213,20 @@ def check_oversized(repo: Repo) -> list[Check]:
         ]
     fix = oversize.restores(repo, moved)
     kept = ", ".join(f"{d['file']} ({d['size']} bytes) to {d['kept']}" for d in moved[:5])
+    bulk = (
+        f", or made more of them than {oversize.STRAY_MAX} entries and "
+        f"{oversize.STRAY_LOG_MAX} bytes in all beside the lanes' own branches and HEAD "
+        "reflogs (git gc reads every reflog)"
+        if any(d.get("bulk") for d in moved)
+        else ""
+    )
     return [
         finding(
             "oversized",
             FAIL if fix else WARN,
             f"moved {kept}{' ...' if len(moved) > 5 else ''}: a lane grew them past any size "
-            f"git writes (a ref {oversize.REF_MAX} bytes, a reflog {oversize.LOG_MAX}), and "
-            "every git would have read them whole"
+            f"git writes (a ref {oversize.REF_MAX} bytes, a reflog {oversize.LOG_MAX}){bulk}, "
+            "and every git would have read them whole"
             + ("; a lane lost its branch or HEAD with it" if fix else "; nothing to put back"),
             join_next(fix) or None,
         )
@@ -1248,7 +1255,29 @@ CHECKS: tuple[Callable[[Repo], list[Check]], ...] = (
 )
 
 
+def _blocking_packed_refs(repo: Repo) -> Check | None:
+    """`packed-refs` no file git can read (Repo.packed_refs_blocks: a FIFO, a directory, a
+    link to one), looked at before anything else: every check below runs a git that
+    reads a ref, which would wait on a FIFO for ever. Named alone, with restore-main
+    (which keeps it in kept/, never opened, and puts main back) as its fix."""
+    try:
+        found = repo.packed_refs_blocks()
+    except Refusal as r:
+        return finding("main", FAIL, f"[{r.code}] {r.message}", join_next(r.next) or None)
+    if found is None:
+        return None
+    return finding(
+        "main",
+        FAIL,
+        f"{packed_refs_words(found)}, so no other check was made (each runs such a git)",
+        "git lane restore-main",
+    )
+
+
 def run(repo: Repo) -> DoctorResult:
+    blocked = _blocking_packed_refs(repo)
+    if blocked is not None:
+        return {"ok": False, "code": "doctor_failed", "checks": [blocked]}
     checks: list[Check] = []
     for fn in CHECKS:
         name = fn.__name__.removeprefix("check_")

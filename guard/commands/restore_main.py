@@ -17,10 +17,11 @@ lets it through; refused to workers."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from guard import dirfd, git, landed, landing, lane, lock
 from guard.errors import GitError, Refusal
-from guard.repo import Foreign, Repo
+from guard.repo import Foreign, Repo, packed_refs_words
 from guard.results import RestoreMainResult
 
 LOCK_LABEL = "(restore-main)"  # the lock record's lane field: no lane is being landed
@@ -28,6 +29,25 @@ LOCK_LABEL = "(restore-main)"  # the lock record's lane field: no lane is being 
 
 def run(repo: Repo) -> RestoreMainResult:
     lane.forbid_worker("restore-main")
+    # before any git reads a ref (each would wait on a FIFO there for ever)
+    aside = keep_blocking_packed_refs(repo)
+    try:
+        res = _run(repo)
+    except Refusal as r:
+        if aside is not None:  # said with the refusal too: it was moved all the same
+            r.message += f" (packed-refs, no file git could read, was kept at {aside} first)"
+            r.details["packed_refs_kept"] = aside
+        raise
+    if aside is not None:
+        res["warnings"].insert(
+            0,
+            f"packed-refs was no file git could read (a FIFO, a directory, a link to one: "
+            f"every git waited on it or failed): it is kept at {aside}",
+        )
+    return res
+
+
+def _run(repo: Repo) -> RestoreMainResult:
     try:
         main_ref = repo.main_ref
     except Refusal as none:
@@ -315,19 +335,9 @@ def _set_aside(repo: Repo, main_ref: str, foreign: str | None = None) -> str | N
             return None
         if not repo.broken_ref_file(main_ref):
             return None
-    parent, _, name = (foreign or main_ref).rpartition("/")
-    kept = repo.kept_dir((foreign or main_ref).replace("/", "-"))
     common = os.fspath(repo.common_dir)
     try:
-        sfd, _ = dirfd.walk(common, parent)
-        try:
-            kfd, _ = dirfd.walk(common, os.path.relpath(kept.parent, common), create=True)
-            try:
-                os.rename(name, kept.name, src_dir_fd=sfd, dst_dir_fd=kfd)
-            finally:
-                os.close(kfd)
-        finally:
-            os.close(sfd)
+        kept = _into_kept(repo, foreign or main_ref)
     except OSError as exc:
         at = foreign or main_ref
         _, moves = repo.kept_moves(at.replace("/", "-"), common, [at])
@@ -341,6 +351,52 @@ def _set_aside(repo: Repo, main_ref: str, foreign: str | None = None) -> str | N
             details={"file": os.path.join(common, at), "error": str(exc)},
         ) from None
     repo.store.event("restore_main_kept", code="kept", file=foreign or main_ref, kept=str(kept))
+    return str(kept)
+
+
+def _into_kept(repo: Repo, rel: str) -> Path:
+    """Move the entry `rel` of the common dir into a new name of git-lane's kept/ (where it
+    is now): one rename through directory fds, a link moved itself (never followed), a
+    FIFO never opened. OSError when it cannot be."""
+    parent, _, name = rel.rpartition("/")
+    kept = repo.kept_dir(rel.replace("/", "-"))
+    common = os.fspath(repo.common_dir)
+    sfd, _ = dirfd.walk(common, parent)
+    try:
+        kfd, _ = dirfd.walk(common, os.path.relpath(kept.parent, common), create=True)
+        try:
+            os.rename(name, kept.name, src_dir_fd=sfd, dst_dir_fd=kfd)
+        finally:
+            os.close(kfd)
+    finally:
+        os.close(sfd)
+    return kept
+
+
+def keep_blocking_packed_refs(repo: Repo) -> str | None:
+    """A `packed-refs` git cannot read as a file (Repo.packed_refs_blocks: a FIFO every
+    git would wait on for ever, a directory, a link to one) moved into kept/ (never
+    opened, never deleted) before any git reads a ref: where it is now, None when
+    packed-refs is no such thing. It holds no ref git could read; what git reads then
+    is the loose refs, and main is put back as for a main deleted. Refused
+    (main_not_plain), naming the `mv` that keeps it, when it cannot be moved."""
+    found = repo.packed_refs_blocks()
+    if found is None:
+        return None
+    common = os.fspath(repo.common_dir)
+    try:
+        kept = _into_kept(repo, found.path)
+    except OSError as exc:
+        _, moves = repo.kept_moves(found.path, common, [found.path])
+        raise Refusal(
+            "main_not_plain",
+            f"{packed_refs_words(found)}, and it could not be moved into kept/ "
+            f"({exc.strerror or exc}): the next moves it there (kept, not deleted), then "
+            "puts main back",
+            next=[*moves, "git lane restore-main"],
+            details={"ref": found.path, "link": found.text, "error": str(exc)},
+        ) from None
+    repo.store.event("restore_main_kept", code="kept", file=found.path, kept=str(kept))
     return str(kept)
 
 
