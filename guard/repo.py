@@ -435,7 +435,8 @@ class Repo:
         (one under refs/heads/lane/, a file of a lane's admin dir: both granted to a
         sandboxed lane) changes it in place: main's loose file, packed-refs, and each
         file under refs/git-lane/ (the landed refs' loose files), found by st_nlink of
-        the lstat each already gets or of one lstat per file there. Main is the
+        the lstat each already gets or of one lstat per file there (the hooks do not
+        look: a write through another name is no ref transaction, so none runs). Main is the
         configured name, else main, else master
         (as the hooks read it, gl_init: master only while main has no loose ref and git
         lists none). Looked at through directory fds, never through a link; a look that
