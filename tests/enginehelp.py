@@ -255,6 +255,42 @@ def link_on_mains_way(hub: Repo, shape: str, tip: str) -> tuple[str, Path]:
     return "refs/heads/main", admin / "packed-refs"
 
 
+def hard_link_planted(hub: Repo, shape: str) -> tuple[str, Path, Path]:
+    """Red team 15B F3, made by hand (outside every layer): lane alpha (one commit ahead,
+    landed first for `landed`), then a protected ref file given a second name that a
+    sandboxed lane may write. `loose_main`: refs/heads/lane/zz for main's loose file;
+    `packed_refs`: main packed, refs/heads/lane/yy for packed-refs; `admin_head`: alpha's
+    admin HEAD for main's loose file (the lane then detached at main); `landed`:
+    refs/heads/lane/ww for land 1's loose landed ref. Returns (the ref git reads through
+    the linked file, the second name, the lane)."""
+    common = hub.common_dir
+    heads = common / "refs" / "heads"
+    lane = hub.create("alpha")
+    hub.commit(lane, "x.txt", "x\n")
+    if shape == "landed":
+        r = hub.jlane("land", "alpha")
+        assert (r.rc, r.code) == (0, "landed"), r.stdout
+        ref = "refs/git-lane/landed/0000000001"
+        assert (common / ref).is_file()
+        os.link(common / ref, heads / "lane" / "ww")
+        return ref, heads / "lane" / "ww", lane
+    if shape == "packed_refs":
+        hub.git("pack-refs", "--all")
+        assert not (heads / "main").exists()
+        (heads / "lane").mkdir(parents=True, exist_ok=True)
+        os.link(common / "packed-refs", heads / "lane" / "yy")
+        return "refs/heads/main", heads / "lane" / "yy", lane
+    if shape == "admin_head":
+        git(lane, "switch", "-q", "--detach", "main")
+        admin = Path(git(lane, "rev-parse", "--absolute-git-dir").stdout.strip())
+        (admin / "HEAD").unlink()
+        os.link(heads / "main", admin / "HEAD")
+        return "refs/heads/main", admin / "HEAD", lane
+    assert shape == "loose_main", shape
+    os.link(heads / "main", heads / "lane" / "zz")
+    return "refs/heads/main", heads / "lane" / "zz", lane
+
+
 @contextlib.contextmanager
 def fifo_packed_refs(repo: Repo, link: bool = False) -> Iterator[Path]:
     """`<common>/packed-refs` made a FIFO (or, `link`, a link to one in the common dir) by a

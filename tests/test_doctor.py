@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 from conftest import Repo, git, lane
-from enginehelp import events, fifo_packed_refs, link_on_mains_way
+from enginehelp import events, fifo_packed_refs, hard_link_planted, link_on_mains_way
 from hookfix import assert_ok, grepo, install, make_lane, run, sha
 
-from guard import config, render
+from guard import config, landed, render
 from guard.commands import doctor
 from guard.commands import install as hookinstall
 from guard.errors import Refusal
@@ -245,6 +245,46 @@ def test_a_link_on_mains_way_fails_and_its_fix_makes_main_plain(hub: Repo, shape
     assert not (hub.common_dir / linked).is_symlink()
     (kept,) = (hub.state_dir / "kept").glob(f"{linked.replace('/', '-')}.*")
     assert os.path.islink(kept) or any(p.is_symlink() for p in kept.rglob("*")), kept
+
+
+@pytest.mark.parametrize("shape", ["loose_main", "packed_refs", "admin_head", "landed"])
+def test_a_protected_ref_file_with_a_second_name_fails_and_its_fix_gives_it_its_own(
+    hub: Repo, shape: str
+) -> None:
+    """Red team 15B F3: main's loose file (or packed-refs, or a landed ref's loose file)
+    hard-linked beforehand at a name a sandboxed lane may write: doctor said ok. It fails
+    `main` now; its fix, restore-main, gives the file an inode of its own at the same
+    content and leaves the second name's file as it was."""
+    ref, planted, _ = hard_link_planted(hub, shape)
+    before = hub.sha(ref)
+    held = planted.read_bytes()
+    c = checks(hub)["main"]
+    assert c["status"] == "fail" and "hard link" in c["message"], c
+    assert c["fix"] == "git lane restore-main"
+    run_fix(hub, c["fix"])
+    assert checks(hub)["main"]["status"] == "ok"
+    assert hub.sha(ref) == before and planted.read_bytes() == held
+    assert planted.stat().st_nlink == 1
+
+
+def test_a_hard_linked_main_with_no_landed_tip_has_a_fix_by_hand(
+    hub: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With nothing to go back to (no land, no baseline: restore-main refuses
+    no_landed_tip) doctor's fix for a hard-linked main copies it into a new kept/
+    directory and renames the copy over it, as written: main at the same commit, the
+    second name's file as it was."""
+    _, other, _ = hard_link_planted(hub, "loose_main")
+    main = hub.common_dir / "refs" / "heads" / "main"
+    before = hub.sha()
+    monkeypatch.setattr(landed, "last", lambda *a, **k: None)
+    c = checks(hub)["main"]
+    assert c["status"] == "fail" and "hard link" in c["message"], c
+    assert "restore-main" not in c["fix"], c
+    run_fix(hub, c["fix"])
+    assert checks(hub)["main"]["status"] == "ok"
+    assert hub.sha() == before and other.read_text() == main.read_text()
+    assert main.stat().st_nlink == 1 and other.stat().st_nlink == 1
 
 
 @pytest.mark.parametrize("link", [False, True], ids=["fifo", "link-to-fifo"])

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 from conftest import Repo, git, lane
-from enginehelp import fifo_packed_refs
-from hookfix import assert_ok, commit_file, install, run, sha
+from enginehelp import fifo_packed_refs, hard_link_planted
+from guard.errors import Refusal
+from hookfix import assert_ok, commit_file, grepo, install, run, sha
 
 LANDED = "refs/git-lane/landed/"
 
@@ -860,6 +861,69 @@ def test_no_land_through_a_link_at_main_that_git_reads_through(hub: Repo) -> Non
     r = hub.jlane("land", "alpha")
     assert (r.rc, r.code) == (0, "landed"), r.stdout
     assert not link.is_symlink()
+
+
+@pytest.mark.parametrize("shape", ["loose_main", "packed_refs", "landed"])
+def test_no_land_while_a_protected_ref_file_has_a_second_name_in_the_lane_namespace(
+    hub: Repo, shape: str
+) -> None:
+    """Red team 15B F3: main's loose file, packed-refs (main packed) or land 1's loose
+    landed ref hard-linked at a name under refs/heads/lane/ (made by hand): whoever may
+    write that name (any lane) rewrites it in place. A packed-refs link outlived
+    restore-main (a loose main only shadows its line) and let the lane rewrite packed
+    landed refs and tags. Land refuses main_not_plain, its next restore-main, which gives
+    every such file an inode of its own (the lane's name keeps the old file); then it
+    lands, and a write through the lane's name changes nothing of git-lane's."""
+    ref, planted, lane_path = hard_link_planted(hub, shape)
+    before = hub.sha(ref)
+    held = planted.read_bytes()
+    hub.commit(lane_path, "y.txt", "y\n")
+    r = hub.jlane("land", "alpha")
+    assert (r.rc, r.code) == (1, "main_not_plain"), r.stdout
+    assert r.json["next"][0].startswith("git lane restore-main")
+    assert hub.sha(ref) == before
+    fixed = hub.jlane("restore-main")
+    assert fixed.rc == 0, fixed.stdout
+    assert any("hard link" in w for w in fixed.json["warnings"]), fixed.stdout
+    assert planted.read_bytes() == held and planted.stat().st_nlink == 1
+    for name in (ref, "packed-refs"):
+        p = hub.common_dir / name
+        assert not p.exists() or p.stat().st_nlink == 1, name
+    r = hub.jlane("land", "alpha")
+    assert (r.rc, r.code) == (0, "landed"), r.stdout
+    main, landed = hub.sha(), landed_refs(hub)
+    planted.write_text("0" * 39 + "1\n")
+    assert (hub.sha(), landed_refs(hub)) == (main, landed)
+
+
+def test_restore_main_never_forces_git_s_lock_nor_loops_on_a_link_made_again(
+    hub: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """restore-main gives a hard-linked main its own inode through git's own
+    `refs/heads/main.lock` (O_EXCL): while git holds it, restore-main changes nothing
+    there and refuses main_update_failed, its next run as written once the lock is gone;
+    a link that is back at once after the new file (something racing it) is refused
+    main_not_plain, never looped on."""
+    from guard.commands import restore_main
+
+    _, other, _ = hard_link_planted(hub, "loose_main")
+    main = hub.common_dir / "refs" / "heads" / "main"
+    lock = main.with_name("main.lock")
+    lock.write_text("git's\n")
+    r = hub.jlane("restore-main")
+    assert (r.rc, r.code) == (1, "main_update_failed"), r.stdout
+    assert lock.read_text() == "git's\n" and main.stat().st_nlink == 2
+    lock.unlink()
+    way = subprocess.run(" && ".join(r.json["next"]), shell=True, cwd=hub.path,
+                         capture_output=True, text=True)  # fmt: skip
+    assert way.returncode == 0, (r.json["next"], way.stdout, way.stderr)
+    assert main.stat().st_nlink == 1 and other.read_text() == main.read_text()
+    os.unlink(other)
+    os.link(main, other)
+    monkeypatch.setattr(restore_main, "own_file", lambda repo, rel: None)  # linked again
+    with pytest.raises(Refusal) as refused:
+        restore_main.run(grepo(hub))
+    assert refused.value.code == "main_not_plain" and "linked again" in refused.value.message
 
 
 # every command but doctor (names it) and restore-main (keeps it in kept/), as an owner

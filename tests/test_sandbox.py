@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from enginehelp import link_on_mains_way
+from enginehelp import hard_link_planted, link_on_mains_way
 from sandboxhelp import NEEDS_LANDLOCK
 from conftest import Repo, git, lane
 from test_exec_agent import FRESH, SCRIPT, _cases, _check
@@ -248,6 +248,39 @@ def test_exec_sandbox_refuses_to_start_while_main_is_read_through_a_link_on_its_
     assert hub.sha(main) == tip
     r = hub.lane("exec", "--sandbox", "alpha", "--", "touch", str(lane_path / "ran"))
     assert r.rc == 0 and (lane_path / "ran").exists(), r.stderr
+
+
+@pytest.mark.parametrize("shape", ["loose_main", "packed_refs", "admin_head", "landed"])
+def test_exec_sandbox_refuses_to_start_while_a_protected_ref_file_has_a_second_name(
+    hub: Repo, shape: str
+) -> None:
+    """Red team 15B F3: a hard link made beforehand, outside the sandbox, gives main's loose
+    file (or packed-refs, main packed, or a landed ref's loose file) a second name the
+    sandbox grants CMD: one under refs/heads/lane/, or the lane's own admin HEAD. `[ -L ]`
+    and foreign_main_link saw nothing, exec --sandbox started, and CMD's in-place write of
+    that name moved main (or the landed ref) with no ref transaction. exec refuses
+    main_not_plain, nothing run; restore-main gives the protected file an inode of its
+    own (the second name keeps the old file, content and all); then CMD runs, and its
+    write moves nothing of git-lane's."""
+    ref, planted, lane_path = hard_link_planted(hub, shape)
+    before = hub.sha(ref)
+    assert before is not None
+    held = planted.read_bytes()
+    evil = git(hub.path, "commit-tree", "-p", before, "-m", "evil", f"{before}^{{tree}}").stdout
+    line = f"{evil.strip()} refs/heads/main" if shape == "packed_refs" else evil.strip()
+    ran = lane_path / "attempted"
+    cmd = f"printf '%s\\n' {shlex.quote(line)} > {shlex.quote(str(planted))}; touch {shlex.quote(str(ran))}"
+    r = hub.lane("exec", "--sandbox", "alpha", "--", "sh", "-c", cmd)
+    assert r.rc == 1 and "refused [main_not_plain]" in r.stderr, r.stderr
+    assert "Next: git lane restore-main && git lane exec --sandbox alpha -- sh -c " in r.stderr
+    assert not ran.exists() and hub.sha(ref) == before and planted.read_bytes() == held
+    fixed = hub.jlane("restore-main")
+    assert fixed.rc == 0, fixed.stdout
+    assert planted.read_bytes() == held and planted.stat().st_nlink == 1
+    assert hub.sha(ref) == before and hub.sha() is not None
+    r = hub.lane("exec", "--sandbox", "alpha", "--", "sh", "-c", cmd)
+    assert r.rc == 0 and ran.exists(), r.stderr
+    assert hub.sha(ref) == before, f"CMD moved {ref} through {planted}"
 
 
 def test_lane_work_works_inside(hub: Repo, tmp_path: Path) -> None:

@@ -117,6 +117,8 @@ def _foreign_main_link(repo: Repo, link: Foreign) -> Check:
     makes main a plain ref at the last landed tip; the others take a copy by hand first
     (restore_main.hand_moves). With nothing to go back to (no land, no baseline), the
     next keeps it and makes main plain where it reads now."""
+    if link.hard:
+        return _hard_linked(repo, link)
     # (packed-refs not read through: what it leads to may be a FIFO git would block on)
     sha = repo.ref_sha(link.ref) if link.path != "packed-refs" else None
     reads = f"it reads as {sha[:12]}" if sha else "it reads as no commit"
@@ -137,6 +139,36 @@ def _foreign_main_link(repo: Repo, link: Foreign) -> Check:
         "or a link to refs/..., at main itself). Whoever may write what it leads to (a lane may write "
         "its own admin dir) moves main with no ref transaction, so the hooks refuse "
         "every ref update and exec --sandbox refuses to start while it is there",
+        fix,
+    )
+
+
+def _hard_linked(repo: Repo, link: Foreign) -> Check:
+    """A protected ref file with more than one name (Foreign.hard, red team 15B F3): a
+    write through another name (a lane's ref, a file of its admin dir) changes it with no
+    ref transaction, and the hooks cannot see that. restore-main gives it (and every other
+    such file) a file of its own; with nothing to go back to (no land, no baseline), the
+    fix does the same by hand: a copy made in a new kept/ directory, renamed over it (the
+    other names keep the old file)."""
+    if landed.last(repo) is not None:
+        fix = "git lane restore-main"
+    else:
+        path = os.path.join(repo.common_dir, link.path)
+        copy = repo.kept_dir(link.path.replace("/", "-")) / os.path.basename(link.path)
+        fix = join_next(
+            [
+                f"mkdir -p -- {q(copy.parent)}",
+                f"cp -- {q(path)} {q(copy)}",
+                f"mv -f -T -- {q(copy)} {q(path)}",
+            ]
+        )
+    return finding(
+        "main",
+        FAIL,
+        f"{link.words()}: whoever may write one of its other names (a lane may write its "
+        "ref files under refs/heads/lane/ and its own admin dir) changes it with no ref "
+        "transaction, which no hook sees, so exec --sandbox refuses to start and land does "
+        "not start while it is there",
         fix,
     )
 

@@ -360,8 +360,20 @@ def _main_plain(repo: Repo, retry: str) -> None:
     own admin `HEAD`, its branch's loose ref, a file in the lane): CMD would then move
     main with no ref transaction, which no layer sees. Either was made by a process
     outside the sandbox (CMD may not write refs/heads/), so this look before CMD starts
-    holds for the whole run. doctor fails both; restore-main makes main plain again."""
+    holds for the whole run. doctor fails both; restore-main makes main plain again.
+    Likewise a hard link at main's loose file, packed-refs or a landed ref's file
+    (Foreign.hard): its other name may be one CMD may write, and CMD cannot make one
+    (Landlock refuses a link to a name with more rights than the file's: EXDEV)."""
     link = repo.foreign_main_link()
+    if link is not None and link.hard:
+        raise Refusal(
+            "main_not_plain",
+            f"{link.words()}: CMD may write one of its other names (a ref file under "
+            "refs/heads/lane/, a file of its admin dir) in place, with no ref transaction, "
+            "so the sandbox cannot keep main; nothing was run (git lane doctor fails it)",
+            next=["git lane restore-main", retry],
+            details={"ref": link.path, "link": None, "names": link.names},
+        )
     if link is not None:
         what = link.words()
         ref = link.path

@@ -931,12 +931,13 @@ def g5_main_as_landed(repo: Repo, main_before: str) -> None:
     (a reflog rewind, a branch copy, a commit with the hooks off), building on it would
     make that unreviewed state landed history; so the owner puts main back first. A main
     read through a link (Repo.foreign_main_link) is refused whatever it reads as: what the
-    link leads to may be written by anyone who may write that file (a gate, a lane)."""
+    link leads to may be written by anyone who may write that file (a gate, a lane); so
+    is a hard link at main's file, packed-refs or a landed ref's (Foreign.hard)."""
     link = repo.foreign_main_link()
     if link is not None:
         raise Refusal(
             "main_not_plain",
-            f"{link.words()}: whoever may write the file it leads to moves main with no ref "
+            f"{link.words()}: {link.writer} moves main with no ref "
             "transaction, so nothing lands until main is plain again",
             next=["git lane restore-main" + lane.OWNER_NOTE],
             details={"ref": link.path, "link": link.text},

@@ -95,6 +95,19 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
             details={"epoch": last.epoch, "landed": last.sha, "from": where},
         )
     link = repo.foreign_main_link()
+    unlinked: list[str] = []
+    while link is not None and link.hard:
+        if link.path in unlinked:  # linked again at once: someone is racing this
+            raise Refusal(
+                "main_not_plain",
+                f"{link.words()}, and it was linked again after restore-main gave it a file "
+                "of its own: something outside git-lane is linking it; nothing more was changed",
+                next=[f"ls -li -- {git.q(os.path.join(repo.common_dir, link.path))}"],
+                details={"ref": link.path, "link": None, "names": link.names},
+            )
+        own_file(repo, link.path)
+        unlinked.append(link.path)
+        link = repo.foreign_main_link()
     if link is not None and link.path != "packed-refs" and link.ref != main_ref:
         link = None  # (master's link while main is main: no main's)
     if link is not None and not movable(link):
@@ -122,11 +135,13 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
     }
     if target is None and cur.strip("0"):
         rel = landed.relation(repo, cur, last.sha)
-        if rel == "at" and kept is None:
+        if rel == "at" and kept is None and not unlinked:
             return _result(repo, "unchanged", main_ref, cur, last, None, ("not_hub", ""))
         if rel not in ("at", "behind"):
             raise moved_refusal(repo, main_ref, cur, last, rel, details)
-    if kept is None or cur != last.sha:  # (what lies beneath a file set aside: there already)
+    # (what lies beneath a file set aside: there already; a file given its own inode: as
+    # it was)
+    if cur != last.sha or (kept is None and (target is not None or not unlinked)):
         _update(repo, held, main_ref, cur, last, target, details)
     hub = repo.hub()
     if cur.strip("0") and kept is None:
@@ -145,6 +160,7 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
         epoch=last.epoch,
         symref=target,
         kept=kept,
+        unlinked=unlinked or None,
         hub=carried[0],
         hub_stderr=carried[1] or None,
     )
@@ -158,6 +174,12 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
         carried,
         hub.path if hub is not None else None,
     )
+    for path in unlinked:
+        res["warnings"].append(
+            f"{path} was a file with more than one name (a hard link, which git never makes): "
+            "it is a file of its own now, with the same content; the other names keep the "
+            "old file as it was"
+        )
     if kept is not None and link_text is not None:
         res["warnings"].append(
             f"{link.path if link is not None else main_ref} was a symbolic link to "
@@ -212,6 +234,55 @@ def _update(
                 else ["git lane doctor"],
                 details={**details, "now": now, "stderr": exc.stderr},
             ) from None
+
+
+def own_file(repo: Repo, rel: str) -> None:
+    """Give the file `rel` (relative to the common dir: main's loose ref, packed-refs, a
+    loose ref under refs/git-lane/) a file of its own, as git writes one: its content
+    read (a regular file, through directory fds, no link followed) into `rel.lock`, made
+    O_EXCL (git holds that name while it writes the file: never two writers), then
+    renamed over it. The new inode has one name; the old one is left to its other names,
+    content and all (never deleted, never written: what a lane's ref under
+    refs/heads/lane/ holds stays). Refused, naming the file, when that cannot be done."""
+    parent, _, name = rel.rpartition("/")
+    common = os.fspath(repo.common_dir)
+    lock_name = f"{name}.lock"
+    try:
+        dfd, _ = dirfd.walk(common, parent)
+        try:
+            data = dirfd.read(dfd, name)
+            fd = os.open(lock_name, _NEW, 0o666, dir_fd=dfd)  # ours from here on
+            try:
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view) :]
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                os.rename(lock_name, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            except BaseException:
+                try:
+                    os.unlink(lock_name, dir_fd=dfd)
+                except OSError:
+                    pass
+                raise
+        finally:
+            os.close(dfd)
+    except OSError as exc:
+        path = os.path.join(common, rel)
+        raise Refusal(
+            "main_update_failed",
+            f"{path} has more than one name (a hard link), and restore-main could not give "
+            f"it a file of its own ({exc.strerror or exc}; {lock_name} held: git is writing "
+            "it): nothing was changed there",
+            next=[f"ls -li -- {git.q(path)}", "git lane restore-main"],
+            details={"file": path, "error": str(exc)},
+        ) from None
+    repo.store.event("restore_main_unlinked", code="unlinked", file=rel)
+
+
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def movable(link: Foreign) -> bool:
