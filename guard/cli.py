@@ -30,6 +30,14 @@ class Ctx:
     def repo(self) -> Repo:
         if self._repo is None:
             repo = Repo.discover(self.directory)
+            # before any git reads a ref: each would wait on a FIFO at packed-refs for
+            # ever. doctor names it (reading no ref), restore-main moves it into kept/
+            if self.command not in ("doctor", "restore-main"):
+                found = repo.packed_refs_blocks()
+                if found is not None:
+                    from guard import lane
+
+                    raise lane.packed_refs_refusal(repo, found)
             self._set_aside(repo)
             self._repo = repo
             from guard import lane  # roles: a lane owner's descendants are its workers
@@ -42,17 +50,29 @@ class Ctx:
         that git reads whole, grown past any size git writes (a sparse 20 GB ref), goes
         into kept/ (guard/oversize.py); said on stderr (in the result's warnings with
         --json). One that cannot be moved: refused, git_file_oversized."""
-        from guard import oversize
+        from guard import modes, oversize
 
+        changed = modes.give_back(str(repo.common_dir), ["main", "master"])
+        try:
+            configured = repo.owner_config.get("main_branch")
+        except Exception:
+            configured = None  # unreadable: the command's own read of it says so
+        if isinstance(configured, str) and configured not in ("main", "master"):
+            changed += modes.give_back(str(repo.common_dir), [configured])
+        if changed:
+            repo.store.event("mode_restored", paths=[p for p, _ in changed])
+            self._warn(modes.note(changed))
         m = oversize.set_aside(repo)
         if m.failed:
             raise oversize.refusal(repo, m)
         if m.moved:
-            text = oversize.note(m, oversize.restores(repo, m.moved))
-            if self.json:
-                self.notes.append(text)
-            else:
-                sys.stderr.write(f"git-lane: warning: {text}\n")
+            self._warn(oversize.note(m, oversize.restores(repo, m.moved)))
+
+    def _warn(self, text: str) -> None:
+        if self.json:
+            self.notes.append(text)
+        else:
+            sys.stderr.write(f"git-lane: warning: {text}\n")
 
     def peek_repo(self) -> Repo | None:
         if self._repo is not None:

@@ -11,8 +11,8 @@ rebase is clean is predicted first with `git merge-tree --write-tree` of main an
 tip, which touches no worktree, index or ref: a lane that would conflict is never
 touched. A rebase replays commit by commit, so it can still stop where the merge of the
 two tips is clean (a change made and undone within the lane); then it is aborted at
-once, which puts the branch, index and worktree back as they were (rerere's cache and
-the lane's reflogs keep a note of it).
+once, which puts the branch, index and worktree back as they were (the lane's reflogs
+keep a note of it).
 
 A lane whose owner is alive is never rebased under it. The race (an exec starting
 between the check and the rebase) is closed by the registry lock: `git lane exec`

@@ -1343,6 +1343,51 @@ def _dirty(
     return submodule_changes(os.fspath(path), paths, links, gitlinks, pathspecs), entries
 
 
+StatView = dict[str, "tuple[int, int, int, int, int, int] | None"]
+
+
+def stat_view(path: str) -> StatView:
+    """The tracked files of the worktree at `path` whose stat no longer matches the index,
+    as `git diff-files` tells them (stat data only: no refresh, no content read, no
+    submodule entered), each with its lstat now (None: gone). Taken before and after an
+    in-lane gate: a file swapped and put back while the gate ran (a FIFO that fed the gate
+    other bytes, then the tip's bytes renamed back) reads as clean to `git status`, which
+    compares content, but it is a new file, or an old one with a new ctime, to this. The
+    lane's config may not loosen the compare (core.trustctime, core.checkStat)."""
+    res = run(
+        [
+            "-c",
+            "core.fsmonitor=false",
+            "-c",
+            "core.trustctime=true",
+            "-c",
+            "core.checkStat=default",
+            "diff-files",
+            "--name-only",
+            "-z",
+            "--ignore-submodules=all",
+        ],
+        path,
+        env={"GIT_OPTIONAL_LOCKS": "0"},
+    )
+    out: StatView = {}
+    for p in res.stdout.split("\0"):
+        if not p:
+            continue
+        try:
+            st = os.lstat(os.path.join(path, p))
+        except OSError:
+            out[p] = None
+            continue
+        out[p] = (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return out
+
+
+def rewritten(before: StatView, after: StatView) -> list[str]:
+    """The paths of `after` that were not so in `before`: changed files since."""
+    return sorted(p for p, st in after.items() if st is None or before.get(p, None) != st)
+
+
 def parse_status_v2_z(out: str) -> tuple[list[str], set[str]]:
     """The paths of `git status --porcelain=v2 -z` output (both sides of a rename), and
     which of them are submodules (their `S...` field)."""

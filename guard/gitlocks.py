@@ -12,7 +12,9 @@ own cwd and `-C` dirs). A git elsewhere can hold a lane's lock (`git branch -m` 
 rewrites the HEAD of every worktree on the branch), so the whole repository counts.
 Where /proc cannot tell, a lock is held. A lane's locks are acted on only when its admin
 dir is git's (a real directory directly under `<common>/worktrees/`, with its `gitdir`)
-and its pointers are intact; never anything outside it, never the hub's own locks.
+and its pointers are intact (those of its admin dir alone when its worktree was deleted
+by hand: release still refuses on them); never anything outside it, never the hub's own
+locks.
 
 The repository's `packed-refs.lock` (a `gc` or `pack-refs` killed with its git; git takes
 it for every ref delete) is judged as the branch's: release refuses lane_busy on it before
@@ -26,6 +28,7 @@ next."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import stat
@@ -308,23 +311,58 @@ def stale(repo: Repo, key: str, path: str, admin: Path | None) -> list[Path]:
     return out
 
 
-def _entries(path: str, env: dict[str, str] | None, tree: str | None) -> set[str] | None:
+def _reader(repo: Repo, path: str, admin: Path) -> tuple[str, dict[str, str], str | None]:
+    """(cwd, repository variables, the lane's own store) for the git that reads the lane's
+    index and HEAD: in its worktree, pinned (guard/git.py); or, the worktree gone by hand,
+    from the common dir with GIT_DIR and GIT_COMMON_DIR from trusted state (never the
+    admin dir's own `commondir`), the lane's store named (a sandboxed lane's commits may be
+    there only), no engine git while a lane's config.worktree would be read."""
+    if os.path.lexists(os.path.join(path, ".git")):
+        return path, {}, None
+    common = str(repo.common_dir)
+    git.check_no_worktree_config(common, str(admin / "config.worktree"))
+    store = admin / "objects"
+    own = str(store) if store.is_dir() and not store.is_symlink() else None
+    return common, {"GIT_DIR": str(admin), "GIT_COMMON_DIR": common}, own
+
+
+def _entries(
+    where: tuple[str, dict[str, str], str | None], env: dict[str, str] | None, tree: str | None
+) -> set[str] | None:
     """The stage-0 entries (mode, object, path) of an index file (`env` names it) or of
-    `tree`; None when git cannot read it, or (an index) it holds a conflict."""
+    `tree`; None when git cannot read it, or (an index) it holds a conflict. git runs as
+    `where` (_reader) says."""
+    cwd, base, store = where
+    pre = list(git.LANE_CONFIG) if base else []
+    # from the admin dir: what the lane wrote there (a FIFO in its store) never holds
+    # reconcile for ever (timed out: no answer, the lock is kept)
+    wait = git.lane_read_timeout() if base else None
+    with git.lane_objects(store) if store else contextlib.nullcontext():
+        if tree is not None:
+            res = git.run(
+                [*pre, "ls-tree", "-r", "-z", "--full-tree", tree],
+                cwd,
+                check=False,
+                env=base or None,
+                timeout=wait,
+            )
+        else:
+            res = git.run(
+                [*pre, "ls-files", "-s", "-z"],
+                cwd,
+                env={**base, **(env or {})},
+                check=False,
+                timeout=wait,
+            )
+    if not res.ok:
+        return None
+    out = set()
     if tree is not None:
-        res = git.run(["ls-tree", "-r", "-z", "--full-tree", tree], path, check=False)
-        if not res.ok:
-            return None
-        out = set()
         for e in res.z():
             meta, _, name = e.partition("\t")
             mode, _kind, sha = meta.split(" ")
             out.add(f"{mode} {sha}\t{name}")
         return out
-    res = git.run(["ls-files", "-s", "-z"], path, env=env, check=False)
-    if not res.ok:
-        return None
-    out = set()
     for e in res.z():
         meta, _, name = e.partition("\t")
         mode, sha, stage = meta.split(" ")
@@ -375,15 +413,16 @@ def _lift_index_lock(repo: Repo, key: str, path: str, lk: Path) -> dict[str, str
     cur = snap.with_name(f".{snap.name}.index")
     try:
         had_index = _snapshot(idx, cur)
-        lock_e = _entries(path, {"GIT_INDEX_FILE": str(snap)}, None)
-        index_e = _entries(path, {"GIT_INDEX_FILE": str(cur)}, None) if had_index else set()
+        where = _reader(repo, path, lk.parent)
+        lock_e = _entries(where, {"GIT_INDEX_FILE": str(snap)}, None)
+        index_e = _entries(where, {"GIT_INDEX_FILE": str(cur)}, None) if had_index else set()
         if lock_e is not None and lock_e == index_e:
             os.unlink(snap)
             os.unlink(lk)
             return {}
         out: dict[str, str] = {}
-        if lock_e is not None and lock_e == _entries(path, None, "HEAD"):
-            parent = _entries(path, None, "HEAD^") if had_index else set()
+        if lock_e is not None and lock_e == _entries(where, None, "HEAD"):
+            parent = _entries(where, None, "HEAD^") if had_index else set()
             if had_index and (index_e is None or index_e != parent):
                 kept = _kept_name(repo, key, "index")  # staged before it: kept
                 os.replace(cur, kept)

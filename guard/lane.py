@@ -12,7 +12,7 @@ from guard import dirfd, git, objects, policy, procs, recovery
 from guard.config import cache_home
 from guard.errors import Refusal
 from guard.gate import CLEAN_PREFIX as GATE_PREFIX
-from guard.repo import REPO_MARKER, Repo, read_repo_marker
+from guard.repo import REPO_MARKER, Foreign, Repo, packed_refs_words, read_repo_marker
 from guard.results import LaneView
 from guard.store import FileLock, LaneRecord, admin_by_gitdir, read_regular
 
@@ -186,6 +186,22 @@ def is_worker() -> bool:
 
 
 OWNER_NOTE = "  # as the repository owner, outside the lane"
+
+
+def packed_refs_refusal(repo: Repo, found: Foreign) -> Refusal:
+    """main_not_plain for a `packed-refs` git cannot read as a file (Repo.packed_refs_blocks),
+    raised before any git reads a ref: each would wait on a FIFO for ever. restore-main
+    (the owner's) moves it into kept/ first, then puts main back."""
+    note = OWNER_NOTE if is_worker() else ""
+    path = os.path.join(repo.common_dir, found.path)
+    return Refusal(
+        "main_not_plain",
+        f"{packed_refs_words(found)}, so nothing was run; `git lane restore-main` keeps it "
+        "in kept/ and puts main back",
+        next=["git lane restore-main" + note],
+        alternatives=[f"ls -ld -- {git.q(path)}"],
+        details={"ref": found.path, "link": found.text, "path": path},
+    )
 
 
 def forbid_worker(action: str, command: str | None = None) -> None:

@@ -17,13 +17,20 @@ owner runs read it to the end (memory exhaustion). Such a file was never written
   fetched ref) and `locked` (a reason the owner types) too. git reads these a line at a
   time, so no git call holds more than that in memory.
 
+Each file under its bound, a lane may still make them by the thousand: what is no lane's
+own under the lane refs and every admin dir's `refs/` and `logs/` (not a lane's branch's
+loose ref or reflog, not main's, not an admin dir's HEAD reflog) is held to STRAY_MAX
+entries and STRAY_LOG_MAX bytes in all (`git gc` reads every reflog, of every worktree;
+every `git branch` every loose ref), the largest moved first, each entry at the top of
+those directories whole (_Tally, counted in the same listing and lstat).
+
 The index is not held to one: git maps it and reads what its header says (no checksum
 pass on read), so a sparse one costs nothing. Nor is the lane's object store (its reads
 are bounded, guard/objects.py), nor the rest of the rebase state (read by git in that
 lane only, which the lane could fill at will anyway).
 
 `set_aside(repo)` finds them (a directory listing and an lstat per file: no process, no
-read; about 1.3 ms with 50 lanes) and moves each into git-lane's `kept/` (a rename through
+read; about 1.4 ms with 50 lanes) and moves each into git-lane's `kept/` (a rename through
 directory fds, never a copy, never a delete): every engine command's first step
 (guard/cli.py), doctor's first check, and exec's when CMD ends (while CMD runs, exec's
 absorb skips a branch whose ref is too big: ref_oversized). Standard library and the
@@ -36,6 +43,7 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from guard import dirfd, policy
@@ -52,6 +60,16 @@ LOG_MAX = 64 << 20
 LOCKED_MAX = 64 << 10
 # how deep the lane refs and an admin dir's refs/ and logs/ are looked into (git.ADMIN_DEPTH)
 DEPTH = 24
+# what a lane may make in bulk, each file under its bound: the entries (files and
+# directories) under the lane refs and every admin dir's refs/ and logs/ that are no lane's
+# own (its branch's loose ref and reflog, an admin dir's HEAD reflog), and their bytes
+# together (`git gc` and `reflog expire --all` read every reflog; every `for-each-ref`,
+# `git branch` every loose ref)
+STRAY_MAX = 256
+STRAY_LOG_MAX = LOG_MAX
+_LANE_ROOTS = ("refs/heads/lane", "logs/refs/heads/lane")
+# the entries an oversized_kept event names (what was moved, what could not be)
+EVENT_MAX = 1000
 
 # the top of an admin dir: what git reads whole, and its bound
 _ADMIN_TOP = {
@@ -96,23 +114,105 @@ class Oversized:
     bound: int
     deep: bool = False
     unlisted: bool = False  # a directory that could not be listed, even with its owner's bits
+    entries: int = 0  # bulk: one of what a lane made past STRAY_MAX / STRAY_LOG_MAX (_Tally)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"file": self.rel, "size": self.size, "bound": self.bound}
         d = {**d, "deep": True} if self.deep else d
+        d = {**d, "bulk": True, "entries": self.entries} if self.entries else d
         return {**d, "unlisted": True} if self.unlisted else d
 
 
-def _big(dfd: int, here: str, name: str, bound: int) -> Oversized | None:
+class _Tally:
+    """What the scan saw under the lane refs and each admin dir's refs/ and logs/ (the
+    roots): bytes and entries (files and directories) by unit, an entry at the top of a
+    root with all that lies under it (a lane's branch is one file there: keys hold no
+    `/`; a directory in its name is no lane's own). An admin dir's `logs/HEAD` file is
+    left out: git writes it, repair reads it, and LOG_MAX holds it."""
+
+    def __init__(self) -> None:
+        # by root, by the name of the unit at its top: [bytes, entries]
+        self.units: dict[str, dict[str, list[int]]] = {}
+        self.touched: set[tuple[str, str]] = set()  # a file in it moved on its own
+        # units that are a directory: never a lane's branch (one file), whatever their name
+        self.dirs: set[tuple[str, str]] = set()
+
+    def root(self, top: str) -> dict[str, list[int]]:
+        return self.units.setdefault(top, {})
+
+    def drop(self, o: Oversized) -> None:
+        """`o` was moved on its own (a file past its bound, a directory too deep)."""
+        for root, names in self.units.items():
+            if o.rel.startswith(root + "/"):
+                name = o.rel[len(root) + 1 :].partition("/")[0]
+                u = names.get(name)
+                if u is not None:
+                    u[0] -= o.size
+                    u[1] -= 1
+                    self.touched.add((root, name))
+                return
+
+    def _all(self) -> dict[tuple[str, str], list[int]]:
+        return {(r, n): u for r, names in self.units.items() for n, u in names.items()}
+
+    def over(self) -> bool:
+        """Past a bound even counting the lanes' own: only then is the store read."""
+        units = [u for names in self.units.values() for u in names.values()]
+        return sum(u[1] for u in units) > STRAY_MAX or sum(u[0] for u in units) > STRAY_LOG_MAX
+
+    def strays(self, repo: Repo) -> list[Oversized]:
+        """The units to move, each whole, the largest first (in bytes while the bytes are
+        past their bound, then in entries), until what is no lane's own is back within
+        STRAY_LOG_MAX bytes and STRAY_MAX entries. For the entries, a file in the name of
+        any lane git-lane has a record of (a listing of the store) is its own; for the
+        bytes, only a lane's that is not released (its record read, only when the bytes of
+        all are past the bound: the common case reads no record)."""
+        every = {k: v for k, v in self._all().items() if v[1] > 0}
+        keep = {k for k in every if k not in self.dirs} & _own(repo, read=False)
+        own = keep
+        size = sum(v[0] for v in every.values())
+        if size > STRAY_LOG_MAX:
+            own = keep & _own(repo, read=True)
+            size = sum(v[0] for k, v in every.items() if k not in own)
+        count = sum(v[1] for k, v in every.items() if k not in keep)
+        by_size = sorted((k for k in every if k not in own), key=lambda k: (-every[k][0], k))
+        by_count = sorted((k for k in every if k not in keep), key=lambda k: (-every[k][1], k))
+        out: list[Oversized] = []
+        taken: set[tuple[str, str]] = set()
+        while size > STRAY_LOG_MAX or count > STRAY_MAX:
+            order = by_size if size > STRAY_LOG_MAX else by_count
+            k = next((k for k in order if k not in taken), None)
+            if k is None:
+                break  # (never: what is counted can be moved)
+            taken.add(k)
+            s, c = every[k]
+            size -= s
+            count -= c if k not in keep else 0
+            out.append(Oversized(f"{k[0]}/{k[1]}", s, STRAY_LOG_MAX, entries=c))
+        return out
+
+
+def _size(dfd: int, name: str) -> int | None:
     try:
-        size = os.stat(name, dir_fd=dfd, follow_symlinks=False).st_size
+        return os.stat(name, dir_fd=dfd, follow_symlinks=False).st_size
     except OSError:
         return None  # gone since it was listed
-    return Oversized(os.path.normpath(f"{here}/{name}"), size, bound) if size > bound else None
+
+
+def _big(dfd: int, here: str, name: str, bound: int) -> Oversized | None:
+    size = _size(dfd, name)
+    if size is None or size <= bound:
+        return None
+    return Oversized(os.path.normpath(f"{here}/{name}"), size, bound)
 
 
 def _found(
-    common: str, rel: str, depth: int, bounds: int | dict[str, int]
+    common: str,
+    rel: str,
+    depth: int,
+    bounds: int | dict[str, int],
+    tally: _Tally | None = None,
+    own: str = "",
 ) -> Iterator[tuple[int, str, Oversized]]:
     """(an fd on its directory, its name, what it is) for each regular file under
     `common/rel` (its top only: `depth` 0) larger than `bounds` (a dict: only the names
@@ -121,21 +221,37 @@ def _found(
     ref a lane or git-lane makes is so deep: it goes whole, as one file does). A directory
     the lane made unlistable (chmod 0100: git opens a file in it by name all the same) gets
     its owner's read and search bits back first; one that still cannot be listed is
-    yielded `unlisted` (fd -1): never taken for "nothing there"."""
+    yielded `unlisted` (fd -1): never taken for "nothing there". With `tally`, every
+    entry is counted into it (its size for a file) but `own` at the top (logs/HEAD)."""
     top = os.path.normpath(rel)
     refused: list[str] = []
+    counts = tally.root(top) if tally is not None else None
     try:
         for here, dfd, entries in dirfd.scan(common, rel, depth, refused=refused, restore=True):
             level = 0 if here == top else here[len(top) + 1 :].count("/") + 1
+            unit = "" if here == top else here[len(top) + 1 :].partition("/")[0]
             for name, kind in entries:
+                size = 0
+                bound = bounds if isinstance(bounds, int) else bounds.get(name)
                 if depth > 0 and level == depth and kind == stat.S_IFDIR:
                     yield dfd, name, Oversized(os.path.normpath(f"{here}/{name}"), 0, 0, True)
+                elif kind == stat.S_IFREG and bound is not None:
+                    got = _size(dfd, name)
+                    if got is None:
+                        continue  # gone since it was listed
+                    size = got
+                    if size > bound:
+                        yield dfd, name, Oversized(os.path.normpath(f"{here}/{name}"), size, bound)
+                if counts is None or (not level and name == own and kind == stat.S_IFREG):
                     continue
-                bound = bounds if isinstance(bounds, int) else bounds.get(name)
-                if kind == stat.S_IFREG and bound is not None:
-                    o = _big(dfd, here, name, bound)
-                    if o is not None:
-                        yield dfd, name, o
+                u = counts.get(unit or name)
+                if u is None:
+                    counts[unit or name] = [size, 1]
+                    if not level and kind != stat.S_IFREG and tally is not None:
+                        tally.dirs.add((top, name))
+                else:
+                    u[0] += size
+                    u[1] += 1
     except (FileNotFoundError, NotADirectoryError):
         return  # not there, or no directory: nothing git reads as one
     except OSError:
@@ -158,9 +274,9 @@ def _listed(common: str, name: str) -> list[tuple[str, int]]:
         os.close(dfd)
 
 
-def _each(common: str) -> Iterator[tuple[int, str, Oversized]]:
-    yield from _found(common, "refs/heads/lane", DEPTH, REF_MAX)
-    yield from _found(common, "logs/refs/heads/lane", DEPTH, LOG_MAX)
+def _each(common: str, tally: _Tally | None = None) -> Iterator[tuple[int, str, Oversized]]:
+    yield from _found(common, "refs/heads/lane", DEPTH, REF_MAX, tally)
+    yield from _found(common, "logs/refs/heads/lane", DEPTH, LOG_MAX, tally)
     try:
         ids = sorted(n for n, kind in _listed(common, "worktrees") if kind == stat.S_IFDIR)
     except (FileNotFoundError, NotADirectoryError):
@@ -187,7 +303,11 @@ def _each(common: str) -> Iterator[tuple[int, str, Oversized]]:
             continue
         for sub, depth, bounds in _ADMIN_DIRS:
             if sub in dirs:
-                yield from _found(common, f"{admin}/{sub}", depth, bounds)
+                # refs/ and logs/ are counted (git reads every worktree's per-worktree refs
+                # and reflogs: gc, reflog expire --all), but its HEAD reflog
+                counted = tally if sub in ("refs", "logs") else None
+                own = "HEAD" if sub == "logs" else ""
+                yield from _found(common, f"{admin}/{sub}", depth, bounds, counted, own)
 
 
 @dataclass(frozen=True)
@@ -205,39 +325,131 @@ def set_aside(repo: Repo) -> Moved:
     path under the common dir: a rename through the fd of the directory it was listed in
     (a directory the lane made unwritable gets its owner's write bit back first, and a
     directory moved whole its own: its `..` changes), never a
-    copy (it may be 20 GB), never a delete. Nothing found: nothing made, no event."""
+    copy (it may be 20 GB), never a delete. Then, when what a lane made in bulk under the
+    lane refs and the admin dirs' refs/ and logs/ is past STRAY_MAX entries or
+    STRAY_LOG_MAX bytes (_Tally: no lane's own branch, main, nor an admin dir's HEAD
+    reflog), the largest of it, each top entry whole (a file, or a directory with all in
+    it), the same way. Nothing found: nothing made, no event."""
     common = os.fspath(repo.common_dir)
     moved: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
     kept = repo.kept_dir("oversized")
-    for dfd, name, o in _each(common):
-        if o.unlisted:
-            failed.append({**o.to_dict(), "why": "its owner may not list it"})
-            continue
-        dest = os.path.join(os.path.relpath(kept, common), o.rel)
-        try:
-            kfd, _ = dirfd.walk(common, os.path.dirname(dest), create=True)
-        except OSError as exc:
-            failed.append({**o.to_dict(), "why": exc.strerror or str(exc)})
-            continue
-        try:
-            move = partial(os.rename, name, name, src_dir_fd=dfd, dst_dir_fd=kfd)
-            done = dirfd.owner_may(dfd, move)
-            if not done and o.deep and dirfd.give_owner(dfd, name, 0o200):
-                # a directory moved to another parent needs its own write bit (its `..`)
-                done = dirfd.owner_may(dfd, move)
-            there = done and _exists(kfd, name)  # owner_may: True when it went meanwhile
-        finally:
-            os.close(kfd)
-        if there:
-            moved.append({**o.to_dict(), "kept": str(kept / o.rel)})
-        elif not done:
-            failed.append({**o.to_dict(), "why": "it cannot be renamed out of its directory"})
+    tally = _Tally()
+    with _Into(common, kept) as into:
+        for dfd, name, o in _each(common, tally):
+            if into.move(dfd, name, o, moved, failed):
+                tally.drop(o)
+        if tally.over():
+            strays = tally.strays(repo)
+            again = [o for o in strays if _unit(o) in tally.touched]
+            with _Into(common, repo.kept_dir("oversized")) as other:
+                for o in strays:
+                    (other if o in again else into).move_whole(o, moved, failed)
     _heads_back(repo, moved)
     if moved or failed:
-        repo.store.event("oversized_kept", code="kept", moved=moved, failed=failed)
+        # one line, however many a lane made (100,000 flat refs: each its own entry); the
+        # rest lie at their paths in kept/ all the same
+        more = max(0, len(moved) - EVENT_MAX) + max(0, len(failed) - EVENT_MAX)
+        said: dict[str, Any] = {"moved": moved[:EVENT_MAX], "failed": failed[:EVENT_MAX]}
+        if more:
+            said["more"] = more
+        repo.store.event("oversized_kept", code="kept", **said)
     repo.oversized_kept.extend(moved)
     return Moved(moved, failed, str(kept) if moved else "")
+
+
+def _own(repo: Repo, read: bool) -> set[tuple[str, str]]:
+    """The units of _Tally named for a lane's branch (its loose ref and reflog), and for
+    main when it is configured under lane/ (exec --sandbox refuses that): with `read`,
+    only the lanes whose record is not released (an orphaned lane's branch still holds
+    its work; a record that cannot be read counts by its key: never taken for no lane),
+    else every record's key (a listing). A store that cannot be listed refuses (never
+    "no lane")."""
+    names: set[str] = set()
+    for key in repo.store.lane_keys():
+        rec = repo.store.read_lane(key) if read else None
+        if rec is not None and rec.status == "released":
+            continue
+        names.add(rec.branch if rec is not None else f"lane/{key}")
+    main = repo.owner_config.get("main_branch")  # (main and master lie outside lane/)
+    if isinstance(main, str):
+        names.add(main)
+    tops = {b[len("lane/") :].partition("/")[0] for b in names if b.startswith("lane/")}
+    return {(root, t) for root in _LANE_ROOTS for t in tops}
+
+
+def _unit(o: Oversized) -> tuple[str, str]:
+    root, _, name = o.rel.rpartition("/")
+    return root, name
+
+
+class _Into:
+    """Moves into one kept/ directory, each at its path there (its directories made once,
+    their fds kept until the end)."""
+
+    def __init__(self, common: str, kept: Path) -> None:
+        self.common = common
+        self.kept = kept
+        self.fds: dict[str, int] = {}
+
+    def __enter__(self) -> _Into:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for fd in self.fds.values():
+            os.close(fd)
+
+    def move(
+        self,
+        dfd: int,
+        name: str,
+        o: Oversized,
+        moved: list[dict[str, Any]],
+        failed: list[dict[str, Any]],
+    ) -> bool:
+        """Rename `name` in `dfd` (`o`) into kept/; True when it is there now."""
+        if o.unlisted:
+            failed.append({**o.to_dict(), "why": "its owner may not list it"})
+            return False
+        dest = os.path.join(os.path.relpath(self.kept, self.common), o.rel)
+        try:
+            kfd = self._fd_made(os.path.dirname(dest))
+        except OSError as exc:
+            failed.append({**o.to_dict(), "why": exc.strerror or str(exc)})
+            return False
+        move = partial(os.rename, name, name, src_dir_fd=dfd, dst_dir_fd=kfd)
+        done = dirfd.owner_may(dfd, move)
+        if not done and (o.deep or o.entries) and dirfd.give_owner(dfd, name, 0o200):
+            # a directory moved to another parent needs its own write bit (its `..`)
+            done = dirfd.owner_may(dfd, move)
+        there = done and _exists(kfd, name)  # owner_may: True when it went meanwhile
+        if there:
+            moved.append({**o.to_dict(), "kept": str(self.kept / o.rel)})
+        elif not done:
+            failed.append({**o.to_dict(), "why": "it cannot be renamed out of its directory"})
+        return there
+
+    def _fd_made(self, rel: str) -> int:
+        fd = self.fds.get(rel)
+        if fd is None:
+            fd, _ = dirfd.walk(self.common, rel, create=True)
+            self.fds[rel] = fd
+        return fd
+
+    def move_whole(
+        self, o: Oversized, moved: list[dict[str, Any]], failed: list[dict[str, Any]]
+    ) -> None:
+        """Move a unit of _Tally, from its root (reached from the common dir as walk does)."""
+        root, name = _unit(o)
+        try:
+            sfd = self.fds.get(root)
+            if sfd is None:
+                sfd, _ = dirfd.walk(self.common, root)
+                self.fds[root] = sfd
+        except OSError as exc:
+            failed.append({**o.to_dict(), "why": exc.strerror or str(exc)})
+            return
+        self.move(sfd, name, o, moved, failed)
 
 
 def _exists(dfd: int, name: str) -> bool:
@@ -317,10 +529,22 @@ def note(m: Moved, fix: list[str]) -> str:
     files = ", ".join(
         f"{d['file']} (a directory deeper than {DEPTH} levels)"
         if d.get("deep")
+        else f"{d['file']} ({d['entries']} entr{'y' if d['entries'] == 1 else 'ies'}, {d['size']} bytes)"
+        if d.get("bulk")
         else f"{d['file']} ({d['size']} bytes)"
         for d in m.moved[:5]
     )
     more = f" and {len(m.moved) - 5} more" if len(m.moved) > 5 else ""
+    elsewhere = sorted({str(d["kept"])[: -len(str(d["file"])) - 1] for d in m.moved} - {m.kept})
+    into = " and ".join([m.kept, *elsewhere])
+    bulk = (
+        f"; a lane may make as many as it likes, so what is no lane's own branch under the "
+        f"lane refs and the admin dirs' refs/ and logs/ is held to {STRAY_MAX} entries and "
+        f"{STRAY_LOG_MAX} bytes in all, the largest moved first (git gc reads every reflog, "
+        "every git branch every loose ref)"
+        if any(d.get("bulk") for d in m.moved)
+        else ""
+    )
     heads = [str(d["file"]) for d in m.moved if d.get("head")]
     back = f"; {', '.join(heads)} written back naming the lane's branch" if heads else ""
     then = (
@@ -330,10 +554,10 @@ def note(m: Moved, fix: list[str]) -> str:
         else "; nothing else needs putting back"
     )
     return (
-        f"moved {files}{more} into {m.kept} (each at its path there){back}: a lane under "
+        f"moved {files}{more} into {into} (each at its path there){back}: a lane under "
         "exec --sandbox may write them, "
         f"git reads each whole (a ref is at most {REF_MAX} bytes, a reflog {LOG_MAX}), and "
-        f"every git would have read it to the end{then}"
+        f"every git would have read it to the end{bulk}{then}"
     )
 
 
@@ -352,6 +576,10 @@ def refusal(repo: Repo, m: Moved) -> Refusal:
         if unlisted
         else f"{', '.join(rels[:5])} under {common} is larger than any file git writes there "
         f"({REF_MAX} bytes for a ref, {LOG_MAX} for a reflog): git reads it whole"
+        if not any(d.get("bulk") for d in m.failed)
+        else f"{', '.join(rels[:5])} under {common} is past what a lane may make beside the "
+        f"lanes' own branches ({STRAY_MAX} entries and {STRAY_LOG_MAX} bytes in all under "
+        "the lane refs and the admin dirs' refs/ and logs/): git gc reads every reflog"
     )
     return Refusal(
         "git_file_oversized",

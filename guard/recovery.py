@@ -60,10 +60,12 @@ def _read_bytes(p: Path) -> bytes | None:
         return None
 
 
-def pointer_faults(repo: Repo, rec: LaneRecord) -> list[str]:
+def pointer_faults(repo: Repo, rec: LaneRecord, checkout: bool = True) -> list[str]:
     """What is wrong with the lane's three git pointers, measured against trusted state
     (the record's admin dir, the real common dir): its `.git` file names the admin dir,
-    the admin dir's `commondir` resolves to the common dir, its `gitdir` names `<lane>/.git`."""
+    the admin dir's `commondir` resolves to the common dir, its `gitdir` names `<lane>/.git`.
+    `checkout` False: the worktree is gone by hand (no `.git` there), the admin dir's two
+    pointers alone are measured."""
     admin = repo.store.admin_dir(rec)
     common = os.path.realpath(repo.store.common_dir)
     if admin is None or not admin.is_dir():
@@ -72,7 +74,9 @@ def pointer_faults(repo: Repo, rec: LaneRecord) -> list[str]:
     dotgit = Path(rec.path) / ".git"
     text = _read(dotgit)
     named = text[len("gitdir: ") :] if text and text.startswith("gitdir: ") else None
-    if named is None or os.path.realpath(os.path.join(rec.path, named)) != os.path.realpath(admin):
+    if checkout and (
+        named is None or os.path.realpath(os.path.join(rec.path, named)) != os.path.realpath(admin)
+    ):
         faults.append(f"{git.shown(dotgit)} does not name {git.shown(admin)}")
     # only what git writes, `../..` and a newline: git reads the whole file (a second
     # line is part of the name, a NUL ends it) and the hooks read that form alone, so

@@ -4,6 +4,7 @@ and where it points, which worktree is the hub. Every fact is asked of git."""
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
 import re
@@ -52,14 +53,38 @@ def symlink_ref(text: str) -> bool:
 class Foreign(NamedTuple):
     """What Repo.foreign_main_link found: `path` (relative to the common dir), the text of
     the link there (None: no link, a packed-refs that is a directory, a FIFO...), and main's
-    ref, which git reads through it."""
+    ref, which git reads through it. `names` above 1: `path` is a regular file with that
+    many names (a hard link: main's loose file, packed-refs, a file under refs/git-lane/),
+    written through whichever of them."""
 
     path: str
     text: str | None
     ref: str
+    names: int = 1
+
+    @property
+    def hard(self) -> bool:
+        return self.names > 1
+
+    @property
+    def writer(self) -> str:
+        """Who moves main through it, for a message."""
+        if self.hard:
+            return "whoever may write one of its other names"
+        return "whoever may write what it leads to"
 
     def words(self) -> str:
         """What it is and how git reads main through it, for a message."""
+        if self.hard:
+            what = (
+                f"{self.path} is one of {self.names} names of one file (a hard link: git "
+                "writes a ref file by rename and never makes one)"
+            )
+            if self.path == "packed-refs":
+                return f"{what}: git reads every packed ref, main's too, from that file"
+            if self.path == self.ref:
+                return f"{what}: git reads main from that file"
+            return f"{what}: git reads that landed ref from that file"
         if self.text is None:
             return (
                 f"{self.path} is no regular file (a directory, a FIFO, a socket or a "
@@ -182,6 +207,14 @@ def _admin_blocked(lane_dir: str) -> str | None:
         if not stat.S_ISREG(mode):
             return p
     return None
+
+
+def packed_refs_words(found: Foreign) -> str:
+    """What Repo.packed_refs_blocks found, and why no git may read a ref while it is there."""
+    what = found.words() + (", and that is no regular file" if found.text is not None else "")
+    return (
+        f"{what}: every git that reads a ref opens it, and waits there for ever (a FIFO) or fails"
+    )
 
 
 def _blocked(lane_dir: str, common: str, what: str) -> Refusal:
@@ -396,7 +429,15 @@ class Repo:
         slashes: git reads main from wherever that leads, as a plain file), or a
         `packed-refs` that is no regular file (a link: text; a directory, FIFO...: None).
         Whoever may write what it leads to (a lane's admin dir, the lane namespace) moves
-        main with no ref transaction. Main is the configured name, else main, else master
+        main with no ref transaction. So do hard links (red team 15B F3): git writes a ref
+        file (and packed-refs) by renaming a new file over it, so a protected file with
+        more than one name was linked by someone else, and a write through another name
+        (one under refs/heads/lane/, a file of a lane's admin dir: both granted to a
+        sandboxed lane) changes it in place: main's loose file, packed-refs, and each
+        file under refs/git-lane/ (the landed refs' loose files), found by st_nlink of
+        the lstat each already gets or of one lstat per file there (the hooks do not
+        look: a write through another name is no ref transaction, so none runs). Main is the
+        configured name, else main, else master
         (as the hooks read it, gl_init: master only while main has no loose ref and git
         lists none). Looked at through directory fds, never through a link; a look that
         fails otherwise than at a missing name refuses (Refusal main_not_plain)."""
@@ -406,21 +447,83 @@ class Repo:
         if packed is not None and not stat.S_ISREG(packed.st_mode):
             link = self._link_on_path("packed-refs") if stat.S_ISLNK(packed.st_mode) else None
             return Foreign("packed-refs", link[1] if link else None, f"refs/heads/{names[0]}")
+        if packed is not None and packed.st_nlink > 1:
+            return Foreign("packed-refs", None, f"refs/heads/{names[0]}", packed.st_nlink)
         for name in names:
             ref = f"refs/heads/{name}"
             found = self._link_on_path(ref)
-            if found is not None and (found[0] != ref or not symlink_ref(found[1])):
+            if found is not None and (
+                found[0] != ref or found[1] is None or not symlink_ref(found[1])
+            ):
                 main = "refs/heads/main"
                 if (
                     name == "master"
                     and found[0] == ref
                     and (self._loose("main") or main in git.refs(self.common_dir, main))
                 ):
-                    return None
-                return Foreign(found[0], found[1], ref)
+                    break
+                return Foreign(found[0], found[1], ref, found[2])
             if self._loose(name):
-                return None  # main is this name: a plain file, or a symbolic ref
+                break  # main is this name: a plain file, or a symbolic ref
+        return self._hard_linked_landed(f"refs/heads/{names[0]}")
+
+    def _hard_linked_landed(self, ref: str) -> Foreign | None:
+        """The first regular file under refs/git-lane/ (the landed refs and the baseline,
+        loose) with more than one name (Foreign.hard, main's ref `ref`); None when there
+        is none. One lstat per file, each directory reached through directory fds (a link
+        there is not entered: git-lane never makes one, and forgeries skips it too); a
+        `.lock` is git's own, never a ref."""
+        refused: list[str] = []
+        try:
+            for here, dfd, entries in dirfd.scan(
+                os.fspath(self.common_dir), "refs/git-lane", 8, refused=refused
+            ):
+                for name, kind in sorted(entries):
+                    if kind != stat.S_IFREG or name.endswith(".lock"):
+                        continue
+                    try:
+                        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue  # gone since it was listed
+                    except OSError as exc:
+                        raise self._unseen(f"{here}/{name}", exc) from None
+                    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                        return Foreign(f"{here}/{name}", None, ref, st.st_nlink)
+        except FileNotFoundError:
+            return None  # no refs/git-lane yet
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                return None  # a link or no directory at refs/git-lane: not a hard link (left alone)
+            raise self._unseen("refs/git-lane", exc) from None
+        if refused:
+            raise self._unseen(refused[0], PermissionError(errno.EACCES, "Permission denied"))
         return None
+
+    def packed_refs_blocks(self) -> Foreign | None:
+        """`<common>/packed-refs` (Foreign, as foreign_main_link names it) when git cannot
+        read it as a file: no regular file (a FIFO, a socket, a device, a directory), or a
+        link to one. Every git that reads a ref opens it, and that open(2) waits for ever
+        on a FIFO (only a process outside the sandbox can make one there). None for a
+        regular file, a link to one, a link git cannot follow (its open fails, it never
+        waits), or nothing there. Looked at with lstat and stat only, never opened; an
+        lstat that fails otherwise than at a missing name refuses (main_not_plain)."""
+        packed = self._lstat_at("packed-refs")
+        if packed is None or stat.S_ISREG(packed.st_mode):
+            return None
+        try:
+            main = f"refs/heads/{self.owner_config.get('main_branch') or 'main'}"
+        except Refusal:
+            main = "refs/heads/main"  # (an unreadable config is said by what reads it)
+        if not stat.S_ISLNK(packed.st_mode):
+            return Foreign("packed-refs", None, main)
+        path = os.path.join(self.common_dir, "packed-refs")
+        try:
+            if stat.S_ISREG(os.stat(path).st_mode):
+                return None
+            text = os.readlink(path)
+        except OSError:
+            return None  # git's own open fails there too (a dangling link, a loop)
+        return Foreign("packed-refs", text, main)
 
     def _lstat_at(self, rel: str) -> os.stat_result | None:
         """lstat of `rel` (one name) in the common dir; None when nothing is there."""
@@ -431,12 +534,14 @@ class Repo:
         except OSError as exc:
             raise self._unseen(rel, exc) from None
 
-    def _link_on_path(self, rel: str) -> tuple[str, str] | None:
-        """(its path, its text) for the first symbolic link on the path `rel` below the
+    def _link_on_path(self, rel: str) -> tuple[str, str | None, int] | None:
+        """(its path, its text, 1) for the first symbolic link on the path `rel` below the
         common dir, the last name included, each component looked at (lstat) from its
-        parent's directory fd, never through a link; None when there is none, or a name
-        on the way is missing or no directory (git reads nothing through it). Any other
-        error refuses: what cannot be looked at is never taken for "no link"."""
+        parent's directory fd, never through a link; (rel, None, its st_nlink) when the
+        last name is a regular file with more than one name (a hard link); None when there
+        is neither, or a name on the way is missing or no directory (git reads nothing
+        through it). Any other error refuses: what cannot be looked at is never taken for
+        "no link"."""
         parts = rel.split("/")
         fd = os.open(self.common_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
@@ -445,7 +550,9 @@ class Repo:
                 try:
                     st = os.stat(part, dir_fd=fd, follow_symlinks=False)
                     if stat.S_ISLNK(st.st_mode):
-                        return here, os.readlink(part, dir_fd=fd)
+                        return here, os.readlink(part, dir_fd=fd), 1
+                    if i == len(parts) - 1 and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                        return here, None, st.st_nlink
                     if i == len(parts) - 1 or not stat.S_ISDIR(st.st_mode):
                         return None
                     nfd = os.open(part, dirfd.DIR | os.O_NONBLOCK, dir_fd=fd)

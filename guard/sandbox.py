@@ -10,10 +10,13 @@ test against the real kernel (tests/test_sandbox.py). Three steps:
 - `grants(repo, rec)`: the decision, pure given the facts: read+execute everywhere, every
   right on the lane's worktree, the lane's admin dir under `worktrees/` (with its private
   object store `objects/`: the shared `objects/` is not writable, guard/objects.py), the loose-ref and reflog directories of lane branches (`refs/heads/lane/`,
-  `logs/refs/heads/lane/`: shared by every lane, see docs/trust-boundary.md), `rr-cache/`
-  when rerere is on, CMD's own cache dir (never the owner's: code the owner runs is kept
-  there), `sandbox_writable`, and the terminal devices (each through the same fence);
-  in git's own directories (the admin dir, its store, the lane refs, rr-cache) without the
+  `logs/refs/heads/lane/`: shared by every lane, see docs/trust-boundary.md), CMD's own
+  cache dir (never the owner's: code the owner runs is kept there), `sandbox_writable`,
+  and the terminal devices (each through the same fence); never `rr-cache/`, however
+  rerere is set: it is shared by every lane and the owner, and what is recorded there is
+  what the next conflicted rebase or merge of anyone takes as its resolution (exec turns
+  rerere off for CMD's git, sync never uses it);
+  in git's own directories (the admin dir, its store, the lane refs) without the
   rights to make a link, a FIFO, a socket or a device (SPECIALS: git makes none there, and
   the owner's engine git runs in them) nor REFER (nothing renamed in from elsewhere: git
   renames only within one directory there, but for a blob past core.bigFileThreshold
@@ -217,7 +220,6 @@ class Facts:
     common: str
     main_ref: str
     protected: list[str]  # what no grant may enclose: the hub, other lanes, the common dir
-    rerere: bool
     tmp: str
     cache: str
     extra: list[str]
@@ -342,14 +344,15 @@ def decide(f: Facts) -> Grants:
         "packed-refs is not writable, and git locks it to delete any ref: git branch -d and "
         "update-ref -d fail, and a rebase leaves a stale CHERRY_PICK_HEAD in the lane "
         "(git lane sync removes it; git lane release, outside, deletes lane branches)",
+        "rr-cache/ is not writable (shared by every lane and the owner: a resolution "
+        "recorded there is what anyone's next rebase or merge takes): CMD's git runs with "
+        "rerere.enabled=false, and git lane sync never uses rerere",
     ]
     if f.main_ref.startswith("refs/heads/lane/"):
         raise SandboxError(f"main ({f.main_ref}) is inside the lane branches' directory")
     hit = next((p for p in fence.fenced if _encloses(f.lane_path, p)), None)
     if hit is not None:
         raise SandboxError(f"the lane worktree {f.lane_path} encloses {hit}")
-    if f.rerere:
-        writable.append(os.path.join(common, "rr-cache"))
     # the temp dir is not granted, but CMD's private one is made in it; CMD's own cache
     # dir (in XDG_CACHE_HOME) is granted whole
     pc = f.private_cache
@@ -439,7 +442,6 @@ def decide(f: Facts) -> Grants:
         f.admin_dir,
         os.path.join(f.admin_dir, "objects"),
         *(os.path.join(common, r) for r in lane_refs),
-        os.path.join(common, "rr-cache"),
     ]
     plain = [p for p in out if p in gits]
     return Grants(
@@ -456,7 +458,6 @@ def facts(
     common: str,
     main_ref: str,
     worktree_paths: Sequence[str],
-    rerere: bool,
     extra: Sequence[str],
     env: Mapping[str, str],
     roots: Sequence[str] = (),
@@ -511,7 +512,6 @@ def facts(
         common=common_real,
         main_ref=main_ref,
         protected=protected,
-        rerere=rerere,
         tmp=tmp,
         cache=cache,
         extra=list(extra),
@@ -534,9 +534,6 @@ def grants(repo: Repo, rec: LaneRecord, env: Mapping[str, str] | None = None) ->
             next=[f"git -C {cq} config --unset extensions.worktreeConfig"],
         )
     wts = [w.path for w in repo.worktrees()]
-    rerere = git.config_bool(rec.path, "rerere.enabled", False) or os.path.isdir(
-        os.path.join(repo.common_dir, "rr-cache")
-    )
     extra = repo.config["sandbox_writable"]
     from guard import lane
     from guard.errors import Refusal
@@ -550,7 +547,6 @@ def grants(repo: Repo, rec: LaneRecord, env: Mapping[str, str] | None = None) ->
         str(repo.common_dir),
         repo.main_ref,
         wts,
-        rerere,
         extra,
         os.environ if env is None else env,
         roots,

@@ -798,6 +798,24 @@ def _config_keys_from_env(env: Mapping[str, str]) -> tuple[list[str], bool]:
     return keys, ok
 
 
+def _config_pairs_from_env(env: Mapping[str, str]) -> list[tuple[str, str | None]]:
+    """(key, value) for each setting GIT_CONFIG_COUNT/KEY_n/VALUE_n and
+    GIT_CONFIG_PARAMETERS make, in git's order; value None where none is given (a bare key
+    in GIT_CONFIG_PARAMETERS is true) or the variable cannot be read (then every key
+    _config_keys_from_env finds, each of unknown value)."""
+    keys, ok = _config_keys_from_env(env)
+    if not ok:
+        return [(k, None) for k in keys]
+    pairs: list[tuple[str, str | None]] = []
+    count = env.get("GIT_CONFIG_COUNT")
+    for n in range(int(count) if count else 0):
+        pairs.append((env.get(f"GIT_CONFIG_KEY_{n}", ""), env.get(f"GIT_CONFIG_VALUE_{n}")))
+    for w in shlex.split(env.get("GIT_CONFIG_PARAMETERS") or ""):
+        key, eq, value = w.partition("=")
+        pairs.append((key, value if eq else None))
+    return pairs
+
+
 def _explicit_hook_settings(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
     """Hook settings given on the command line or in the environment: refused for every
     command (they are an explicit attempt, whatever the command)."""
@@ -2293,9 +2311,11 @@ def _rerere(p: Parsed, env: Mapping[str, str], f: GitFacts) -> Refusal | None:
     for kv in p.config_env:
         if _rerere_on(kv.partition("=")[0], None):
             what, nxt = f"--config-env {kv}", _without(p, ("--config-env", kv))
-    by_env = _env_setting(env, _rerere_on)
-    if what is None and by_env is not None:
-        what, nxt = by_env[0], _without_config_env(p)
+    # by value: exec sets rerere.enabled=false for a sandboxed CMD (guard/commands/exec.py)
+    on = [k for k, v in _config_pairs_from_env(env) if _rerere_on(k, v)]
+    if what is None and on:
+        what = f"{'/'.join(_CONFIG_ENV)} setting {', '.join(on)}"
+        nxt = _without_config_env(p)
     if what is None and p.cmd == "config" and _config_mode(p.args)[0] == "write":
         words = _config_mode(p.args)[1]
         unsets = any(a in ("--unset", "--unset-all") for a in p.args)

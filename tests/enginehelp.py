@@ -3,13 +3,17 @@ reading git state and the state store exactly as a user would, never through gua
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import stat
 import shlex
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -249,6 +253,86 @@ def link_on_mains_way(hub: Repo, shape: str, tip: str) -> tuple[str, Path]:
     (common / "packed-refs").rename(admin / "packed-refs")
     (common / "packed-refs").symlink_to("worktrees/alpha/packed-refs")
     return "refs/heads/main", admin / "packed-refs"
+
+
+def hard_link_planted(hub: Repo, shape: str) -> tuple[str, Path, Path]:
+    """Red team 15B F3, made by hand (outside every layer): lane alpha (one commit ahead,
+    landed first for `landed`), then a protected ref file given a second name that a
+    sandboxed lane may write. `loose_main`: refs/heads/lane/zz for main's loose file;
+    `packed_refs`: main packed, refs/heads/lane/yy for packed-refs; `admin_head`: alpha's
+    admin HEAD for main's loose file (the lane then detached at main); `landed`:
+    refs/heads/lane/ww for land 1's loose landed ref. Returns (the ref git reads through
+    the linked file, the second name, the lane)."""
+    common = hub.common_dir
+    heads = common / "refs" / "heads"
+    lane = hub.create("alpha")
+    hub.commit(lane, "x.txt", "x\n")
+    if shape == "landed":
+        r = hub.jlane("land", "alpha")
+        assert (r.rc, r.code) == (0, "landed"), r.stdout
+        ref = "refs/git-lane/landed/0000000001"
+        assert (common / ref).is_file()
+        os.link(common / ref, heads / "lane" / "ww")
+        return ref, heads / "lane" / "ww", lane
+    if shape == "packed_refs":
+        hub.git("pack-refs", "--all")
+        assert not (heads / "main").exists()
+        (heads / "lane").mkdir(parents=True, exist_ok=True)
+        os.link(common / "packed-refs", heads / "lane" / "yy")
+        return "refs/heads/main", heads / "lane" / "yy", lane
+    if shape == "admin_head":
+        git(lane, "switch", "-q", "--detach", "main")
+        admin = Path(git(lane, "rev-parse", "--absolute-git-dir").stdout.strip())
+        (admin / "HEAD").unlink()
+        os.link(heads / "main", admin / "HEAD")
+        return "refs/heads/main", admin / "HEAD", lane
+    assert shape == "loose_main", shape
+    os.link(heads / "main", heads / "lane" / "zz")
+    return "refs/heads/main", heads / "lane" / "zz", lane
+
+
+@contextlib.contextmanager
+def fifo_packed_refs(repo: Repo, link: bool = False) -> Iterator[Path]:
+    """`<common>/packed-refs` made a FIFO (or, `link`, a link to one in the common dir) by a
+    process outside every sandbox: every git that reads a ref waits on its open(2) for
+    ever. Yields packed-refs' path. On exit every process still waiting on the FIFO,
+    wherever it was moved (kept/), is let go (a writer opens and closes it: they read an
+    empty file), so a command that hung leaves no git behind."""
+    common = repo.common_dir
+    packed = common / "packed-refs"
+    fifo = common / "packed-refs.fifo" if link else packed
+    if packed.exists():
+        packed.unlink()
+    os.mkfifo(fifo)
+    ino = os.stat(fifo).st_ino
+    if link:
+        packed.symlink_to(fifo.name)
+    try:
+        yield packed
+    finally:
+        found = [p for p in (fifo, *repo.state_dir.glob("kept/*")) if _is_fifo(p, ino)]
+        for _ in range(50):
+            let_go = False
+            for p in found:
+                try:
+                    os.close(os.open(p, os.O_WRONLY | os.O_NONBLOCK))
+                    let_go = True
+                except OSError as exc:
+                    assert exc.errno == errno.ENXIO, exc  # ENXIO: nobody waits on it
+            if not let_go:
+                break
+            time.sleep(0.1)
+        for p in (packed, fifo):
+            if p.is_symlink() or _is_fifo(p, ino):
+                p.unlink()
+
+
+def _is_fifo(p: Path, ino: int) -> bool:
+    try:
+        st = os.lstat(p)
+    except OSError:
+        return False
+    return stat.S_ISFIFO(st.st_mode) and st.st_ino == ino
 
 
 # A lane rewrites its own index (a sandboxed lane's admin dir is granted to it) as what it

@@ -501,6 +501,30 @@ ROWS: tuple[Row, ...] = (
         'ln -s ../../worktrees/alpha/HEAD "$COMMON/refs/heads/main"',
     ),
     Row(
+        "loose_ref_hardlink",
+        "a hard link at a lane ref's name to main's loose file (`ln refs/heads/main refs/heads/lane/zz`, made beforehand, outside the layer), then a write of that lane ref's file",
+        'printf "%s\\n" "$TIP" > "$COMMON/refs/heads/lane/zz"',
+        "main",
+        PASSES,
+        PASSES,
+        R("main_not_plain"),
+        ("main",),
+        pre='ln "$COMMON/refs/heads/main" "$COMMON/refs/heads/lane/zz"',
+    ),
+    Row(
+        "packed_refs_hardlink",
+        "`packed-refs` (main packed) hard-linked at a lane ref's name (`refs/heads/lane/yy`, made beforehand, outside the layer), then an in-place edit of that file",
+        'sed "s/^$MAIN refs.heads.main\\$/$TIP refs\\/heads\\/main/" "$COMMON/refs/heads/lane/yy" > "$SCR/p" && '
+        'cat "$SCR/p" > "$COMMON/refs/heads/lane/yy"',
+        "main",
+        PASSES,
+        PASSES,
+        R("main_not_plain"),
+        ("main",),
+        pre='$REAL -C "$HUB" pack-refs --all && mkdir -p "$COMMON/refs/heads/lane" && '
+        'ln "$COMMON/packed-refs" "$COMMON/refs/heads/lane/yy"',
+    ),
+    Row(
         "packed_refs",
         "hand-editing `packed-refs` (loose main removed)",
         'printf "%s refs/heads/main\\n" "$TIP" > "$COMMON/packed-refs" && rm "$COMMON/refs/heads/main"',

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Repo, git
-from enginehelp import link_on_mains_way
+from conftest import Repo, git, lane
+from enginehelp import events, fifo_packed_refs, hard_link_planted, link_on_mains_way
 from hookfix import assert_ok, grepo, install, make_lane, run, sha
 
-from guard import config, render
+from guard import config, landed, render
 from guard.commands import doctor
 from guard.commands import install as hookinstall
 from guard.errors import Refusal
@@ -245,6 +245,66 @@ def test_a_link_on_mains_way_fails_and_its_fix_makes_main_plain(hub: Repo, shape
     assert not (hub.common_dir / linked).is_symlink()
     (kept,) = (hub.state_dir / "kept").glob(f"{linked.replace('/', '-')}.*")
     assert os.path.islink(kept) or any(p.is_symlink() for p in kept.rglob("*")), kept
+
+
+@pytest.mark.parametrize("shape", ["loose_main", "packed_refs", "admin_head", "landed"])
+def test_a_protected_ref_file_with_a_second_name_fails_and_its_fix_gives_it_its_own(
+    hub: Repo, shape: str
+) -> None:
+    """Red team 15B F3: main's loose file (or packed-refs, or a landed ref's loose file)
+    hard-linked beforehand at a name a sandboxed lane may write: doctor said ok. It fails
+    `main` now; its fix, restore-main, gives the file an inode of its own at the same
+    content and leaves the second name's file as it was."""
+    ref, planted, _ = hard_link_planted(hub, shape)
+    before = hub.sha(ref)
+    held = planted.read_bytes()
+    c = checks(hub)["main"]
+    assert c["status"] == "fail" and "hard link" in c["message"], c
+    assert c["fix"] == "git lane restore-main"
+    run_fix(hub, c["fix"])
+    assert checks(hub)["main"]["status"] == "ok"
+    assert hub.sha(ref) == before and planted.read_bytes() == held
+    assert planted.stat().st_nlink == 1
+
+
+def test_a_hard_linked_main_with_no_landed_tip_has_a_fix_by_hand(
+    hub: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With nothing to go back to (no land, no baseline: restore-main refuses
+    no_landed_tip) doctor's fix for a hard-linked main copies it into a new kept/
+    directory and renames the copy over it, as written: main at the same commit, the
+    second name's file as it was."""
+    _, other, _ = hard_link_planted(hub, "loose_main")
+    main = hub.common_dir / "refs" / "heads" / "main"
+    before = hub.sha()
+    monkeypatch.setattr(landed, "last", lambda *a, **k: None)
+    c = checks(hub)["main"]
+    assert c["status"] == "fail" and "hard link" in c["message"], c
+    assert "restore-main" not in c["fix"], c
+    run_fix(hub, c["fix"])
+    assert checks(hub)["main"]["status"] == "ok"
+    assert hub.sha() == before and other.read_text() == main.read_text()
+    assert main.stat().st_nlink == 1 and other.stat().st_nlink == 1
+
+
+@pytest.mark.parametrize("link", [False, True], ids=["fifo", "link-to-fifo"])
+def test_a_fifo_at_packed_refs_is_named_and_its_fix_keeps_it(hub: Repo, link: bool) -> None:
+    """`packed-refs` a FIFO (or a link to one; only a process outside the sandbox can make
+    one): every git that reads a ref waits on it for ever, and doctor hung in its first
+    check. It fails `main` at once, naming it, before any git runs; its fix, run as
+    written, keeps it in kept/ (never opened) and main is ok again."""
+    hub.create("alpha")
+    with fifo_packed_refs(hub, link) as packed:
+        r = lane("--json", "doctor", cwd=hub.path, timeout=30)  # a hang fails here
+        assert (r.rc, r.code) == (1, "doctor_failed"), r.stdout + r.stderr
+        (c,) = r.json["checks"]
+        assert c["name"] == "main" and c["status"] == "fail", c
+        assert "packed-refs is" in c["message"] and "for ever" in c["message"], c
+        assert c["fix"] == "git lane restore-main"
+        fixed = subprocess.run(c["fix"], shell=True, cwd=hub.path, capture_output=True, timeout=30)
+        assert fixed.returncode == 0, fixed
+        assert not os.path.lexists(packed)
+        assert checks(hub)["main"]["status"] == "ok"
 
 
 def test_a_look_at_mains_way_that_fails_refuses(hub: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -500,3 +560,150 @@ def test_a_grown_ref_that_cannot_be_moved_fails_with_the_moves_to_make(
     assert kept.stat().st_size == 256 << 20 and ref.stat().st_size < 100
     assert statuses(hub)["oversized"] == "ok"
     assert hub.sha("refs/heads/lane/a") == tip
+
+
+def _admin_of(lane: Path) -> Path:
+    return Path(run(lane, "rev-parse", "--absolute-git-dir").stdout.strip())
+
+
+def test_reflogs_a_lane_makes_in_bulk_are_held_to_a_total_never_the_lanes_own(
+    hub: Repo,
+) -> None:
+    """Each reflog a sandboxed lane may write is held to LOG_MAX, but a lane can make as
+    many as it likes, each just under it (sparse: no disk used), under logs/refs/heads/lane/
+    and in its admin dir's logs/ (git reads every worktree's refs/bisect/ reflogs too), and
+    `git gc` (reflog expire --all) then reads them all. Past STRAY_LOG_MAX in all, the
+    largest go into kept/ whole (moved, never copied); the lanes' own branch reflogs and
+    each admin dir's HEAD reflog stay, however big, and so does main's."""
+    from guard import oversize
+
+    a, b = make_lane(hub, "a"), make_lane(hub, "b")
+    logs = hub.common_dir / "logs" / "refs" / "heads" / "lane"
+    near = oversize.LOG_MAX - 4096
+    own = [logs / "a", logs / "b", _admin_of(a) / "logs" / "HEAD"]
+    for p in own:
+        _grow(p, near)
+    main_log = (hub.common_dir / "logs" / "refs" / "heads" / "main").read_bytes()
+    strays = [logs / f"junk{i}" for i in range(4)]  # reflogs of no ref
+    bisect = _admin_of(b) / "logs" / "refs" / "bisect"
+    bisect.mkdir(parents=True)
+    strays.append(bisect / "bad")
+    for i, p in enumerate(strays):
+        p.write_text("x\n")
+        _grow(p, (20 << 20) + i)
+    c = checks(hub)["oversized"]
+    assert c["status"] == "warn" and f"{oversize.STRAY_MAX} entries" in c["message"], c
+    assert [p.stat().st_size for p in own] == [near] * 3, "a lane's own reflog was moved"
+    assert (hub.common_dir / "logs" / "refs" / "heads" / "main").read_bytes() == main_log
+    left = [p for p in strays if p.exists()]
+    assert sum(p.stat().st_size for p in left) <= oversize.STRAY_LOG_MAX
+    # the largest first: the bisect log, moved whole with its logs/refs
+    assert left == strays[:3], left
+    for i, p in list(enumerate(strays))[3:]:
+        rel = p.relative_to(hub.common_dir)
+        top = rel.parents[1] if "bisect" in rel.parts else rel
+        (kept,) = (hub.state_dir / "kept").glob(f"oversized.*/{top}")
+        moved = kept / p.relative_to(hub.common_dir / top)
+        assert moved.stat().st_size == (20 << 20) + i
+        assert moved.stat().st_blocks * 512 < 1 << 20  # the same sparse file, never a copy
+    assert statuses(hub)["oversized"] == "ok"  # nothing more to move
+
+
+@pytest.mark.parametrize(
+    "root, name",
+    [("refs/heads/lane", "many"), ("logs/refs/heads/lane", "a")],
+    ids=["refs_of_its_own", "in_a_lanes_name"],
+)
+def test_refs_a_lane_makes_in_bulk_are_held_to_a_count(hub: Repo, root: str, name: str) -> None:
+    """A lane may make any number of loose refs under refs/heads/lane/ (in a directory of
+    its own or beside the branches), and every `git branch`, `for-each-ref` and `git lane
+    status` reads them all: past STRAY_MAX entries beside the lanes' own, the largest (a
+    directory with all in it, whole) go into kept/, at their path there. A directory in a
+    lane's name (its reflog, a file, taken away) is no lane's own: it goes too."""
+    from guard import oversize
+
+    make_lane(hub, "a")
+    heads = hub.common_dir / "refs" / "heads" / "lane"
+    tip = (heads / "a").read_text()
+    many = hub.common_dir / root / name
+    if many.exists():
+        many.unlink()
+    many.mkdir()
+    for i in range(oversize.STRAY_MAX + 10):
+        (many / f"r{i}").write_text(tip)
+    (heads / "few").write_text(tip)
+    c = checks(hub)["oversized"]
+    assert c["status"] == "warn" and f"{root}/{name} (" in c["message"], c
+    assert not many.exists() and (heads / "few").read_text() == tip
+    assert (heads / "a").read_text() == tip
+    (kept,) = (hub.state_dir / "kept").glob(f"oversized.*/{root}/{name}")
+    assert len(list(kept.iterdir())) == oversize.STRAY_MAX + 10
+    refs = run(hub.path, "for-each-ref", "--format=%(refname)", "refs/heads/lane/").stdout
+    assert refs.split() == ["refs/heads/lane/a", "refs/heads/lane/few"]
+
+
+def test_a_released_lanes_name_keeps_no_reflog_out_of_the_total(hub: Repo) -> None:
+    """The lanes' own branch reflogs are never moved by the bulk bound, but a released
+    lane has no branch: a reflog a lane writes in its name counts with the rest (its
+    record is read, not only listed), and the largest goes."""
+    from guard import oversize
+
+    make_lane(hub, "a")
+    make_lane(hub, "b")
+    assert hub.jlane("release", "b").rc == 0
+    logs = hub.common_dir / "logs" / "refs" / "heads" / "lane"
+    _grow(logs / "a", oversize.LOG_MAX - 1)
+    for name, size in (("b", 40 << 20), ("junk", 30 << 20)):
+        (logs / name).write_text("x\n")
+        _grow(logs / name, size)
+    c = checks(hub)["oversized"]
+    assert c["status"] == "warn" and "logs/refs/heads/lane/b (" in c["message"], c
+    assert not (logs / "b").exists() and (logs / "junk").stat().st_size == 30 << 20
+    assert (logs / "a").stat().st_size == oversize.LOG_MAX - 1
+
+
+def test_refs_in_bulk_that_cannot_be_moved_fail_with_the_moves_to_make(
+    hub: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the bulk bound's rename is refused, nothing is moved and doctor fails
+    git_file_oversized with the `mv` of the whole directory into kept/: run as printed, it
+    works, and nothing is left past the bound."""
+    from guard import dirfd, oversize
+
+    make_lane(hub, "a")
+    heads = hub.common_dir / "refs" / "heads" / "lane"
+    many = heads / "many"
+    many.mkdir()
+    for i in range(oversize.STRAY_MAX + 1):
+        (many / f"r{i}").write_text((heads / "a").read_text())
+    with monkeypatch.context() as m:
+        m.setattr(dirfd, "owner_may", lambda dfd, change: False)
+        c = checks(hub)["oversized"]
+    assert c["status"] == "fail" and "[git_file_oversized]" in c["message"], c
+    assert f"{oversize.STRAY_MAX} entries" in c["message"] and many.is_dir()
+    run_fix(hub, c["fix"])
+    (kept,) = (hub.state_dir / "kept").glob("oversized.*/refs/heads/lane/many")
+    assert len(list(kept.iterdir())) == oversize.STRAY_MAX + 1 and not many.exists()
+    assert statuses(hub)["oversized"] == "ok"
+
+
+def test_refs_in_bulk_each_beside_the_branches_are_kept_and_the_event_stays_one_line(
+    hub: Repo,
+) -> None:
+    """Flat, each loose ref is its own entry to move: all but STRAY_MAX go, and the event
+    oversized_kept names EVENT_MAX of them and how many more (the rest lie at their
+    paths in kept/ all the same)."""
+    from guard import oversize
+
+    make_lane(hub, "a")
+    heads = hub.common_dir / "refs" / "heads" / "lane"
+    tip = (heads / "a").read_text()
+    n = oversize.STRAY_MAX + oversize.EVENT_MAX + 10
+    for i in range(n):
+        (heads / f"x{i}").write_text(tip)
+    assert checks(hub)["oversized"]["status"] == "warn"
+    assert len(list(heads.iterdir())) == oversize.STRAY_MAX + 1  # (and a's)
+    (kept,) = (hub.state_dir / "kept").glob("oversized.*/refs/heads/lane")
+    assert len(list(kept.iterdir())) == oversize.EVENT_MAX + 10
+    (ev,) = events(hub, "oversized_kept")
+    assert len(ev["moved"]) == oversize.EVENT_MAX and ev["more"] == 10, ev["more"]

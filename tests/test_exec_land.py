@@ -11,6 +11,7 @@ import ctypes
 import json
 import os
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 from conftest import LaneRun, Repo, lane
+from sandboxhelp import NEEDS_LANDLOCK
 from enginehelp import events, head, owner_file, ready_lane
 
 from guard import binding
@@ -367,3 +369,49 @@ def test_close_wakes_the_accept_loop(tmp_path: Path) -> None:
     srv.close()
     assert time.monotonic() - t < 5.0
     assert not os.path.exists(srv.path) and srv._threads == []
+
+
+@NEEDS_LANDLOCK
+@pytest.mark.skipif(shutil.which("pgrep") is None, reason="needs pgrep")
+def test_a_lane_never_shows_the_gate_other_bytes_than_the_tip_it_lands(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """G4 with the gate in the lane (gate_worktree = "lane", the default): before the gate
+    the lane must be clean at the tip, after it the tip and the worktree must be as they
+    were. A process of the lane (here CMD of a sandboxed exec whose land goes through the
+    socket, worker_land = "allow"; a leftover of a plain exec does the same to the
+    owner's land) waits for the gate to start, replaces a tracked file with a FIFO, feeds
+    the gate's reader the bytes it wants, and renames the committed bytes back the moment
+    the reader has them. The check after the gate finds the tip's content (a new inode,
+    same bytes: git status hashes it and calls it clean), and main moves to a tip whose
+    file the gate rejects."""
+    hub.config("worker_land", "allow")
+    hub.config("gate_command", "sleep 2.0417; ! grep -q BAD f.txt")  # a name pgrep finds
+    lane = hub.create("alpha")
+    tip = hub.commit(lane, "f.txt", "BAD\n")
+    agent = tmp_path / "agent.sh"
+    agent.write_text(
+        """#!/bin/sh
+(
+  n=0
+  while ! pgrep -f 'sleep 2[.]0417' >/dev/null; do n=$((n+1)); [ $n -gt 3000 ] && exit 1; sleep 0.01; done
+  cp -p f.txt "$TMPDIR/bad"
+  rm f.txt && mkfifo f.txt
+  timeout 20 sh -c 'echo GOOD > f.txt'
+  mv "$TMPDIR/bad" f.txt
+) &
+git lane land alpha
+wait
+"""
+    )
+    res = subprocess.run(
+        ["git", "lane", "exec", "--sandbox", "alpha", "--", "sh", str(agent)],
+        cwd=lane, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert hub.sha() != tip, (
+        f"main moved to {tip[:12]}, whose f.txt the gate rejects: the gate read other bytes"
+    )
+    assert "lane_changed_during_gate" in res.stdout + res.stderr, res.stdout + res.stderr
+    assert (lane / "f.txt").read_text() == "BAD\n"  # the lane's file, put back, is left be
+    r = hub.jlane("land", "alpha")  # the next, as written: the gate now sees the tip
+    assert r.rc != 0 and r.json["code"] == "gate_failed", r.stdout

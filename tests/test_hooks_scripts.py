@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Repo, git, shellcheck
+from enginehelp import fifo_packed_refs
 from hookfix import assert_refused, events, grepo, install, make_lane, run, sha
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -175,6 +176,7 @@ def _run_hook(
         env=env,
         capture_output=True,
         text=True,
+        timeout=60,  # a hook that waits (on a FIFO) fails its test, never blocks the suite
     )
 
 
@@ -242,6 +244,26 @@ def test_reference_transaction_fast_path_skips_nothing_of_a_symbolic_mains(
         repo, "reference-transaction", ["prepared"], f"{main} {b} refs/remotes/o/u\n", env
     )
     assert res.returncode == 0, res.stderr
+
+
+@pytest.mark.parametrize("spied", [False, True], ids=["git", "spy"])
+def test_reference_transaction_refuses_a_fifo_at_packed_refs_without_opening_it(
+    repo: Repo, spy: tuple[dict[str, str], Path], spied: bool
+) -> None:
+    """`packed-refs` a FIFO (made outside the sandbox): git reads no ref from it, every
+    git that opens it waits for ever. The hook refuses every ref update, the fast path's
+    kind too, main_not_plain naming restore-main, with shell tests alone (`[ -e ]`,
+    `[ -f ]`): never opened, no git (which would wait on it) nor Python started."""
+    env, log = spy if spied else (dict(os.environ), None)
+    install(repo)
+    main = sha(repo.path, "refs/heads/main")
+    with fifo_packed_refs(repo):
+        for line in (f"{main} {'5' * 40} refs/heads/main", f"{Z} {main} refs/remotes/o/x"):
+            res = _run_hook(repo, "reference-transaction", ["prepared"], line + "\n", env)
+            assert_refused(res, "main_not_plain")
+            assert "packed-refs is no regular file" in res.stderr, res.stderr
+            assert "Next: git lane restore-main\n" in res.stderr, res.stderr
+    assert log is None or not log.exists(), log.read_text()
 
 
 def test_reference_transaction_decides_in_preparing_too(repo: Repo) -> None:

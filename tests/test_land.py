@@ -329,6 +329,26 @@ def test_lane_changed_during_gate_by_an_edit(repo: Repo) -> None:
     assert j["details"]["dirty_paths"] == ["alpha.txt"]  # type: ignore[index]
 
 
+def test_a_tracked_file_put_back_with_the_tips_bytes_during_the_gate_is_refused(
+    repo: Repo,
+) -> None:
+    """git status compares content: a file replaced while the gate ran and put back with
+    the tip's bytes reads as clean to it, though the gate may have read other bytes. The
+    index's stat data tells it (a new file, a new ctime); a gate that rewrites a file
+    itself is told how to gate in a clean worktree instead."""
+    gate(repo, "cp alpha.txt t && mv t alpha.txt")
+    path = ready_lane(repo, "alpha")
+    j = refused(repo, "lane_changed_during_gate", "alpha")
+    assert j["details"]["rewritten_paths"] == ["alpha.txt"]  # type: ignore[index]
+    assert j["next"] == ["git lane land alpha"]
+    assert status_porcelain(path) == ""  # the same bytes: nothing for git status to show
+    assert epoch(repo) == 0
+    alt = str(j["alternatives"][0]).split("  #")[0]  # type: ignore[index]
+    res = subprocess.run(alt, shell=True, cwd=repo.path, capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert repo.sha() == head(path)
+
+
 def test_a_gate_that_leaves_build_output_behind_is_dirty(repo: Repo) -> None:
     gate(repo, "mkdir -p out && echo x > out/artifact")
     ready_lane(repo, "alpha")

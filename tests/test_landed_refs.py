@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Repo, git
-from hookfix import assert_ok, commit_file, install, run, sha
+from conftest import Repo, git, lane
+from enginehelp import fifo_packed_refs, hard_link_planted
+from guard.errors import Refusal
+from hookfix import assert_ok, commit_file, grepo, install, run, sha
 
 LANDED = "refs/git-lane/landed/"
 
@@ -859,6 +861,129 @@ def test_no_land_through_a_link_at_main_that_git_reads_through(hub: Repo) -> Non
     r = hub.jlane("land", "alpha")
     assert (r.rc, r.code) == (0, "landed"), r.stdout
     assert not link.is_symlink()
+
+
+@pytest.mark.parametrize("shape", ["loose_main", "packed_refs", "landed"])
+def test_no_land_while_a_protected_ref_file_has_a_second_name_in_the_lane_namespace(
+    hub: Repo, shape: str
+) -> None:
+    """Red team 15B F3: main's loose file, packed-refs (main packed) or land 1's loose
+    landed ref hard-linked at a name under refs/heads/lane/ (made by hand): whoever may
+    write that name (any lane) rewrites it in place. A packed-refs link outlived
+    restore-main (a loose main only shadows its line) and let the lane rewrite packed
+    landed refs and tags. Land refuses main_not_plain, its next restore-main, which gives
+    every such file an inode of its own (the lane's name keeps the old file); then it
+    lands, and a write through the lane's name changes nothing of git-lane's."""
+    ref, planted, lane_path = hard_link_planted(hub, shape)
+    before = hub.sha(ref)
+    held = planted.read_bytes()
+    hub.commit(lane_path, "y.txt", "y\n")
+    r = hub.jlane("land", "alpha")
+    assert (r.rc, r.code) == (1, "main_not_plain"), r.stdout
+    assert r.json["next"][0].startswith("git lane restore-main")
+    assert hub.sha(ref) == before
+    fixed = hub.jlane("restore-main")
+    assert fixed.rc == 0, fixed.stdout
+    assert any("hard link" in w for w in fixed.json["warnings"]), fixed.stdout
+    assert planted.read_bytes() == held and planted.stat().st_nlink == 1
+    for name in (ref, "packed-refs"):
+        p = hub.common_dir / name
+        assert not p.exists() or p.stat().st_nlink == 1, name
+    r = hub.jlane("land", "alpha")
+    assert (r.rc, r.code) == (0, "landed"), r.stdout
+    main, landed = hub.sha(), landed_refs(hub)
+    planted.write_text("0" * 39 + "1\n")
+    assert (hub.sha(), landed_refs(hub)) == (main, landed)
+
+
+def test_restore_main_never_forces_git_s_lock_nor_loops_on_a_link_made_again(
+    hub: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """restore-main gives a hard-linked main its own inode through git's own
+    `refs/heads/main.lock` (O_EXCL): while git holds it, restore-main changes nothing
+    there and refuses main_update_failed, its next run as written once the lock is gone;
+    a link that is back at once after the new file (something racing it) is refused
+    main_not_plain, never looped on."""
+    from guard.commands import restore_main
+
+    _, other, _ = hard_link_planted(hub, "loose_main")
+    main = hub.common_dir / "refs" / "heads" / "main"
+    lock = main.with_name("main.lock")
+    lock.write_text("git's\n")
+    r = hub.jlane("restore-main")
+    assert (r.rc, r.code) == (1, "main_update_failed"), r.stdout
+    assert lock.read_text() == "git's\n" and main.stat().st_nlink == 2
+    lock.unlink()
+    way = subprocess.run(" && ".join(r.json["next"]), shell=True, cwd=hub.path,
+                         capture_output=True, text=True)  # fmt: skip
+    assert way.returncode == 0, (r.json["next"], way.stdout, way.stderr)
+    assert main.stat().st_nlink == 1 and other.read_text() == main.read_text()
+    os.unlink(other)
+    os.link(main, other)
+    monkeypatch.setattr(restore_main, "own_file", lambda repo, rel: None)  # linked again
+    with pytest.raises(Refusal) as refused:
+        restore_main.run(grepo(hub))
+    assert refused.value.code == "main_not_plain" and "linked again" in refused.value.message
+
+
+# every command but doctor (names it) and restore-main (keeps it in kept/), as an owner
+# types it: each would run a git that reads a ref, which waits on a FIFO for ever
+COMMANDS = [
+    ("status",), ("status", "alpha"), ("conflicts",), ("create", "beta"), ("setup", "alpha"),
+    ("release", "alpha"), ("reconcile",), ("repair", "alpha"), ("sync", "alpha"),
+    ("continue", "alpha"), ("abort", "alpha"), ("land", "alpha"), ("gc",), ("ready", "alpha"),
+    ("queue",), ("path", "alpha"), ("export", "alpha"), ("checkpoint", "alpha"),
+    ("exec", "alpha", "--", "true"), ("shellenv", "alpha"), ("agent-setup", "alpha", "--for", "claude"),
+    ("config", "list"), ("config", "get", "gate_command"), ("log",), ("install",),
+    ("uninstall",), ("check", "git", "status"), ("check", "write", "w.txt"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("link", [False, True], ids=["fifo", "link-to-fifo"])
+def test_a_fifo_at_packed_refs_refuses_every_command_before_any_git_waits_on_it(
+    hub: Repo, link: bool
+) -> None:
+    """`packed-refs` a FIFO (or a link to one), made by a process outside the sandbox:
+    every git that reads a ref waits on its open for ever, so every command hung. Each
+    refuses main_not_plain at once, before any git runs; its next, restore-main, keeps
+    the FIFO in kept/ (never opened) and leaves main where it was; the command then
+    runs."""
+    alpha = hub.create("alpha")
+    assert_ok(commit_file(alpha, "w.txt", "w\n"))
+    base = hub.sha()
+    with fifo_packed_refs(hub, link) as packed:
+        for args in COMMANDS:
+            r = lane("--json", *args, cwd=hub.path, timeout=30)  # a hang fails here
+            assert (r.rc, r.code) == (1, "main_not_plain"), (args, r.stdout, r.stderr)
+            assert r.json["next"] == ["git lane restore-main"], (args, r.stdout)
+            assert r.json["details"]["ref"] == "packed-refs", (args, r.stdout)
+        r = lane("check", "write", "--json", "w.txt", cwd=alpha, timeout=30)  # no click
+        assert (r.rc, r.code) == (1, "main_not_plain"), r.stdout + r.stderr
+        fixed = lane("restore-main", "--json", cwd=hub.path, timeout=30)
+        assert fixed.rc == 0, fixed.stdout + fixed.stderr
+        assert "packed-refs was no file git could read" in fixed.json["warnings"][0]
+        assert not os.path.lexists(packed)
+        (kept,) = hub.state_dir.glob("kept/packed-refs.*")
+        assert kept.is_symlink() if link else kept.is_fifo()
+        assert hub.sha() == base
+        r = lane("status", "alpha", "--json", cwd=hub.path, timeout=30)
+        assert r.rc == 0, r.stdout + r.stderr
+
+
+def test_restore_main_puts_a_packed_main_back_once_a_fifo_took_packed_refs_place(
+    hub: Repo,
+) -> None:
+    """main and every other ref packed (a gc), then `packed-refs` replaced by a FIFO: git
+    sees no main once the FIFO is kept aside. restore-main keeps the FIFO in kept/ and
+    puts main back at the last landed tip (the baseline here), as for a main deleted."""
+    base = hub.sha()
+    hub.git("pack-refs", "--all")
+    assert not (hub.common_dir / "refs" / "heads" / "main").exists()
+    with fifo_packed_refs(hub):
+        r = lane("restore-main", "--json", cwd=hub.path, timeout=30)
+        assert (r.rc, r.code) == (0, "restored"), r.stdout + r.stderr
+        assert hub.sha() == base
+        assert [p.is_fifo() for p in hub.state_dir.glob("kept/packed-refs.*")] == [True]
 
 
 def test_no_land_while_mains_parent_directory_is_a_link_into_the_lane_namespace(

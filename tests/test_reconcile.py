@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -337,6 +338,36 @@ def test_a_lanes_locks_are_left_while_its_record_names_another_lanes_admin_dir(
         assert left and left[0]["lane"] == "alpha", r.stdout
     finally:
         _commit_and_end(p)
+
+
+def test_the_locks_of_a_lane_whose_worktree_is_gone_are_lifted_while_its_admin_dir_is_its(
+    repo: Repo,
+) -> None:
+    """A lane's worktree deleted by hand: its admin dir's stale locks are lifted too (the
+    release that reads that admin dir refuses lane_busy on them with reconcile as next),
+    but only while the admin dir's own pointers hold (its `gitdir` names the lane, its
+    `commondir` is git's `../..`): a `commondir` of no git's making (the lane's to
+    write) leaves its locks, noted."""
+    lp = repo.create("alpha")
+    admin = _admin(repo, "alpha")
+    shutil.rmtree(lp)
+    lk = admin / "HEAD.lock"
+    lk.write_text(f"{repo.sha()}\n")
+    _age(lk)
+    (admin / "commondir").write_text("../../\n")
+    changes = reconcile(repo)
+    assert lk.is_file(), f"a lock of an admin dir that is not the lane's went: {changes}"
+    (left,) = [c for c in changes if c["action"] == "git_lock_left"]
+    assert left["lane"] == "alpha" and left["files"] == [str(lk)], changes
+    (admin / "commondir").write_text("../..\n")
+    changes = reconcile(repo)
+    assert not lk.exists(), changes
+    assert {
+        "action": "git_lock_removed",
+        "lane": "alpha",
+        "files": [str(lk)],
+        "lifted": [{"file": str(lk)}],
+    } in changes
 
 
 def test_the_hubs_locks_are_never_lifted_through_a_symlinked_admin_dir(repo: Repo) -> None:

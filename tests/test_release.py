@@ -234,6 +234,42 @@ def test_a_stale_index_lock_in_a_landed_lane_has_a_release_next_that_works(hub: 
     _next_releases(hub, r, lp)
 
 
+@pytest.mark.parametrize(
+    "which", ["index.lock", "half-written index.lock", "branch", "packed-refs"]
+)
+def test_a_stale_lock_of_a_lane_whose_worktree_is_gone_has_a_release_next_that_works(
+    hub: Repo, which: str
+) -> None:
+    """The worktree of a landed lane deleted by hand (`rm -rf`), a stale lock a killed git
+    left where release looks: `<admin>/index.lock`, the branch's, packed-refs'. release
+    refuses lane_busy (stale), next reconcile then the release. reconcile lifted a lane's
+    locks only where its worktree was present, so the next looped for ever; it lifts them
+    for a lane whose worktree is gone too, judged as for a present lane (git reads the
+    lock against the index and HEAD from the admin dir: one that is the index goes, one
+    that is not is kept), and the next as printed releases the lane."""
+    lp = hub.create("alpha")
+    tip = hub.commit(lp, "a.txt", "a\n")
+    assert hub.jlane("land", "alpha").rc == 0
+    admin = Path(git(lp, "rev-parse", "--absolute-git-dir").stdout.strip())
+    shutil.rmtree(lp)
+    lk = {
+        "branch": hub.common_dir / "refs" / "heads" / "lane" / "alpha.lock",
+        "packed-refs": hub.common_dir / "packed-refs.lock",
+    }.get(which, admin / "index.lock")
+    data = {"index.lock": (admin / "index").read_bytes(), "half-written index.lock": b"DIRC"}
+    lk.write_bytes(data.get(which, f"{tip}\n".encode()))
+    os.utime(lk, (1, 1))  # long ago; no git runs anywhere
+    r = hub.jlane("release", "alpha")
+    assert (r.rc, r.code) == (1, "lane_busy"), r.stdout
+    assert r.json["details"]["stale"] is True and r.json["details"]["locks"] == [str(lk)]
+    assert r.json["next"] == ["git lane reconcile", "git lane release alpha"]
+    _next_releases(hub, r, lp)
+    assert not lk.exists()
+    kept = [k.read_bytes() for k in (hub.state_dir / "kept").glob("alpha-index.lock-*")]
+    # a half-written index is never simply dropped; a copy of the index is no staged state
+    assert kept == ([b"DIRC"] if which == "half-written index.lock" else [])
+
+
 def test_a_young_index_lock_is_not_judged_stale_by_release(hub: Repo) -> None:
     """An index.lock just taken may be a git at work: lane_busy, not stale, the release
     again as next (reconcile would not lift it)."""

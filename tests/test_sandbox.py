@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from enginehelp import link_on_mains_way
+from enginehelp import hard_link_planted, link_on_mains_way
 from sandboxhelp import NEEDS_LANDLOCK
 from conftest import Repo, git, lane
 from test_exec_agent import FRESH, SCRIPT, _cases, _check
@@ -250,6 +250,39 @@ def test_exec_sandbox_refuses_to_start_while_main_is_read_through_a_link_on_its_
     assert r.rc == 0 and (lane_path / "ran").exists(), r.stderr
 
 
+@pytest.mark.parametrize("shape", ["loose_main", "packed_refs", "admin_head", "landed"])
+def test_exec_sandbox_refuses_to_start_while_a_protected_ref_file_has_a_second_name(
+    hub: Repo, shape: str
+) -> None:
+    """Red team 15B F3: a hard link made beforehand, outside the sandbox, gives main's loose
+    file (or packed-refs, main packed, or a landed ref's loose file) a second name the
+    sandbox grants CMD: one under refs/heads/lane/, or the lane's own admin HEAD. `[ -L ]`
+    and foreign_main_link saw nothing, exec --sandbox started, and CMD's in-place write of
+    that name moved main (or the landed ref) with no ref transaction. exec refuses
+    main_not_plain, nothing run; restore-main gives the protected file an inode of its
+    own (the second name keeps the old file, content and all); then CMD runs, and its
+    write moves nothing of git-lane's."""
+    ref, planted, lane_path = hard_link_planted(hub, shape)
+    before = hub.sha(ref)
+    assert before is not None
+    held = planted.read_bytes()
+    evil = git(hub.path, "commit-tree", "-p", before, "-m", "evil", f"{before}^{{tree}}").stdout
+    line = f"{evil.strip()} refs/heads/main" if shape == "packed_refs" else evil.strip()
+    ran = lane_path / "attempted"
+    cmd = f"printf '%s\\n' {shlex.quote(line)} > {shlex.quote(str(planted))}; touch {shlex.quote(str(ran))}"
+    r = hub.lane("exec", "--sandbox", "alpha", "--", "sh", "-c", cmd)
+    assert r.rc == 1 and "refused [main_not_plain]" in r.stderr, r.stderr
+    assert "Next: git lane restore-main && git lane exec --sandbox alpha -- sh -c " in r.stderr
+    assert not ran.exists() and hub.sha(ref) == before and planted.read_bytes() == held
+    fixed = hub.jlane("restore-main")
+    assert fixed.rc == 0, fixed.stdout
+    assert planted.read_bytes() == held and planted.stat().st_nlink == 1
+    assert hub.sha(ref) == before and hub.sha() is not None
+    r = hub.lane("exec", "--sandbox", "alpha", "--", "sh", "-c", cmd)
+    assert r.rc == 0 and ran.exists(), r.stderr
+    assert hub.sha(ref) == before, f"CMD moved {ref} through {planted}"
+
+
 def test_lane_work_works_inside(hub: Repo, tmp_path: Path) -> None:
     lane_path = hub.create("alpha")
     body = r"""
@@ -301,6 +334,101 @@ def test_rebase_and_sync_inside(hub: Repo, tmp_path: Path) -> None:
     assert _rcs(r.stdout) == {"sync": 0}, r.stdout
     assert not (gd / "CHERRY_PICK_HEAD").exists()
     assert hub.sha() == main2
+
+
+@pytest.mark.parametrize("how", ["sync", "land --sync"])
+def test_a_sandboxed_lane_never_writes_another_lanes_sync_resolution_through_rr_cache(
+    hub: Repo, tmp_path: Path, how: str
+) -> None:
+    """Red team 15B F4: `git lane sync` rebased with rerere on, so the first conflicted
+    sync made `<common>/rr-cache`, and from then on exec --sandbox granted it to every
+    lane. A sandboxed lane replays another lane's rebase in a scratch clone of its own,
+    records a resolution of its choosing and copies it into the shared rr-cache: the
+    owner's `git lane sync beta` (or `land beta --sync`) had git resolve beta's conflict
+    with it, found no markers, continued by itself and reported `synced`. rr-cache is never
+    granted, and sync never takes a recorded resolution (rerere off)."""
+    hub.config("gate", "off")
+    paths = {k: hub.create(k) for k in ("alpha", "beta", "gamma")}
+    for k, p in paths.items():
+        hub.commit(p, "a.txt", f"{k}\n")
+    assert hub.jlane("land", "alpha").rc == 0
+    hub.jlane("sync", "gamma")  # conflicts: with rerere on, this made rr-cache
+    common = hub.common_dir
+    (common / "rr-cache").mkdir(exist_ok=True)  # as the owner's own rerere would
+    main = hub.sha()
+    beta_tip = hub.sha("refs/heads/lane/beta")
+    script = f"""set -e
+R={shlex.quote(REAL_GIT)}
+$R clone -q --no-local {shlex.quote(str(hub.path))} "$TMPDIR/s"
+cd "$TMPDIR/s"
+$R checkout -q -b v {beta_tip}
+$R -c rerere.enabled=true -c merge.conflictStyle=zdiff3 rebase -q {main} >/dev/null 2>&1 || true
+echo 'chosen by alpha' > a.txt
+$R -c rerere.enabled=true rerere
+cp -R .git/rr-cache/. {shlex.quote(str(common / "rr-cache"))}/
+"""
+    r = hub.lane("exec", "--sandbox", "alpha", "--", "sh", "-c", script)
+    assert r.rc != 0 and "Permission denied" in r.stderr, (r.stdout, r.stderr)
+    assert not [*(common / "rr-cache").iterdir()], "the sandboxed lane wrote rr-cache"
+    # what a lane could still put there outside the sandbox (shims stop no plain cp)
+    scratch = tmp_path / "scratch"
+    git(tmp_path, "clone", "-q", "--no-local", str(hub.path), str(scratch))
+    git(scratch, "checkout", "-q", "-b", "v", beta_tip)
+    git(scratch, "-c", "rerere.enabled=true", "rebase", "-q", main, check=False)
+    (scratch / "a.txt").write_text("chosen by alpha\n")
+    git(scratch, "-c", "rerere.enabled=true", "rerere")
+    shutil.copytree(scratch / ".git" / "rr-cache", common / "rr-cache", dirs_exist_ok=True)
+    if how == "sync":
+        r = hub.jlane("sync", "beta")
+        content = git(hub.path, "show", "refs/heads/lane/beta:a.txt").stdout
+    else:  # the owner lands beta, syncing it first: main would take alpha's resolution
+        r = hub.jlane("land", "beta", "--sync")
+        content = git(hub.path, "show", "refs/heads/main:a.txt").stdout
+    assert content != "chosen by alpha\n", (
+        f"the owner's {how} of lane beta committed a resolution lane alpha wrote",
+        r.stdout,
+    )
+    assert r.rc == 1 and r.code == "sync_conflicts", r.stdout
+    assert "chosen by alpha" not in (paths["beta"] / "a.txt").read_text()
+
+
+def test_cmds_git_and_sync_stop_on_a_conflict_and_abort_with_rr_cache_there(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """rr-cache (the owner's, or one an older sync made) is not writable from the sandbox,
+    and git takes it as rerere on: CMD's conflicted merge could not record its preimage,
+    and its `rebase --abort` crashed (git 2.39), leaving MERGE_RR.lock in the lane. exec
+    turns rerere off for CMD's git: its merge, rebase and git lane sync stop on the
+    conflict and abort as anywhere else, and nothing is written to rr-cache."""
+    hub.config("gate", "off")
+    lane_path, beta = hub.create("alpha"), hub.create("beta")
+    hub.commit(lane_path, "a.txt", "alpha\n")
+    hub.commit(beta, "a.txt", "beta\n")
+    assert hub.jlane("land", "beta").rc == 0
+    (hub.common_dir / "rr-cache").mkdir()
+    body = """
+try merge "$1" merge -q main
+try merge_abort "$1" merge --abort
+try rebase "$1" rebase -q main
+try rebase_abort "$1" rebase --abort
+try sync git lane sync
+try sync_abort git lane abort
+"""
+    r = _run(hub, tmp_path, body, REAL_GIT)
+    assert r.rc == 0, r.stderr
+    assert _rcs(r.stdout) == {
+        "merge": 1,
+        "merge_abort": 0,
+        "rebase": 1,
+        "rebase_abort": 0,
+        "sync": 1,
+        "sync_abort": 0,
+    }, r.stdout
+    assert "could not write" not in r.stdout and "conflicts at step 1" in r.stdout, r.stdout
+    assert not [*(hub.common_dir / "rr-cache").iterdir()]
+    gd = Path(git(lane_path, "rev-parse", "--absolute-git-dir").stdout.strip())
+    assert not [*gd.glob("*.lock")] and not (gd / "MERGE_RR").exists()
+    assert git(lane_path, "status", "--porcelain").stdout == ""
 
 
 def test_scripted_agent_under_sandbox(hub: Repo, tmp_path: Path) -> None:
@@ -407,7 +535,6 @@ def test_decide_is_narrow() -> None:
         common="/r/.git",
         main_ref="refs/heads/main",
         protected=["/r", "/w/lanes/b", "/r/.git"],
-        rerere=True,
         tmp="/tmp",
         cache="/w",
         extra=[],
@@ -420,8 +547,9 @@ def test_decide_is_narrow() -> None:
         "/r/.git/worktrees/a/objects",
         "/r/.git/refs/heads/lane",
         "/r/.git/logs/refs/heads/lane",
-        "/r/.git/rr-cache",
+        "/w/git-lane-sandbox/r-1/a",  # never rr-cache (shared by every lane and the owner)
     ]
+    assert not [w for w in g.writable if "rr-cache" in w]
     # never the owner's cache dir nor an entry of it: CMD gets its own
     assert "/w/git-lane-sandbox/r-1/a" in g.writable and "/w/pip" not in g.writable
     # never the shared temp dir: CMD gets a private one under it
@@ -873,7 +1001,6 @@ def test_decide_refuses_a_lane_that_encloses_the_repository() -> None:
         common="/w/r/.git",
         main_ref="refs/heads/main",
         protected=["/w/r", "/w/r/.git"],
-        rerere=False,
         tmp="/tmp",
         cache="/c",
         extra=[],

@@ -461,6 +461,59 @@ def test_what_cmd_grew_where_the_check_did_not_look_is_kept_aside_too(
     assert c.rc == 0, c.stdout
 
 
+# CMD makes, each under its bound (sparse: no disk used), reflogs of no ref under the lane
+# refs and per-worktree ones in its admin dir (git gc reads every worktree's), loose refs by
+# the thousand beside the branches, and grows its own branch's reflog just under the bound
+BULK = r"""
+set -e
+c=$(git rev-parse --git-common-dir)
+gd=$(git rev-parse --git-dir)
+tip=$(git rev-parse HEAD)
+for i in 1 2 3 4; do truncate -s 30M "$c/logs/refs/heads/lane/junk$i"; done
+mkdir -p "$gd/logs/refs/bisect"
+truncate -s 31M "$gd/logs/refs/bisect/bad"
+truncate -s 63M "$c/logs/refs/heads/lane/alpha"
+i=0
+while [ $i -lt 1100 ]; do echo "$tip" > "$c/refs/heads/lane/x$i"; i=$((i + 1)); done
+"""
+
+
+def test_what_cmd_makes_in_bulk_under_the_lane_refs_is_held_to_a_total_when_exec_ends(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """Each reflog and ref CMD may write is held to a bound, but not their number: under
+    Landlock CMD makes 1100 loose refs beside the branches (every git branch reads them)
+    and reflogs of 30 MiB by the handful (git gc reads them all). When CMD ends, what is
+    no lane's own is back within STRAY_MAX entries and STRAY_LOG_MAX bytes, the largest
+    moved into kept/ (event oversized_kept); the lane's branch and its reflog, however
+    big, stay."""
+    from guard import oversize
+
+    lane_path = hub.create("alpha")
+    tip = hub.commit(lane_path, "f.txt", "work\n")
+    body = tmp_path / "bulk.sh"
+    body.write_text(BULK)
+    r = lane("exec", "--sandbox", "alpha", "--", "sh", str(body), cwd=lane_path)
+    assert r.rc == 0, r.stderr
+    heads = hub.common_dir / "refs" / "heads" / "lane"
+    logs = hub.common_dir / "logs" / "refs" / "heads" / "lane"
+    assert (heads / "alpha").read_text().strip() == tip
+    assert (logs / "alpha").stat().st_size == 63 << 20, "the lane's own reflog was moved"
+    strays = [p for p in [*heads.iterdir(), *logs.iterdir()] if p.name != "alpha"]
+    bisect = _admin(lane_path) / "logs" / "refs"
+    strays += [p for p in bisect.rglob("*")] if bisect.exists() else []
+    assert len(strays) <= oversize.STRAY_MAX, len(strays)
+    size = sum(p.stat().st_size for p in strays if p.is_file())
+    assert size <= oversize.STRAY_LOG_MAX, size
+    (ev,) = events(hub, "oversized_kept")
+    assert all(d.get("bulk") for d in ev["moved"]) and not ev["failed"], ev
+    for d in ev["moved"]:  # kept at its path there, nothing lost
+        assert Path(d["kept"]).exists() and d["kept"].endswith(d["file"]), d
+    assert f"{oversize.STRAY_MAX} entries" in r.stderr, r.stderr
+    listed = hub.git("for-each-ref", "--format=%(refname)", "refs/heads/lane/").stdout.split()
+    assert "refs/heads/lane/alpha" in listed and len(listed) <= oversize.STRAY_MAX + 1
+
+
 @needs_modes  # red team 14I
 def test_oversize_sets_aside_a_grown_ref_in_a_directory_the_lane_made_unlistable(
     hub: Repo,

@@ -6,14 +6,16 @@ docs/trust-boundary.md says so. Real kernel, real processes, the real CLI."""
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import struct
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import Repo
+from conftest import Repo, needs_modes, owner_argv
 from sandboxhelp import NEEDS_LANDLOCK
 
 from guard import seccomp
@@ -254,3 +256,72 @@ def test_shared_repository_commits_inside_the_sandbox(hub: Repo, tmp_path: Path)
         check=True,
     )
     assert log.stdout.split() == [f"s{i}" for i in range(8, 0, -1)], log.stdout
+
+
+@NEEDS_LANDLOCK
+@needs_modes
+def test_main_made_unreadable_by_a_sandboxed_chmod_has_a_way_back_that_does_not_loop(
+    hub: Repo,
+) -> None:
+    """Landlock does not govern chmod: a sandboxed lane of a non-root owner can
+    `chmod 000 .git/refs/heads/main` (the owner's file). Then every land refuses
+    `no_main_branch` ("a broken ref file"), next `git lane restore-main`; restore-main
+    leaves the file where it is, git cannot lock it ("Permission denied") and it refuses
+    `main_update_failed`, next `git lane doctor`; doctor fails `main` with the fix
+    `git lane restore-main` again. Nothing in the loop names the mode, and main stays
+    unreadable to the owner (a denial of service by a sandboxed lane)."""
+    lane = hub.create("alpha")
+    hub.commit(lane, "x.txt", "x\n")
+    before = hub.sha()
+    main_file = hub.common_dir / "refs" / "heads" / "main"
+    r = hub.lane("exec", "--sandbox", "alpha", "--", "sh", "-c",
+                 f"chmod 000 {shlex.quote(str(main_file))}")  # fmt: skip
+    assert r.rc == 0, r.stderr
+    ran: list[str] = []
+    step = "git lane restore-main"
+    for _ in range(4):  # follow the nexts and doctor's fixes, as written, as the owner
+        ran.append(step)
+        done = subprocess.run(owner_argv("sh", "-c", step + " --json"), cwd=hub.path,
+                              capture_output=True, text=True)  # fmt: skip
+        readable = subprocess.run(owner_argv("git", "rev-parse", "--verify", "-q", "main"),
+                                  cwd=hub.path, capture_output=True, text=True)  # fmt: skip
+        if readable.stdout.strip() == before:
+            break
+        try:
+            out = json.loads(done.stdout)
+        except ValueError:
+            break
+        if "checks" in out:  # doctor: its fix for main
+            fixes = [c["fix"] for c in out["checks"] if c["status"] != "ok" and c.get("fix")]
+            step = fixes[0] if fixes else ""
+        else:
+            nxt = [n for n in out.get("next", []) if n]
+            step = nxt[0] if nxt else ""
+        if not step:
+            break
+    readable = subprocess.run(owner_argv("git", "rev-parse", "--verify", "-q", "main"),
+                              cwd=hub.path, capture_output=True, text=True)  # fmt: skip
+    assert readable.stdout.strip() == before, ("the owner's way back loops", ran)
+    assert ran == ["git lane restore-main"]  # its first command gives the bits back
+    assert "mode_restored" in (hub.state_dir / "events.jsonl").read_text()
+
+
+@NEEDS_LANDLOCK
+@needs_modes
+def test_git_lanes_state_made_unwritable_by_a_sandboxed_chmod_is_given_back(hub: Repo) -> None:
+    """The same for git-lane's own state (`git-lane/locks` chmod 000: every land refused
+    state_write_failed, next the same land, doctor ok): the next command gives the owner's
+    bits back first, says so, and lands."""
+    hub.config("gate_command", "true")
+    lane = hub.create("alpha")
+    tip = hub.commit(lane, "x.txt", "x\n")
+    locks = hub.state_dir / "locks"
+    r = hub.lane("exec", "--sandbox", "alpha", "--", "sh", "-c",
+                 f"chmod 000 {shlex.quote(str(locks))}")  # fmt: skip
+    assert r.rc == 0, r.stderr
+    assert locks.stat().st_mode & 0o777 == 0
+    done = subprocess.run(owner_argv("git", "lane", "land", "alpha"), cwd=hub.path,
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "gave the owner's read and write bits back" in done.stderr
+    assert hub.sha() == tip

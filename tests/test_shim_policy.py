@@ -56,6 +56,8 @@ def facts(**over: Any) -> GitFacts:
 
 
 ENV = {"HOME": HOME, "XDG_CONFIG_HOME": XDG}
+# rerere off in the environment, as exec sets it for a sandboxed CMD
+OFF = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "rerere.enabled", "GIT_CONFIG_VALUE_0": "false"}
 
 
 def first_on_path(name: str, search: str) -> str:
@@ -556,6 +558,11 @@ TABLE: list[tuple[str, dict[str, str], dict[str, Any], str | None]] = [
     ("rerere status", {}, {}, None),  # unset and no cache: git rerere does nothing
     ("rerere diff", {"GIT_CONFIG_PARAMETERS": "'rerere.enabled'='true'"}, {}, "path_outside_lane"),
     ("-c rerere.enabled=false merge main", {}, {}, None),
+    # by value in the environment too: exec sets rerere.enabled=false for a sandboxed CMD
+    ("merge main", {**OFF, "GIT_CONFIG_PARAMETERS": "'rerere.enabled'"}, {}, "path_outside_lane"),
+    ("merge main", {**OFF, "GIT_CONFIG_VALUE_0": "on"}, {}, "path_outside_lane"),
+    ("merge main", {**OFF, "GIT_CONFIG_COUNT": "x"}, {}, "hooks_disabled"),
+    ("merge main", OFF, {}, None),
     ("rerere", {}, {"exists": f"{COMMON}/rr-cache".__eq__}, None),
     # git config stops at its first non-option word: a value may start with `-`
     ("config core.fsmonitor '-x; touch /tmp/p'", {}, {}, "unsafe_config"),

@@ -365,59 +365,42 @@ def test_abort_puts_the_lane_back_and_reports_it_stale(repo: Repo) -> None:
 
 
 # -- rerere -------------------------------------------------------------------------------
-def test_a_resolution_recorded_once_is_replayed_by_rerere(repo: Repo) -> None:
+def test_sync_never_takes_a_resolution_recorded_in_rr_cache(repo: Repo) -> None:
+    """rr-cache is one for every lane and the owner, and nothing tells who recorded a
+    resolution there: sync rebases with rerere off, whatever the owner's config or an
+    existing cache says, so a recorded resolution is never replayed, let alone committed
+    as settled (red team 15B F4; the sandbox side in tests/test_sandbox.py)."""
     path, lane_tip = conflicting(repo)
+    git(repo.path, "config", "rerere.enabled", "true")  # the owner's own rerere
     r = repo.jlane("sync", "alpha")
     assert r.json["state"] == "conflicts"
-    (path / "f.txt").write_text("merged\n")
-    # record the resolution (git rerere is what `git commit` would run), then give up
+    assert not (repo.common_dir / "rr-cache").exists()  # sync records nothing
+    # recorded as a lane could (its git records the preimage, then the resolution)
     git(path, "-c", "rerere.enabled=true", "rerere")
+    (path / "f.txt").write_text("merged\n")
+    git(path, "-c", "rerere.enabled=true", "rerere")
+    assert [*(repo.common_dir / "rr-cache").glob("*/postimage")]
     assert repo.jlane("abort", "alpha").json["tip"] == lane_tip
 
     r = repo.jlane("sync", "alpha")
-    assert r.rc == 0, r.stderr
-    assert r.json["state"] == "fresh"  # the stop rerere settled was continued on its own
-    assert not rebase_dir(path)
-    assert git(path, "show", "HEAD:f.txt").stdout == "merged\n"
-    assert subjects(path, "-1") == ["lane edit"]
-    cfg = (repo.common_dir / "config").read_text().lower()
-    assert "rerere" not in cfg
+    assert r.rc == 1 and r.json["state"] == "conflicts", r.stdout
+    assert "<<<<<<<" in (path / "f.txt").read_text()
+    assert git(path, "ls-files", "-u").stdout  # unmerged: nothing staged for the lane
+    assert repo.jlane("abort", "alpha").json["tip"] == lane_tip
+    assert head(path) == lane_tip
 
 
-def test_rerere_replays_a_resolution_made_through_continue(repo: Repo) -> None:
+def test_a_resolution_made_through_continue_is_not_recorded(repo: Repo) -> None:
     path, lane_tip = conflicting(repo)
+    (repo.common_dir / "rr-cache").mkdir()  # rerere on for the repository's plain git
     repo.jlane("sync", "alpha")
     (path / "f.txt").write_text("merged\n")
     assert repo.jlane("continue", "alpha").json["state"] == "fresh"
-    # throw the rebased lane away and sync the original commits again
+    assert not [*(repo.common_dir / "rr-cache").iterdir()]
+    # throw the rebased lane away and sync the original commits again: a conflict again
     git(path, "reset", "-q", "--hard", lane_tip)
     r = repo.jlane("sync", "alpha")
-    assert r.rc == 0 and r.json["state"] == "fresh", r.stdout
-    assert (path / "f.txt").read_text() == "merged\n"
-
-
-def test_rerere_settles_one_step_and_stops_on_the_next(repo: Repo) -> None:
-    repo.commit(repo.path, "a.txt", "base\n", "base a")
-    repo.commit(repo.path, "b.txt", "base\n", "base b")
-    path = repo.create("alpha")
-    repo.commit(path, "a.txt", "lane a\n", "lane a")
-    repo.commit(path, "b.txt", "lane b\n", "lane b")
-    lane_tip = head(path)
-    repo.commit(repo.path, "a.txt", "main a\n", "main a")
-    repo.commit(repo.path, "b.txt", "main b\n", "main b")
-
-    r = repo.jlane("sync", "alpha")
-    assert r.json["worklist"]["step"] == 1
-    (path / "a.txt").write_text("merged a\n")
-    git(path, "-c", "rerere.enabled=true", "rerere")
-    repo.jlane("abort", "alpha")
-    assert head(path) == lane_tip
-
-    r = repo.jlane("sync", "alpha")
-    assert r.json["state"] == "conflicts"
-    wl = r.json["worklist"]
-    assert (wl["step"], wl["total"], wl["subject"]) == (2, 2, "lane b")
-    assert git(path, "show", "HEAD:a.txt").stdout == "merged a\n"
+    assert r.rc == 1 and r.json["state"] == "conflicts", r.stdout
 
 
 def test_a_worker_syncs_only_its_own_lane(repo: Repo) -> None:

@@ -618,15 +618,15 @@ def codex_roots(repo: Repo, lane_path: str) -> list[str]:
     git dir (index, HEAD, its reflog, rebase state), the object store, and the directory
     of lane branches with its reflogs (the ref of `lane/KEY` and its lock file). Not
     refs/heads itself (main), not packed-refs, not config, not hooks, not git-lane's
-    state: main and the hooks stay out of reach of the sandboxed agent."""
+    state: main and the hooks stay out of reach of the sandboxed agent. Not rr-cache:
+    shared by every lane and the owner, a resolution recorded there is anyone's next one
+    (sync never uses rerere)."""
     gd = git.run(["rev-parse", "--path-format=absolute", "--git-dir"], lane_path).stdout
     common = repo.common_dir
     roots = [os.path.realpath(gd.rstrip("\n")), os.path.realpath(common / "objects")]
     for d in (common / "refs" / "heads" / "lane", common / "logs" / "refs" / "heads" / "lane"):
         d.mkdir(parents=True, exist_ok=True)  # a packed lane ref leaves no directory
         roots.append(os.path.realpath(d))
-    if (common / "rr-cache").is_dir():  # sync turns rerere on; never created here
-        roots.append(os.path.realpath(common / "rr-cache"))
     return roots
 
 

@@ -29,10 +29,14 @@ def write(repo: Repo | None, path: str, cwd: str) -> CheckWriteResult:
     b = files.exec_bound(os.environ)
     if b is not None:
         return cast("CheckWriteResult", files.check_bound(b, path, cwd))
-    if repo is None:
-        from guard.repo import Repo
+    from guard import lane
+    from guard.repo import Repo
 
+    if repo is None:
         repo = Repo.discover(cwd)
+    found = repo.packed_refs_blocks()  # before any git reads a ref (it would wait there)
+    if found is not None:
+        raise lane.packed_refs_refusal(repo, found)
     t = files.target_facts(path, cwd)
     return cast("CheckWriteResult", files.allowed(t, _repo_lane(repo, t, path)))
 

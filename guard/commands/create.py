@@ -46,7 +46,7 @@ def run(
     cfg = repo.config
     main_sha = repo.main_sha()
     link = repo.foreign_main_link() if hookinstall.guarding(repo) else None
-    if link is not None:
+    if link is not None and not link.hard:  # (a hard link: the hooks refuse nothing)
         # the hook refuses every ref update while it is there (git worktree add -b too)
         raise Refusal(
             "main_not_plain",

@@ -19,7 +19,7 @@ from guard.commands import install as hookinstall
 from guard.commands import restore_main
 from guard.errors import GitError, Refusal, join_next
 from guard.git import q
-from guard.repo import Foreign, Repo
+from guard.repo import Foreign, Repo, packed_refs_words
 from guard.results import Check, DoctorResult
 from guard.store import read_regular
 from guard.store import LaneRecord
@@ -117,6 +117,8 @@ def _foreign_main_link(repo: Repo, link: Foreign) -> Check:
     makes main a plain ref at the last landed tip; the others take a copy by hand first
     (restore_main.hand_moves). With nothing to go back to (no land, no baseline), the
     next keeps it and makes main plain where it reads now."""
+    if link.hard:
+        return _hard_linked(repo, link)
     # (packed-refs not read through: what it leads to may be a FIFO git would block on)
     sha = repo.ref_sha(link.ref) if link.path != "packed-refs" else None
     reads = f"it reads as {sha[:12]}" if sha else "it reads as no commit"
@@ -137,6 +139,36 @@ def _foreign_main_link(repo: Repo, link: Foreign) -> Check:
         "or a link to refs/..., at main itself). Whoever may write what it leads to (a lane may write "
         "its own admin dir) moves main with no ref transaction, so the hooks refuse "
         "every ref update and exec --sandbox refuses to start while it is there",
+        fix,
+    )
+
+
+def _hard_linked(repo: Repo, link: Foreign) -> Check:
+    """A protected ref file with more than one name (Foreign.hard, red team 15B F3): a
+    write through another name (a lane's ref, a file of its admin dir) changes it with no
+    ref transaction, and the hooks cannot see that. restore-main gives it (and every other
+    such file) a file of its own; with nothing to go back to (no land, no baseline), the
+    fix does the same by hand: a copy made in a new kept/ directory, renamed over it (the
+    other names keep the old file)."""
+    if landed.last(repo) is not None:
+        fix = "git lane restore-main"
+    else:
+        path = os.path.join(repo.common_dir, link.path)
+        copy = repo.kept_dir(link.path.replace("/", "-")) / os.path.basename(link.path)
+        fix = join_next(
+            [
+                f"mkdir -p -- {q(copy.parent)}",
+                f"cp -- {q(path)} {q(copy)}",
+                f"mv -f -T -- {q(copy)} {q(path)}",
+            ]
+        )
+    return finding(
+        "main",
+        FAIL,
+        f"{link.words()}: whoever may write one of its other names (a lane may write its "
+        "ref files under refs/heads/lane/ and its own admin dir) changes it with no ref "
+        "transaction, which no hook sees, so exec --sandbox refuses to start and land does "
+        "not start while it is there",
         fix,
     )
 
@@ -1181,13 +1213,20 @@ def check_oversized(repo: Repo) -> list[Check]:
         ]
     fix = oversize.restores(repo, moved)
     kept = ", ".join(f"{d['file']} ({d['size']} bytes) to {d['kept']}" for d in moved[:5])
+    bulk = (
+        f", or made more of them than {oversize.STRAY_MAX} entries and "
+        f"{oversize.STRAY_LOG_MAX} bytes in all beside the lanes' own branches and HEAD "
+        "reflogs (git gc reads every reflog)"
+        if any(d.get("bulk") for d in moved)
+        else ""
+    )
     return [
         finding(
             "oversized",
             FAIL if fix else WARN,
             f"moved {kept}{' ...' if len(moved) > 5 else ''}: a lane grew them past any size "
-            f"git writes (a ref {oversize.REF_MAX} bytes, a reflog {oversize.LOG_MAX}), and "
-            "every git would have read them whole"
+            f"git writes (a ref {oversize.REF_MAX} bytes, a reflog {oversize.LOG_MAX}){bulk}, "
+            "and every git would have read them whole"
             + ("; a lane lost its branch or HEAD with it" if fix else "; nothing to put back"),
             join_next(fix) or None,
         )
@@ -1216,7 +1255,29 @@ CHECKS: tuple[Callable[[Repo], list[Check]], ...] = (
 )
 
 
+def _blocking_packed_refs(repo: Repo) -> Check | None:
+    """`packed-refs` no file git can read (Repo.packed_refs_blocks: a FIFO, a directory, a
+    link to one), looked at before anything else: every check below runs a git that
+    reads a ref, which would wait on a FIFO for ever. Named alone, with restore-main
+    (which keeps it in kept/, never opened, and puts main back) as its fix."""
+    try:
+        found = repo.packed_refs_blocks()
+    except Refusal as r:
+        return finding("main", FAIL, f"[{r.code}] {r.message}", join_next(r.next) or None)
+    if found is None:
+        return None
+    return finding(
+        "main",
+        FAIL,
+        f"{packed_refs_words(found)}, so no other check was made (each runs such a git)",
+        "git lane restore-main",
+    )
+
+
 def run(repo: Repo) -> DoctorResult:
+    blocked = _blocking_packed_refs(repo)
+    if blocked is not None:
+        return {"ok": False, "code": "doctor_failed", "checks": [blocked]}
     checks: list[Check] = []
     for fn in CHECKS:
         name = fn.__name__.removeprefix("check_")

@@ -360,8 +360,20 @@ def _main_plain(repo: Repo, retry: str) -> None:
     own admin `HEAD`, its branch's loose ref, a file in the lane): CMD would then move
     main with no ref transaction, which no layer sees. Either was made by a process
     outside the sandbox (CMD may not write refs/heads/), so this look before CMD starts
-    holds for the whole run. doctor fails both; restore-main makes main plain again."""
+    holds for the whole run. doctor fails both; restore-main makes main plain again.
+    Likewise a hard link at main's loose file, packed-refs or a landed ref's file
+    (Foreign.hard): its other name may be one CMD may write, and CMD cannot make one
+    (Landlock refuses a link to a name with more rights than the file's: EXDEV)."""
     link = repo.foreign_main_link()
+    if link is not None and link.hard:
+        raise Refusal(
+            "main_not_plain",
+            f"{link.words()}: CMD may write one of its other names (a ref file under "
+            "refs/heads/lane/, a file of its admin dir) in place, with no ref transaction, "
+            "so the sandbox cannot keep main; nothing was run (git lane doctor fails it)",
+            next=["git lane restore-main", retry],
+            details={"ref": link.path, "link": None, "names": link.names},
+        )
     if link is not None:
         what = link.words()
         ref = link.path
@@ -643,9 +655,6 @@ def _confinement(
         env.update(sandbox.cache_env(g))
     except sandbox.SandboxError as exc:
         raise _sandbox_failed(repo, rec.key, str(exc), retry) from None
-    rr = os.path.join(repo.common_dir, "rr-cache")
-    if rr in g.writable and not os.path.isdir(rr):
-        os.makedirs(rr, exist_ok=True)  # git would make it in the (unwritable) common dir
     store = _lane_objects(repo, rec, env, retry)
     private = None
     if g.private_tmp_under is not None:
@@ -660,6 +669,7 @@ def _confinement(
         env.pop(name, None)
     _cmd_config(env, "core.sharedRepository", "umask")
     _cmd_config(env, "core.fsyncMethod", "fsync")
+    _cmd_config(env, "rerere.enabled", "false")
     try:
         ruleset = sandbox.prepare(g, [store, *([private] if private else [])])
         seal = seccomp.prepare()
@@ -675,7 +685,7 @@ def _cmd_config(env: dict[str, str], key: str, value: str) -> None:
     """Set `key = value` for CMD's git as a GIT_CONFIG_COUNT entry after any it has, so it
     wins over every file git reads. A GIT_CONFIG_COUNT git would reject is left for git to
     reject. Only _confinement sets keys this way (any GIT_CONFIG_COUNT sends every git
-    command of CMD to the shim's Python: shims/git), two of them:
+    command of CMD to the shim's Python: shims/git), three of them:
 
     - core.sharedRepository = umask: set to group/all, git chmods every directory it makes
       `g+s`, which the seccomp filter refuses (no setgid file from the sandbox), and
@@ -684,7 +694,12 @@ def _cmd_config(env: dict[str, str], key: str, value: str) -> None:
     - core.fsyncMethod = fsync: with `batch`, git adds objects to a temp dir in the store
       and renames them into their fan-out dirs, across directories, which the sandbox
       refuses in the store (no REFER: guard/sandbox.py); git 2.39 then says nothing and
-      `git add` leaves the index naming objects it never stored."""
+      `git add` leaves the index naming objects it never stored.
+    - rerere.enabled = false: `<common>/rr-cache` is never granted (shared by every lane
+      and the owner: what is recorded there is anyone's next resolution, red team 15B F4);
+      on, by the owner's config or by the cache existing, git would fail to record a
+      conflict's preimage there. Not a barrier (CMD may drop the entry, or pass `-c`):
+      the kernel keeps rr-cache out of reach whatever CMD's git is told."""
     count = env.get("GIT_CONFIG_COUNT", "0")
     if not count.isdigit():
         return

@@ -671,6 +671,10 @@ def g4_gate(
     the lane so is its worktree (else what passed is not what would land); the hub is
     looked at again."""
     assert t.tip is not None
+    before: git.StatView = {}
+    if not clean:  # what git's index says of the lane's files as the gate starts
+        with git.shared_store_only(False):
+            before = git.stat_view(t.path)
     try:
         if clean:
             with gate.clean_worktree(repo.common_dir, t.tip) as where:
@@ -702,12 +706,19 @@ def g4_gate(
     after = repo.ref_sha(f"refs/heads/{t.branch}")
     still_dirty: list[str] = []
     hidden = git.Hidden()
+    swapped: list[str] = []
     if not clean:  # a clean gate never looked at the lane's worktree
         with git.shared_store_only(False):  # its own worktree: G2's view of it
-            still_dirty, hidden = git.dirty_and_hidden(t.path, t.tip or "")
+            # git status reads content, and a file put back with the tip's bytes reads as
+            # unchanged to it: the index's stat view too (status refreshes nothing, no
+            # optional locks, so the two are read side by side)
+            view, (still_dirty, hidden) = git.both(
+                lambda: git.stat_view(t.path), lambda: git.dirty_and_hidden(t.path, t.tip or "")
+            )
+            swapped = git.rewritten(before, view)
     unseen = hidden.changed + hidden.missing + [s.path for s in hidden.submodules]
-    if after != t.tip or still_dirty or unseen:
-        raise _changed_during_gate(t, after, still_dirty, unseen)
+    if after != t.tip or still_dirty or unseen or swapped:
+        raise _changed_during_gate(t, after, still_dirty, unseen, swapped)
     # G6 again: the hub may have been edited (or switched) while the gate ran, and an
     # overlapping edit found only after main moved would leave the hub half updated
     hub = repo.hub()
@@ -717,12 +728,39 @@ def g4_gate(
 
 
 def _changed_during_gate(
-    t: Target, after: str | None, dirty: list[str], unseen: list[str]
+    t: Target, after: str | None, dirty: list[str], unseen: list[str], swapped: list[str]
 ) -> Refusal:
     """lane_changed_during_gate. When all the gate changed is new untracked files (build
     output: `__pycache__`, `.coverage`...), landing again would only make them again, so
     the next ignores them in the lane's .gitignore, committed, and lands; the gate still
-    runs at that commit. Anything else (the tip, a tracked file, a hidden entry): look."""
+    runs at that commit. Tracked files rewritten with the same bytes (a new file, or a new
+    ctime: what the gate read may not have been the tip): land again, or gate in a clean
+    worktree if the gate itself rewrites them. Anything else (the tip, a tracked file, a
+    hidden entry): look."""
+    if swapped and after == t.tip and not dirty and not unseen:
+        shown = ", ".join(json.dumps(x) for x in swapped[:3])
+        return Refusal(
+            "lane_changed_during_gate",
+            f"lane {t.key}'s tracked file(s) {shown}"
+            + (f" and {len(swapped) - 3} more" if len(swapped) > 3 else "")
+            + " were replaced or rewritten while its gate ran, though their bytes are the "
+            "tip's again: what the gate read need not have been the tip",
+            next=[f"git lane land {t.key}"],
+            alternatives=[
+                f"git lane config set gate_worktree clean && git lane land {t.key}"
+                "  # when the gate itself rewrites them: it then runs in a fresh worktree"
+            ],
+            details={
+                "lane": t.key,
+                "tip_before": t.tip,
+                "tip_after": after,
+                "dirty_paths": [],
+                "hidden_paths": [],
+                "gate_left": [],
+                "rewritten_paths": swapped[:50],
+            },
+        )
+    unseen = unseen + [p for p in swapped if p not in unseen and p not in dirty]
     left = [] if after != t.tip or unseen else git.untracked_only(t.path, dirty)
     g = git.owner_git(t.path)
     gitignore = git.q(os.path.join(t.path, ".gitignore"))
@@ -736,7 +774,7 @@ def _changed_during_gate(
         # shell `>>` into the lane's path, which the lane can make a link meanwhile
         lines = " ".join(f"--ignore {git.q(x)}" for x in patterns)
         next_ = [
-            *([f"cat {gitignore}"] if own else []),
+            *([f"cat -v -- {gitignore}"] if own else []),  # the lane's bytes: escaped
             *([f"git lane repair {t.key} {lines}"] if patterns else []),
             f"{g} add .gitignore",
             f"{g} commit -m {git.q('Ignore what the gate leaves behind')}",
@@ -765,6 +803,7 @@ def _changed_during_gate(
             "dirty_paths": dirty[:50],
             "hidden_paths": unseen[:50],
             "gate_left": left[:50],
+            "rewritten_paths": swapped[:50],
         },
     )
 
@@ -892,12 +931,13 @@ def g5_main_as_landed(repo: Repo, main_before: str) -> None:
     (a reflog rewind, a branch copy, a commit with the hooks off), building on it would
     make that unreviewed state landed history; so the owner puts main back first. A main
     read through a link (Repo.foreign_main_link) is refused whatever it reads as: what the
-    link leads to may be written by anyone who may write that file (a gate, a lane)."""
+    link leads to may be written by anyone who may write that file (a gate, a lane); so
+    is a hard link at main's file, packed-refs or a landed ref's (Foreign.hard)."""
     link = repo.foreign_main_link()
     if link is not None:
         raise Refusal(
             "main_not_plain",
-            f"{link.words()}: whoever may write the file it leads to moves main with no ref "
+            f"{link.words()}: {link.writer} moves main with no ref "
             "transaction, so nothing lands until main is plain again",
             next=["git lane restore-main" + lane.OWNER_NOTE],
             details={"ref": link.path, "link": link.text},

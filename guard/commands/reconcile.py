@@ -112,11 +112,15 @@ def run(repo: Repo) -> ReconcileResult:
 LEFT = ("landing_left", "git_lock_left")  # noted, not reconciled
 
 
-def _git_locks(repo: Repo, rec: LaneRecord) -> list[dict[str, Any]]:
+def _git_locks(repo: Repo, rec: LaneRecord, present: bool) -> list[dict[str, Any]]:
     """The lane's stale git locks lifted (guard/gitlocks.py), only while its pointers are
     intact: a record naming another admin dir (a planted `admin`, a symlink under
-    worktrees/) would have another lane's, or the hub's, locks judged as this lane's."""
-    faults = recovery.pointer_faults(repo, rec)
+    worktrees/) would have another lane's, or the hub's, locks judged as this lane's. A
+    worktree gone by hand (not `present`) has no `.git` to measure: its admin dir's own
+    pointers (`commondir`, and `gitdir` naming the lane) must still hold, and its locks
+    are lifted too, as release (which reads that admin dir) refuses lane_busy on them
+    with reconcile as next."""
+    faults = recovery.pointer_faults(repo, rec, checkout=present)
     admin = repo.store.admin_dir(rec)
     if faults or not gitlocks.admin_ok(repo, admin):
         left = [str(p) for p in gitlocks.present(admin)] if gitlocks.admin_ok(repo, admin) else []
@@ -345,8 +349,8 @@ def _reconcile_lane(
     if new.status == "active" and present and lane.read_marker(rec.path) != rec.key:
         lane.write_marker(repo, rec.path, rec.key)  # the hooks tell a lane by it
         changes.append({"action": "marker_written", "lane": rec.key})
-    if new.status == "active" and present:
-        changes.extend(_git_locks(repo, rec))
+    if new.status in ("active", "orphaned") and wt is not None:  # its admin dir is git's
+        changes.extend(_git_locks(repo, rec, present))
     if new.owner_pid and not procs.alive(new.owner_pid, new.owner_start):
         new = replace(new, owner_pid=None, owner_start=None)
         changes.append({"action": "owner_cleared", "lane": rec.key, "pid": rec.owner_pid})

@@ -17,10 +17,11 @@ lets it through; refused to workers."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from guard import dirfd, git, landed, landing, lane, lock
 from guard.errors import GitError, Refusal
-from guard.repo import Foreign, Repo
+from guard.repo import Foreign, Repo, packed_refs_words
 from guard.results import RestoreMainResult
 
 LOCK_LABEL = "(restore-main)"  # the lock record's lane field: no lane is being landed
@@ -28,6 +29,25 @@ LOCK_LABEL = "(restore-main)"  # the lock record's lane field: no lane is being 
 
 def run(repo: Repo) -> RestoreMainResult:
     lane.forbid_worker("restore-main")
+    # before any git reads a ref (each would wait on a FIFO there for ever)
+    aside = keep_blocking_packed_refs(repo)
+    try:
+        res = _run(repo)
+    except Refusal as r:
+        if aside is not None:  # said with the refusal too: it was moved all the same
+            r.message += f" (packed-refs, no file git could read, was kept at {aside} first)"
+            r.details["packed_refs_kept"] = aside
+        raise
+    if aside is not None:
+        res["warnings"].insert(
+            0,
+            f"packed-refs was no file git could read (a FIFO, a directory, a link to one: "
+            f"every git waited on it or failed): it is kept at {aside}",
+        )
+    return res
+
+
+def _run(repo: Repo) -> RestoreMainResult:
     try:
         main_ref = repo.main_ref
     except Refusal as none:
@@ -75,6 +95,19 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
             details={"epoch": last.epoch, "landed": last.sha, "from": where},
         )
     link = repo.foreign_main_link()
+    unlinked: list[str] = []
+    while link is not None and link.hard:
+        if link.path in unlinked:  # linked again at once: someone is racing this
+            raise Refusal(
+                "main_not_plain",
+                f"{link.words()}, and it was linked again after restore-main gave it a file "
+                "of its own: something outside git-lane is linking it; nothing more was changed",
+                next=[f"ls -li -- {git.q(os.path.join(repo.common_dir, link.path))}"],
+                details={"ref": link.path, "link": None, "names": link.names},
+            )
+        own_file(repo, link.path)
+        unlinked.append(link.path)
+        link = repo.foreign_main_link()
     if link is not None and link.path != "packed-refs" and link.ref != main_ref:
         link = None  # (master's link while main is main: no main's)
     if link is not None and not movable(link):
@@ -102,11 +135,13 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
     }
     if target is None and cur.strip("0"):
         rel = landed.relation(repo, cur, last.sha)
-        if rel == "at" and kept is None:
+        if rel == "at" and kept is None and not unlinked:
             return _result(repo, "unchanged", main_ref, cur, last, None, ("not_hub", ""))
         if rel not in ("at", "behind"):
             raise moved_refusal(repo, main_ref, cur, last, rel, details)
-    if kept is None or cur != last.sha:  # (what lies beneath a file set aside: there already)
+    # (what lies beneath a file set aside: there already; a file given its own inode: as
+    # it was)
+    if cur != last.sha or (kept is None and (target is not None or not unlinked)):
         _update(repo, held, main_ref, cur, last, target, details)
     hub = repo.hub()
     if cur.strip("0") and kept is None:
@@ -125,6 +160,7 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
         epoch=last.epoch,
         symref=target,
         kept=kept,
+        unlinked=unlinked or None,
         hub=carried[0],
         hub_stderr=carried[1] or None,
     )
@@ -138,6 +174,12 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
         carried,
         hub.path if hub is not None else None,
     )
+    for path in unlinked:
+        res["warnings"].append(
+            f"{path} was a file with more than one name (a hard link, which git never makes): "
+            "it is a file of its own now, with the same content; the other names keep the "
+            "old file as it was"
+        )
     if kept is not None and link_text is not None:
         res["warnings"].append(
             f"{link.path if link is not None else main_ref} was a symbolic link to "
@@ -194,6 +236,55 @@ def _update(
             ) from None
 
 
+def own_file(repo: Repo, rel: str) -> None:
+    """Give the file `rel` (relative to the common dir: main's loose ref, packed-refs, a
+    loose ref under refs/git-lane/) a file of its own, as git writes one: its content
+    read (a regular file, through directory fds, no link followed) into `rel.lock`, made
+    O_EXCL (git holds that name while it writes the file: never two writers), then
+    renamed over it. The new inode has one name; the old one is left to its other names,
+    content and all (never deleted, never written: what a lane's ref under
+    refs/heads/lane/ holds stays). Refused, naming the file, when that cannot be done."""
+    parent, _, name = rel.rpartition("/")
+    common = os.fspath(repo.common_dir)
+    lock_name = f"{name}.lock"
+    try:
+        dfd, _ = dirfd.walk(common, parent)
+        try:
+            data = dirfd.read(dfd, name)
+            fd = os.open(lock_name, _NEW, 0o666, dir_fd=dfd)  # ours from here on
+            try:
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view) :]
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                os.rename(lock_name, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            except BaseException:
+                try:
+                    os.unlink(lock_name, dir_fd=dfd)
+                except OSError:
+                    pass
+                raise
+        finally:
+            os.close(dfd)
+    except OSError as exc:
+        path = os.path.join(common, rel)
+        raise Refusal(
+            "main_update_failed",
+            f"{path} has more than one name (a hard link), and restore-main could not give "
+            f"it a file of its own ({exc.strerror or exc}; {lock_name} held: git is writing "
+            "it): nothing was changed there",
+            next=[f"ls -li -- {git.q(path)}", "git lane restore-main"],
+            details={"file": path, "error": str(exc)},
+        ) from None
+    repo.store.event("restore_main_unlinked", code="unlinked", file=rel)
+
+
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
 def movable(link: Foreign) -> bool:
     """Can restore-main move what Repo.foreign_main_link found into kept/ itself? main's
     own link, or a link at a directory of main's name below refs/heads/ (what else was
@@ -244,19 +335,9 @@ def _set_aside(repo: Repo, main_ref: str, foreign: str | None = None) -> str | N
             return None
         if not repo.broken_ref_file(main_ref):
             return None
-    parent, _, name = (foreign or main_ref).rpartition("/")
-    kept = repo.kept_dir((foreign or main_ref).replace("/", "-"))
     common = os.fspath(repo.common_dir)
     try:
-        sfd, _ = dirfd.walk(common, parent)
-        try:
-            kfd, _ = dirfd.walk(common, os.path.relpath(kept.parent, common), create=True)
-            try:
-                os.rename(name, kept.name, src_dir_fd=sfd, dst_dir_fd=kfd)
-            finally:
-                os.close(kfd)
-        finally:
-            os.close(sfd)
+        kept = _into_kept(repo, foreign or main_ref)
     except OSError as exc:
         at = foreign or main_ref
         _, moves = repo.kept_moves(at.replace("/", "-"), common, [at])
@@ -270,6 +351,52 @@ def _set_aside(repo: Repo, main_ref: str, foreign: str | None = None) -> str | N
             details={"file": os.path.join(common, at), "error": str(exc)},
         ) from None
     repo.store.event("restore_main_kept", code="kept", file=foreign or main_ref, kept=str(kept))
+    return str(kept)
+
+
+def _into_kept(repo: Repo, rel: str) -> Path:
+    """Move the entry `rel` of the common dir into a new name of git-lane's kept/ (where it
+    is now): one rename through directory fds, a link moved itself (never followed), a
+    FIFO never opened. OSError when it cannot be."""
+    parent, _, name = rel.rpartition("/")
+    kept = repo.kept_dir(rel.replace("/", "-"))
+    common = os.fspath(repo.common_dir)
+    sfd, _ = dirfd.walk(common, parent)
+    try:
+        kfd, _ = dirfd.walk(common, os.path.relpath(kept.parent, common), create=True)
+        try:
+            os.rename(name, kept.name, src_dir_fd=sfd, dst_dir_fd=kfd)
+        finally:
+            os.close(kfd)
+    finally:
+        os.close(sfd)
+    return kept
+
+
+def keep_blocking_packed_refs(repo: Repo) -> str | None:
+    """A `packed-refs` git cannot read as a file (Repo.packed_refs_blocks: a FIFO every
+    git would wait on for ever, a directory, a link to one) moved into kept/ (never
+    opened, never deleted) before any git reads a ref: where it is now, None when
+    packed-refs is no such thing. It holds no ref git could read; what git reads then
+    is the loose refs, and main is put back as for a main deleted. Refused
+    (main_not_plain), naming the `mv` that keeps it, when it cannot be moved."""
+    found = repo.packed_refs_blocks()
+    if found is None:
+        return None
+    common = os.fspath(repo.common_dir)
+    try:
+        kept = _into_kept(repo, found.path)
+    except OSError as exc:
+        _, moves = repo.kept_moves(found.path, common, [found.path])
+        raise Refusal(
+            "main_not_plain",
+            f"{packed_refs_words(found)}, and it could not be moved into kept/ "
+            f"({exc.strerror or exc}): the next moves it there (kept, not deleted), then "
+            "puts main back",
+            next=[*moves, "git lane restore-main"],
+            details={"ref": found.path, "link": found.text, "error": str(exc)},
+        ) from None
+    repo.store.event("restore_main_kept", code="kept", file=found.path, kept=str(kept))
     return str(kept)
 
 

@@ -18,10 +18,15 @@ from guard.store import read_regular
 
 # Passed with -c on every rebase: never written into the repository's config.
 REBASE_CFG = [
+    # rerere off, whatever the owner's config or an existing <common>/rr-cache says: that
+    # cache is one for every lane and the owner, and nothing tells who recorded a
+    # resolution there (a lane's plain cp, a MERGE_RR in a lane's own admin dir steering
+    # a rerere run outside the sandbox in it, a lane replaying another's conflict). Taken
+    # as settled, it would commit one lane's text into another's branch, and into main
+    # with land --sync (red team 15B F4); nor does a sync record one there for the
+    # owner's merges to take. Every conflict is the lane's to resolve, each sync.
     "-c",
-    "rerere.enabled=true",
-    "-c",
-    "rerere.autoUpdate=true",
+    "rerere.enabled=false",
     "-c",
     "merge.conflictStyle=zdiff3",
     "-c",
@@ -642,8 +647,9 @@ def _drive(
     result: git.GitResult,
     chase: bool = False,
 ) -> SyncResult:
-    """After a rebase command: done, stopped on conflicts, or stopped on a step that
-    rerere (or an empty commit) already settled, which we continue ourselves. With
+    """After a rebase command: done, stopped on conflicts, or stopped on a step already
+    settled (resolved by hand before `continue`, or an emptied commit), which we continue
+    ourselves (rerere is off: REBASE_CFG). With
     `chase` (continue), a main that moved meanwhile is rebased onto as well. A step git
     can neither continue nor skip ends it (sync_failed), never a loop; so does a step git
     reschedules twice without carrying it out (its todo as it was: a pick that cannot
@@ -891,6 +897,7 @@ def continue_(repo: Repo, key: str | None) -> SyncResult:
         )
     if files:
         _add_step(path, files)
+    crash_point("sync_step")  # the step settled, the rebase not yet carried on
     onto = _read(git.worktree_git_dir(path) or Path(path), "rebase-merge/onto") or repo.main_sha()
     _trusted_rebase(repo, key, path, branch, "--continue")
     res = _git(path, ["rebase", "--continue"])

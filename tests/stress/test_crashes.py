@@ -228,9 +228,10 @@ def test_queue_batch_killed_while_its_gate_runs(repo: Repo, tmp_path: Path) -> N
 
 
 # -- sync --------------------------------------------------------------------------------
-def _rerere_settled_conflict(repo: Repo) -> tuple[Path, list[str]]:
-    """A lane of two commits whose first conflicts with main, and a resolution rerere
-    has recorded: its sync stops between steps on a conflict it settles itself."""
+def _conflict_resolved_by_hand(repo: Repo) -> tuple[Path, list[str]]:
+    """A lane of two commits whose first conflicts with main, its sync stopped there and
+    the conflict resolved in the worktree: its `continue` settles the step and goes on to
+    the next (sync never takes a resolution from rerere: a step is settled by hand)."""
     repo.commit(repo.path, "f.txt", "base\n")
     alpha = repo.create("alpha")
     mine = [repo.commit(alpha, "f.txt", "lane\n"), repo.commit(alpha, "g.txt", "g\n")]
@@ -238,15 +239,13 @@ def _rerere_settled_conflict(repo: Repo) -> tuple[Path, list[str]]:
     r = repo.jlane("sync", "alpha")
     assert r.code == "sync_conflicts", r.stdout
     (alpha / "f.txt").write_text("resolved\n")
-    git(alpha, "-c", "rerere.enabled=true", "rerere")
-    assert repo.jlane("abort", "alpha").code == "aborted"
     return alpha, mine
 
 
 @pytest.mark.parametrize("then", ["continue", "abort"])
 def test_sync_killed_between_rebase_steps(repo: Repo, then: str) -> None:
-    alpha, mine = _rerere_settled_conflict(repo)
-    crash(repo, "sync_step", "sync", "alpha")
+    alpha, mine = _conflict_resolved_by_hand(repo)
+    crash(repo, "sync_step", "continue", "alpha")
     assert rebase_dir(alpha)  # stopped part way, as a conflict stops it
     assert repo.sha("refs/heads/lane/alpha") == mine[-1]  # the branch moves only at the end
     recovered(repo, False, mine)
@@ -257,7 +256,10 @@ def test_sync_killed_between_rebase_steps(repo: Repo, then: str) -> None:
     r = repo.jlane(then, "alpha")
     if then == "abort":
         assert r.code == "aborted" and head(alpha) == mine[-1]
-        r = repo.jlane("sync", "alpha")  # rerere settles it again, to the end
+        r = repo.jlane("sync", "alpha")  # the same conflict again, resolved again
+        assert r.code == "sync_conflicts", r.stdout
+        (alpha / "f.txt").write_text("resolved\n")
+        r = repo.jlane("continue", "alpha")
     assert r.json["state"] == "fresh", r.stdout
     assert (alpha / "f.txt").read_text() == "resolved\n" and (alpha / "g.txt").exists()
     assert status_porcelain(alpha) == ""
