@@ -360,13 +360,20 @@ def grow_index(where: Path, size: int) -> Path:
     return Path(gd) / "index"
 
 
-def lane_capped(cwd: Path, *args: str, fsize: int) -> subprocess.CompletedProcess[str]:
+def lane_capped(
+    cwd: Path, *args: str, fsize: int | None = None, memory: int | None = None
+) -> subprocess.CompletedProcess[str]:
     """`git lane ARGS` (python -m guard) with no file it writes allowed past `fsize` bytes
-    (RLIMIT_FSIZE): a copy that writes a lane's hole out as zeros fails there."""
+    (RLIMIT_FSIZE: a copy that writes a lane's hole out as zeros fails there) and its
+    address space held to `memory` bytes (RLIMIT_AS: a lane's grown file read whole
+    fails there)."""
     import resource
 
     def cap() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+        if fsize is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+        if memory is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 
     return subprocess.run(
         [sys.executable, "-m", "guard", *args],

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Repo, lane
+from conftest import Repo, git, lane
+from enginehelp import lane_capped
 from sandboxhelp import NEEDS_LANDLOCK
 
 
@@ -558,3 +559,19 @@ def test_reconcile_never_writes_out_a_sparse_index_lock_the_lane_grew(hub: Repo)
         f"{size} bytes that took no disk"
     )
     assert [p.stat().st_size for p in files] == [size]  # kept whole, holes and all
+
+
+def test_reconcile_never_reads_a_lane_marker_the_lane_grew(repo: Repo) -> None:
+    """The lane's marker (`<admin>/gitlane-lane`, its key: the hooks tell a lane by it) is
+    in its admin dir, which a sandboxed lane may write: `truncate -s 3G` of it (no disk
+    used) made reconcile (and repair) read it whole, MemoryError, exit 3 under 1.5 GiB
+    (the pattern of red team 15A F7). It is read to 4 KiB at most; one past that is no
+    key, and reconcile writes the marker again."""
+    lp = repo.create("alpha")
+    admin = Path(git(lp, "rev-parse", "--absolute-git-dir").stdout.strip())
+    with open(admin / "gitlane-lane", "r+b") as f:
+        f.truncate(3 << 30)
+    r = lane_capped(repo.path, "reconcile", "--json", memory=1536 << 20)
+    assert r.returncode == 0, (r.returncode, r.stdout[-300:], r.stderr[-300:])
+    assert {"action": "marker_written", "lane": "alpha"} in json.loads(r.stdout)["changes"]
+    assert (admin / "gitlane-lane").read_text().strip() == "alpha"

@@ -457,33 +457,39 @@ def finish_removal(repo: Repo, rec: LaneRecord, tip: str | None) -> list[dict[st
 
 def _only_tip_files(repo: Repo, path: str, tip: str | None) -> bool:
     """Is every file under `path` (a symlink as its target) the same as `tip` commits it
-    at the same place? False when git cannot tell."""
+    at the same place? False when git cannot tell. A file is read only when its size is
+    the blob's: one the lane grew (`truncate -s 3G`, no disk used) is never read whole."""
     import hashlib
 
     if tip is None:
         return False
-    listed = git.run(["ls-tree", "-r", "-z", "--full-tree", tip], repo.common_dir, check=False)
+    listed = git.run(
+        ["ls-tree", "-r", "-l", "-z", "--full-tree", tip], repo.common_dir, check=False
+    )
     if not listed.ok:
         return False
-    blobs: dict[str, str] = {}
+    blobs: dict[str, tuple[str, int]] = {}
     for entry in listed.z():
         meta, _, name = entry.partition("\t")
         parts = meta.split()
-        if len(parts) == 3 and parts[1] == "blob":
-            blobs[name] = parts[2]
+        if len(parts) == 4 and parts[1] == "blob" and parts[3].isdigit():
+            blobs[name] = parts[2], int(parts[3])
     algo = "sha1" if len(tip) == 40 else "sha256"
     for top, dirs, files in os.walk(path):
         for name in files + [d for d in dirs if os.path.islink(os.path.join(top, d))]:
             full = os.path.join(top, name)
-            want = blobs.get(os.path.relpath(full, path))
-            if want is None:
+            want, size = blobs.get(os.path.relpath(full, path), ("", -1))
+            if not want:
                 return False
             try:
                 st = os.lstat(full)
+                if st.st_size != size:
+                    return False
                 if stat.S_ISLNK(st.st_mode):
                     data = os.fsencode(os.readlink(full))
                 elif stat.S_ISREG(st.st_mode):  # never a FIFO's read (it would hang)
-                    data = git.read_regular(full, follow=False)  # a swap since: no read
+                    # a swap since: no read; grown since: never past the blob's size
+                    data = git.read_regular(full, follow=False, limit=size)
                 else:
                     return False
             except OSError:
