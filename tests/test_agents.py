@@ -713,6 +713,8 @@ def test_release_never_reads_a_grown_agent_file_whole(hub: Repo) -> None:
     assert r.returncode == 1, f"rc {r.returncode}: {r.stdout[-300:]} {r.stderr[-300:]}"
     assert json.loads(r.stdout)["code"] == "unlanded_work"
     assert (lane / CLAUDE).stat().st_size == 3 << 30  # the lane's, kept
+    gc = _limited(hub, "gc")  # inspects every lane as release does
+    assert gc.returncode == 0, f"gc rc {gc.returncode}: {gc.stdout[-300:]} {gc.stderr[-300:]}"
 
 
 @needs_modes
