@@ -760,7 +760,7 @@ def _restore_steps(repo: Repo, rec: LaneRecord, steps: list[list[str]]) -> None:
                 "worktree_restore_failed",
                 f"git could not check lane {rec.key} out again at {rec.path} "
                 f"(`git {' '.join(argv)}`: {res.stderr.strip()[:300]}); the branch {rec.branch} is untouched",
-                next=[f"{git.owner_git(rec.path)} status", f"git lane repair {rec.key}"],
+                next=[git.owner_status(rec.path), f"git lane repair {rec.key}"],
                 details={"lane": rec.key, "path": rec.path, "stderr": res.stderr},
             )
 

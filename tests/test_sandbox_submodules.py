@@ -476,3 +476,61 @@ def test_set_aside_submodule_into_kept_never_follows_a_link_nor_takes_a_bad_name
     j = repo.jlane("repair", "alpha", "--into", "alpha.x", "--set-aside-submodule", "sub")
     assert (j.rc, j.code) == (1, "keep_failed"), j.stdout + j.stderr
     assert (path / "sub").is_symlink() and os.listdir(owner) == ["own.txt"]
+
+
+def test_a_pinned_status_next_never_runs_the_lanes_submodule_filter_as_the_owner(
+    sub_lane: tuple[Repo, Path, Path], tmp_path: Path, gitlane_on_path: Path
+) -> None:
+    """Red team 15B F2: `git.owner_git(LANE) status` (the next of lane_unmerged,
+    worktree_remove_failed, conflict_check_failed, lane_changed_during_gate, sync_failed,
+    ...) pins the lane's repository and core.fsmonitor=false, but `git status` still ran
+    `git status` inside every populated submodule it does not ignore (the lane's
+    .gitmodules decides): there git read the submodule's config and info/attributes in
+    <admin>/modules/sub, which a sandboxed lane writes, and ran a clean filter named there
+    as the owner. The status next is now git.owner_status: `--ignore-submodules=all` on
+    the command line, which overrides every `ignore` setting."""
+    repo, path, moddir = sub_lane
+    marker, prog, hooks = payload(tmp_path)
+    arm(moddir, path, prog, hooks)
+    # the lane leaves a conflict in its index (as a stopped merge does)
+    blob = subprocess.run(
+        ["git", "hash-object", "-w", "--stdin"], cwd=path, input="u\n", text=True,
+        capture_output=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    subprocess.run(
+        ["git", "update-index", "--index-info"], cwd=path, check=True, text=True,
+        input=f"100644 {blob} 1\tu.txt\n100644 {blob} 2\tu.txt\n",
+    )  # fmt: skip
+    r = repo.jlane("conflicts", "--include-dirty")
+    assert r.rc == 0, r.stdout + r.stderr
+    [ln] = [x for x in r.json["lanes"] if x["key"] == "alpha"]
+    assert ln["skipped"]["code"] == "lane_unmerged", ln
+    assert not marker.exists(), marker.read_text()
+    run_as_written(ln["skipped"]["next"], repo.path)
+    assert not marker.exists(), (
+        "running lane_unmerged's next as written ran the lane's clean filter as the owner",
+        ln["skipped"]["next"],
+        marker.read_text(),
+    )
+    # the same status with nothing ignoring the submodule does run it: the attack is armed
+    os.utime(path / "sub" / "s.txt", (1_900_000_300, 1_900_000_300))
+    run_as_written([ln["skipped"]["next"][0].replace(" --ignore-submodules=all", "")], repo.path)
+    assert marker.exists(), "the attack is not armed: plain git status ran nothing"
+
+
+def test_a_switch_next_never_reports_local_changes_through_the_lanes_submodule(
+    sub_lane: tuple[Repo, Path, Path], tmp_path: Path, gitlane_on_path: Path
+) -> None:
+    """lane_branch_mismatch names `git switch BRANCH` in the lane: a switch that changes
+    files reports the local changes after it, a status that runs git inside each populated
+    submodule (its filter, as the owner). The next switches --quiet: no report."""
+    repo, path, moddir = sub_lane
+    git(path, "switch", "-q", "-c", "other", "HEAD~1")  # another tree than the lane's tip
+    marker, prog, hooks = payload(tmp_path)
+    arm(moddir, path, prog, hooks)
+    r = repo.jlane("land", "alpha")
+    assert (r.rc, r.code) == (1, "lane_branch_mismatch"), r.stdout + r.stderr
+    assert not marker.exists(), marker.read_text()
+    run_as_written(r.json["next"], repo.path)
+    assert not marker.exists(), (r.json["next"], marker.read_text())
+    assert git(path, "branch", "--show-current").stdout.strip() == "lane/alpha"

@@ -235,7 +235,7 @@ def _uncommitted(key: str, path: str, head: str, s: Scratch) -> tuple[str, str]:
             "export_unrepresentable",
             f"git could not stage the worktree of lane {key} to export it: "
             f"{_last_line(added.stderr)}; nothing was written",
-            next=[f"{git.owner_git(path)} add -A --dry-run -- :/"],
+            next=[git.owner_status(path)],
             details={"lane": key, "stderr": added.stderr[-4000:]},
         )
     tree = git.run(["write-tree"], path, env=s.env).stdout.strip()

@@ -727,7 +727,7 @@ def _changed_during_gate(
         shown = ", ".join(json.dumps(x) for x in left[:3])  # escapes, never raw bytes
         what = f"the gate left {len(left)} untracked path(s) in it ({shown})"
     else:
-        next_ = [f"{g} status", f"git lane land {t.key}"]
+        next_ = [git.owner_status(t.path), f"git lane land {t.key}"]
         alternatives = []
         what = f"{len(dirty) + len(unseen)} changed path(s)"
     return Refusal(
