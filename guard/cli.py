@@ -307,7 +307,11 @@ def reconcile(ctx: Ctx) -> None:
     metavar="PATH",
     help="Move PATH of the lane's worktree into git-lane's kept/ first (repeatable).",
 )
-@click.option("--into", metavar="NAME", help="The kept/ directory --keep moves into.")
+@click.option(
+    "--into",
+    metavar="NAME",
+    help="The kept/ directory --keep and --set-aside-submodule move into.",
+)
 @click.option(
     "--ignore",
     "ignore",
@@ -320,8 +324,9 @@ def reconcile(ctx: Ctx) -> None:
     "set_aside",
     multiple=True,
     metavar="PATH",
-    help="Rename the submodule directory PATH of the lane beside it (PATH.moved-aside) and "
-    "leave an empty one, unpopulated, in its place (repeatable).",
+    help="Rename the submodule directory PATH of the lane beside it (PATH.moved-aside), or "
+    "into kept/NAME with --into, and leave an empty one, unpopulated, in its place "
+    "(repeatable).",
 )
 @json_option
 @pass_ctx

@@ -132,6 +132,18 @@ def owner_git(path: str | os.PathLike[str]) -> str:
     return f"{env} {here} {' '.join(LANE_CONFIG)}"
 
 
+def owner_status(path: str | os.PathLike[str]) -> str:
+    """`git status` for a refusal's `next` in a lane (owner_git): with
+    `--ignore-submodules=all` on its command line, which overrides every
+    `submodule.<name>.ignore` (the lane's .gitmodules, any config) and `diff.ignoreSubmodules`,
+    so git runs no `git status` inside a populated submodule. There git would read the
+    submodule's config and info/attributes in `<admin>/modules/<name>/`, which a sandboxed
+    lane writes: a clean filter named there ran as the owner (core.fsmonitor=false reaches
+    that child, a filter is not switched off by it). A submodule's own state is what the
+    engine reads and names (submodule_differs), never git's status inside it."""
+    return f"{owner_git(path)} status --ignore-submodules=all"
+
+
 def owner_git_dir(admin: str | os.PathLike[str], common: str | os.PathLike[str]) -> str:
     """owner_git for a lane's repository with no worktree (its index, its refs): GIT_DIR
     and GIT_COMMON_DIR named, never `--git-dir=ADMIN` alone (git would follow the admin
