@@ -12,10 +12,12 @@ import os
 import re
 import shlex
 import shutil
+import secrets
 import signal
 import stat
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 import contextlib
 import errno
@@ -1389,16 +1391,26 @@ _SHA = frozenset("0123456789abcdef")
 _MAX_DEPTH = 8
 
 
+def kept_name(name: str) -> str:
+    """The name of a new directory of git-lane's kept/ for one refusal's moves: `name`,
+    the UTC time and a random part (Repo.kept_dir)."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return f"{name}.{stamp}.{secrets.token_hex(4)}"
+
+
 def _unreadable(work: str, why: str) -> Refusal:
-    # set aside, not deleted: repair renames its directory beside it through directory fds
-    # from the lane's root (a link a process of the lane puts on the way since is refused,
-    # never followed: a shell `mv` by this path renamed what the link named) and makes an
-    # empty one in its place; its files stay, the lane shows them as untracked. Nothing
-    # here runs git inside it (that would read the config in question).
+    # set aside, not deleted: repair moves its files into a new kept/ directory through
+    # directory fds from the lane's root (a link a process of the lane puts on the way
+    # since is refused, never followed: a shell `mv` by this path renamed what the link
+    # named) and makes an empty one in its place, so the lane is clean of it (set aside
+    # beside it, its files were untracked in the lane: land then refused lane_dirty, and
+    # a checkpoint committed them as an embedded repository). Nothing here runs git
+    # inside it (that would read the config in question).
     at = lane_of(work)
     if at is not None:
         key, rel = at
-        nxt = [f"git lane repair {q(key)} --set-aside-submodule {q(rel)}"]
+        into = q(kept_name(key))
+        nxt = [f"git lane repair {q(key)} --into {into} --set-aside-submodule {q(rel)}"]
     else:  # in no lane this run read the record of: no command that acts on it by path
         nxt = ["git lane status"]
     return Refusal(

@@ -8,16 +8,19 @@ and must still tell a submodule's changes (never read as clean)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import TAKEN, Repo, earlier_kept, git, take_name
+from conftest import Repo, git
 from enginehelp import lane_with_submodule
 
 from guard import git as glgit
 from guard import sandbox
 from guard.errors import Refusal, join_next
+
+INTO = r"git lane repair alpha --into alpha\.\d{8}T\d{6}Z\.[0-9a-f]{8}"
 
 ATTACK = """
 [filter "evil"]
@@ -245,34 +248,31 @@ def test_submodule_untracked_and_ignore_settings(
     assert not marker.exists(), marker.read_text()
 
 
-@pytest.mark.parametrize("kind", TAKEN)  # the backup name its next moves to: taken?
 def test_unreadable_submodule_git_dir_is_refused_not_clean(
-    sub_lane: tuple[Repo, Path, Path], tmp_path: Path, gitlane_on_path: Path, kind: str | None
+    sub_lane: tuple[Repo, Path, Path], tmp_path: Path, gitlane_on_path: Path
 ) -> None:
     """A submodule whose `.git` names no git dir (or whose HEAD names no readable commit)
-    cannot be looked at without git inside it: refused, and the `next` (repair sets it
-    aside, nothing deleted, never onto an earlier backup), run from where it was printed,
-    recovers."""
+    cannot be looked at without git inside it: refused, and the `next` (repair moves its
+    files into a new kept/ directory, nothing deleted, and leaves it unpopulated), run from
+    where it was printed, recovers: the lane is clean again."""
     repo, path, _moddir = sub_lane
     (path / "sub" / "s.txt").write_text("work in the submodule\n")
     (path / "sub" / ".git").write_text(f"gitdir: {tmp_path / 'nowhere'}\n")
-    backup = path / "sub.moved-aside"
-    aside = take_name(backup, kind)
     for args in (("status",), ("land", "alpha"), ("release", "alpha")):
         r = repo.jlane(*args)
         assert r.rc == 1 and r.code == "submodule_unreadable", (args, r.stdout, r.stderr)
     j = r.json
-    assert j["next"] == ["git lane repair alpha --set-aside-submodule sub"], j
+    assert re.fullmatch(INTO + " --set-aside-submodule sub", join_next(j["next"])), j
     for cmd in j["next"]:
         done = subprocess.run(cmd, shell=True, cwd=repo.path, capture_output=True, text=True)
         assert done.returncode == 0, (cmd, done.stdout, done.stderr)
-    assert (aside / "s.txt").read_text() == "work in the submodule\n"
+    [kept] = [k for k in (repo.state_dir / "kept").iterdir() if k.name.startswith("alpha.")]
+    assert (kept / "sub" / "s.txt").read_text() == "work in the submodule\n"
     assert (path / "sub").is_dir() and os.listdir(path / "sub") == []  # unpopulated
-    earlier_kept(backup, kind)
     st = repo.jlane("status")
     assert st.rc == 0, st.stdout + st.stderr
     [ln] = [x for x in st.json["lanes"] if x["key"] == "alpha"]
-    assert ln["dirty"] and f"{aside.name}/s.txt" in ln["dirty_paths"], ln
+    assert not ln["dirty"], ln
 
 
 def test_set_aside_submodule_never_follows_a_link_the_lane_put_on_its_way(
@@ -289,7 +289,7 @@ def test_set_aside_submodule_never_follows_a_link_the_lane_put_on_its_way(
     (path / "a" / "sub" / ".git").write_text(f"gitdir: {tmp_path / 'nowhere'}\n")
     r = repo.jlane("status")
     assert (r.rc, r.code) == (1, "submodule_unreadable"), r.stdout + r.stderr
-    assert r.json["next"] == ["git lane repair alpha --set-aside-submodule a/sub"], r.json
+    assert re.fullmatch(INTO + " --set-aside-submodule a/sub", join_next(r.json["next"])), r.json
     owner = tmp_path / "owner-dir"  # the owner's, outside every lane
     (owner / "sub").mkdir(parents=True)
     (owner / "sub" / "own.txt").write_text("the owner's own\n")
@@ -344,7 +344,7 @@ def test_submodule_unreadable_names_the_lane_from_its_record_never_through_a_lin
     assert glgit.lane_of(tmp_path / "elsewhere" / "sub") is None
     with pytest.raises(Refusal) as known:
         glgit.submodule_git_dir(str(alpha / "s"))
-    assert known.value.next == ["git lane repair alpha --set-aside-submodule s"]
+    assert re.fullmatch(INTO + " --set-aside-submodule s", join_next(known.value.next))
     monkeypatch.setattr(glgit, "_LANE_KEYS", {})
     with pytest.raises(Refusal) as unknown:
         glgit.submodule_git_dir(str(alpha / "s"))
