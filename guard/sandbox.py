@@ -319,19 +319,34 @@ def cache_env(g: Grants) -> dict[str, str]:
     }
 
 
+LANE_REFS = ("refs/heads/lane", "logs/refs/heads/lane")
+
+
+def git_dirs(f: Facts) -> list[str]:
+    """What a lane's process may write of git's own directories, and nothing else of the
+    common dir: the lane's admin dir, its private object store in it (the shared
+    `objects/` never: guard/objects.py), the directories of lane branches and their
+    reflogs, and `rr-cache/` when rerere is on. decide() grants them (without SPECIALS
+    and REFER); agent-setup gives Codex's sandbox the same (guard/commands/agent_setup.py).
+    Raises SandboxError when main is itself a lane branch (it would be writable)."""
+    if f.main_ref.startswith("refs/heads/lane/"):
+        raise SandboxError(f"main ({f.main_ref}) is inside the lane branches' directory")
+    out = [
+        f.admin_dir,
+        os.path.join(f.admin_dir, "objects"),  # the lane's private object store
+        *(os.path.join(f.common, r) for r in LANE_REFS),
+    ]
+    if f.rerere:
+        out.append(os.path.join(f.common, "rr-cache"))
+    return out
+
+
 def decide(f: Facts) -> Grants:
     """The grants for these facts (pure but for resolving the device paths). Raises
     SandboxError when the temp or cache dir is one that cannot be granted (`/`, or in
     the repository or a lane), BadGrant for such a `sandbox_writable` entry."""
-    common = f.common
     fence = _Fence(f)
-    lane_refs = ("refs/heads/lane", "logs/refs/heads/lane")
-    writable = [
-        f.lane_path,
-        f.admin_dir,
-        os.path.join(f.admin_dir, "objects"),  # the lane's private object store
-        *(os.path.join(common, r) for r in lane_refs),
-    ]
+    writable = [f.lane_path, *git_dirs(f)]
     notes = [
         "read and execute everywhere; the network is not confined",
         "refs/heads/lane/ and logs/refs/heads/lane/ are shared by every lane: the kernel lets "
@@ -343,13 +358,9 @@ def decide(f: Facts) -> Grants:
         "update-ref -d fail, and a rebase leaves a stale CHERRY_PICK_HEAD in the lane "
         "(git lane sync removes it; git lane release, outside, deletes lane branches)",
     ]
-    if f.main_ref.startswith("refs/heads/lane/"):
-        raise SandboxError(f"main ({f.main_ref}) is inside the lane branches' directory")
     hit = next((p for p in fence.fenced if _encloses(f.lane_path, p)), None)
     if hit is not None:
         raise SandboxError(f"the lane worktree {f.lane_path} encloses {hit}")
-    if f.rerere:
-        writable.append(os.path.join(common, "rr-cache"))
     # the temp dir is not granted, but CMD's private one is made in it; CMD's own cache
     # dir (in XDG_CACHE_HOME) is granted whole
     pc = f.private_cache
@@ -435,12 +446,7 @@ def decide(f: Facts) -> Grants:
         "there but for a streamed blob past core.bigFileThreshold: fetch it with "
         "git -c fetch.unpackLimit=1 fetch)"
     )
-    gits = [
-        f.admin_dir,
-        os.path.join(f.admin_dir, "objects"),
-        *(os.path.join(common, r) for r in lane_refs),
-        os.path.join(common, "rr-cache"),
-    ]
+    gits = [*git_dirs(f), os.path.join(f.common, "rr-cache")]
     plain = [p for p in out if p in gits]
     return Grants(
         writable=out,
@@ -523,6 +529,17 @@ def facts(
 
 def grants(repo: Repo, rec: LaneRecord, env: Mapping[str, str] | None = None) -> Grants:
     """The grants for lane `rec` of `repo` (raises SandboxError / BadGrant)."""
+    return decide(lane_facts(repo, rec, env))
+
+
+def lane_facts(
+    repo: Repo,
+    rec: LaneRecord,
+    env: Mapping[str, str] | None = None,
+    extra: Sequence[str] | None = None,
+) -> Facts:
+    """The facts grants() decides from for lane `rec` of `repo` (`extra`: the
+    `sandbox_writable` entries, the repository's own when None). Raises SandboxError."""
     from guard import git
 
     if git.worktree_config_on(repo.common_dir):
@@ -537,7 +554,8 @@ def grants(repo: Repo, rec: LaneRecord, env: Mapping[str, str] | None = None) ->
     rerere = git.config_bool(rec.path, "rerere.enabled", False) or os.path.isdir(
         os.path.join(repo.common_dir, "rr-cache")
     )
-    extra = repo.config["sandbox_writable"]
+    if extra is None:
+        extra = repo.config["sandbox_writable"]
     from guard import lane
     from guard.errors import Refusal
 
@@ -545,7 +563,7 @@ def grants(repo: Repo, rec: LaneRecord, env: Mapping[str, str] | None = None) ->
         roots = [str(lane.worktrees_root(repo))]
     except Refusal as r:  # an invalid worktrees_root: nothing can be decided
         raise SandboxError(r.message) from None
-    f = facts(
+    return facts(
         rec.path,
         str(repo.common_dir),
         repo.main_ref,
@@ -556,7 +574,6 @@ def grants(repo: Repo, rec: LaneRecord, env: Mapping[str, str] | None = None) ->
         roots,
         (repo.slug, rec.key),
     )
-    return decide(f)
 
 
 def clear_stale_pick(path: str) -> bool:
