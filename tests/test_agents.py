@@ -304,6 +304,38 @@ def test_codex_writable_roots_are_what_exec_sandbox_grants_in_git_dirs(repo: Rep
     assert any(r.endswith("/rr-cache") for r in roots)
 
 
+def test_codex_roots_that_cannot_be_decided_are_refused_and_the_next_works(
+    repo: Repo, gitlane_on_path: Path
+) -> None:
+    """With extensions.worktreeConfig on, git reads the lane's config.worktree (in its
+    admin dir, a root) in the owner's calls: refused as `exec --sandbox` refuses it, and
+    the next, run as written, lets agent-setup go on."""
+    repo.create("alpha")
+    repo.git("config", "extensions.worktreeConfig", "true")
+    r = repo.jlane("agent-setup", "alpha", "--for", "codex")
+    assert (r.rc, r.code) == (1, "sandbox_failed"), r.stdout
+    assert r.json["next"][-1] == "git lane agent-setup alpha --for codex"
+    for step in r.json["next"]:
+        done = subprocess.run(step, shell=True, cwd=repo.path, capture_output=True, text=True)
+        assert done.returncode == 0, (step, done.stdout, done.stderr)
+    assert "sandbox_workspace_write.writable_roots=" in done.stdout
+
+
+def test_codex_roots_refuse_a_lane_ref_directory_that_is_a_link(repo: Repo) -> None:
+    """Codex's sandbox follows a root that is a symlink: `refs/heads/lane` made a link to
+    refs/heads would open main to it."""
+    repo.create("alpha")
+    repo.git("pack-refs", "--all")
+    heads = repo.common_dir / "refs" / "heads"
+    assert not (heads / "lane").exists()  # packed: git removed the directory
+    (heads / "lane").symlink_to(heads)
+    try:
+        r = repo.jlane("agent-setup", "alpha", "--for", "codex")
+        assert (r.rc, r.code) == (1, "sandbox_failed"), r.stdout
+    finally:
+        (heads / "lane").unlink()
+
+
 @NEEDS_LANDLOCK
 def test_agent_setup_for_codex_never_grants_the_shared_object_store(
     repo: Repo, tmp_path: Path
