@@ -290,15 +290,24 @@ def test_codex_writable_roots_are_what_exec_sandbox_grants_in_git_dirs(repo: Rep
     listed, as it lies in the admin dir, which is. Nothing encloses the shared store."""
     repo.create("alpha")
     repo.git("config", "rerere.enabled", "true")
-    roots = codex_roots(setup(repo, "alpha", "codex"))
+    res = setup(repo, "alpha", "codex")
+    roots = codex_roots(res)
     from guard import lane
     from guard.repo import Repo as GRepo
 
     grepo = GRepo.discover(repo.path)
     g = sandbox.grants(grepo, lane.get(grepo, "alpha"))
     gits = [p for p in g.writable if p in g.plain]
-    assert roots == [p for p in gits if not p.endswith("/objects")]
-    assert all(p in g.writable for p in roots)
+    # and a temp dir of the lane's own, never the shared /tmp or $TMPDIR (the owner's
+    # clean gate worktrees are made there, and their gates run unconfined)
+    tmp = os.path.join(g.private_cache, "tmp")
+    assert roots == [*(p for p in gits if not p.endswith("/objects")), tmp]
+    assert os.path.isdir(tmp) and not os.path.islink(tmp)
+    assert {codex_env(res)[v] for v in ("TMPDIR", "TMP", "TEMP")} == {tmp}
+    for key in ("exclude_slash_tmp", "exclude_tmpdir_env_var"):
+        assert f"sandbox_workspace_write.{key}=true" in res["argv"], res["argv"]
+        assert f"{key} = true" in res["config"]
+    assert all(p in g.writable for p in roots if p != tmp)
     shared = os.path.realpath(repo.common_dir / "objects")
     assert not any(_within(shared, [r]) for r in roots)
     assert not any(r.endswith("/rr-cache") for r in roots)  # rerere on: never granted

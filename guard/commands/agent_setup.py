@@ -176,6 +176,8 @@ def run(
         roots, env = codex_sandbox(repo, rec)
         argv += ["--sandbox", "workspace-write"]
         argv += ["-c", "sandbox_workspace_write.writable_roots=" + _toml_list(roots)]
+        argv += ["-c", "sandbox_workspace_write.exclude_slash_tmp=true"]
+        argv += ["-c", "sandbox_workspace_write.exclude_tmpdir_env_var=true"]
         for name, value in env.items():
             argv += ["-c", f"shell_environment_policy.set.{name}={json.dumps(value)}"]
         argv += ["-c", "developer_instructions=" + json.dumps(text)]
@@ -184,6 +186,8 @@ def run(
             f"developer_instructions = {json.dumps(text)}\n\n"
             "[sandbox_workspace_write]\n"
             f"writable_roots = {_toml_list(roots)}\n"
+            "exclude_slash_tmp = true\n"
+            "exclude_tmpdir_env_var = true\n"
             "network_access = false\n\n"
             "[shell_environment_policy.set]\n"
             + "".join(f"{name} = {json.dumps(value)}\n" for name, value in env.items())
@@ -632,6 +636,30 @@ def codex_sandbox(repo: Repo, rec: LaneRecord) -> tuple[list[str], dict[str, str
         "GIT_ALTERNATE_OBJECT_DIRECTORIES": objects.shared(repo.common_dir),
         binding.OBJECTS: store,
     }
+    # Codex would grant the shared /tmp and $TMPDIR too (its exclude_* keys are set): the
+    # owner's clean gate worktrees and land sockets are made there, so a command of
+    # Codex's could change a gate's files before it runs unconfined. Its commands get a
+    # temp dir of the lane's own instead, as exec --sandbox gives CMD (kept in the lane's
+    # private cache dir, which release removes).
+    tmp = os.path.join(f.private_cache, "tmp") if f.private_cache else ""
+    try:
+        if not tmp:
+            raise OSError(0, "no cache dir of the lane's own to hold its temp dir")
+        os.makedirs(tmp, mode=0o700, exist_ok=True)
+        st = os.lstat(tmp)
+        if not stat.S_ISDIR(st.st_mode) or os.path.realpath(tmp) != tmp:
+            raise OSError(0, f"{tmp} is a symlink or no directory")
+    except OSError as exc:
+        why = f"Codex's temp dir: {exc.strerror or exc}"
+        raise Refusal(
+            "sandbox_failed",
+            f"Codex's sandbox for lane {rec.key} could not be decided: {why}; nothing was "
+            "printed for Codex",
+            next=["git lane doctor"],
+            details={"lane": rec.key, "why": why},
+        ) from None
+    roots.append(tmp)
+    env.update({name: tmp for name in ("TMPDIR", "TMP", "TEMP")})
     return roots, env
 
 
