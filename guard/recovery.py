@@ -178,6 +178,18 @@ def _dotgit_aside(rec: LaneRecord, dotgit: Path) -> dict[str, Any]:
 _KEPT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*\Z")
 
 
+def _check_into(rec: LaneRecord, name: str) -> None:
+    """`--into NAME`: a name git-lane gives a kept/ directory, or refused keep_failed."""
+    if not _KEPT_NAME.match(name):
+        raise Refusal(
+            "keep_failed",
+            f"--into {git.shown(name)} is no name git-lane gives a kept/ directory; nothing "
+            "was moved",
+            next=[f"git lane status {rec.key}"],
+            details={"lane": rec.key, "into": name},
+        )
+
+
 def keep_paths(
     repo: Repo, rec: LaneRecord, rels: list[str], into: str | None
 ) -> list[dict[str, Any]]:
@@ -191,14 +203,7 @@ def keep_paths(
     with nothing at it any more is skipped. Where kept/ is on another file system than
     the lane, a `.git-lane-kept/` beside the lane (the owner's directory) takes them."""
     name = into if into is not None else repo.kept_dir(rec.key).name
-    if not _KEPT_NAME.match(name):
-        raise Refusal(
-            "keep_failed",
-            f"--into {git.shown(name)} is no name git-lane gives a kept/ directory; nothing "
-            "was moved",
-            next=[f"git lane status {rec.key}"],
-            details={"lane": rec.key, "into": name},
-        )
+    _check_into(rec, name)
     bad = [r for r in rels if _keep_parts(r) is None]
     if bad:
         raise Refusal(
@@ -290,14 +295,8 @@ def set_aside_submodules(
     refused keep_failed, nothing renamed from it on, never followed out of the lane (a
     shell `mv -- LANE/a/sub` renamed what a link at `a` named). Nothing there, or an empty
     directory (unpopulated already): left as it is. No git runs inside the submodule."""
-    if into is not None and not _KEPT_NAME.match(into):
-        raise Refusal(
-            "keep_failed",
-            f"--into {git.shown(into)} is no name git-lane gives a kept/ directory; nothing "
-            "was moved",
-            next=[f"git lane status {rec.key}"],
-            details={"lane": rec.key, "into": into},
-        )
+    if into is not None:
+        _check_into(rec, into)
     bad = [r for r in rels if _keep_parts(r) is None or ".git" in r.lower().split("/")]
     if not bad and rels:
         repo.store.pin(rec)  # an admin dir repair made just now
