@@ -26,7 +26,8 @@ Set by exec only (not by shellenv, which cannot supervise), so not in NAMES:
                          process's `git lane land` asks it to land the lane
     GITLANE_SANDBOX      "landlock-abi-N" when exec confined the process (unset otherwise)
     GITLANE_OBJECTS      the lane's private object store, also GIT_OBJECT_DIRECTORY, when
-                         confined (guard/objects.py): the engine's git calls inside keep it
+                         confined or under --own-objects (guard/objects.py): the engine's
+                         git calls inside keep it
 """
 
 from __future__ import annotations

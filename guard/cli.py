@@ -307,7 +307,11 @@ def reconcile(ctx: Ctx) -> None:
     metavar="PATH",
     help="Move PATH of the lane's worktree into git-lane's kept/ first (repeatable).",
 )
-@click.option("--into", metavar="NAME", help="The kept/ directory --keep moves into.")
+@click.option(
+    "--into",
+    metavar="NAME",
+    help="The kept/ directory --keep and --set-aside-submodule move into.",
+)
 @click.option(
     "--ignore",
     "ignore",
@@ -320,8 +324,9 @@ def reconcile(ctx: Ctx) -> None:
     "set_aside",
     multiple=True,
     metavar="PATH",
-    help="Rename the submodule directory PATH of the lane beside it (PATH.moved-aside) and "
-    "leave an empty one, unpopulated, in its place (repeatable).",
+    help="Rename the submodule directory PATH of the lane beside it (PATH.moved-aside), or "
+    "into kept/NAME with --into, and leave an empty one, unpopulated, in its place "
+    "(repeatable).",
 )
 @json_option
 @pass_ctx
@@ -595,6 +600,13 @@ def checkpoint_cmd(ctx: Ctx, key: str | None, message: str | None) -> None:
 @click.option("-c", "--create", "create_first", is_flag=True, help="Create the lane first.")
 @click.option("--sandbox", is_flag=True, help="Run CMD confined by the kernel (Landlock).")
 @click.option("--explain", is_flag=True, help="Print what --sandbox would grant CMD; run nothing.")
+@click.option(
+    "--own-objects",
+    is_flag=True,
+    help="CMD's git writes objects into the lane's own store, which exec copies, re-hashed, "
+    "into the shared one (as --sandbox does): for a CMD that confines itself without the "
+    "shared store (Codex, see agent-setup).",
+)
 @click.option("--goal", metavar="GOAL", help="With -c: what the lane is for.")
 @click.argument("key")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- CMD [ARGS]")
@@ -605,6 +617,7 @@ def exec_cmd(
     create_first: bool,
     sandbox: bool,
     explain: bool,
+    own_objects: bool,
     goal: str | None,
     key: str,
     command: tuple[str, ...],
@@ -622,13 +635,14 @@ def exec_cmd(
     # `git lane exec KEY --sandbox -- CMD` (the issue's and the docs' order) as well as
     # `git lane exec --sandbox KEY -- CMD`: exec's own flags may stand between KEY and --
     rest = list(command)
-    after_key = {"--sandbox", "--explain", "--json"}
+    after_key = {"--sandbox", "--explain", "--own-objects", "--json"}
     cut = rest.index("--") if "--" in rest else (len(rest) if set(rest) <= after_key else 0)
     for opt in rest[:cut]:
         if opt not in after_key:
             break
         sandbox = sandbox or opt == "--sandbox"
         explain = explain or opt == "--explain"
+        own_objects = own_objects or opt == "--own-objects"
         if opt == "--json":
             ctx.json = True
     else:
@@ -641,8 +655,8 @@ def exec_cmd(
         return
     if "--" in argv and argv[0].startswith("-"):
         raise click.UsageError(
-            f"{argv[0]} after KEY: only --sandbox, --explain and --json may stand between KEY "
-            "and --; other options go before KEY"
+            f"{argv[0]} after KEY: only --sandbox, --explain, --own-objects and --json may "
+            "stand between KEY and --; other options go before KEY"
         )
     if not argv:
         raise click.UsageError("no CMD after --")
@@ -652,6 +666,7 @@ def exec_cmd(
         argv,
         create_first=create_first,
         sandbox=sandbox,
+        own_objects=own_objects,
         goal=goal,
         warn=_warn,
         progress=_include_progress,

@@ -237,7 +237,7 @@ def worktree_commit(
                     "lane_unmerged",
                     f"lane {key} has unmerged paths in its index (a merge, cherry-pick, revert "
                     "or stash pop stopped on conflicts): its uncommitted work is no one state",
-                    next=[f"{git.owner_git(path)} status"],
+                    next=[git.owner_status(path)],
                     details={"lane": key},
                 )
             )
@@ -253,7 +253,7 @@ def worktree_commit(
                     f"git could not read the uncommitted work of lane {key} ("
                     + (exc.stderr.strip().splitlines() or ["no message"])[-1][:200]
                     + ")",
-                    next=[f"{git.owner_git(path)} status"],
+                    next=[git.owner_status(path)],
                     details={"lane": key, "stderr": exc.stderr[-2000:]},
                 )
             ) from None

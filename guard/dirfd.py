@@ -142,11 +142,14 @@ def _scan(
         os.close(dfd)
 
 
-def replace(dfd: int, name: str, chunks: Iterable[bytes], mode: int | None = None) -> int:
+def replace(
+    dfd: int, name: str, chunks: Iterable[bytes], mode: int | None = None, tmp: str | None = None
+) -> int:
     """Atomically put the bytes of `chunks` at `name` in the directory `dfd`: a new file
-    under a random name, fsync, rename over `name`, fsync of the directory; the byte
-    count. `mode` None: 0666 minus the umask (the kernel applies it to the O_CREAT)."""
-    tmp = f".gitlane-{os.getpid()}-{os.urandom(8).hex()}.tmp"
+    under a random name (or `tmp`, made O_EXCL: git's `NAME.lock`), fsync, rename over
+    `name`, fsync of the directory; the byte count. `mode` None: 0666 minus the umask
+    (the kernel applies it to the O_CREAT)."""
+    tmp = tmp or f".gitlane-{os.getpid()}-{os.urandom(8).hex()}.tmp"
     fd = os.open(tmp, _NEW, 0o666, dir_fd=dfd)
     size = 0
     try:

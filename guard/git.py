@@ -12,10 +12,12 @@ import os
 import re
 import shlex
 import shutil
+import secrets
 import signal
 import stat
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 import contextlib
 import errno
@@ -130,6 +132,18 @@ def owner_git(path: str | os.PathLike[str]) -> str:
         return here
     env = " ".join(f"{k}={q(pinned[k])}" for k in ("GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE"))
     return f"{env} {here} {' '.join(LANE_CONFIG)}"
+
+
+def owner_status(path: str | os.PathLike[str]) -> str:
+    """`git status` for a refusal's `next` in a lane (owner_git): with
+    `--ignore-submodules=all` on its command line, which overrides every
+    `submodule.<name>.ignore` (the lane's .gitmodules, any config) and `diff.ignoreSubmodules`,
+    so git runs no `git status` inside a populated submodule. There git would read the
+    submodule's config and info/attributes in `<admin>/modules/<name>/`, which a sandboxed
+    lane writes: a clean filter named there ran as the owner (core.fsmonitor=false reaches
+    that child, a filter is not switched off by it). A submodule's own state is what the
+    engine reads and names (submodule_differs), never git's status inside it."""
+    return f"{owner_git(path)} status --ignore-submodules=all"
 
 
 def owner_git_dir(admin: str | os.PathLike[str], common: str | os.PathLike[str]) -> str:
@@ -1428,16 +1442,26 @@ _SHA = frozenset("0123456789abcdef")
 _MAX_DEPTH = 8
 
 
+def kept_name(name: str) -> str:
+    """The name of a new directory of git-lane's kept/ for one refusal's moves: `name`,
+    the UTC time and a random part (Repo.kept_dir)."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return f"{name}.{stamp}.{secrets.token_hex(4)}"
+
+
 def _unreadable(work: str, why: str) -> Refusal:
-    # set aside, not deleted: repair renames its directory beside it through directory fds
-    # from the lane's root (a link a process of the lane puts on the way since is refused,
-    # never followed: a shell `mv` by this path renamed what the link named) and makes an
-    # empty one in its place; its files stay, the lane shows them as untracked. Nothing
-    # here runs git inside it (that would read the config in question).
+    # set aside, not deleted: repair moves its files into a new kept/ directory through
+    # directory fds from the lane's root (a link a process of the lane puts on the way
+    # since is refused, never followed: a shell `mv` by this path renamed what the link
+    # named) and makes an empty one in its place, so the lane is clean of it (set aside
+    # beside it, its files were untracked in the lane: land then refused lane_dirty, and
+    # a checkpoint committed them as an embedded repository). Nothing here runs git
+    # inside it (that would read the config in question).
     at = lane_of(work)
     if at is not None:
         key, rel = at
-        nxt = [f"git lane repair {q(key)} --set-aside-submodule {q(rel)}"]
+        into = q(kept_name(key))
+        nxt = [f"git lane repair {q(key)} --into {into} --set-aside-submodule {q(rel)}"]
     else:  # in no lane this run read the record of: no command that acts on it by path
         nxt = ["git lane status"]
     return Refusal(

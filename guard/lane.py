@@ -657,7 +657,9 @@ def branch_mismatch_refusal(
         return recovery.branch_refusal(key, facts, "status")
     there = tip is not None
     g = git.owner_git(path)  # the lane's repository named, never its pointers followed
-    switch = f"{g} switch {branch}" if there else f"{g} switch -c {branch}"
+    # --quiet: a switch that changes files reports the local changes, a status that runs
+    # git inside every populated submodule (its config, the lane's to write): git.owner_status
+    switch = f"{g} switch --quiet {branch}" if there else f"{g} switch --quiet -c {branch}"
     details: dict[str, object] = {"lane": key, "head": head, "branch_exists": there}
     first: list[str] = []
     extra = ""

@@ -399,7 +399,9 @@ def land_batch(repo: Repo, run: Run, cands: list[Cand]) -> list[Cand]:
                         objects.import_lane(repo, c.key, c.path, main0, c.tip)
                     t = _checks(repo, c, main0)
                     land_cmd.g4_trusted_config(t, git.risky_config(c.path))
-                    land_cmd.g4_exact(t, git.hidden_differences(c.path, c.tip), gate_in_lane=False)
+                    land_cmd.g4_exact(
+                        repo, t, git.hidden_differences(c.path, c.tip), gate_in_lane=False
+                    )
                     # the lane itself is moved to its stacked tip if it lands (reset --keep)
                     sync_cmd.check_merges(repo, c.key, c.path, main0, c.tip, _again(c.key))
                     sync_cmd.check_ignored(repo, c.key, c.path, base, c.tip, _again(c.key))

@@ -178,6 +178,18 @@ def _dotgit_aside(rec: LaneRecord, dotgit: Path) -> dict[str, Any]:
 _KEPT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*\Z")
 
 
+def _check_into(rec: LaneRecord, name: str) -> None:
+    """`--into NAME`: a name git-lane gives a kept/ directory, or refused keep_failed."""
+    if not _KEPT_NAME.match(name):
+        raise Refusal(
+            "keep_failed",
+            f"--into {git.shown(name)} is no name git-lane gives a kept/ directory; nothing "
+            "was moved",
+            next=[f"git lane status {rec.key}"],
+            details={"lane": rec.key, "into": name},
+        )
+
+
 def keep_paths(
     repo: Repo, rec: LaneRecord, rels: list[str], into: str | None
 ) -> list[dict[str, Any]]:
@@ -191,14 +203,7 @@ def keep_paths(
     with nothing at it any more is skipped. Where kept/ is on another file system than
     the lane, a `.git-lane-kept/` beside the lane (the owner's directory) takes them."""
     name = into if into is not None else repo.kept_dir(rec.key).name
-    if not _KEPT_NAME.match(name):
-        raise Refusal(
-            "keep_failed",
-            f"--into {git.shown(name)} is no name git-lane gives a kept/ directory; nothing "
-            "was moved",
-            next=[f"git lane status {rec.key}"],
-            details={"lane": rec.key, "into": name},
-        )
+    _check_into(rec, name)
     bad = [r for r in rels if _keep_parts(r) is None]
     if bad:
         raise Refusal(
@@ -273,18 +278,25 @@ def add_ignores(rec: LaneRecord, patterns: list[str]) -> list[dict[str, Any]]:
     return [{"action": "ignored", "lane": rec.key, "patterns": patterns}]
 
 
-def set_aside_submodules(repo: Repo, rec: LaneRecord, rels: list[str]) -> list[dict[str, Any]]:
-    """The owner's `repair --set-aside-submodule`, the `next` of submodule_unreadable:
-    each of `rels` (a gitlink of the lane's index, or a path below one: a nested
-    submodule) is renamed to the first free one of `NAME.moved-aside`, `NAME.moved-aside.1`,
-    ... beside it (RENAME_NOREPLACE: nothing there is ever replaced) and an empty
-    directory is made in its place, so git sees the submodule unpopulated and its files
-    stay, untracked. Its directory is reached from the lane's root one component at a
+def set_aside_submodules(
+    repo: Repo, rec: LaneRecord, rels: list[str], into: str | None = None
+) -> list[dict[str, Any]]:
+    """The owner's `repair --set-aside-submodule`, the `next` of submodule_unreadable and
+    (with `into`) of submodule_differs: each of `rels` (a gitlink of the lane's index, or
+    a path below one: a nested submodule) is renamed to the first free one of
+    `NAME.moved-aside`, `NAME.moved-aside.1`, ... beside it (RENAME_NOREPLACE: nothing
+    there is ever replaced), or with `into` to kept/`into`/PATH (keep_paths' move: the
+    lane is then clean, and land goes on without the submodule's own changes, kept), and
+    an empty directory is made in its place, so git sees the submodule unpopulated and
+    its files stay, untracked beside it or in kept/ (its commits stay in its git dir, in
+    the lane's admin dir). Its directory is reached from the lane's root one component at a
     time, O_NOFOLLOW, and the last name must be a directory itself: a link or anything
     else on the way or there (a process of the lane changed it since the refusal) is
     refused keep_failed, nothing renamed from it on, never followed out of the lane (a
     shell `mv -- LANE/a/sub` renamed what a link at `a` named). Nothing there, or an empty
     directory (unpopulated already): left as it is. No git runs inside the submodule."""
+    if into is not None:
+        _check_into(rec, into)
     bad = [r for r in rels if _keep_parts(r) is None or ".git" in r.lower().split("/")]
     if not bad and rels:
         repo.store.pin(rec)  # an admin dir repair made just now
@@ -331,13 +343,12 @@ def set_aside_submodules(repo: Repo, rec: LaneRecord, rels: list[str]) -> list[d
                 os.close(sfd)
             if empty:
                 continue
-            got = dirfd.move_aside(pfd, name, f"{name}.moved-aside")
-            change = {
-                "action": "submodule_set_aside",
-                "lane": rec.key,
-                "path": rel,
-                "to": f"{where}/{got}" if where else got,
-            }
+            if into is None:
+                got = dirfd.move_aside(pfd, name, f"{name}.moved-aside")
+                to = f"{where}/{got}" if where else got
+            else:  # out of the worktree: nothing of it left for `git status` to see
+                to = _keep_one(repo, rec, pfd, _keep_parts(rel) or [name], into)
+            change = {"action": "submodule_set_aside", "lane": rec.key, "path": rel, "to": to}
             try:
                 os.mkdir(name, 0o777, dir_fd=pfd)
             except FileExistsError:  # the lane made one meanwhile: its own, left to it
@@ -348,6 +359,49 @@ def set_aside_submodules(repo: Repo, rec: LaneRecord, rels: list[str]) -> list[d
         finally:
             os.close(pfd)
     return changes
+
+
+def submodule_differs(
+    repo: Repo, key: str, subs: list[git.SubmoduleState], then: str, why: str
+) -> Refusal:
+    """submodule_differs, for land (G4) and export: `subs` are populated submodules of
+    lane `key` at another commit than the tip records, or with changes of their own, read
+    by the engine (git.submodule_head, git.submodule_dirty: a fresh git dir of ours) and
+    shown here. The next sets each aside into a new kept_dir (`repair --into NAME
+    --set-aside-submodule PATH`: the engine's renames through directory fds, an empty
+    directory left), then `then`: never git run inside the submodule (a `stash` there,
+    a `submodule update --checkout`, even a `status`), whose git dir
+    (`<admin>/modules/<name>/`: config, hooks, info/attributes) a sandboxed lane writes,
+    so the owner would run the lane's program."""
+    kept = repo.kept_dir(key)
+    aside = " ".join(f"--set-aside-submodule {git.q(s.path)}" for s in subs)
+
+    def what(s: git.SubmoduleState) -> str:
+        if s.head != s.recorded:
+            return f"{s.path} at {(s.head or '?')[:12]}, the tip records {(s.recorded or '?')[:12]}"
+        return f"{s.path} with changes of its own ({', '.join(s.dirty[:5])})"
+
+    return Refusal(
+        "submodule_differs",
+        f"in lane {key}, submodule(s) {'; '.join(what(s) for s in subs[:10])}: {why}. The "
+        f"next moves each submodule's files into {git.shown(kept)} and leaves it unpopulated "
+        "(its commits stay in its git dir): the lane then holds the tip as it records it; "
+        "or the lane records the new commit itself",
+        next=[f"git lane repair {key} --into {git.q(kept.name)} {aside}", then],
+        details={
+            "lane": key,
+            "kept": str(kept),
+            "submodules": [
+                {
+                    "path": s.path,
+                    "recorded": s.recorded,
+                    "head": s.head,
+                    "dirty_paths": s.dirty[:50],
+                }
+                for s in subs
+            ],
+        },
+    )
 
 
 def _set_aside_refused(rec: LaneRecord, rel: str, exc: OSError) -> Refusal:
@@ -709,7 +763,7 @@ def _restore_steps(repo: Repo, rec: LaneRecord, steps: list[list[str]]) -> None:
                 "worktree_restore_failed",
                 f"git could not check lane {rec.key} out again at {rec.path} "
                 f"(`git {' '.join(argv)}`: {res.stderr.strip()[:300]}); the branch {rec.branch} is untouched",
-                next=[f"{git.owner_git(rec.path)} status", f"git lane repair {rec.key}"],
+                next=[git.owner_status(rec.path), f"git lane repair {rec.key}"],
                 details={"lane": rec.key, "path": rec.path, "stderr": res.stderr},
             )
 

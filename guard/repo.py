@@ -8,9 +8,7 @@ import errno
 import json
 import os
 import re
-import secrets
 import stat
-import time
 from collections.abc import Callable
 from functools import cached_property
 from typing import NamedTuple, TypeVar
@@ -261,8 +259,7 @@ class Repo:
         """A directory of git-lane's kept/ for one refusal's moves (`name`, the UTC time and
         a random part: never one an earlier refusal's `next` moved files into, so a second
         `mv` never replaces what the first kept). Not made here: the `next` makes it."""
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        return self.state_dir / "kept" / f"{name}.{stamp}.{secrets.token_hex(4)}"
+        return self.state_dir / "kept" / git.kept_name(name)
 
     def kept_moves(self, name: str, root: str, paths: list[str]) -> tuple[Path, list[str]]:
         """The `next` steps that move each of `paths` (relative to `root`) into a new

@@ -321,19 +321,32 @@ def cache_env(g: Grants) -> dict[str, str]:
     }
 
 
+LANE_REFS = ("refs/heads/lane", "logs/refs/heads/lane")
+
+
+def git_dirs(f: Facts) -> list[str]:
+    """What a lane's process may write of git's own directories, and nothing else of the
+    common dir: the lane's admin dir, its private object store in it (the shared
+    `objects/` never: guard/objects.py), the directories of lane branches and their
+    reflogs (`rr-cache/` never: shared by every lane and the owner). decide() grants them
+    (without SPECIALS and REFER); agent-setup gives Codex's sandbox the same (guard/commands/agent_setup.py).
+    Raises SandboxError when main is itself a lane branch (it would be writable)."""
+    if f.main_ref.startswith("refs/heads/lane/"):
+        raise SandboxError(f"main ({f.main_ref}) is inside the lane branches' directory")
+    out = [
+        f.admin_dir,
+        os.path.join(f.admin_dir, "objects"),  # the lane's private object store
+        *(os.path.join(f.common, r) for r in LANE_REFS),
+    ]
+    return out
+
+
 def decide(f: Facts) -> Grants:
     """The grants for these facts (pure but for resolving the device paths). Raises
     SandboxError when the temp or cache dir is one that cannot be granted (`/`, or in
     the repository or a lane), BadGrant for such a `sandbox_writable` entry."""
-    common = f.common
     fence = _Fence(f)
-    lane_refs = ("refs/heads/lane", "logs/refs/heads/lane")
-    writable = [
-        f.lane_path,
-        f.admin_dir,
-        os.path.join(f.admin_dir, "objects"),  # the lane's private object store
-        *(os.path.join(common, r) for r in lane_refs),
-    ]
+    writable = [f.lane_path, *git_dirs(f)]
     notes = [
         "read and execute everywhere; the network is not confined",
         "refs/heads/lane/ and logs/refs/heads/lane/ are shared by every lane: the kernel lets "
@@ -348,8 +361,6 @@ def decide(f: Facts) -> Grants:
         "recorded there is what anyone's next rebase or merge takes): CMD's git runs with "
         "rerere.enabled=false, and git lane sync never uses rerere",
     ]
-    if f.main_ref.startswith("refs/heads/lane/"):
-        raise SandboxError(f"main ({f.main_ref}) is inside the lane branches' directory")
     hit = next((p for p in fence.fenced if _encloses(f.lane_path, p)), None)
     if hit is not None:
         raise SandboxError(f"the lane worktree {f.lane_path} encloses {hit}")
@@ -438,11 +449,7 @@ def decide(f: Facts) -> Grants:
         "there but for a streamed blob past core.bigFileThreshold: fetch it with "
         "git -c fetch.unpackLimit=1 fetch)"
     )
-    gits = [
-        f.admin_dir,
-        os.path.join(f.admin_dir, "objects"),
-        *(os.path.join(common, r) for r in lane_refs),
-    ]
+    gits = git_dirs(f)
     plain = [p for p in out if p in gits]
     return Grants(
         writable=out,
@@ -523,6 +530,17 @@ def facts(
 
 def grants(repo: Repo, rec: LaneRecord, env: Mapping[str, str] | None = None) -> Grants:
     """The grants for lane `rec` of `repo` (raises SandboxError / BadGrant)."""
+    return decide(lane_facts(repo, rec, env))
+
+
+def lane_facts(
+    repo: Repo,
+    rec: LaneRecord,
+    env: Mapping[str, str] | None = None,
+    extra: Sequence[str] | None = None,
+) -> Facts:
+    """The facts grants() decides from for lane `rec` of `repo` (`extra`: the
+    `sandbox_writable` entries, the repository's own when None). Raises SandboxError."""
     from guard import git
 
     if git.worktree_config_on(repo.common_dir):
@@ -534,7 +552,8 @@ def grants(repo: Repo, rec: LaneRecord, env: Mapping[str, str] | None = None) ->
             next=[f"git -C {cq} config --unset extensions.worktreeConfig"],
         )
     wts = [w.path for w in repo.worktrees()]
-    extra = repo.config["sandbox_writable"]
+    if extra is None:
+        extra = repo.config["sandbox_writable"]
     from guard import lane
     from guard.errors import Refusal
 
@@ -542,7 +561,7 @@ def grants(repo: Repo, rec: LaneRecord, env: Mapping[str, str] | None = None) ->
         roots = [str(lane.worktrees_root(repo))]
     except Refusal as r:  # an invalid worktrees_root: nothing can be decided
         raise SandboxError(r.message) from None
-    f = facts(
+    return facts(
         rec.path,
         str(repo.common_dir),
         repo.main_ref,
@@ -552,7 +571,6 @@ def grants(repo: Repo, rec: LaneRecord, env: Mapping[str, str] | None = None) ->
         roots,
         (repo.slug, rec.key),
     )
-    return decide(f)
 
 
 def clear_stale_pick(path: str) -> bool:

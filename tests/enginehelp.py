@@ -150,11 +150,13 @@ def add_submodule(repo: Repo, tmp_path: Path, name: str = "sub", ignore: str | N
     return sub
 
 
-def lane_with_submodule(repo: Repo, tmp_path: Path, name: str = "sub") -> tuple[Path, Path]:
-    """main records submodule `name` (add_submodule); lane alpha has it populated and one
-    commit to land. Returns (the lane's path, the submodule's git dir in the lane's admin
-    dir)."""
-    add_submodule(repo, tmp_path, name)
+def lane_with_submodule(
+    repo: Repo, tmp_path: Path, name: str = "sub", ignore: str | None = None
+) -> tuple[Path, Path]:
+    """main records submodule `name` (add_submodule, its .gitmodules `ignore` setting
+    when given); lane alpha has it populated and one commit to land. Returns (the lane's
+    path, the submodule's git dir in the lane's admin dir)."""
+    add_submodule(repo, tmp_path, name, ignore)
     assert repo.lane("install").rc == 0
     repo.config("gate_command", "true")
     path = repo.create("alpha")

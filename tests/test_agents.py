@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 from conftest import TAKEN, Repo, earlier_kept, git, needs_modes, owner_lane, take_name
+from sandboxhelp import NEEDS_LANDLOCK
 
-from guard import agents
+from guard import agents, sandbox
 from guard.adapters import EXCLUDE_BEGIN as BEGIN
 from guard.agents import CheckResult, git_calls
 
@@ -231,30 +232,211 @@ def _files(common: Path) -> dict[str, tuple[int, int]]:
     return out
 
 
+CODEX_ENV = "shell_environment_policy.set."
+
+
+def codex_roots(res: Mapping[str, Any]) -> list[str]:
+    """The writable roots agent-setup's codex command line gives Codex's sandbox."""
+    arg = next(a for a in res["argv"] if a.startswith("sandbox_workspace_write.writable_roots="))
+    return [str(r) for r in json.loads(arg.partition("=")[2])]
+
+
+def codex_env(res: Mapping[str, Any]) -> dict[str, str]:
+    """The variables agent-setup's codex command line sets for Codex's shell commands."""
+    out = {}
+    for a in res["argv"]:
+        if a.startswith(CODEX_ENV):
+            name, _, value = a[len(CODEX_ENV) :].partition("=")
+            out[name] = json.loads(value)
+    return out
+
+
+def _within(p: str, roots: Sequence[str]) -> bool:
+    return any(p == r or p.startswith(r + os.sep) for r in roots)
+
+
 def test_codex_writable_roots_are_what_a_lane_commit_writes_and_not_main(repo: Repo) -> None:
     assert repo.lane("install").rc == 0  # the hooks run in the sandbox too: what they write counts
     lane = repo.create("alpha")
     repo.git("pack-refs", "--all")  # the lane ref only packed: its directory must still be there
     res = setup(repo, "alpha", "codex")
-    roots = [
-        os.path.realpath(r)
-        for r in json.loads(res["argv"][res["argv"].index("-c") + 1].split("=", 1)[1])
-    ]
+    roots = [os.path.realpath(r) for r in codex_roots(res)]
     common = os.path.realpath(repo.common_dir)
     assert os.path.realpath(common + "/refs/heads") not in roots and common not in roots
-    assert res["argv"][:6] == ["git", "lane", "exec", "alpha", "--", "codex"]
+    assert res["argv"][:7] == ["git", "lane", "exec", "--own-objects", "alpha", "--", "codex"]
     assert "--sandbox" in res["argv"] and "workspace-write" in res["argv"]
     assert res["files"] == [] and "writable_roots" in (res["config"] or "")
-    # every file a commit (and an amend) in the lane writes outside the worktree is inside a root
+    env = codex_env(res)
+    assert env["GIT_OBJECT_DIRECTORY"] == env["GITLANE_OBJECTS"]
+    assert _within(env["GIT_OBJECT_DIRECTORY"], roots)
+    assert "[shell_environment_policy.set]" in (res["config"] or "")
+    # every file a commit (and an amend) in the lane writes outside the worktree, with the
+    # environment Codex's commands get, is inside a root; the shared store is untouched
     before = _files(Path(common))
     (lane / "b.txt").write_text("b\n")
-    git(lane, "add", "b.txt")
-    git(lane, "commit", "-q", "-m", "b")
-    git(lane, "commit", "-q", "--amend", "-m", "b2")
+    git(lane, "add", "b.txt", env=env)
+    git(lane, "commit", "-q", "-m", "b", env=env)
+    git(lane, "commit", "-q", "--amend", "-m", "b2", env=env)
     changed = [p for p, v in _files(Path(common)).items() if before.get(p) != v]
-    outside = [p for p in changed if not any(p == r or p.startswith(r + os.sep) for r in roots)]
+    outside = [p for p in changed if not _within(p, roots)]
     assert changed and outside == []
     assert not any(p.startswith(os.path.join(common, "refs", "heads", "main")) for p in changed)
+    assert not any(_within(p, [os.path.join(common, "objects")]) for p in changed)
+
+
+def test_codex_writable_roots_are_what_exec_sandbox_grants_in_git_dirs(repo: Repo) -> None:
+    """Each root agent-setup gives Codex is one `git lane exec --sandbox` grants the same
+    lane (sandbox.grants); of git's directories only the lane's private store is not
+    listed, as it lies in the admin dir, which is. Nothing encloses the shared store."""
+    repo.create("alpha")
+    repo.git("config", "rerere.enabled", "true")
+    res = setup(repo, "alpha", "codex")
+    roots = codex_roots(res)
+    from guard import lane
+    from guard.repo import Repo as GRepo
+
+    grepo = GRepo.discover(repo.path)
+    g = sandbox.grants(grepo, lane.get(grepo, "alpha"))
+    gits = [p for p in g.writable if p in g.plain]
+    # and a temp dir of the lane's own, never the shared /tmp or $TMPDIR (the owner's
+    # clean gate worktrees are made there, and their gates run unconfined)
+    tmp = os.path.join(g.private_cache, "tmp")
+    assert roots == [*(p for p in gits if not p.endswith("/objects")), tmp]
+    assert os.path.isdir(tmp) and not os.path.islink(tmp)
+    assert {codex_env(res)[v] for v in ("TMPDIR", "TMP", "TEMP")} == {tmp}
+    for key in ("exclude_slash_tmp", "exclude_tmpdir_env_var"):
+        assert f"sandbox_workspace_write.{key}=true" in res["argv"], res["argv"]
+        assert f"{key} = true" in res["config"]
+    assert all(p in g.writable for p in roots if p != tmp)
+    shared = os.path.realpath(repo.common_dir / "objects")
+    assert not any(_within(shared, [r]) for r in roots)
+    assert not any(r.endswith("/rr-cache") for r in roots)  # rerere on: never granted
+
+
+def test_codex_roots_that_cannot_be_decided_are_refused_and_the_next_works(
+    repo: Repo, gitlane_on_path: Path
+) -> None:
+    """With extensions.worktreeConfig on, git reads the lane's config.worktree (in its
+    admin dir, a root) in the owner's calls: refused as `exec --sandbox` refuses it, and
+    the next, run as written, lets agent-setup go on."""
+    repo.create("alpha")
+    repo.git("config", "extensions.worktreeConfig", "true")
+    r = repo.jlane("agent-setup", "alpha", "--for", "codex")
+    assert (r.rc, r.code) == (1, "sandbox_failed"), r.stdout
+    assert r.json["next"][-1] == "git lane agent-setup alpha --for codex"
+    for step in r.json["next"]:
+        done = subprocess.run(step, shell=True, cwd=repo.path, capture_output=True, text=True)
+        assert done.returncode == 0, (step, done.stdout, done.stderr)
+    assert "sandbox_workspace_write.writable_roots=" in done.stdout
+
+
+def test_codex_roots_refuse_a_lane_ref_directory_that_is_a_link(repo: Repo) -> None:
+    """Codex's sandbox follows a root that is a symlink: `refs/heads/lane` made a link to
+    refs/heads would open main to it."""
+    repo.create("alpha")
+    repo.git("pack-refs", "--all")
+    heads = repo.common_dir / "refs" / "heads"
+    assert not (heads / "lane").exists()  # packed: git removed the directory
+    (heads / "lane").symlink_to(heads)
+    try:
+        r = repo.jlane("agent-setup", "alpha", "--for", "codex")
+        assert (r.rc, r.code) == (1, "sandbox_failed"), r.stdout
+    finally:
+        (heads / "lane").unlink()
+
+
+@NEEDS_LANDLOCK
+def test_agent_setup_for_codex_never_grants_the_shared_object_store(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """Red team 15A F3. git does not re-hash an object it reads: a process that may write
+    the shared store renames other bytes over main's commit object (loose objects are
+    0444 files in a writable directory), and main then names what it chose, or (git 2.39
+    checks a loose object's hash when it inflates it) main's tip commit is destroyed.
+    agent-setup gave Codex's sandbox `<common>/objects`; a Landlock ruleset granting
+    exactly its roots (plus the lane and a temp dir) stands for Codex's sandbox."""
+    lp = repo.create("alpha")
+    roots = codex_roots(setup(repo, "alpha", "codex"))
+    repo.commit(repo.path, "c.txt", "c\n")  # main's tip is then not its root commit
+    tip = repo.sha("refs/heads/main")
+    first = repo.git("rev-list", "--max-parents=0", "main").stdout.strip()
+    assert tip is not None and tip != first
+    objects = repo.common_dir / "objects"
+    assert (objects / tip[:2] / tip[2:]).exists() and (objects / first[:2] / first[2:]).exists()
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    prepared = sandbox.prepare(sandbox.Grants(writable=[str(lp), *roots, str(scratch)]))
+    forge = (
+        "import os, shutil, sys\n"
+        "objects, tip, first = sys.argv[1:4]\n"
+        "tmp = os.path.join(objects, tip[:2], 'forged.tmp')\n"
+        "shutil.copyfile(os.path.join(objects, first[:2], first[2:]), tmp)\n"
+        "os.rename(tmp, os.path.join(objects, tip[:2], tip[2:]))\n"
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", forge, str(objects), tip, first],
+            preexec_fn=prepared,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    finally:
+        prepared.close()
+    after = repo.git("cat-file", "-p", "main", check=False)
+    assert done.returncode != 0 and after.returncode == 0, (
+        "inside a sandbox with agent-setup's codex roots, main's tip commit object was "
+        f"overwritten (forge rc {done.returncode}); `git cat-file -p main`: "
+        f"{after.stdout!r} {after.stderr.strip()!r}"
+    )
+
+
+# Codex as exec runs it: CMD confines the commands it starts (here: one) to the roots
+CODEX_LIKE = (
+    "import json, os, sys\n"
+    "sys.path.insert(0, os.environ['GITLANE_PYPATH'])\n"
+    "from guard import sandbox\n"
+    "roots, tmp = json.loads(sys.argv[1]), sys.argv[2]\n"
+    "devices = [d for d in sandbox.DEVICES if os.path.exists(d)]\n"
+    "g = sandbox.Grants(writable=[os.getcwd(), *roots, tmp, *devices])\n"
+    "sandbox.prepare(g)()\n"
+    "os.environ.update(json.loads(sys.argv[3]))\n"
+    "os.environ['TMPDIR'] = tmp\n"
+    "os.execvp(sys.argv[4], sys.argv[4:])\n"
+)
+
+
+@NEEDS_LANDLOCK
+def test_a_codex_lane_commits_into_its_own_store_and_lands(
+    repo: Repo, gitlane_on_path: Path, tmp_path: Path
+) -> None:
+    """agent-setup's codex command, with Codex standing in as a process that confines
+    what it runs to the roots and sets the shell environment it was given: a commit (and
+    an amend) works there without the shared store, exec copies it into the shared store
+    when CMD ends, and `git lane land` moves main to it."""
+    assert repo.lane("install").rc == 0
+    repo.config("gate_command", "true")
+    lp = repo.create("alpha")
+    res = setup(repo, "alpha", "codex")
+    roots = codex_roots(res)
+    assert not any(_within(str(repo.common_dir / "objects"), [r]) for r in roots)
+    argv = res["argv"]
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    body = "echo b > b.txt && git add b.txt && git commit -qm b && git commit -q --amend -m b2"
+    cmd = [*argv[2 : argv.index("codex")], sys.executable, "-c", CODEX_LIKE, json.dumps(roots)]
+    cmd += [str(scratch), json.dumps(codex_env(res)), "sh", "-c", body]
+    r = repo.lane(*cmd, cwd=lp)
+    assert r.rc == 0, (r.stdout, r.stderr)
+    tip = git(lp, "rev-parse", "HEAD").stdout.strip()
+    assert git(lp, "log", "-1", "--format=%s").stdout.strip() == "b2"
+    store = os.path.join(codex_env(res)["GIT_OBJECT_DIRECTORY"], tip[:2], tip[2:])
+    assert os.path.exists(store), "the commit went elsewhere than the lane's own store"
+    # absorbed when CMD ended: the hub's plain git reads it
+    assert repo.git("cat-file", "-e", tip, check=False).returncode == 0
+    landed = repo.jlane("land", "alpha")
+    assert landed.rc == 0, landed.stdout
+    assert repo.git("show", "main:b.txt").stdout == "b\n"
 
 
 # -- the hook, end to end (needs `git lane check` from the shims work) ---------------------

@@ -210,7 +210,7 @@ def with_submodule(repo: Repo, tmp_path: Path) -> Path:
 
 
 def test_submodule_at_another_commit_hidden_by_ignore_all_is_refused(
-    repo: Repo, with_submodule: Path, tmp_path: Path
+    repo: Repo, with_submodule: Path, gitlane_on_path: Path
 ) -> None:
     gate(repo, "true")
     path = ready_lane(repo, "alpha")
@@ -223,13 +223,15 @@ def test_submodule_at_another_commit_hidden_by_ignore_all_is_refused(
     j = refused(repo, "submodule_differs", "alpha")
     [s] = j["details"]["submodules"]  # type: ignore[index]
     assert (s["path"], s["recorded"], s["head"]) == ("sub", recorded, head(path / "sub"))
-    run_next(j, tmp_path)
-    assert head(path / "sub") == recorded
+    run_next(j, repo.path)  # the submodule's files into kept/, never git inside it
+    assert os.listdir(path / "sub") == []  # unpopulated: the tip as it records it
+    kept = Path(str(j["details"]["kept"])) / "sub"
+    assert (kept / "s.txt").read_text() == "moved\n"
     landed(repo, "alpha")
 
 
 def test_submodule_with_changes_hidden_by_ignore_is_refused(
-    repo: Repo, with_submodule: Path, tmp_path: Path
+    repo: Repo, with_submodule: Path, gitlane_on_path: Path
 ) -> None:
     gate(repo, "true")
     path = ready_lane(repo, "alpha")
@@ -238,7 +240,9 @@ def test_submodule_with_changes_hidden_by_ignore_is_refused(
     assert status_porcelain(path) == ""
     j = refused(repo, "submodule_differs", "alpha")
     assert j["details"]["submodules"][0]["dirty_paths"] == ["s.txt"]  # type: ignore[index]
-    run_next(j, tmp_path)
+    run_next(j, repo.path)
+    kept = Path(str(j["details"]["kept"])) / "sub"
+    assert (kept / "s.txt").read_text() == "edited, not committed\n"
     landed(repo, "alpha")
 
 

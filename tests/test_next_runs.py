@@ -141,10 +141,10 @@ def test_lane_dirty(gated: Repo) -> None:
 
 def test_submodule_unreadable_below_a_directory(repo: Repo, tmp_path: Path) -> None:
     """A submodule at `a/sub` whose `.git` names no git dir: its next, printed inside the
-    lane and run there as written, sets it aside beside it (its files kept) and leaves an
-    empty `a/sub`, which git takes as unpopulated (run again, it moves nothing more):
-    status reads the lane again, and land now stops at what was set aside (lane_dirty),
-    no longer at the submodule."""
+    lane and run there as written, moves its files into a new kept/ directory (kept, not
+    deleted) and leaves an empty `a/sub`, which git takes as unpopulated (run again, it
+    moves nothing more): status reads the lane again, and the lane is clean, so land no
+    longer stops at the submodule nor at what was set aside."""
     path, _moddir = lane_with_submodule(repo, tmp_path, "a/sub")
     (path / "a" / "sub" / "s.txt").write_text("work in the submodule\n")
     (path / "a" / "sub" / ".git").write_text(f"gitdir: {tmp_path / 'nowhere'}\n")
@@ -152,14 +152,17 @@ def test_submodule_unreadable_below_a_directory(repo: Repo, tmp_path: Path) -> N
     r = refusal(repo, "submodule_unreadable", "land", "alpha", cwd=path)
     ok(run_next(r, path))
     assert os.listdir(path / "a" / "sub") == []
-    aside = path / "a" / "sub.moved-aside"
+    [kept] = [k for k in (repo.state_dir / "kept").iterdir() if k.name.startswith("alpha.")]
+    aside = kept / "a" / "sub"
     assert (aside / "s.txt").read_text() == "work in the submodule\n"
     assert (aside / ".git").read_text() == f"gitdir: {tmp_path / 'nowhere'}\n"
     ok(run_next(r, path))  # run twice: an empty (unpopulated) directory is left as it is
-    assert sorted(os.listdir(path / "a")) == ["sub", "sub.moved-aside"]
+    assert sorted(os.listdir(path / "a")) == ["sub"]
     st = repo.jlane("status")
     assert st.rc == 0, st.stdout + st.stderr
-    assert repo.jlane("land", "alpha").code == "lane_dirty"
+    [ln] = [x for x in st.json["lanes"] if x["key"] == "alpha"]
+    assert not ln["dirty"], ln
+    assert repo.jlane("land", "alpha").code not in ("submodule_unreadable", "lane_dirty")
 
 
 def test_stale_lane_and_no_sync_in_progress(gated: Repo) -> None:

@@ -583,7 +583,11 @@ def test_flags_may_follow_the_key(hub: Repo) -> None:
     j = hub.lane("exec", "alpha", "--sandbox", "--explain", "--json")
     assert j.rc == 0 and j.json["code"] == "explain", j.stderr
     bad = hub.lane("exec", "alpha", "--sandbx", "--", "true")
-    assert bad.rc == 2 and "only --sandbox, --explain and --json" in bad.stderr
+    assert bad.rc == 2 and "only --sandbox, --explain, --own-objects and --json" in bad.stderr
+    own = hub.lane(
+        "exec", "alpha", "--own-objects", "--", "sh", "-c", 'printf "%s" "$GITLANE_OBJECTS"'
+    )
+    assert own.rc == 0 and own.stdout.endswith("/worktrees/alpha/objects"), own.stderr
 
 
 # -- the gate of a land CMD asks its supervisor for runs under the lane's sandbox ------------

@@ -8,16 +8,19 @@ and must still tell a submodule's changes (never read as clean)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import TAKEN, Repo, earlier_kept, git, take_name
+from conftest import Repo, git
 from enginehelp import lane_with_submodule
 
 from guard import git as glgit
 from guard import sandbox
 from guard.errors import Refusal, join_next
+
+INTO = r"git lane repair alpha --into alpha\.\d{8}T\d{6}Z\.[0-9a-f]{8}"
 
 ATTACK = """
 [filter "evil"]
@@ -245,34 +248,31 @@ def test_submodule_untracked_and_ignore_settings(
     assert not marker.exists(), marker.read_text()
 
 
-@pytest.mark.parametrize("kind", TAKEN)  # the backup name its next moves to: taken?
 def test_unreadable_submodule_git_dir_is_refused_not_clean(
-    sub_lane: tuple[Repo, Path, Path], tmp_path: Path, gitlane_on_path: Path, kind: str | None
+    sub_lane: tuple[Repo, Path, Path], tmp_path: Path, gitlane_on_path: Path
 ) -> None:
     """A submodule whose `.git` names no git dir (or whose HEAD names no readable commit)
-    cannot be looked at without git inside it: refused, and the `next` (repair sets it
-    aside, nothing deleted, never onto an earlier backup), run from where it was printed,
-    recovers."""
+    cannot be looked at without git inside it: refused, and the `next` (repair moves its
+    files into a new kept/ directory, nothing deleted, and leaves it unpopulated), run from
+    where it was printed, recovers: the lane is clean again."""
     repo, path, _moddir = sub_lane
     (path / "sub" / "s.txt").write_text("work in the submodule\n")
     (path / "sub" / ".git").write_text(f"gitdir: {tmp_path / 'nowhere'}\n")
-    backup = path / "sub.moved-aside"
-    aside = take_name(backup, kind)
     for args in (("status",), ("land", "alpha"), ("release", "alpha")):
         r = repo.jlane(*args)
         assert r.rc == 1 and r.code == "submodule_unreadable", (args, r.stdout, r.stderr)
     j = r.json
-    assert j["next"] == ["git lane repair alpha --set-aside-submodule sub"], j
+    assert re.fullmatch(INTO + " --set-aside-submodule sub", join_next(j["next"])), j
     for cmd in j["next"]:
         done = subprocess.run(cmd, shell=True, cwd=repo.path, capture_output=True, text=True)
         assert done.returncode == 0, (cmd, done.stdout, done.stderr)
-    assert (aside / "s.txt").read_text() == "work in the submodule\n"
+    [kept] = [k for k in (repo.state_dir / "kept").iterdir() if k.name.startswith("alpha.")]
+    assert (kept / "sub" / "s.txt").read_text() == "work in the submodule\n"
     assert (path / "sub").is_dir() and os.listdir(path / "sub") == []  # unpopulated
-    earlier_kept(backup, kind)
     st = repo.jlane("status")
     assert st.rc == 0, st.stdout + st.stderr
     [ln] = [x for x in st.json["lanes"] if x["key"] == "alpha"]
-    assert ln["dirty"] and f"{aside.name}/s.txt" in ln["dirty_paths"], ln
+    assert not ln["dirty"], ln
 
 
 def test_set_aside_submodule_never_follows_a_link_the_lane_put_on_its_way(
@@ -289,7 +289,7 @@ def test_set_aside_submodule_never_follows_a_link_the_lane_put_on_its_way(
     (path / "a" / "sub" / ".git").write_text(f"gitdir: {tmp_path / 'nowhere'}\n")
     r = repo.jlane("status")
     assert (r.rc, r.code) == (1, "submodule_unreadable"), r.stdout + r.stderr
-    assert r.json["next"] == ["git lane repair alpha --set-aside-submodule a/sub"], r.json
+    assert re.fullmatch(INTO + " --set-aside-submodule a/sub", join_next(r.json["next"])), r.json
     owner = tmp_path / "owner-dir"  # the owner's, outside every lane
     (owner / "sub").mkdir(parents=True)
     (owner / "sub" / "own.txt").write_text("the owner's own\n")
@@ -344,7 +344,7 @@ def test_submodule_unreadable_names_the_lane_from_its_record_never_through_a_lin
     assert glgit.lane_of(tmp_path / "elsewhere" / "sub") is None
     with pytest.raises(Refusal) as known:
         glgit.submodule_git_dir(str(alpha / "s"))
-    assert known.value.next == ["git lane repair alpha --set-aside-submodule s"]
+    assert re.fullmatch(INTO + " --set-aside-submodule s", join_next(known.value.next))
     monkeypatch.setattr(glgit, "_LANE_KEYS", {})
     with pytest.raises(Refusal) as unknown:
         glgit.submodule_git_dir(str(alpha / "s"))
@@ -394,3 +394,143 @@ def test_a_clean_release_still_never_removes_a_populated_submodule(
     r = repo.jlane("release", "alpha")
     assert (r.rc, r.code) == (1, "worktree_remove_failed"), r.stdout
     assert (gd / "config").is_file() and (path / "alpha.txt").is_file()
+
+
+def run_as_written(steps: list[str], cwd: Path) -> None:
+    """Each `next` step as the owner runs it by hand (a shell), stdin closed."""
+    for step in steps:
+        done = subprocess.run(
+            step, shell=True, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL
+        )
+        assert done.returncode == 0, (step, done.stdout, done.stderr)
+
+
+@pytest.mark.parametrize(
+    ("command", "how", "ignore"),
+    [("land", "dirty", "dirty"), ("land", "moved", "all"), ("export", "dirty", "dirty")],
+)
+def test_submodule_differs_next_never_runs_git_inside_the_submodule(
+    repo: Repo, tmp_path: Path, gitlane_on_path: Path, command: str, how: str, ignore: str
+) -> None:
+    """Red team 15B F1: submodule_differs (changes of the submodule's own, or another
+    commit checked out, that its `ignore` setting hides) named `git -C LANE/sub stash push
+    --include-untracked` or `git -C LANE submodule update --init --checkout -- sub`
+    (export: `git -C LANE/sub status --short`): git inside the submodule's repository,
+    whose git dir (<admin>/modules/sub: config, hooks, info/attributes) a sandboxed lane
+    writes, so the owner ran the lane's fsmonitor, hooks and filters. The next is now the
+    engine's `repair --into NAME --set-aside-submodule sub`: the submodule's files go into
+    kept/, an empty directory is left (unpopulated), and the command then goes through;
+    what differed is read by the engine and named in the refusal."""
+    path, moddir = lane_with_submodule(repo, tmp_path, ignore=ignore)
+    sub = path / "sub"
+    recorded = git(sub, "rev-parse", "HEAD").stdout.strip()
+    if how == "dirty":
+        (sub / "s.txt").write_text("changed in the lane\n")
+        (sub / "new.txt").write_text("untracked in the submodule\n")
+    else:
+        (sub / "s.txt").write_text("moved\n")
+        git(sub, "commit", "-q", "-am", "moved")
+    moved = git(sub, "rev-parse", "HEAD").stdout.strip()
+    marker, prog, hooks = payload(tmp_path)
+    arm(moddir, path, prog, hooks)
+    r = repo.jlane(command, "alpha")
+    assert (r.rc, r.code) == (1, "submodule_differs"), r.stdout + r.stderr
+    [s] = r.json["details"]["submodules"]
+    assert (s["path"], s["recorded"], s["head"]) == ("sub", recorded, moved), s
+    assert sorted(s["dirty_paths"]) == (["new.txt", "s.txt"] if how == "dirty" else []), s
+    assert r.json["next"][-1] == f"git lane {command} alpha", r.json["next"]
+    assert not marker.exists(), marker.read_text()
+    run_as_written(r.json["next"][:-1], repo.path)
+    assert not marker.exists(), (
+        "running submodule_differs' next as written ran the lane's program as the owner",
+        r.json["next"],
+        marker.read_text(),
+    )
+    kept = Path(r.json["details"]["kept"]) / "sub"
+    assert (kept / "s.txt").read_text() == (
+        "moved\n" if how == "moved" else "changed in the lane\n"
+    )
+    assert os.listdir(sub) == []  # unpopulated: git sees the tip's commit
+    git(tmp_path, "cat-file", "-e", moved, env={"GIT_DIR": str(moddir)})  # its commits stay
+    again = repo.jlane(command, "alpha")
+    assert again.rc == 0, again.stdout + again.stderr
+    assert not marker.exists(), marker.read_text()
+
+
+def test_set_aside_submodule_into_kept_never_follows_a_link_nor_takes_a_bad_name(
+    sub_lane: tuple[Repo, Path, Path], tmp_path: Path
+) -> None:
+    """`--into` with --set-aside-submodule: only a name git-lane gives a kept/ directory,
+    and a link the lane put at the submodule's name is refused, neither moved nor
+    followed."""
+    repo, path, _moddir = sub_lane
+    for bad in ("../x", ".hidden", "a/b"):
+        j = repo.jlane("repair", "alpha", "--into", bad, "--set-aside-submodule", "sub")
+        assert (j.rc, j.code) == (1, "keep_failed"), (bad, j.stdout, j.stderr)
+    assert (path / "sub" / "s.txt").is_file()
+    owner = tmp_path / "owner-dir"
+    owner.mkdir()
+    (owner / "own.txt").write_text("the owner's own\n")
+    os.rename(path / "sub", tmp_path / "lane-sub")
+    (path / "sub").symlink_to(owner)
+    j = repo.jlane("repair", "alpha", "--into", "alpha.x", "--set-aside-submodule", "sub")
+    assert (j.rc, j.code) == (1, "keep_failed"), j.stdout + j.stderr
+    assert (path / "sub").is_symlink() and os.listdir(owner) == ["own.txt"]
+
+
+def test_a_pinned_status_next_never_runs_the_lanes_submodule_filter_as_the_owner(
+    sub_lane: tuple[Repo, Path, Path], tmp_path: Path, gitlane_on_path: Path
+) -> None:
+    """Red team 15B F2: `git.owner_git(LANE) status` (the next of lane_unmerged,
+    worktree_remove_failed, conflict_check_failed, lane_changed_during_gate, sync_failed,
+    ...) pins the lane's repository and core.fsmonitor=false, but `git status` still ran
+    `git status` inside every populated submodule it does not ignore (the lane's
+    .gitmodules decides): there git read the submodule's config and info/attributes in
+    <admin>/modules/sub, which a sandboxed lane writes, and ran a clean filter named there
+    as the owner. The status next is now git.owner_status: `--ignore-submodules=all` on
+    the command line, which overrides every `ignore` setting."""
+    repo, path, moddir = sub_lane
+    marker, prog, hooks = payload(tmp_path)
+    arm(moddir, path, prog, hooks)
+    # the lane leaves a conflict in its index (as a stopped merge does)
+    blob = subprocess.run(
+        ["git", "hash-object", "-w", "--stdin"], cwd=path, input="u\n", text=True,
+        capture_output=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    subprocess.run(
+        ["git", "update-index", "--index-info"], cwd=path, check=True, text=True,
+        input=f"100644 {blob} 1\tu.txt\n100644 {blob} 2\tu.txt\n",
+    )  # fmt: skip
+    r = repo.jlane("conflicts", "--include-dirty")
+    assert r.rc == 0, r.stdout + r.stderr
+    [ln] = [x for x in r.json["lanes"] if x["key"] == "alpha"]
+    assert ln["skipped"]["code"] == "lane_unmerged", ln
+    assert not marker.exists(), marker.read_text()
+    run_as_written(ln["skipped"]["next"], repo.path)
+    assert not marker.exists(), (
+        "running lane_unmerged's next as written ran the lane's clean filter as the owner",
+        ln["skipped"]["next"],
+        marker.read_text(),
+    )
+    # the same status with nothing ignoring the submodule does run it: the attack is armed
+    os.utime(path / "sub" / "s.txt", (1_900_000_300, 1_900_000_300))
+    run_as_written([ln["skipped"]["next"][0].replace(" --ignore-submodules=all", "")], repo.path)
+    assert marker.exists(), "the attack is not armed: plain git status ran nothing"
+
+
+def test_a_switch_next_never_reports_local_changes_through_the_lanes_submodule(
+    sub_lane: tuple[Repo, Path, Path], tmp_path: Path, gitlane_on_path: Path
+) -> None:
+    """lane_branch_mismatch names `git switch BRANCH` in the lane: a switch that changes
+    files reports the local changes after it, a status that runs git inside each populated
+    submodule (its filter, as the owner). The next switches --quiet: no report."""
+    repo, path, moddir = sub_lane
+    git(path, "switch", "-q", "-c", "other", "HEAD~1")  # another tree than the lane's tip
+    marker, prog, hooks = payload(tmp_path)
+    arm(moddir, path, prog, hooks)
+    r = repo.jlane("land", "alpha")
+    assert (r.rc, r.code) == (1, "lane_branch_mismatch"), r.stdout + r.stderr
+    assert not marker.exists(), marker.read_text()
+    run_as_written(r.json["next"], repo.path)
+    assert not marker.exists(), (r.json["next"], marker.read_text())
+    assert git(path, "branch", "--show-current").stdout.strip() == "lane/alpha"

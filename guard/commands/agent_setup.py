@@ -8,7 +8,11 @@ An agent's own file tools do not go through PATH, so the shims alone do not conf
   that gives the model the lane's instructions; other keys of the file are kept;
 - codex: no file; the command line carries the workspace-write sandbox with the git dirs
   a commit in a linked worktree writes (its users report `index.lock: Operation not
-  permitted` without them) and the instructions (`developer_instructions`);
+  permitted` without them), those `git lane exec --sandbox` grants and never the shared
+  object store (git does not re-hash what it reads: a writer there rewrites main's
+  commits), so Codex's git writes objects into the lane's own store (`exec
+  --own-objects`, and Codex's shell environment), and the instructions
+  (`developer_instructions`);
 - aider: `.aider.conf.yml` with the hooks on (`git-commit-verify: true`: aider passes
   `--no-verify` by default) and the instructions as a read-only file;
 - opencode: `opencode.json` (merged) with `external_directory: deny`, git denials for
@@ -29,11 +33,11 @@ from pathlib import Path
 from typing import Any
 
 import guard
-from guard import adapters, agents, dirfd, git, lane
+from guard import adapters, agents, binding, dirfd, git, lane, objects, sandbox
 from guard.errors import Refusal
 from guard.repo import Repo
 from guard.results import AgentFile, AgentSetupResult
-from guard.store import atomic_write
+from guard.store import LaneRecord, atomic_write
 
 TOOLS = ("claude", "codex", "aider", "opencode")
 FILES = {
@@ -59,6 +63,8 @@ ENFORCED = {
     ],
     "codex": [
         "writes outside the lane and its git dirs: codex's workspace-write sandbox",
+        "the shared object store: not writable there; its git writes the lane's own store "
+        "(exec --own-objects), which exec and land copy into the shared one, re-hashed",
         "git lane exec: the git shim for every git its shell runs; the git hooks",
     ],
     "aider": [
@@ -77,6 +83,8 @@ NOT_ENFORCED = {
     ],
     "codex": [
         "apply_patch inside the writable roots (another lane's branch ref dir is one)",
+        "links, FIFOs and renames from the lane into its git dirs (exec --sandbox denies "
+        "them; codex's sandbox grants all or nothing)",
         "git lane sync/land inside codex's sandbox: git-lane's state is not writable there",
     ],
     "aider": ["aider's own edits are not checked file by file (it edits files in the repo)"],
@@ -118,7 +126,8 @@ def run(
     excluded: list[str] = []
     exclude_file: str | None = None
     config: str | None = None
-    argv = ["git", "lane", "exec", key, "--", tool]
+    argv = ["git", "lane", "exec", *(["--own-objects"] if tool == "codex" else []), key]
+    argv += ["--", tool]
     if tool in FILES:
         rel = FILES[tool]
         _give_way(path, rel)
@@ -163,16 +172,24 @@ def run(
         action = "created" if old is None else "unchanged" if old == new else "updated"
         files.append({"path": str(target), "action": action})
     else:  # codex: everything on its command line
-        roots = codex_roots(repo, path)
+        roots, env = codex_sandbox(repo, rec)
         argv += ["--sandbox", "workspace-write"]
         argv += ["-c", "sandbox_workspace_write.writable_roots=" + _toml_list(roots)]
+        argv += ["-c", "sandbox_workspace_write.exclude_slash_tmp=true"]
+        argv += ["-c", "sandbox_workspace_write.exclude_tmpdir_env_var=true"]
+        for name, value in env.items():
+            argv += ["-c", f"shell_environment_policy.set.{name}={json.dumps(value)}"]
         argv += ["-c", "developer_instructions=" + json.dumps(text)]
         config = (
             'sandbox_mode = "workspace-write"\n'
             f"developer_instructions = {json.dumps(text)}\n\n"
             "[sandbox_workspace_write]\n"
             f"writable_roots = {_toml_list(roots)}\n"
-            "network_access = false\n"
+            "exclude_slash_tmp = true\n"
+            "exclude_tmpdir_env_var = true\n"
+            "network_access = false\n\n"
+            "[shell_environment_policy.set]\n"
+            + "".join(f"{name} = {json.dumps(value)}\n" for name, value in env.items())
         )
     repo.store.event("agent_setup", lane=key, tool=tool, files=[f["path"] for f in files])
     return {
@@ -613,21 +630,76 @@ def _opencode(old: bytes | None, target: Path, key: str, ipath: Path, main: str)
 
 
 # -- codex ------------------------------------------------------------------------------
-def codex_roots(repo: Repo, lane_path: str) -> list[str]:
-    """What a commit in the lane writes outside the worktree, and no more: the lane's own
-    git dir (index, HEAD, its reflog, rebase state), the object store, and the directory
-    of lane branches with its reflogs (the ref of `lane/KEY` and its lock file). Not
-    refs/heads itself (main), not packed-refs, not config, not hooks, not git-lane's
-    state: main and the hooks stay out of reach of the sandboxed agent. Not rr-cache:
-    shared by every lane and the owner, a resolution recorded there is anyone's next one
-    (sync never uses rerere)."""
-    gd = git.run(["rev-parse", "--path-format=absolute", "--git-dir"], lane_path).stdout
-    common = repo.common_dir
-    roots = [os.path.realpath(gd.rstrip("\n")), os.path.realpath(common / "objects")]
-    for d in (common / "refs" / "heads" / "lane", common / "logs" / "refs" / "heads" / "lane"):
-        d.mkdir(parents=True, exist_ok=True)  # a packed lane ref leaves no directory
-        roots.append(os.path.realpath(d))
-    return roots
+def codex_sandbox(repo: Repo, rec: LaneRecord) -> tuple[list[str], dict[str, str]]:
+    """(writable roots, shell environment) of Codex's workspace-write sandbox for lane
+    `rec`. The roots are what `git lane exec --sandbox` grants of git's directories
+    (sandbox.git_dirs, decided from the same facts: the lane's admin dir as git's own
+    `gitdir` names it, never as the lane's `.git` file alone says), and no more: the
+    admin dir (index, HEAD, reflog, rebase state, and the lane's private object store in
+    it), the directories of lane branches and their reflogs. Not rr-cache (shared by every
+    lane and the owner: a resolution recorded there is anyone's next one; sync never uses
+    rerere). Never the shared `objects/` (guard/objects.py: git does not re-hash what it
+    reads, so a writer there rewrites main's commits), nor refs/heads itself (main),
+    packed-refs, config, hooks or git-lane's state. The environment points Codex's git at
+    the lane's store (as `exec --own-objects` does for Codex itself: its shell commands
+    get it even where its shell_environment_policy inherits less); exec and land copy
+    what it holds into the shared store, re-hashed. Refused `sandbox_failed` when the
+    grants cannot be decided."""
+    again = f"git lane agent-setup {rec.key} --for codex"
+    try:
+        f = sandbox.lane_facts(repo, rec, extra=())
+        dirs = sandbox.git_dirs(f)
+        store = os.path.realpath(objects.enroll(repo, rec.path))
+        if store != os.path.join(f.admin_dir, "objects"):
+            raise sandbox.SandboxError(
+                f"the lane's object store {store} is not in its git dir {f.admin_dir}"
+            )
+        for d in dirs:  # a packed lane ref leaves no directory
+            if not os.path.lexists(d):
+                os.makedirs(d, exist_ok=True)
+            if os.path.realpath(d) != d or not os.path.isdir(d):  # Codex would follow it
+                raise sandbox.SandboxError(f"{d} is a symlink or no directory")
+    except (sandbox.SandboxError, OSError) as exc:
+        fix = exc.next if isinstance(exc, sandbox.SandboxError) else []
+        why = str(exc) if isinstance(exc, sandbox.SandboxError) else f"{exc.strerror or exc}"
+        raise Refusal(
+            "sandbox_failed",
+            f"Codex's sandbox for lane {rec.key} could not be decided: {why}; nothing was "
+            "printed for Codex",
+            next=[*fix, again] if fix else ["git lane doctor"],
+            details={"lane": rec.key, "why": why},
+        ) from None
+    roots = [d for d in dirs if d != store]  # the admin dir holds the store
+    env = {
+        "GIT_OBJECT_DIRECTORY": store,
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES": objects.shared(repo.common_dir),
+        binding.OBJECTS: store,
+    }
+    # Codex would grant the shared /tmp and $TMPDIR too (its exclude_* keys are set): the
+    # owner's clean gate worktrees and land sockets are made there, so a command of
+    # Codex's could change a gate's files before it runs unconfined. Its commands get a
+    # temp dir of the lane's own instead, as exec --sandbox gives CMD (kept in the lane's
+    # private cache dir, which release removes).
+    tmp = os.path.join(f.private_cache, "tmp") if f.private_cache else ""
+    try:
+        if not tmp:
+            raise OSError(0, "no cache dir of the lane's own to hold its temp dir")
+        os.makedirs(tmp, mode=0o700, exist_ok=True)
+        st = os.lstat(tmp)
+        if not stat.S_ISDIR(st.st_mode) or os.path.realpath(tmp) != tmp:
+            raise OSError(0, f"{tmp} is a symlink or no directory")
+    except OSError as exc:
+        why = f"Codex's temp dir: {exc.strerror or exc}"
+        raise Refusal(
+            "sandbox_failed",
+            f"Codex's sandbox for lane {rec.key} could not be decided: {why}; nothing was "
+            "printed for Codex",
+            next=["git lane doctor"],
+            details={"lane": rec.key, "why": why},
+        ) from None
+    roots.append(tmp)
+    env.update({name: tmp for name in ("TMPDIR", "TMP", "TEMP")})
+    return roots, env
 
 
 def _toml_list(items: list[str]) -> str:

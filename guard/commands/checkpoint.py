@@ -219,7 +219,7 @@ def _commit_refusal(key: str, path: str, res: git.GitResult) -> Refusal:
         f"{_last_line(out)}; fix what it says in the lane, then checkpoint again (nothing "
         "was committed, the index is as it was)",
         next=[again],
-        alternatives=[f"{git.owner_git(path)} status"],
+        alternatives=[git.owner_status(path)],
         details=details,
     )
 

@@ -313,17 +313,22 @@ def run(
     *,
     create_first: bool = False,
     sandbox: bool = False,
+    own_objects: bool = False,
     goal: str | None = None,
     warn: Callable[[str], None] | None = None,
     progress: include.Progress | None = None,
     output: Output | None = None,
     tick: Tick | None = None,
 ) -> ExecResult:
-    """Run argv bound to lane `key`; returns how it ended (CMD's exit status)."""
+    """Run argv bound to lane `key`; returns how it ended (CMD's exit status).
+    `own_objects` (implied by a sandbox): CMD's git writes objects into the lane's own
+    store, which exec absorbs into the shared one, verified (for a CMD that confines its
+    own commands without the shared store: Codex, guard/commands/agent_setup.py)."""
     if not argv:
         raise ValueError("exec needs a command")  # the CLI requires one: a bug if missing
     lane.check_key(key, creating=create_first)
-    retry = _command(key, argv)
+    own = " --own-objects" if own_objects else ""
+    retry = _command(key, argv, own)
     try:
         if create_first:
             lane.forbid_worker("create", f"git lane create {key}")
@@ -333,10 +338,10 @@ def run(
         _for_exec(r, key, argv)
         raise
     confine, warnings = _sandbox(
-        repo, key, sandbox, _command(key, argv, " -c" if create_first else "")
+        repo, key, sandbox, _command(key, argv, own + (" -c" if create_first else ""))
     )
     if confine:
-        flags = (" --sandbox" if sandbox else "") + (" -c" if create_first else "")
+        flags = (" --sandbox" if sandbox else "") + own + (" -c" if create_first else "")
         _main_plain(repo, _command(key, argv, flags))
     if create_first:
         from guard.commands import create
@@ -350,7 +355,7 @@ def run(
     for w in warnings:
         if warn is not None:
             warn(w)
-    return _supervise(repo, key, list(argv), retry, confine, warn)
+    return _supervise(repo, key, list(argv), retry, confine, warn, own_objects)
 
 
 def _main_plain(repo: Repo, retry: str) -> None:
@@ -449,6 +454,7 @@ def _supervise(
     retry: str,
     confine: bool,
     warn: Callable[[str], None] | None = None,
+    own_objects: bool = False,
 ) -> ExecResult:
     before, mine = _claim(repo, key, retry)
     # GITLANE_SANDBOX says what this exec confined, never what an outer one did
@@ -471,6 +477,7 @@ def _supervise(
     absorber: Absorber | None = None
     ruleset: sandbox.Prepared | None = None
     seal: seccomp.Seal | None = None
+    own_store = False  # CMD's git writes the lane's own store (exec absorbs it)
     private_tmp: str | None = None
     reaping = False  # exec is a child subreaper: CMD's tree ends with it (guard/reap.py)
     mask: set[int | signal.Signals] | None = None  # the signal mask to go back to at the end
@@ -493,9 +500,13 @@ def _supervise(
             if why:
                 raise _sandbox_failed(repo, key, why, retry)
             reaping = True
+            own_store = True
+        elif own_objects:
+            _lane_objects(repo, mine, env, retry)
+            own_store = True
         repo.store.event("exec", lane=key, argv=argv, pid=os.getpid(), sandbox=bool(ruleset))
         watch = _hook_watch(repo, key)
-        if ruleset is not None:
+        if own_store:
             absorber = Absorber(repo, mine)
 
         def started() -> None:  # threads start after the fork (preexec_fn)
@@ -559,8 +570,9 @@ def _supervise(
         aside = _set_aside(repo, warn)
         if ruleset is not None:
             ruleset.close()
+        if own_store:
             store = objects.lane_store(repo.common_dir, mine.path)
-            if store is not None:  # CMD's tree is gone: nothing plants anything any more
+            if store is not None:  # sandboxed, CMD's tree is gone: nothing plants any more
                 objects.sanitize(repo, store, key)
             if not aside:
                 _absorb(repo, mine)
@@ -711,8 +723,9 @@ def _cmd_config(env: dict[str, str], key: str, value: str) -> None:
 
 def _lane_objects(repo: Repo, rec: LaneRecord, env: dict[str, str], retry: str) -> str:
     """CMD's git writes objects only into the lane's private store (the shared one is not
-    granted: guard/objects.py), never an alternate of the shared store: the supervisor
-    absorbs what CMD commits (Absorber, and once more when CMD ends)."""
+    granted: guard/objects.py; under --own-objects CMD's own sandbox keeps it out),
+    never an alternate of the shared store: the supervisor absorbs what CMD commits
+    (Absorber, and once more when CMD ends)."""
     try:
         store = objects.enroll(repo, rec.path)
     except OSError as exc:

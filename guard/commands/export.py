@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from guard import files, git, lane
+from guard import files, git, lane, recovery
 from guard import objects as guard_objects
 from guard.errors import Refusal
 from guard.repo import Repo
@@ -108,7 +108,7 @@ def run(
             merges,
             base,
         )
-    _hidden_check(key, path, head)
+    _hidden_check(repo, key, path, head)
     scratch = _scratch(path)
     try:
         tree, tip = _uncommitted(key, path, head, scratch)
@@ -173,7 +173,7 @@ def _unrepresentable(
     )
 
 
-def _hidden_check(key: str, path: str, head: str) -> None:
+def _hidden_check(repo: Repo, key: str, path: str, head: str) -> None:
     """What `git add -A` would not see cannot be exported: files flagged assume-unchanged
     or skip-worktree that differ from HEAD, and a submodule's own uncommitted changes."""
     hidden = git.hidden_differences(path, head)
@@ -194,15 +194,12 @@ def _hidden_check(key: str, path: str, head: str) -> None:
         )
     dirty_subs = [s for s in hidden.submodules if s.dirty]
     if dirty_subs:
-        sub = dirty_subs[0]
-        raise Refusal(
-            "submodule_differs",
-            f"submodule {git.shown(sub.path)} of lane {key} has uncommitted changes of its own; "
-            "a patch of the lane cannot carry them: commit them in the submodule first",
-            next=[
-                f"{git.owner_git(os.path.join(path, sub.path))} status --short",
-            ],
-            details={"lane": key, "submodules": [s.path for s in dirty_subs]},
+        raise recovery.submodule_differs(
+            repo,
+            key,
+            dirty_subs,
+            f"git lane export {key}",
+            "a patch of the lane cannot carry a submodule's own uncommitted changes",
         )
 
 
@@ -241,7 +238,7 @@ def _uncommitted(key: str, path: str, head: str, s: Scratch) -> tuple[str, str]:
             "export_unrepresentable",
             f"git could not stage the worktree of lane {key} to export it: "
             f"{_last_line(added.stderr)}; nothing was written",
-            next=[f"{git.owner_git(path)} add -A --dry-run -- :/"],
+            next=[git.owner_status(path)],
             details={"lane": key, "stderr": added.stderr[-4000:]},
         )
     tree = git.run(["write-tree"], path, env=s.env).stdout.strip()

@@ -319,7 +319,7 @@ def _decide_and_land(
     g3_tip_names(t, changed)
     g6_hub(repo, hub, hub_hits, key)
     g9_markers(t, markers)
-    g4_exact(t, hidden, gate_in_lane=command is not None and not clean)
+    g4_exact(repo, t, hidden, gate_in_lane=command is not None and not clean)
     summary: GateSummary = {"command": command, "status": "off", "seconds": 0.0}
     if command is not None:
         summary = g4_gate(repo, t, command, timeout, clean, changed, added, output, tick)
@@ -564,7 +564,7 @@ def g4_trusted_config(t: Target, risky: list[tuple[str, str]]) -> None:
     )
 
 
-def g4_exact(t: Target, hidden: git.Hidden, gate_in_lane: bool) -> None:
+def g4_exact(repo: Repo, t: Target, hidden: git.Hidden, gate_in_lane: bool) -> None:
     """G4, before the gate runs: the lane's worktree holds nothing that `git status` hides
     and the tip lacks. A file flagged assume-unchanged or skip-worktree is hashed and
     compared with the tip's blob (refused only when it differs: the flags are also a
@@ -616,35 +616,13 @@ def g4_exact(t: Target, hidden: git.Hidden, gate_in_lane: bool) -> None:
             else [],
         )
     if hidden.submodules:
-        moved = [s.path for s in hidden.submodules if s.head != s.recorded]
-        dirty = [s.path for s in hidden.submodules if s.head == s.recorded]
-        fix = []
-        if moved:
-            fix.append(
-                f"{lq} submodule update --init --checkout -- {' '.join(git.q(p) for p in moved)}"
-            )
-        fix.extend(
-            f"{git.owner_git(os.path.join(t.path, p))} stash push --include-untracked"
-            for p in dirty
-        )
-        raise Refusal(
-            "submodule_differs",
-            f"in lane {t.key}, submodule(s) {', '.join(s.path for s in hidden.submodules[:10])} are not what the "
-            "tip records (another commit checked out, or changes of their own) and their `ignore` setting "
-            "hides that from `git status`; record the new commit in the lane, or put the submodule back",
-            next=[*fix, f"git lane land {t.key}"],
-            details={
-                "lane": t.key,
-                "submodules": [
-                    {
-                        "path": s.path,
-                        "recorded": s.recorded,
-                        "head": s.head,
-                        "dirty_paths": s.dirty[:50],
-                    }
-                    for s in hidden.submodules
-                ],
-            },
+        raise recovery.submodule_differs(
+            repo,
+            t.key,
+            hidden.submodules,
+            f"git lane land {t.key}",
+            "`git status` does not show that (their `ignore` setting hides it), so the gate "
+            "would not see the tip",
         )
 
 
@@ -787,7 +765,7 @@ def _changed_during_gate(
         shown = ", ".join(json.dumps(x) for x in left[:3])  # escapes, never raw bytes
         what = f"the gate left {len(left)} untracked path(s) in it ({shown})"
     else:
-        next_ = [f"{g} status", f"git lane land {t.key}"]
+        next_ = [git.owner_status(t.path), f"git lane land {t.key}"]
         alternatives = []
         what = f"{len(dirty) + len(unseen)} changed path(s)"
     return Refusal(

@@ -1373,7 +1373,9 @@ def g11_keep_work(
     # or land would refuse (lane_branch_mismatch, lane_dirty) and the path stop there
     ready: list[str] = []
     if present and work.head is not None and not work.detached:
-        ready.append(f"{git.owner_git(path)} switch {git.q(branch)}")
+        ready.append(
+            f"{git.owner_git(path)} switch --quiet {git.q(branch)}"
+        )  # --quiet: as lane.py says
     if present and work.dirty and not work.detached:
         # checkpoint commits what `add -A && commit` would, with the lane's pointers
         # checked when it runs: a plain git in the lane follows them wherever the lane,
@@ -1687,7 +1689,7 @@ def _remove_failed(key: str, path: str, stderr: str) -> Refusal:
     return Refusal(
         "worktree_remove_failed",
         f"git could not remove the worktree of lane {key}: {stderr.strip()[:300]}",
-        next=[f"{git.owner_git(path)} status", f"git lane release {key} --confirm {CONFIRM}"],
+        next=[git.owner_status(path), f"git lane release {key} --confirm {CONFIRM}"],
         details={"lane": key, "path": path, "stderr": stderr},
     )
 

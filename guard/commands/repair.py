@@ -43,9 +43,9 @@ def run(
     of the lane's worktree moved into kept/`into` first (recovery.keep_paths), as the
     nexts of ignored_in_the_way and lane_index_unsafe name them. `ignore`: lines appended to
     the lane's top .gitignore (recovery.add_ignores), as lane_changed_during_gate names them.
-    `set_aside`: submodules of the lane's worktree renamed aside and left unpopulated
-    (recovery.set_aside_submodules), last, once its pointers and worktree are back, as
-    submodule_unreadable names them."""
+    `set_aside`: submodules of the lane's worktree renamed aside (into kept/`into` when
+    given) and left unpopulated (recovery.set_aside_submodules), last, once its pointers
+    and worktree are back, as submodule_unreadable and submodule_differs name them."""
     lane.forbid_worker("repair", f"git lane repair {key}")
     lane.check_key(key)
     changes: list[dict[str, Any]] = []
@@ -87,7 +87,7 @@ def run(
             changes.extend(recovery.restore_worktree(repo, rec))
         changes.extend(recovery.repair_pointers(repo, rec))  # a worktree just checked out
         if set_aside:
-            changes.extend(recovery.set_aside_submodules(repo, rec, list(set_aside)))
+            changes.extend(recovery.set_aside_submodules(repo, rec, list(set_aside), into))
         lane.write_repo_marker(repo, rec.path)
         if lane.read_marker(rec.path) != rec.key:
             lane.write_marker(repo, rec.path, rec.key)  # the hooks tell a lane by it

@@ -251,22 +251,7 @@ def own_file(repo: Repo, rel: str) -> None:
         dfd, _ = dirfd.walk(common, parent)
         try:
             data = dirfd.read(dfd, name)
-            fd = os.open(lock_name, _NEW, 0o666, dir_fd=dfd)  # ours from here on
-            try:
-                try:
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(fd, view) :]
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                os.rename(lock_name, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-            except BaseException:
-                try:
-                    os.unlink(lock_name, dir_fd=dfd)
-                except OSError:
-                    pass
-                raise
+            dirfd.replace(dfd, name, [data], tmp=lock_name)  # O_EXCL: ours from there on
         finally:
             os.close(dfd)
     except OSError as exc:
@@ -280,9 +265,6 @@ def own_file(repo: Repo, rel: str) -> None:
             details={"file": path, "error": str(exc)},
         ) from None
     repo.store.event("restore_main_unlinked", code="unlinked", file=rel)
-
-
-_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def movable(link: Foreign) -> bool:

@@ -337,7 +337,7 @@ def untrusted_state_refusal(key: str, path: str, branch: str, why: str, action: 
         keep = [f"{git.owner_git(path)} stash store -m {git.q(msg)} {stash}"]
         said = (
             f" The rebase's autostash (the lane's uncommitted edits, {stash[:12]}) is first "
-            f"stored in the stash: `{git.owner_git(path)} stash pop` brings the edits back."
+            f"stored in the stash: `{git.owner_git(path)} stash pop --quiet` brings the edits back."
         )
     return Refusal(
         "rebase_state_untrusted",
@@ -352,7 +352,7 @@ def untrusted_state_refusal(key: str, path: str, branch: str, why: str, action: 
             f"{git.owner_git(path)} switch --discard-changes {git.q(branch)}",
             f"git lane sync {key}",
         ],
-        alternatives=[f"{git.owner_git(path)} status"],
+        alternatives=[git.owner_status(path)],
         details={"lane": key, "path": path, "why": why, "admin": str(gd), "autostash": stash},
     )
 
@@ -565,7 +565,7 @@ def _failed(
             key=key, step=wl["step"], total=wl["total"], stderr=result.stderr.strip()[:500]
         ),
         next=[f"git lane abort {key}", f"git lane sync {key}"],
-        alternatives=[f"{git.owner_git(path)} status", *also],
+        alternatives=[git.owner_status(path), *also],
         details={"lane": key, "stderr": result.stderr, "worklist": wl},
     )
 
@@ -673,7 +673,7 @@ def _drive(
             raise Refusal(
                 "sync_failed",
                 f"git rebase failed in lane {key}: {result.stderr.strip()[:500]}",
-                next=[f"{git.owner_git(path)} status", f"git lane sync {key}"],
+                next=[git.owner_status(path), f"git lane sync {key}"],
                 details={"lane": key, "stderr": result.stderr},
             )
         if git.unmerged(path):
@@ -920,7 +920,7 @@ def abort(repo: Repo, key: str | None) -> AbortResult:
         raise Refusal(
             "sync_failed",
             f"git rebase --abort failed in lane {key}: {res.stderr.strip()[:500]}",
-            next=[f"{git.owner_git(path)} status"],
+            next=[git.owner_status(path)],
             alternatives=["git lane reconcile", f"git lane abort {key}"],
             details={"lane": key, "stderr": res.stderr},
         )
