@@ -14,6 +14,12 @@ from pathlib import Path
 from guard.store import atomic_write, atomic_write_json, read_regular
 
 
+# the most git-lane reads of an agent's file in a lane (agent-setup's reads, and release's
+# and gc's hashing of a file it wrote): a settings file is a few KiB; a lane's `/dev/zero`
+# link, FIFO or grown file is never read past this (red team 14I F3, 15A F7)
+FILE_MAX = 1 << 20
+
+
 def record_path(state_dir: Path, key: str) -> Path:
     return state_dir / "agents" / f"{key}.json"
 
@@ -58,27 +64,32 @@ def unchanged(state_dir: Path, key: str, lane_path: str, entry: str) -> bool:
         return False
     full = os.path.join(lane_path, entry)
     if entry.endswith("/"):
-        inside: list[str] = []
+        seen = False
         for root, dirs, names in os.walk(full):
             dirs.sort()
-            for n in names:
-                inside.append(os.path.relpath(os.path.join(root, n), lane_path))
+            for n in names:  # the first file that is not one of them ends the look
+                if not _same(lane_path, os.path.relpath(os.path.join(root, n), lane_path), files):
+                    return False
+                seen = True
             for d in dirs:
                 if os.path.islink(os.path.join(root, d)):
                     return False
-        return bool(inside) and all(_same(lane_path, rel, files) for rel in inside)
+        return seen
     return _same(lane_path, entry, files)
 
 
 def _same(lane_path: str, rel: str, files: dict[str, str]) -> bool:
+    """Is the lane's `rel` the file agent-setup wrote there: a regular file (no link)
+    of at most FILE_MAX bytes with the recorded sha256? A file the lane grew (`truncate
+    -s 3G`: no disk used) is never read whole: past FILE_MAX it is not one."""
     digest = files.get(rel.replace(os.sep, "/"))
     if digest is None:
         return False
     p = os.path.join(lane_path, rel)
     if os.path.islink(p) or not os.path.isfile(p):
         return False
-    try:
-        return sha256(read_regular(p, follow=False)) == digest  # a swap since: no read
+    try:  # a swap since: no read through a link, never past FILE_MAX
+        return sha256(read_regular(p, follow=False, limit=FILE_MAX)) == digest
     except OSError:
         return False
 

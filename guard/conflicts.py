@@ -209,8 +209,19 @@ def worktree_commit(
     tmp = tempfile.mkdtemp(prefix="git-lane-conflicts-")
     try:
         idx = Path(tmp) / "index"
-        if gd is not None and (gd / "index").is_file():
-            shutil.copy2(gd / "index", idx)  # its stat data spares hashing unchanged files
+        if gd is not None and os.path.lexists(gd / "index"):
+            try:
+                git.check_index_file(gd, path)  # a FIFO, a link: lane_index_unsafe
+            except Refusal as r:
+                raise _Skip(r) from None
+            try:
+                # its stat data spares hashing unchanged files, its mtime keeps racy entries
+                # racy; holes stay holes (a lane's index may be a terabyte of one hole)
+                git.copy_regular(gd / "index", idx, times=True)
+            except OSError as exc:
+                raise _Skip(
+                    git.index_copy_refusal(path, str(gd / "index"), exc, "git lane conflicts")
+                ) from None
         env = {**(objenv or {}), "GIT_INDEX_FILE": str(idx), "GIT_OPTIONAL_LOCKS": "0"}
         cfg = [
             "-c",

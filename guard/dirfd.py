@@ -15,6 +15,7 @@ the temp name fails the create); a read is O_NOFOLLOW|O_NONBLOCK of a regular fi
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -197,6 +198,57 @@ def read(dfd: int, name: str, limit: int | None = None) -> bytes:
         os.close(fd)
 
 
+_ZEROS = 1 << 16  # the run of zeros copy_data leaves a hole for instead of writing it
+
+
+def copy_data(fd: int, out: int, size: int) -> None:
+    """Copy the first `size` bytes of the file `fd` to the empty file `out`, which ends
+    `size` bytes long. Holes stay holes: only the runs the filesystem says hold data
+    (SEEK_DATA/SEEK_HOLE) are read, and a chunk of them that is all zeros is not written
+    either (a filesystem that cannot tell holes reports the whole file as data). A lane
+    makes a file of a terabyte that takes no disk with `truncate -s 1T` (its index, an
+    index.lock, a file of its worktree): a copy byte by byte would write it out as zeros
+    until the owner's disk (or a tmpfs, RAM) is full. A file that shrank meanwhile is
+    copied as far as it goes. OSError as the reads and writes raise it (EFBIG past a
+    file-size limit, ENOSPC)."""
+    for start, end in _data_runs(fd, size):
+        pos = start
+        while pos < end:
+            chunk = os.pread(fd, min(1 << 20, end - pos), pos)
+            if not chunk:
+                break  # the file shrank since its size was taken
+            for at in range(0, len(chunk), _ZEROS):
+                view = memoryview(chunk)[at : at + _ZEROS]
+                if chunk.count(0, at, at + _ZEROS) == len(view):
+                    continue  # left a hole: it reads back as the same zeros
+                where = pos + at
+                while view:
+                    n = os.pwrite(out, view, where)
+                    view, where = view[n:], where + n
+            pos += len(chunk)
+    os.ftruncate(out, size)  # the holes after the last data, or the zeros not written
+
+
+def _data_runs(fd: int, size: int) -> Iterator[tuple[int, int]]:
+    """The (start, end) runs of `fd` that hold data, up to `size`; the whole file where
+    the filesystem cannot say (EINVAL: no SEEK_DATA there)."""
+    pos = 0
+    while pos < size:
+        try:
+            start = os.lseek(fd, pos, os.SEEK_DATA)
+            end = min(os.lseek(fd, start, os.SEEK_HOLE), size)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # no data after pos: holes to the end
+                return
+            if exc.errno != errno.EINVAL:
+                raise
+            start, end = pos, size
+        if start >= size:
+            return
+        yield start, end
+        pos = end
+
+
 def write_file(
     root: str, rel: str, data: bytes, mode: int | None = None, create: bool = False
 ) -> None:
@@ -278,10 +330,11 @@ def remove_tree(path: str, depth: int = TREE_DEPTH) -> bool:
     (a link is unlinked itself), no file opened, nothing acted on by a path a process
     still running there could re-point (shutil.rmtree's error handler retried by path: a
     directory swapped for a link led outside). A directory its owner may not write or
-    list (a lane can chmod what it made) gets the owner's bits back through its fd.
-    `path`'s parent is the caller's, trusted. True when nothing is left at `path`; False
-    when something could not be removed (swapped mid-way, deeper than `depth`, another
-    owner's): never an exception, never a recursion past `depth`."""
+    list or enter (a lane can chmod what it made) gets the owner's u+rwx back through its
+    fd before anything in it is looked at. `path`'s parent is the caller's, trusted. True
+    when nothing is left at `path`; False when something could not be removed (swapped
+    mid-way, deeper than `depth`, another owner's): never an exception, never a
+    recursion past `depth`."""
     parent, name = os.path.split(os.path.abspath(path))
     try:
         pfd = os.open(parent, DIR)
@@ -308,6 +361,13 @@ def _remove_at(pfd: int, name: str, depth: int) -> bool:
             return False
         try:
             try:
+                # u+rwx through the fd before anything in it is looked at: a directory
+                # a lane made `chmod 0400` opens and lists (r), but no name in it can be
+                # looked at or removed without x and w (red team 15A F2)
+                mode = stat.S_IMODE(os.fstat(dfd).st_mode)
+                if mode & 0o700 != 0o700:
+                    with contextlib.suppress(OSError):  # another owner's: as it is
+                        os.fchmod(dfd, mode | 0o700)
                 names = os.listdir(dfd)
             except OSError:
                 return False

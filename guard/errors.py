@@ -64,6 +64,12 @@ CODES: dict[str, Code] = _codes(
         None,
         "a lane's index is no regular file, or names a path outside the lane",
     ),
+    (
+        "index_copy_failed",
+        "engine",
+        None,
+        "a lane's index could not be copied for the engine's git (a file-size limit, a full disk)",
+    ),
     ("worktree_restore_failed", "engine", None, "git could not check a lane out again"),
     ("lane_dirty", "engine", "G2", "the lane has uncommitted changes"),
     ("rebase_in_progress", "engine", "G9", "a sync stopped on conflicts is not finished"),

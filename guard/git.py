@@ -405,6 +405,29 @@ def check_index_file(admin: str | os.PathLike[str], lane: str | os.PathLike[str]
     )
 
 
+def index_copy_refusal(
+    lane: str | os.PathLike[str], index: str, exc: OSError, again: str
+) -> Refusal:
+    """The lane's index (`index`) could not be copied (copy_regular) for a git of the
+    engine's own to read: the copy keeps its holes as holes, so what stopped it is a
+    file-size limit, a full disk, or the index turned into no regular file meanwhile.
+    git rewrites an index with what it knows only (an extension a lane padded out to a
+    terabyte with a hole is dropped, every staged entry kept)."""
+    try:
+        size: int | None = os.lstat(index).st_size
+    except OSError:
+        size = None
+    return Refusal(
+        "index_copy_failed",
+        f"the index of the lane at {shown(lane)} ({shown(index)}, {size} bytes) could not be "
+        f"copied ({exc.strerror or exc}): holes are copied as holes, so a file-size limit, "
+        "a full disk or a change meanwhile stopped it; nothing was done. git rewrites an "
+        "index with only what it knows of it, every staged entry kept",
+        next=[f"{owner_git(lane)} update-index --force-write-index", again],
+        details={"lane_path": os.fspath(lane), "index": index, "size": size, "error": str(exc)},
+    )
+
+
 # Characters HFS+ ignores in a name (git's is_hfs_dotgit): `.g\u200cit` is `.git` there.
 _HFS_IGNORED = dict.fromkeys(
     [*range(0x200C, 0x2010), *range(0x202A, 0x202F), *range(0x206A, 0x2070), 0xFEFF]
@@ -673,6 +696,34 @@ def open_regular(path: Path | str, follow: bool = True) -> int:
         code = errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL
         raise OSError(code, "not a regular file", os.fspath(path))
     return fd
+
+
+def copy_regular(src: Path | str, dest: Path | str, times: bool = False, mode: int = 0o644) -> None:
+    """Copy the regular file `src` (never through a link, never blocking on a FIFO: as
+    `open_regular` opens it) to the new file `dest` (never through a link there either),
+    holes kept as holes (dirfd.copy_data): a lane's index, index.lock or a file of its
+    worktree may be a terabyte that takes no disk. `times`: `dest` gets `src`'s atime
+    and mtime (git tells racily clean index entries by the index file's mtime). OSError
+    when `src` is no such file or the copy cannot be made (EFBIG past a file-size limit,
+    ENOSPC); a `dest` left half written is removed."""
+    fd = open_regular(src, follow=False)
+    try:
+        st = os.fstat(fd)
+        out = os.open(
+            dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode
+        )
+        try:
+            dirfd.copy_data(fd, out, st.st_size)
+            if times:
+                os.utime(out, ns=(st.st_atime_ns, st.st_mtime_ns))
+        except BaseException:
+            os.close(out)
+            with contextlib.suppress(OSError):
+                os.unlink(dest)
+            raise
+        os.close(out)
+    finally:
+        os.close(fd)
 
 
 def read_regular(path: Path | str, follow: bool = True, limit: int | None = None) -> bytes:
@@ -1531,10 +1582,12 @@ def submodule_dirty(
             # git reads an entry as racily clean by the index file's mtime: the copy keeps
             # it (taken first: an index rewritten meanwhile only makes more entries racy),
             # or a same-size change written in the index's second would pass for clean
-            was = os.lstat(index)
-            copy = os.path.join(t, "index")
-            shutil.copyfile(index, copy, follow_symlinks=False)
-            os.utime(copy, ns=(was.st_atime_ns, was.st_mtime_ns))
+            try:  # holes stay holes: the submodule's index is the lane's to grow
+                copy_regular(index, os.path.join(t, "index"), times=True)
+            except OSError as exc:
+                raise _unreadable(
+                    work, f"its index could not be copied ({exc.strerror or exc})"
+                ) from None
         base = ["--git-dir", t, "--work-tree", work, *LANE_CONFIG]
         base += ["-c", "core.untrackedCache=false", "-c", "core.splitIndex=false"]
         st = run(

@@ -31,13 +31,12 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import shutil
 import stat
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from guard import git, procs
+from guard import dirfd, git, procs
 from guard.errors import GitError, Refusal
 from guard.store import atomic_write, now_iso, open_regular
 
@@ -375,13 +374,15 @@ def _entries(
 
 def _snapshot(src: Path, dest: Path) -> bool:
     """Copy the regular file `src` (never through a symlink, never blocking on a FIFO
-    planted in its place) to the new file `dest`; False when `src` is no such file."""
+    planted in its place) to the new file `dest`, holes kept as holes (a lane's `truncate
+    -s 1T index.lock` takes no disk, nor does its copy in kept/); False when `src` is no
+    such file."""
     try:
         fd = open_regular(src, follow=False)
     except OSError:
         return False
     with os.fdopen(fd, "rb") as f, open(dest, "xb") as out:
-        shutil.copyfileobj(f, out)
+        dirfd.copy_data(f.fileno(), out.fileno(), os.fstat(f.fileno()).st_size)
     return True
 
 
@@ -431,7 +432,7 @@ def _lift_index_lock(repo: Repo, key: str, path: str, lk: Path) -> dict[str, str
             tmp = lk.with_name(f".index.git-lane-{secrets.token_hex(8)}")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
             with os.fdopen(fd, "wb") as out_f, open(snap, "rb") as in_f:
-                shutil.copyfileobj(in_f, out_f)
+                dirfd.copy_data(in_f.fileno(), out_f.fileno(), os.fstat(in_f.fileno()).st_size)
             os.replace(tmp, idx)  # atomic: the index is the old one or the commit's
             os.unlink(snap)
             out["moved_over_index"] = str(idx)

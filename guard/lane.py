@@ -16,6 +16,7 @@ from guard.repo import REPO_MARKER, Foreign, Repo, packed_refs_words, read_repo_
 from guard.results import LaneView
 from guard.store import FileLock, LaneRecord, admin_by_gitdir, read_regular
 
+MARKER_MAX = 4096  # the most read of KEY_FILE: a key and a newline are far less
 KEY_FILE = "gitlane-lane"  # in a lane worktree's admin dir: its key (the hooks tell a lane by it)
 CONFIRM = "yes-discard-lane"
 LOCK_REASON = "git-lane: lane has uncommitted work"
@@ -369,8 +370,13 @@ def worktrees_root(repo: Repo) -> Path:
 def read_marker(path: str) -> str | None:
     gd = git.worktree_git_dir(path)
     try:
-        # never through a link: the admin dir is the lane's to write when it is sandboxed
-        return read_regular(gd / KEY_FILE, follow=False).decode().strip() if gd else None
+        # never through a link: the admin dir is the lane's to write when it is sandboxed;
+        # never past a key's size (a lane's `truncate -s 3G` of it, no disk used)
+        return (
+            read_regular(gd / KEY_FILE, follow=False, limit=MARKER_MAX).decode().strip()
+            if gd
+            else None
+        )
     except (OSError, UnicodeDecodeError):
         return None
 

@@ -335,3 +335,54 @@ def _is_fifo(p: Path, ino: int) -> bool:
     except OSError:
         return False
     return stat.S_ISFIFO(st.st_mode) and st.st_ino == ino
+
+
+# A lane rewrites its own index (a sandboxed lane's admin dir is granted to it) as what it
+# was plus an optional extension `ZZZZ` (upper case: git skips it by its size, and makes
+# no checksum pass on read) that is one hole: git in the lane reads it, and it takes no
+# disk. git rewrites an index with what it knows only (the extension goes). Red team 15A F5.
+GROW_INDEX = r"""
+import os, struct, subprocess, sys
+gd = subprocess.run(["git", "rev-parse", "--git-dir"], capture_output=True, text=True).stdout.strip()
+p = os.path.join(gd, "index")
+data = open(p, "rb").read()[:-20]
+n = int(sys.argv[1])
+with open(p + ".grow", "wb") as f:
+    f.write(data + b"ZZZZ" + struct.pack(">I", n))
+    f.seek(n, 1)
+    f.write(b"\0" * 20)
+os.rename(p + ".grow", p)
+"""
+
+
+def grow_index(where: Path, size: int) -> Path:
+    """GROW_INDEX run in the lane at `where` (as a process of the lane runs it); its index."""
+    subprocess.run([sys.executable, "-c", GROW_INDEX, str(size)], cwd=where, check=True)
+    gd = git(where, "rev-parse", "--absolute-git-dir").stdout.strip()
+    return Path(gd) / "index"
+
+
+def lane_capped(
+    cwd: Path, *args: str, fsize: int | None = None, memory: int | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`git lane ARGS` (python -m guard) with no file it writes allowed past `fsize` bytes
+    (RLIMIT_FSIZE: a copy that writes a lane's hole out as zeros fails there) and its
+    address space held to `memory` bytes (RLIMIT_AS: a lane's grown file read whole
+    fails there)."""
+    import resource
+
+    def cap() -> None:
+        if fsize is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+        if memory is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
+    return subprocess.run(
+        [sys.executable, "-m", "guard", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        preexec_fn=cap,
+        timeout=300,
+        check=False,
+    )

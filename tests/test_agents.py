@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TAKEN, Repo, earlier_kept, git, take_name
+from conftest import TAKEN, Repo, earlier_kept, git, needs_modes, owner_lane, take_name
 from sandboxhelp import NEEDS_LANDLOCK
 
 from guard import agents, sandbox
@@ -812,15 +812,20 @@ def test_a_foreign_agent_file_next_never_moves_a_file_the_lane_re_pointed_to(
 
 # -- the lane's files are read through directory fds, bounded (red team 14I F3) -----------------
 def _agent_setup_limited(repo: Repo, *args: str) -> subprocess.CompletedProcess[str]:
-    """`git lane agent-setup ARGS --json` with its address space held to 1.5 GiB (the
-    owner's machine's memory is the real bound) and a timeout (a FIFO read blocks)."""
+    """`git lane agent-setup ARGS --json` as _limited runs it."""
+    return _limited(repo, "agent-setup", *args)
+
+
+def _limited(repo: Repo, *args: str) -> subprocess.CompletedProcess[str]:
+    """`git lane ARGS --json` with its address space held to 1.5 GiB (the owner's
+    machine's memory is the real bound) and a timeout (a FIFO read blocks)."""
     import resource
 
     def cap() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20))
 
     return subprocess.run(
-        [sys.executable, "-m", "guard", "agent-setup", *args, "--json"],
+        [sys.executable, "-m", "guard", *args, "--json"],
         cwd=repo.path,
         text=True,
         capture_output=True,
@@ -873,6 +878,51 @@ def test_agent_setup_never_reads_a_grown_agent_file_of_the_lane(hub: Repo) -> No
     assert res.returncode == 0, res.stderr
     assert (lane / (CLAUDE + ".git-lane-bak")).stat().st_size == 2 << 30
     assert agents.MARK in (lane / CLAUDE).read_text()
+
+
+def test_release_never_reads_a_grown_agent_file_whole(hub: Repo) -> None:
+    """Red team 15A F7. agent-setup wrote the lane's `.claude/settings.local.json` (it is
+    recorded, so release does not count it as work); the lane (a sandboxed one too: its
+    own worktree) runs `truncate -s 3G` on it, no disk used. release (and gc) asked
+    adapters.unchanged whether it is still the file agent-setup wrote, which hashed it
+    read whole with no limit: MemoryError, exit 3 under 1.5 GiB. Past FILE_MAX it is no
+    file agent-setup wrote: work to confirm, never read whole."""
+    lane = hub.create("gamma")
+    assert hub.jlane("agent-setup", "gamma", "--for", "claude").rc == 0
+    with open(lane / CLAUDE, "r+b") as f:
+        f.truncate(3 << 30)
+    r = _limited(hub, "release", "gamma")
+    assert r.returncode == 1, f"rc {r.returncode}: {r.stdout[-300:]} {r.stderr[-300:]}"
+    assert json.loads(r.stdout)["code"] == "unlanded_work"
+    assert (lane / CLAUDE).stat().st_size == 3 << 30  # the lane's, kept
+    gc = _limited(hub, "gc")  # inspects every lane as release does
+    assert gc.returncode == 0, f"gc rc {gc.returncode}: {gc.stdout[-300:]} {gc.stderr[-300:]}"
+
+
+@needs_modes
+def test_agent_setup_never_crashes_nor_loops_on_a_directory_the_lane_made_unsearchable(
+    hub: Repo,
+) -> None:
+    """Red team 15A F8. The lane (a sandboxed one too: chmod is no Landlock right) makes
+    `.claude/settings.local.json` and `chmod 0400 .claude`. A non-root owner's
+    `agent-setup --for claude` died (exit 3: Path.is_symlink() raised PermissionError),
+    and `--move-aside`, which the file refusals name, refused with itself as the next,
+    for ever. The directories on the way get the owner's bits back through directory
+    fds first (as release and the oversize check give them)."""
+    lp = hub.create("eps")
+    (lp / ".claude").mkdir()
+    (lp / CLAUDE).write_text("{}\n")
+    (lp / ".claude").chmod(0o400)
+    try:
+        first = owner_lane("agent-setup", "eps", "--for", "claude", "--json", cwd=hub.path)
+        assert first.rc == 0, f"agent-setup rc {first.rc}: {first.stdout[-300:]}"
+        assert agents.MARK in (lp / CLAUDE).read_text()
+        moved = owner_lane(
+            "agent-setup", "eps", "--for", "claude", "--move-aside", "--json", cwd=hub.path
+        )
+        assert moved.rc == 0, moved.stdout[-300:]
+    finally:
+        (lp / ".claude").chmod(0o755)
 
 
 def test_agent_setup_never_reads_or_writes_an_exclude_file_a_lanes_commondir_names(

@@ -4,11 +4,13 @@ hook leaves the commit unmade and the index (staged parts included) as it was.""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
 
 from conftest import Repo, git
+from enginehelp import grow_index, lane_capped
 
 
 def _index(where: Path) -> bytes:
@@ -184,6 +186,35 @@ def test_a_busy_index_is_refused(repo: Repo) -> None:
     r = repo.jlane("checkpoint", "alpha")
     assert r.rc == 1 and r.code == "lane_busy"
     assert lock.exists()  # someone else's lock is left alone
+
+
+def test_an_index_the_lane_grew_with_a_hole_is_never_written_out(repo: Repo) -> None:
+    """Red team 15A F5, at checkpoint: the lane's index grown to 256 MiB of one hole
+    (GROW_INDEX, what a sandboxed lane can do) was copied into index.lock with
+    copyfileobj, the hole written out as zeros on the owner's disk; under a 64 MiB
+    file-size limit, exit 3. The copy keeps holes as holes; one that still cannot be made
+    refuses index_copy_failed with nothing done, and its next works as written: nothing
+    staged is lost."""
+    a = repo.create("alpha")
+    (a / "staged.txt").write_text("staged\n")
+    git(a, "add", "staged.txt")
+    (a / "b.txt").write_text("b\n")
+    index = grow_index(a, 256 << 20)
+    r = lane_capped(repo.path, "checkpoint", "alpha", "--json", fsize=64 << 20)
+    assert r.returncode == 1, (r.returncode, r.stdout[-400:])
+    out = json.loads(r.stdout)
+    assert out["code"] == "index_copy_failed", out
+    assert index.stat().st_size > 256 << 20 and not index.with_name("index.lock").exists()
+    for step in out["next"][:-1]:
+        subprocess.run(step, shell=True, cwd=repo.path, check=True)
+    assert out["next"][-1] == "git lane checkpoint alpha"
+    again = lane_capped(repo.path, "checkpoint", "alpha", "--json", fsize=64 << 20)
+    assert again.returncode == 0, again.stdout[-400:]
+    assert git(a, "ls-tree", "--name-only", "HEAD").stdout.split() == [
+        "README.md",
+        "b.txt",
+        "staged.txt",
+    ]
 
 
 def test_a_file_git_cannot_stage_refuses_and_keeps_the_index(repo: Repo) -> None:

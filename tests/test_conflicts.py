@@ -6,16 +6,20 @@ a lane that cannot be predicted is listed with its reason."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import Repo, git
-from enginehelp import rebase_dir
+from conftest import Repo, git, lane, owner_argv
+from enginehelp import GROW_INDEX, grow_index, lane_capped, rebase_dir
+from sandboxhelp import NEEDS_LANDLOCK
 
 BASE = "".join(f"line {i}\n" for i in range(1, 11))
 WEIRD = "we\"ird 'name'\nwith newline.txt"
@@ -328,6 +332,44 @@ def test_lanes_that_cannot_be_predicted_are_listed_with_their_reason(repo: Repo)
     text = repo.lane("status", "--conflicts")
     assert text.rc == 0 and "CONFLICTS" in text.stdout
     assert repo.lane("conflicts").rc == 0
+
+
+@NEEDS_LANDLOCK
+def test_conflicts_never_writes_out_a_sparse_index_the_lane_grew(hub: Repo, tmp_path: Path) -> None:
+    """Red team 15A F5. A sandboxed lane rewrites its own index (its admin dir is granted)
+    as what it was plus an optional extension of 256 MiB that is one hole (GROW_INDEX):
+    git reads it, and `git status` in the lane works. `conflicts --include-dirty` copied
+    that index into a temp dir with shutil.copy2 (sendfile: every hole written out), 256
+    MiB here, a terabyte for the same lane cost: the owner's temp dir (often tmpfs, RAM)
+    filled; under a 64 MiB file-size limit the command died (exit 3). The copy keeps
+    holes as holes; one that still cannot be made leaves the lane out, index_copy_failed,
+    whose next (git rewrites the index with what it knows) works as written."""
+    lp = hub.create("alpha")
+    script = tmp_path / "grow.py"
+    script.write_text(GROW_INDEX)
+    r = lane(
+        "exec", "--sandbox", "alpha", "--", "sh", "-c",
+        f"echo hi > new.txt && {sys.executable} {script} {256 << 20}", cwd=lp,
+    )  # fmt: skip
+    assert r.rc == 0, r.stderr
+    done = lane_capped(hub.path, "conflicts", "--include-dirty", "--json", fsize=64 << 20)
+    assert done.returncode in (0, 1), (
+        "the owner's `git lane conflicts --include-dirty` wrote the lane's sparse 256 MiB "
+        f"index out in full (rc {done.returncode} under a 64 MiB file size limit): "
+        f"{done.stdout[-300:]}"
+    )
+    (skip,) = [v["skipped"] for v in json.loads(done.stdout)["lanes"] if v["key"] == "alpha"]
+    assert skip["code"] == "index_copy_failed", skip
+    for step in skip["next"][:-1]:
+        ran = subprocess.run(owner_argv("sh", "-c", step), cwd=hub.path, capture_output=True)
+        assert ran.returncode == 0, (step, ran.stderr)
+    again = lane_capped(hub.path, "conflicts", "--include-dirty", "--json", fsize=64 << 20)
+    (after,) = [v for v in json.loads(again.stdout)["lanes"] if v["key"] == "alpha"]
+    assert after["skipped"] is None, after
+    # without the limit the copy is made (holes as holes) and the work is predicted
+    grow_index(lp, 256 << 20)
+    free = hub.jlane("conflicts", "--include-dirty")
+    assert free.rc == 0 and all(v["skipped"] is None for v in free.json["lanes"]), free.stdout
 
 
 def test_keys_and_workers(repo: Repo) -> None:

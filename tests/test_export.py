@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Repo, git
+from enginehelp import grow_index, lane_capped
 
 ODD_NAMES = [
     b"with space.txt",
@@ -416,6 +417,31 @@ def test_a_repository_path_with_a_colon_and_a_quote(tmp_path: Path) -> None:
     assert r.rc == 0, r.stderr
     clone = _apply(odd, tmp_path, r.json["base"], out)
     assert (clone / "b.txt").read_text() == "b\n"
+
+
+def test_an_index_the_lane_grew_with_a_hole_is_never_written_out(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """Red team 15A F5, at export: the lane's index grown to 256 MiB of one hole
+    (GROW_INDEX, what a sandboxed lane can do) was copied into a temp dir with
+    shutil.copy2 (every hole written out: a tmpfs is RAM); under a 64 MiB file-size
+    limit, exit 3. The copy keeps holes as holes; one that still cannot be made refuses
+    index_copy_failed with nothing written, and its next works as written."""
+    a = repo.create("alpha")
+    (a / "new.txt").write_text("new\n")
+    grow_index(a, 256 << 20)
+    mbox = tmp_path / "out.mbox"
+    r = lane_capped(repo.path, "export", "alpha", "-o", str(mbox), "--json", fsize=64 << 20)
+    assert r.returncode == 1, (r.returncode, r.stdout[-400:])
+    out = json.loads(r.stdout)
+    assert out["code"] == "index_copy_failed", out
+    assert not mbox.exists()
+    for step in out["next"][:-1]:
+        subprocess.run(step, shell=True, cwd=repo.path, check=True)
+    assert out["next"][-1] == "git lane export alpha"
+    again = lane_capped(repo.path, "export", "alpha", fsize=64 << 20)
+    assert again.returncode == 0, again.stderr[-400:]
+    assert "new.txt" in again.stdout
 
 
 def test_a_file_git_cannot_stage_is_refused_not_left_out(repo: Repo, tmp_path: Path) -> None:

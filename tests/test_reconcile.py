@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Repo
+from conftest import Repo, git, lane
+from enginehelp import lane_capped
+from sandboxhelp import NEEDS_LANDLOCK
 
 
 def rec(repo: Repo, key: str) -> dict[str, Any]:
@@ -528,3 +530,48 @@ def test_a_git_that_exits_while_it_is_looked_at_works_nowhere(
     finally:
         p.kill()
         p.wait()
+
+
+@NEEDS_LANDLOCK
+def test_reconcile_never_writes_out_a_sparse_index_lock_the_lane_grew(hub: Repo) -> None:
+    """Red team 15A F4. A sandboxed lane runs `truncate -s 256M "$(git rev-parse
+    --git-dir)/index.lock"` (its admin dir is granted; no disk used). Once it is stale,
+    the owner's `git lane reconcile` (the next of every stale `lane_busy`) kept a copy of
+    it in kept/ with shutil.copyfileobj, every hole written out as zeros (and the lane's
+    index copied the same way beside it): a terabyte for the same lane cost, until the
+    owner's disk was full. The copy keeps holes as holes (dirfd.copy_data); what the
+    lock held is kept whole all the same."""
+    lp = hub.create("alpha")
+    size = 256 << 20
+    r = lane(
+        "exec", "--sandbox", "alpha", "--", "sh", "-c",
+        f'truncate -s {size} "$(git rev-parse --git-dir)/index.lock"', cwd=lp,
+    )  # fmt: skip
+    assert r.rc == 0, r.stderr
+    time.sleep(2.5)  # gitlocks.MIN_AGE
+    lifted = [c for c in reconcile(hub) if c["action"] == "git_lock_removed"]
+    assert lifted, "the stale index.lock was not lifted"
+    kept = hub.state_dir / "kept"
+    files = [p for p in kept.rglob("*") if p.is_file()] if kept.exists() else []
+    written = sum(p.stat().st_blocks * 512 for p in files)
+    assert written < (1 << 20), (
+        f"reconcile wrote {written} bytes into kept/ for a sparse index.lock of "
+        f"{size} bytes that took no disk"
+    )
+    assert [p.stat().st_size for p in files] == [size]  # kept whole, holes and all
+
+
+def test_reconcile_never_reads_a_lane_marker_the_lane_grew(repo: Repo) -> None:
+    """The lane's marker (`<admin>/gitlane-lane`, its key: the hooks tell a lane by it) is
+    in its admin dir, which a sandboxed lane may write: `truncate -s 3G` of it (no disk
+    used) made reconcile (and repair) read it whole, MemoryError, exit 3 under 1.5 GiB
+    (the pattern of red team 15A F7). It is read to 4 KiB at most; one past that is no
+    key, and reconcile writes the marker again."""
+    lp = repo.create("alpha")
+    admin = Path(git(lp, "rev-parse", "--absolute-git-dir").stdout.strip())
+    with open(admin / "gitlane-lane", "r+b") as f:
+        f.truncate(3 << 30)
+    r = lane_capped(repo.path, "reconcile", "--json", memory=1536 << 20)
+    assert r.returncode == 0, (r.returncode, r.stdout[-300:], r.stderr[-300:])
+    assert {"action": "marker_written", "lane": "alpha"} in json.loads(r.stdout)["changes"]
+    assert (admin / "gitlane-lane").read_text().strip() == "alpha"

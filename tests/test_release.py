@@ -679,6 +679,76 @@ def test_release_copies_a_sparse_modules_file_as_a_sparse_file(repo: Repo) -> No
     assert_removed(repo, lp)
 
 
+def test_a_release_leftover_with_a_file_the_lane_grew_is_kept_never_read_whole(
+    repo: Repo,
+) -> None:
+    """What is left of a lane a killed release was removing: reconcile tells whether it
+    holds only the tip's files by hashing each, read whole with no limit. A lane still
+    running there grew one (`truncate -s 3G`, no disk used): MemoryError, exit 3 under
+    1.5 GiB. A file whose size is not its blob's is no tip file: the leftover is kept,
+    never read whole (the pattern of red team 15A F7)."""
+    import resource
+
+    path = _many_files_landed(repo, "r", 3)
+    tip = git(path, "rev-parse", "HEAD").stdout.strip()
+    (path / ".git").unlink()  # what the killed removal had done first
+    with open(path / "d" / "f1", "r+b") as f:
+        f.truncate(3 << 30)
+    (repo.state_dir / "releasing").mkdir(exist_ok=True)
+    (repo.state_dir / "releasing" / "r.json").write_text(
+        json.dumps({"lane": "r", "path": str(path), "tip": tip, "discarded_commits": 0})
+    )
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20))
+
+    r = subprocess.run(
+        [sys.executable, "-m", "guard", "reconcile", "--json"],
+        cwd=repo.path,
+        capture_output=True,
+        text=True,
+        preexec_fn=cap,
+        timeout=120,
+    )
+    assert r.returncode == 0, (r.returncode, r.stdout[-300:], r.stderr[-300:])
+    kept = [c for c in json.loads(r.stdout)["changes"] if c["action"] == "release_leftover_kept"]
+    assert kept, r.stdout
+    assert (Path(kept[0]["to"]) / "d" / "f1").stat().st_size == 3 << 30
+
+
+def test_a_copy_of_a_lanes_file_keeps_holes_as_holes_and_writes_no_zeros(tmp_path: Path) -> None:
+    """The engine's one copy of a file a lane may write (release's copy of git dirs,
+    reconcile's kept/ copy of an index.lock, the copies of a lane's index: dirfd.copy_data
+    through git.copy_regular): a hole stays a hole (`truncate -s 1T` takes no disk, nor
+    may its copy), and a run of zeros a filesystem reports as data is not written out
+    either; the copy reads back the same, as long as the file was."""
+    import hashlib
+
+    from guard import git as guard_git
+
+    src, dest = tmp_path / "src", tmp_path / "dest"
+    with open(src, "wb") as f:
+        f.write(b"head")
+        f.seek(64 << 20)
+        f.write(b"middle" + bytes(4 << 20) + b"tail")  # 4 MiB of zeros written as data
+        f.truncate(80 << 20)
+    guard_git.copy_regular(src, dest, times=True)
+    assert dest.stat().st_size == 80 << 20
+    assert dest.stat().st_blocks * 512 < (1 << 20), dest.stat().st_blocks
+    assert dest.stat().st_mtime_ns == src.stat().st_mtime_ns
+
+    def digest(p: Path) -> str:
+        return hashlib.sha256(p.read_bytes()).hexdigest()
+
+    assert digest(dest) == digest(src)
+    with pytest.raises(FileExistsError):  # never over anything
+        guard_git.copy_regular(src, dest)
+    (tmp_path / "link").symlink_to(src)
+    with pytest.raises(OSError):  # never through a link
+        guard_git.copy_regular(tmp_path / "link", tmp_path / "other")
+    assert not (tmp_path / "other").exists()
+
+
 def test_a_release_that_fills_the_disk_leaves_no_partial_copy_and_its_next_works(
     repo: Repo,
 ) -> None:

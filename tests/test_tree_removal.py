@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Repo
+from conftest import Repo, git, needs_modes, owner_lane
 
 from guard import dirfd
 
@@ -39,6 +39,32 @@ def test_remove_tree_never_follows_a_link_and_takes_what_its_owner_may_not_write
     assert not top.exists()
     assert (outside / "keep.txt").read_text() == "keep\n"
     assert stat.S_IMODE(outside.stat().st_mode) == mode  # its mode untouched
+
+
+@needs_modes
+def test_a_lane_dir_made_readable_only_never_half_removes_a_released_worktree(
+    repo: Repo,
+) -> None:
+    """Red team 15A F2. The lane (a sandboxed one too: chmod is no Landlock right) commits
+    `d/f` and `chmod 0400 d`. A non-root owner's confirmed release opened d (r is
+    enough), listed it and could not look at `d/f` (no search bit): remove_tree gave no
+    bits back (only a directory that would not open got them), half the worktree went
+    (its `.git` among it), and the refusal worktree_remove_failed named an `rm -rf` that
+    failed as written. Each directory gets its owner's u+rwx through its fd before
+    anything in it is looked at."""
+    lp = repo.create("beta")
+    (lp / "d").mkdir()
+    (lp / "d" / "f").write_text("x\n")
+    git(lp, "add", "d")
+    git(lp, "commit", "-qm", "d")
+    (lp / "d").chmod(0o400)
+    try:
+        r = owner_lane("release", "beta", *CONFIRM, "--json", cwd=repo.path)
+        assert (r.rc, r.code) == (0, "released"), r.stdout[-400:]
+        assert not lp.exists()
+    finally:
+        if (lp / "d").exists():
+            (lp / "d").chmod(0o755)
 
 
 def test_remove_tree_leaves_a_tree_deeper_than_git_makes_without_raising(tmp_path: Path) -> None:

@@ -53,9 +53,7 @@ BOOT = (
     "sys.exit(main(sys.argv[2:]))"
 )
 FILE_MATCHER = "Edit|MultiEdit|Write|NotebookEdit"
-# the most agent-setup reads of a file in the lane: a settings file is a few KiB; a lane's
-# `/dev/zero` link, FIFO or grown file is never read past this (red team 14I F3)
-FILE_MAX = 1 << 20
+FILE_MAX = adapters.FILE_MAX  # the most agent-setup reads of a file in the lane
 
 ENFORCED = {
     "claude": [
@@ -132,6 +130,7 @@ def run(
     argv += ["--", tool]
     if tool in FILES:
         rel = FILES[tool]
+        _give_way(path, rel)
         if move_aside:
             moved = _move_aside(path, rel, key, tool)
             if moved is not None:
@@ -214,6 +213,40 @@ def run(
 
 
 # -- where the file goes ----------------------------------------------------------------
+def _give_way(lane_path: str, rel: str) -> None:
+    """Each directory on the way to `rel` in the lane gets its owner's u+rwx back, as
+    release and the oversize check give them, through directory fds from the lane's root
+    (never through a link: one on the way ends it): a lane can `chmod 0400 .claude`, which
+    the owner may then list but neither look into nor write (red team 15A F8). What cannot
+    be given (another user's directory, a link, gone) is left to the checks that follow."""
+    fd = os.open(lane_path, dirfd.DIR)
+    try:
+        for part in rel.split("/")[:-1]:
+            if not dirfd.give_owner(fd, part, 0o700):
+                return
+            nfd = os.open(part, dirfd.DIR | os.O_NONBLOCK, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+    except OSError:
+        return
+    finally:
+        os.close(fd)
+
+
+def _unreachable(lane_path: str, rel: str, key: str, tool: str, exc: OSError) -> Refusal:
+    """A name on the way to the tool's file that the owner may not look at even after
+    `_give_way` (another user's): `--move-aside` could not move it either."""
+    full = os.path.join(lane_path, rel)
+    return Refusal(
+        "agent_file_conflict",
+        f"{rel} in lane {key} cannot be looked at ({exc.strerror or exc}): a directory on its "
+        "way is another user's, or its mode could not be given back; nothing was written",
+        next=[f"ls -ld -- {git.q(os.path.dirname(full))}"],
+        alternatives=[f"git lane exec {key} -- {tool}"],
+        details={"lane": key, "file": full, "why": "not reachable", "error": str(exc)},
+    )
+
+
 def _target(lane_path: str, rel: str, key: str, tool: str) -> Path:
     """The file in the lane, refused when it is tracked (writing it would make the lane
     dirty) or when a symlink on the way would take the write out of the lane."""
@@ -227,11 +260,15 @@ def _target(lane_path: str, rel: str, key: str, tool: str) -> Path:
             next=[f"git lane exec {key} -- {tool}"],
             details={"lane": key, "file": str(full), "why": "tracked"},
         )
-    parent = os.path.realpath(full.parent)
-    if (
-        full.is_symlink()
-        or (full.exists() and not full.is_file())
-        or not (parent == lane_path or parent.startswith(lane_path + os.sep))
+    try:
+        parent = os.path.realpath(full.parent)
+        st = os.lstat(full)
+    except PermissionError as exc:  # a directory on the way _give_way could not open
+        raise _unreachable(lane_path, rel, key, tool, exc) from None
+    except OSError:
+        st = None  # nothing there, or a name on the way no directory: _read refuses that
+    if (st is not None and not stat.S_ISREG(st.st_mode)) or not (
+        parent == lane_path or parent.startswith(lane_path + os.sep)
     ):
         raise Refusal(
             "agent_file_conflict",
@@ -307,6 +344,8 @@ def _move_aside(lane_path: str, rel: str, key: str, tool: str) -> tuple[str, str
             nfd = os.open(part, dirfd.DIR, dir_fd=fd)
             os.close(fd)
             fd = nfd
+    except PermissionError as exc:  # not a change meanwhile: the same again would loop
+        raise _unreachable(lane_path, rel, key, tool, exc) from None
     except OSError as exc:
         raise Refusal(
             "agent_file_conflict",

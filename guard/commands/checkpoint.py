@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 from pathlib import Path
 
-from guard import git, gitlocks, lane, objects
+from guard import dirfd, git, gitlocks, lane, objects
 from guard.errors import Refusal, hook_line
 from guard.repo import Repo
 from guard.store import open_regular
@@ -86,7 +85,12 @@ def run(repo: Repo, key: str | None, message: str | None) -> CheckpointResult:
             git.check_index_file(os.path.dirname(own), path)  # a FIFO there blocks open(2)
             if os.path.lexists(own):
                 with os.fdopen(open_regular(own, follow=False), "rb") as src:
-                    shutil.copyfileobj(src, f)
+                    try:  # holes stay holes: a lane's index may be a terabyte of one hole
+                        dirfd.copy_data(src.fileno(), f.fileno(), os.fstat(src.fileno()).st_size)
+                    except OSError as exc:
+                        raise git.index_copy_refusal(
+                            path, own, exc, f"git lane checkpoint {key}"
+                        ) from None
             f.flush()
             with contextlib.suppress(OSError):  # the index's mtime: a racy entry stays racy
                 st = os.stat(own)

@@ -225,8 +225,11 @@ def _uncommitted(key: str, path: str, head: str, s: Scratch) -> tuple[str, str]:
     scratch object directory only."""
     index = git.run(["rev-parse", "--path-format=absolute", "--git-path", "index"], path)
     own = index.stdout.removesuffix("\n")
-    if os.path.isfile(own):
-        shutil.copy2(own, s.env["GIT_INDEX_FILE"])  # stat cache and mtime: racy entries stay racy
+    if os.path.lexists(own):
+        try:  # stat cache and mtime: racy entries stay racy; holes stay holes
+            git.copy_regular(own, s.env["GIT_INDEX_FILE"], times=True)
+        except OSError as exc:
+            raise git.index_copy_refusal(path, own, exc, f"git lane export {key}") from None
     else:
         git.run(["read-tree", head], path, env=s.env)
     added = git.add_all(path, s.env)  # never git inside a submodule

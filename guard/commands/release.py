@@ -20,7 +20,6 @@ import stat
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from collections.abc import Iterator
 from typing import Any
 
 from guard import git, gitlocks, lane, lock, objects, policy, procs, recovery
@@ -458,33 +457,39 @@ def finish_removal(repo: Repo, rec: LaneRecord, tip: str | None) -> list[dict[st
 
 def _only_tip_files(repo: Repo, path: str, tip: str | None) -> bool:
     """Is every file under `path` (a symlink as its target) the same as `tip` commits it
-    at the same place? False when git cannot tell."""
+    at the same place? False when git cannot tell. A file is read only when its size is
+    the blob's: one the lane grew (`truncate -s 3G`, no disk used) is never read whole."""
     import hashlib
 
     if tip is None:
         return False
-    listed = git.run(["ls-tree", "-r", "-z", "--full-tree", tip], repo.common_dir, check=False)
+    listed = git.run(
+        ["ls-tree", "-r", "-l", "-z", "--full-tree", tip], repo.common_dir, check=False
+    )
     if not listed.ok:
         return False
-    blobs: dict[str, str] = {}
+    blobs: dict[str, tuple[str, int]] = {}
     for entry in listed.z():
         meta, _, name = entry.partition("\t")
         parts = meta.split()
-        if len(parts) == 3 and parts[1] == "blob":
-            blobs[name] = parts[2]
+        if len(parts) == 4 and parts[1] == "blob" and parts[3].isdigit():
+            blobs[name] = parts[2], int(parts[3])
     algo = "sha1" if len(tip) == 40 else "sha256"
     for top, dirs, files in os.walk(path):
         for name in files + [d for d in dirs if os.path.islink(os.path.join(top, d))]:
             full = os.path.join(top, name)
-            want = blobs.get(os.path.relpath(full, path))
-            if want is None:
+            want, size = blobs.get(os.path.relpath(full, path), ("", -1))
+            if not want:
                 return False
             try:
                 st = os.lstat(full)
+                if st.st_size != size:
+                    return False
                 if stat.S_ISLNK(st.st_mode):
                     data = os.fsencode(os.readlink(full))
                 elif stat.S_ISREG(st.st_mode):  # never a FIFO's read (it would hang)
-                    data = git.read_regular(full, follow=False)  # a swap since: no read
+                    # a swap since: no read; grown since: never past the blob's size
+                    data = git.read_regular(full, follow=False, limit=size)
                 else:
                     return False
             except OSError:
@@ -1006,10 +1011,11 @@ def _remove_by_fds(
         if not dirfd.remove_tree(what):
             raise Refusal(
                 "worktree_remove_failed",
-                f"could not remove all of {what} (lane {key}) through directory fds: "
-                "something in it is deeper than a git tree, or changed while it was "
-                "removed (a process of the lane may still run); it was left, never "
-                "removed by path, and the lane's branch was kept",
+                f"could not remove all of {what} (lane {key}) through directory fds "
+                "(each directory given its owner's u+rwx first): something in it is "
+                "deeper than a git tree, another user's, or changed while it was removed "
+                "(a process of the lane may still run); it was left, never removed by "
+                "path, and the lane's branch was kept",
                 next=[f"rm -rf -- {git.q(what)}", _again(key, confirmed)],
                 details={"lane": key, "path": path, "left": what},
             )
@@ -1067,11 +1073,13 @@ def _copy_file(
     `dfd` (`at` under the copy's root `root_fd`), with its mode bits (not setuid/setgid);
     False when it is not a regular file once opened (a link, a socket, gone since it was
     listed); PermissionError when its mode refuses the owner (the caller's to refuse).
-    Only its data is copied, its holes stay holes (SEEK_DATA/SEEK_HOLE): a lane may make
+    Only its data is copied, its holes stay holes (dirfd.copy_data): a lane may make
     a file of a terabyte that takes no space (truncate), which a copy byte by byte would
     write out as zeros until the owner's disk is full. A file already copied (its
     (st_dev, st_ino) in `copies`: another hard link of it) is a hard link to that copy:
     a lane's 60000 links to one file of a GiB are one GiB in the copy, not 60 TiB."""
+    from guard import dirfd
+
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=sfd)
     except OSError as exc:
@@ -1098,9 +1106,7 @@ def _copy_file(
             dir_fd=dfd,
         )
         try:
-            for start, end in _data_runs(fd, st.st_size):
-                _copy_run(fd, out, start, end)
-            os.ftruncate(out, st.st_size)  # the holes after the last data
+            dirfd.copy_data(fd, out, st.st_size)
             os.fchmod(out, stat.S_IMODE(st.st_mode) & 0o777)
         finally:
             os.close(out)
@@ -1109,38 +1115,6 @@ def _copy_file(
         return True
     finally:
         os.close(fd)
-
-
-def _data_runs(fd: int, size: int) -> Iterator[tuple[int, int]]:
-    """The (start, end) runs of `fd` that hold data, up to `size`; the whole file where
-    the filesystem cannot say (EINVAL: no SEEK_DATA there)."""
-    pos = 0
-    while pos < size:
-        try:
-            start = os.lseek(fd, pos, os.SEEK_DATA)
-            end = min(os.lseek(fd, start, os.SEEK_HOLE), size)
-        except OSError as exc:
-            if exc.errno == errno.ENXIO:  # no data after pos: holes to the end
-                return
-            if exc.errno != errno.EINVAL:
-                raise
-            start, end = pos, size
-        if start >= size:
-            return
-        yield start, end
-        pos = end
-
-
-def _copy_run(fd: int, out: int, start: int, end: int) -> None:
-    pos = start
-    while pos < end:
-        chunk = os.pread(fd, min(1 << 20, end - pos), pos)
-        if not chunk:  # the file shrank since fstat: what is there is copied
-            return
-        view = memoryview(chunk)
-        while view:
-            n = os.pwrite(out, view, pos)
-            view, pos = view[n:], pos + n
 
 
 def inspect(repo: Repo, rec: LaneRecord, main_sha: str) -> Work:
