@@ -115,11 +115,13 @@ class Oversized:
     deep: bool = False
     unlisted: bool = False  # a directory that could not be listed, even with its owner's bits
     entries: int = 0  # bulk: one of what a lane made past STRAY_MAX / STRAY_LOG_MAX (_Tally)
+    odd: str = ""  # neither a file nor a directory (_ODD): git would open it, or follow it
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"file": self.rel, "size": self.size, "bound": self.bound}
         d = {**d, "deep": True} if self.deep else d
         d = {**d, "bulk": True, "entries": self.entries} if self.entries else d
+        d = {**d, "odd": self.odd} if self.odd else d
         return {**d, "unlisted": True} if self.unlisted else d
 
 
@@ -206,6 +208,26 @@ def _big(dfd: int, here: str, name: str, bound: int) -> Oversized | None:
     return Oversized(os.path.normpath(f"{here}/{name}"), size, bound)
 
 
+_ODD = {stat.S_IFLNK: "symlink", stat.S_IFIFO: "fifo", stat.S_IFSOCK: "socket"}
+
+
+def _odd(dfd: int, here: str, name: str) -> Oversized | None:
+    """What lies at `name` when it is no regular file nor directory (lstat: never followed),
+    None when it is one of them (or gone): a FIFO git's open blocks on for ever, a link
+    git reads through (to /dev/zero: to the end), or walks (to /usr), a socket, a device.
+    git-lane never makes one there (its git runs with core.preferSymlinkRefs=false), and
+    one git made as a symbolic ref (preferSymlinkRefs=true in a lane) goes as well: a
+    link's target cannot be held to a bound by its lstat."""
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except OSError:
+        return None
+    if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
+        return None
+    odd = _ODD.get(stat.S_IFMT(st.st_mode), "device")
+    return Oversized(os.path.normpath(f"{here}/{name}"), 0, 0, odd=odd)  # (the tally's 0)
+
+
 def _found(
     common: str,
     rel: str,
@@ -216,7 +238,8 @@ def _found(
 ) -> Iterator[tuple[int, str, Oversized]]:
     """(an fd on its directory, its name, what it is) for each regular file under
     `common/rel` (its top only: `depth` 0) larger than `bounds` (a dict: only the names
-    it holds, each to its own bound); and, `depth` > 0, each directory just past `depth`
+    it holds, each to its own bound), and each entry there that is neither a file nor a
+    directory (_odd: a FIFO, a link, ...); and, `depth` > 0, each directory just past `depth`
     levels, which the scan does not look into and git reads refs in all the same (no
     ref a lane or git-lane makes is so deep: it goes whole, as one file does). A directory
     the lane made unlistable (chmod 0100: git opens a file in it by name all the same) gets
@@ -242,6 +265,10 @@ def _found(
                     size = got
                     if size > bound:
                         yield dfd, name, Oversized(os.path.normpath(f"{here}/{name}"), size, bound)
+                elif kind != stat.S_IFDIR and bound is not None:
+                    o = _odd(dfd, here, name)
+                    if o is not None:
+                        yield dfd, name, o
                 if counts is None or (not level and name == own and kind == stat.S_IFREG):
                     continue
                 u = counts.get(unit or name)
@@ -524,16 +551,21 @@ def restores(repo: Repo, moved: list[dict[str, Any]]) -> list[str]:
     return (["git lane reconcile"] if head else []) + [f"git lane repair {k}" for k in keys]
 
 
+def shown(d: dict[str, Any]) -> str:
+    """One moved (or failed) entry as note() and doctor name it."""
+    if d.get("deep"):
+        return f"{d['file']} (a directory deeper than {DEPTH} levels)"
+    if d.get("odd"):
+        return f"{d['file']} (a {d['odd']}, no file: git would open it or read through it)"
+    if d.get("bulk"):
+        n = d["entries"]
+        return f"{d['file']} ({n} entr{'y' if n == 1 else 'ies'}, {d['size']} bytes)"
+    return f"{d['file']} ({d['size']} bytes)"
+
+
 def note(m: Moved, fix: list[str]) -> str:
     """One line that says what set_aside() moved, where to, and what puts it back."""
-    files = ", ".join(
-        f"{d['file']} (a directory deeper than {DEPTH} levels)"
-        if d.get("deep")
-        else f"{d['file']} ({d['entries']} entr{'y' if d['entries'] == 1 else 'ies'}, {d['size']} bytes)"
-        if d.get("bulk")
-        else f"{d['file']} ({d['size']} bytes)"
-        for d in m.moved[:5]
-    )
+    files = ", ".join(shown(d) for d in m.moved[:5])
     more = f" and {len(m.moved) - 5} more" if len(m.moved) > 5 else ""
     elsewhere = sorted({str(d["kept"])[: -len(str(d["file"])) - 1] for d in m.moved} - {m.kept})
     into = " and ".join([m.kept, *elsewhere])
@@ -547,6 +579,12 @@ def note(m: Moved, fix: list[str]) -> str:
     )
     heads = [str(d["file"]) for d in m.moved if d.get("head")]
     back = f"; {', '.join(heads)} written back naming the lane's branch" if heads else ""
+    odd = (
+        " (a FIFO there blocks every git's open for ever, a link is read through: neither "
+        "is a file git or git-lane writes)"
+        if any(d.get("odd") for d in m.moved)
+        else ""
+    )
     then = (
         "; " + " && ".join(fix) + " puts back what a lane needs (a branch at the commit "
         "its worktree last had checked out, from its HEAD reflog)"
@@ -557,7 +595,7 @@ def note(m: Moved, fix: list[str]) -> str:
         f"moved {files}{more} into {into} (each at its path there){back}: a lane under "
         "exec --sandbox may write them, "
         f"git reads each whole (a ref is at most {REF_MAX} bytes, a reflog {LOG_MAX}), and "
-        f"every git would have read it to the end{bulk}{then}"
+        f"every git would have read it to the end{odd}{bulk}{then}"
     )
 
 
@@ -592,10 +630,13 @@ def refusal(repo: Repo, m: Moved) -> Refusal:
 
 
 def ref_oversized(common: str | os.PathLike[str], branch: str) -> bool:
-    """Is the loose ref file of `branch` larger than REF_MAX (one lstat, never a read)? exec's
-    Absorber asks before each look at the branch while CMD runs: its git would read it whole."""
+    """Is the loose ref file of `branch` larger than REF_MAX, or no file nor directory (a
+    FIFO, a link: _odd) (one lstat, never a read)? exec's Absorber asks before each look at
+    the branch while CMD runs: its git would read it whole, block on it, or read through it."""
     try:
         st = os.lstat(os.path.join(common, "refs", "heads", branch))
     except OSError:
         return False
-    return stat.S_ISREG(st.st_mode) and st.st_size > REF_MAX
+    if stat.S_ISREG(st.st_mode):
+        return st.st_size > REF_MAX
+    return not stat.S_ISDIR(st.st_mode)

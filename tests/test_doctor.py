@@ -707,3 +707,63 @@ def test_refs_in_bulk_each_beside_the_branches_are_kept_and_the_event_stays_one_
     assert len(list(kept.iterdir())) == oversize.EVENT_MAX + 10
     (ev,) = events(hub, "oversized_kept")
     assert len(ev["moved"]) == oversize.EVENT_MAX and ev["more"] == 10, ev["more"]
+
+
+def _plant(kind: str, path: Path) -> None:
+    """What a process of a lane under plain exec (or --sandbox) can put among the lane
+    refs: a FIFO, or a link to /dev/zero or to a directory (/usr)."""
+    if path.exists():
+        path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to({"zero": "/dev/zero", "dir": "/usr"}[kind])
+
+
+@pytest.mark.parametrize(
+    "kind, rel",
+    [
+        ("fifo", "refs/heads/lane/zz"),
+        ("fifo", "logs/refs/heads/lane/zz"),
+        ("zero", "refs/heads/lane/zz"),
+        ("dir", "refs/heads/lane/P"),
+        ("zero", "refs/heads/lane/a"),
+    ],
+    ids=["fifo", "fifo_reflog", "dev_zero", "dir_link", "own_branch_linked"],
+)
+def test_a_fifo_or_link_among_the_lane_refs_is_kept_aside_before_any_git_reads_it(
+    hub: Repo, kind: str, rel: str
+) -> None:
+    """red team 15A F6, F6b: a FIFO at refs/heads/lane/zz blocked every git that lists the
+    refs (status hung for ever, doctor said ok), a link to /dev/zero made every git read
+    until memory ran out, one to /usr made for-each-ref walk it. The check moves each into
+    kept/ (renamed: the FIFO, the link itself, never followed) before any git runs, doctor
+    names it, and a lane whose branch it was gets `git lane repair KEY` back."""
+    from guard import oversize
+
+    lane = make_lane(hub, "a")
+    tip = sha(lane)
+    path = hub.common_dir / rel
+    _plant(kind, path)
+    (c,) = doctor.check_oversized(grepo(hub))  # in process: no git has read it yet
+    assert not os.path.lexists(path), f"{rel} ({kind}) left where git reads it: {c}"
+    (kept,) = (hub.state_dir / "kept").glob(f"oversized.*/{rel}")
+    assert kept.is_symlink() if kind != "fifo" else kept.is_fifo()
+    odd = "fifo" if kind == "fifo" else "symlink"
+    assert f"{rel} (a {odd}" in c["message"], c
+    own = rel.endswith("/a")
+    assert (c["status"], c["fix"]) == (("fail", "git lane repair a") if own else ("warn", None))
+    st = hub.jlane("status")
+    assert st.rc == 0, st.stdout[-300:]
+    if own:
+        run_fix(hub, "git lane repair a")
+    assert hub.sha("refs/heads/lane/a") == tip
+    assert oversize.ref_oversized(hub.common_dir, "lane/a") is False
+    ref = hub.common_dir / "refs" / "heads" / "lane" / "a"
+    text = ref.read_bytes()
+    _plant(kind, ref)
+    try:
+        assert oversize.ref_oversized(hub.common_dir, "lane/a")  # exec's absorb skips it
+    finally:
+        ref.unlink()
+        ref.write_bytes(text)
