@@ -600,18 +600,26 @@ def note(m: Moved, fix: list[str]) -> str:
 
 
 def refusal(repo: Repo, m: Moved) -> Refusal:
-    """git_file_oversized: files that could not be moved (a directory the owner may not
-    write): nothing was done; the `next` moves each into kept/ by hand, then repairs."""
+    """git_file_oversized: what could not be moved (a directory its owner may not list or
+    write even with the owner's bits given back through its fd: another user's): nothing
+    was done. The `next` is no shell `mv` by path, which a process of the lane can re-point
+    (a name on the way swapped for a link to a directory of the owner's between the print
+    and the run: the owner's own directory moved into kept/, red team 15A F1b): it is the
+    check again (`git lane status`, whose first step moves what it can through directory
+    fds), once the user named (by uid) or root removed it or gave it back, then the repair
+    of a lane whose branch it was."""
     common = os.fspath(repo.common_dir)
     rels = [str(d["file"]) for d in m.failed]
-    _, moves = repo.kept_moves("oversized", common, rels)
     fix = restores(repo, m.failed)
     unlisted = [str(d["file"]) for d in m.failed if d.get("unlisted")]
+    odd = [shown(d) for d in m.failed if d.get("odd")]
     what = (
         f"{', '.join(unlisted[:5])} under {common} could not be listed, even with its "
-        "owner's read and search bits given back (another owner's directory): a file there "
-        "git reads whole cannot be ruled out"
+        "owner's read and search bits given back: a file there git reads whole cannot be "
+        "ruled out"
         if unlisted
+        else f"{', '.join(odd[:5])} under {common} is no file git or git-lane writes there"
+        if odd
         else f"{', '.join(rels[:5])} under {common} is larger than any file git writes there "
         f"({REF_MAX} bytes for a ref, {LOG_MAX} for a reflog): git reads it whole"
         if not any(d.get("bulk") for d in m.failed)
@@ -619,14 +627,48 @@ def refusal(repo: Repo, m: Moved) -> Refusal:
         f"lanes' own branches ({STRAY_MAX} entries and {STRAY_LOG_MAX} bytes in all under "
         "the lane refs and the admin dirs' refs/ and logs/): git gc reads every reflog"
     )
+    others = _strangers(common, rels[:100])
+    who = (
+        "; "
+        + ", ".join(f"{r} is uid {u}'s" for r, u in list(others.items())[:5])
+        + f", not this user's (uid {os.geteuid()}): that user or root must remove it or "
+        "give it to this user before the check can move it"
+        if others
+        else "; nothing on its way is another user's: what stops the rename (an immutable "
+        "file, a read-only or full file system) must go before the check can move it"
+    )
     return Refusal(
         "git_file_oversized",
         f"{what}, and it could not be moved into kept/ ("
         + str(m.failed[0]["why"])
-        + "); nothing was done",
-        next=[*moves, *fix] if fix else [*moves, "git lane status"],
-        details={"failed": m.failed[:100], "moved": m.moved[:100]},
+        + f"); nothing was done{who}",
+        next=["git lane status", *fix],
+        details={"failed": m.failed[:100], "moved": m.moved[:100], "uids": others},
     )
+
+
+def _strangers(common: str, rels: list[str]) -> dict[str, int]:
+    """The uid of each of `rels` (relative to `common`), or of the directory it lies in,
+    that is not this process's: an lstat through directory fds, never a link followed."""
+    me, out = os.geteuid(), dict[str, int]()
+    for rel in rels:
+        try:
+            dfd, _ = dirfd.walk(common, os.path.dirname(rel))
+        except OSError:
+            continue
+        try:
+            uids = [os.fstat(dfd).st_uid]
+            try:
+                st = os.stat(os.path.basename(rel), dir_fd=dfd, follow_symlinks=False)
+                uids.insert(0, st.st_uid)
+            except OSError:
+                pass
+        finally:
+            os.close(dfd)
+        other = next((u for u in uids if u != me), None)
+        if other is not None:
+            out[rel] = other
+    return out
 
 
 def ref_oversized(common: str | os.PathLike[str], branch: str) -> bool:

@@ -534,11 +534,13 @@ def test_a_grown_lane_ref_fails_and_its_fix_puts_the_branch_back(hub: Repo) -> N
     assert hub.sha("refs/heads/lane/a") == tip
 
 
-def test_a_grown_ref_that_cannot_be_moved_fails_with_the_moves_to_make(
+def test_a_grown_ref_that_cannot_be_moved_fails_with_the_check_again_and_the_repair(
     hub: Repo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """When the rename is refused (a directory its owner may not write), nothing is moved
-    and doctor fails with the `mv` into kept/ and the repair: run as printed, they work."""
+    and doctor fails with the check again and the repair, engine commands only (no `mv`
+    by a path a lane can re-point, red team 15A F1b): run as printed once the directory is
+    writable again, they work."""
     from guard import dirfd
     from guard.cli import Ctx
     from guard.errors import Refusal
@@ -555,6 +557,7 @@ def test_a_grown_ref_that_cannot_be_moved_fails_with_the_moves_to_make(
         with pytest.raises(Refusal) as refused:  # every command: the CLI's own check
             assert Ctx(str(hub.path), True).repo is None
         assert refused.value.code == "git_file_oversized"
+        assert refused.value.next == ["git lane status", "git lane repair a"]
     run_fix(hub, c["fix"])
     (kept,) = (hub.state_dir / "kept").glob("oversized.*/refs/heads/lane/a")
     assert kept.stat().st_size == 256 << 20 and ref.stat().st_size < 100
@@ -662,12 +665,13 @@ def test_a_released_lanes_name_keeps_no_reflog_out_of_the_total(hub: Repo) -> No
     assert (logs / "a").stat().st_size == oversize.LOG_MAX - 1
 
 
-def test_refs_in_bulk_that_cannot_be_moved_fail_with_the_moves_to_make(
+def test_refs_in_bulk_that_cannot_be_moved_fail_with_the_check_again(
     hub: Repo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """When the bulk bound's rename is refused, nothing is moved and doctor fails
-    git_file_oversized with the `mv` of the whole directory into kept/: run as printed, it
-    works, and nothing is left past the bound."""
+    git_file_oversized with the check again (no `mv` by a path a lane can re-point, red
+    team 15A F1b): run as printed once the directory is writable, it moves the whole
+    directory into kept/, and nothing is left past the bound."""
     from guard import dirfd, oversize
 
     make_lane(hub, "a")
@@ -681,6 +685,7 @@ def test_refs_in_bulk_that_cannot_be_moved_fail_with_the_moves_to_make(
         c = checks(hub)["oversized"]
     assert c["status"] == "fail" and "[git_file_oversized]" in c["message"], c
     assert f"{oversize.STRAY_MAX} entries" in c["message"] and many.is_dir()
+    assert c["fix"] == "git lane status", c
     run_fix(hub, c["fix"])
     (kept,) = (hub.state_dir / "kept").glob("oversized.*/refs/heads/lane/many")
     assert len(list(kept.iterdir())) == oversize.STRAY_MAX + 1 and not many.exists()
@@ -707,6 +712,41 @@ def test_refs_in_bulk_each_beside_the_branches_are_kept_and_the_event_stays_one_
     assert len(list(kept.iterdir())) == oversize.EVENT_MAX + 10
     (ev,) = events(hub, "oversized_kept")
     assert len(ev["moved"]) == oversize.EVENT_MAX and ev["more"] == 10, ev["more"]
+
+
+def test_git_file_oversizeds_next_never_moves_a_directory_a_lane_links_on_its_way(
+    hub: Repo, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """red team 15A F1b: a grown ref at refs/heads/lane/P/victim that cannot be moved; the
+    refusal printed, a process of the lane swaps P (the lane refs are every lane's to
+    write) for a link to a directory of the owner's. The next, run as printed, never
+    follows it (it was `mv -n -T -- <common>/refs/heads/lane/P/victim KEPT/...`, which
+    moved the owner's own `victim` into kept/): the engine's check moves the link itself."""
+    from guard import dirfd
+    from guard.cli import Ctx
+
+    make_lane(hub, "a")
+    outside = tmp_path / "owners"
+    (outside / "victim").mkdir(parents=True)
+    (outside / "victim" / "precious.txt").write_text("mine\n")
+    heads = hub.common_dir / "refs" / "heads" / "lane"
+    (heads / "P").mkdir()
+    (heads / "P" / "victim").write_text("x\n")
+    _grow(heads / "P" / "victim")
+    with monkeypatch.context() as m:
+        m.setattr(dirfd, "owner_may", lambda dfd, change: False)
+        with pytest.raises(Refusal) as refused:
+            assert Ctx(str(hub.path), True).repo is None
+    assert refused.value.code == "git_file_oversized"
+    (heads / "P").rename(heads / "P.was")
+    (heads / "P").symlink_to(outside)
+    for step in refused.value.next:
+        subprocess.run(step, shell=True, cwd=hub.path, capture_output=True, text=True)
+    assert (outside / "victim" / "precious.txt").read_text() == "mine\n", (
+        refused.value.next,
+        sorted(str(p) for p in (hub.state_dir / "kept").rglob("precious.txt")),
+    )
+    assert not (heads / "P").is_symlink() and not (heads / "P.was" / "victim").exists()
 
 
 def _plant(kind: str, path: Path) -> None:

@@ -745,6 +745,11 @@ def test_a_lane_ref_directory_the_owner_cannot_list_is_never_said_to_hold_nothin
         out = json.loads(st.stdout)
         assert out["code"] == "git_file_oversized", out
         assert out["details"]["failed"][0]["file"] == "refs/heads/lane/other", out
+        # no shell mv by a path a lane can re-point (red team 15A F1b): the check again,
+        # once uid 65534 (named) or root removed it
+        assert out["next"] == ["git lane status"], out
+        assert out["details"]["uids"] == {"refs/heads/lane/other": 65534}, out
+        assert "uid 65534's" in out["message"], out
         doc = json.loads(run("doctor", "--json").stdout)  # refused as every command, or FAIL
         said = {c["name"]: c for c in doc.get("checks", [])}.get("oversized", {})
         assert doc.get("code") == "git_file_oversized" or said.get("status") == "fail", doc
