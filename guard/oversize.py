@@ -24,6 +24,10 @@ entries and STRAY_LOG_MAX bytes in all (`git gc` reads every reflog, of every wo
 every `git branch` every loose ref), the largest moved first, each entry at the top of
 those directories whole (_Tally, counted in the same listing and lstat).
 
+Nor is anything there that is no regular file nor directory (a FIFO git's open blocks
+on, a link it reads through, to /dev/zero or /usr): such an entry is moved as a grown file
+is (_odd, red team 15A F6).
+
 The index is not held to one: git maps it and reads what its header says (no checksum
 pass on read), so a sparse one costs nothing. Nor is the lane's object store (its reads
 are bounded, guard/objects.py), nor the rest of the rebase state (read by git in that
@@ -364,7 +368,11 @@ def set_aside(repo: Repo) -> Moved:
     tally = _Tally()
     with _Into(common, kept) as into:
         for dfd, name, o in _each(common, tally):
-            if into.move(dfd, name, o, moved, failed):
+            # an admin dir's FIFO or link that cannot be moved is not refused here: it is
+            # admin_unreadable's (every command that lists the worktrees refuses it, and
+            # reconcile's mend unlinks it or names what stops it: chattr -i)
+            odd = bool(o.odd) and o.rel.startswith("worktrees/")
+            if into.move(dfd, name, o, moved, [] if odd else failed):
                 tally.drop(o)
         if tally.over():
             strays = tally.strays(repo)
