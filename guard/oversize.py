@@ -24,9 +24,10 @@ entries and STRAY_LOG_MAX bytes in all (`git gc` reads every reflog, of every wo
 every `git branch` every loose ref), the largest moved first, each entry at the top of
 those directories whole (_Tally, counted in the same listing and lstat).
 
-Nor is anything there that is no regular file nor directory (a FIFO git's open blocks
-on, a link it reads through, to /dev/zero or /usr): such an entry is moved as a grown file
-is (_odd, red team 15A F6).
+Nor is anything under the lane refs or their reflogs that is no regular file nor
+directory (a FIFO git's open blocks on, a link it reads through, to /dev/zero or /usr):
+such an entry is moved as a grown file is (_odd, red team 15A F6; in an admin dir, each is
+admin_unreadable's).
 
 The index is not held to one: git maps it and reads what its header says (no checksum
 pass on read), so a sparse one costs nothing. Nor is the lane's object store (its reads
@@ -221,7 +222,10 @@ def _odd(dfd: int, here: str, name: str) -> Oversized | None:
     git reads through (to /dev/zero: to the end), or walks (to /usr), a socket, a device.
     git-lane never makes one there (its git runs with core.preferSymlinkRefs=false), and
     one git made as a symbolic ref (preferSymlinkRefs=true in a lane) goes as well: a
-    link's target cannot be held to a bound by its lstat."""
+    link's target cannot be held to a bound by its lstat. Under the lane refs and their
+    reflogs only: in an admin dir each is admin_unreadable's already (every command that
+    lists the worktrees refuses it, reconcile's mend unlinks it, or names the chattr
+    that stops it)."""
     try:
         st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
     except OSError:
@@ -243,7 +247,7 @@ def _found(
     """(an fd on its directory, its name, what it is) for each regular file under
     `common/rel` (its top only: `depth` 0) larger than `bounds` (a dict: only the names
     it holds, each to its own bound), and each entry there that is neither a file nor a
-    directory (_odd: a FIFO, a link, ...); and, `depth` > 0, each directory just past `depth`
+    directory (_odd: a FIFO, a link, ...; not in an admin dir); and, `depth` > 0, each directory just past `depth`
     levels, which the scan does not look into and git reads refs in all the same (no
     ref a lane or git-lane makes is so deep: it goes whole, as one file does). A directory
     the lane made unlistable (chmod 0100: git opens a file in it by name all the same) gets
@@ -251,6 +255,7 @@ def _found(
     yielded `unlisted` (fd -1): never taken for "nothing there". With `tally`, every
     entry is counted into it (its size for a file) but `own` at the top (logs/HEAD)."""
     top = os.path.normpath(rel)
+    admin = top.startswith("worktrees/")  # its FIFOs and links: admin_unreadable's (_odd)
     refused: list[str] = []
     counts = tally.root(top) if tally is not None else None
     try:
@@ -269,7 +274,7 @@ def _found(
                     size = got
                     if size > bound:
                         yield dfd, name, Oversized(os.path.normpath(f"{here}/{name}"), size, bound)
-                elif kind != stat.S_IFDIR and bound is not None:
+                elif kind != stat.S_IFDIR and bound is not None and not admin:
                     o = _odd(dfd, here, name)
                     if o is not None:
                         yield dfd, name, o
@@ -368,11 +373,7 @@ def set_aside(repo: Repo) -> Moved:
     tally = _Tally()
     with _Into(common, kept) as into:
         for dfd, name, o in _each(common, tally):
-            # an admin dir's FIFO or link that cannot be moved is not refused here: it is
-            # admin_unreadable's (every command that lists the worktrees refuses it, and
-            # reconcile's mend unlinks it or names what stops it: chattr -i)
-            odd = bool(o.odd) and o.rel.startswith("worktrees/")
-            if into.move(dfd, name, o, moved, [] if odd else failed):
+            if into.move(dfd, name, o, moved, failed):
                 tally.drop(o)
         if tally.over():
             strays = tally.strays(repo)
