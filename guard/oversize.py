@@ -310,7 +310,26 @@ def _listed(common: str, name: str) -> list[tuple[str, int]]:
         os.close(dfd)
 
 
+def _root_odd(common: str, rel: str) -> Iterator[tuple[int, str, Oversized]]:
+    """`common/rel` itself when it is no directory (_odd): a process of a lane under plain
+    exec may replace all of refs/heads/lane/ with a FIFO (git lists refs/heads/ and opens
+    it as a ref) or a link (followed, to /usr); the scan would not go into it."""
+    where, name = os.path.split(rel)
+    try:
+        pfd, _ = dirfd.walk(common, where)
+    except OSError:
+        return  # not there: nothing git reads; refused on the way: the scan says so
+    try:
+        o = _odd(pfd, where, name)
+        if o is not None:
+            yield pfd, name, o
+    finally:
+        os.close(pfd)
+
+
 def _each(common: str, tally: _Tally | None = None) -> Iterator[tuple[int, str, Oversized]]:
+    for root in _LANE_ROOTS:
+        yield from _root_odd(common, root)
     yield from _found(common, "refs/heads/lane", DEPTH, REF_MAX, tally)
     yield from _found(common, "logs/refs/heads/lane", DEPTH, LOG_MAX, tally)
     try:
@@ -551,6 +570,12 @@ def restores(repo: Repo, moved: list[dict[str, Any]]) -> list[str]:
         rel = str(m["file"])
         where, _, name = rel.rpartition("/")
         key = branches.get(rel)
+        if rel == _LANE_ROOTS[0]:  # all of refs/heads/lane/ (_root_odd): every branch
+            keys += [
+                k
+                for r, k in branches.items()
+                if r.startswith(rel + "/") and policy.valid_key(k) and k not in keys
+            ]
         if key is None and name in ("gitdir", "commondir") and where in admins:
             key = admins[where].key
         if name == "HEAD" and where in admins and not m.get("head"):

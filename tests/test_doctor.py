@@ -811,3 +811,25 @@ def test_a_fifo_or_link_among_the_lane_refs_is_kept_aside_before_any_git_reads_i
     finally:
         ref.unlink()
         ref.write_bytes(text)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dir"])
+def test_the_lane_refs_directory_itself_made_a_fifo_or_link_is_kept_aside(
+    hub: Repo, kind: str
+) -> None:
+    """A process of a lane under plain exec (its shims do not see mv or mkfifo) moves all
+    of refs/heads/lane/ away and puts a FIFO (git lists refs/heads/ and opens it as a ref:
+    every git that lists the refs blocks) or a link to /usr in its place. The check moves
+    it into kept/ (the scan could not go into it), and doctor's fix puts back every lane's
+    branch."""
+    lane = make_lane(hub, "a")
+    tip = sha(lane)
+    heads = hub.common_dir / "refs" / "heads" / "lane"
+    heads.rename(heads.with_name("lane.was"))
+    _plant(kind, heads)
+    (c,) = doctor.check_oversized(grepo(hub))  # in process: no git has read it yet
+    assert not os.path.lexists(heads), c
+    assert (c["status"], c["fix"]) == ("fail", "git lane repair a"), c
+    assert hub.jlane("status").rc == 0
+    run_fix(hub, c["fix"])
+    assert hub.sha("refs/heads/lane/a") == tip
