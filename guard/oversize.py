@@ -247,8 +247,9 @@ def _found(
     """(an fd on its directory, its name, what it is) for each regular file under
     `common/rel` (its top only: `depth` 0) larger than `bounds` (a dict: only the names
     it holds, each to its own bound), and each entry there that is neither a file nor a
-    directory (_odd: a FIFO, a link, ...; not in an admin dir); and, `depth` > 0, each directory just past `depth`
-    levels, which the scan does not look into and git reads refs in all the same (no
+    directory (_odd: a FIFO, a link, ...; not in an admin dir); and, `depth` > 0, each
+    directory just past `depth` levels, which the scan does not look into and git reads
+    refs in all the same (no
     ref a lane or git-lane makes is so deep: it goes whole, as one file does). A directory
     the lane made unlistable (chmod 0100: git opens a file in it by name all the same) gets
     its owner's read and search bits back first; one that still cannot be listed is
