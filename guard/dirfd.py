@@ -392,14 +392,30 @@ def _open_dir(pfd: int, name: str, bits: int = 0o700) -> int | None:
 
 def open_dir(pfd: int, name: str, bits: int = 0o700) -> int:
     """An fd on directory `name` in `pfd` (never through a link, never blocking); one its
-    owner may not read or enter gets the owner's `bits` back through an O_PATH fd first.
+    owner may not read or enter gets the owner's `bits` back through an O_PATH fd first,
+    and `pfd` itself u+rwx through its own fd when it lacks the search bit any open in it
+    needs (a lane's `chmod 0400` of a directory: listed, never entered, red team 15A F1).
     OSError when it cannot be opened (PermissionError: the bits could not be given back,
     another owner's)."""
     try:
         return os.open(name, DIR | os.O_NONBLOCK, dir_fd=pfd)
     except PermissionError as exc:
         denied = exc
-    qfd = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=pfd)
+    path = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        qfd = os.open(name, path, dir_fd=pfd)
+    except PermissionError:
+        try:  # no search bit on `pfd`: even an O_PATH open in it is refused
+            mode = stat.S_IMODE(os.fstat(pfd).st_mode)
+            if mode & 0o700 == 0o700:
+                raise denied from None  # not the mode: another owner's, or no such right
+            os.fchmod(pfd, mode | 0o700)
+        except OSError:
+            raise denied from None
+        try:
+            return os.open(name, DIR | os.O_NONBLOCK, dir_fd=pfd)
+        except PermissionError:
+            qfd = os.open(name, path, dir_fd=pfd)
     try:
         try:
             os.chmod(f"/proc/self/fd/{qfd}", stat.S_IMODE(os.fstat(qfd).st_mode) | bits)

@@ -24,6 +24,11 @@ entries and STRAY_LOG_MAX bytes in all (`git gc` reads every reflog, of every wo
 every `git branch` every loose ref), the largest moved first, each entry at the top of
 those directories whole (_Tally, counted in the same listing and lstat).
 
+Nor is anything under the lane refs or their reflogs that is no regular file nor
+directory (a FIFO git's open blocks on, a link it reads through, to /dev/zero or /usr):
+such an entry is moved as a grown file is (_odd, red team 15A F6; in an admin dir, each is
+admin_unreadable's).
+
 The index is not held to one: git maps it and reads what its header says (no checksum
 pass on read), so a sparse one costs nothing. Nor is the lane's object store (its reads
 are bounded, guard/objects.py), nor the rest of the rebase state (read by git in that
@@ -115,11 +120,13 @@ class Oversized:
     deep: bool = False
     unlisted: bool = False  # a directory that could not be listed, even with its owner's bits
     entries: int = 0  # bulk: one of what a lane made past STRAY_MAX / STRAY_LOG_MAX (_Tally)
+    odd: str = ""  # neither a file nor a directory (_ODD): git would open it, or follow it
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"file": self.rel, "size": self.size, "bound": self.bound}
         d = {**d, "deep": True} if self.deep else d
         d = {**d, "bulk": True, "entries": self.entries} if self.entries else d
+        d = {**d, "odd": self.odd} if self.odd else d
         return {**d, "unlisted": True} if self.unlisted else d
 
 
@@ -206,6 +213,29 @@ def _big(dfd: int, here: str, name: str, bound: int) -> Oversized | None:
     return Oversized(os.path.normpath(f"{here}/{name}"), size, bound)
 
 
+_ODD = {stat.S_IFLNK: "symlink", stat.S_IFIFO: "fifo", stat.S_IFSOCK: "socket"}
+
+
+def _odd(dfd: int, here: str, name: str) -> Oversized | None:
+    """What lies at `name` when it is no regular file nor directory (lstat: never followed),
+    None when it is one of them (or gone): a FIFO git's open blocks on for ever, a link
+    git reads through (to /dev/zero: to the end), or walks (to /usr), a socket, a device.
+    git-lane never makes one there (its git runs with core.preferSymlinkRefs=false), and
+    one git made as a symbolic ref (preferSymlinkRefs=true in a lane) goes as well: a
+    link's target cannot be held to a bound by its lstat. Under the lane refs and their
+    reflogs only: in an admin dir each is admin_unreadable's already (every command that
+    lists the worktrees refuses it, reconcile's mend unlinks it, or names the chattr
+    that stops it)."""
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except OSError:
+        return None
+    if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
+        return None
+    odd = _ODD.get(stat.S_IFMT(st.st_mode), "device")
+    return Oversized(os.path.normpath(f"{here}/{name}"), 0, 0, odd=odd)  # (the tally's 0)
+
+
 def _found(
     common: str,
     rel: str,
@@ -216,14 +246,17 @@ def _found(
 ) -> Iterator[tuple[int, str, Oversized]]:
     """(an fd on its directory, its name, what it is) for each regular file under
     `common/rel` (its top only: `depth` 0) larger than `bounds` (a dict: only the names
-    it holds, each to its own bound); and, `depth` > 0, each directory just past `depth`
-    levels, which the scan does not look into and git reads refs in all the same (no
+    it holds, each to its own bound), and each entry there that is neither a file nor a
+    directory (_odd: a FIFO, a link, ...; not in an admin dir); and, `depth` > 0, each
+    directory just past `depth` levels, which the scan does not look into and git reads
+    refs in all the same (no
     ref a lane or git-lane makes is so deep: it goes whole, as one file does). A directory
     the lane made unlistable (chmod 0100: git opens a file in it by name all the same) gets
     its owner's read and search bits back first; one that still cannot be listed is
     yielded `unlisted` (fd -1): never taken for "nothing there". With `tally`, every
     entry is counted into it (its size for a file) but `own` at the top (logs/HEAD)."""
     top = os.path.normpath(rel)
+    admin = top.startswith("worktrees/")  # its FIFOs and links: admin_unreadable's (_odd)
     refused: list[str] = []
     counts = tally.root(top) if tally is not None else None
     try:
@@ -242,6 +275,10 @@ def _found(
                     size = got
                     if size > bound:
                         yield dfd, name, Oversized(os.path.normpath(f"{here}/{name}"), size, bound)
+                elif kind != stat.S_IFDIR and bound is not None and not admin:
+                    o = _odd(dfd, here, name)
+                    if o is not None:
+                        yield dfd, name, o
                 if counts is None or (not level and name == own and kind == stat.S_IFREG):
                     continue
                 u = counts.get(unit or name)
@@ -274,7 +311,26 @@ def _listed(common: str, name: str) -> list[tuple[str, int]]:
         os.close(dfd)
 
 
+def _root_odd(common: str, rel: str) -> Iterator[tuple[int, str, Oversized]]:
+    """`common/rel` itself when it is no directory (_odd): a process of a lane under plain
+    exec may replace all of refs/heads/lane/ with a FIFO (git lists refs/heads/ and opens
+    it as a ref) or a link (followed, to /usr); the scan would not go into it."""
+    where, name = os.path.split(rel)
+    try:
+        pfd, _ = dirfd.walk(common, where)
+    except OSError:
+        return  # not there: nothing git reads; refused on the way: the scan says so
+    try:
+        o = _odd(pfd, where, name)
+        if o is not None:
+            yield pfd, name, o
+    finally:
+        os.close(pfd)
+
+
 def _each(common: str, tally: _Tally | None = None) -> Iterator[tuple[int, str, Oversized]]:
+    for root in _LANE_ROOTS:
+        yield from _root_odd(common, root)
     yield from _found(common, "refs/heads/lane", DEPTH, REF_MAX, tally)
     yield from _found(common, "logs/refs/heads/lane", DEPTH, LOG_MAX, tally)
     try:
@@ -515,6 +571,12 @@ def restores(repo: Repo, moved: list[dict[str, Any]]) -> list[str]:
         rel = str(m["file"])
         where, _, name = rel.rpartition("/")
         key = branches.get(rel)
+        if rel == _LANE_ROOTS[0]:  # all of refs/heads/lane/ (_root_odd): every branch
+            keys += [
+                k
+                for r, k in branches.items()
+                if r.startswith(rel + "/") and policy.valid_key(k) and k not in keys
+            ]
         if key is None and name in ("gitdir", "commondir") and where in admins:
             key = admins[where].key
         if name == "HEAD" and where in admins and not m.get("head"):
@@ -524,16 +586,21 @@ def restores(repo: Repo, moved: list[dict[str, Any]]) -> list[str]:
     return (["git lane reconcile"] if head else []) + [f"git lane repair {k}" for k in keys]
 
 
+def shown(d: dict[str, Any]) -> str:
+    """One moved (or failed) entry as note() and doctor name it."""
+    if d.get("deep"):
+        return f"{d['file']} (a directory deeper than {DEPTH} levels)"
+    if d.get("odd"):
+        return f"{d['file']} (a {d['odd']}, no file: git would open it or read through it)"
+    if d.get("bulk"):
+        n = d["entries"]
+        return f"{d['file']} ({n} entr{'y' if n == 1 else 'ies'}, {d['size']} bytes)"
+    return f"{d['file']} ({d['size']} bytes)"
+
+
 def note(m: Moved, fix: list[str]) -> str:
     """One line that says what set_aside() moved, where to, and what puts it back."""
-    files = ", ".join(
-        f"{d['file']} (a directory deeper than {DEPTH} levels)"
-        if d.get("deep")
-        else f"{d['file']} ({d['entries']} entr{'y' if d['entries'] == 1 else 'ies'}, {d['size']} bytes)"
-        if d.get("bulk")
-        else f"{d['file']} ({d['size']} bytes)"
-        for d in m.moved[:5]
-    )
+    files = ", ".join(shown(d) for d in m.moved[:5])
     more = f" and {len(m.moved) - 5} more" if len(m.moved) > 5 else ""
     elsewhere = sorted({str(d["kept"])[: -len(str(d["file"])) - 1] for d in m.moved} - {m.kept})
     into = " and ".join([m.kept, *elsewhere])
@@ -547,6 +614,12 @@ def note(m: Moved, fix: list[str]) -> str:
     )
     heads = [str(d["file"]) for d in m.moved if d.get("head")]
     back = f"; {', '.join(heads)} written back naming the lane's branch" if heads else ""
+    odd = (
+        " (a FIFO there blocks every git's open for ever, a link is read through: neither "
+        "is a file git or git-lane writes)"
+        if any(d.get("odd") for d in m.moved)
+        else ""
+    )
     then = (
         "; " + " && ".join(fix) + " puts back what a lane needs (a branch at the commit "
         "its worktree last had checked out, from its HEAD reflog)"
@@ -557,23 +630,31 @@ def note(m: Moved, fix: list[str]) -> str:
         f"moved {files}{more} into {into} (each at its path there){back}: a lane under "
         "exec --sandbox may write them, "
         f"git reads each whole (a ref is at most {REF_MAX} bytes, a reflog {LOG_MAX}), and "
-        f"every git would have read it to the end{bulk}{then}"
+        f"every git would have read it to the end{odd}{bulk}{then}"
     )
 
 
 def refusal(repo: Repo, m: Moved) -> Refusal:
-    """git_file_oversized: files that could not be moved (a directory the owner may not
-    write): nothing was done; the `next` moves each into kept/ by hand, then repairs."""
+    """git_file_oversized: what could not be moved (a directory its owner may not list or
+    write even with the owner's bits given back through its fd: another user's): nothing
+    was done. The `next` is no shell `mv` by path, which a process of the lane can re-point
+    (a name on the way swapped for a link to a directory of the owner's between the print
+    and the run: the owner's own directory moved into kept/, red team 15A F1b): it is the
+    check again (`git lane status`, whose first step moves what it can through directory
+    fds), once the user named (by uid) or root removed it or gave it back, then the repair
+    of a lane whose branch it was."""
     common = os.fspath(repo.common_dir)
     rels = [str(d["file"]) for d in m.failed]
-    _, moves = repo.kept_moves("oversized", common, rels)
     fix = restores(repo, m.failed)
     unlisted = [str(d["file"]) for d in m.failed if d.get("unlisted")]
+    odd = [shown(d) for d in m.failed if d.get("odd")]
     what = (
         f"{', '.join(unlisted[:5])} under {common} could not be listed, even with its "
-        "owner's read and search bits given back (another owner's directory): a file there "
-        "git reads whole cannot be ruled out"
+        "owner's read and search bits given back: a file there git reads whole cannot be "
+        "ruled out"
         if unlisted
+        else f"{', '.join(odd[:5])} under {common} is no file git or git-lane writes there"
+        if odd
         else f"{', '.join(rels[:5])} under {common} is larger than any file git writes there "
         f"({REF_MAX} bytes for a ref, {LOG_MAX} for a reflog): git reads it whole"
         if not any(d.get("bulk") for d in m.failed)
@@ -581,21 +662,58 @@ def refusal(repo: Repo, m: Moved) -> Refusal:
         f"lanes' own branches ({STRAY_MAX} entries and {STRAY_LOG_MAX} bytes in all under "
         "the lane refs and the admin dirs' refs/ and logs/): git gc reads every reflog"
     )
+    others = _strangers(common, rels[:100])
+    who = (
+        "; "
+        + ", ".join(f"{r} is uid {u}'s" for r, u in list(others.items())[:5])
+        + f", not this user's (uid {os.geteuid()}): that user or root must remove it or "
+        "give it to this user before the check can move it"
+        if others
+        else "; nothing on its way is another user's: what stops the rename (an immutable "
+        "file, a read-only or full file system) must go before the check can move it"
+    )
     return Refusal(
         "git_file_oversized",
         f"{what}, and it could not be moved into kept/ ("
         + str(m.failed[0]["why"])
-        + "); nothing was done",
-        next=[*moves, *fix] if fix else [*moves, "git lane status"],
-        details={"failed": m.failed[:100], "moved": m.moved[:100]},
+        + f"); nothing was done{who}",
+        next=["git lane status", *fix],
+        details={"failed": m.failed[:100], "moved": m.moved[:100], "uids": others},
     )
 
 
+def _strangers(common: str, rels: list[str]) -> dict[str, int]:
+    """The uid of each of `rels` (relative to `common`), or of the directory it lies in,
+    that is not this process's: an lstat through directory fds, never a link followed."""
+    me, out = os.geteuid(), dict[str, int]()
+    for rel in rels:
+        try:
+            dfd, _ = dirfd.walk(common, os.path.dirname(rel))
+        except OSError:
+            continue
+        try:
+            uids = [os.fstat(dfd).st_uid]
+            try:
+                st = os.stat(os.path.basename(rel), dir_fd=dfd, follow_symlinks=False)
+                uids.insert(0, st.st_uid)
+            except OSError:
+                pass
+        finally:
+            os.close(dfd)
+        other = next((u for u in uids if u != me), None)
+        if other is not None:
+            out[rel] = other
+    return out
+
+
 def ref_oversized(common: str | os.PathLike[str], branch: str) -> bool:
-    """Is the loose ref file of `branch` larger than REF_MAX (one lstat, never a read)? exec's
-    Absorber asks before each look at the branch while CMD runs: its git would read it whole."""
+    """Is the loose ref file of `branch` larger than REF_MAX, or no file nor directory (a
+    FIFO, a link: _odd) (one lstat, never a read)? exec's Absorber asks before each look at
+    the branch while CMD runs: its git would read it whole, block on it, or read through it."""
     try:
         st = os.lstat(os.path.join(common, "refs", "heads", branch))
     except OSError:
         return False
-    return stat.S_ISREG(st.st_mode) and st.st_size > REF_MAX
+    if stat.S_ISREG(st.st_mode):
+        return st.st_size > REF_MAX
+    return not stat.S_ISDIR(st.st_mode)

@@ -534,11 +534,13 @@ def test_a_grown_lane_ref_fails_and_its_fix_puts_the_branch_back(hub: Repo) -> N
     assert hub.sha("refs/heads/lane/a") == tip
 
 
-def test_a_grown_ref_that_cannot_be_moved_fails_with_the_moves_to_make(
+def test_a_grown_ref_that_cannot_be_moved_fails_with_the_check_again_and_the_repair(
     hub: Repo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """When the rename is refused (a directory its owner may not write), nothing is moved
-    and doctor fails with the `mv` into kept/ and the repair: run as printed, they work."""
+    and doctor fails with the check again and the repair, engine commands only (no `mv`
+    by a path a lane can re-point, red team 15A F1b): run as printed once the directory is
+    writable again, they work."""
     from guard import dirfd
     from guard.cli import Ctx
     from guard.errors import Refusal
@@ -555,6 +557,7 @@ def test_a_grown_ref_that_cannot_be_moved_fails_with_the_moves_to_make(
         with pytest.raises(Refusal) as refused:  # every command: the CLI's own check
             assert Ctx(str(hub.path), True).repo is None
         assert refused.value.code == "git_file_oversized"
+        assert refused.value.next == ["git lane status", "git lane repair a"]
     run_fix(hub, c["fix"])
     (kept,) = (hub.state_dir / "kept").glob("oversized.*/refs/heads/lane/a")
     assert kept.stat().st_size == 256 << 20 and ref.stat().st_size < 100
@@ -662,12 +665,13 @@ def test_a_released_lanes_name_keeps_no_reflog_out_of_the_total(hub: Repo) -> No
     assert (logs / "a").stat().st_size == oversize.LOG_MAX - 1
 
 
-def test_refs_in_bulk_that_cannot_be_moved_fail_with_the_moves_to_make(
+def test_refs_in_bulk_that_cannot_be_moved_fail_with_the_check_again(
     hub: Repo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """When the bulk bound's rename is refused, nothing is moved and doctor fails
-    git_file_oversized with the `mv` of the whole directory into kept/: run as printed, it
-    works, and nothing is left past the bound."""
+    git_file_oversized with the check again (no `mv` by a path a lane can re-point, red
+    team 15A F1b): run as printed once the directory is writable, it moves the whole
+    directory into kept/, and nothing is left past the bound."""
     from guard import dirfd, oversize
 
     make_lane(hub, "a")
@@ -681,6 +685,7 @@ def test_refs_in_bulk_that_cannot_be_moved_fail_with_the_moves_to_make(
         c = checks(hub)["oversized"]
     assert c["status"] == "fail" and "[git_file_oversized]" in c["message"], c
     assert f"{oversize.STRAY_MAX} entries" in c["message"] and many.is_dir()
+    assert c["fix"] == "git lane status", c
     run_fix(hub, c["fix"])
     (kept,) = (hub.state_dir / "kept").glob("oversized.*/refs/heads/lane/many")
     assert len(list(kept.iterdir())) == oversize.STRAY_MAX + 1 and not many.exists()
@@ -707,3 +712,124 @@ def test_refs_in_bulk_each_beside_the_branches_are_kept_and_the_event_stays_one_
     assert len(list(kept.iterdir())) == oversize.EVENT_MAX + 10
     (ev,) = events(hub, "oversized_kept")
     assert len(ev["moved"]) == oversize.EVENT_MAX and ev["more"] == 10, ev["more"]
+
+
+def test_git_file_oversizeds_next_never_moves_a_directory_a_lane_links_on_its_way(
+    hub: Repo, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """red team 15A F1b: a grown ref at refs/heads/lane/P/victim that cannot be moved; the
+    refusal printed, a process of the lane swaps P (the lane refs are every lane's to
+    write) for a link to a directory of the owner's. The next, run as printed, never
+    follows it (it was `mv -n -T -- <common>/refs/heads/lane/P/victim KEPT/...`, which
+    moved the owner's own `victim` into kept/): the engine's check moves the link itself."""
+    from guard import dirfd
+    from guard.cli import Ctx
+
+    make_lane(hub, "a")
+    outside = tmp_path / "owners"
+    (outside / "victim").mkdir(parents=True)
+    (outside / "victim" / "precious.txt").write_text("mine\n")
+    heads = hub.common_dir / "refs" / "heads" / "lane"
+    (heads / "P").mkdir()
+    (heads / "P" / "victim").write_text("x\n")
+    _grow(heads / "P" / "victim")
+    with monkeypatch.context() as m:
+        m.setattr(dirfd, "owner_may", lambda dfd, change: False)
+        with pytest.raises(Refusal) as refused:
+            assert Ctx(str(hub.path), True).repo is None
+    assert refused.value.code == "git_file_oversized"
+    (heads / "P").rename(heads / "P.was")
+    (heads / "P").symlink_to(outside)
+    for step in refused.value.next:
+        subprocess.run(step, shell=True, cwd=hub.path, capture_output=True, text=True)
+    assert (outside / "victim" / "precious.txt").read_text() == "mine\n", (
+        refused.value.next,
+        sorted(str(p) for p in (hub.state_dir / "kept").rglob("precious.txt")),
+    )
+    assert not (heads / "P").is_symlink() and not (heads / "P.was" / "victim").exists()
+
+
+def _plant(kind: str, path: Path) -> None:
+    """What a process of a lane under plain exec (or --sandbox) can put among the lane
+    refs: a FIFO, or a link to /dev/zero or to a directory (/usr)."""
+    if path.exists():
+        path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to({"zero": "/dev/zero", "dir": "/usr"}[kind])
+
+
+@pytest.mark.parametrize(
+    "kind, rel",
+    [
+        ("fifo", "refs/heads/lane/zz"),
+        ("fifo", "logs/refs/heads/lane/zz"),
+        ("zero", "refs/heads/lane/zz"),
+        ("dir", "refs/heads/lane/P"),
+        ("zero", "refs/heads/lane/a"),
+    ],
+    ids=["fifo", "fifo_reflog", "dev_zero", "dir_link", "own_branch_linked"],
+)
+def test_a_fifo_or_link_among_the_lane_refs_is_kept_aside_before_any_git_reads_it(
+    hub: Repo, kind: str, rel: str
+) -> None:
+    """red team 15A F6, F6b: a FIFO at refs/heads/lane/zz blocked every git that lists the
+    refs (status hung for ever, doctor said ok), a link to /dev/zero made every git read
+    until memory ran out, one to /usr made for-each-ref walk it. The check moves each into
+    kept/ (renamed: the FIFO, the link itself, never followed) before any git runs, doctor
+    names it, and a lane whose branch it was gets `git lane repair KEY` back. (In an admin
+    dir, each is admin_unreadable's: tests/test_hostile_state.py.)"""
+    from guard import oversize
+
+    lane = make_lane(hub, "a")
+    tip = sha(lane)
+    path = hub.common_dir / rel
+    _plant(kind, path)
+    (c,) = doctor.check_oversized(grepo(hub))  # in process: no git has read it yet
+    assert not os.path.lexists(path), f"{rel} ({kind}) left where git reads it: {c}"
+    (kept,) = (hub.state_dir / "kept").glob(f"oversized.*/{rel}")
+    assert kept.is_symlink() if kind != "fifo" else kept.is_fifo()
+    assert rel in c["message"], c  # doctor names it
+    (ev,) = events(hub, "oversized_kept")
+    assert [(d["file"], d["odd"]) for d in ev["moved"]] == [
+        (rel, "fifo" if kind == "fifo" else "symlink")
+    ], ev
+    own = rel.endswith("/a")
+    assert (c["status"], c["fix"]) == (("fail", "git lane repair a") if own else ("warn", None))
+    st = hub.jlane("status")
+    assert st.rc == 0, st.stdout[-300:]
+    if own:
+        run_fix(hub, "git lane repair a")
+    assert hub.sha("refs/heads/lane/a") == tip
+    assert oversize.ref_oversized(hub.common_dir, "lane/a") is False
+    ref = hub.common_dir / "refs" / "heads" / "lane" / "a"
+    text = ref.read_bytes()
+    _plant(kind, ref)
+    try:
+        assert oversize.ref_oversized(hub.common_dir, "lane/a")  # exec's absorb skips it
+    finally:
+        ref.unlink()
+        ref.write_bytes(text)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dir"])
+def test_the_lane_refs_directory_itself_made_a_fifo_or_link_is_kept_aside(
+    hub: Repo, kind: str
+) -> None:
+    """A process of a lane under plain exec (its shims do not see mv or mkfifo) moves all
+    of refs/heads/lane/ away and puts a FIFO (git lists refs/heads/ and opens it as a ref:
+    every git that lists the refs blocks) or a link to /usr in its place. The check moves
+    it into kept/ (the scan could not go into it), and doctor's fix puts back every lane's
+    branch."""
+    lane = make_lane(hub, "a")
+    tip = sha(lane)
+    heads = hub.common_dir / "refs" / "heads" / "lane"
+    heads.rename(heads.with_name("lane.was"))
+    _plant(kind, heads)
+    (c,) = doctor.check_oversized(grepo(hub))  # in process: no git has read it yet
+    assert not os.path.lexists(heads), c
+    assert (c["status"], c["fix"]) == ("fail", "git lane repair a"), c
+    assert hub.jlane("status").rc == 0
+    run_fix(hub, c["fix"])
+    assert hub.sha("refs/heads/lane/a") == tip

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import NODAC, Repo, lane, needs_modes, owner_argv, owner_lane
+from conftest import NODAC, LaneRun, Repo, lane, needs_modes, owner_argv, owner_lane
 from enginehelp import events, pid_alive, wait_for
 from sandboxhelp import NEEDS_LANDLOCK
 
@@ -633,6 +633,82 @@ def test_oversize_sets_aside_a_grown_file_in_an_admin_dir_the_lane_made_unlistab
         admin.chmod(0o755)
 
 
+def _runs_nexts(out: LaneRun, cwd: Path) -> None:
+    """Run a git_file_oversized refusal's `next` steps as the owner runs them, up to the
+    first that fails."""
+    if out.rc == 1 and out.code == "git_file_oversized":
+        for step in out.json["next"]:
+            done = subprocess.run(owner_argv("sh", "-c", step), cwd=cwd, check=False)
+            if done.returncode:
+                break
+
+
+@needs_modes  # red team 15A F1
+def test_a_lane_ref_directory_readable_but_not_searchable_never_stops_every_command(
+    hub: Repo,
+) -> None:
+    """A sandboxed lane makes `refs/heads/lane/P/victim` and `chmod 0400 P` (both granted:
+    the lane refs are the lane's, chmod is no Landlock right). The check opened P (r is
+    enough) and listed it, then could not open `victim`: giving the child its bits back
+    through an O_PATH fd needs the parent's search bit too. Every command of a non-root
+    owner refused git_file_oversized ("another owner's directory", which it is not) with
+    an `mv` that failed as written. Now P gets its owner's bits back through its own fd."""
+    repo = hub
+    lp = repo.create("alpha")
+    r = lane(
+        "exec",
+        "--sandbox",
+        "alpha",
+        "--",
+        "sh",
+        "-c",
+        'cd "$(git rev-parse --git-common-dir)/refs/heads/lane" && mkdir -p P/victim '
+        "&& chmod 0400 P",
+        cwd=lp,
+    )
+    assert r.rc == 0, r.stderr
+    heads = repo.common_dir / "refs" / "heads" / "lane"
+    assert (heads / "P").stat().st_mode & 0o777 == 0o400
+    try:
+        first = owner_lane("status", "--json", cwd=repo.path)
+        _runs_nexts(first, repo.path)
+        again = owner_lane("status", "--json", cwd=repo.path)
+        assert first.rc == 0 and again.rc == 0, (first.stdout[:300], again.stdout[:300])
+    finally:
+        if (heads / "P").exists():
+            (heads / "P").chmod(0o755)
+
+
+@needs_modes  # red team 15A F1
+def test_a_grown_per_worktree_ref_below_an_admin_dir_made_readable_only_is_set_aside(
+    hub: Repo,
+) -> None:
+    """The same for the admin dir: `chmod 0400` on `worktrees/<id>/` and on `worktrees/`
+    (reached by path: chmod is no Landlock right), a per-worktree ref grown past REF_MAX
+    below it. The owner's status gives each its bits back, moves the ref into kept/, and
+    runs."""
+    repo = hub
+    lp = repo.create("alpha")
+    admin = _admin(lp)
+    ref = admin / "refs" / "bisect" / "bad"
+    ref.parent.mkdir(parents=True)
+    ref.write_text(repo.sha() + "\n")
+    with open(ref, "r+b") as f:
+        f.truncate(1 << 20)
+    admin.chmod(0o400)
+    admin.parent.chmod(0o400)
+    try:
+        st = owner_lane("status", "--json", cwd=repo.path)
+        _runs_nexts(st, repo.path)
+        admin.parent.chmod(0o755)
+        admin.chmod(0o755)
+        assert not ref.exists(), f"status rc {st.rc}: {st.stdout[-300:]}"
+        assert st.rc == 0, st.stdout[-400:]
+    finally:
+        admin.parent.chmod(0o755)
+        admin.chmod(0o755)
+
+
 @pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("setpriv") is None,
     reason="needs root to play an owner of a foreign directory",
@@ -669,6 +745,10 @@ def test_a_lane_ref_directory_the_owner_cannot_list_is_never_said_to_hold_nothin
         out = json.loads(st.stdout)
         assert out["code"] == "git_file_oversized", out
         assert out["details"]["failed"][0]["file"] == "refs/heads/lane/other", out
+        # no shell mv by a path a lane can re-point (red team 15A F1b): the check again,
+        # once uid 65534 (named) or root removed it
+        assert out["next"] == ["git lane status"], out
+        assert out["details"]["uids"] == {"refs/heads/lane/other": 65534}, out
         doc = json.loads(run("doctor", "--json").stdout)  # refused as every command, or FAIL
         said = {c["name"]: c for c in doc.get("checks", [])}.get("oversized", {})
         assert doc.get("code") == "git_file_oversized" or said.get("status") == "fail", doc

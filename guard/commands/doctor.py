@@ -1208,11 +1208,12 @@ def check_oversized(repo: Repo) -> list[Check]:
             finding(
                 "oversized",
                 OK,
-                "no ref, HEAD or reflog a lane may write is larger than git writes them",
+                "no ref, HEAD or reflog a lane may write is larger than git writes them, "
+                "nor other than a file",
             )
         ]
     fix = oversize.restores(repo, moved)
-    kept = ", ".join(f"{d['file']} ({d['size']} bytes) to {d['kept']}" for d in moved[:5])
+    kept = ", ".join(f"{oversize.shown(d)} to {d['kept']}" for d in moved[:5])
     bulk = (
         f", or made more of them than {oversize.STRAY_MAX} entries and "
         f"{oversize.STRAY_LOG_MAX} bytes in all beside the lanes' own branches and HEAD "
@@ -1227,6 +1228,11 @@ def check_oversized(repo: Repo) -> list[Check]:
             f"moved {kept}{' ...' if len(moved) > 5 else ''}: a lane grew them past any size "
             f"git writes (a ref {oversize.REF_MAX} bytes, a reflog {oversize.LOG_MAX}){bulk}, "
             "and every git would have read them whole"
+            + (
+                " (or, no file, opened one and blocked, or read through a link)"
+                if any(d.get("odd") for d in moved)
+                else ""
+            )
             + ("; a lane lost its branch or HEAD with it" if fix else "; nothing to put back"),
             join_next(fix) or None,
         )
