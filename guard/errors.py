@@ -136,6 +136,12 @@ CODES: dict[str, Code] = _codes(
         "a ref, HEAD or reflog a lane may write is larger than git writes and cannot be moved aside",
     ),
     (
+        "git_file_not_plain",
+        "engine",
+        None,
+        "the common HEAD or config (or a worktree's HEAD, commondir) is a FIFO, socket or device",
+    ),
+    (
         "admin_unreadable",
         "engine",
         None,

@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from guard import dirfd, policy
+from guard.repo import symlink_ref
 from guard.errors import Refusal
 
 if TYPE_CHECKING:
@@ -365,7 +366,65 @@ def _root_odd(common: str, rel: str) -> Iterator[tuple[int, str, Oversized]]:
         os.close(pfd)
 
 
-def _each(common: str, tally: _Tally | None = None) -> Iterator[tuple[int, str, Oversized]]:
+def _blocking(dfd: int, name: str) -> str:
+    """What lies at `name` in `dfd` when git's open of it would wait for ever or read
+    without end (a FIFO, a socket, a device, or a link to one: its kind), "" otherwise (a
+    file, a directory, nothing, a link git takes for a symbolic ref, one that leads
+    nowhere). lstat, and stat through a link: never opened."""
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        if stat.S_ISLNK(st.st_mode):
+            if symlink_ref(os.readlink(name, dir_fd=dfd)):
+                return ""
+            if stat.S_ISREG((to := os.stat(name, dir_fd=dfd)).st_mode) or stat.S_ISDIR(to.st_mode):
+                return ""
+            return "symlink"
+    except OSError:
+        return ""
+    if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
+        return ""
+    return _ODD.get(stat.S_IFMT(st.st_mode), "device")
+
+
+def _blocking_refs(common: str, mains: set[str]) -> Iterator[tuple[int, str, Oversized]]:
+    """Each entry under refs/git-lane/ (the landed refs, the baseline) and refs/heads/ (but
+    the lane refs, scanned on their own, and main's names, `mains`: Repo.ref_file_blocks
+    refuses those) that git's open would wait on for ever or read without end (_blocking:
+    a FIFO a same-user process outside the sandbox made with mkfifo; red team 15C F2).
+    git-lane's own look for main lists every loose ref under refs/heads/, and every land
+    and doctor every landed ref. It holds no commit: moved as _odd is (a landed ref is
+    written back by reconcile, vouched by its land event: restores). A listing (the
+    kind of each entry), a stat only for what is no file nor directory."""
+    for rel, skip in (("refs/git-lane", frozenset[str]()), ("refs/heads", frozenset({"lane"}))):
+        try:
+            for here, dfd, entries in dirfd.scan(common, rel, DEPTH, skip=skip):
+                for name, kind in entries:
+                    if kind in (stat.S_IFREG, stat.S_IFDIR):
+                        continue
+                    path = f"{here}/{name}"
+                    if path in mains or (here == "refs/heads" and name == "lane"):
+                        continue  # (refs/heads/lane itself no directory: _root_odd's)
+                    odd = _blocking(dfd, name)
+                    if odd:
+                        yield dfd, name, Oversized(path, 0, 0, odd=odd)
+        except OSError:
+            continue  # not there, or not listable: git's open fails there too, never waits
+
+
+def _mains(repo: Repo) -> set[str]:
+    try:
+        configured = repo.owner_config.get("main_branch")
+    except Refusal:
+        configured = None
+    names = [configured] if isinstance(configured, str) and configured else ["main", "master"]
+    return {f"refs/heads/{n}" for n in names}
+
+
+def _each(
+    common: str, tally: _Tally | None = None, mains: set[str] | None = None
+) -> Iterator[tuple[int, str, Oversized]]:
+    if mains is not None:
+        yield from _blocking_refs(common, mains)
     for root in _LANE_ROOTS:
         yield from _root_odd(common, root)
     yield from _found(common, "refs/heads/lane", DEPTH, REF_MAX, tally)
@@ -429,7 +488,7 @@ def set_aside(repo: Repo) -> Moved:
     kept = repo.kept_dir("oversized")
     tally = _Tally()
     with _Into(common, kept) as into:
-        for dfd, name, o in _each(common, tally):
+        for dfd, name, o in _each(common, tally, _mains(repo)):
             if into.move(dfd, name, o, moved, failed):
                 tally.drop(o)
         if tally.over():
@@ -606,6 +665,8 @@ def restores(repo: Repo, moved: list[dict[str, Any]]) -> list[str]:
     head, keys = False, list[str]()
     for m in moved:
         rel = str(m["file"])
+        if rel.startswith("refs/git-lane/"):
+            head = True  # a landed ref or the baseline: reconcile writes it back
         where, _, name = rel.rpartition("/")
         key = branches.get(rel)
         if rel == _LANE_ROOTS[0]:  # all of refs/heads/lane/ (_root_odd): every branch
