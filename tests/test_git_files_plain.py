@@ -164,3 +164,17 @@ def test_a_fifo_at_a_landed_ref_is_kept_and_reconcile_puts_the_ref_back(
     assert hub.sha(LANDED) == tip
     rc, out, err = _lane(hub, "status")
     assert rc == 0, (out, err)
+
+
+def test_a_fifo_at_another_branch_is_kept_by_every_commands_first_step(landed_hub: Repo) -> None:
+    """A FIFO at refs/heads/feature (no lane's, not main): git-lane's look for main lists
+    every loose ref under refs/heads/, and would wait on it for ever. It holds no commit:
+    the first step moves it into kept/ (said in a warning), and the command runs."""
+    hub = landed_hub
+    os.mkfifo(hub.common_dir / "refs" / "heads" / "feature")
+    rc, out, err = _lane(hub, "status")
+    assert rc == 0, (out, err)
+    assert not os.path.lexists(hub.common_dir / "refs" / "heads" / "feature")
+    (kept,) = (hub.state_dir / "kept").glob("oversized.*/refs/heads/feature")
+    assert kept.is_fifo()
+    assert any("refs/heads/feature" in str(w) for w in out["warnings"]), out  # type: ignore[union-attr]
