@@ -31,7 +31,11 @@ tests/test_oversize_pools.py).
 Nor is anything under the lane refs or their reflogs that is no regular file nor
 directory (a FIFO git's open blocks on, a link it reads through, to /dev/zero or /usr):
 such an entry is moved as a grown file is (_odd, red team 15A F6; in an admin dir, each is
-admin_unreadable's).
+admin_unreadable's). So is a FIFO, socket, device or link to one anywhere else under
+refs/heads/ (but main's name: Repo.ref_file_blocks refuses it) and under refs/git-lane/ (a
+landed ref: reconcile writes it back), which only a process outside the sandbox can make,
+and which git-lane's own look for main and the landed refs would wait on for ever
+(_blocking_refs, red team 15C F2).
 
 The index is not held to one: git maps it and reads what its header says (no checksum
 pass on read), so a sparse one costs nothing. Nor is the lane's object store (its reads
@@ -659,7 +663,8 @@ def restores(repo: Repo, moved: list[dict[str, Any]]) -> list[str]:
     (`repair KEY`: back at the commit its worktree last had checked out, from its HEAD
     reflog), its admin dir's `gitdir` or `commondir` (`repair KEY` writes them), a `HEAD`
     that could not be written back (`reconcile` writes it, first: every other command
-    refuses admin_unreadable until then). Nothing for a reflog or a pseudo-ref: git runs
+    refuses admin_unreadable until then); and a landed ref or the baseline
+    (`reconcile`, from the land event that vouches for it). Nothing for a reflog or a pseudo-ref: git runs
     without them, and the kept file holds what they said."""
     admins, branches = _active(repo)
     head, keys = False, list[str]()
