@@ -249,12 +249,12 @@ def _read_small(path: str) -> str | None:
         os.close(fd)
 
 
-def _git_dir_from(cwd: str) -> str | None:
-    """The git dir git's discovery finds from `cwd` (setup.c, as far as a file git opens
-    goes): the first `.git` up from it (a directory, or a file `gitdir: PATH`), else a
-    directory that is a git dir itself (a bare repository: `objects/` and `refs/`); None
-    when there is none. git-lane's git runs with GIT_DIR and the other pointers scrubbed
-    (git.base_env), so they do not count."""
+def _git_dir_from(cwd: str) -> tuple[str, str] | None:
+    """(the git dir, the worktree's top) git's discovery finds from `cwd` (setup.c, as far
+    as a file git opens goes): the first `.git` up from it (a directory, or a file
+    `gitdir: PATH`), else a directory that is a git dir itself (a bare repository:
+    `objects/` and `refs/`); None when there is none. git-lane's git runs with GIT_DIR and
+    the other pointers scrubbed (git.base_env), so they do not count."""
     d = os.path.abspath(cwd)
     while True:
         dot = os.path.join(d, ".git")
@@ -263,43 +263,49 @@ def _git_dir_from(cwd: str) -> str | None:
         except OSError:
             st = None
         if st is not None and stat.S_ISDIR(st.st_mode):
-            return dot
+            return dot, d
         if st is not None and stat.S_ISREG(st.st_mode):
             text = _read_small(os.path.realpath(dot))
             if text is not None and text.startswith("gitdir: "):
-                return os.path.join(d, text[len("gitdir: ") :].rstrip("\n"))
+                return os.path.join(d, text[len("gitdir: ") :].rstrip("\n")), d
         if os.path.isdir(os.path.join(d, "objects")) and os.path.isdir(os.path.join(d, "refs")):
-            return d
+            return d, d
         up = os.path.dirname(d)
         if up == d:
             return None
         d = up
 
 
-def git_file_blocking(cwd: str) -> tuple[str, str] | None:
-    """(its path, the common dir) of the first file every git opens to find and set up the
-    repository from `cwd` that would block it (blocks: a FIFO a process outside the
-    sandbox made at the common `HEAD` or `config`, at a worktree's `HEAD`, `commondir` or
-    `config.worktree`): looked at before the first git runs (Repo.discover), which would
-    wait on it for ever. None when each is a file, a directory or nothing."""
-    gitdir = _git_dir_from(cwd)
-    if gitdir is None:
+def git_file_blocking(cwd: str) -> tuple[str, str, str | None] | None:
+    """(its path, the common dir, the linked worktree's top or None) of the first file
+    every git opens to find and set up the repository from `cwd` that would block it
+    (blocks: a FIFO a process outside the sandbox made at the common `HEAD` or `config`,
+    or at a linked worktree's `HEAD`, `commondir` or `config.worktree`, in its admin dir):
+    looked at before the first git runs (Repo.discover), which would wait on it for ever.
+    None when each is a file, a directory or nothing."""
+    found = _git_dir_from(cwd)
+    if found is None:
         return None
+    gitdir, top = found
+    commondir = os.path.join(gitdir, "commondir")
+    # (an admin dir is <common>/worktrees/<id>: what reconcile is run in, if commondir is
+    # what cannot be read)
+    guess = os.path.dirname(os.path.dirname(os.path.normpath(gitdir)))
+    if blocks(commondir):
+        return commondir, guess, top
+    text = _read_small(commondir)
     common = gitdir
-    for name in ("HEAD", "commondir"):
-        p = os.path.join(gitdir, name)
-        if blocks(p, head=name == "HEAD"):
-            return p, common
-    text = _read_small(os.path.join(gitdir, "commondir"))
     if text is not None and text.strip("\n"):
         common = os.path.normpath(os.path.join(gitdir, text.rstrip("\n")))
-    for p in (
-        os.path.join(gitdir, "config.worktree"),
-        os.path.join(common, "config"),
-        os.path.join(common, "HEAD"),
-    ):
-        if blocks(p, head=p.endswith("HEAD")):
-            return p, common
+    linked = top if os.path.normpath(common) != os.path.normpath(gitdir) else None
+    for name in ("HEAD", "config.worktree"):
+        p = os.path.join(gitdir, name)
+        if blocks(p, head=name == "HEAD"):
+            return p, common, linked
+    for name in ("config", "HEAD"):
+        p = os.path.join(common, name)
+        if blocks(p, head=name == "HEAD"):
+            return p, common, None
     return None
 
 
@@ -458,7 +464,10 @@ class Repo:
             timeout = git.lane_read_timeout()
         # before the first git: each would wait on a FIFO at HEAD or config for ever
         if (found := git_file_blocking(cwd)) is not None:
-            raise git_file_refusal(*found)
+            path, common_dir, linked = found
+            if linked is not None:  # an admin dir's file: reconcile's mend, from the hub
+                raise _blocked(linked, common_dir, f"{git.shown(path)} is no regular file")
+            raise git_file_refusal(path, common_dir)
         res = git.run(
             ["rev-parse", "--is-bare-repository", "--path-format=absolute", "--git-common-dir"],
             cwd,

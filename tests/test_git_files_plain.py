@@ -178,3 +178,28 @@ def test_a_fifo_at_another_branch_is_kept_by_every_commands_first_step(landed_hu
     (kept,) = (hub.state_dir / "kept").glob("oversized.*/refs/heads/feature")
     assert kept.is_fifo()
     assert any("refs/heads/feature" in str(w) for w in out["warnings"]), out  # type: ignore[union-attr]
+
+
+def test_a_fifo_at_a_plain_worktrees_head_is_refused_there_and_mended_from_the_hub(
+    landed_hub: Repo,
+) -> None:
+    """A worktree the owner added (no lane) whose admin dir's HEAD is a FIFO: a command
+    run there refuses admin_unreadable before any git runs (the admin dir is reconcile's
+    to mend), its next (`git -C <hub> lane reconcile`) runs as printed, and the hub works."""
+    hub = landed_hub
+    wt = hub.path.parent / "plain wt"
+    hub.git("worktree", "add", "-q", "--detach", str(wt))
+    admin = Path(hub.git("rev-parse", "--absolute-git-dir", cwd=wt).stdout.strip())
+    (admin / "HEAD").unlink()
+    os.mkfifo(admin / "HEAD")
+    hub_path = hub.path
+    hub.path = wt  # (run from inside the worktree)
+    try:
+        rc, out, err = _lane(hub, "status")
+    finally:
+        hub.path = hub_path
+    assert rc == 1 and out["code"] == "admin_unreadable", (out, err)
+    _run_next(hub, [str(x) for x in out["next"]])  # type: ignore[union-attr]
+    assert not (admin / "HEAD").is_fifo()
+    rc, out, err = _lane(hub, "status")
+    assert rc == 0, (out, err)
