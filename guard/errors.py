@@ -139,7 +139,7 @@ CODES: dict[str, Code] = _codes(
         "git_file_not_plain",
         "engine",
         None,
-        "the common HEAD or config (or a worktree's HEAD, commondir) is a FIFO, socket or device",
+        "the common HEAD or config is a FIFO, socket or device: every git would wait on it",
     ),
     (
         "admin_unreadable",
