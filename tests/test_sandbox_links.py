@@ -102,8 +102,8 @@ def test_submodule_clone_hard_linked_objects_are_split(
 
 @NEEDS_LANDLOCK
 def test_links_with_every_name_inside_are_left_alone(hub: Repo) -> None:
-    """A file whose names all lie in the granted dirs is not copied: CMD may write each of
-    them anyway."""
+    """A file whose names all lie in the granted dirs is not copied (CMD may write each of
+    them anyway), while one beside it with a name outside is."""
     lane_path = hub.create("alpha")
     common = hub.common_dir.resolve()
     a = common / "refs" / "heads" / "lane" / "inside"
@@ -111,10 +111,15 @@ def test_links_with_every_name_inside_are_left_alone(hub: Repo) -> None:
     b = _admin(lane_path) / "inside"
     os.link(a, b)
     ino = a.stat().st_ino
+    config = common / "config"
+    out = _place(hub, lane_path, "admin_dir")
+    os.link(config, out)
     r = hub.lane("exec", "--sandbox", "alpha", "--", "true")
     assert r.rc == 0, r.stderr
     assert a.stat().st_ino == ino == b.stat().st_ino and a.stat().st_nlink == 2
-    assert not _events(hub, "git_dir_links_split")
+    assert config.stat().st_nlink == 1 and out.stat().st_ino != config.stat().st_ino
+    split = [e for e in _events(hub, "git_dir_links_split") if e["code"] == "split"]
+    assert [e["files"] for e in split] == [[os.path.relpath(out, common)]], split
 
 
 @NEEDS_LANDLOCK
