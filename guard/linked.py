@@ -89,9 +89,10 @@ def roots(common: str, dirs: Sequence[str]) -> list[str]:
     return [r for r in out if not any(o != r and r.startswith(o + "/") for o in out)]
 
 
-def _walk(dfd: int, here: str, depth: int, seen: dict[tuple[int, int], list[str]]) -> None:
+def _walk(dfd: int, here: str, depth: int, seen: dict[tuple[int, int], list[int | str]]) -> None:
     """Each regular file with more than one name in the directory `dfd` (`here`) and
-    below it into `seen`, by inode; never through a link, nothing deeper than `depth`."""
+    below it into `seen`, by inode: [its link count, then each name found]; never through
+    a link, nothing deeper than `depth`."""
     try:
         with os.scandir(dfd) as it:
             entries = list(it)
@@ -116,7 +117,9 @@ def _walk(dfd: int, here: str, depth: int, seen: dict[tuple[int, int], list[str]
             elif e.is_file(follow_symlinks=False):
                 st = e.stat(follow_symlinks=False)  # fstatat in `dfd`: never followed
                 if st.st_nlink > 1 and stat.S_ISREG(st.st_mode):
-                    seen.setdefault((st.st_dev, st.st_ino), []).append(f"{here}/{e.name}")
+                    names = seen.setdefault((st.st_dev, st.st_ino), [st.st_nlink])
+                    names[0] = max(names[0], st.st_nlink)
+                    names.append(f"{here}/{e.name}")
         except FileNotFoundError:
             continue  # gone since it was listed: no name of it there
         except OSError as exc:
@@ -124,23 +127,11 @@ def _walk(dfd: int, here: str, depth: int, seen: dict[tuple[int, int], list[str]
             raise LinkError(f"{here}/{e.name}", why) from None
 
 
-def _nlink(common: str, rel: str) -> int:
-    """The link count of `rel` now (lstat through directory fds); 0 when it is gone."""
-    dfd, _ = dirfd.walk(common, os.path.dirname(rel))
-    try:
-        st = os.stat(os.path.basename(rel), dir_fd=dfd, follow_symlinks=False)
-    except FileNotFoundError:
-        return 0
-    finally:
-        os.close(dfd)
-    return st.st_nlink if stat.S_ISREG(st.st_mode) else 0
-
-
 def find(common: str, dirs: Sequence[str]) -> list[Linked]:
     """Every regular file under `dirs` (below `common`) with a name outside them: one
     Linked per name found. A dir that does not exist holds none (a lane with no loose
     ref). Raises LinkError when one cannot be walked."""
-    seen: dict[tuple[int, int], list[str]] = {}
+    seen: dict[tuple[int, int], list[int | str]] = {}
     for rel in roots(common, dirs):
         try:
             pfd, _ = dirfd.walk(common, os.path.dirname(rel))
@@ -161,30 +152,38 @@ def find(common: str, dirs: Sequence[str]) -> list[Linked]:
         finally:
             os.close(fd)
     out: list[Linked] = []
-    for names in seen.values():
-        try:
-            nlink = max(_nlink(common, n) for n in names)  # as it is now, after the walk
-        except OSError as exc:
-            raise LinkError(names[0], f"cannot be looked at ({exc.strerror or exc})") from None
-        if nlink > len(names):
-            out += [Linked(n, nlink, len(names)) for n in names]
+    for nlink, *names in seen.values():
+        if int(nlink) > len(names):
+            out += [Linked(str(n), int(nlink), len(names)) for n in names]
     return sorted(out, key=lambda x: x.rel)
 
 
-def _own_file(common: str, rel: str) -> bool:
-    """Give `rel` an inode of its own (see the module's docstring); False when it has one
-    already (its other names went meanwhile). Raises LinkError."""
-    where, name = os.path.split(rel)
+def _own_files(common: str, where: str, names: Sequence[str]) -> list[str]:
+    """Give each of `names` in the directory `where` an inode of its own (see the module's
+    docstring); those that were (one whose other names went meanwhile has one already).
+    One walk to the directory and one fsync of it for all. Raises LinkError."""
     try:
         dfd, _ = dirfd.walk(common, where)
     except OSError as exc:
-        raise LinkError(rel, f"its directory cannot be reached ({exc.strerror or exc})") from None
+        why = f"its directory cannot be reached ({exc.strerror or exc})"
+        raise LinkError(os.path.join(where, names[0]), why) from None
+    done: list[str] = []
     try:
-        return _own_file_at(dfd, rel, name)
-    except OSError as exc:
-        raise LinkError(rel, f"it could not be copied ({exc.strerror or exc})") from None
+        for name in names:
+            rel = os.path.join(where, name)
+            try:
+                if _own_file_at(dfd, rel, name):
+                    done.append(rel)
+            except OSError as exc:
+                raise LinkError(rel, f"it could not be copied ({exc.strerror or exc})") from None
+        if done:
+            try:
+                os.fsync(dfd)
+            except OSError:
+                pass  # some filesystems cannot fsync a directory; the renames are done
     finally:
         os.close(dfd)
+    return done
 
 
 def _own_file_at(dfd: int, rel: str, name: str) -> bool:
@@ -240,20 +239,19 @@ def _own_file_at(dfd: int, rel: str, name: str) -> bool:
             raise
     finally:
         os.close(fd)
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass  # some filesystems cannot fsync a directory; the rename is done
     return True
 
 
 def split(common: str, dirs: Sequence[str]) -> list[Linked]:
     """Give every file find() finds under `dirs` an inode of its own at each name found
     there; what was split. Raises LinkError (what was split before it stays split)."""
-    done: list[Linked] = []
+    by_dir: dict[str, list[Linked]] = {}
     for x in find(common, dirs):
-        if _own_file(common, x.rel):
-            done.append(x)
+        by_dir.setdefault(os.path.dirname(x.rel), []).append(x)
+    done: list[Linked] = []
+    for where, found in by_dir.items():
+        made = set(_own_files(common, where, [os.path.basename(x.rel) for x in found]))
+        done += [x for x in found if x.rel in made]
     if done:  # a link made back at once (a process outside racing): never a loop
         left = {x.rel for x in find(common, dirs)} & {x.rel for x in done}
         if left:
