@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from guard import dirfd, oversize
+from guard import dirfd, git, oversize
 from guard.errors import Refusal
 
 if TYPE_CHECKING:
@@ -78,11 +78,11 @@ class Linked:
 
 def roots(common: str, dirs: Sequence[str]) -> list[str]:
     """`dirs` relative to the common dir, none inside another (the admin dir holds its
-    store), in their order. LinkError for one that is not under the common dir."""
-    real = os.path.realpath(common)
+    store), in their order. LinkError for one that is not under the common dir. Never
+    resolved: a link on the way fails the walk (O_NOFOLLOW), as it fails the grant."""
     out: list[str] = []
     for d in dirs:
-        rel = os.path.relpath(os.path.realpath(d), real)
+        rel = os.path.relpath(os.path.normpath(d), os.path.normpath(common))
         if rel == "." or rel.startswith("../") or rel == "..":
             raise LinkError(d, "is not below the repository's git dir")
         out.append(rel)
@@ -261,7 +261,7 @@ def split(common: str, dirs: Sequence[str]) -> list[Linked]:
 
 def refusal(exc: LinkError, common: str, retry: str, what: str) -> Refusal:
     """git_dir_link_failed for `exc`; `what`: what was not done ("nothing was run")."""
-    path = os.path.join(common, exc.rel)
+    path = git.shown(os.path.join(common, exc.rel))
     nxt = ["git lane status", retry] if exc.status else [retry]
     return Refusal(
         "git_dir_link_failed",
@@ -282,7 +282,7 @@ def refusal(exc: LinkError, common: str, retry: str, what: str) -> Refusal:
 def split_for(repo: Repo, dirs: Sequence[str], lane: str, retry: str, what: str) -> list[str]:
     """split() for lane `lane` before `what` starts: logs git_dir_links_split naming what
     was split (at most EVENT_MAX paths); the paths. Refused git_dir_link_failed."""
-    common = os.fspath(repo.common_dir)
+    common = os.path.realpath(repo.common_dir)  # (as sandbox.git_dirs names them)
     try:
         done = split(common, dirs)
     except LinkError as exc:
