@@ -161,42 +161,103 @@ def find(common: str, dirs: Sequence[str]) -> list[Linked]:
 def _own_files(common: str, where: str, names: Sequence[str]) -> list[str]:
     """Give each of `names` in the directory `where` an inode of its own (see the module's
     docstring); those that were (one whose other names went meanwhile has one already).
-    One walk to the directory and one fsync of it for all. Raises LinkError."""
+    One walk to the directory; every copy made first, then made durable at once (_sync:
+    a local clone's objects are split by the thousand, and an fsync each took seconds a
+    hundred), then each renamed over its name if that is still the file copied. Raises
+    LinkError; no NAME.lock of ours is left behind."""
     try:
         dfd, _ = dirfd.walk(common, where)
     except OSError as exc:
         why = f"its directory cannot be reached ({exc.strerror or exc})"
         raise LinkError(os.path.join(where, names[0]), why) from None
+    copies: list[tuple[str, str, os.stat_result]] = []  # (name, its lock, what was copied)
     done: list[str] = []
     try:
         for name in names:
             rel = os.path.join(where, name)
             try:
-                if _own_file_at(dfd, rel, name):
-                    done.append(rel)
+                st = _copy_at(dfd, rel, name)
             except OSError as exc:
                 raise LinkError(rel, f"it could not be copied ({exc.strerror or exc})") from None
-        if done:
+            if st is not None:
+                copies.append((name, f"{name}.lock", st))
+        if not copies:
+            return []
+        try:
+            _sync(dfd, [lock for _, lock, _ in copies])
+        except OSError as exc:
+            rel = os.path.join(where, copies[0][0])
+            raise LinkError(rel, f"its copy could not be synced ({exc.strerror or exc})") from None
+        while copies:
+            name, lock, st = copies[0]
+            rel = os.path.join(where, name)
             try:
-                os.fsync(dfd)
-            except OSError:
-                pass  # some filesystems cannot fsync a directory; the renames are done
+                now = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            except OSError as exc:
+                raise LinkError(rel, f"it cannot be looked at ({exc.strerror or exc})") from None
+            # (its ctime moves when another name of it is split: not compared here)
+            if _same(now) != _same(st):
+                raise LinkError(rel, "it changed, or its name was replaced, while it was copied")
+            try:
+                os.rename(lock, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            except OSError as exc:
+                raise LinkError(
+                    rel, f"its copy could not be renamed ({exc.strerror or exc})"
+                ) from None
+            copies.pop(0)
+            done.append(rel)
+        try:
+            os.fsync(dfd)
+        except OSError:
+            pass  # some filesystems cannot fsync a directory; the renames are done
     finally:
+        for _, lock, _ in copies:  # not renamed: ours, removed
+            try:
+                os.unlink(lock, dir_fd=dfd)
+            except OSError:
+                pass
         os.close(dfd)
     return done
 
 
-def _own_file_at(dfd: int, rel: str, name: str) -> bool:
+def _same(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, stat.S_IFMT(st.st_mode)
+
+
+def _sync(dfd: int, locks: Sequence[str]) -> None:
+    """Make the copies `locks` in `dfd` durable before any is renamed over its name: one
+    syncfs(2) of their filesystem; where there is none, an fsync of each."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = getattr(libc, "syncfs", None)
+        if fn is not None and fn(dfd) == 0:
+            return
+    except OSError:
+        pass
+    for lock in locks:
+        fd = os.open(lock, _READ, dir_fd=dfd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _copy_at(dfd: int, rel: str, name: str) -> os.stat_result | None:
+    """Copy `name` in `dfd` into `name.lock` (made O_EXCL, as git locks it; its mode; not
+    yet synced); the source's stat when it was, None when it needs no copy (gone, or its
+    other names went). Raises LinkError (no lock left), OSError."""
     try:
         fd = os.open(name, _READ, dir_fd=dfd)
     except FileNotFoundError:
-        return False  # gone: no name of it is left here
+        return None  # gone: no name of it is left here
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise LinkError(rel, "it is no regular file any more (replaced meanwhile)")
         if st.st_nlink < 2:
-            return False
+            return None
         limit = oversize.bound(rel)
         if limit is not None and st.st_size > limit:
             why = f"it is larger ({st.st_size} bytes) than git writes it ({limit})"
@@ -217,7 +278,6 @@ def _own_file_at(dfd: int, rel: str, name: str) -> bool:
                 dirfd.copy_data(fd, out, st.st_size)
                 # its mode, but never a setuid/setgid bit on a copy made by the owner
                 os.fchmod(out, stat.S_IMODE(st.st_mode) & 0o777)
-                os.fsync(out)
             finally:
                 os.close(out)
             after = os.fstat(fd)
@@ -227,10 +287,6 @@ def _own_file_at(dfd: int, rel: str, name: str) -> bool:
                 st.st_ctime_ns,
             ):
                 raise LinkError(rel, "it changed while it was copied")
-            now = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-            if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
-                raise LinkError(rel, "its name was replaced while it was copied")
-            os.rename(lock, name, src_dir_fd=dfd, dst_dir_fd=dfd)
         except BaseException:
             try:
                 os.unlink(lock, dir_fd=dfd)
@@ -239,7 +295,7 @@ def _own_file_at(dfd: int, rel: str, name: str) -> bool:
             raise
     finally:
         os.close(fd)
-    return True
+    return st
 
 
 def split(common: str, dirs: Sequence[str]) -> list[Linked]:

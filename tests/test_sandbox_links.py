@@ -180,3 +180,30 @@ def test_doctor_reports_a_planted_link_and_its_fix_works(hub: Repo) -> None:
     assert config.stat().st_nlink == 1
     r = hub.jlane("doctor")
     assert [c["status"] for c in r.json["checks"] if c["name"] == "git dir links"] == ["ok"]
+
+
+def test_two_names_inside_and_one_outside_each_get_a_file_and_the_outside_keeps_its_own(
+    hub: Repo,
+) -> None:
+    """Two names of one file in the lane's store and one outside: both inside are split
+    (each its own copy, same bytes and mode), the outside file keeps its inode and bytes,
+    and no NAME.lock is left."""
+    lane_path = hub.create("alpha")
+    assert hub.lane("exec", "--own-objects", "alpha", "--", "true").rc == 0  # its store
+    store = _admin(lane_path) / "objects"
+    outside = hub.path.parent / "outside-object"
+    outside.write_bytes(b"\0" * 100 + b"object\n")
+    outside.chmod(0o444)
+    (store / "ab").mkdir(exist_ok=True)
+    a, b = store / "ab" / ("1" * 38), store / "ab" / ("2" * 38)
+    os.link(outside, a)
+    os.link(outside, b)
+    ino = outside.stat().st_ino
+    r = hub.lane("exec", "--own-objects", "alpha", "--", "true")
+    assert r.rc == 0, r.stderr
+    assert outside.stat().st_ino == ino and outside.stat().st_nlink == 1
+    inodes = {a.stat().st_ino, b.stat().st_ino, ino}
+    assert len(inodes) == 3
+    for p in (a, b):
+        assert p.read_bytes() == outside.read_bytes() and p.stat().st_mode & 0o777 == 0o444
+    assert not list(store.rglob("*.lock"))
