@@ -18,8 +18,10 @@ bits from gets them back first) and counts, per (st_dev, st_ino), the names it f
 a file with fewer than its st_nlink has a name outside the walked dirs. `split()` gives
 each such name an inode of its own, as git writes a file: its bytes copied into
 `NAME.lock` (made O_EXCL: never beside a git writing NAME) in the same directory, same
-mode, renamed over NAME through the directory's fd. The file outside keeps its inode and
-its bytes, untouched. A file whose names all lie in the walked dirs is left as it is (CMD
+mode; the copies of one directory made durable together (one syncfs), then each renamed
+over NAME through the directory's fd while NAME is still the file copied. The file
+outside keeps its inode and its bytes, untouched. About 15-40 ms for a lane store of
+10,000 loose objects beside 50 lanes' refs (bench/links.py). A file whose names all lie in the walked dirs is left as it is (CMD
 may write each of them anyway).
 
 Bounded: a file held to a size by guard/oversize.py (which runs first: every command's
