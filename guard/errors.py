@@ -136,6 +136,12 @@ CODES: dict[str, Code] = _codes(
         "a ref, HEAD or reflog a lane may write is larger than git writes and cannot be moved aside",
     ),
     (
+        "git_dir_link_failed",
+        "engine",
+        None,
+        "a file of a git dir the sandbox grants has a hard link outside it and could not be split",
+    ),
+    (
         "admin_unreadable",
         "engine",
         None,

@@ -109,6 +109,25 @@ _ADMIN_DIRS: tuple[tuple[str, int, int | dict[str, int]], ...] = (
 )
 
 
+def bound(rel: str) -> int | None:
+    """The size a file at `rel` (relative to the common dir) is held to here, None where
+    none is (the index, an object, a submodule's git dir): what set_aside() moves past it.
+    guard/linked.py copies no more than this of a file it splits."""
+    parts = os.path.normpath(rel).split("/")
+    for root, limit in zip(_LANE_ROOTS, (REF_MAX, LOG_MAX), strict=True):
+        n = root.count("/") + 1
+        if parts[:n] == root.split("/") and len(parts) > n:
+            return limit
+    if len(parts) < 3 or parts[0] != "worktrees":
+        return None
+    if len(parts) == 3:
+        return _ADMIN_TOP.get(parts[2])
+    for sub, depth, bounds in _ADMIN_DIRS:
+        if parts[2] == sub and len(parts) - 4 <= depth:
+            return bounds if isinstance(bounds, int) else bounds.get(parts[-1])
+    return None
+
+
 @dataclass(frozen=True)
 class Oversized:
     """A file larger than its bound: `rel` under the common dir; or (`deep`) a directory
