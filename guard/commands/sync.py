@@ -61,6 +61,11 @@ KINDS = {
 def _lane(repo: Repo, key: str | None, action: str) -> tuple[str, str, str]:
     key = lane.current(repo, key, action)
     rec = lane.get(repo, key)
+    # the rebase is git writing the lane's worktree: while a process of the lane runs (an
+    # exec's CMD) it could swap a directory for a link between git's check of it and its
+    # writes through it, and the owner's git would write where CMD's sandbox cannot (red
+    # team 16A F2). From inside that exec the rebase runs confined, as CMD does.
+    lane.owner_conflict(repo, rec, action)
     lane.check_pointers(repo, rec)  # git in the lane would use another repository
     wt = git.by_path(repo.worktrees()).get(os.path.realpath(rec.path))
     if rec.status == "released":
