@@ -152,28 +152,105 @@ def marker_sizes(check_attr_z: str) -> dict[str, int]:
     return out
 
 
+# A chunk a streaming scan is fed at most (MarkerScan): a conflicted file of the lane's may be
+# any size (a sparse 3 GB file takes no disk), so no reader holds more than this of it.
+SCAN_CHUNK = 1 << 20
+
+
+@functools.lru_cache(maxsize=16)
+def _marker_starts(size: int) -> re.Pattern[bytes]:
+    """A line that begins with a run of `size` of one marker character: the candidates the
+    four regexes of marker_res are tried on (every other line changes nothing)."""
+    n = str(size).encode()
+    return re.compile(rb"^(?:<{" + n + rb"}|\|{" + n + rb"}|={" + n + rb"}|>{" + n + rb"})", re.M)
+
+
+class MarkerScan:
+    """conflict_blocks over a stream: fed chunks of any size (`feed`), `close` gives the
+    same list conflict_blocks gives for their concatenation. Memory is bounded by the
+    chunk, never the file: of a line that runs past a chunk only its first `size`+1 bytes
+    are kept and whether anything but CR follows them, which is all the four marker
+    regexes can tell apart (a marker line is `size` marker characters and then a space or
+    nothing but CRs)."""
+
+    def __init__(self, size: int = MARKER_SIZE) -> None:
+        self.size = size
+        self._res = marker_res(size)
+        self._starts = _marker_starts(size)
+        self._head = b""  # the first size+1 bytes of the line not yet ended
+        self._dirty = False  # ... and whether a byte other than CR follows them
+        self._line = 1  # its number
+        self._state = 0  # 0 outside, 1 after open, 2 after base, 3 after mid
+        self._start = 0
+        self.found: list[int] = []
+
+    def _extend(self, data: bytes | memoryview) -> None:
+        need = self.size + 1 - len(self._head)
+        if need > 0:
+            self._head += bytes(data[:need])
+            data = data[need:]
+        if not self._dirty and len(data) and bytes(data).strip(b"\r"):
+            self._dirty = True
+
+    def _take(self, n: int, raw: bytes) -> None:
+        """The line numbered `n` (its bytes, no newline; a long one cut as _extend does)."""
+        _open, _base, _mid, _close = self._res
+        line = raw.rstrip(b"\r")
+        if _open.match(line):
+            self._state, self._start = 1, n
+        elif self._state in (1, 2) and _base.match(line):
+            self._state = 2
+        elif self._state in (1, 2) and _mid.match(line):
+            self._state = 3
+        elif self._state == 3 and _close.match(line):
+            self.found.append(self._start)
+            self._state = 0
+
+    def _end_line(self) -> None:
+        self._take(self._line, self._head + (b"x" if self._dirty else b""))
+        self._head, self._dirty = b"", False
+
+    def feed(self, chunk: bytes) -> None:
+        first = chunk.find(b"\n")
+        if first < 0:
+            self._extend(memoryview(chunk))
+            return
+        self._extend(memoryview(chunk)[:first])
+        self._end_line()
+        last = chunk.rfind(b"\n")
+        base, at = self._line + 1, first + 1  # line number at offset `at`
+        for m in self._starts.finditer(chunk, first + 1, last):
+            base += chunk.count(b"\n", at, m.start())
+            at = m.start()
+            end = chunk.find(b"\n", at)
+            cut = self.size + 1
+            raw = chunk[at : min(end, at + cut)]
+            if end - at > cut and chunk[at + cut : end].strip(b"\r"):
+                raw += b"x"
+            self._take(base, raw)
+        self._line += chunk.count(b"\n")
+        self._extend(memoryview(chunk)[last + 1 :])
+
+    def feed_zeros(self, n: int) -> None:
+        """`n` NUL bytes (a hole of a sparse file), in constant time: no newline among them,
+        and past size+1 bytes more of them tell nothing new."""
+        self._extend(bytes(min(n, self.size + 2)))
+
+    def close(self) -> list[int]:
+        self._end_line()
+        return self.found
+
+
 def conflict_blocks(data: bytes, size: int = MARKER_SIZE) -> list[int]:
     """1-based line numbers where a real conflict block opens.
 
     A block is `<<<<<<< ` ... [`||||||| ` ...] `=======` ... `>>>>>>> ` (markers of `size`
     characters); a lone `=======` (a Markdown setext underline) or a stray opener is not
-    one."""
-    _open, _base, _mid, _close = marker_res(size)
-    found: list[int] = []
-    state = 0  # 0 outside, 1 after open, 2 after base, 3 after mid
-    start = 0
-    for i, raw in enumerate(data.split(b"\n"), 1):
-        line = raw.rstrip(b"\r")
-        if _open.match(line):
-            state, start = 1, i
-        elif state in (1, 2) and _base.match(line):
-            state = 2
-        elif state in (1, 2) and _mid.match(line):
-            state = 3
-        elif state == 3 and _close.match(line):
-            found.append(start)
-            state = 0
-    return found
+    one. (MarkerScan, fed `data` whole: one decision for a blob in memory and a file
+    streamed from disk.)"""
+    scan = MarkerScan(size)
+    scan.feed(data)
+    return scan.close()
 
 
 @dataclass(frozen=True)
