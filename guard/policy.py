@@ -158,11 +158,24 @@ SCAN_CHUNK = 1 << 20
 
 
 @functools.lru_cache(maxsize=16)
-def _marker_starts(size: int) -> re.Pattern[bytes]:
-    """A line that begins with a run of `size` of one marker character: the candidates the
-    four regexes of marker_res are tried on (every other line changes nothing)."""
+def _marker_lines(size: int) -> tuple[re.Pattern[bytes], ...]:
+    """Per state of the scan (0 outside, 1 after open, 2 after base, 3 after mid), the
+    marker lines that change it, found in a buffer of many lines (MULTILINE): marker_res's
+    four on a line with its trailing CRs (`\\r*$`, as rstrip drops them), grouped open
+    (1), then base and mid (2, 3) or close (2). Every other line changes nothing: the
+    regex engine passes over it without a step of Python's."""
     n = str(size).encode()
-    return re.compile(rb"^(?:<{" + n + rb"}|\|{" + n + rb"}|={" + n + rb"}|>{" + n + rb"})", re.M)
+    o = rb"(<{" + n + rb"}(?: |\r*$))"
+    b = rb"(\|{" + n + rb"}(?: |\r*$))"
+    m = rb"(={" + n + rb"}\r*$)"
+    c = rb"(>{" + n + rb"}(?: |\r*$))"
+    one = re.compile(rb"^(?:" + o + b"|" + b + b"|" + m + rb")", re.M)
+    return (
+        re.compile(rb"^" + o, re.M),
+        one,
+        one,
+        re.compile(rb"^(?:" + o + b"|" + c + rb")", re.M),
+    )
 
 
 class MarkerScan:
@@ -171,12 +184,16 @@ class MarkerScan:
     chunk, never the file: of a line that runs past a chunk only its first `size`+1 bytes
     are kept and whether anything but CR follows them, which is all the four marker
     regexes can tell apart (a marker line is `size` marker characters and then a space or
-    nothing but CRs)."""
+    nothing but CRs). `keep` bounds the blocks listed (`more` counts the others): a file
+    of nothing but blocks is a block every 24 bytes."""
 
-    def __init__(self, size: int = MARKER_SIZE) -> None:
+    def __init__(self, size: int = MARKER_SIZE, keep: int | None = None) -> None:
         self.size = size
+        self.keep = keep  # at most this many blocks kept in `found`; the rest only counted
+        self.more = 0
         self._res = marker_res(size)
-        self._starts = _marker_starts(size)
+        self._lines = _marker_lines(size)
+        self._opener = b"\n" + b"<" * size
         self._head = b""  # the first size+1 bytes of the line not yet ended
         self._dirty = False  # ... and whether a byte other than CR follows them
         self._line = 1  # its number
@@ -203,8 +220,14 @@ class MarkerScan:
         elif self._state in (1, 2) and _mid.match(line):
             self._state = 3
         elif self._state == 3 and _close.match(line):
-            self.found.append(self._start)
+            self._block()
             self._state = 0
+
+    def _block(self) -> None:
+        if self.keep is None or len(self.found) < self.keep:
+            self.found.append(self._start)
+        else:
+            self.more += 1
 
     def _end_line(self) -> None:
         self._take(self._line, self._head + (b"x" if self._dirty else b""))
@@ -218,16 +241,30 @@ class MarkerScan:
         self._extend(memoryview(chunk)[:first])
         self._end_line()
         last = chunk.rfind(b"\n")
-        base, at = self._line + 1, first + 1  # line number at offset `at`
-        for m in self._starts.finditer(chunk, first + 1, last):
-            base += chunk.count(b"\n", at, m.start())
-            at = m.start()
-            end = chunk.find(b"\n", at)
-            cut = self.size + 1
-            raw = chunk[at : min(end, at + cut)]
-            if end - at > cut and chunk[at + cut : end].strip(b"\r"):
-                raw += b"x"
-            self._take(base, raw)
+        base, at = self._line + 1, first + 1  # the line number at offset `at`
+        pos = first + 1
+        while pos < last:
+            if self._state == 0:  # most of a file: a memchr-speed look for an opener's start
+                pos = chunk.find(self._opener, pos - 1, last) + 1
+                if pos == 0:
+                    break
+                m = self._lines[0].match(chunk, pos, last)
+                if m is None:
+                    pos += 1  # (a run of `<` too long, or no space after it)
+                    continue
+            elif (m := self._lines[self._state].search(chunk, pos, last)) is None:
+                break
+            pos = m.end() + 1  # (past the newline or the space: no marker line starts there)
+            kind = m.lastindex
+            if kind == 1:
+                base += chunk.count(b"\n", at, m.start())
+                at = m.start()
+                self._state, self._start = 1, base
+            elif self._state == 3:
+                self._block()
+                self._state = 0
+            else:
+                self._state = 2 if kind == 2 else 3
         self._line += chunk.count(b"\n")
         self._extend(memoryview(chunk)[last + 1 :])
 

@@ -145,6 +145,12 @@ def test_marker_scan_of_a_hole_is_what_reading_its_zeros_gives() -> None:
             assert scan.close() == _by_lines(head + bytes(n) + b"\n=======\n>>>>>>>\n", 7)
 
 
+def test_marker_scan_keeps_at_most_keep_blocks_and_counts_the_rest() -> None:
+    scan = policy.MarkerScan(keep=2)
+    scan.feed(BLOCK * 5)
+    assert scan.close() == [1, 6] and scan.more == 3
+
+
 def test_scan_markers_reads_a_file_in_chunks_of_scan_chunk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

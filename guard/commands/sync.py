@@ -455,6 +455,10 @@ def _undecided(path: str) -> list[str]:
     return out
 
 
+# the blocks of one file G9 lists at most (the refusal's details): one is enough to refuse
+MARKERS_KEPT = 1000
+
+
 def scan_markers(root: str, rel: str, size: int = MARKER_SIZE) -> list[int] | None:
     """The conflict blocks (MarkerScan) of the file `rel` of the worktree `root`, read in
     chunks of SCAN_CHUNK (a hole of a sparse file is not read at all): never held whole,
@@ -492,7 +496,7 @@ def scan_markers(root: str, rel: str, size: int = MARKER_SIZE) -> list[int] | No
         now = os.fstat(fd)
         if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
             raise OSError(errno.ESTALE, "replaced while it was opened", rel)
-        scan = MarkerScan(size)
+        scan = MarkerScan(size, keep=MARKERS_KEPT)
         at = 0
         for start, end in dirfd.data_runs(fd, now.st_size):
             scan.feed_zeros(start - at)
