@@ -88,6 +88,12 @@ CODES: dict[str, Code] = _codes(
     ),
     ("conflict_markers_present", "engine", "G9", "a file still holds a conflict block"),
     ("conflicts_unresolved", "engine", "G9", "a conflicted path without markers was not decided"),
+    (
+        "conflict_file_unreadable",
+        "engine",
+        "G9",
+        "a file of the step cannot be read as a regular file for the marker scan",
+    ),
     ("stale_lane", "engine", "G3", "main is not an ancestor of the lane tip"),
     ("nothing_to_land", "engine", None, "the lane has no commits main lacks"),
     ("gate_command_unset", "engine", "G4", "the gate is on but no gate_command is set"),

@@ -733,7 +733,8 @@ def read_regular(path: Path | str, follow: bool = True, limit: int | None = None
     try:
         chunks = []
         size = 0
-        while chunk := os.read(fd, 1 << 20):
+        # never more than limit+1 bytes asked for: past the bound nothing more is read
+        while chunk := os.read(fd, 1 << 20 if limit is None else min(1 << 20, limit + 1 - size)):
             chunks.append(chunk)
             size += len(chunk)
             if limit is not None and size > limit:
