@@ -349,6 +349,90 @@ def test_a_tracked_file_put_back_with_the_tips_bytes_during_the_gate_is_refused(
     assert repo.sha() == head(path)
 
 
+# a swap the gate reads, then the tip's bytes put back (a copy: a new inode, the same
+# mtime) and the lane's own index told of it: `git diff-files` then reads clean, and only
+# the engine's own lstat of the tracked files, taken before and after the gate, sees it
+SWAP = (
+    "cp -p {f} .tip && printf 'not the tip\\n' > .evil && mv .evil {f} && cat {f} >/dev/null"
+    " && mv .tip {f} && {put_back}"
+)
+
+
+@pytest.mark.parametrize(
+    "put_back", ["git update-index -q --refresh", "git add -- alpha.txt"], ids=["refresh", "add"]
+)
+def test_a_swap_put_back_and_refreshed_in_the_lanes_index_is_refused(
+    repo: Repo, put_back: str
+) -> None:
+    """The lane can write its own index (a sandboxed lane too): after the swap and the
+    put-back, `git update-index --refresh` (or `git add` of the file) records the new
+    file's stat there, so the index's stat view is clean after the gate; the engine's own
+    lstat of every tracked file (dev, ino, mode, size, mtime, ctime) is not."""
+    gate(repo, SWAP.format(f="alpha.txt", put_back=put_back))
+    path = ready_lane(repo, "alpha")
+    tip = head(path)
+    j = refused(repo, "lane_changed_during_gate", "alpha")
+    assert j["details"]["rewritten_paths"] == ["alpha.txt"]  # type: ignore[index]
+    assert j["next"] == ["git lane land alpha"]
+    assert status_porcelain(path) == ""  # the tip's bytes, and an index that agrees
+    assert git(path, "diff-files", "--name-only", "-z").stdout == ""
+    assert head(path) == tip and epoch(repo) == 0
+
+
+def test_a_swap_in_a_subdirectory_and_of_odd_names_is_refused(repo: Repo) -> None:
+    """The paths come from `ls-files -z` and are lstat'ed as they are: a file deep in the
+    tree, one whose name holds a newline, one that is not UTF-8, and a symlink (lstat, never followed) swapped
+    for a file and back are each seen."""
+    odd = "sub dir/new\nline \u00fc.txt"
+    path = ready_lane(repo, "alpha", {"src/deep/b.txt": "b\n", odd: "odd\n"})
+    bad = os.fsdecode(b"sub dir/not utf-8 \xff.txt")  # git's bytes, surrogate-escaped
+    (path / bad).write_text("bad\n")
+    os.symlink("src/deep/b.txt", path / "link")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "a link and a name that is not UTF-8")
+    swap_odd = (
+        'for f in \'sub dir\'/*; do cp -p "$f" .tip && echo evil > "$f" && mv -f .tip "$f"; done'
+    )
+    swap_link = "mv link .link && echo evil > link && rm link && mv .link link"
+    gate(
+        repo,
+        SWAP.format(f="src/deep/b.txt", put_back="true")
+        + f" && {swap_odd} && {swap_link} && git update-index -q --refresh",
+    )
+    j = refused(repo, "lane_changed_during_gate", "alpha")
+    quoted = '"sub dir/not utf-8 \\377.txt"'  # json_safe's form of that name
+    seen = j["details"]["rewritten_paths"]  # type: ignore[index]
+    assert sorted(seen) == sorted(["src/deep/b.txt", odd, quoted, "link"])
+    assert status_porcelain(path) == ""
+    assert epoch(repo) == 0
+
+
+def test_a_file_replaced_by_a_directory_and_put_back_is_refused(repo: Repo) -> None:
+    gate(
+        repo,
+        "mv alpha.txt .tip && mkdir alpha.txt && ls alpha.txt && rmdir alpha.txt"
+        " && mv .tip alpha.txt && git update-index -q --refresh",
+    )
+    path = ready_lane(repo, "alpha")
+    j = refused(repo, "lane_changed_during_gate", "alpha")
+    assert j["details"]["rewritten_paths"] == ["alpha.txt"]  # type: ignore[index]
+    assert status_porcelain(path) == ""
+
+
+def test_an_honest_gate_that_refreshes_the_lanes_index_lands(repo: Repo) -> None:
+    """A gate that reads every file and runs git (whose `status` may refresh the index)
+    changes no tracked file's lstat: it lands."""
+    gate(
+        repo,
+        "git status --porcelain >/dev/null && git update-index -q --really-refresh"
+        " && cat alpha.txt src/b.txt >/dev/null && git diff --quiet HEAD",
+    )
+    path = ready_lane(repo, "alpha", {"alpha.txt": "a\n", "src/b.txt": "b\n"})
+    r = repo.jlane("land", "alpha")
+    assert r.rc == 0, r.stdout
+    assert repo.sha() == head(path)
+
+
 def test_a_gate_that_leaves_build_output_behind_is_dirty(repo: Repo) -> None:
     gate(repo, "mkdir -p out && echo x > out/artifact")
     ready_lane(repo, "alpha")

@@ -650,7 +650,7 @@ def g4_gate(
     looked at again."""
     assert t.tip is not None
     before: git.StatView = {}
-    if not clean:  # what git's index says of the lane's files as the gate starts
+    if not clean:  # the engine's own lstat of the lane's tracked files as the gate starts
         with git.shared_store_only(False):
             before = git.stat_view(t.path)
     try:
@@ -688,8 +688,9 @@ def g4_gate(
     if not clean:  # a clean gate never looked at the lane's worktree
         with git.shared_store_only(False):  # its own worktree: G2's view of it
             # git status reads content, and a file put back with the tip's bytes reads as
-            # unchanged to it: the index's stat view too (status refreshes nothing, no
-            # optional locks, so the two are read side by side)
+            # unchanged to it: the lstat of every tracked file too, never the index's stat
+            # data (the lane can refresh its index after the swap); status refreshes
+            # nothing, no optional locks, so the two are read side by side
             view, (still_dirty, hidden) = git.both(
                 lambda: git.stat_view(t.path), lambda: git.dirty_and_hidden(t.path, t.tip or "")
             )
