@@ -1358,6 +1358,9 @@ def _dirty(
 
 
 StatView = dict[str, "tuple[int, int, int, int, int, int] | None"]
+# a tracked path lstat could not look at (EACCES, ELOOP, ENAMETOOLONG: not merely gone):
+# what it is cannot be told, so it never counts as unchanged
+UNREADABLE = (-1, -1, -1, -1, -1, -1)
 
 
 def stat_view(path: str) -> StatView:
@@ -1369,7 +1372,8 @@ def stat_view(path: str) -> StatView:
     it is a new file, or an old one with a new ctime, to this. Only the list of paths comes
     from the index; its stat data, which the lane can rewrite (`git update-index
     --refresh`, `git add`), is never trusted. lstat, never stat: a link is looked at as a
-    link, and a directory where a file was is a new mode."""
+    link, and a directory where a file was is a new mode. A path lstat cannot look at for
+    another reason than its absence is UNREADABLE."""
     res = run(
         ["-c", "core.fsmonitor=false", "ls-files", "-s", "-z"],
         path,
@@ -1383,20 +1387,27 @@ def stat_view(path: str) -> StatView:
     for p in names:
         try:
             st = lstat(root + p)
-        except OSError:
+        except (FileNotFoundError, NotADirectoryError):
             out[p] = None
+            continue
+        except OSError:
+            out[p] = UNREADABLE
             continue
         out[p] = (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     return out
 
 
 def rewritten(before: StatView, after: StatView) -> list[str]:
-    """The paths whose lstat differs between the two views, and those tracked in one view
-    and not the other."""
-    if before == after:
+    """The paths whose lstat differs between the two views, those tracked in one view and
+    not the other, and those either view could not lstat (UNREADABLE)."""
+    if before == after and UNREADABLE not in after.values():
         return []
     keys = before.keys() | after.keys()
-    return sorted(p for p in keys if p not in before or p not in after or before[p] != after[p])
+    return sorted(
+        p
+        for p in keys
+        if p not in before or p not in after or before[p] != after[p] or after[p] == UNREADABLE
+    )
 
 
 def parse_status_v2_z(out: str) -> tuple[list[str], set[str]]:
