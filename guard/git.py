@@ -1363,7 +1363,19 @@ StatView = dict[str, "tuple[int, int, int, int, int, int] | None"]
 UNREADABLE = (-1, -1, -1, -1, -1, -1)
 
 
-def stat_view(path: str) -> StatView:
+def tracked_paths(path: str) -> list[str]:
+    """Every path of the index of the worktree at `path` (gitlinks left out: a submodule
+    is never entered), `/`-separated from its root, as git's bytes (surrogate-escaped)."""
+    res = run(
+        ["-c", "core.fsmonitor=false", "ls-files", "-s", "-z"],
+        path,
+        env={"GIT_OPTIONAL_LOCKS": "0"},
+    )
+    # `MODE SHA STAGE\tPATH`: an unmerged path once per stage (the view's dict keeps one)
+    return [r.partition("\t")[2] for r in res.stdout.split("\0") if r and r[:7] != "160000 "]
+
+
+def stat_view(path: str, names: list[str] | None = None) -> StatView:
     """Every tracked path of the worktree at `path` (each path of its index, gitlinks left
     out: a submodule is never entered), with the engine's own lstat of it now (dev, ino,
     mode, size, mtime, ctime; None: gone). Taken before and after an in-lane gate: a file
@@ -1373,14 +1385,10 @@ def stat_view(path: str) -> StatView:
     from the index; its stat data, which the lane can rewrite (`git update-index
     --refresh`, `git add`), is never trusted. lstat, never stat: a link is looked at as a
     link, and a directory where a file was is a new mode. A path lstat cannot look at for
-    another reason than its absence is UNREADABLE."""
-    res = run(
-        ["-c", "core.fsmonitor=false", "ls-files", "-s", "-z"],
-        path,
-        env={"GIT_OPTIONAL_LOCKS": "0"},
-    )
-    # `MODE SHA STAGE\tPATH`: an unmerged path once per stage (the dict keeps one)
-    names = [r.partition("\t")[2] for r in res.stdout.split("\0") if r and r[:7] != "160000 "]
+    another reason than its absence is UNREADABLE. `names`: the tracked paths, when the
+    caller already read them (tracked_paths)."""
+    if names is None:
+        names = tracked_paths(path)
     out: StatView = {}
     root = os.path.join(path, "")
     lstat = os.lstat
