@@ -54,8 +54,7 @@ def directories(names: Iterable[str]) -> list[str]:
     """Every directory that holds one of `names` (paths from the root, `/`-separated),
     and each one between it and the root, parents first; "." is the root."""
     dirs: set[str] = set()
-    for n in names:
-        d = n.rpartition("/")[0]
+    for d in {n.rpartition("/")[0] for n in names}:  # one pass over the names, then per dir
         while d and d not in dirs:
             dirs.add(d)
             d = d.rpartition("/")[0]
