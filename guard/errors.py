@@ -101,6 +101,12 @@ CODES: dict[str, Code] = _codes(
     ("gate_timeout", "engine", "G4", "the gate ran past gate_timeout"),
     ("lane_changed_during_gate", "engine", "G4", "the lane changed while its gate ran"),
     (
+        "gate_watch_failed",
+        "engine",
+        "G4",
+        "the in-lane gate's watch on the lane's directories could not be set (inotify)",
+    ),
+    (
         "lane_index_flags",
         "engine",
         "G4",
