@@ -188,7 +188,7 @@ def read(dfd: int, name: str, limit: int | None = None) -> bytes:
             code = errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL
             raise OSError(code, "not a regular file", name)
         chunks, size = [], 0
-        while chunk := os.read(fd, 1 << 20):
+        while chunk := os.read(fd, 1 << 20 if limit is None else min(1 << 20, limit + 1 - size)):
             chunks.append(chunk)
             size += len(chunk)
             if limit is not None and size > limit:
@@ -196,6 +196,57 @@ def read(dfd: int, name: str, limit: int | None = None) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def open_as(dfd: int, name: str, st: os.stat_result) -> int:
+    """A read descriptor of the regular file `name` in `dfd` that is the one `st` (its
+    lstat) describes: opened O_NOFOLLOW|O_NONBLOCK (a link: ELOOP; a FIFO never blocks),
+    then fstat-checked: a regular file of the same device and inode, else OSError (ESTALE:
+    something was swapped in between the lstat and the open)."""
+    fd = os.open(name, _READ, dir_fd=dfd)
+    try:
+        now = os.fstat(fd)
+        if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            raise OSError(errno.ESTALE, "replaced since its lstat", name)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def copy_over(dfd: int, name: str, tmp: str, limit: int | None = None) -> int:
+    """Give `name` in `dfd` a file of its own with the same bytes: its content copied in
+    chunks (copy_data: holes kept, never held whole) from a descriptor open_as checked,
+    into `tmp` (0666 minus the umask), made O_EXCL (git's `NAME.lock`: held while it is
+    written), fsync, renamed over `name`, fsync of the directory. The old inode is left to
+    its other names, never written. More than `limit` bytes: OSError EFBIG, nothing made.
+    The byte count."""
+    st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    if not stat.S_ISREG(st.st_mode):
+        code = errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL
+        raise OSError(code, "not a regular file", name)
+    fd = open_as(dfd, name, st)
+    try:
+        size = os.fstat(fd).st_size
+        if limit is not None and size > limit:
+            raise OSError(errno.EFBIG, "too large", name)
+        out = os.open(tmp, _NEW, 0o666, dir_fd=dfd)
+        try:
+            try:
+                copy_data(fd, out, size)
+                os.fsync(out)
+            finally:
+                os.close(out)
+            os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dfd)
+            raise
+    finally:
+        os.close(fd)
+    with contextlib.suppress(OSError):
+        os.fsync(dfd)
+    return size
 
 
 _ZEROS = 1 << 16  # the run of zeros copy_data leaves a hole for instead of writing it
@@ -211,7 +262,7 @@ def copy_data(fd: int, out: int, size: int) -> None:
     until the owner's disk (or a tmpfs, RAM) is full. A file that shrank meanwhile is
     copied as far as it goes. OSError as the reads and writes raise it (EFBIG past a
     file-size limit, ENOSPC)."""
-    for start, end in _data_runs(fd, size):
+    for start, end in data_runs(fd, size):
         pos = start
         while pos < end:
             chunk = os.pread(fd, min(1 << 20, end - pos), pos)
@@ -229,7 +280,7 @@ def copy_data(fd: int, out: int, size: int) -> None:
     os.ftruncate(out, size)  # the holes after the last data, or the zeros not written
 
 
-def _data_runs(fd: int, size: int) -> Iterator[tuple[int, int]]:
+def data_runs(fd: int, size: int) -> Iterator[tuple[int, int]]:
     """The (start, end) runs of `fd` that hold data, up to `size`; the whole file where
     the filesystem cannot say (EINVAL: no SEEK_DATA there)."""
     pos = 0

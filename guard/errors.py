@@ -88,12 +88,24 @@ CODES: dict[str, Code] = _codes(
     ),
     ("conflict_markers_present", "engine", "G9", "a file still holds a conflict block"),
     ("conflicts_unresolved", "engine", "G9", "a conflicted path without markers was not decided"),
+    (
+        "conflict_file_unreadable",
+        "engine",
+        "G9",
+        "a file of the step cannot be read as a regular file for the marker scan",
+    ),
     ("stale_lane", "engine", "G3", "main is not an ancestor of the lane tip"),
     ("nothing_to_land", "engine", None, "the lane has no commits main lacks"),
     ("gate_command_unset", "engine", "G4", "the gate is on but no gate_command is set"),
     ("gate_failed", "engine", "G4", "the gate failed at the tip"),
     ("gate_timeout", "engine", "G4", "the gate ran past gate_timeout"),
     ("lane_changed_during_gate", "engine", "G4", "the lane changed while its gate ran"),
+    (
+        "gate_watch_failed",
+        "engine",
+        "G4",
+        "the in-lane gate's watch on the lane's directories could not be set (inotify)",
+    ),
     (
         "lane_index_flags",
         "engine",
@@ -140,6 +152,12 @@ CODES: dict[str, Code] = _codes(
         "engine",
         None,
         "the common HEAD or config is a FIFO, socket or device: every git would wait on it",
+    ),
+    (
+        "git_dir_link_failed",
+        "engine",
+        None,
+        "a file of a git dir the sandbox grants has a hard link outside it and could not be split",
     ),
     (
         "admin_unreadable",

@@ -733,7 +733,8 @@ def read_regular(path: Path | str, follow: bool = True, limit: int | None = None
     try:
         chunks = []
         size = 0
-        while chunk := os.read(fd, 1 << 20):
+        # never more than limit+1 bytes asked for: past the bound nothing more is read
+        while chunk := os.read(fd, 1 << 20 if limit is None else min(1 << 20, limit + 1 - size)):
             chunks.append(chunk)
             size += len(chunk)
             if limit is not None and size > limit:
@@ -1358,48 +1359,64 @@ def _dirty(
 
 
 StatView = dict[str, "tuple[int, int, int, int, int, int] | None"]
+# a tracked path lstat could not look at (EACCES, ELOOP, ENAMETOOLONG: not merely gone):
+# what it is cannot be told, so it never counts as unchanged
+UNREADABLE = (-1, -1, -1, -1, -1, -1)
 
 
-def stat_view(path: str) -> StatView:
-    """The tracked files of the worktree at `path` whose stat no longer matches the index,
-    as `git diff-files` tells them (stat data only: no refresh, no content read, no
-    submodule entered), each with its lstat now (None: gone). Taken before and after an
-    in-lane gate: a file swapped and put back while the gate ran (a FIFO that fed the gate
-    other bytes, then the tip's bytes renamed back) reads as clean to `git status`, which
-    compares content, but it is a new file, or an old one with a new ctime, to this. The
-    lane's config may not loosen the compare (core.trustctime, core.checkStat)."""
+def tracked_paths(path: str) -> list[str]:
+    """Every path of the index of the worktree at `path` (gitlinks left out: a submodule
+    is never entered), `/`-separated from its root, as git's bytes (surrogate-escaped)."""
     res = run(
-        [
-            "-c",
-            "core.fsmonitor=false",
-            "-c",
-            "core.trustctime=true",
-            "-c",
-            "core.checkStat=default",
-            "diff-files",
-            "--name-only",
-            "-z",
-            "--ignore-submodules=all",
-        ],
+        ["-c", "core.fsmonitor=false", "ls-files", "-s", "-z"],
         path,
         env={"GIT_OPTIONAL_LOCKS": "0"},
     )
+    # `MODE SHA STAGE\tPATH`: an unmerged path once per stage (the view's dict keeps one)
+    return [r.partition("\t")[2] for r in res.stdout.split("\0") if r and r[:7] != "160000 "]
+
+
+def stat_view(path: str, names: list[str] | None = None) -> StatView:
+    """Every tracked path of the worktree at `path` (each path of its index, gitlinks left
+    out: a submodule is never entered), with the engine's own lstat of it now (dev, ino,
+    mode, size, mtime, ctime; None: gone). Taken before and after an in-lane gate: a file
+    swapped and put back while the gate ran (a FIFO that fed the gate other bytes, then the
+    tip's bytes renamed back) reads as clean to `git status`, which compares content, but
+    it is a new file, or an old one with a new ctime, to this. Only the list of paths comes
+    from the index; its stat data, which the lane can rewrite (`git update-index
+    --refresh`, `git add`), is never trusted. lstat, never stat: a link is looked at as a
+    link, and a directory where a file was is a new mode. A path lstat cannot look at for
+    another reason than its absence is UNREADABLE. `names`: the tracked paths, when the
+    caller already read them (tracked_paths)."""
+    if names is None:
+        names = tracked_paths(path)
     out: StatView = {}
-    for p in res.stdout.split("\0"):
-        if not p:
-            continue
+    root = os.path.join(path, "")
+    lstat = os.lstat
+    for p in names:
         try:
-            st = os.lstat(os.path.join(path, p))
-        except OSError:
+            st = lstat(root + p)
+        except (FileNotFoundError, NotADirectoryError):
             out[p] = None
+            continue
+        except OSError:
+            out[p] = UNREADABLE
             continue
         out[p] = (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     return out
 
 
 def rewritten(before: StatView, after: StatView) -> list[str]:
-    """The paths of `after` that were not so in `before`: changed files since."""
-    return sorted(p for p, st in after.items() if st is None or before.get(p, None) != st)
+    """The paths whose lstat differs between the two views, those tracked in one view and
+    not the other, and those either view could not lstat (UNREADABLE)."""
+    if before == after and UNREADABLE not in after.values():
+        return []
+    keys = before.keys() | after.keys()
+    return sorted(
+        p
+        for p in keys
+        if p not in before or p not in after or before[p] != after[p] or after[p] == UNREADABLE
+    )
 
 
 def parse_status_v2_z(out: str) -> tuple[list[str], set[str]]:

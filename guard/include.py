@@ -235,42 +235,114 @@ def _clone_or_copy(sfd: int, dfd: int) -> bool:
 UNCHANGED_MAX_FILES = 100_000  # past this, a directory is not compared: it counts as work
 
 
+# deeper than this a directory counts as different: two fds and a few frames a level
+UNCHANGED_MAX_DEPTH = 100
+
+
+def _same_bytes(fa: int, fb: int, size: int) -> bool:
+    at = 0
+    while at < size:
+        n = min(1 << 20, size - at)
+        a, b = os.pread(fa, n, at), os.pread(fb, n, at)
+        if a != b or not a:
+            return False
+        at += len(a)
+    return os.pread(fa, 1, at) == os.pread(fb, 1, at) == b""  # neither grew meanwhile
+
+
 def unchanged_copy(hub: str, lane: str, rel: str) -> bool:
     """Is the lane's ignored path `rel` (a directory when it ends with /) the same as the
     hub's, entry for entry, byte for byte, symlinks as links? Then removing it loses
     nothing: it is what `.worktreeinclude` copied (or an identical build). Never follows a
-    symlink; anything it cannot compare counts as different, so release asks."""
-    import filecmp
-
+    symlink; anything it cannot compare counts as different, so release asks.
+    Every name is reached through directory fds from the two roots (O_NOFOLLOW, a
+    directory swapped for a link fails), every file and directory is read through an fd
+    opened O_NOFOLLOW|O_NONBLOCK and fstat-checked against its lstat (the same inode, of
+    the same type: a FIFO or a link the lane swaps in after the lstat is never waited on
+    nor followed), files compared in chunks."""
     seen = 0
 
-    def same(a: str, b: str) -> bool:
+    def same(pa: int, pb: int, name: str, depth: int) -> bool:
         nonlocal seen
         seen += 1
-        if seen > UNCHANGED_MAX_FILES:
+        if seen > UNCHANGED_MAX_FILES or depth > UNCHANGED_MAX_DEPTH:
             return False
         try:
-            sa, sb = os.lstat(a), os.lstat(b)
+            sa = os.stat(name, dir_fd=pa, follow_symlinks=False)
+            sb = os.stat(name, dir_fd=pb, follow_symlinks=False)
         except OSError:
             return False
         if stat.S_IFMT(sa.st_mode) != stat.S_IFMT(sb.st_mode):
             return False
         if stat.S_ISLNK(sa.st_mode):
-            return os.readlink(a) == os.readlink(b)
-        if stat.S_ISREG(sa.st_mode):
-            return sa.st_size == sb.st_size and filecmp.cmp(a, b, shallow=False)
-        if stat.S_ISDIR(sa.st_mode):
             try:
-                names = os.listdir(a)
+                return os.readlink(name, dir_fd=pa) == os.readlink(name, dir_fd=pb)
             except OSError:
                 return False
-            return all(same(os.path.join(a, n), os.path.join(b, n)) for n in names)
+        if stat.S_ISREG(sa.st_mode):
+            if sa.st_size != sb.st_size:
+                return False
+            return _both(pa, pb, name, sa, sb, lambda fa, fb: _same_bytes(fa, fb, sa.st_size))
+        if stat.S_ISDIR(sa.st_mode):
+
+            def entries(fa: int, fb: int) -> bool:
+                names = os.listdir(fa)
+                return all(same(fa, fb, n, depth + 1) for n in names)
+
+            return _both(pa, pb, name, sa, sb, entries, dirfd.DIR | os.O_NONBLOCK)
         return False
 
     clean = rel.rstrip("/")
     if not clean or clean.startswith("/") or ".." in clean.split("/"):
         return False
-    return same(os.path.join(lane, clean), os.path.join(hub, clean))
+    parent, _, name = clean.rpartition("/")
+    try:
+        la, _ = dirfd.walk(lane, parent or ".")
+    except OSError:
+        return False
+    try:
+        try:
+            hb, _ = dirfd.walk(hub, parent or ".")
+        except OSError:
+            return False
+        try:
+            return same(la, hb, name, 0)
+        finally:
+            os.close(hb)
+    finally:
+        os.close(la)
+
+
+def _both(
+    pa: int,
+    pb: int,
+    name: str,
+    sa: os.stat_result,
+    sb: os.stat_result,
+    compare: Callable[[int, int], bool],
+    flags: int = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+) -> bool:
+    """`compare` over fds on `name` in `pa` and in `pb`, each opened with `flags` and the
+    inode its lstat (`sa`, `sb`) named, of the same type; False when either is not (or
+    cannot be opened, or read)."""
+    fds: list[int] = []
+    try:
+        for p, st in ((pa, sa), (pb, sb)):
+            fd = os.open(name, flags, dir_fd=p)
+            fds.append(fd)
+            now = os.fstat(fd)
+            if (now.st_dev, now.st_ino, stat.S_IFMT(now.st_mode)) != (
+                st.st_dev,
+                st.st_ino,
+                stat.S_IFMT(st.st_mode),
+            ):
+                return False
+        return compare(fds[0], fds[1])
+    except OSError:
+        return False
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 # -- what setup left: the ignored files of a lane just after its setup ------------------------

@@ -300,6 +300,14 @@ def _finish_lanes(repo: Repo, txn: Landing, held: lock.Held | None) -> None:
                 "warning", lane=e["lane"], code="batch_lane_moved", tip=now, stacked=e["tip"]
             )
             continue
+        if _owner_runs(repo, e["lane"]):
+            # its worktree is written by a process of the lane (an exec's CMD): the owner's
+            # git writing files there could be led through a link CMD swaps in (red team
+            # 16A F2). Its commits landed as the stacked ones; its own sync takes it there.
+            repo.store.event(
+                "warning", lane=e["lane"], code="batch_lane_not_moved", why="owner_live"
+            )
+            continue
         if os.path.isdir(e["path"]) and _checked_out(e["path"], ref):
             # logged as the rebase it is (the lane's commits, replayed onto the stack):
             # release and gc then count the tip it replaced as landed, as after a sync
@@ -323,6 +331,21 @@ def _finish_lanes(repo: Repo, txn: Landing, held: lock.Held | None) -> None:
                 stderr=res.stderr.strip()[:500],
             )
         crash_point("batch_lane_moved")
+
+
+def _owner_runs(repo: Repo, key: str) -> bool:
+    """Does a live process own the lane, other than this one or one of its ancestors
+    (lane.owner_conflict's test)? A record that cannot be read counts as owned."""
+    from guard import lane
+
+    rec = repo.store.read_lane(key)
+    if rec is None:
+        return True
+    try:
+        lane.owner_conflict(repo, rec, "land")
+    except Refusal:
+        return True
+    return False
 
 
 def _checked_out(path: str, ref: str) -> bool:

@@ -407,6 +407,19 @@ class Server:
         # pointers, which CMD can rewrite
         if Repo(self.store.common_dir, None, None).config["worker_land"] != "allow":
             raise land.worker_land_refusal(self.key, usage)
+        if sync and self.confine_gate:
+            # the land runs as the owner, unconfined, and its rebase would be the owner's
+            # git writing files in a worktree CMD writes at the same time: a directory CMD
+            # swaps for a link while git writes through it takes the owner's writes outside
+            # the lane (red team 16A F2). CMD's own sync runs confined.
+            raise Refusal(
+                "role_forbidden",
+                f"a land through the sandboxed exec of lane {self.key} does not rebase the "
+                "lane (the rebase would be the owner's git writing a worktree this sandbox "
+                "writes at the same time): sync inside, then land",
+                next=[f"git lane sync {self.key}", f"git lane land {self.key}"],
+                details={"lane": self.key, "sync": True},
+            )
         args = ["land", self.key]
         if sync:
             args.append("--sync")

@@ -106,6 +106,10 @@ _ADMIN_TOP = {
     ),
     "FETCH_HEAD": LOG_MAX,
     "locked": LOCKED_MAX,
+    # git-lane's lane marker (lane.KEY_FILE): every hook reads it a byte at a time (sh's
+    # `read`), so a sparse 20 GB one held the owner's `git lane checkpoint` an hour (red
+    # team 16A F1); written back from the lane's record (_heads_back)
+    "gitlane-lane": REF_MAX,
 }
 # the directories of an admin dir: how deep, and the bound of their files (the rebase
 # state: what every worktree list and `git branch` read of every worktree)
@@ -116,6 +120,25 @@ _ADMIN_DIRS: tuple[tuple[str, int, int | dict[str, int]], ...] = (
     ("rebase-merge", 0, _REBASE_FILES),
     ("rebase-apply", 0, _REBASE_FILES),
 )
+
+
+def bound(rel: str) -> int | None:
+    """The size a file at `rel` (relative to the common dir) is held to here, None where
+    none is (the index, an object, a submodule's git dir): what set_aside() moves past it.
+    guard/linked.py copies no more than this of a file it splits."""
+    parts = os.path.normpath(rel).split("/")
+    for root, limit in zip(_LANE_ROOTS, (REF_MAX, LOG_MAX), strict=True):
+        n = root.count("/") + 1
+        if parts[:n] == root.split("/") and len(parts) > n:
+            return limit
+    if len(parts) < 3 or parts[0] != "worktrees":
+        return None
+    if len(parts) == 3:
+        return _ADMIN_TOP.get(parts[2])
+    for sub, depth, bounds in _ADMIN_DIRS:
+        if parts[2] == sub and len(parts) - 4 <= depth:
+            return bounds if isinstance(bounds, int) else bounds.get(parts[-1])
+    return None
 
 
 @dataclass(frozen=True)
@@ -638,19 +661,21 @@ def _heads_back(repo: Repo, moved: list[dict[str, Any]]) -> None:
     repository", and every command that lists the worktrees refuses it). Through the
     admin dir's fd; `head` in the moved entry says what was written ("" when it could
     not be: reconcile then does)."""
-    heads = [m for m in moved if str(m["file"]).endswith("/HEAD")]
+    names = ("HEAD", "gitlane-lane")
+    heads = [m for m in moved if str(m["file"]).rpartition("/")[2] in names]
     if not heads:
         return
     admins, _ = _active(repo)
     for m in heads:
-        rec = admins.get(str(m["file"]).rpartition("/")[0])
+        where, _, name = str(m["file"]).rpartition("/")
+        rec = admins.get(where)
         if rec is None:
             continue
-        text = f"ref: refs/heads/{rec.branch}\n"
+        text = f"ref: refs/heads/{rec.branch}\n" if name == "HEAD" else f"{rec.key}\n"
         try:
-            afd, _ = dirfd.walk(os.fspath(repo.common_dir), str(m["file"]).rpartition("/")[0])
+            afd, _ = dirfd.walk(os.fspath(repo.common_dir), where)
             try:
-                dirfd.replace(afd, "HEAD", [text.encode()])
+                dirfd.replace(afd, name, [text.encode()])
             finally:
                 os.close(afd)
             m["head"] = text.rstrip("\n")
@@ -716,7 +741,7 @@ def note(m: Moved, fix: list[str]) -> str:
         else ""
     )
     heads = [str(d["file"]) for d in m.moved if d.get("head")]
-    back = f"; {', '.join(heads)} written back naming the lane's branch" if heads else ""
+    back = f"; {', '.join(heads)} written back from the lane's record" if heads else ""
     odd = (
         " (a FIFO there blocks every git's open for ever, a link is read through: neither "
         "is a file git or git-lane writes)"

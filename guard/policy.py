@@ -152,28 +152,142 @@ def marker_sizes(check_attr_z: str) -> dict[str, int]:
     return out
 
 
+# A chunk a streaming scan is fed at most (MarkerScan): a conflicted file of the lane's may be
+# any size (a sparse 3 GB file takes no disk), so no reader holds more than this of it.
+SCAN_CHUNK = 1 << 20
+
+
+@functools.lru_cache(maxsize=16)
+def _marker_lines(size: int) -> tuple[re.Pattern[bytes], ...]:
+    """Per state of the scan (0 outside, 1 after open, 2 after base, 3 after mid), the
+    marker lines that change it, found in a buffer of many lines (MULTILINE): marker_res's
+    four on a line with its trailing CRs (`\\r*$`, as rstrip drops them), grouped open
+    (1), then base and mid (2, 3) or close (2). Every other line changes nothing: the
+    regex engine passes over it without a step of Python's."""
+    n = str(size).encode()
+    o = rb"(<{" + n + rb"}(?: |\r*$))"
+    b = rb"(\|{" + n + rb"}(?: |\r*$))"
+    m = rb"(={" + n + rb"}\r*$)"
+    c = rb"(>{" + n + rb"}(?: |\r*$))"
+    one = re.compile(rb"^(?:" + o + b"|" + b + b"|" + m + rb")", re.M)
+    return (
+        re.compile(rb"^" + o, re.M),
+        one,
+        one,
+        re.compile(rb"^(?:" + o + b"|" + c + rb")", re.M),
+    )
+
+
+class MarkerScan:
+    """conflict_blocks over a stream: fed chunks of any size (`feed`), `close` gives the
+    same list conflict_blocks gives for their concatenation. Memory is bounded by the
+    chunk, never the file: of a line that runs past a chunk only its first `size`+1 bytes
+    are kept and whether anything but CR follows them, which is all the four marker
+    regexes can tell apart (a marker line is `size` marker characters and then a space or
+    nothing but CRs). `keep` bounds the blocks listed (`more` counts the others): a file
+    of nothing but blocks is a block every 24 bytes."""
+
+    def __init__(self, size: int = MARKER_SIZE, keep: int | None = None) -> None:
+        self.size = size
+        self.keep = keep  # at most this many blocks kept in `found`; the rest only counted
+        self.more = 0
+        self._res = marker_res(size)
+        self._lines = _marker_lines(size)
+        self._opener = b"\n" + b"<" * size
+        self._head = b""  # the first size+1 bytes of the line not yet ended
+        self._dirty = False  # ... and whether a byte other than CR follows them
+        self._line = 1  # its number
+        self._state = 0  # 0 outside, 1 after open, 2 after base, 3 after mid
+        self._start = 0
+        self.found: list[int] = []
+
+    def _extend(self, data: bytes | memoryview) -> None:
+        need = self.size + 1 - len(self._head)
+        if need > 0:
+            self._head += bytes(data[:need])
+            data = data[need:]
+        if not self._dirty and len(data) and bytes(data).strip(b"\r"):
+            self._dirty = True
+
+    def _take(self, n: int, raw: bytes) -> None:
+        """The line numbered `n` (its bytes, no newline; a long one cut as _extend does)."""
+        _open, _base, _mid, _close = self._res
+        line = raw.rstrip(b"\r")
+        if _open.match(line):
+            self._state, self._start = 1, n
+        elif self._state in (1, 2) and _base.match(line):
+            self._state = 2
+        elif self._state in (1, 2) and _mid.match(line):
+            self._state = 3
+        elif self._state == 3 and _close.match(line):
+            self._block()
+            self._state = 0
+
+    def _block(self) -> None:
+        if self.keep is None or len(self.found) < self.keep:
+            self.found.append(self._start)
+        else:
+            self.more += 1
+
+    def _end_line(self) -> None:
+        self._take(self._line, self._head + (b"x" if self._dirty else b""))
+        self._head, self._dirty = b"", False
+
+    def feed(self, chunk: bytes) -> None:
+        first = chunk.find(b"\n")
+        if first < 0:
+            self._extend(memoryview(chunk))
+            return
+        self._extend(memoryview(chunk)[:first])
+        self._end_line()
+        last = chunk.rfind(b"\n")
+        base, at = self._line + 1, first + 1  # the line number at offset `at`
+        pos = first + 1
+        while pos < last:
+            if self._state == 0:  # most of a file: a memchr-speed look for an opener's start
+                pos = chunk.find(self._opener, pos - 1, last) + 1
+                if pos == 0:
+                    break
+                m = self._lines[0].match(chunk, pos, last)
+                if m is None:
+                    pos += 1  # (a run of `<` too long, or no space after it)
+                    continue
+            elif (m := self._lines[self._state].search(chunk, pos, last)) is None:
+                break
+            pos = m.end() + 1  # (past the newline or the space: no marker line starts there)
+            kind = m.lastindex
+            if kind == 1:
+                base += chunk.count(b"\n", at, m.start())
+                at = m.start()
+                self._state, self._start = 1, base
+            elif self._state == 3:
+                self._block()
+                self._state = 0
+            else:
+                self._state = 2 if kind == 2 else 3
+        self._line += chunk.count(b"\n")
+        self._extend(memoryview(chunk)[last + 1 :])
+
+    def feed_zeros(self, n: int) -> None:
+        """`n` NUL bytes (a hole of a sparse file), in constant time: no newline among them,
+        and past size+1 bytes more of them tell nothing new."""
+        self._extend(bytes(min(n, self.size + 2)))
+
+    def close(self) -> list[int]:
+        self._end_line()
+        return self.found
+
+
 def conflict_blocks(data: bytes, size: int = MARKER_SIZE) -> list[int]:
     """1-based line numbers where a real conflict block opens.
 
     A block is `<<<<<<< ` ... [`||||||| ` ...] `=======` ... `>>>>>>> ` (markers of `size`
     characters); a lone `=======` (a Markdown setext underline) or a stray opener is not
-    one."""
-    _open, _base, _mid, _close = marker_res(size)
-    found: list[int] = []
-    state = 0  # 0 outside, 1 after open, 2 after base, 3 after mid
-    start = 0
-    for i, raw in enumerate(data.split(b"\n"), 1):
-        line = raw.rstrip(b"\r")
-        if _open.match(line):
-            state, start = 1, i
-        elif state in (1, 2) and _base.match(line):
-            state = 2
-        elif state in (1, 2) and _mid.match(line):
-            state = 3
-        elif state == 3 and _close.match(line):
-            found.append(start)
-            state = 0
-    return found
+    one. (MarkerScan, fed `data` whole: one decision for a blob in memory and a file
+    streamed from disk.)"""
+    scan = MarkerScan(size)
+    scan.feed(data)
+    return scan.close()
 
 
 @dataclass(frozen=True)

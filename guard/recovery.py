@@ -47,15 +47,17 @@ def admin_dir(repo: Repo, path: str) -> Path | None:
 
 
 def _read(p: Path) -> str | None:
+    """A pointer file (the lane's `.git`, its admin dir's `gitdir`): both the lane's to
+    write, so never followed nor waited on, and at most 64 KiB (a path) read."""
     try:
-        return None if p.is_symlink() else read_regular(p).decode().rstrip("\n")
+        return read_regular(p, follow=False, limit=1 << 16).decode().rstrip("\n")
     except (OSError, UnicodeDecodeError):
         return None
 
 
 def _read_bytes(p: Path) -> bytes | None:
     try:
-        return None if p.is_symlink() else read_regular(p, limit=4096)
+        return read_regular(p, follow=False, limit=4096)
     except OSError:
         return None
 

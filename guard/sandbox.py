@@ -333,12 +333,17 @@ def git_dirs(f: Facts) -> list[str]:
     Raises SandboxError when main is itself a lane branch (it would be writable)."""
     if f.main_ref.startswith("refs/heads/lane/"):
         raise SandboxError(f"main ({f.main_ref}) is inside the lane branches' directory")
-    out = [
-        f.admin_dir,
-        os.path.join(f.admin_dir, "objects"),  # the lane's private object store
-        *(os.path.join(f.common, r) for r in LANE_REFS),
+    return lane_git_dirs(f.common, f.admin_dir)
+
+
+def lane_git_dirs(common: str, admin_dir: str) -> list[str]:
+    """git_dirs() of the lane whose admin dir is `admin_dir` (exec --own-objects, which
+    decides no grants, walks the same for hard links: guard/linked.py)."""
+    return [
+        admin_dir,
+        os.path.join(admin_dir, "objects"),  # the lane's private object store
+        *(os.path.join(common, r) for r in LANE_REFS),
     ]
-    return out
 
 
 def decide(f: Facts) -> Grants:

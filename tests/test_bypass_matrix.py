@@ -58,7 +58,9 @@ class Cell:
     `kernel` (the kernel's error `code`), `passes` (the bypass works), `harmless` (it
     runs, and what it aims at stays as it was), `undone` (it works, and the supervising
     `git lane exec` puts it back at once, logging event `code`: a window, not a stop),
-    `na` (not a thing in this layer: `code` says why)."""
+    `split` (it runs, on a file of its own: the supervising `git lane exec` gave the
+    planted name an inode of its own before CMD started, logging event `code`; what it
+    aims at stays as it was), `na` (not a thing in this layer: `code` says why)."""
 
     kind: str
     code: str = ""
@@ -70,12 +72,13 @@ class Cell:
             "passes": "**passes**",
             "harmless": "runs, harmless",
             "undone": f"runs, undone by exec (`{self.code}`)",
+            "split": f"runs on a copy, split by exec (`{self.code}`)",
             "na": f"n/a ({self.code})",
         }[self.kind]
 
     @property
     def stops(self) -> bool:
-        return self.kind in ("refused", "kernel")
+        return self.kind in ("refused", "kernel", "split")
 
 
 def R(code: str) -> Cell:
@@ -89,6 +92,7 @@ EACCES = Cell("kernel", "EACCES")
 PASSES = Cell("passes")
 HARMLESS = Cell("harmless")
 UNDONE = Cell("undone", "hook_mode_restored")
+SPLIT = Cell("split", "git_dir_links_split")
 
 
 @dataclass(frozen=True)
@@ -508,7 +512,7 @@ ROWS: tuple[Row, ...] = (
         PASSES,
         PASSES,
         R("main_not_plain"),
-        ("main",),
+        ("main", "git dir links"),
         pre='ln "$COMMON/refs/heads/main" "$COMMON/refs/heads/lane/zz"',
     ),
     Row(
@@ -520,7 +524,7 @@ ROWS: tuple[Row, ...] = (
         PASSES,
         PASSES,
         R("main_not_plain"),
-        ("main",),
+        ("main", "git dir links"),
         pre='$REAL -C "$HUB" pack-refs --all && mkdir -p "$COMMON/refs/heads/lane" && '
         'ln "$COMMON/packed-refs" "$COMMON/refs/heads/lane/yy"',
     ),
@@ -672,6 +676,17 @@ ROWS: tuple[Row, ...] = (
         OUTSIDE,
         PASSES,
         pre='ln "$OUT" planted',
+    ),
+    Row(
+        "hardlink_planted_git_dir",
+        "appending to a hard link to the repository's `config` planted in a git dir the sandbox grants (`ln config refs/heads/lane/cfg`, made beforehand, outside the layer)",
+        'printf "[core]\\n\\thooksPath = %s\\n" "$SCR" >> "$COMMON/refs/heads/lane/cfg"',
+        "config",
+        PASSES,
+        PASSES,
+        SPLIT,
+        ("git dir links", "core.hooksPath"),
+        pre='mkdir -p "$COMMON/refs/heads/lane" && ln "$COMMON/config" "$COMMON/refs/heads/lane/cfg"',
     ),
     Row(
         "dotdot",
@@ -1055,6 +1070,7 @@ class Layer:
             "hub_index": c / "index",
             "epoch": c / "git-lane" / "epoch.json",
             "hook": c / "hooks" / "reference-transaction",
+            "config": c / "config",
         }
 
 
@@ -1300,6 +1316,11 @@ def test_bypass(layer: Layer, row: Row) -> None:
         assert after == before, seen
         events = events_text(layer)
         assert cell.code in events, events[-2000:]
+    elif cell.kind == "split":
+        assert r.rc == 0, (r.rc, seen)
+        assert after == before, seen
+        events = events_text(layer)
+        assert f'"kind": "{cell.code}"' in events, events[-2000:]
     else:
         assert cell.kind == "passes"
         assert r.rc == 0, (r.rc, seen)

@@ -373,8 +373,13 @@ def test_close_wakes_the_accept_loop(tmp_path: Path) -> None:
 
 @NEEDS_LANDLOCK
 @pytest.mark.skipif(shutil.which("pgrep") is None, reason="needs pgrep")
+@pytest.mark.parametrize(
+    ("refresh", "nap"),
+    [("", "0417"), ("git update-index -q --refresh", "0423")],
+    ids=["put-back", "put-back-refreshed"],
+)
 def test_a_lane_never_shows_the_gate_other_bytes_than_the_tip_it_lands(
-    hub: Repo, tmp_path: Path
+    hub: Repo, tmp_path: Path, refresh: str, nap: str
 ) -> None:
     """G4 with the gate in the lane (gate_worktree = "lane", the default): before the gate
     the lane must be clean at the tip, after it the tip and the worktree must be as they
@@ -384,9 +389,18 @@ def test_a_lane_never_shows_the_gate_other_bytes_than_the_tip_it_lands(
     the gate's reader the bytes it wants, and renames the committed bytes back the moment
     the reader has them. The check after the gate finds the tip's content (a new inode,
     same bytes: git status hashes it and calls it clean), and main moves to a tip whose
-    file the gate rejects."""
+    file the gate rejects. The sandbox lets CMD write the lane's index: refreshed after
+    the put-back, it holds the new file's stat, so only the engine's own lstat sees it."""
     hub.config("worker_land", "allow")
-    hub.config("gate_command", "sleep 2.0417; ! grep -q BAD f.txt")  # a name pgrep finds
+    # a name pgrep finds, one a case (the cases may run side by side); after the read,
+    # the gate waits (20 s at most) for the agent's put-back to be done, so the check
+    # after it never races the agent's last step
+    wait = "$(git rev-parse --git-dir)/put-back"
+    hub.config(
+        "gate_command",
+        f"sleep 2.{nap}; ! grep -q BAD f.txt || exit 1; n=0;"
+        f' while [ ! -e "{wait}" ] && [ $n -lt 2000 ]; do n=$((n+1)); sleep 0.01; done',
+    )
     lane = hub.create("alpha")
     tip = hub.commit(lane, "f.txt", "BAD\n")
     agent = tmp_path / "agent.sh"
@@ -394,15 +408,17 @@ def test_a_lane_never_shows_the_gate_other_bytes_than_the_tip_it_lands(
         """#!/bin/sh
 (
   n=0
-  while ! pgrep -f 'sleep 2[.]0417' >/dev/null; do n=$((n+1)); [ $n -gt 3000 ] && exit 1; sleep 0.01; done
+  while ! pgrep -f 'sleep 2[.]NAP' >/dev/null; do n=$((n+1)); [ $n -gt 3000 ] && exit 1; sleep 0.01; done
   cp -p f.txt "$TMPDIR/bad"
   rm f.txt && mkfifo f.txt
   timeout 20 sh -c 'echo GOOD > f.txt'
   mv "$TMPDIR/bad" f.txt
+  REFRESH
+  : > "$(git rev-parse --git-dir)/put-back"
 ) &
 git lane land alpha
 wait
-"""
+""".replace("REFRESH", refresh).replace("NAP", nap)
     )
     res = subprocess.run(
         ["git", "lane", "exec", "--sandbox", "alpha", "--", "sh", str(agent)],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import os
 import shlex
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Repo, git
+from guard import git as ggit
 from enginehelp import (
     assert_linear,
     epoch,
@@ -346,6 +349,254 @@ def test_a_tracked_file_put_back_with_the_tips_bytes_during_the_gate_is_refused(
     alt = str(j["alternatives"][0]).split("  #")[0]  # type: ignore[index]
     res = subprocess.run(alt, shell=True, cwd=repo.path, capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
+    assert repo.sha() == head(path)
+
+
+# a swap the gate reads, then the tip's bytes put back (a copy: a new inode, the same
+# mtime) and the lane's own index told of it: `git diff-files` then reads clean, and only
+# the engine's own lstat of the tracked files, taken before and after the gate, sees it
+SWAP = (
+    "cp -p {f} .tip && printf 'not the tip\\n' > .evil && mv .evil {f} && cat {f} >/dev/null"
+    " && mv .tip {f} && {put_back}"
+)
+
+
+@pytest.mark.parametrize(
+    "put_back", ["git update-index -q --refresh", "git add -- alpha.txt"], ids=["refresh", "add"]
+)
+def test_a_swap_put_back_and_refreshed_in_the_lanes_index_is_refused(
+    repo: Repo, put_back: str
+) -> None:
+    """The lane can write its own index (a sandboxed lane too): after the swap and the
+    put-back, `git update-index --refresh` (or `git add` of the file) records the new
+    file's stat there, so the index's stat view is clean after the gate; the engine's own
+    lstat of every tracked file (dev, ino, mode, size, mtime, ctime) is not."""
+    gate(repo, SWAP.format(f="alpha.txt", put_back=put_back))
+    path = ready_lane(repo, "alpha")
+    tip = head(path)
+    j = refused(repo, "lane_changed_during_gate", "alpha")
+    assert j["details"]["rewritten_paths"] == ["alpha.txt"]  # type: ignore[index]
+    assert j["next"] == ["git lane land alpha"]
+    assert status_porcelain(path) == ""  # the tip's bytes, and an index that agrees
+    assert git(path, "diff-files", "--name-only", "-z").stdout == ""
+    assert head(path) == tip and epoch(repo) == 0
+
+
+def test_a_swap_in_a_subdirectory_and_of_odd_names_is_refused(repo: Repo) -> None:
+    """The paths come from `ls-files -z` and are lstat'ed as they are: a file deep in the
+    tree, one whose name holds a newline, one that is not UTF-8, and a symlink (lstat, never followed) swapped
+    for a file and back are each seen."""
+    odd = "sub dir/new\nline \u00fc.txt"
+    path = ready_lane(repo, "alpha", {"src/deep/b.txt": "b\n", odd: "odd\n"})
+    bad = os.fsdecode(b"sub dir/not utf-8 \xff.txt")  # git's bytes, surrogate-escaped
+    (path / bad).write_text("bad\n")
+    os.symlink("src/deep/b.txt", path / "link")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "a link and a name that is not UTF-8")
+    swap_odd = (
+        'for f in \'sub dir\'/*; do cp -p "$f" .tip && echo evil > "$f" && mv -f .tip "$f"; done'
+    )
+    swap_link = "mv link .link && echo evil > link && rm link && mv .link link"
+    gate(
+        repo,
+        SWAP.format(f="src/deep/b.txt", put_back="true")
+        + f" && {swap_odd} && {swap_link} && git update-index -q --refresh",
+    )
+    j = refused(repo, "lane_changed_during_gate", "alpha")
+    quoted = '"sub dir/not utf-8 \\377.txt"'  # json_safe's form of that name
+    seen = j["details"]["rewritten_paths"]  # type: ignore[index]
+    assert sorted(seen) == sorted(["src/deep/b.txt", odd, quoted, "link"])
+    assert status_porcelain(path) == ""
+    assert epoch(repo) == 0
+
+
+def test_a_file_replaced_by_a_directory_and_put_back_is_refused(repo: Repo) -> None:
+    gate(
+        repo,
+        "mv alpha.txt .tip && mkdir alpha.txt && ls alpha.txt && rmdir alpha.txt"
+        " && mv .tip alpha.txt && git update-index -q --refresh",
+    )
+    path = ready_lane(repo, "alpha")
+    j = refused(repo, "lane_changed_during_gate", "alpha")
+    assert j["details"]["rewritten_paths"] == ["alpha.txt"]  # type: ignore[index]
+    assert status_porcelain(path) == ""
+
+
+@pytest.mark.parametrize(
+    "where", ["src", "src/deep", "top"], ids=["dir", "subdir", "parent-of-dir"]
+)
+def test_a_directory_swapped_and_renamed_back_during_the_gate_is_refused(
+    repo: Repo, where: str
+) -> None:
+    """A directory renamed away, an evil one read in its place, then renamed back: every
+    tracked file keeps its inode, mtime and ctime (the lstat views agree), but the watch
+    on the directory's own identity (IN_MOVE_SELF) was set before the gate. `top` holds
+    no file itself, only the directories on the way to one."""
+    evil = {"src": "src/deep/b.txt", "src/deep": "src/deep/b.txt", "top": "top/src/c.txt"}[where]
+    gate(
+        repo,
+        f"mv {where} .swap && mkdir -p {os.path.dirname(evil)} && echo evil > {evil}"
+        f" && cat {evil} >/dev/null && rm -r {where} && mv .swap {where}"
+        " && git update-index -q --refresh",
+    )
+    files = {"src/deep/b.txt": "b\n", "top/src/c.txt": "c\n"}
+    path = ready_lane(repo, "alpha", files)
+    j = refused(repo, "lane_changed_during_gate", "alpha")
+    assert j["details"]["moved_dirs"] == [where]  # type: ignore[index]
+    assert j["details"]["rewritten_paths"] == []  # type: ignore[index]
+    assert j["next"] == ["git lane land alpha"]
+    assert status_porcelain(path) == "" and epoch(repo) == 0
+
+
+def test_an_honest_gate_that_builds_into_tracked_directories_lands(repo: Repo) -> None:
+    """The watch is on each directory's own identity only: a gate that makes, writes and
+    removes files and directories inside the lane's tracked directories (ignored build
+    output) raises no event, however many, and lands."""
+    gate(
+        repo,
+        "for i in $(seq 300); do echo $i > src/o$i.pyc; mkdir -p src/c$i; rm -r src/c$i; done"
+        " && rm src/*.pyc && mkdir -p out/x && mv out/x out/y && rm -r out",
+    )
+    ready_lane(repo, "alpha", {".gitignore": "*.pyc\nout/\n", "src/b.txt": "b\n"})
+    r = repo.jlane("land", "alpha")
+    assert r.rc == 0, r.stdout
+
+
+def test_a_watch_that_cannot_be_set_refuses_and_its_next_lands_in_a_clean_worktree(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fs.inotify.max_user_watches reached (ENOSPC at the second directory's watch): the
+    in-lane gate never runs unwatched. The refusal's next, run as written, switches to
+    the clean-worktree gate (no watch needed) and lands."""
+    from guard import dirwatch
+    from guard.commands import land
+    from guard.errors import Refusal
+    from guard.repo import Repo as GRepo
+
+    gate(repo, "touch ran-in-$(basename $PWD)")  # where the gate ran, were it to run
+    path = ready_lane(repo, "alpha", {"src/b.txt": "b\n"})
+    tip = head(path)
+    seen: list[bytes] = []
+    real = dirwatch.add_watch
+
+    def full(libc: ctypes.CDLL, fd: int, p: bytes) -> int:
+        seen.append(p)
+        return -errno.ENOSPC if len(seen) > 1 else real(libc, fd, p)
+
+    monkeypatch.setattr(dirwatch, "add_watch", full)
+    monkeypatch.chdir(repo.path)
+    with pytest.raises(Refusal) as exc:
+        land.run(GRepo.discover(str(repo.path)), "alpha")
+    r = exc.value
+    assert r.code == "gate_watch_failed"
+    assert r.details["dir"] == "src" and r.details["errno"] == "ENOSPC"
+    assert r.next == ["git lane config set gate_worktree clean", "git lane land alpha"]
+    assert not list(path.glob("ran-in-*")) and repo.sha() != tip and epoch(repo) == 0
+    assert not owner_file(repo).exists()
+    for cmd in r.next:
+        res = subprocess.run(cmd, shell=True, cwd=repo.path, capture_output=True, text=True)
+        assert res.returncode == 0, (cmd, res.stdout, res.stderr)
+    assert repo.sha() == tip and epoch(repo) == 1
+    assert status_porcelain(path) == ""  # the gate ran in a fresh worktree, not the lane
+
+
+@pytest.mark.parametrize("err", [errno.EMFILE, errno.ENOSYS], ids=["instances", "no-inotify"])
+def test_no_inotify_refuses_the_in_lane_gate_not_the_clean_one(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch, err: int
+) -> None:
+    """max_user_instances reached (inotify_init1: EMFILE), or no inotify at all (not
+    Linux): gate_watch_failed with the gate in the lane; a clean gate needs no watch."""
+    from guard import dirwatch
+    from guard.commands import land
+    from guard.errors import Refusal
+    from guard.repo import Repo as GRepo
+
+    def none() -> object:
+        raise dirwatch.WatchFailed("", err)
+
+    gate(repo, "true")
+    path = ready_lane(repo, "alpha")
+    monkeypatch.setattr(dirwatch, "_libc", none)
+    monkeypatch.chdir(repo.path)
+    with pytest.raises(Refusal) as exc:
+        land.run(GRepo.discover(str(repo.path)), "alpha")
+    assert exc.value.code == "gate_watch_failed" and exc.value.details["dir"] is None
+    repo.config("gate_worktree", "clean")
+    res = land.run(GRepo.discover(str(repo.path)), "alpha")
+    assert res["code"] == "landed" and repo.sha() == head(path)
+
+
+def test_a_lane_directory_that_is_a_link_is_never_watched_through(tmp_path: Path) -> None:
+    """IN_ONLYDIR | IN_DONT_FOLLOW: a directory of the lane that is a link (or a file, or
+    gone) fails its watch (ENOTDIR, ENOENT); one moved, removed or whose watch the kernel
+    dropped is named, parents first in `directories`."""
+    from guard import dirwatch
+
+    assert dirwatch.directories(["a", "x/y/z", "x/w", "q/r"]) == [".", "q", "x", "x/y"]
+    (tmp_path / "real").mkdir()
+    os.symlink("real", tmp_path / "link")
+    (tmp_path / "file").write_text("")
+    for name, err in [("link", errno.ENOTDIR), ("file", errno.ENOTDIR), ("gone", errno.ENOENT)]:
+        with pytest.raises(dirwatch.WatchFailed) as exc:
+            dirwatch.DirWatch(str(tmp_path), [".", name])
+        assert (exc.value.rel, exc.value.errno) == (name, err)
+    (tmp_path / "real" / "d").mkdir()
+    (tmp_path / "keep").mkdir()
+    with dirwatch.DirWatch(str(tmp_path), [".", "keep", "real", "real/d"]) as w:
+        (tmp_path / "keep" / "new").mkdir()
+        (tmp_path / "keep" / "f").write_text("x")
+        os.rename(tmp_path / "keep" / "new", tmp_path / "keep" / "new2")
+        assert w.moved() == []
+        os.rename(tmp_path / "real", tmp_path / "away")
+        os.rename(tmp_path / "away", tmp_path / "real")
+        os.rmdir(tmp_path / "real" / "d")
+        assert w.moved() == ["real", "real/d"]
+        assert w.moved() == []  # read once
+
+
+def test_stat_view_lstats_every_tracked_path_itself(tmp_path: Path) -> None:
+    """stat_view's paths are the index's (gitlinks left out), its stat data the engine's
+    own lstat: a gone file is None, one lstat cannot look at (a leading link that loops)
+    is UNREADABLE and always counts; a path in one view only counts."""
+    w = tmp_path / "w"
+    w.mkdir()
+    git(w, "init", "-q", "-b", "main")
+    (w / "a").write_text("a\n")
+    (w / "d").mkdir()
+    (w / "d" / "b").write_text("b\n")
+    os.symlink("a", w / "link")
+    git(w, "add", "-A")
+    blob = git(w, "hash-object", "-w", "--stdin").stdout.strip()
+    git(w, "update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},sub")
+    git(w, "update-index", "--add", "--cacheinfo", f"100644,{blob},loop/x")
+    os.symlink("loop", w / "loop")  # loop/x: ELOOP, not absent
+    view = ggit.stat_view(str(w))
+    assert sorted(view) == ["a", "d/b", "link", "loop/x"]
+    assert view["loop/x"] == ggit.UNREADABLE
+    assert view["link"] is not None and view["link"][2] == os.lstat(w / "link").st_mode
+    assert ggit.rewritten(view, ggit.stat_view(str(w))) == ["loop/x"]
+    os.unlink(w / "loop")
+    again = ggit.stat_view(str(w))
+    assert again["loop/x"] is None and ggit.rewritten(again, ggit.stat_view(str(w))) == []
+    assert ggit.rewritten(view, again) == ["loop/x"]
+    (w / "a").unlink()
+    gone = ggit.stat_view(str(w))
+    assert gone["a"] is None and ggit.rewritten(again, gone) == ["a"]
+    assert ggit.rewritten({k: v for k, v in again.items() if k != "d/b"}, again) == ["d/b"]
+    assert ggit.rewritten(again, {k: v for k, v in again.items() if k != "d/b"}) == ["d/b"]
+
+
+def test_an_honest_gate_that_refreshes_the_lanes_index_lands(repo: Repo) -> None:
+    """A gate that reads every file and runs git (whose `status` may refresh the index)
+    changes no tracked file's lstat: it lands."""
+    gate(
+        repo,
+        "git status --porcelain >/dev/null && git update-index -q --really-refresh"
+        " && cat alpha.txt src/b.txt >/dev/null && git diff --quiet HEAD",
+    )
+    path = ready_lane(repo, "alpha", {"alpha.txt": "a\n", "src/b.txt": "b\n"})
+    r = repo.jlane("land", "alpha")
+    assert r.rc == 0, r.stdout
     assert repo.sha() == head(path)
 
 

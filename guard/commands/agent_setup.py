@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import guard
-from guard import adapters, agents, binding, dirfd, git, lane, objects, sandbox
+from guard import adapters, agents, binding, dirfd, git, lane, linked, objects, sandbox
 from guard.errors import Refusal
 from guard.repo import Repo
 from guard.results import AgentFile, AgentSetupResult
@@ -669,6 +669,10 @@ def codex_sandbox(repo: Repo, rec: LaneRecord) -> tuple[list[str], dict[str, str
             next=[*fix, again] if fix else ["git lane doctor"],
             details={"lane": rec.key, "why": why},
         ) from None
+    # a hard link planted there beforehand to a file outside (the repository's config, a
+    # hook) would let Codex's sandbox write that file: each gets a file of its own first
+    # (exec --own-objects, which runs Codex, does so again before every start)
+    linked.split_for(repo, dirs, rec.key, again, "nothing was printed for Codex")
     roots = [d for d in dirs if d != store]  # the admin dir holds the store
     env = {
         "GIT_OBJECT_DIRECTORY": store,

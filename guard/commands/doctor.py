@@ -824,6 +824,56 @@ def check_lane_stores(repo: Repo) -> list[Check]:
     return out or [finding("lane object store", OK, "every lane's own store holds only objects")]
 
 
+def check_git_dir_links(repo: Repo) -> list[Check]:
+    """No file in the git dirs a sandboxed lane may write (sandbox.git_dirs: its admin dir
+    with its store and submodule git dirs, the lane refs) has a name outside them: a hard
+    link made beforehand, outside the sandbox (or by a local clone, for objects), through
+    which a sandboxed process writes the file outside (guard/linked.py). Doctor only looks;
+    exec --sandbox and --own-objects split them before CMD starts, and the fix is such an
+    exec that runs `true`."""
+    from guard import linked, objects
+
+    common = os.path.realpath(repo.common_dir)
+    out: list[Check] = []
+    for rec in repo.store.lanes():
+        if rec.status != "active":
+            continue
+        admin = objects.admin_dir(common, rec.path)
+        if admin is None:
+            continue  # no worktree: exec refuses the lane (check `lanes` says so)
+        fix = f"git lane exec --own-objects {rec.key} -- true"
+        try:
+            found = linked.find(common, sandbox.lane_git_dirs(common, admin))
+        except linked.LinkError as exc:
+            what = (
+                f"{git.shown(os.path.join(common, exc.rel))} {exc.why}: a hard link there to "
+                "a file outside cannot be ruled out"
+            )
+        else:
+            if not found:
+                continue
+            names = ", ".join(
+                f"{git.shown(os.path.join(common, x.rel))} ({x.nlink} names, {x.found} there)"
+                for x in found[:5]
+            )
+            more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+            what = (
+                f"{names}{more} has a name outside the git dirs a sandboxed lane may write (a "
+                "hard link made beforehand, outside the sandbox, or by a local clone): "
+                "through it a sandboxed process writes that file (the repository's config, a "
+                "hook, another worktree's index); exec --sandbox and --own-objects give each "
+                "such name a file of its own before CMD starts"
+            )
+        out.append(finding("git dir links", FAIL, f"lane {rec.key}: {what}", fix))
+    return out or [
+        finding(
+            "git dir links",
+            OK,
+            "no file in the git dirs a sandboxed lane may write has a name outside them",
+        )
+    ]
+
+
 # -- state ------------------------------------------------------------------------------
 def check_lock(repo: Repo) -> list[Check]:
     from guard import lock
@@ -1268,6 +1318,7 @@ CHECKS: tuple[Callable[[Repo], list[Check]], ...] = (
     check_replace,
     check_objects,
     check_lane_stores,
+    check_git_dir_links,
     check_lock,
     check_lanes,
     check_landlock,

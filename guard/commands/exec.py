@@ -31,6 +31,7 @@ from guard import (
     git,
     landsock,
     lane,
+    linked,
     objects,
     oversize,
     policy,
@@ -504,6 +505,9 @@ def _supervise(
         elif own_objects:
             _lane_objects(repo, mine, env, retry)
             own_store = True
+        if own_store:  # before CMD starts: no granted name may be another file's too
+            again = retry.replace("git lane exec ", "git lane exec --sandbox ", 1)
+            _split_links(repo, mine, env[binding.OBJECTS], again if confine else retry, warn)
         repo.store.event("exec", lane=key, argv=argv, pid=os.getpid(), sandbox=bool(ruleset))
         watch = _hook_watch(repo, key)
         if own_store:
@@ -596,6 +600,21 @@ def _supervise(
             "outlives exec"
         )
     return result
+
+
+def _split_links(
+    repo: Repo, rec: LaneRecord, store: str, retry: str, warn: Callable[[str], None] | None
+) -> None:
+    """Give every file in the git dirs CMD may write (sandbox.git_dirs: the lane's admin
+    dir, whose store is `store`, and the lane refs) that has a name outside them (a hard
+    link planted beforehand, outside the sandbox: Landlock checks the name, so CMD would
+    write the file outside through it) a file of its own (guard/linked.py). Under
+    --own-objects too: Codex's own sandbox grants the same dirs. Refused
+    git_dir_link_failed when that cannot be done: CMD is not started."""
+    dirs = sandbox.lane_git_dirs(os.path.realpath(repo.common_dir), os.path.dirname(store))
+    files = linked.split_for(repo, dirs, rec.key, retry, "nothing was run")
+    if files and warn is not None:
+        warn(linked.note(files))
 
 
 def _set_aside(repo: Repo, warn: Callable[[str], None] | None) -> bool:

@@ -15,6 +15,8 @@ gate, named for it, called in order under the integration lock.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import signal
@@ -22,7 +24,7 @@ import stat
 from dataclasses import dataclass
 from typing import cast
 
-from guard import dirfd, gate, git, landed, landing, lane, lock, objects, policy, recovery
+from guard import dirfd, dirwatch, gate, git, landed, landing, lane, lock, objects, policy, recovery
 from guard.errors import GitError, Interrupted, Refusal
 from guard.hookcheck import _PICKAXE as MARKER_PICKAXE  # one marker pre-filter, hook and land
 from guard.hookcheck import added_blocks, added_lines
@@ -649,10 +651,71 @@ def g4_gate(
     the lane so is its worktree (else what passed is not what would land); the hub is
     looked at again."""
     assert t.tip is not None
-    before: git.StatView = {}
-    if not clean:  # what git's index says of the lane's files as the gate starts
-        with git.shared_store_only(False):
-            before = git.stat_view(t.path)
+    with contextlib.ExitStack() as stack:
+        before: git.StatView = {}
+        watch: dirwatch.DirWatch | None = None
+        if not clean:  # the engine's own lstat of the lane's tracked files as the gate starts
+            with git.shared_store_only(False):
+                names = git.tracked_paths(t.path)
+                # a directory renamed away and back keeps its files' lstat: its own
+                # identity is watched, from before this view until after the "after" one
+                watch = stack.enter_context(_watch_lane(t, names))
+                before = git.stat_view(t.path, names)
+        return _g4_run(repo, t, command, timeout, changed, added, output, tick, before, watch)
+
+
+def _watch_lane(t: Target, names: list[str]) -> dirwatch.DirWatch:
+    """The watch on the lane's root and every directory of its tracked files; one that
+    cannot be set is a refusal (an unwatched in-lane gate could pass a swapped tree). A
+    clean gate needs no watch: the `next` switches to it."""
+    try:
+        return dirwatch.DirWatch(t.path, dirwatch.directories(names))
+    except dirwatch.WatchFailed as e:
+        raise _watch_failed(t, e) from None
+
+
+def _watch_failed(t: Target, e: dirwatch.WatchFailed) -> Refusal:
+    """gate_watch_failed: `next` gates in a fresh worktree of the tip, which needs none."""
+    where = json.dumps(e.rel) if e.rel else "inotify itself"
+    why = {
+        errno.ENOSPC: " (fs.inotify.max_user_watches reached)",
+        errno.EMFILE: " (fs.inotify.max_user_instances reached)",
+        errno.ENOENT: " (the directory is gone)",
+        errno.ENOTDIR: " (no directory now: a link, or a file)",
+        errno.ENOSYS: " (no inotify on this system)",
+    }.get(e.errno, "")
+    return Refusal(
+        "gate_watch_failed",
+        f"lane {t.key}'s gate runs in the lane, and the watch that tells a directory of it "
+        f"renamed away and back while the gate ran could not be set on {where}: "
+        f"{os.strerror(e.errno)}{why}; unwatched, what the gate read need not be the tip",
+        next=["git lane config set gate_worktree clean", f"git lane land {t.key}"],
+        alternatives=[f"git lane land {t.key}  # once the watch can be set"],
+        details={
+            "lane": t.key,
+            "dir": e.rel or None,
+            "errno": errno.errorcode.get(e.errno, str(e.errno)),
+            "error": os.strerror(e.errno),
+        },
+    )
+
+
+def _g4_run(
+    repo: Repo,
+    t: Target,
+    command: str,
+    timeout: int,
+    changed: list[str],
+    added: set[str],
+    output: gate.Output | None,
+    tick: gate.Tick | None,
+    before: git.StatView,
+    watch: dirwatch.DirWatch | None,
+) -> GateSummary:
+    """g4_gate once the lane's directories are watched and its "before" view taken
+    (`watch` None: a clean gate)."""
+    assert t.tip is not None
+    clean = watch is None
     try:
         if clean:
             with gate.clean_worktree(repo.common_dir, t.tip) as where:
@@ -688,15 +751,17 @@ def g4_gate(
     if not clean:  # a clean gate never looked at the lane's worktree
         with git.shared_store_only(False):  # its own worktree: G2's view of it
             # git status reads content, and a file put back with the tip's bytes reads as
-            # unchanged to it: the index's stat view too (status refreshes nothing, no
-            # optional locks, so the two are read side by side)
+            # unchanged to it: the lstat of every tracked file too, never the index's stat
+            # data (the lane can refresh its index after the swap); status refreshes
+            # nothing, no optional locks, so the two are read side by side
             view, (still_dirty, hidden) = git.both(
                 lambda: git.stat_view(t.path), lambda: git.dirty_and_hidden(t.path, t.tip or "")
             )
             swapped = git.rewritten(before, view)
+    moved = watch.moved() if watch is not None else []  # read after the "after" view
     unseen = hidden.changed + hidden.missing + [s.path for s in hidden.submodules]
-    if after != t.tip or still_dirty or unseen or swapped:
-        raise _changed_during_gate(t, after, still_dirty, unseen, swapped)
+    if after != t.tip or still_dirty or unseen or swapped or moved:
+        raise _changed_during_gate(t, after, still_dirty, unseen, swapped, moved)
     # G6 again: the hub may have been edited (or switched) while the gate ran, and an
     # overlapping edit found only after main moved would leave the hub half updated
     hub = repo.hub()
@@ -706,7 +771,12 @@ def g4_gate(
 
 
 def _changed_during_gate(
-    t: Target, after: str | None, dirty: list[str], unseen: list[str], swapped: list[str]
+    t: Target,
+    after: str | None,
+    dirty: list[str],
+    unseen: list[str],
+    swapped: list[str],
+    moved: list[str] | None = None,
 ) -> Refusal:
     """lane_changed_during_gate. When all the gate changed is new untracked files (build
     output: `__pycache__`, `.coverage`...), landing again would only make them again, so
@@ -714,15 +784,29 @@ def _changed_during_gate(
     runs at that commit. Tracked files rewritten with the same bytes (a new file, or a new
     ctime: what the gate read may not have been the tip): land again, or gate in a clean
     worktree if the gate itself rewrites them. Anything else (the tip, a tracked file, a
-    hidden entry): look."""
-    if swapped and after == t.tip and not dirty and not unseen:
-        shown = ", ".join(json.dumps(x) for x in swapped[:3])
+    hidden entry): look. A directory of the lane moved, removed or unmounted while the
+    gate ran (`moved`, dirwatch: renamed away and back, its files keep their lstat) is a
+    swap too."""
+    moved = moved or []
+    if (swapped or moved) and after == t.tip and not dirty and not unseen:
+        parts = []
+        if swapped:
+            parts.append(
+                f"tracked file(s) {', '.join(json.dumps(x) for x in swapped[:3])}"
+                + (f" and {len(swapped) - 3} more" if len(swapped) > 3 else "")
+                + " were replaced or rewritten"
+            )
+        if moved:
+            parts.append(
+                f"director{'y' if len(moved) == 1 else 'ies'} "
+                f"{', '.join(json.dumps(x) for x in moved[:3])}"
+                + (f" and {len(moved) - 3} more" if len(moved) > 3 else "")
+                + f" {'was' if len(moved) == 1 else 'were'} moved, removed or unmounted"
+            )
         return Refusal(
             "lane_changed_during_gate",
-            f"lane {t.key}'s tracked file(s) {shown}"
-            + (f" and {len(swapped) - 3} more" if len(swapped) > 3 else "")
-            + " were replaced or rewritten while its gate ran, though their bytes are the "
-            "tip's again: what the gate read need not have been the tip",
+            f"lane {t.key}'s {'; its '.join(parts)} while its gate ran, though the bytes "
+            "are the tip's again: what the gate read need not have been the tip",
             next=[f"git lane land {t.key}"],
             alternatives=[
                 f"git lane config set gate_worktree clean && git lane land {t.key}"
@@ -736,10 +820,11 @@ def _changed_during_gate(
                 "hidden_paths": [],
                 "gate_left": [],
                 "rewritten_paths": swapped[:50],
+                "moved_dirs": moved[:50],
             },
         )
     unseen = unseen + [p for p in swapped if p not in unseen and p not in dirty]
-    left = [] if after != t.tip or unseen else git.untracked_only(t.path, dirty)
+    left = [] if after != t.tip or unseen or moved else git.untracked_only(t.path, dirty)
     g = git.owner_git(t.path)
     gitignore = git.q(os.path.join(t.path, ".gitignore"))
     # a .gitignore the gate wrote itself is shown and committed as it is (a pattern for
@@ -767,7 +852,9 @@ def _changed_during_gate(
     else:
         next_ = [git.owner_status(t.path), f"git lane land {t.key}"]
         alternatives = []
-        what = f"{len(dirty) + len(unseen)} changed path(s)"
+        what = f"{len(dirty) + len(unseen)} changed path(s)" + (
+            f", {len(moved)} directory(ies) moved or removed" if moved else ""
+        )
     return Refusal(
         "lane_changed_during_gate",
         f"lane {t.key} changed while its gate ran (tip {str(after)[:12]}, {what}); "
@@ -782,6 +869,7 @@ def _changed_during_gate(
             "hidden_paths": unseen[:50],
             "gate_left": left[:50],
             "rewritten_paths": swapped[:50],
+            "moved_dirs": moved[:50],
         },
     )
 

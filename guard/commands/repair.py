@@ -58,6 +58,9 @@ def run(
                 repo.store.event("repair", lane=key, changes=changes)
                 return {"ok": True, "code": "repaired", "lane": key, "changes": changes}
         rec = lane.get(repo, key)
+        # repair writes the lane's worktree (keep, a refill, submodules set aside): never
+        # while a process of the lane runs (red team 16A F2; sync.py _lane)
+        lane.owner_conflict(repo, rec, "repair")
         if rec.status == "released":
             raise Refusal(
                 "lane_not_active",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from guard import dirfd, git, landed, landing, lane, lock
+from guard import dirfd, git, landed, landing, lane, lock, oversize
 from guard.errors import GitError, Refusal
 from guard.repo import Foreign, Repo, packed_refs_words
 from guard.results import RestoreMainResult
@@ -240,7 +240,8 @@ def _update(
 def own_file(repo: Repo, rel: str) -> None:
     """Give the file `rel` (relative to the common dir: main's loose ref, packed-refs, a
     loose ref under refs/git-lane/) a file of its own, as git writes one: its content
-    read (a regular file, through directory fds, no link followed) into `rel.lock`, made
+    copied (a regular file, through directory fds, no link followed, the inode its lstat
+    names, in chunks; a ref at most REF_MAX bytes) into `rel.lock`, made
     O_EXCL (git holds that name while it writes the file: never two writers), then
     renamed over it. The new inode has one name; the old one is left to its other names,
     content and all (never deleted, never written: what a lane's ref under
@@ -251,8 +252,10 @@ def own_file(repo: Repo, rel: str) -> None:
     try:
         dfd, _ = dirfd.walk(common, parent)
         try:
-            data = dirfd.read(dfd, name)
-            dirfd.replace(dfd, name, [data], tmp=lock_name)  # O_EXCL: ours from there on
+            # copied through an fd checked against the lstat, in chunks: a ref at most
+            # REF_MAX bytes (a sparse 3 GB one is never read), packed-refs streamed
+            limit = None if rel == "packed-refs" else oversize.REF_MAX
+            dirfd.copy_over(dfd, name, lock_name, limit)  # O_EXCL: ours from there on
         finally:
             os.close(dfd)
     except OSError as exc:

@@ -6,12 +6,13 @@ from __future__ import annotations
 import errno
 import os
 import re
+import stat
 from pathlib import Path
 
-from guard import dirfd, git, gitlocks, lane, objects, recovery, sandbox
+from guard import dirfd, git, gitlocks, lane, objects, oversize, recovery, sandbox
 from guard.crashpoint import crash_point
 from guard.errors import Refusal
-from guard.policy import MARKER_SIZE, conflict_blocks, marker_sizes
+from guard.policy import MARKER_SIZE, SCAN_CHUNK, MarkerScan, marker_sizes
 from guard.repo import Repo
 from guard.results import AbortResult, SyncResult, Worklist, WorklistFile
 from guard.store import read_regular
@@ -61,6 +62,11 @@ KINDS = {
 def _lane(repo: Repo, key: str | None, action: str) -> tuple[str, str, str]:
     key = lane.current(repo, key, action)
     rec = lane.get(repo, key)
+    # the rebase is git writing the lane's worktree: while a process of the lane runs (an
+    # exec's CMD) it could swap a directory for a link between git's check of it and its
+    # writes through it, and the owner's git would write where CMD's sandbox cannot (red
+    # team 16A F2). From inside that exec the rebase runs confined, as CMD does.
+    lane.owner_conflict(repo, rec, action)
     lane.check_pointers(repo, rec)  # git in the lane would use another repository
     wt = git.by_path(repo.worktrees()).get(os.path.realpath(rec.path))
     if rec.status == "released":
@@ -111,7 +117,8 @@ def _trusted_rebase(repo: Repo, key: str, path: str, branch: str, action: str) -
         why = "it is an am-based rebase (rebase-apply/), which sync never starts"
     else:
         try:
-            lines = _state_bytes(gd / "rebase-merge" / "git-rebase-todo").splitlines()
+            todo = gd / "rebase-merge" / "git-rebase-todo"
+            lines = _state_bytes(todo, limit=STATE_LIST_MAX).splitlines()
             strategy = _state_bytes(gd / "rebase-merge" / "strategy", missing=b"")
         except OSError as exc:
             lines, strategy = [], b""
@@ -149,12 +156,23 @@ def _trusted_rebase(repo: Repo, key: str, path: str, branch: str, action: str) -
 REBASE_DIRS = ("rebase-merge", "rebase-apply")
 
 
-def _state_bytes(p: Path, missing: bytes | None = None) -> bytes:
+# What the engine reads of a file of the lane's rebase state at most (the lane writes its
+# admin dir: a sparse 3 GB `head-name` takes no disk): a one-line file (head-name, onto,
+# orig-head, autostash, strategy, gpg_sign_opt, update-refs, as a sync leaves them) is a
+# ref's value or a name, REF_MAX as oversize holds git's own reads to; the todo and
+# `done`, a line per commit, LOG_MAX (a quarter of a million commits). Past it the read
+# fails (EFBIG) and the caller refuses (rebase_state_untrusted, rebase_todo_untrusted).
+STATE_LINE_MAX = oversize.REF_MAX
+STATE_LIST_MAX = oversize.LOG_MAX
+
+
+def _state_bytes(p: Path, missing: bytes | None = None, limit: int = STATE_LINE_MAX) -> bytes:
     """A file of the lane's rebase state, as git would read it: a regular file only (a
-    FIFO there would hang the command, a symlink is nothing git writes); `missing` is
-    returned when there is none, else OSError."""
+    FIFO there would hang the command, a symlink is nothing git writes; opened O_NOFOLLOW|
+    O_NONBLOCK and fstat-checked), at most `limit` bytes (OSError EFBIG past it, read no
+    further); `missing` is returned when there is none, else OSError."""
     try:
-        return read_regular(p, follow=False)
+        return read_regular(p, follow=False, limit=limit)
     except FileNotFoundError:
         if missing is None:
             raise
@@ -437,7 +455,71 @@ def _undecided(path: str) -> list[str]:
     return out
 
 
-def _markers(path: str, files: list[str]) -> list[str]:
+# the blocks of one file G9 lists at most (the refusal's details): one is enough to refuse
+MARKERS_KEPT = 1000
+
+
+def scan_markers(root: str, rel: str, size: int = MARKER_SIZE) -> list[int] | None:
+    """The conflict blocks (MarkerScan) of the file `rel` of the worktree `root`, read in
+    chunks of SCAN_CHUNK (a hole of a sparse file is not read at all): never held whole,
+    whatever its size. None when there is no file git would read for markers there: gone
+    (a deletion), a symlink (git stages the link, never what it names) or a directory (a
+    submodule, a nested repository, a file replaced by one). OSError when there is one
+    that cannot be read as a regular file: its directories reached without following a
+    link (ELOOP), then opened O_NOFOLLOW|O_NONBLOCK (a FIFO never blocks the open) and
+    fstat-checked against the lstat (a regular file, the same inode: nothing swapped in
+    between); a FIFO, socket or device, EACCES, EIO."""
+    parent, name = os.path.split(rel)
+    try:
+        dfd, _ = dirfd.walk(root, parent or ".")
+    except FileNotFoundError:
+        return None  # a directory on its way is gone: so is the file
+    except NotADirectoryError:  # (what O_NOFOLLOW|O_DIRECTORY says of a link, too)
+        parts = parent.split("/")
+        for i in range(1, len(parts) + 1):
+            if os.path.islink(os.path.join(root, *parts[:i])):
+                raise OSError(errno.ELOOP, "a directory on its way is a symlink", rel) from None
+        return None  # a directory on its way is a file now: the file is deleted
+    try:
+        try:
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        if stat.S_ISLNK(st.st_mode) or stat.S_ISDIR(st.st_mode):
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", rel)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+    finally:
+        os.close(dfd)
+    try:
+        now = os.fstat(fd)
+        if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            raise OSError(errno.ESTALE, "replaced while it was opened", rel)
+        scan = MarkerScan(size, keep=MARKERS_KEPT)
+        at = 0
+        for start, end in dirfd.data_runs(fd, now.st_size):
+            scan.feed_zeros(start - at)
+            at = start
+            while at < end:
+                chunk = os.pread(fd, min(SCAN_CHUNK, end - at), at)
+                if not chunk:
+                    break  # shrunk since the fstat
+                scan.feed(chunk)
+                at += len(chunk)
+            if at < end:
+                break
+        else:
+            scan.feed_zeros(now.st_size - at)  # a hole at the end
+        return scan.close()
+    finally:
+        os.close(fd)
+
+
+def _markers(path: str, files: list[str], key: str) -> list[str]:
+    """`file:line` of each conflict block left in the step's `files` (G9). A file that
+    cannot be read (scan_markers' OSError) refuses conflict_file_unreadable: what it
+    holds cannot be ruled out, and `git add` would stage it."""
     hits: list[str] = []
     attr = (
         git.run(["check-attr", "-z", "conflict-marker-size", "--", *files], path, check=False)
@@ -446,20 +528,28 @@ def _markers(path: str, files: list[str]) -> list[str]:
     )
     sizes = marker_sizes(attr.stdout) if attr is not None and attr.ok else {}
     for f in files:
-        p = Path(path) / f
         try:
-            if p.is_symlink() or not p.is_file():
-                continue
-            data = git.read_regular(p, follow=False)  # swapped for a FIFO since: never read
-        except OSError:
-            continue
-        hits.extend(f"{f}:{n}" for n in conflict_blocks(data, sizes.get(f, MARKER_SIZE)))
+            found = scan_markers(path, f, sizes.get(f, MARKER_SIZE))
+        except OSError as exc:
+            raise Refusal(
+                "conflict_file_unreadable",
+                f"{git.shown(f)} in lane {key} cannot be read as a regular file "
+                f"({exc.strerror or exc}): whether it still holds a conflict block cannot "
+                f"be told, and continuing would stage it. Make it a regular file you can "
+                f"read (or delete it) in {git.shown(path)}, then continue",
+                next=[f"git lane continue {key}"],
+                alternatives=[f"git lane abort {key}"],
+                details={"lane": key, "file": f, "path": path, "error": str(exc)},
+            ) from None
+        hits.extend(f"{f}:{n}" for n in found or ())
     return hits
 
 
 def _read(gd: Path, name: str) -> str | None:
+    """A one-line file of the rebase state (msgnum, end, onto...), at most STATE_LINE_MAX
+    bytes, read as _state_bytes reads it; None when it cannot be (shown or defaulted only)."""
     try:
-        return git.read_admin(gd / name).strip()
+        return git.read_admin(gd / name, limit=STATE_LINE_MAX).strip()
     except OSError:
         return None
 
@@ -547,7 +637,7 @@ def _position(path: str) -> tuple[str, bytes, bytes]:
     got: list[bytes] = []
     for name in ("git-rebase-todo", "done"):
         try:
-            got.append(_state_bytes(gd / "rebase-merge" / name, missing=b""))
+            got.append(_state_bytes(gd / "rebase-merge" / name, b"", STATE_LIST_MAX))
         except OSError:
             got.append(b"?")
     return head, got[0], got[1]
@@ -679,7 +769,7 @@ def _drive(
         if git.unmerged(path):
             return _conflicts(repo, key, path)
         files = _step_files(path)
-        if _markers(path, files):
+        if _markers(path, files, key):
             return _conflicts(repo, key, path)
         if files:
             _add_step(path, files)
@@ -866,7 +956,7 @@ def continue_(repo: Repo, key: str | None) -> SyncResult:
         )
     _trusted_rebase(repo, key, path, branch, "--continue")  # first: nothing untrusted is acted on
     files = _step_files(path)
-    hits = _markers(path, files)
+    hits = _markers(path, files, key)
     if hits:
         raise Refusal(
             "conflict_markers_present",

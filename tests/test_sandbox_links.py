@@ -1,0 +1,209 @@
+"""Hard links planted beforehand in the git dirs `exec --sandbox` grants (the lane refs,
+their reflogs, the lane's admin dir and its object store) to a file outside them: the
+kernel checks the name, so CMD would write the outside file through it. exec gives each
+such name a file of its own before CMD starts (guard/linked.py), and so do exec
+--own-objects and agent-setup --for codex; doctor reports one (check `git dir links`).
+Real kernel, real processes, the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import Repo, git
+from enginehelp import lane_with_submodule
+from sandboxhelp import NEEDS_LANDLOCK
+
+EVIL = "[core]\n\thooksPath = /tmp/evil\n"
+
+
+def _admin(lane_path: Path) -> Path:
+    return Path(
+        git(lane_path, "rev-parse", "--path-format=absolute", "--git-dir").stdout.strip()
+    ).resolve()
+
+
+def _events(hub: Repo, kind: str) -> list[dict[str, object]]:
+    p = hub.state_dir / "events.jsonl"
+    lines = p.read_text().splitlines() if p.exists() else []
+    return [e for e in map(json.loads, lines) if e.get("kind") == kind]
+
+
+def _place(hub: Repo, lane_path: Path, where: str) -> Path:
+    common = hub.common_dir.resolve()
+    admin = _admin(lane_path)
+    return {
+        "lane_refs": common / "refs" / "heads" / "lane" / "planted",
+        "lane_logs": common / "logs" / "refs" / "heads" / "lane" / "planted",
+        "admin_dir": admin / "planted",
+        "lane_store": admin / "objects" / "ab" / ("c" * 38),
+    }[where]
+
+
+@NEEDS_LANDLOCK
+@pytest.mark.parametrize("where", ["lane_refs", "lane_logs", "admin_dir", "lane_store"])
+def test_planted_link_to_common_config_is_split(hub: Repo, where: str) -> None:
+    """`ln <common>/config <granted dir>/NAME` made beforehand, outside the sandbox; CMD
+    appends to NAME: the common config is unchanged (CMD wrote its own copy)."""
+    lane_path = hub.create("alpha")
+    assert hub.lane("exec", "--sandbox", "alpha", "--", "true").rc == 0  # its store exists
+    config = hub.common_dir / "config"
+    before = config.read_bytes()
+    link = _place(hub, lane_path, where)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    os.link(config, link)
+    r = hub.lane(
+        "exec",
+        "--sandbox",
+        "alpha",
+        "--",
+        "sh",
+        "-c",
+        f"printf %s {shlex.quote(EVIL)} >> {shlex.quote(str(link))}",
+    )
+    assert r.rc == 0, r.stderr
+    assert config.read_bytes() == before
+    assert config.stat().st_nlink == 1
+    assert link.read_bytes() == before + EVIL.encode()  # CMD wrote its own copy
+    assert link.stat().st_ino != config.stat().st_ino
+    rel = os.path.relpath(link, hub.common_dir.resolve())
+    split = [e for e in _events(hub, "git_dir_links_split") if e["code"] == "split"]
+    assert split and rel in split[-1]["files"], split
+
+
+@NEEDS_LANDLOCK
+def test_submodule_clone_hard_linked_objects_are_split(
+    repo: Repo, tmp_path: Path, gitlane_on_path: Path
+) -> None:
+    """A local submodule clone hard-links the objects of the repository it clones (git
+    itself makes the link): CMD could chmod and rewrite an object the source shares."""
+    _, moddir = lane_with_submodule(repo, tmp_path)
+    source = tmp_path / "sub-source" / ".git" / "objects"
+    shared = {
+        p: p.stat().st_ino
+        for p in (moddir / "objects").rglob("*")
+        if p.is_file() and p.stat().st_nlink > 1
+    }
+    assert shared, "the clone hard-linked nothing: the test's premise"
+    src = {p: (p.stat().st_ino, p.read_bytes()) for p in source.rglob("*") if p.is_file()}
+    obj = next(iter(shared))
+    body = f"chmod u+w {shlex.quote(str(obj))} && printf evil >> {shlex.quote(str(obj))}"
+    r = repo.lane("exec", "--sandbox", "alpha", "--", "sh", "-c", body)
+    assert r.rc == 0, r.stderr
+    for p in shared:
+        assert p.stat().st_nlink == 1 and p.stat().st_ino != shared[p], p
+    assert {p: (p.stat().st_ino, p.read_bytes()) for p in src} == src  # the source as it was
+    assert git(tmp_path / "sub-source", "fsck", "--no-dangling").returncode == 0
+
+
+@NEEDS_LANDLOCK
+def test_links_with_every_name_inside_are_left_alone(hub: Repo) -> None:
+    """A file whose names all lie in the granted dirs is not copied (CMD may write each of
+    them anyway), while one beside it with a name outside is."""
+    lane_path = hub.create("alpha")
+    common = hub.common_dir.resolve()
+    a = common / "refs" / "heads" / "lane" / "inside"
+    a.write_bytes(b"x\n")
+    b = _admin(lane_path) / "inside"
+    os.link(a, b)
+    ino = a.stat().st_ino
+    config = common / "config"
+    out = _place(hub, lane_path, "admin_dir")
+    os.link(config, out)
+    r = hub.lane("exec", "--sandbox", "alpha", "--", "true")
+    assert r.rc == 0, r.stderr
+    assert a.stat().st_ino == ino == b.stat().st_ino and a.stat().st_nlink == 2
+    assert config.stat().st_nlink == 1 and out.stat().st_ino != config.stat().st_ino
+    split = [e for e in _events(hub, "git_dir_links_split") if e["code"] == "split"]
+    assert [e["files"] for e in split] == [[os.path.relpath(out, common)]], split
+
+
+@NEEDS_LANDLOCK
+def test_a_link_that_cannot_be_split_refuses_and_cmd_never_runs(hub: Repo) -> None:
+    """A git writing the file holds NAME.lock: the split cannot be made, so CMD is not
+    started (git_dir_link_failed); the next runs once the lock is gone."""
+    lane_path = hub.create("alpha")
+    config = hub.common_dir / "config"
+    link = _place(hub, lane_path, "lane_refs")
+    link.parent.mkdir(parents=True, exist_ok=True)
+    os.link(config, link)
+    lock = link.with_name(link.name + ".lock")
+    lock.write_text("")
+    marker = lane_path / "ran"  # (CMD may write only in the lane)
+    r = hub.lane("exec", "--json", "--sandbox", "alpha", "--", "touch", str(marker))
+    assert r.rc == 1 and r.code == "git_dir_link_failed", r.stdout + r.stderr
+    assert not marker.exists()
+    assert config.stat().st_nlink == 2  # nothing changed
+    lock.unlink()
+    for cmd in r.json["next"]:
+        done = subprocess.run(["sh", "-c", cmd], cwd=hub.path, capture_output=True, text=True)
+        assert done.returncode == 0, (cmd, done.stderr)
+    assert marker.exists() and config.stat().st_nlink == 1, (r.json["next"], done.stderr)
+
+
+def test_own_objects_and_codex_setup_split_too(hub: Repo) -> None:
+    """exec --own-objects (Codex confines its own commands) and agent-setup --for codex,
+    before it prints Codex's grants, split a planted link the same way."""
+    lane_path = hub.create("alpha")
+    config = hub.common_dir / "config"
+    link = _place(hub, lane_path, "admin_dir")
+    os.link(config, link)
+    r = hub.jlane("agent-setup", "alpha", "--for", "codex")
+    assert r.rc == 0, r.stderr
+    assert config.stat().st_nlink == 1 and link.stat().st_ino != config.stat().st_ino
+    link.unlink()
+    os.link(config, link)
+    r = hub.lane("exec", "--own-objects", "alpha", "--", "true")
+    assert r.rc == 0, r.stderr
+    assert config.stat().st_nlink == 1 and link.stat().st_ino != config.stat().st_ino
+
+
+def test_doctor_reports_a_planted_link_and_its_fix_works(hub: Repo) -> None:
+    lane_path = hub.create("alpha")
+    config = hub.common_dir / "config"
+    link = _place(hub, lane_path, "lane_logs")
+    link.parent.mkdir(parents=True, exist_ok=True)
+    os.link(config, link)
+    r = hub.jlane("doctor")
+    checks = [c for c in r.json["checks"] if c["name"] == "git dir links"]
+    assert len(checks) == 1 and checks[0]["status"] == "fail", checks
+    assert os.path.relpath(link, hub.common_dir.resolve()) in checks[0]["message"]
+    assert config.stat().st_nlink == 2  # doctor only looks
+    done = subprocess.run(
+        ["sh", "-c", checks[0]["fix"]], cwd=hub.path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert config.stat().st_nlink == 1
+    r = hub.jlane("doctor")
+    assert [c["status"] for c in r.json["checks"] if c["name"] == "git dir links"] == ["ok"]
+
+
+def test_two_names_inside_and_one_outside_each_get_a_file_and_the_outside_keeps_its_own(
+    hub: Repo,
+) -> None:
+    """Two names of one file in the lane's store and one outside: both inside are split
+    (each its own copy, same bytes and mode), the outside file keeps its inode and bytes,
+    and no NAME.lock is left."""
+    lane_path = hub.create("alpha")
+    assert hub.lane("exec", "--own-objects", "alpha", "--", "true").rc == 0  # its store
+    store = _admin(lane_path) / "objects"
+    outside = hub.path.parent / "outside-object"
+    outside.write_bytes(b"\0" * 100 + b"object\n")
+    outside.chmod(0o444)
+    (store / "ab").mkdir(exist_ok=True)
+    a, b = store / "ab" / ("1" * 38), store / "ab" / ("2" * 38)
+    os.link(outside, a)
+    os.link(outside, b)
+    ino = outside.stat().st_ino
+    r = hub.lane("exec", "--own-objects", "alpha", "--", "true")
+    assert r.rc == 0, r.stderr
+    assert outside.stat().st_ino == ino and outside.stat().st_nlink == 1
+    inodes = {a.stat().st_ino, b.stat().st_ino, ino}
+    assert len(inodes) == 3
+    for p in (a, b):
+        assert p.read_bytes() == outside.read_bytes() and p.stat().st_mode & 0o777 == 0o444
+    assert not list(store.rglob("*.lock"))
