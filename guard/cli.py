@@ -30,10 +30,11 @@ class Ctx:
     def repo(self) -> Repo:
         if self._repo is None:
             repo = Repo.discover(self.directory)
-            # before any git reads a ref: each would wait on a FIFO at packed-refs for
-            # ever. doctor names it (reading no ref), restore-main moves it into kept/
+            # before any git reads a ref: each would wait on a FIFO at packed-refs or at
+            # main's loose ref for ever. doctor names it (reading no ref), restore-main
+            # moves it into kept/
             if self.command not in ("doctor", "restore-main"):
-                found = repo.packed_refs_blocks()
+                found = repo.ref_file_blocks()
                 if found is not None:
                     from guard import lane
 
@@ -884,8 +885,16 @@ def uninstall(ctx: Ctx) -> None:
 def doctor(ctx: Ctx) -> None:
     """Check hooks, config and state; exit 1 when a check fails."""
     from guard.commands import doctor as cmd
+    from guard.errors import Refusal
 
-    res = cmd.run(ctx.repo)
+    try:
+        repo = ctx.repo
+    except Refusal as r:
+        if r.code != "git_file_not_plain":
+            raise
+        res = cmd.blocked(r)  # HEAD or config no file: one fail line, no git run
+    else:
+        res = cmd.run(repo)
     emit(ctx, res, render.doctor)
     if not res["ok"]:
         ctx.exit = boundary.EXIT_REFUSED

@@ -148,6 +148,12 @@ CODES: dict[str, Code] = _codes(
         "a ref, HEAD or reflog a lane may write is larger than git writes and cannot be moved aside",
     ),
     (
+        "git_file_not_plain",
+        "engine",
+        None,
+        "the common HEAD or config is a FIFO, socket or device: every git would wait on it",
+    ),
+    (
         "git_dir_link_failed",
         "engine",
         None,

@@ -158,6 +158,22 @@ def vouchers(repo: Repo, ep: Epoch | None = None) -> set[tuple[int, str]]:
     return out
 
 
+def missing(repo: Repo, refs: list[Landed] | None = None) -> list[tuple[int, str]]:
+    """(epoch, tip) of each land something vouches for (vouchers) that has no landed ref,
+    its commit still there, oldest first: one per epoch (two vouchers that disagree on a
+    land's tip: neither, for the owner to decide, as doctor's `unvouched` does)."""
+    have = {r.epoch for r in (refs if refs is not None else all_landed(repo))}
+    tips: dict[int, set[str]] = {}
+    for epoch, tip in vouchers(repo):
+        if epoch not in have:
+            tips.setdefault(epoch, set()).add(tip)
+    return [
+        (e, next(iter(t)))
+        for e, t in sorted(tips.items())
+        if len(t) == 1 and git.has_commit(repo.common_dir, next(iter(t)))
+    ]
+
+
 def _add(out: set[tuple[int, str]], epoch: object, tip: object) -> None:
     ok = isinstance(epoch, int) and not isinstance(epoch, bool) and 0 < epoch <= EPOCH_MAX
     if ok and isinstance(epoch, int) and isinstance(tip, str):

@@ -559,6 +559,34 @@ def keep_last(repo: Repo) -> list[dict[str, Any]]:
     ]
 
 
+def keep_vouched(repo: Repo) -> list[dict[str, Any]]:
+    """reconcile: every land something vouches for (landed.missing: a land event, the
+    landing record, epoch.json) whose landed ref is gone gets it back at its tip: a FIFO
+    put at one is moved into kept/ by every command's first step (guard/oversize.py, red
+    team 15C F2), and nothing else ever deletes one. Written as keep_last writes the last
+    one: under the lock, the record's tip each value in turn."""
+    missing = landed.missing(repo)
+    if not missing:
+        return []
+    try:
+        held = lock.acquire(repo, "(landed refs)", "", missing[0][1])
+    except Refusal as busy:
+        if busy.code != "lock_busy":
+            raise
+        return [{"action": "landed_ref_left", "reason": "the integration lock is held"}]
+    out: list[dict[str, Any]] = []
+    try:
+        for epoch, tip in missing:
+            lock.name_move(repo, held, main_before=tip, tip=tip)
+            if landed.keep(repo, epoch, tip, None) == "created":
+                out.append(
+                    {"action": "landed_ref_written", "ref": landed.ref_name(epoch), "sha": tip}
+                )
+    finally:
+        lock.release(repo, held)
+    return out
+
+
 def _ambiguous(repo: Repo, message: str, main_ref: str, details: dict[str, Any]) -> Refusal:
     """reconcile_ambiguous: the owner looks at main and the hub; once they are as they
     should be, the record is moved aside (kept) and reconcile goes on."""

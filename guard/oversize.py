@@ -18,16 +18,24 @@ owner runs read it to the end (memory exhaustion). Such a file was never written
   time, so no git call holds more than that in memory.
 
 Each file under its bound, a lane may still make them by the thousand: what is no lane's
-own under the lane refs and every admin dir's `refs/` and `logs/` (not a lane's branch's
-loose ref or reflog, not main's, not an admin dir's HEAD reflog) is held to STRAY_MAX
-entries and STRAY_LOG_MAX bytes in all (`git gc` reads every reflog, of every worktree;
-every `git branch` every loose ref), the largest moved first, each entry at the top of
-those directories whole (_Tally, counted in the same listing and lstat).
+own (not a lane's branch's loose ref or reflog, not main's, not an admin dir's HEAD reflog)
+is held to STRAY_MAX entries and STRAY_LOG_MAX bytes (`git gc` reads every reflog, of every
+worktree; every `git branch` every loose ref), the largest moved first, each entry at the
+top of those directories whole (_Tally, counted in the same listing and lstat), in pools
+of their own: the lane refs and their reflogs (every lane's: the shared pool), and each
+admin dir's `refs/` and `logs/` (under the sandbox, only its own lane writes there). One
+lane's bulk never moves another lane's per-worktree refs (`refs/worktree/`, `refs/bisect/`,
+`refs/rewritten/`: the only ref to a commit, which gc then drops; red team 15C F3,
+tests/test_oversize_pools.py).
 
 Nor is anything under the lane refs or their reflogs that is no regular file nor
 directory (a FIFO git's open blocks on, a link it reads through, to /dev/zero or /usr):
 such an entry is moved as a grown file is (_odd, red team 15A F6; in an admin dir, each is
-admin_unreadable's).
+admin_unreadable's). So is a FIFO, socket, device or link to one anywhere else under
+refs/heads/ (but main's name: Repo.ref_file_blocks refuses it) and under refs/git-lane/ (a
+landed ref: reconcile writes it back), which only a process outside the sandbox can make,
+and which git-lane's own look for main and the landed refs would wait on for ever
+(_blocking_refs, red team 15C F2).
 
 The index is not held to one: git maps it and reads what its header says (no checksum
 pass on read), so a sparse one costs nothing. Nor is the lane's object store (its reads
@@ -52,6 +60,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from guard import dirfd, policy
+from guard.repo import symlink_ref
 from guard.errors import Refusal
 
 if TYPE_CHECKING:
@@ -65,11 +74,11 @@ LOG_MAX = 64 << 20
 LOCKED_MAX = 64 << 10
 # how deep the lane refs and an admin dir's refs/ and logs/ are looked into (git.ADMIN_DEPTH)
 DEPTH = 24
-# what a lane may make in bulk, each file under its bound: the entries (files and
-# directories) under the lane refs and every admin dir's refs/ and logs/ that are no lane's
-# own (its branch's loose ref and reflog, an admin dir's HEAD reflog), and their bytes
-# together (`git gc` and `reflog expire --all` read every reflog; every `for-each-ref`,
-# `git branch` every loose ref)
+# what a lane may make in bulk, each file under its bound, in each pool (_pool: the lane
+# refs and their reflogs; each admin dir's refs/ and logs/): the entries (files and
+# directories) that are no lane's own (its branch's loose ref and reflog, an admin dir's
+# HEAD reflog), and their bytes together (`git gc` and `reflog expire --all` read every
+# reflog; every `for-each-ref`, `git branch` every loose ref)
 STRAY_MAX = 256
 STRAY_LOG_MAX = LOG_MAX
 _LANE_ROOTS = ("refs/heads/lane", "logs/refs/heads/lane")
@@ -155,10 +164,10 @@ class Oversized:
 
 class _Tally:
     """What the scan saw under the lane refs and each admin dir's refs/ and logs/ (the
-    roots): bytes and entries (files and directories) by unit, an entry at the top of a
-    root with all that lies under it (a lane's branch is one file there: keys hold no
-    `/`; a directory in its name is no lane's own). An admin dir's `logs/HEAD` file is
-    left out: git writes it, repair reads it, and LOG_MAX holds it."""
+    roots, in pools: _pool): bytes and entries (files and directories) by unit, an entry
+    at the top of a root with all that lies under it (a lane's branch is one file there:
+    keys hold no `/`; a directory in its name is no lane's own). An admin dir's
+    `logs/HEAD` file is left out: git writes it, repair reads it, and LOG_MAX holds it."""
 
     def __init__(self) -> None:
         # by root, by the name of the unit at its top: [bytes, entries]
@@ -182,44 +191,77 @@ class _Tally:
                     self.touched.add((root, name))
                 return
 
-    def _all(self) -> dict[tuple[str, str], list[int]]:
-        return {(r, n): u for r, names in self.units.items() for n, u in names.items()}
+    def pools(self) -> dict[str, dict[tuple[str, str], list[int]]]:
+        """The units by pool (_pool): the shared lane refs, and each admin dir's own."""
+        out: dict[str, dict[tuple[str, str], list[int]]] = {}
+        for r, names in self.units.items():
+            pool = out.setdefault(_pool(r), {})
+            pool.update({(r, n): u for n, u in names.items()})
+        return out
 
     def over(self) -> bool:
-        """Past a bound even counting the lanes' own: only then is the store read."""
-        units = [u for names in self.units.values() for u in names.values()]
-        return sum(u[1] for u in units) > STRAY_MAX or sum(u[0] for u in units) > STRAY_LOG_MAX
+        """A pool past a bound even counting the lanes' own: only then is the store read."""
+        for units in self.pools().values():
+            if sum(u[1] for u in units.values()) > STRAY_MAX:
+                return True
+            if sum(u[0] for u in units.values()) > STRAY_LOG_MAX:
+                return True
+        return False
 
     def strays(self, repo: Repo) -> list[Oversized]:
-        """The units to move, each whole, the largest first (in bytes while the bytes are
-        past their bound, then in entries), until what is no lane's own is back within
-        STRAY_LOG_MAX bytes and STRAY_MAX entries. For the entries, a file in the name of
-        any lane git-lane has a record of (a listing of the store) is its own; for the
-        bytes, only a lane's that is not released (its record read, only when the bytes of
-        all are past the bound: the common case reads no record)."""
-        every = {k: v for k, v in self._all().items() if v[1] > 0}
-        keep = {k for k in every if k not in self.dirs} & _own(repo, read=False)
-        own = keep
-        size = sum(v[0] for v in every.values())
-        if size > STRAY_LOG_MAX:
-            own = keep & _own(repo, read=True)
-            size = sum(v[0] for k, v in every.items() if k not in own)
-        count = sum(v[1] for k, v in every.items() if k not in keep)
-        by_size = sorted((k for k in every if k not in own), key=lambda k: (-every[k][0], k))
-        by_count = sorted((k for k in every if k not in keep), key=lambda k: (-every[k][1], k))
+        """The units to move, each whole, pool by pool (_pool), the largest of each first (in
+        bytes while its bytes are past their bound, then in entries), until what is no
+        lane's own in it is back within STRAY_LOG_MAX bytes and STRAY_MAX entries. What
+        one pool holds never moves a unit of another (red team 15C F3: a lane's 256 refs
+        under refs/heads/lane/ moved another lane's refs/worktree/, the only ref to a
+        commit, and gc dropped it). For the entries, a file in the name of any lane
+        git-lane has a record of (a listing of the store) is its own; for the bytes, only
+        a lane's that is not released (its record read, only when the bytes of the shared
+        pool are past the bound: the common case reads no record)."""
         out: list[Oversized] = []
-        taken: set[tuple[str, str]] = set()
-        while size > STRAY_LOG_MAX or count > STRAY_MAX:
-            order = by_size if size > STRAY_LOG_MAX else by_count
-            k = next((k for k in order if k not in taken), None)
-            if k is None:
-                break  # (never: what is counted can be moved)
-            taken.add(k)
-            s, c = every[k]
-            size -= s
-            count -= c if k not in keep else 0
-            out.append(Oversized(f"{k[0]}/{k[1]}", s, STRAY_LOG_MAX, entries=c))
+        for pool, units in sorted(self.pools().items()):
+            every = {k: v for k, v in units.items() if v[1] > 0}
+            if pool:  # an admin dir: nothing in it is a lane's branch
+                out += _over(every, set(), set())
+                continue
+            keep = {k for k in every if k not in self.dirs} & _own(repo, read=False)
+            own = keep
+            if sum(v[0] for v in every.values()) > STRAY_LOG_MAX:
+                own = keep & _own(repo, read=True)
+            out += _over(every, keep, own)
         return out
+
+
+def _pool(root: str) -> str:
+    """Whose a root of _Tally is: "" for the lane refs and their reflogs (every lane's, and
+    the owner's), `worktrees/<id>` for that admin dir's refs/ and logs/ (under the sandbox
+    only its own lane writes there)."""
+    parts = root.split("/")
+    return "/".join(parts[:2]) if parts[0] == "worktrees" else ""
+
+
+def _over(
+    every: dict[tuple[str, str], list[int]], keep: set[tuple[str, str]], own: set[tuple[str, str]]
+) -> list[Oversized]:
+    """The units of one pool (`every`) to move, the largest first, until what is neither
+    `own` (in bytes) nor `keep` (in entries) is within the bounds."""
+    size = sum(v[0] for k, v in every.items() if k not in own)
+    count = sum(v[1] for k, v in every.items() if k not in keep)
+    by_size = sorted((k for k in every if k not in own), key=lambda k: (-every[k][0], k))
+    by_count = sorted((k for k in every if k not in keep), key=lambda k: (-every[k][1], k))
+    out: list[Oversized] = []
+    taken: set[tuple[str, str]] = set()
+    while size > STRAY_LOG_MAX or count > STRAY_MAX:
+        order = by_size if size > STRAY_LOG_MAX else by_count
+        k = next((k for k in order if k not in taken), None)
+        if k is None:
+            break  # (never: what is counted can be moved)
+        taken.add(k)
+        s, c = every[k]
+        size -= s if k not in own else 0
+        count -= c if k not in keep else 0
+        out.append(Oversized(f"{k[0]}/{k[1]}", s, STRAY_LOG_MAX, entries=c))
+    return out
 
 
 def _size(dfd: int, name: str) -> int | None:
@@ -351,7 +393,65 @@ def _root_odd(common: str, rel: str) -> Iterator[tuple[int, str, Oversized]]:
         os.close(pfd)
 
 
-def _each(common: str, tally: _Tally | None = None) -> Iterator[tuple[int, str, Oversized]]:
+def _blocking(dfd: int, name: str) -> str:
+    """What lies at `name` in `dfd` when git's open of it would wait for ever or read
+    without end (a FIFO, a socket, a device, or a link to one: its kind), "" otherwise (a
+    file, a directory, nothing, a link git takes for a symbolic ref, one that leads
+    nowhere). lstat, and stat through a link: never opened."""
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        if stat.S_ISLNK(st.st_mode):
+            if symlink_ref(os.readlink(name, dir_fd=dfd)):
+                return ""
+            if stat.S_ISREG((to := os.stat(name, dir_fd=dfd)).st_mode) or stat.S_ISDIR(to.st_mode):
+                return ""
+            return "symlink"
+    except OSError:
+        return ""
+    if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
+        return ""
+    return _ODD.get(stat.S_IFMT(st.st_mode), "device")
+
+
+def _blocking_refs(common: str, mains: set[str]) -> Iterator[tuple[int, str, Oversized]]:
+    """Each entry under refs/git-lane/ (the landed refs, the baseline) and refs/heads/ (but
+    the lane refs, scanned on their own, and main's names, `mains`: Repo.ref_file_blocks
+    refuses those) that git's open would wait on for ever or read without end (_blocking:
+    a FIFO a same-user process outside the sandbox made with mkfifo; red team 15C F2).
+    git-lane's own look for main lists every loose ref under refs/heads/, and every land
+    and doctor every landed ref. It holds no commit: moved as _odd is (a landed ref is
+    written back by reconcile, vouched by its land event: restores). A listing (the
+    kind of each entry), a stat only for what is no file nor directory."""
+    for rel, skip in (("refs/git-lane", frozenset[str]()), ("refs/heads", frozenset({"lane"}))):
+        try:
+            for here, dfd, entries in dirfd.scan(common, rel, DEPTH, skip=skip):
+                for name, kind in entries:
+                    if kind in (stat.S_IFREG, stat.S_IFDIR):
+                        continue
+                    path = f"{here}/{name}"
+                    if path in mains or (here == "refs/heads" and name == "lane"):
+                        continue  # (refs/heads/lane itself no directory: _root_odd's)
+                    odd = _blocking(dfd, name)
+                    if odd:
+                        yield dfd, name, Oversized(path, 0, 0, odd=odd)
+        except OSError:
+            continue  # not there, or not listable: git's open fails there too, never waits
+
+
+def _mains(repo: Repo) -> set[str]:
+    try:
+        configured = repo.owner_config.get("main_branch")
+    except Refusal:
+        configured = None
+    names = [configured] if isinstance(configured, str) and configured else ["main", "master"]
+    return {f"refs/heads/{n}" for n in names}
+
+
+def _each(
+    common: str, tally: _Tally | None = None, mains: set[str] | None = None
+) -> Iterator[tuple[int, str, Oversized]]:
+    if mains is not None:
+        yield from _blocking_refs(common, mains)
     for root in _LANE_ROOTS:
         yield from _root_odd(common, root)
     yield from _found(common, "refs/heads/lane", DEPTH, REF_MAX, tally)
@@ -405,17 +505,17 @@ def set_aside(repo: Repo) -> Moved:
     (a directory the lane made unwritable gets its owner's write bit back first, and a
     directory moved whole its own: its `..` changes), never a
     copy (it may be 20 GB), never a delete. Then, when what a lane made in bulk under the
-    lane refs and the admin dirs' refs/ and logs/ is past STRAY_MAX entries or
-    STRAY_LOG_MAX bytes (_Tally: no lane's own branch, main, nor an admin dir's HEAD
-    reflog), the largest of it, each top entry whole (a file, or a directory with all in
-    it), the same way. Nothing found: nothing made, no event."""
+    lane refs, or in one admin dir's refs/ and logs/, is past STRAY_MAX entries or
+    STRAY_LOG_MAX bytes (_Tally, each pool on its own: no lane's own branch, main, nor an
+    admin dir's HEAD reflog), the largest of it, each top entry whole (a file, or a
+    directory with all in it), the same way. Nothing found: nothing made, no event."""
     common = os.fspath(repo.common_dir)
     moved: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
     kept = repo.kept_dir("oversized")
     tally = _Tally()
     with _Into(common, kept) as into:
-        for dfd, name, o in _each(common, tally):
+        for dfd, name, o in _each(common, tally, _mains(repo)):
             if into.move(dfd, name, o, moved, failed):
                 tally.drop(o)
         if tally.over():
@@ -588,12 +688,15 @@ def restores(repo: Repo, moved: list[dict[str, Any]]) -> list[str]:
     (`repair KEY`: back at the commit its worktree last had checked out, from its HEAD
     reflog), its admin dir's `gitdir` or `commondir` (`repair KEY` writes them), a `HEAD`
     that could not be written back (`reconcile` writes it, first: every other command
-    refuses admin_unreadable until then). Nothing for a reflog or a pseudo-ref: git runs
+    refuses admin_unreadable until then); and a landed ref or the baseline
+    (`reconcile`, from the land event that vouches for it). Nothing for a reflog or a pseudo-ref: git runs
     without them, and the kept file holds what they said."""
     admins, branches = _active(repo)
     head, keys = False, list[str]()
     for m in moved:
         rel = str(m["file"])
+        if rel.startswith("refs/git-lane/"):
+            head = True  # a landed ref or the baseline: reconcile writes it back
         where, _, name = rel.rpartition("/")
         key = branches.get(rel)
         if rel == _LANE_ROOTS[0]:  # all of refs/heads/lane/ (_root_odd): every branch
@@ -631,9 +734,9 @@ def note(m: Moved, fix: list[str]) -> str:
     into = " and ".join([m.kept, *elsewhere])
     bulk = (
         f"; a lane may make as many as it likes, so what is no lane's own branch under the "
-        f"lane refs and the admin dirs' refs/ and logs/ is held to {STRAY_MAX} entries and "
-        f"{STRAY_LOG_MAX} bytes in all, the largest moved first (git gc reads every reflog, "
-        "every git branch every loose ref)"
+        f"lane refs, and in each admin dir's refs/ and logs/, is held to {STRAY_MAX} entries "
+        f"and {STRAY_LOG_MAX} bytes there, the largest moved first (git gc reads every "
+        "reflog, every git branch every loose ref); one lane's never moves another's"
         if any(d.get("bulk") for d in m.moved)
         else ""
     )
@@ -684,8 +787,8 @@ def refusal(repo: Repo, m: Moved) -> Refusal:
         f"({REF_MAX} bytes for a ref, {LOG_MAX} for a reflog): git reads it whole"
         if not any(d.get("bulk") for d in m.failed)
         else f"{', '.join(rels[:5])} under {common} is past what a lane may make beside the "
-        f"lanes' own branches ({STRAY_MAX} entries and {STRAY_LOG_MAX} bytes in all under "
-        "the lane refs and the admin dirs' refs/ and logs/): git gc reads every reflog"
+        f"lanes' own branches ({STRAY_MAX} entries and {STRAY_LOG_MAX} bytes under the lane "
+        "refs, and as many in each admin dir's refs/ and logs/): git gc reads every reflog"
     )
     others = _strangers(common, rels[:100])
     who = (

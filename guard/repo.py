@@ -83,6 +83,11 @@ class Foreign(NamedTuple):
             if self.path == self.ref:
                 return f"{what}: git reads main from that file"
             return f"{what}: git reads that landed ref from that file"
+        if self.text is None and self.path != "packed-refs":
+            return (
+                f"{self.path} is no regular file (a FIFO, a socket or a device, or a link to "
+                "one), where git reads main"
+            )
         if self.text is None:
             return (
                 f"{self.path} is no regular file (a directory, a FIFO, a socket or a "
@@ -207,6 +212,143 @@ def _admin_blocked(lane_dir: str) -> str | None:
     return None
 
 
+def blocks(path: str, head: bool = False) -> bool:
+    """Would git's open(2) of `path` wait for ever or read without end: a FIFO, a socket, a
+    device, or a symbolic link to one (red team 15C F2)? Looked at with lstat (and stat
+    through a link), never opened. No for a missing name, a regular file, a directory
+    (git reads it, or fails at once), a name that cannot be looked at (git's open fails
+    there too), and (`head`) a link git takes for a symbolic ref (symlink_ref: never
+    opened)."""
+    try:
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            if head and symlink_ref(os.readlink(path)):
+                return False
+            st = os.stat(path)
+    except OSError:
+        return False
+    return not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode))
+
+
+def _read_small(path: str) -> str | None:
+    """The text of `path` when it is a regular file (lstat first, then an open that never
+    follows a link nor blocks), at most 4 KiB; None otherwise."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, 4096).decode("utf-8", "surrogateescape")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _git_dir_from(cwd: str) -> tuple[str, str] | None:
+    """(the git dir, the worktree's top) git's discovery finds from `cwd` (setup.c, as far
+    as a file git opens goes): the first `.git` up from it (a directory, or a file
+    `gitdir: PATH`), else a directory that is a git dir itself (a bare repository:
+    `objects/` and `refs/`); None when there is none. git-lane's git runs with GIT_DIR and
+    the other pointers scrubbed (git.base_env), so they do not count."""
+    d = os.path.abspath(cwd)
+    while True:
+        dot = os.path.join(d, ".git")
+        try:
+            st = os.stat(dot)  # (a link at .git: git follows it)
+        except OSError:
+            st = None
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            return dot, d
+        if st is not None and stat.S_ISREG(st.st_mode):
+            text = _read_small(os.path.realpath(dot))
+            if text is not None and text.startswith("gitdir: "):
+                return os.path.join(d, text[len("gitdir: ") :].rstrip("\n")), d
+        if os.path.isdir(os.path.join(d, "objects")) and os.path.isdir(os.path.join(d, "refs")):
+            return d, d
+        up = os.path.dirname(d)
+        if up == d:
+            return None
+        d = up
+
+
+def git_file_blocking(cwd: str) -> tuple[str, str, str | None] | None:
+    """(its path, the common dir, the linked worktree's top or None) of the first file
+    every git opens to find and set up the repository from `cwd` that would block it
+    (blocks: a FIFO a process outside the sandbox made at the common `HEAD` or `config`,
+    or at a linked worktree's `HEAD`, `commondir` or `config.worktree`, in its admin dir):
+    looked at before the first git runs (Repo.discover), which would wait on it for ever.
+    None when each is a file, a directory or nothing."""
+    found = _git_dir_from(cwd)
+    if found is None:
+        return None
+    gitdir, top = found
+    commondir = os.path.join(gitdir, "commondir")
+    # (an admin dir is <common>/worktrees/<id>: what reconcile is run in, if commondir is
+    # what cannot be read)
+    guess = os.path.dirname(os.path.dirname(os.path.normpath(gitdir)))
+    if blocks(commondir):
+        return commondir, guess, top
+    text = _read_small(commondir)
+    common = gitdir
+    if text is not None and text.strip("\n"):
+        common = os.path.normpath(os.path.join(gitdir, text.rstrip("\n")))
+    linked = top if os.path.normpath(common) != os.path.normpath(gitdir) else None
+    for name in ("HEAD", "config.worktree"):
+        p = os.path.join(gitdir, name)
+        if blocks(p, head=name == "HEAD"):
+            return p, common, linked
+    for name in ("config", "HEAD"):
+        p = os.path.join(common, name)
+        if blocks(p, head=name == "HEAD"):
+            return p, common, None
+    return None
+
+
+def _main_name(common: str) -> str:
+    """main's branch name for a HEAD written back by hand: the owner's main_branch, else
+    main, else master when only it has a loose ref."""
+    try:
+        configured = load(Path(common) / "git-lane" / "config.toml").get("main_branch")
+    except (Refusal, OSError, ValueError):
+        configured = None  # unreadable: main, as the hooks take it
+    if isinstance(configured, str) and configured:
+        return configured
+    heads = os.path.join(common, "refs", "heads")
+    if not os.path.lexists(os.path.join(heads, "main")) and os.path.lexists(
+        os.path.join(heads, "master")
+    ):
+        return "master"
+    return "main"
+
+
+def git_file_refusal(path: str, common: str) -> Refusal:
+    """git_file_not_plain for what git_file_blocking found: nothing was run. The `next`
+    moves it into a new directory of git-lane's kept/ (a `mv`, which never opens it; the
+    common dir and its kept/ are no lane's to re-point) and, for a HEAD, writes main's
+    name back there (git finds no repository without one)."""
+    name = os.path.basename(path)
+    kept = Path(common) / "git-lane" / "kept" / git.kept_name(name)
+    nxt = [f"mkdir -p -- {git.q(kept)}", git.mv_aside(path, kept / name)]
+    if name == "HEAD":
+        nxt.append(f"printf 'ref: refs/heads/%s\\n' {git.q(_main_name(common))} > {git.q(path)}")
+    what = {"HEAD": "which branch is checked out", "config": "the repository's settings"}
+    return Refusal(
+        "git_file_not_plain",
+        f"{git.shown(path)} is no regular file (a FIFO, a socket, a device, or a link to "
+        "one): every git opens it to find the repository, and waits there for ever (a "
+        "FIFO) or reads without end, so nothing was run; it holds no "
+        f"{what.get(name, 'value git could read')}: the next keeps it in kept/"
+        + (" and writes main's name back" if name == "HEAD" else ""),
+        next=nxt,
+        details={"path": path, "kept": str(kept)},
+    )
+
+
 def packed_refs_words(found: Foreign) -> str:
     """What Repo.packed_refs_blocks found, and why no git may read a ref while it is there."""
     what = found.words() + (", and that is no regular file" if found.text is not None else "")
@@ -320,6 +462,12 @@ class Repo:
             if (bad := _admin_blocked(anchor[0])) is not None:
                 raise _blocked(*anchor, f"{git.shown(bad)} is no regular file")
             timeout = git.lane_read_timeout()
+        # before the first git: each would wait on a FIFO at HEAD or config for ever
+        if (found := git_file_blocking(cwd)) is not None:
+            path, common_dir, linked = found
+            if linked is not None:  # an admin dir's file: reconcile's mend, from the hub
+                raise _blocked(linked, common_dir, f"{git.shown(path)} is no regular file")
+            raise git_file_refusal(path, common_dir)
         res = git.run(
             ["rev-parse", "--is-bare-repository", "--path-format=absolute", "--git-common-dir"],
             cwd,
@@ -521,6 +669,26 @@ class Repo:
         except OSError:
             return None  # git's own open fails there too (a dangling link, a loop)
         return Foreign("packed-refs", text, main)
+
+    def ref_file_blocks(self) -> Foreign | None:
+        """packed_refs_blocks, else main's loose ref file (refs/heads/ and the configured
+        main_branch, else main and master: git's look for main lists both) when git's
+        open of it would wait for ever or read without end (blocks: a FIFO, a socket, a
+        device, or a link to one; red team 15C F2): looked at before any git reads a ref.
+        Never opened; a link git takes for a symbolic ref is foreign_main_link's."""
+        found = self.packed_refs_blocks()
+        if found is not None:
+            return found
+        try:
+            configured = self.owner_config.get("main_branch")
+        except Refusal:
+            configured = None  # (an unreadable config is said by what reads it)
+        names = [configured] if isinstance(configured, str) and configured else ["main", "master"]
+        for name in names:
+            ref = f"refs/heads/{name}"
+            if blocks(os.path.join(self.common_dir, ref), head=True):
+                return Foreign(ref, None, ref)
+        return None
 
     def _lstat_at(self, rel: str) -> os.stat_result | None:
         """lstat of `rel` (one name) in the common dir; None when nothing is there."""

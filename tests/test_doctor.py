@@ -590,24 +590,25 @@ def test_reflogs_a_lane_makes_in_bulk_are_held_to_a_total_never_the_lanes_own(
     strays = [logs / f"junk{i}" for i in range(4)]  # reflogs of no ref
     bisect = _admin_of(b) / "logs" / "refs" / "bisect"
     bisect.mkdir(parents=True)
-    strays.append(bisect / "bad")
+    strays += [bisect / "bad", bisect / "good"]
     for i, p in enumerate(strays):
         p.write_text("x\n")
-        _grow(p, (20 << 20) + i)
+        _grow(p, (20 << 20) + i + (20 << 20) * (i // 4))
     c = checks(hub)["oversized"]
     assert c["status"] == "warn" and f"{oversize.STRAY_MAX} entries" in c["message"], c
     assert [p.stat().st_size for p in own] == [near] * 3, "a lane's own reflog was moved"
     assert (hub.common_dir / "logs" / "refs" / "heads" / "main").read_bytes() == main_log
     left = [p for p in strays if p.exists()]
-    assert sum(p.stat().st_size for p in left) <= oversize.STRAY_LOG_MAX
-    # the largest first: the bisect log, moved whole with its logs/refs
+    # each pool on its own (the lane refs' reflogs; lane b's admin dir: red team 15C F3),
+    # the largest of each first: junk3, and the bisect logs moved whole with their logs/refs
     assert left == strays[:3], left
+    assert sum(p.stat().st_size for p in left) <= oversize.STRAY_LOG_MAX
     for i, p in list(enumerate(strays))[3:]:
         rel = p.relative_to(hub.common_dir)
         top = rel.parents[1] if "bisect" in rel.parts else rel
         (kept,) = (hub.state_dir / "kept").glob(f"oversized.*/{top}")
         moved = kept / p.relative_to(hub.common_dir / top)
-        assert moved.stat().st_size == (20 << 20) + i
+        assert moved.stat().st_size == (20 << 20) + i + (20 << 20) * (i // 4)
         assert moved.stat().st_blocks * 512 < 1 << 20  # the same sparse file, never a copy
     assert statuses(hub)["oversized"] == "ok"  # nothing more to move
 

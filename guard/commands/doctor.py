@@ -195,6 +195,19 @@ def check_landed(repo: Repo) -> list[Check]:
                 "git lane reconcile",
             ),
         ]
+    gone = [e for e, _ in landed.missing(repo, refs) if e != ep.epoch]
+    if gone:
+        out.append(
+            finding(
+                "landed refs",
+                WARN,
+                f"land(s) {', '.join(map(str, gone[:5]))}{' ...' if len(gone) > 5 else ''} "
+                "have no landed ref, though the audit log records them (one that was no "
+                "file, a FIFO, was moved into kept/): a rewrite of main followed by gc "
+                "could delete them",
+                "git lane reconcile",
+            )
+        )
     if ep.epoch and ep.main_after and not any(r.epoch == ep.epoch for r in refs):
         return [
             *out,
@@ -1318,7 +1331,7 @@ def _blocking_packed_refs(repo: Repo) -> Check | None:
     reads a ref, which would wait on a FIFO for ever. Named alone, with restore-main
     (which keeps it in kept/, never opened, and puts main back) as its fix."""
     try:
-        found = repo.packed_refs_blocks()
+        found = repo.ref_file_blocks()
     except Refusal as r:
         return finding("main", FAIL, f"[{r.code}] {r.message}", join_next(r.next) or None)
     if found is None:
@@ -1329,6 +1342,19 @@ def _blocking_packed_refs(repo: Repo) -> Check | None:
         f"{packed_refs_words(found)}, so no other check was made (each runs such a git)",
         "git lane restore-main",
     )
+
+
+def blocked(r: Refusal) -> DoctorResult:
+    """doctor where no git could run (git_file_not_plain: the common HEAD or config, or a
+    worktree's HEAD or commondir, is a FIFO every git waits on for ever): that one check,
+    failed, with the refusal's next as its fix; no other check was made (each runs git)."""
+    check = finding(
+        "git files",
+        FAIL,
+        f"[{r.code}] {r.message}; no other check was made (each runs git)",
+        join_next(r.next) or None,
+    )
+    return {"ok": False, "code": "doctor_failed", "checks": [check]}
 
 
 def run(repo: Repo) -> DoctorResult:

@@ -85,6 +85,7 @@ def run(repo: Repo) -> ReconcileResult:
         landing.repair_epoch(repo)
         changes.append({"action": "epoch_repaired"})
     changes.extend(landing.keep_last(repo))
+    changes.extend(landing.keep_vouched(repo))  # one set aside (a FIFO there: oversize)
     changes.extend(landed.ensure_baseline(repo, new=False))  # deleted past the hooks
     for ref in landed.clear_forgeries(repo, None):
         changes.append({"action": "forged_symbolic_ref_removed", "ref": ref})

@@ -30,18 +30,19 @@ LOCK_LABEL = "(restore-main)"  # the lock record's lane field: no lane is being 
 def run(repo: Repo) -> RestoreMainResult:
     lane.forbid_worker("restore-main")
     # before any git reads a ref (each would wait on a FIFO there for ever)
-    aside = keep_blocking_packed_refs(repo)
+    found = keep_blocking_packed_refs(repo)
+    what, aside = found if found is not None else ("packed-refs", None)
     try:
         res = _run(repo)
     except Refusal as r:
         if aside is not None:  # said with the refusal too: it was moved all the same
-            r.message += f" (packed-refs, no file git could read, was kept at {aside} first)"
-            r.details["packed_refs_kept"] = aside
+            r.message += f" ({what}, no file git could read, was kept at {aside} first)"
+            r.details["packed_refs_kept" if what == "packed-refs" else "ref_file_kept"] = aside
         raise
     if aside is not None:
         res["warnings"].insert(
             0,
-            f"packed-refs was no file git could read (a FIFO, a directory, a link to one: "
+            f"{what} was no file git could read (a FIFO, a directory, a link to one: "
             f"every git waited on it or failed): it is kept at {aside}",
         )
     return res
@@ -358,21 +359,22 @@ def _into_kept(repo: Repo, rel: str) -> Path:
     return kept
 
 
-def keep_blocking_packed_refs(repo: Repo) -> str | None:
+def keep_blocking_packed_refs(repo: Repo) -> tuple[str, str] | None:
     """A `packed-refs` git cannot read as a file (Repo.packed_refs_blocks: a FIFO every
-    git would wait on for ever, a directory, a link to one) moved into kept/ (never
-    opened, never deleted) before any git reads a ref: where it is now, None when
-    packed-refs is no such thing. It holds no ref git could read; what git reads then
-    is the loose refs, and main is put back as for a main deleted. Refused
-    (main_not_plain), naming the `mv` that keeps it, when it cannot be moved."""
-    found = repo.packed_refs_blocks()
+    git would wait on for ever, a directory, a link to one), or main's loose ref that is
+    a FIFO, a socket, a device or a link to one (Repo.ref_file_blocks, red team 15C F2),
+    moved into kept/ (never opened, never deleted) before any git reads a ref: (its path,
+    where it is now), None when there is no such thing. It holds no ref git could read;
+    what git reads then is the other refs, and main is put back as for a main deleted.
+    Refused (main_not_plain), naming the `mv` that keeps it, when it cannot be moved."""
+    found = repo.ref_file_blocks()
     if found is None:
         return None
     common = os.fspath(repo.common_dir)
     try:
         kept = _into_kept(repo, found.path)
     except OSError as exc:
-        _, moves = repo.kept_moves(found.path, common, [found.path])
+        _, moves = repo.kept_moves(found.path.replace("/", "-"), common, [found.path])
         raise Refusal(
             "main_not_plain",
             f"{packed_refs_words(found)}, and it could not be moved into kept/ "
@@ -382,7 +384,7 @@ def keep_blocking_packed_refs(repo: Repo) -> str | None:
             details={"ref": found.path, "link": found.text, "error": str(exc)},
         ) from None
     repo.store.event("restore_main_kept", code="kept", file=found.path, kept=str(kept))
-    return str(kept)
+    return found.path, str(kept)
 
 
 def deleted_main(repo: Repo) -> str | None:
