@@ -27,7 +27,11 @@ from guard import git
 from guard.policy import MARKER_SIZE, conflict_blocks, marker_res, marker_sizes
 
 _HUNK = re.compile(rb"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
-_PICKAXE = "^(<{7,}|>{7,})( |$)"  # 7, or more with conflict-marker-size
+# every line that could be a marker line of any conflict-marker-size (git takes any size
+# from 1): an opener, a separator, a closer or diff3's base line, then a space, a CR or
+# the end. A superset: the scan decides; a lane that adds only the `=======` between an
+# opener and a closer main already holds makes a block too (s16-blobs)
+_PICKAXE = "^(<+|=+|>+|[|]+)( |\r|$)"
 REFUSED = 10
 PY_LINE = "GITLANE_PYTHON=${GITLANE_PYTHON:-}"
 PYPATH_LINE = "GITLANE_PYPATH=${GITLANE_PYPATH:-}"

@@ -209,3 +209,33 @@ def test_a_blob_git_cannot_give_raises_never_passes(repo: Repo) -> None:
     assert main
     with pytest.raises(GitError):
         land._blob_hits(str(lane), main, main, f, 7)
+
+
+@pytest.mark.parametrize(
+    "old, added, size",
+    [
+        # main holds an opener and a closer (no block: no separator); the lane adds only
+        # the `=======` between them, which the 7-or-more `<`/`>` pre-filter never named
+        (b"<<<<<<< a\nx\n>>>>>>> b\n", b"=======\n", 7),
+        # a bare separator ending in CR (a CRLF file)
+        (b"<<<<<<< a\r\nx\r\n>>>>>>> b\r\n", b"=======\r\n", 7),
+        # a conflict-marker-size below 7 (the tip's .gitattributes give 3)
+        (b"<<< a\nx\n>>> b\n", b"===\n", 3),
+    ],
+    ids=["separator-only", "separator-crlf", "marker-size-3"],
+)
+def test_a_block_made_by_adding_only_a_separator_is_refused(
+    repo: Repo, old: bytes, added: bytes, size: int
+) -> None:
+    repo.config("gate", "off")
+    if size != 7:
+        repo.commit(repo.path, ".gitattributes", f"*.txt conflict-marker-size={size}\n")
+    repo.commit(repo.path, "f.txt", old.decode())
+    lane = repo.create("alpha")
+    nl = b"\r\n" if b"\r\n" in old else b"\n"
+    first, rest = old.split(nl, 1)
+    (lane / "f.txt").write_bytes(first + nl + added + rest)
+    git(lane, "commit", "-q", "--no-verify", "-am", "separator")
+    r = repo.jlane("land", "alpha")
+    assert r.rc == 1 and r.code == "conflict_markers_present", r.stdout + r.stderr
+    assert r.json["details"]["markers"] == ["f.txt:1"]
