@@ -233,14 +233,21 @@ class MarkerScan:
         self._take(self._line, self._head + (b"x" if self._dirty else b""))
         self._head, self._dirty = b"", False
 
-    def feed(self, chunk: bytes) -> None:
+    def _lines_of(self, chunk: bytes) -> tuple[int, int] | None:
+        """The line `chunk` ends (or carries on) taken in; then (the offset of its first
+        whole line, of its last newline), None when it holds no newline."""
         first = chunk.find(b"\n")
         if first < 0:
             self._extend(memoryview(chunk))
-            return
+            return None
         self._extend(memoryview(chunk)[:first])
         self._end_line()
-        last = chunk.rfind(b"\n")
+        return first + 1, chunk.rfind(b"\n")
+
+    def feed(self, chunk: bytes) -> None:
+        if (span := self._lines_of(chunk)) is None:
+            return
+        first, last = span[0] - 1, span[1]
         base, at = self._line + 1, first + 1  # the line number at offset `at`
         pos = first + 1
         while pos < last:
@@ -341,13 +348,9 @@ class AddedMarkerScan(MarkerScan):
                 return
 
     def feed(self, chunk: bytes) -> None:
-        first = chunk.find(b"\n")
-        if first < 0:
-            self._extend(memoryview(chunk))
+        if (span := self._lines_of(chunk)) is None:
             return
-        self._extend(memoryview(chunk)[:first])
-        self._end_line()
-        last = chunk.rfind(b"\n")
+        first, last = span[0] - 1, span[1]
         line, at = self._line + 1, first + 1  # the line number at offset `at`
         pos = first + 1
         while pos < last:
