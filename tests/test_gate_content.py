@@ -208,3 +208,44 @@ def test_a_queue_land_of_a_lane_whose_live_owner_marked_it_gates_clean(
     assert os.path.realpath(where) != os.path.realpath(lane)
     g = q.json["lanes"][0]["gate"]
     assert g["worktree"] == "clean" and "owner" in g["why"]
+
+
+def test_content_differs_hashes_every_file_and_names_odd_paths(repo: Repo) -> None:
+    """git.content_differs compares by content alone: a file rewritten with its old mtime
+    put back (the index's stat data then matches) is listed, by its exact name (a newline
+    in it, bytes that are not UTF-8), and nothing else; a link at its target is not."""
+    from guard import git as ggit
+
+    odd = "new\nline \udcff.txt"
+    (repo.path / odd).write_text("one\n")
+    (repo.path / "same.txt").write_text("same\n")
+    os.symlink("same.txt", repo.path / "ln")
+    git(repo.path, "add", "-A")
+    git(repo.path, "commit", "-q", "-m", "odd")
+    tip = head(repo.path)
+    st = os.stat(repo.path / odd)
+    (repo.path / odd).write_text("two\n")
+    os.utime(repo.path / odd, ns=(st.st_atime_ns, st.st_mtime_ns))
+    git(repo.path, "update-index", "-q", "--refresh")
+    tmp = repo.path.parent / "tmp-content"
+    tmp.mkdir()
+    assert ggit.content_differs(str(repo.path), tip, tmp) == [odd]
+    assert list(tmp.iterdir()) == []  # its private index is removed after
+
+
+def test_a_content_check_git_cannot_make_refuses_never_passes() -> None:
+    """A git that fails to compare (or no temp dir) is lane_content_unverified, whose next
+    gates in a clean worktree: never "the same"."""
+    from guard.commands import land as land_cmd
+    from guard.errors import GitError, Refusal
+
+    t = land_cmd.Target("alpha", "lane/alpha", "/nowhere", "0" * 40, "1" * 40)
+    for err in (GitError(["git", "read-tree"], 128, "", "fatal: bad tree\n"), OSError(28, "full")):
+        try:
+            land_cmd.g4_content(t, err)
+        except Refusal as r:
+            assert r.code == "lane_content_unverified"
+            assert r.next == ["git lane config set gate_worktree clean", "git lane land alpha"]
+        else:
+            raise AssertionError("no refusal")
+    land_cmd.g4_content(t, [])  # nothing differs: no refusal

@@ -97,7 +97,7 @@ def run(
         if repo.store.landing_path.exists():
             landing.recover_locked(repo, held)
         clean = cfg["gate_worktree"] == "clean"
-        live = live_lane_process(repo, rec.key)  # under the lock: an exec starting now waits
+        live = live_lane_process(repo, rec.key)  # read under the lock, as late as it can be
         res = _land_locked(
             repo,
             rec.key,
@@ -343,7 +343,7 @@ def _decide_and_land(
         facts = hub_facts(hub.path, changed, added) if hub is not None else ([], [])
         return base, changed, added, facts, markers
 
-    def lane_side() -> tuple[list[str], git.Hidden, list[str]]:
+    def lane_side() -> tuple[list[str], git.Hidden, list[str] | GitError | OSError]:
         with git.shared_store_only(False):  # its staged objects may be in its store only
             if tip is None:
                 return git.dirty_paths(path), git.Hidden(), []
@@ -351,11 +351,16 @@ def _decide_and_land(
             if not in_lane:
                 return (*git.dirty_and_hidden(path, tip), [])
             # an in-lane gate reads the worktree: its bytes against the tip's, by content
-            (d, h), differs = git.both(
-                lambda: git.dirty_and_hidden(path, tip),
-                lambda: git.content_differs(path, tip, repo.state_dir),
-            )
+            (d, h), differs = git.both(lambda: git.dirty_and_hidden(path, tip), content)
             return d, h, differs
+
+    def content() -> list[str] | GitError | OSError:
+        # a git that fails here (a tip G3 refuses by its names, say), or a temp dir that
+        # cannot be made, is refused in order, at G4 (g4_content), after the gates before it
+        try:
+            return git.content_differs(path, tip or "", repo.state_dir)
+        except (GitError, OSError) as e:
+            return e
 
     # The lane's status (G2) is the slow part in a big repository: the facts for G3, G6,
     # G9 and G4's view of the tip are read beside it. Refusals are still decided in order.
@@ -691,14 +696,30 @@ def g4_exact(repo: Repo, t: Target, hidden: git.Hidden, gate_in_lane: bool) -> N
         )
 
 
-def g4_content(t: Target, differs: list[str]) -> None:
+def g4_content(t: Target, differs: list[str] | GitError | OSError) -> None:
     """G4, before an in-lane gate: every tracked file's bytes are the tip's, compared by
     content (git.content_differs: a throwaway index, never the lane's stat data). A file
     whose bytes changed with no stat field moving (a MAP_SHARED write into a page already
     dirty, the lane's index then refreshed: red team 16B F1) is uncommitted work `git
     status` does not show: lane_dirty, as G2's, with the paths. Its `next` makes the
     lane's index hash them again (`add --renormalize` reads the bytes whatever the stat
-    says), then commits and lands what the worktree holds, as G2's does."""
+    says), then commits and lands what the worktree holds, as G2's does. A git that could
+    not compare (`differs` its GitError) is never "same": lane_content_unverified."""
+    if isinstance(differs, GitError | OSError):
+        if isinstance(differs, OSError):
+            lines = [f"no private temp dir: {differs.strerror}"]
+        else:
+            lines = differs.stderr.strip().splitlines()[-5:] or [f"exit {differs.returncode}"]
+        why = [json.dumps(lines[-1][:200])[1:-1]]  # git's words, escaped, bounded
+        raise Refusal(
+            "lane_content_unverified",
+            f"lane {t.key}'s gate runs in the lane, and its tracked files could not be "
+            f"compared with the tip by content ({why[0]}); unverified, what the gate would "
+            "read need not be the tip",
+            next=["git lane config set gate_worktree clean", f"git lane land {t.key}"],
+            alternatives=[git.owner_status(t.path)],
+            details={"lane": t.key, "error": "\n".join(lines)},
+        )
     if not differs:
         return
     base = lane.dirty_refusal(t.key, t.path, differs, "land")
