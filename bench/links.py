@@ -98,7 +98,9 @@ def main() -> None:
                 k += 1
         t = time.perf_counter()
         done = linked.split(common, dirs)
-        print(f"split: {len(done)} hard-linked objects in {(time.perf_counter() - t) * 1000:.0f} ms")
+        print(
+            f"split: {len(done)} hard-linked objects in {(time.perf_counter() - t) * 1000:.0f} ms"
+        )
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -114,6 +114,12 @@ CODES: dict[str, Code] = _codes(
     ),
     ("submodule_differs", "engine", "G4", "a submodule is not at the commit the tip records"),
     (
+        "lane_content_unverified",
+        "engine",
+        "G4",
+        "before an in-lane gate, git could not compare the lane's files with the tip by content",
+    ),
+    (
         "submodule_unreadable",
         "engine",
         "G2",

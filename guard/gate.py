@@ -35,6 +35,11 @@ Tick = Callable[[float, str], None]  # (seconds so far, the gate command)
 # that serves the socket confines CMD: never an environment variable or a request field,
 # so neither a worker nor anything it sets can switch it on or off.
 CONFINE = False
+# This land runs for a live `git lane exec` (the land socket's land child sets it, from
+# its boot, as CONFINE): CMD and whatever it started may write the lane while the gate
+# runs, so the gate runs in a clean worktree of the tip (guard/commands/land.py
+# live_lane_process). Set by the supervisor's own code, never by anything CMD sends.
+FOR_EXEC = False
 
 
 class NotConfined(Exception):

@@ -1406,6 +1406,57 @@ def stat_view(path: str, names: list[str] | None = None) -> StatView:
     return out
 
 
+# a throwaway index for content_differs: no monitor, no stat shortcut, no sparse or split
+# index (the index file alone, beside nothing else: a shared index would go to the admin dir)
+_CONTENT_CONFIG = (
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.ignoreStat=false",
+    "-c",
+    "index.sparse=false",
+    "-c",
+    "core.sparseCheckout=false",
+    "-c",
+    "core.splitIndex=false",
+)
+
+
+def content_differs(path: str, tree: str, tmp_under: str | os.PathLike[str]) -> list[str]:
+    """The tracked files of the worktree at `path` whose content is not `tree`'s, compared
+    BY CONTENT: a throwaway index of `tree` (read-tree) carries no stat data, so its
+    refresh hashes every file (its size is 0 in the fresh index: git hashes rather than
+    trust a stat match) and lists what differs. The lane's own index, whose stat data the
+    lane writes (`update-index --refresh` after a write into a page a MAP_SHARED mapping
+    keeps dirty: no timestamp moves after it, red team 16B F1), is never read. Gitlinks are
+    not entered (--ignore-submodules; G4's hidden check looks at a submodule). The index
+    is a file in a fresh private dir under `tmp_under` (git-lane's state dir: no lane
+    writes there), removed after. A git that fails to say raises GitError: never "same"."""
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="content-", dir=tmp_under)
+    try:
+        env = {"GIT_INDEX_FILE": os.path.join(tmp, "index"), "GIT_OPTIONAL_LOCKS": "0"}
+        run([*_CONTENT_CONFIG, "read-tree", tree], path, env=env)
+        # without -q: exit 1 and "PATH: needs update" for each file that differs, the
+        # index written all the same (the refreshed entries); anything else is a failure
+        ref = run([*_CONTENT_CONFIG, "update-index", "--ignore-submodules", "--refresh"],
+                  path, env=env, check=False)  # fmt: skip
+        if ref.returncode == 0:
+            return []
+        if ref.returncode != 1:
+            raise GitError(ref.argv, ref.returncode, ref.stdout, ref.stderr)
+        # the names as -z output gives them (the "needs update" lines are not quoted)
+        res = run([*_CONTENT_CONFIG, "diff-files", "-z", "--name-only", "--ignore-submodules"],
+                  path, env=env)  # fmt: skip
+        names = sorted({x for x in res.stdout.split("\0") if x})
+        if not names:  # it said something differs, and nothing is listed: never "same"
+            raise GitError(ref.argv, ref.returncode, ref.stdout, ref.stderr)
+        return names
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def rewritten(before: StatView, after: StatView) -> list[str]:
     """The paths whose lstat differs between the two views, those tracked in one view and
     not the other, and those either view could not lstat (UNREADABLE)."""

@@ -19,7 +19,9 @@ land's output and exit status back. The socket's whole authority is "land this l
 The land runs as `git lane land KEY [--sync] [--wait S] [--json]` in a child of the
 supervisor with the supervisor's own environment, its stdout and stderr streamed back
 unchanged and its exit status passed on: the worker prints exactly what a land of its
-own would have. When exec sandboxes CMD, the land's gate (and only the gate: the land
+own would have. Its gate runs in a clean worktree of the tip, never in the lane CMD may
+write meanwhile (guard/gate.py FOR_EXEC, set by the land child's boot). When exec
+sandboxes CMD, the land's gate (and only the gate: the land
 writes main, the lock and the state) runs under the lane's sandbox: guard/gate.py
 CONFINE, set from the land child's argv, never from anything CMD sends or sets. A client that goes away (Ctrl-C) interrupts the land (SIGINT), which
 cleans up as an interrupted land does.
@@ -63,12 +65,15 @@ READY_FIELDS = {"op", "lane", "unset", "json"}
 # KeyboardInterrupt even if exec was started with it ignored: the client's going away is
 # passed on as SIGINT, and the land cleans up as an interrupted land does. Its second
 # argument is the supervisor's word on the gate: "confine" (CMD is sandboxed, so is the
-# gate: guard/gate.py CONFINE) or "plain".
+# gate: guard/gate.py CONFINE) or "plain". Either way the land is one for a live exec,
+# whose CMD may write the lane while the gate runs: guard/gate.py FOR_EXEC, so the gate
+# runs in a clean worktree of the tip (red team 16B F1).
 _BOOT = (
     "import signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, set()); "
     "signal.signal(signal.SIGINT, signal.default_int_handler); "
     "sys.path.insert(0, sys.argv.pop(1)); import guard.gate; "
     "guard.gate.CONFINE = {'confine': True, 'plain': False}[sys.argv.pop(1)]; "
+    "guard.gate.FOR_EXEC = True; "
     "from guard.cli import main; main()"
 )
 _ucred = struct.Struct("3i")

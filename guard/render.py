@@ -240,6 +240,8 @@ def land(r: Result) -> str:
         if g["status"] == "off"
         else f"gate `{policy.brief(g['command'])}` {g['status']} in {g['seconds']:.1f}s"
     )
+    if g.get("worktree") == "clean" and g.get("why"):
+        gate += f" in a clean worktree of the tip ({g['why']})"
     out = [
         f"landed {r['lane']}: main {r['main_before'][:12]} -> {r['main_after'][:12]}, epoch {r['epoch']}, {gate}"
     ]

@@ -194,6 +194,8 @@ class GateSummary(TypedDict):
     command: str | None
     status: str  # passed | failed | timeout | off
     seconds: float
+    worktree: NotRequired[str]  # where a gate that ran ran: "lane" or "clean"
+    why: NotRequired[str]  # why a clean worktree (the config, or a live lane process)
 
 
 class HubUpdate(TypedDict, total=False):

@@ -390,7 +390,11 @@ def test_a_lane_never_shows_the_gate_other_bytes_than_the_tip_it_lands(
     the reader has them. The check after the gate finds the tip's content (a new inode,
     same bytes: git status hashes it and calls it clean), and main moves to a tip whose
     file the gate rejects. The sandbox lets CMD write the lane's index: refreshed after
-    the put-back, it holds the new file's stat, so only the engine's own lstat sees it."""
+    the put-back, it holds the new file's stat, so only the engine's own lstat sees it.
+    Since red team 16B F1 a land through the socket gates in a clean worktree of the tip
+    (CMD may write the lane while the gate runs): the gate never reads the lane's FIFO, it
+    reads the tip's BAD and fails. The in-lane gate's swap checks are tests/test_land.py's
+    (test_a_swap_put_back_and_refreshed_in_the_lanes_index_is_refused and the ones after)."""
     hub.config("worker_land", "allow")
     # a name pgrep finds, one a case (the cases may run side by side); after the read,
     # the gate waits (20 s at most) for the agent's put-back to be done, so the check
@@ -427,7 +431,7 @@ wait
     assert hub.sha() != tip, (
         f"main moved to {tip[:12]}, whose f.txt the gate rejects: the gate read other bytes"
     )
-    assert "lane_changed_during_gate" in res.stdout + res.stderr, res.stdout + res.stderr
+    assert "gate_failed" in res.stdout + res.stderr, res.stdout + res.stderr
     assert (lane / "f.txt").read_text() == "BAD\n"  # the lane's file, put back, is left be
     r = hub.jlane("land", "alpha")  # the next, as written: the gate now sees the tip
     assert r.rc != 0 and r.json["code"] == "gate_failed", r.stdout

@@ -25,7 +25,20 @@ from dataclasses import dataclass
 from collections.abc import Callable
 from typing import cast
 
-from guard import dirfd, dirwatch, gate, git, landed, landing, lane, lock, objects, policy, recovery
+from guard import (
+    dirfd,
+    dirwatch,
+    gate,
+    git,
+    landed,
+    landing,
+    lane,
+    lock,
+    objects,
+    policy,
+    procs,
+    recovery,
+)
 from guard.errors import GitError, Interrupted, Refusal
 from guard.hookcheck import _PICKAXE as MARKER_PICKAXE  # one marker pre-filter, hook and land
 from guard.hookcheck import AddedLines
@@ -85,6 +98,7 @@ def run(
         if repo.store.landing_path.exists():
             landing.recover_locked(repo, held)
         clean = cfg["gate_worktree"] == "clean"
+        live = live_lane_process(repo, rec.key)  # read under the lock, as late as it can be
         res = _land_locked(
             repo,
             rec.key,
@@ -97,6 +111,7 @@ def run(
             output,
             tick,
             sync,
+            live,
         )
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM while the gate ran (gate.Terminated)
         lock.release(repo, held)  # the gate's group is dead already (gate.run killed it)
@@ -113,6 +128,31 @@ def run(
 
         crossrebase.report(done, crossrebase.after_land(repo, key))
     return done
+
+
+def live_lane_process(repo: Repo, key: str) -> str | None:
+    """Why a process of the lane may run while this land's gate does (None: nothing says
+    one does). Such a process can change a tracked file's bytes and put them back with no
+    lstat field moving (a write into a page a MAP_SHARED mapping keeps dirty, red team 16B
+    F1), so no compare before and after an in-lane gate can tell: the gate then runs in a
+    clean worktree of the tip. A land through exec's land socket knows it is one from the
+    supervisor's own code (gate.FOR_EXEC, set by the land child's boot, never by anything
+    CMD sends); any other land asks the lane's record for a live owner (an exec, whether
+    or not this land descends from it)."""
+    if gate.FOR_EXEC:
+        return (
+            f"the land runs for a live `git lane exec` of lane {key} (its land socket), "
+            "whose processes may write the lane while the gate runs"
+        )
+    rec = repo.store.read_lane(key)
+    if rec is None:
+        return f"lane {key}'s record cannot be read, so no live process of it is ruled out"
+    if rec.owner_pid and procs.alive(rec.owner_pid, rec.owner_start):
+        return (
+            f"lane {key}'s owner process {rec.owner_pid} is alive and may write the lane "
+            "while the gate runs"
+        )
+    return None
 
 
 def gate_command(repo: Repo) -> str | None:
@@ -244,14 +284,17 @@ def _land_locked(
     output: gate.Output | None,
     tick: gate.Tick | None,
     sync: bool = False,
+    live: str | None = None,
 ) -> LandResult | SyncResult:
+    """`live`: why a process of the lane may run meanwhile (live_lane_process): the gate
+    then runs in a clean worktree of the tip whatever gate_worktree says."""
     main_before, tip = _main_and_tip(repo, branch)
     t = Target(key, branch, path, main_before, tip)
     if tip is not None and tip != main_before:
         # G5's import first: every fact below is read from the shared store alone
         g5_objects(repo, t, tip)
     with git.shared_store_only():
-        return _decide_and_land(repo, t, held, command, timeout, clean, output, tick, sync)
+        return _decide_and_land(repo, t, held, command, timeout, clean, output, tick, sync, live)
 
 
 def _decide_and_land(
@@ -264,6 +307,7 @@ def _decide_and_land(
     output: gate.Output | None,
     tick: gate.Tick | None,
     sync: bool,
+    live: str | None = None,
 ) -> LandResult | SyncResult:
     """_land_locked once the tip's objects are in the shared store, verified (G5's import):
     ancestry (G3, G5's main-as-landed), what lands (G6's paths, G9's markers, the gate in
@@ -271,6 +315,9 @@ def _decide_and_land(
     no lane's store, no commit-graph), so nothing a lane wrote into its own store can make
     a stale lane look fresh; only the lane's own worktree facts (G2, G4) read its store."""
     key, branch, path, main_before, tip = t.key, t.branch, t.path, t.main_before, t.tip
+    configured = clean
+    clean = clean or live is not None
+    in_lane = command is not None and not clean
     g5_main_as_landed(repo, main_before)
     wts = repo.worktrees()
     _check_worktree(repo, t, git.by_path(wts).get(os.path.realpath(path)))
@@ -297,16 +344,30 @@ def _decide_and_land(
         facts = hub_facts(hub.path, changed, added) if hub is not None else ([], [])
         return base, changed, added, facts, markers
 
-    def lane_side() -> tuple[list[str], git.Hidden]:
+    def lane_side() -> tuple[list[str], git.Hidden, list[str] | GitError | OSError]:
         with git.shared_store_only(False):  # its staged objects may be in its store only
             if tip is None:
-                return git.dirty_paths(path), git.Hidden()
+                return git.dirty_paths(path), git.Hidden(), []
             g4_trusted_config(t, git.risky_config(path))
-            return git.dirty_and_hidden(path, tip)
+            if not in_lane:
+                return (*git.dirty_and_hidden(path, tip), [])
+            # an in-lane gate reads the worktree: its bytes against the tip's, by content
+            (d, h), differs = git.both(lambda: git.dirty_and_hidden(path, tip), content)
+            return d, h, differs
+
+    def content() -> list[str] | GitError | OSError:
+        # a git that fails here (a tip G3 refuses by its names, say), or a temp dir that
+        # cannot be made, is refused in order, at G4 (g4_content), after the gates before it
+        try:
+            return git.content_differs(path, tip or "", repo.state_dir)
+        except (GitError, OSError) as e:
+            return e
 
     # The lane's status (G2) is the slow part in a big repository: the facts for G3, G6,
     # G9 and G4's view of the tip are read beside it. Refusals are still decided in order.
-    (dirty, hidden), (base, changed, added, hub_hits, markers) = git.both(lane_side, main_side)
+    (dirty, hidden, differs), (base, changed, added, hub_hits, markers) = git.both(
+        lane_side, main_side
+    )
     g2_clean(t, dirty)
     if sync and tip is not None and base not in (main_before, tip):
         with git.shared_store_only(False):  # the lane's rebase, as `git lane sync` runs it
@@ -315,17 +376,24 @@ def _decide_and_land(
             return synced  # stopped on conflicts, left exactly as `git lane sync` leaves it
         # everything is read again at the rebased tip, under the same lock hold
         return _land_locked(
-            repo, key, branch, path, held, command, timeout, clean, output, tick, sync=False
-        )
+            repo, key, branch, path, held, command, timeout, configured, output, tick,
+            sync=False, live=live,
+        )  # fmt: skip
     g3_fresh(t, base)
     assert tip is not None
     g3_tip_names(t, changed)
     g6_hub(repo, hub, hub_hits, key)
     g9_markers(t, markers)
-    g4_exact(repo, t, hidden, gate_in_lane=command is not None and not clean)
+    g4_exact(repo, t, hidden, gate_in_lane=in_lane)
+    g4_content(t, differs)
     summary: GateSummary = {"command": command, "status": "off", "seconds": 0.0}
     if command is not None:
         summary = g4_gate(repo, t, command, timeout, clean, changed, added, output, tick)
+        summary["worktree"] = "clean" if clean else "lane"
+        if live is not None:
+            summary["why"] = live
+        elif configured:
+            summary["why"] = "gate_worktree = clean"
     # Only now, with the gate passed and the tip re-checked, does the lock record name the
     # move the reference-transaction hook may let through: no git run earlier under this
     # land (nor anything the gate started) could have made it.
@@ -627,6 +695,48 @@ def g4_exact(repo: Repo, t: Target, hidden: git.Hidden, gate_in_lane: bool) -> N
             "`git status` does not show that (their `ignore` setting hides it), so the gate "
             "would not see the tip",
         )
+
+
+def g4_content(t: Target, differs: list[str] | GitError | OSError) -> None:
+    """G4, before an in-lane gate: every tracked file's bytes are the tip's, compared by
+    content (git.content_differs: a throwaway index, never the lane's stat data). A file
+    whose bytes changed with no stat field moving (a MAP_SHARED write into a page already
+    dirty, the lane's index then refreshed: red team 16B F1) is uncommitted work `git
+    status` does not show: lane_dirty, as G2's, with the paths. Its `next` makes the
+    lane's index hash them again (`add --renormalize` reads the bytes whatever the stat
+    says), then commits and lands what the worktree holds, as G2's does. A git that could
+    not compare (`differs` its GitError) is never "same": lane_content_unverified."""
+    if isinstance(differs, GitError | OSError):
+        if isinstance(differs, OSError):
+            lines = [f"no private temp dir: {differs.strerror}"]
+        else:
+            lines = differs.stderr.strip().splitlines()[-5:] or [f"exit {differs.returncode}"]
+        why = [json.dumps(lines[-1][:200])[1:-1]]  # git's words, escaped, bounded
+        raise Refusal(
+            "lane_content_unverified",
+            f"lane {t.key}'s gate runs in the lane, and its tracked files could not be "
+            f"compared with the tip by content ({why[0]}); unverified, what the gate would "
+            "read need not be the tip",
+            next=["git lane config set gate_worktree clean", f"git lane land {t.key}"],
+            alternatives=[git.owner_status(t.path)],
+            details={"lane": t.key, "error": "\n".join(lines)},
+        )
+    if not differs:
+        return
+    base = lane.dirty_refusal(t.key, t.path, differs, "land")
+    lq = git.owner_git(t.path)
+    if len(differs) <= PATHS_IN_NEXT:
+        spec = " ".join(git.q(":(top,literal)" + p) for p in differs)
+    else:
+        spec = git.q(":(top)")
+    raise Refusal(
+        "lane_dirty",
+        f"{base.message}: their content differs from the tip though their stat data matches "
+        "the lane's index, so `git status` shows them as clean; the gate in the lane "
+        "would read these bytes, not the tip's",
+        next=[f"{lq} add --renormalize -- {spec}", *base.next],
+        details={**base.details, "content_differs": differs[:100], "stat_matches": True},
+    )
 
 
 def _unflag(lq: str, flag: str, paths: list[str]) -> str:

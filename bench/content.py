@@ -1,0 +1,59 @@
+"""Land's added cost of the content check before an in-lane gate (red team 16B F1): the
+lane side of land's parallel reads as it was (G2's status and G4's hidden check) against
+the same with git.content_differs beside it, and the content check alone. Read-only on
+the repository named (a committed, clean worktree: /tmp/hash100k, 100,000 files).
+
+    python3 bench/content.py /tmp/hash100k [ROUNDS]
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from guard import git
+
+
+def main() -> None:
+    repo = sys.argv[1]
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+    tip = git.run(["rev-parse", "HEAD"], repo).stdout.strip()
+    tmp = tempfile.mkdtemp()
+    try:
+
+        def before() -> object:
+            return git.dirty_and_hidden(repo, tip)
+
+        def alone() -> object:
+            return git.content_differs(repo, tip, tmp)
+
+        def after() -> object:
+            return git.both(before, alone)
+
+        assert git.content_differs(repo, tip, tmp) == [], "the worktree is not the tip"
+        runs: dict[str, Callable[[], object]] = {"before": before, "after": after, "alone": alone}
+        t: dict[str, list[float]] = {k: [] for k in runs}
+        for _ in range(rounds):  # alternated: the same load for each
+            for name, fn in runs.items():
+                s = time.perf_counter()
+                fn()
+                t[name].append(time.perf_counter() - s)
+        m = {k: statistics.median(v) * 1000 for k, v in t.items()}
+        print(
+            f"lane side before {m['before']:.0f} ms, with the content check beside it "
+            f"{m['after']:.0f} ms (+{m['after'] - m['before']:.0f} ms); the content check "
+            f"alone {m['alone']:.0f} ms; {rounds} rounds, medians"
+        )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
