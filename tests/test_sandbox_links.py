@@ -342,3 +342,53 @@ def test_f6_exec_splits_the_admin_dir_the_sandbox_grants_not_one_another_lane_na
     assert r.returncode == 0, r.stderr
     assert (common / "config").read_text() == before
     assert os.stat(common / "config").st_nlink == 1  # zulu's own admin dir was split
+
+
+def test_doctor_names_the_lane_whose_gitdir_names_another_and_its_fix_works(hub: Repo) -> None:
+    """16B F6 in doctor: alpha's `gitdir` rewritten to name zulu's `.git` (alpha's CMD may
+    write it): which admin dir exec walks for zulu is not certain, so `git dir links`
+    fails for zulu, and its fix (repair alpha) puts alpha's pointer back."""
+    zulu = hub.create("zulu")
+    alpha = hub.create("alpha")
+    target = hub.common_dir / "worktrees" / "alpha" / "gitdir"
+    target.write_text(f"{zulu}/.git\n")
+    r = hub.jlane("doctor")
+    checks = [c for c in r.json["checks"] if c["name"] == "git dir links"]
+    assert [c["status"] for c in checks] == ["fail"], checks
+    assert "lane repair alpha" in checks[0]["fix"]
+    done = subprocess.run(
+        ["sh", "-c", checks[0]["fix"]], cwd=hub.path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert target.read_text().strip() == str(alpha / ".git")
+    r = hub.jlane("doctor")
+    assert [c["status"] for c in r.json["checks"] if c["name"] == "git dir links"] == ["ok"]
+
+
+def test_a_walk_a_directory_moves_during_every_time_is_refused_never_trusted(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """16B F3 kept up: each walk meets an exchange of two lane-ref directories; after
+    linked.TRIES walks the names counted are not taken: LinkError (git_dir_link_failed)."""
+    import ctypes
+
+    from guard import dirfd, linked
+
+    repo.create("alpha")
+    common = os.path.realpath(repo.common_dir)
+    lanes = Path(common, "refs/heads/lane")
+    (lanes / "d1").mkdir()
+    (lanes / "d2").mkdir()
+    one, two = [e.name for e in os.scandir(lanes) if e.name in ("d1", "d2")]
+    libc = ctypes.CDLL(None, use_errno=True)
+    real_open = dirfd.open_dir
+
+    def racing_open(dfd: int, name: str, *a: object, **k: object) -> int:
+        if name == two:
+            assert libc.renameat2(dfd, one.encode(), dfd, two.encode(), 2) == 0
+        return real_open(dfd, name, *a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(linked.dirfd, "open_dir", racing_open)
+    with pytest.raises(linked.LinkError) as got:
+        linked.find(common, [str(lanes)])
+    assert got.value.rel == f"refs/heads/lane/{two}"  # where the move was met
