@@ -230,11 +230,16 @@ class Config:
         return self.values.get(key)
 
 
+# a config file is a few dozen lines; one past this is no config of ours (EFBIG:
+# invalid_config), never read whole (red team 16C F1: a sparse 3 GB one, MemoryError)
+CONFIG_MAX = 1 << 20
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     from guard.store import read_regular  # a FIFO in the file's place must not hang
 
     try:
-        raw = read_regular(path)
+        raw = read_regular(path, limit=CONFIG_MAX)
     except FileNotFoundError:
         return {}
     except NotADirectoryError:

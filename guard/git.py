@@ -1958,19 +1958,34 @@ def index_matches(cwd: Where, tree: str, paths: Sequence[str]) -> bool:
     return res.returncode == 0
 
 
-def pickaxe_patch(cwd: Where, a: str, b: str, regex: str) -> bytes:
-    """The -U0 patch from `a` to `b` of the files whose added or removed lines match
-    `regex` (`git diff -G`), paths unquoted where git allows. Every file is read as text
-    (--text): a `binary` or `-diff` attribute, which an attributes file outside the tree
-    can give any path, must not hide a conflict block from land (which then looks at the
-    blob's content itself)."""
+@dataclass(frozen=True)
+class Touched:
+    """A file of `git diff --raw`: its status letter, the mode and blob of its new side."""
+
+    status: str
+    mode: str
+    blob: str
+    path: str
+
+
+def pickaxe_files(cwd: Where, a: str, b: str, regex: str) -> list[Touched]:
+    """The files from `a` to `b` whose added or removed lines match `regex` (`git diff
+    -G`), as `--raw -z` names them: no patch text is printed, so none is held (a blob of
+    any size). Every file is read as text (--text): a `binary` or `-diff` attribute,
+    which an attributes file outside the tree can give any path, must not hide a conflict
+    block from land (which then looks at the blob's content itself)."""
     res = run(
         [
-            "-c",
-            "core.quotePath=false",
             "diff",
+            "--raw",
+            "-z",
+            "--no-abbrev",
             "--text",
-            *PATCH_ARGS,
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-renames",
+            "--diff-filter=d",
             f"-G{regex}",
             a,
             b,
@@ -1978,24 +1993,49 @@ def pickaxe_patch(cwd: Where, a: str, b: str, regex: str) -> bytes:
         ],
         cwd,
     )
-    return res.stdout.encode("utf-8", "surrogateescape")
+    fields = res.stdout.split("\0")
+    out: list[Touched] = []
+    for head, path in zip(fields[0::2], fields[1::2], strict=False):
+        if not head.startswith(":"):
+            continue
+        _old_mode, mode, _old, blob, status = head[1:].split(" ")
+        out.append(Touched(status[:1], mode, blob, path))
+    return out
 
 
-def blob(cwd: Where, rev: str, path: str) -> bytes:
-    return run(["cat-file", "blob", f"{rev}:{path}"], cwd).stdout.encode("utf-8", "surrogateescape")
+class Stream:
+    """The stdout of a git child (git.stream), iterated chunk by chunk; `done` once read
+    to its end; `result` (returncode, stderr) once the child is waited for."""
+
+    def __init__(self, fd: int, chunk: int) -> None:
+        self._fd = fd
+        self._chunk = chunk
+        self.done = False
+        self.result: GitResult | None = None
+
+    def __iter__(self) -> Iterator[bytes]:
+        while data := os.read(self._fd, self._chunk):
+            yield data
+        self.done = True
 
 
-def pipe(
+STDERR_MAX = 1 << 16  # of a streamed git's stderr, what a GitError shows
+
+
+@contextmanager
+def stream(
     args: Sequence[str],
     cwd: Where,
-    sink: Callable[[bytes], None],
     *,
     env: Mapping[str, str] | None = None,
     chunk: int = 1 << 20,
-) -> GitResult:
-    """Run git with its stdout handed to `sink` chunk by chunk, never held whole (an export
-    of any size streams); stderr goes to a temporary file (a pipe could fill and stall
-    git). A sink that raises (a closed stdout) stops git. The result's stdout is empty."""
+) -> Iterator[Stream]:
+    """Run git (as run() does: same argv hardening, same env) with its stdout read chunk by
+    chunk, at most `chunk` bytes held at once, however much git prints (a blob, a patch of
+    any size); stderr goes to a temporary file (a pipe could fill and stall git). Read to
+    its end, git's exit status is checked as the block ends (GitError when it failed, so
+    what was read is trusted only then); left before its end, git is killed and nothing
+    is checked (the caller needed no more of it); an exception in the block kills git too."""
     import tempfile
 
     argv, env = _argv_env(args, cwd, env)
@@ -2009,9 +2049,11 @@ def pipe(
             stderr=err,
         )
         assert proc.stdout is not None
+        out = Stream(proc.stdout.fileno(), chunk)
         try:
-            while data := os.read(proc.stdout.fileno(), chunk):
-                sink(data)
+            yield out
+            if not out.done:
+                proc.kill()
         except BaseException:
             proc.kill()
             proc.wait()
@@ -2020,8 +2062,25 @@ def pipe(
             proc.stdout.close()
         rc = proc.wait()
         err.seek(0)
-        stderr = err.read().decode("utf-8", "surrogateescape")
-    res = GitResult(("git", *args), rc, "", stderr)
-    if rc != 0:
-        raise GitError(res.argv, rc, "", stderr)
-    return res
+        stderr = err.read(STDERR_MAX).decode("utf-8", "surrogateescape")
+    out.result = GitResult(("git", *args), rc, "", stderr)
+    if out.done and rc != 0:
+        raise GitError(out.result.argv, rc, "", stderr)
+
+
+def pipe(
+    args: Sequence[str],
+    cwd: Where,
+    sink: Callable[[bytes], None],
+    *,
+    env: Mapping[str, str] | None = None,
+    chunk: int = 1 << 20,
+) -> GitResult:
+    """Run git with its stdout handed to `sink` chunk by chunk, never held whole (an export
+    of any size streams: git.stream). A sink that raises (a closed stdout) stops git. The
+    result's stdout is empty."""
+    with stream(args, cwd, env=env, chunk=chunk) as out:
+        for data in out:
+            sink(data)
+    assert out.result is not None
+    return out.result

@@ -21,13 +21,17 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from guard import git
 from guard.policy import MARKER_SIZE, conflict_blocks, marker_res, marker_sizes
 
 _HUNK = re.compile(rb"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
-_PICKAXE = "^(<{7,}|>{7,})( |$)"  # 7, or more with conflict-marker-size
+# every line that could be a marker line of any conflict-marker-size (git takes any size
+# from 1): an opener, a separator, a closer or diff3's base line, then a space, a CR or
+# the end. A superset: the scan decides; a lane that adds only the `=======` between an
+# opener and a closer main already holds makes a block too (s16-blobs)
+_PICKAXE = "^(<+|=+|>+|[|]+)( |\r|$)"
 REFUSED = 10
 PY_LINE = "GITLANE_PYTHON=${GITLANE_PYTHON:-}"
 PYPATH_LINE = "GITLANE_PYPATH=${GITLANE_PYPATH:-}"
@@ -105,6 +109,56 @@ def added_lines(patch: bytes) -> dict[bytes, set[int]]:
         elif path is not None and line.startswith(b" "):
             lineno += 1
     return out
+
+
+_HUNK_LINE = re.compile(rb"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", re.M)
+_HEAD_MAX = 256  # of a line of a patch, what a hunk header needs at most
+
+
+def _hunks(chunks: Iterable[bytes]) -> Iterator[tuple[int, int]]:
+    """(first, count) of the new side of each hunk of a -U0 patch of one file, streamed:
+    a line that starts with `@@ ` is a hunk header wherever it is (a line of a hunk's body
+    starts with `+`, `-`, ` ` or `\\`, so a body line is never taken for a header as an
+    added `++ x`, shown `+++ x`, was by added_lines). Of a line that runs on past a chunk
+    only its first _HEAD_MAX bytes are kept."""
+    carry = b""
+    for chunk in chunks:
+        first = chunk.find(b"\n")
+        if first < 0:
+            carry += chunk[: _HEAD_MAX - len(carry)]
+            continue
+        head = carry + chunk[: min(first, max(0, _HEAD_MAX - len(carry)))]
+        if m := _HUNK_LINE.match(head):
+            yield int(m.group(1)), int(m.group(2) or b"1")
+        last = chunk.rfind(b"\n")
+        for m in _HUNK_LINE.finditer(chunk, first + 1, last):
+            yield int(m.group(1)), int(m.group(2) or b"1")
+        carry = chunk[last + 1 : last + 1 + _HEAD_MAX]
+    if m := _HUNK_LINE.match(carry):
+        yield int(m.group(1)), int(m.group(2) or b"1")
+
+
+class AddedLines:
+    """Was line n added? answered from a -U0 patch of one file read as it streams in
+    (`chunks`), for n asked in increasing order (policy.AddedMarkerScan's questions):
+    with no context lines, a hunk `+c,d` adds exactly lines c..c+d-1."""
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self._hunks = _hunks(chunks)
+        self._lo = self._hi = 0
+
+    def __call__(self, n: int) -> bool:
+        while n >= self._hi:
+            nxt = next(self._hunks, None)
+            if nxt is None:
+                return False
+            self._lo, self._hi = nxt[0], nxt[0] + nxt[1]
+        return self._lo <= n
+
+    def drain(self) -> None:
+        """Read the patch to its end (so its git's exit status is known)."""
+        for _ in self._hunks:
+            pass
 
 
 def added_blocks(data: bytes, added: set[int], size: int = MARKER_SIZE) -> list[int]:

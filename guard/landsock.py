@@ -190,6 +190,9 @@ class Server:
         self.env = env  # the land child's environment: the supervisor's own
         # the land's gate runs under the lane's sandbox: exec sets it when it confines CMD
         self.confine_gate = False
+        # CMD runs in a sandbox of its own (exec --own-objects: Codex's) or ours: its land
+        # never rebases the worktree CMD writes (_args)
+        self.own_store = False
         self.pid = os.getpid()
         self.dir = tempfile.mkdtemp(prefix="git-lane-land-")  # 0700, ours
         if len(os.path.join(self.dir, "s").encode()) > 100:  # sun_path holds 108 bytes
@@ -407,14 +410,14 @@ class Server:
         # pointers, which CMD can rewrite
         if Repo(self.store.common_dir, None, None).config["worker_land"] != "allow":
             raise land.worker_land_refusal(self.key, usage)
-        if sync and self.confine_gate:
+        if sync and (self.confine_gate or self.own_store):
             # the land runs as the owner, unconfined, and its rebase would be the owner's
             # git writing files in a worktree CMD writes at the same time: a directory CMD
             # swaps for a link while git writes through it takes the owner's writes outside
             # the lane (red team 16A F2). CMD's own sync runs confined.
             raise Refusal(
                 "role_forbidden",
-                f"a land through the sandboxed exec of lane {self.key} does not rebase the "
+                f"a land through the exec of lane {self.key} (its CMD sandboxed) does not rebase the "
                 "lane (the rebase would be the owner's git writing a worktree this sandbox "
                 "writes at the same time): sync inside, then land",
                 next=[f"git lane sync {self.key}", f"git lane land {self.key}"],

@@ -650,6 +650,16 @@ def _active(repo: Repo) -> tuple[dict[str, LaneRecord], dict[str, str]]:
     admins: dict[str, LaneRecord] = {}
     for r in recs:
         admin = repo.store.admin_dir(r)
+        if admin is None and r.admin and "/" not in r.admin and r.admin not in (".", ".."):
+            # its `gitdir` was among what was moved (store.admin_dir takes no directory
+            # without one): the recorded one, a plain directory under worktrees/, is still
+            # the lane's (red team 16C F4: its HEAD was then never written back)
+            d = os.path.join(common, "worktrees", r.admin)
+            try:
+                plain = stat.S_ISDIR(os.lstat(d).st_mode)
+            except OSError:
+                plain = False
+            admin = Path(d) if plain else None
         if admin is not None:
             admins[os.path.relpath(os.path.realpath(admin), common)] = r
     return admins, {f"refs/heads/{r.branch}": r.key for r in recs}
@@ -715,15 +725,24 @@ def restores(repo: Repo, moved: list[dict[str, Any]]) -> list[str]:
 
 
 def shown(d: dict[str, Any]) -> str:
-    """One moved (or failed) entry as note() and doctor name it."""
+    """One moved (or failed) entry as note() and doctor name it: its name as git shows one
+    (a lane chooses it: a newline or a terminal escape in it never reaches the owner's
+    terminal raw, red team 16C F3)."""
+    f = _n(d["file"])
     if d.get("deep"):
-        return f"{d['file']} (a directory deeper than {DEPTH} levels)"
+        return f"{f} (a directory deeper than {DEPTH} levels)"
     if d.get("odd"):
-        return f"{d['file']} (a {d['odd']}, no file: git would open it or read through it)"
+        return f"{f} (a {d['odd']}, no file: git would open it or read through it)"
     if d.get("bulk"):
         n = d["entries"]
-        return f"{d['file']} ({n} entr{'y' if n == 1 else 'ies'}, {d['size']} bytes)"
-    return f"{d['file']} ({d['size']} bytes)"
+        return f"{f} ({n} entr{'y' if n == 1 else 'ies'}, {d['size']} bytes)"
+    return f"{f} ({d['size']} bytes)"
+
+
+def _n(rel: object) -> str:
+    from guard import git
+
+    return git.shown(str(rel))
 
 
 def note(m: Moved, fix: list[str]) -> str:
@@ -740,7 +759,7 @@ def note(m: Moved, fix: list[str]) -> str:
         if any(d.get("bulk") for d in m.moved)
         else ""
     )
-    heads = [str(d["file"]) for d in m.moved if d.get("head")]
+    heads = [_n(d["file"]) for d in m.moved if d.get("head")]
     back = f"; {', '.join(heads)} written back from the lane's record" if heads else ""
     odd = (
         " (a FIFO there blocks every git's open for ever, a link is read through: neither "
@@ -774,7 +793,7 @@ def refusal(repo: Repo, m: Moved) -> Refusal:
     common = os.fspath(repo.common_dir)
     rels = [str(d["file"]) for d in m.failed]
     fix = restores(repo, m.failed)
-    unlisted = [str(d["file"]) for d in m.failed if d.get("unlisted")]
+    unlisted = [_n(d["file"]) for d in m.failed if d.get("unlisted")]
     odd = [shown(d) for d in m.failed if d.get("odd")]
     what = (
         f"{', '.join(unlisted[:5])} under {common} could not be listed, even with its "
@@ -783,17 +802,17 @@ def refusal(repo: Repo, m: Moved) -> Refusal:
         if unlisted
         else f"{', '.join(odd[:5])} under {common} is no file git or git-lane writes there"
         if odd
-        else f"{', '.join(rels[:5])} under {common} is larger than any file git writes there "
+        else f"{', '.join(map(_n, rels[:5]))} under {common} is larger than any file git writes there "
         f"({REF_MAX} bytes for a ref, {LOG_MAX} for a reflog): git reads it whole"
         if not any(d.get("bulk") for d in m.failed)
-        else f"{', '.join(rels[:5])} under {common} is past what a lane may make beside the "
+        else f"{', '.join(map(_n, rels[:5]))} under {common} is past what a lane may make beside the "
         f"lanes' own branches ({STRAY_MAX} entries and {STRAY_LOG_MAX} bytes under the lane "
         "refs, and as many in each admin dir's refs/ and logs/): git gc reads every reflog"
     )
     others = _strangers(common, rels[:100])
     who = (
         "; "
-        + ", ".join(f"{r} is uid {u}'s" for r, u in list(others.items())[:5])
+        + ", ".join(f"{_n(r)} is uid {u}'s" for r, u in list(others.items())[:5])
         + f", not this user's (uid {os.geteuid()}): that user or root must remove it or "
         "give it to this user before the check can move it"
         if others

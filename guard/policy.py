@@ -233,14 +233,21 @@ class MarkerScan:
         self._take(self._line, self._head + (b"x" if self._dirty else b""))
         self._head, self._dirty = b"", False
 
-    def feed(self, chunk: bytes) -> None:
+    def _lines_of(self, chunk: bytes) -> tuple[int, int] | None:
+        """The line `chunk` ends (or carries on) taken in; then (the offset of its first
+        whole line, of its last newline), None when it holds no newline."""
         first = chunk.find(b"\n")
         if first < 0:
             self._extend(memoryview(chunk))
-            return
+            return None
         self._extend(memoryview(chunk)[:first])
         self._end_line()
-        last = chunk.rfind(b"\n")
+        return first + 1, chunk.rfind(b"\n")
+
+    def feed(self, chunk: bytes) -> None:
+        if (span := self._lines_of(chunk)) is None:
+            return
+        first, last = span[0] - 1, span[1]
         base, at = self._line + 1, first + 1  # the line number at offset `at`
         pos = first + 1
         while pos < last:
@@ -276,6 +283,102 @@ class MarkerScan:
     def close(self) -> list[int]:
         self._end_line()
         return self.found
+
+
+@functools.lru_cache(maxsize=16)
+def _any_marker_line(size: int) -> re.Pattern[bytes]:
+    """Any of the four marker lines (groups 1-4: open, base, mid, close), as marker_res
+    matches them on a line with its trailing CRs dropped."""
+    n = str(size).encode()
+    return re.compile(
+        rb"^(?:(<{"
+        + n
+        + rb"}(?: |\r*$))|(\|{"
+        + n
+        + rb"}(?: |\r*$))|(={"
+        + n
+        + rb"}\r*$)|(>{"
+        + n
+        + rb"}(?: |\r*$)))",
+        re.M,
+    )
+
+
+class AddedMarkerScan(MarkerScan):
+    """hookcheck.added_blocks over a stream: the conflict blocks (as MarkerScan finds them)
+    that have a marker line the diff added in their span, from the opener to the first
+    close marker line after it. `added(n)`, asked of line numbers in increasing order
+    only, says whether line n was added (a reader of the diff that reads on as it is
+    asked: neither the blob nor its diff is held whole). Only while such a span is open
+    and has no added marker line yet is every marker line looked at; the rest of the
+    file passes as MarkerScan passes it. `found` is the blocks that hit, at most `keep`."""
+
+    def __init__(
+        self, added: Callable[[int], bool], size: int = MARKER_SIZE, keep: int | None = None
+    ) -> None:
+        super().__init__(size, keep)
+        self._added = added
+        self._span = False  # from an opener to the first close line after it
+        self._hit = False  # a marker line of that span was added
+        self._any = _any_marker_line(size)
+
+    def _event(self, n: int, kind: int) -> None:
+        """Line n is a marker line of `kind` (1 open, 2 base, 3 mid, 4 close)."""
+        if kind == 1:
+            self._state, self._start = 1, n
+            self._span, self._hit = True, self._added(n)
+            return
+        if self._span:
+            if not self._hit and self._added(n):
+                self._hit = True
+            if kind == 4:
+                self._span = False
+        if self._state in (1, 2) and kind in (2, 3):
+            self._state = kind
+        elif self._state == 3 and kind == 4:
+            if self._hit:
+                self._block()
+            self._state = 0
+
+    def _take(self, n: int, raw: bytes) -> None:
+        line = raw.rstrip(b"\r")
+        for kind, rx in enumerate(self._res, 1):
+            if rx.match(line):
+                self._event(n, kind)
+                return
+
+    def feed(self, chunk: bytes) -> None:
+        if (span := self._lines_of(chunk)) is None:
+            return
+        first, last = span[0] - 1, span[1]
+        line, at = self._line + 1, first + 1  # the line number at offset `at`
+        pos = first + 1
+        while pos < last:
+            if self._span and not self._hit:
+                if (m := self._any.search(chunk, pos, last)) is None:
+                    break
+                kind = m.lastindex or 0
+            elif self._state == 0:  # as MarkerScan: a memchr-speed look for an opener
+                pos = chunk.find(self._opener, pos - 1, last) + 1
+                if pos == 0:
+                    break
+                m = self._lines[0].match(chunk, pos, last)
+                if m is None:
+                    pos += 1
+                    continue
+                kind = 1
+            else:
+                if (m := self._lines[self._state].search(chunk, pos, last)) is None:
+                    break
+                kind = m.lastindex or 0
+                if self._state == 3 and kind == 2:
+                    kind = 4  # the state-3 pattern is open or close
+            pos = m.end() + 1
+            line += chunk.count(b"\n", at, m.start())
+            at = m.start()
+            self._event(line, kind)
+        self._line += chunk.count(b"\n")
+        self._extend(memoryview(chunk)[last + 1 :])
 
 
 def conflict_blocks(data: bytes, size: int = MARKER_SIZE) -> list[int]:

@@ -199,6 +199,12 @@ def land_one(repo: Repo, run: Run, c: Cand) -> None:
         objects.import_lane(repo, c.key, c.path, main_before, c.tip)
         with git.shared_store_only():
             fresh = git.is_ancestor(repo.common_dir, main_before, c.tip)
+        if not fresh and landing._owner_runs(repo, c.key):
+            # the rebase is the owner's git writing the lane's worktree, which its live
+            # owner (an exec's CMD, who marked it ready) writes too: a directory swapped
+            # for a link mid-rebase takes those writes outside the lane (red team 16A F2,
+            # 16B F2). Its owner syncs it, confined as it runs.
+            raise _owner_syncs(repo, c.key, main_before)
         if not fresh:
             run.say(c.key, f"syncing onto {main_before[:12]}", done=False)
             # an exec records itself as a lane's owner only under the registry lock: the
@@ -260,6 +266,21 @@ def land_one(repo: Repo, run: Run, c: Cand) -> None:
     )
     run.say(c.key, f"landed at {done['main_after'][:12]} (epoch {done['epoch']})")
     after_land(repo, run, c.key)
+
+
+def _owner_syncs(repo: Repo, key: str, main: str) -> Refusal:
+    """lane_owner_conflict for a stale lane whose live owner runs: the queue never rebases
+    it; the owner (or a process it started) syncs, marks it ready again, and queues."""
+    rec = repo.store.read_lane(key)
+    pid = rec.owner_pid if rec is not None else None
+    who = f"  # from process {pid} or a process it started" if pid else ""
+    return Refusal(
+        "lane_owner_conflict",
+        f"lane {key} is behind main ({main[:12]}) and belongs to live process {pid}: the "
+        "queue does not rebase a worktree a live process of the lane writes",
+        next=[f"git lane sync {key}{who}", f"git lane ready {key}{who}", f"git lane queue {key}"],
+        details={"lane": key, "owner_pid": pid, "main": main},
+    )
 
 
 def _again(key: str) -> list[str]:

@@ -26,11 +26,15 @@ _T = TypeVar("_T")
 # exec --sandbox): the real common dir, written at create (guard/lane.py). Discovery from
 # inside a lane must find that common dir, whatever the lane's `.git` says.
 REPO_MARKER = ".git-lane-repo"
+REPO_MARKER_MAX = 64 << 10  # a JSON object holding one path (PATH_MAX is 4096)
 
 
 def read_repo_marker(parent: str) -> str | None:
     try:
-        got = json.loads(read_regular(os.path.join(parent, REPO_MARKER))).get("common_dir")
+        # a lane writes its own worktree (`<lane>/.git-lane-repo` too, read when cwd is
+        # below it): never past a path's size (red team 16C F2: a sparse 3 GB one)
+        raw = read_regular(os.path.join(parent, REPO_MARKER), limit=REPO_MARKER_MAX)
+        got = json.loads(raw).get("common_dir")
     except (OSError, ValueError, AttributeError, RecursionError):
         return None
     return got if isinstance(got, str) and os.path.isabs(got) else None
@@ -465,6 +469,10 @@ class Repo:
         # before the first git: each would wait on a FIFO at HEAD or config for ever
         if (found := git_file_blocking(cwd)) is not None:
             path, common_dir, linked = found
+            if anchor is not None and os.path.realpath(common_dir) != os.path.realpath(anchor[1]):
+                # the lane's own `commondir` names a directory of its choosing: nothing
+                # there is looked at, and no next acts on it (red team 16C F1)
+                raise _tampered(*anchor, f"takes {git.shown(common_dir)} for its common dir")
             if linked is not None:  # an admin dir's file: reconcile's mend, from the hub
                 raise _blocked(linked, common_dir, f"{git.shown(path)} is no regular file")
             raise git_file_refusal(path, common_dir)

@@ -143,3 +143,68 @@ def test_a_grown_lane_marker_is_moved_aside_and_written_back(repo: Repo) -> None
     assert os.path.getsize(marker) == 6
     kept = [e for e in events(repo, "oversized_kept")]
     assert any(m["file"].endswith("/gitlane-lane") for e in kept for m in e["moved"]), kept
+
+
+@NEEDS_LANDLOCK
+def test_the_queue_never_rebases_a_stale_lane_whose_sandboxed_exec_runs(
+    repo: Repo, gitlane_on_path: Path, tmp_path: Path
+) -> None:
+    """Red team 16B F2: CMD of a sandboxed exec marks its lane ready (the mark records the
+    live exec as owner, which lets the queue take it); main moves; the owner's plain
+    `git lane queue alpha` rebased the lane in its worktree while CMD ran. It refuses
+    lane_owner_conflict now, the lane where it was; its next, run by CMD, lands."""
+    repo.config("gate_command", "true")
+    alpha = repo.create("alpha")
+    tip = repo.commit(alpha, "a.txt", "a\n")
+    ready_lane(repo, "beta")
+    assert repo.jlane("land", "beta").rc == 0  # alpha is stale
+    admin = Path(git(alpha, "rev-parse", "--absolute-git-dir").stdout.strip())
+    marked, done = admin / "marked", tmp_path / "done"
+    script = (
+        f"git lane ready alpha && : > '{marked}' || exit 3; n=0;"
+        f" while [ ! -e '{done}' ] && [ $n -lt 600 ]; do n=$((n+1)); sleep 0.1; done;"
+        " git lane sync alpha && git lane ready alpha"
+    )
+    p = subprocess.Popen(
+        ["git", "lane", "exec", "--sandbox", "alpha", "--", "sh", "-c", script],
+        cwd=alpha, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: marked.exists() or p.poll() is not None, 60, "alpha marked ready")
+        assert marked.exists(), p.communicate()
+        q = repo.jlane("queue", "alpha")
+        during = head(alpha)
+    finally:
+        done.write_text("")
+        out, err = p.communicate(timeout=120)
+    assert during == tip, q.stdout
+    (skip,) = [x for x in q.json["skipped"] if x["lane"] == "alpha"]
+    assert skip["code"] == "lane_owner_conflict", q.stdout
+    assert p.returncode == 0, out + err  # the next, run by the owner: synced, ready again
+    r = repo.jlane("queue", "alpha")
+    assert r.rc == 0 and r.json["landed"] == ["alpha"], r.stdout + r.stderr
+
+
+def test_an_own_objects_execs_socket_land_does_not_rebase(
+    repo: Repo, gitlane_on_path: Path
+) -> None:
+    """Red team 16B F5: exec --own-objects (Codex, in a sandbox of its own) is refused
+    `--sync` through the socket as --sandbox is."""
+    repo.config("gate_command", "true")
+    repo.config("worker_land", "allow")
+    alpha = repo.create("alpha")
+    tip = repo.commit(alpha, "a.txt", "a\n")
+    ready_lane(repo, "beta")
+    assert repo.jlane("land", "beta").rc == 0  # alpha is stale
+    r = subprocess.run(
+        ["git", "lane", "exec", "--own-objects", "alpha", "--", "sh", "-c",
+         "git lane --json land --sync alpha; git rev-parse HEAD"],
+        cwd=alpha, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    lines = r.stdout.strip().splitlines()
+    assert lines[-1] == tip, r.stdout + r.stderr
+    out = json.loads(lines[0])
+    assert out["code"] == "role_forbidden" and out["next"] == [
+        "git lane sync alpha",
+        "git lane land alpha",
+    ], out

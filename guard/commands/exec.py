@@ -506,6 +506,8 @@ def _supervise(
         elif own_objects:
             _lane_objects(repo, mine, env, retry)
             own_store = True
+        if server is not None and own_store:
+            server.own_store = True  # its land never rebases the worktree CMD writes
         if own_store:  # before CMD starts: no granted name may be another file's too
             again = retry.replace("git lane exec ", "git lane exec --sandbox ", 1)
             _split_links(repo, mine, kept_cache, again if confine else retry, warn)

@@ -22,12 +22,13 @@ import os
 import signal
 import stat
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import cast
 
 from guard import dirfd, dirwatch, gate, git, landed, landing, lane, lock, objects, policy, recovery
 from guard.errors import GitError, Interrupted, Refusal
 from guard.hookcheck import _PICKAXE as MARKER_PICKAXE  # one marker pre-filter, hook and land
-from guard.hookcheck import added_blocks, added_lines
+from guard.hookcheck import AddedLines
 from guard.repo import Repo
 from guard.store import LaneRecord
 from guard.results import GateSummary, HubUpdate, LandResult, SyncResult
@@ -1179,23 +1180,72 @@ def marker_hits(path: str, base: str, tip: str, common: str) -> list[str]:
     (an attribute could call any file binary) and only a NUL byte in the tip's blob (git's
     own test of content) makes a file binary; the marker size is the conflict-marker-size
     the tip's own .gitattributes give, else git's 7 (never from info/attributes or
-    core.attributesFile, which a process in a lane can write)."""
-    touched = {
-        p.decode("utf-8", "surrogateescape"): a
-        for p, a in added_lines(git.pickaxe_patch(path, base, tip, MARKER_PICKAXE)).items()
-        if a
-    }
+    core.attributesFile, which a process in a lane can write). Nothing is held whole: the
+    pre-filter names files (no patch text), each blob streams through the scan and its
+    diff is read alongside it (_blob_hits)."""
+    # a submodule's "blob" is a commit: its diff is a `Subproject commit` line, never a block
+    touched = [f for f in git.pickaxe_files(path, base, tip, MARKER_PICKAXE) if f.mode != "160000"]
     if not touched:
         return []
-    sizes = _tree_marker_sizes(path, common, tip, sorted(touched))
+    sizes = _tree_marker_sizes(path, common, tip, sorted({f.path for f in touched}))
     hits: list[str] = []
-    for name, added in sorted(touched.items()):
-        data = git.blob(path, tip, name)
-        if b"\0" in data[:8000]:
-            continue  # binary by content, as git's merge sees it: it never writes markers there
-        size = sizes.get(name, policy.MARKER_SIZE)
-        hits.extend(f"{name}:{n}" for n in added_blocks(data, added, size))
+    for f in sorted(touched, key=lambda f: f.path):
+        size = sizes.get(f.path, policy.MARKER_SIZE)
+        hits.extend(f"{f.path}:{n}" for n in _blob_hits(path, base, tip, f, size))
     return hits
+
+
+class _Binary(Exception):
+    """The blob has a NUL byte in its first BINARY_PROBE bytes: no more of it is read."""
+
+
+BINARY_PROBE = 8000  # git's buffer_is_binary looks this far
+MARKERS_KEPT = 1000  # blocks listed per file (the refusal shows 100)
+
+
+def _blob_hits(path: str, base: str, tip: str, f: git.Touched, size: int) -> list[int]:
+    """The blocks of `f`'s new blob with a marker line base..tip adds
+    (hookcheck.added_blocks' rule): the blob streams from `cat-file` into
+    policy.AddedMarkerScan in chunks of SCAN_CHUNK; which lines were added is read from
+    the file's -U0 patch as the scan asks (hookcheck.AddedLines), both never held whole.
+    A file with no old side of its type (added, or a link that became a file: git's patch
+    shows it created) has every line added, with no diff to read. A blob or a diff git
+    cannot give raises GitError: never a pass."""
+    if f.status == "M":
+        patch = [
+            "--literal-pathspecs",
+            "diff",
+            "--text",
+            *git.PATCH_ARGS,
+            base,
+            tip,
+            "--",
+            f.path,
+        ]
+        with git.stream(patch, path, chunk=policy.SCAN_CHUNK) as diff:
+            added = AddedLines(diff)
+            found = _scan_blob(path, f.blob, size, added)
+            if found is None:
+                return []  # binary: the diff is left unread (its git is killed)
+            added.drain()  # to its end: git's exit status says the hunks were all there
+        return found
+    return _scan_blob(path, f.blob, size, lambda n: True) or []
+
+
+def _scan_blob(path: str, blob: str, size: int, added: Callable[[int], bool]) -> list[int] | None:
+    """policy.AddedMarkerScan over the blob, streamed; None when it is binary by content."""
+    scan = policy.AddedMarkerScan(added, size, keep=MARKERS_KEPT)
+    seen = 0
+    try:
+        with git.stream(["cat-file", "blob", blob], path, chunk=policy.SCAN_CHUNK) as out:
+            for chunk in out:
+                if seen < BINARY_PROBE and b"\0" in chunk[: BINARY_PROBE - seen]:
+                    raise _Binary  # as git's merge sees it: it never writes markers there
+                seen += len(chunk)
+                scan.feed(chunk)
+    except _Binary:
+        return None
+    return scan.close()
 
 
 def _tree_marker_sizes(path: str, common: str, tip: str, names: list[str]) -> dict[str, int]:
