@@ -85,16 +85,43 @@ def roots(common: str, dirs: Sequence[str]) -> list[str]:
     out: list[str] = []
     for d in dirs:
         rel = os.path.relpath(os.path.normpath(d), os.path.normpath(common))
-        if rel == "." or rel.startswith("../") or rel == "..":
-            raise LinkError(d, "is not below the repository's git dir")
+        if rel == ".":
+            raise LinkError(d, "is the repository's git dir itself")
+        if rel.startswith("../") or rel == "..":
+            if not os.path.isabs(d) or os.path.normpath(d) == "/":
+                raise LinkError(d, "is neither below the repository's git dir nor absolute")
+            rel = os.path.normpath(d)  # outside it (CMD's own cache dir): walked from /
         out.append(rel)
     return [r for r in out if not any(o != r and r.startswith(o + "/") for o in out)]
 
 
-def _walk(dfd: int, here: str, depth: int, seen: dict[tuple[int, int], list[int | str]]) -> None:
+class _Moved(Exception):
+    """A directory the walk had walked came up again under another name: moved (a
+    RENAME_EXCHANGE of two directories, which a sandboxed lane may make in the lane refs)
+    while the walk ran, so its names may be counted twice or not at all."""
+
+
+def _enter(dfd: int, here: str, walked: set[tuple[int, int]]) -> None:
+    """Record the directory `dfd` (`here`) as walked, by its fstat; _Moved if it was."""
+    st = os.fstat(dfd)
+    ident = (st.st_dev, st.st_ino)
+    if ident in walked:
+        raise _Moved(here)
+    walked.add(ident)
+
+
+def _walk(
+    dfd: int,
+    here: str,
+    depth: int,
+    seen: dict[tuple[int, int], list[int | str]],
+    walked: set[tuple[int, int]],
+) -> None:
     """Each regular file with more than one name in the directory `dfd` (`here`) and
     below it into `seen`, by inode: [its link count, then each name found]; never through
-    a link, nothing deeper than `depth`."""
+    a link, nothing deeper than `depth`. Every directory walked goes into `walked` (by
+    its fd's fstat, never the name): one met twice is _Moved."""
+    _enter(dfd, here, walked)
     try:
         with os.scandir(dfd) as it:
             entries = list(it)
@@ -113,7 +140,7 @@ def _walk(dfd: int, here: str, depth: int, seen: dict[tuple[int, int], list[int 
                     why = f"cannot be listed ({exc.strerror or exc})"
                     raise LinkError(f"{here}/{e.name}", why) from None
                 try:
-                    _walk(sub, f"{here}/{e.name}", depth - 1, seen)
+                    _walk(sub, f"{here}/{e.name}", depth - 1, seen, walked)
                 finally:
                     os.close(sub)
             elif e.is_file(follow_symlinks=False):
@@ -129,14 +156,29 @@ def _walk(dfd: int, here: str, depth: int, seen: dict[tuple[int, int], list[int 
             raise LinkError(f"{here}/{e.name}", why) from None
 
 
+# how often find() walks again when a directory moved while it walked (a rename racing)
+TRIES = 3
+
+
 def find(common: str, dirs: Sequence[str]) -> list[Linked]:
-    """Every regular file under `dirs` (below `common`) with a name outside them: one
-    Linked per name found. A dir that does not exist holds none (a lane with no loose
-    ref). Raises LinkError when one cannot be walked."""
+    """Every regular file under `dirs` (below `common`, or absolute: CMD's own cache dir)
+    with a name outside them: one Linked per name found. A dir that does not exist holds
+    none (a lane with no loose ref). Raises LinkError when one cannot be walked, or when a
+    directory moved during each of TRIES walks (the names counted cannot be trusted)."""
+    for _ in range(TRIES):
+        try:
+            return _find(common, dirs)
+        except _Moved as exc:
+            moved = str(exc)
+    raise LinkError(moved, f"it was moved while it was walked, {TRIES} times over")
+
+
+def _find(common: str, dirs: Sequence[str]) -> list[Linked]:
     seen: dict[tuple[int, int], list[int | str]] = {}
+    walked: set[tuple[int, int]] = set()
     for rel in roots(common, dirs):
         try:
-            pfd, _ = dirfd.walk(common, os.path.dirname(rel))
+            pfd, _ = dirfd.walk(*_base(common, os.path.dirname(rel)))
         except FileNotFoundError:
             continue
         except OSError as exc:
@@ -150,7 +192,7 @@ def find(common: str, dirs: Sequence[str]) -> list[Linked]:
         finally:
             os.close(pfd)
         try:
-            _walk(fd, rel, DEPTH, seen)
+            _walk(fd, rel, DEPTH, seen, walked)
         finally:
             os.close(fd)
     out: list[Linked] = []
@@ -158,6 +200,12 @@ def find(common: str, dirs: Sequence[str]) -> list[Linked]:
         if int(nlink) > len(names):
             out += [Linked(str(n), int(nlink), len(names)) for n in names]
     return sorted(out, key=lambda x: x.rel)
+
+
+def _base(common: str, where: str) -> tuple[str, str]:
+    """dirfd.walk's (root, rel) for `where`: relative to the common dir, or absolute (CMD's
+    cache dir, reached from / one component at a time, as the grant names it)."""
+    return ("/", where.lstrip("/")) if os.path.isabs(where) else (common, where)
 
 
 def _own_files(common: str, where: str, names: Sequence[str]) -> list[str]:
@@ -168,7 +216,7 @@ def _own_files(common: str, where: str, names: Sequence[str]) -> list[str]:
     hundred), then each renamed over its name if that is still the file copied. Raises
     LinkError; no NAME.lock of ours is left behind."""
     try:
-        dfd, _ = dirfd.walk(common, where)
+        dfd, _ = dirfd.walk(*_base(common, where))
     except OSError as exc:
         why = f"its directory cannot be reached ({exc.strerror or exc})"
         raise LinkError(os.path.join(where, names[0]), why) from None
@@ -302,18 +350,24 @@ def _copy_at(dfd: int, rel: str, name: str) -> os.stat_result | None:
 
 def split(common: str, dirs: Sequence[str]) -> list[Linked]:
     """Give every file find() finds under `dirs` an inode of its own at each name found
-    there; what was split. Raises LinkError (what was split before it stays split)."""
-    by_dir: dict[str, list[Linked]] = {}
-    for x in find(common, dirs):
-        by_dir.setdefault(os.path.dirname(x.rel), []).append(x)
+    there, until a walk finds none (a directory moved between the walk and the split
+    leaves a name unsplit: the next walk finds it); what was split. Raises LinkError
+    (what was split before it stays split), also when a walk after TRIES splits still
+    finds one (linked again as soon as split, by a process outside racing: never a loop)."""
     done: list[Linked] = []
-    for where, found in by_dir.items():
-        made = set(_own_files(common, where, [os.path.basename(x.rel) for x in found]))
-        done += [x for x in found if x.rel in made]
-    if done:  # a link made back at once (a process outside racing): never a loop
-        left = {x.rel for x in find(common, dirs)} & {x.rel for x in done}
-        if left:
-            raise LinkError(sorted(left)[0], "it was linked again as soon as it was split")
+    for _ in range(TRIES):
+        found = find(common, dirs)
+        if not found:
+            return done
+        by_dir: dict[str, list[Linked]] = {}
+        for x in found:
+            by_dir.setdefault(os.path.dirname(x.rel), []).append(x)
+        for where, these in by_dir.items():
+            made = set(_own_files(common, where, [os.path.basename(x.rel) for x in these]))
+            done += [x for x in these if x.rel in made]
+    left = find(common, dirs)
+    if left:
+        raise LinkError(left[0].rel, "it was linked again as soon as it was split")
     return done
 
 

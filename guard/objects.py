@@ -42,6 +42,7 @@ from guard.store import FileLock, atomic_write
 
 if TYPE_CHECKING:
     from guard.repo import Repo
+    from guard.store import LaneRecord
 
 _NO_REPLACE = {"GIT_NO_REPLACE_OBJECTS": "1"}
 
@@ -50,23 +51,76 @@ def shared(common: str | os.PathLike[str]) -> str:
     return os.path.join(os.path.realpath(common), "objects")
 
 
-def admin_dir(common: str | os.PathLike[str], lane_path: str) -> str | None:
-    """The lane's admin dir `<common>/worktrees/<id>`, found from git's side (the `gitdir`
-    file that names the lane's `.git`), never from the lane's own, writable `.git` file."""
+def admin_dirs(common: str | os.PathLike[str], lane_path: str) -> list[str]:
+    """Every `<common>/worktrees/<id>` whose `gitdir` (git's side, never the lane's own,
+    writable `.git` file) names the lane's `.git`, in sorted order."""
     base = os.path.join(os.path.realpath(common), "worktrees")
     want = os.path.join(os.path.realpath(lane_path), ".git")
     try:
         ids = sorted(os.listdir(base))
     except OSError:
-        return None
+        return []
+    out: list[str] = []
     for wid in ids:
         try:
             named = git.read_admin(os.path.join(base, wid, "gitdir")).rstrip("\n")
         except OSError:
             continue
         if os.path.realpath(named) == want:
-            return os.path.join(base, wid)
-    return None
+            out.append(os.path.join(base, wid))
+    return out
+
+
+def admin_dir(common: str | os.PathLike[str], lane_path: str) -> str | None:
+    """The lane's admin dir `<common>/worktrees/<id>`: the one whose `gitdir` names the
+    lane's `.git`. None when none does, or more than one: another lane's `gitdir` (its
+    admin dir is granted to its sandboxed CMD) may name this lane, and neither is taken
+    for the lane's (own_admin() refuses it, naming the lane to repair)."""
+    found = admin_dirs(common, lane_path)
+    return found[0] if len(found) == 1 else None
+
+
+def own_admin(repo: Repo, rec: LaneRecord) -> str:
+    """The lane's admin dir, one source of truth for its sandbox's grants, the hard-link
+    split (guard/linked.py), its private store and the absorb: the record's
+    (repo.store.admin_dir), when it is the one and only `worktrees/*/gitdir` that names
+    the lane's `.git`. Refused lane_pointers_tampered otherwise: `next` repairs the lane
+    whose `gitdir` was changed to name this one (red team 16B F6), or this lane's own."""
+    common = os.path.realpath(repo.common_dir)
+    mine = repo.store.admin_dir(rec)
+    own = os.path.realpath(mine) if mine is not None else None
+    found = [os.path.realpath(d) for d in admin_dirs(common, rec.path)]
+    if own is not None and found == [own]:
+        return own
+    owners: dict[str, str] = {}
+    for other in repo.store.lanes():
+        theirs = repo.store.admin_dir(other) if other.status != "released" else None
+        if theirs is not None and other.key != rec.key:
+            owners[os.path.realpath(theirs)] = other.key
+    fix = [f"git lane repair {owners[d]}" for d in found if d != own and d in owners]
+    strangers = [d for d in found if d != own and d not in owners]
+    if own is None or own not in found:
+        fix.append(f"git lane repair {rec.key}")
+    faults = [f"{git.shown(os.path.join(d, 'gitdir'))} names it too" for d in found if d != own]
+    if own is None or own not in found:
+        faults.append("its own admin dir's gitdir does not name it")
+    return_msg = (
+        f"lane {rec.key}'s admin dir cannot be told for certain ({'; '.join(faults)}): "
+        "the sandbox's grants, the hard-link split and the lane's object store must be "
+        "one admin dir's; nothing was done"
+        + (
+            f" ({', '.join(git.shown(d) for d in strangers)} is no lane's: move it out of "
+            "worktrees/ or point its gitdir back at its own worktree)"
+            if strangers
+            else ""
+        )
+    )
+    raise Refusal(
+        "lane_pointers_tampered",
+        return_msg,
+        next=fix or ["git lane doctor"],
+        details={"lane": rec.key, "admin": own, "named_by": found},
+    )
 
 
 def lane_store(common: str | os.PathLike[str], lane_path: str) -> str | None:

@@ -207,3 +207,188 @@ def test_two_names_inside_and_one_outside_each_get_a_file_and_the_outside_keeps_
     for p in (a, b):
         assert p.read_bytes() == outside.read_bytes() and p.stat().st_mode & 0o777 == 0o444
     assert not list(store.rglob("*.lock"))
+
+
+# -- F3: linked.find counts a planted link's one name twice when a directory is exchanged ----
+def test_f3_a_planted_link_is_split_though_its_directory_is_exchanged_during_the_walk(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ln .git/config .git/refs/heads/lane/d1/p` made beforehand outside the sandbox (the
+    class linked.py closes): config has 2 names, one in the walked dirs. Another lane's
+    sandboxed CMD (refs/heads/lane/ is granted to every lane; a renameat2 RENAME_EXCHANGE
+    of two directories in one parent needs no REFER, and works under exec --sandbox)
+    exchanges d1 and d2 while this lane's exec walks: the walk lists [d1, d2], counts
+    d1/p, the exchange puts that directory at d2, and it counts d2/p: 2 names found for a
+    link count of 2, "all inside", nothing split, and CMD starts with a name that writes
+    the repository's config. Here the exchange is made at the moment a racing process
+    hits (just before the walk opens d2), in-process so it is deterministic."""
+    import ctypes
+
+    from guard import dirfd, linked, sandbox
+
+    assert repo.lane("install").rc == 0
+    repo.create("alpha")
+    common = os.path.realpath(repo.common_dir)
+    lanes = Path(common, "refs/heads/lane")
+    (lanes / "d1").mkdir()
+    (lanes / "d2").mkdir()
+    # the directory scandir lists first holds the planted link; the exchange falls just
+    # before the walk opens the second
+    one, two = [e.name for e in os.scandir(lanes) if e.name in ("d1", "d2")]
+    os.link(Path(common, "config"), lanes / one / "p")  # planted beforehand
+    assert os.stat(Path(common, "config")).st_nlink == 2
+    admin = next(Path(common, "worktrees").iterdir())
+    libc = ctypes.CDLL(None, use_errno=True)
+    real_open = dirfd.open_dir
+    fired = []
+
+    def racing_open(dfd: int, name: str, *a: object, **k: object) -> int:
+        if name == two and not fired:  # the other lane's exchange lands here
+            fired.append(1)
+            r = libc.renameat2(dfd, one.encode(), dfd, two.encode(), 2)  # RENAME_EXCHANGE
+            assert r == 0, os.strerror(ctypes.get_errno())
+        return real_open(dfd, name, *a, **k)
+
+    monkeypatch.setattr(linked.dirfd, "open_dir", racing_open)
+    dirs = sandbox.lane_git_dirs(common, str(admin))
+    linked.split(common, dirs)
+    assert fired, "the walk never opened d2"
+    assert os.stat(Path(common, "config")).st_nlink == 1, (
+        "the planted link to .git/config is left in refs/heads/lane/: a sandboxed CMD "
+        "writes the repository's config through it"
+    )
+
+
+# -- F4: a hard link planted in CMD's private cache dir (kept between runs) is not split ------
+@NEEDS_LANDLOCK
+def test_f4_a_link_planted_in_cmds_kept_cache_dir_does_not_write_the_repository_config(
+    hub: Repo,
+) -> None:
+    """exec --sandbox grants CMD its own cache dir (XDG_CACHE_HOME, 0700, kept between
+    runs). linked.py splits planted links only in the git dirs; a link to .git/config made
+    in that cache dir beforehand, outside the sandbox (an unconfined run of the same
+    agent), lets the next sandboxed CMD append `[core] hooksPath` to the repository's
+    config. Must be split (or refused) before CMD starts, as in the git dirs."""
+    import subprocess
+
+    lane = hub.create("alpha")
+    res = subprocess.run(
+        ["git", "lane", "exec", "--sandbox", "alpha", "--", "sh", "-c", "echo $XDG_CACHE_HOME"],
+        cwd=lane, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    cache = Path(res.stdout.strip().splitlines()[-1])
+    assert cache.is_dir(), res.stdout + res.stderr
+    config = hub.common_dir / "config"
+    os.link(config, cache / "planted")  # beforehand, outside the sandbox
+    before = config.read_text()
+    subprocess.run(
+        ["git", "lane", "exec", "--sandbox", "alpha", "--", "sh", "-c",
+         'printf "[core]\\n\\thooksPath = /dev/null\\n" >> "$XDG_CACHE_HOME/planted"'],
+        cwd=lane, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert config.read_text() == before, "a sandboxed CMD wrote the repository's config"
+    assert os.stat(config).st_nlink == 1  # split: the cache's name has a file of its own
+
+
+# -- F6: another lane's `gitdir` makes exec split (and store) in the wrong admin dir ---------
+@NEEDS_LANDLOCK
+def test_f6_exec_splits_the_admin_dir_the_sandbox_grants_not_one_another_lane_names(
+    hub: Repo,
+) -> None:
+    """The sandbox grants the admin dir the lane's `.git` names, checked against that
+    admin dir's `gitdir` (sandbox.facts). The split walks objects.admin_dir's answer
+    instead: the first `worktrees/*/gitdir`, in sorted order, that names the lane's .git.
+    Lane alpha's sandboxed CMD may write its own `worktrees/alpha/gitdir` (its admin dir
+    is granted) to name lane zulu's `.git`: zulu's exec then splits worktrees/alpha, while
+    its CMD is granted worktrees/zulu, where a link to .git/config planted beforehand
+    (the class linked.py closes) is left, and CMD appends `[core] hooksPath` to the
+    repository's config through it."""
+    import subprocess
+
+    zulu = hub.create("zulu")
+    alpha = hub.create("alpha")
+    common = hub.common_dir
+    assert (common / "worktrees" / "alpha").is_dir() and (common / "worktrees" / "zulu").is_dir()
+    # alpha's own sandboxed CMD rewrites its own admin dir's gitdir (granted to it)
+    target = common / "worktrees" / "alpha" / "gitdir"
+    r = subprocess.run(
+        ["git", "lane", "exec", "--sandbox", "alpha", "--", "sh", "-c",
+         f"printf '%s\\n' '{zulu}/.git' > '{target}'"],
+        cwd=alpha, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert target.read_text().strip() == f"{zulu}/.git", r.stdout + r.stderr
+    planted = common / "worktrees" / "zulu" / "planted"
+    os.link(common / "config", planted)  # beforehand, outside the sandbox
+    before = (common / "config").read_text()
+    r = subprocess.run(
+        ["git", "lane", "exec", "--sandbox", "zulu", "--", "sh", "-c",
+         f"printf '[core]\\n\\thooksPath = /dev/null\\n' >> '{planted}'"],
+        cwd=zulu, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert (common / "config").read_text() == before, (
+        "zulu's sandboxed CMD wrote .git/config through a link the split never walked: "
+        + r.stderr[-400:]
+    )
+    # refused (two gitdirs name zulu's .git), and the refusal's next works as written
+    assert r.returncode != 0 and "[lane_pointers_tampered]" in r.stderr, r.stderr
+    assert "lane repair alpha" in r.stderr, r.stderr
+    assert subprocess.run(["git", "lane", "repair", "alpha"], cwd=hub.path).returncode == 0
+    assert target.read_text().strip() == str(alpha / ".git")
+    r = subprocess.run(
+        ["git", "lane", "exec", "--sandbox", "zulu", "--", "sh", "-c",
+         f"printf '[core]\\n\\thooksPath = /dev/null\\n' >> '{planted}'"],
+        cwd=zulu, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert (common / "config").read_text() == before
+    assert os.stat(common / "config").st_nlink == 1  # zulu's own admin dir was split
+
+
+def test_doctor_names_the_lane_whose_gitdir_names_another_and_its_fix_works(hub: Repo) -> None:
+    """16B F6 in doctor: alpha's `gitdir` rewritten to name zulu's `.git` (alpha's CMD may
+    write it): which admin dir exec walks for zulu is not certain, so `git dir links`
+    fails for zulu, and its fix (repair alpha) puts alpha's pointer back."""
+    zulu = hub.create("zulu")
+    alpha = hub.create("alpha")
+    target = hub.common_dir / "worktrees" / "alpha" / "gitdir"
+    target.write_text(f"{zulu}/.git\n")
+    r = hub.jlane("doctor")
+    checks = [c for c in r.json["checks"] if c["name"] == "git dir links"]
+    assert [c["status"] for c in checks] == ["fail"], checks
+    assert "lane repair alpha" in checks[0]["fix"]
+    done = subprocess.run(
+        ["sh", "-c", checks[0]["fix"]], cwd=hub.path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert target.read_text().strip() == str(alpha / ".git")
+    r = hub.jlane("doctor")
+    assert [c["status"] for c in r.json["checks"] if c["name"] == "git dir links"] == ["ok"]
+
+
+def test_a_walk_a_directory_moves_during_every_time_is_refused_never_trusted(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """16B F3 kept up: each walk meets an exchange of two lane-ref directories; after
+    linked.TRIES walks the names counted are not taken: LinkError (git_dir_link_failed)."""
+    import ctypes
+
+    from guard import dirfd, linked
+
+    repo.create("alpha")
+    common = os.path.realpath(repo.common_dir)
+    lanes = Path(common, "refs/heads/lane")
+    (lanes / "d1").mkdir()
+    (lanes / "d2").mkdir()
+    one, two = [e.name for e in os.scandir(lanes) if e.name in ("d1", "d2")]
+    libc = ctypes.CDLL(None, use_errno=True)
+    real_open = dirfd.open_dir
+
+    def racing_open(dfd: int, name: str, *a: object, **k: object) -> int:
+        if name == two:
+            assert libc.renameat2(dfd, one.encode(), dfd, two.encode(), 2) == 0
+        return real_open(dfd, name, *a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(linked.dirfd, "open_dir", racing_open)
+    with pytest.raises(linked.LinkError) as got:
+        linked.find(common, [str(lanes)])
+    assert got.value.rel == f"refs/heads/lane/{two}"  # where the move was met

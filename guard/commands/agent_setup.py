@@ -647,7 +647,12 @@ def codex_sandbox(repo: Repo, rec: LaneRecord) -> tuple[list[str], dict[str, str
     grants cannot be decided."""
     again = f"git lane agent-setup {rec.key} --for codex"
     try:
+        admin = objects.own_admin(repo, rec)  # refused when another gitdir names the lane
         f = sandbox.lane_facts(repo, rec, extra=())
+        if f.admin_dir != admin:
+            raise sandbox.SandboxError(
+                f"the lane's .git names {f.admin_dir}, its record {admin}: not one admin dir"
+            )
         dirs = sandbox.git_dirs(f)
         store = os.path.realpath(objects.enroll(repo, rec.path))
         if store != os.path.join(f.admin_dir, "objects"):

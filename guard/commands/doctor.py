@@ -838,12 +838,16 @@ def check_git_dir_links(repo: Repo) -> list[Check]:
     for rec in repo.store.lanes():
         if rec.status != "active":
             continue
-        admin = objects.admin_dir(common, rec.path)
-        if admin is None:
+        if not objects.admin_dirs(common, rec.path):
             continue  # no worktree: exec refuses the lane (check `lanes` says so)
         fix = f"git lane exec --own-objects {rec.key} -- true"
         try:
+            # the admin dir exec splits and the sandbox grants (objects.own_admin)
+            admin = objects.own_admin(repo, rec)
             found = linked.find(common, sandbox.lane_git_dirs(common, admin))
+        except Refusal as r:  # another gitdir names the lane: which one exec walks is unsure
+            what = r.message
+            fix = r.next[0] if r.next else "git lane doctor"
         except linked.LinkError as exc:
             what = (
                 f"{git.shown(os.path.join(common, exc.rel))} {exc.why}: a hard link there to "

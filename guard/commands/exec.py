@@ -480,6 +480,7 @@ def _supervise(
     seal: seccomp.Seal | None = None
     own_store = False  # CMD's git writes the lane's own store (exec absorbs it)
     private_tmp: str | None = None
+    kept_cache = ""  # CMD's own cache dir under --sandbox (kept between runs: split too)
     reaping = False  # exec is a child subreaper: CMD's tree ends with it (guard/reap.py)
     mask: set[int | signal.Signals] | None = None  # the signal mask to go back to at the end
     try:
@@ -494,7 +495,7 @@ def _supervise(
         if server is not None:
             env[binding.LAND_SOCKET] = server.path
         if confine:
-            ruleset, seal, private_tmp = _confinement(repo, mine, env, retry)
+            ruleset, seal, private_tmp, kept_cache = _confinement(repo, mine, env, retry)
             if server is not None:
                 server.confine_gate = True  # CMD's land runs its gate confined too
             why = reap.hold()  # nothing CMD starts may outlive exec (and its hook watch)
@@ -509,7 +510,7 @@ def _supervise(
             server.own_store = True  # its land never rebases the worktree CMD writes
         if own_store:  # before CMD starts: no granted name may be another file's too
             again = retry.replace("git lane exec ", "git lane exec --sandbox ", 1)
-            _split_links(repo, mine, env[binding.OBJECTS], again if confine else retry, warn)
+            _split_links(repo, mine, kept_cache, again if confine else retry, warn)
         repo.store.event("exec", lane=key, argv=argv, pid=os.getpid(), sandbox=bool(ruleset))
         watch = _hook_watch(repo, key)
         if own_store:
@@ -605,15 +606,20 @@ def _supervise(
 
 
 def _split_links(
-    repo: Repo, rec: LaneRecord, store: str, retry: str, warn: Callable[[str], None] | None
+    repo: Repo, rec: LaneRecord, cache: str, retry: str, warn: Callable[[str], None] | None
 ) -> None:
     """Give every file in the git dirs CMD may write (sandbox.git_dirs: the lane's admin
-    dir, whose store is `store`, and the lane refs) that has a name outside them (a hard
-    link planted beforehand, outside the sandbox: Landlock checks the name, so CMD would
-    write the file outside through it) a file of its own (guard/linked.py). Under
-    --own-objects too: Codex's own sandbox grants the same dirs. Refused
-    git_dir_link_failed when that cannot be done: CMD is not started."""
-    dirs = sandbox.lane_git_dirs(os.path.realpath(repo.common_dir), os.path.dirname(store))
+    dir, objects.own_admin's, the one the sandbox grants, and the lane refs) and in CMD's
+    own cache dir `cache` (kept between runs: git-lane's choice; "" for none) that has a
+    name outside them (a hard link planted beforehand, outside the sandbox: Landlock
+    checks the name, so CMD would write the file outside through it) a file of its own
+    (guard/linked.py). Under --own-objects too: Codex's own sandbox grants the same git
+    dirs. The owner's `sandbox_writable` entries are the owner's choice, never walked.
+    Refused git_dir_link_failed when that cannot be done: CMD is not started."""
+    admin = objects.own_admin(repo, rec)
+    dirs = sandbox.lane_git_dirs(os.path.realpath(repo.common_dir), admin)
+    if cache:
+        dirs.append(cache)
     files = linked.split_for(repo, dirs, rec.key, retry, "nothing was run")
     if files and warn is not None:
         warn(linked.note(files))
@@ -673,11 +679,11 @@ def _land_socket(
 
 def _confinement(
     repo: Repo, rec: LaneRecord, env: dict[str, str], retry: str
-) -> tuple[sandbox.Prepared, seccomp.Seal, str | None]:
+) -> tuple[sandbox.Prepared, seccomp.Seal, str | None, str]:
     """The Landlock ruleset for CMD and its seccomp filter (guard/seccomp.py), built here
     (the supervisor stays outside both), and the private temp dir made for CMD. Sets
     GITLANE_SANDBOX, TMPDIR/TMP/TEMP (the private dir) and XDG_CACHE_HOME/PRE_COMMIT_HOME
-    (CMD's own cache dir, sandbox.cache_env) in env, and drops from it the
+    (CMD's own cache dir, sandbox.cache_env, whose path is returned last) in env, and drops from it the
     names that point tools at servers outside the sandbox (UNSET_IN_SANDBOX)."""
     try:
         g = sandbox.grants(repo, rec, env)
@@ -689,6 +695,9 @@ def _confinement(
     except sandbox.SandboxError as exc:
         raise _sandbox_failed(repo, rec.key, str(exc), retry) from None
     store = _lane_objects(repo, rec, env, retry)
+    if os.path.dirname(store) not in g.plain:  # the grant's and the store's: one admin dir
+        why = f"the lane's object store {store} is not in a git dir the sandbox grants"
+        raise _sandbox_failed(repo, rec.key, why, retry)
     private = None
     if g.private_tmp_under is not None:
         try:  # mkdtemp: 0700, a fresh name; the shared temp dir itself is not granted
@@ -711,7 +720,7 @@ def _confinement(
             dirfd.remove_tree(private)
         raise _sandbox_failed(repo, rec.key, str(exc), retry) from None
     env[binding.SANDBOX] = f"landlock-abi-{ruleset.abi}"
-    return ruleset, seal, private
+    return ruleset, seal, private, g.private_cache
 
 
 def _cmd_config(env: dict[str, str], key: str, value: str) -> None:
@@ -747,8 +756,11 @@ def _lane_objects(repo: Repo, rec: LaneRecord, env: dict[str, str], retry: str) 
     granted: guard/objects.py; under --own-objects CMD's own sandbox keeps it out),
     never an alternate of the shared store: the supervisor absorbs what CMD commits
     (Absorber, and once more when CMD ends)."""
+    admin = objects.own_admin(repo, rec)  # the one the sandbox grants and the split walks
     try:
         store = objects.enroll(repo, rec.path)
+        if os.path.realpath(store) != os.path.join(admin, "objects"):
+            raise OSError(f"{store} is not in the lane's admin dir {admin}")
     except OSError as exc:
         raise _sandbox_failed(repo, rec.key, f"the lane's object store: {exc}", retry) from None
     env["GIT_OBJECT_DIRECTORY"] = store
