@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from conftest import Repo, git, lane
-from enginehelp import lane_capped
+from enginehelp import events, lane_capped
 from sandboxhelp import NEEDS_LANDLOCK
 
 
@@ -566,12 +566,21 @@ def test_reconcile_never_reads_a_lane_marker_the_lane_grew(repo: Repo) -> None:
     in its admin dir, which a sandboxed lane may write: `truncate -s 3G` of it (no disk
     used) made reconcile (and repair) read it whole, MemoryError, exit 3 under 1.5 GiB
     (the pattern of red team 15A F7). It is read to 4 KiB at most; one past that is no
-    key, and reconcile writes the marker again."""
+    key. Every command's first step (reconcile's too) now moves one past REF_MAX into
+    kept/ and writes it back from the lane's record (red team 16A F1), so reconcile finds
+    nothing left to write."""
     lp = repo.create("alpha")
     admin = Path(git(lp, "rev-parse", "--absolute-git-dir").stdout.strip())
     with open(admin / "gitlane-lane", "r+b") as f:
         f.truncate(3 << 30)
     r = lane_capped(repo.path, "reconcile", "--json", memory=1536 << 20)
     assert r.returncode == 0, (r.returncode, r.stdout[-300:], r.stderr[-300:])
-    assert {"action": "marker_written", "lane": "alpha"} in json.loads(r.stdout)["changes"]
-    assert (admin / "gitlane-lane").read_text().strip() == "alpha"
+    assert {"action": "marker_written", "lane": "alpha"} not in json.loads(r.stdout)["changes"]
+    assert (admin / "gitlane-lane").read_text() == "alpha\n"
+    (moved,) = [
+        m
+        for e in events(repo, "oversized_kept")
+        for m in e["moved"]
+        if m["file"].endswith("/gitlane-lane")
+    ]
+    assert moved["head"] == "alpha" and moved["size"] == 3 << 30
