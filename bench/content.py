@@ -25,6 +25,8 @@ def main() -> None:
     repo = sys.argv[1]
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
     tip = git.run(["rev-parse", "HEAD"], repo).stdout.strip()
+    common = git.run(["rev-parse", "--path-format=absolute", "--git-common-dir"], repo)
+    common_dir = common.stdout.strip()
     tmp = tempfile.mkdtemp()
     try:
 
@@ -32,12 +34,14 @@ def main() -> None:
             return git.dirty_and_hidden(repo, tip)
 
         def alone() -> object:
-            return git.content_differs(repo, tip, tmp)
+            return git.content_differs(repo, tip, tmp, common_dir)
 
         def after() -> object:
             return git.both(before, alone)
 
-        assert git.content_differs(repo, tip, tmp) == [], "the worktree is not the tip"
+        assert git.content_differs(repo, tip, tmp, common_dir) == git.Content([]), (
+            "the worktree is not the tip"
+        )
         runs: dict[str, Callable[[], object]] = {"before": before, "after": after, "alone": alone}
         t: dict[str, list[float]] = {k: [] for k in runs}
         for _ in range(rounds):  # alternated: the same load for each

@@ -1422,39 +1422,109 @@ _CONTENT_CONFIG = (
 )
 
 
-def content_differs(path: str, tree: str, tmp_under: str | os.PathLike[str]) -> list[str]:
+# what makes git's hash of a worktree file other than its bytes' (its checkin conversion):
+# unset for the raw compare, from a throwaway git dir's info/attributes, which outranks
+# every .gitattributes of the worktree (red team 16D D1: `ident` took `$Id: PASS $` for the
+# blob's `$Id$`; text/eol/crlf and working-tree-encoding hide changes the same way)
+_RAW_ATTRIBUTES = "* -text -eol -crlf -ident -filter -working-tree-encoding\n"
+
+
+@dataclass(frozen=True)
+class Content:
+    """content_differs' answer: `differs`, the tracked files whose content is not the
+    tree's; `clean`, why an in-lane gate cannot be vouched for by content at all (the gate
+    then runs in a clean worktree of the tip), "" when it can."""
+
+    differs: list[str]
+    clean: str = ""
+
+
+def content_differs(
+    path: str, tree: str, tmp_under: str | os.PathLike[str], common: str | os.PathLike[str]
+) -> Content:
     """The tracked files of the worktree at `path` whose content is not `tree`'s, compared
-    BY CONTENT: a throwaway index of `tree` (read-tree) carries no stat data, so its
-    refresh hashes every file (its size is 0 in the fresh index: git hashes rather than
-    trust a stat match) and lists what differs. The lane's own index, whose stat data the
-    lane writes (`update-index --refresh` after a write into a page a MAP_SHARED mapping
-    keeps dirty: no timestamp moves after it, red team 16B F1), is never read. Gitlinks are
-    not entered (--ignore-submodules; G4's hidden check looks at a submodule). The index
-    is a file in a fresh private dir under `tmp_under` (git-lane's state dir: no lane
-    writes there), removed after. A git that fails to say raises GitError: never "same"."""
+    BY CONTENT and RAW: a throwaway git dir (its objects the shared store's, through an
+    alternate: the tip is in it by now, land's import) and a throwaway index of `tree`,
+    which carries no stat data, so its refresh hashes every file; the git dir's
+    info/attributes switches every checkin conversion off (_RAW_ATTRIBUTES), so no
+    attribute a lane writes can make other bytes hash as the blob's. The lane's own index,
+    whose stat data the lane writes (a MAP_SHARED write into a page already dirty, then
+    `update-index --refresh`: red team 16B F1), is never read, nor its git dir's config.
+    Files whose raw bytes differ are compared again as git checks them in (the lane's own
+    attributes): none differing then means the tip's attributes convert on checkout (CRLF,
+    `ident`): `clean` says so, and the gate runs in a clean worktree; some differing: those
+    are `differs`. A populated submodule (its files are its own index's to vouch for, which
+    the lane writes: red team 16D D2) makes `clean` too. Everything is in a fresh private
+    dir under `tmp_under` (git-lane's state dir: no lane writes there), removed after. A
+    git that fails to say raises GitError: never "same"."""
     import tempfile
 
     tmp = tempfile.mkdtemp(prefix="content-", dir=tmp_under)
     try:
+        gd = os.path.join(tmp, "git")
+        for d in ("objects/info", "refs", "info"):
+            os.makedirs(os.path.join(gd, d))
+        shared = os.path.join(os.path.realpath(common), "objects")
+        files = {
+            "objects/info/alternates": alternate_entry(shared) + "\n",
+            "HEAD": tree + "\n",
+            "config": "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tautocrlf = false\n",
+            "info/attributes": _RAW_ATTRIBUTES,
+        }
+        for name, text in files.items():
+            with open(os.path.join(gd, name), "w") as f:
+                f.write(text)
         env = {"GIT_INDEX_FILE": os.path.join(tmp, "index"), "GIT_OPTIONAL_LOCKS": "0"}
-        run([*_CONTENT_CONFIG, "read-tree", tree], path, env=env)
-        # without -q: exit 1 and "PATH: needs update" for each file that differs, the
-        # index written all the same (the refreshed entries); anything else is a failure
-        ref = run([*_CONTENT_CONFIG, "update-index", "--ignore-submodules", "--refresh"],
-                  path, env=env, check=False)  # fmt: skip
-        if ref.returncode == 0:
-            return []
-        if ref.returncode != 1:
-            raise GitError(ref.argv, ref.returncode, ref.stdout, ref.stderr)
-        # the names as -z output gives them (the "needs update" lines are not quoted)
-        res = run([*_CONTENT_CONFIG, "diff-files", "-z", "--name-only", "--ignore-submodules"],
-                  path, env=env)  # fmt: skip
-        names = sorted({x for x in res.stdout.split("\0") if x})
-        if not names:  # it said something differs, and nothing is listed: never "same"
-            raise GitError(ref.argv, ref.returncode, ref.stdout, ref.stderr)
-        return names
+        raw = ["--git-dir", gd, "--work-tree", path, *LANE_CONFIG, *_CONTENT_CONFIG]
+        raw += ["-c", "core.autocrlf=false", "-c", "core.attributesFile=/dev/null"]
+        run([*raw, "read-tree", tree], tmp, env=env)
+        subs = [
+            p
+            for meta, _, p in (r.partition("\t") for r in run([*raw, "ls-files", "-s", "-z"], tmp, env=env).z())
+            if meta.startswith("160000 ") and os.path.lexists(os.path.join(path, p, ".git"))
+        ]  # fmt: skip
+        names = _refreshed(raw, tmp, env)
+        if subs:
+            return Content(
+                names,
+                f"the lane has populated submodules ({shown_some(subs)}): their files are "
+                "vouched for by their own index, which the lane writes",
+            )
+        if not names:
+            return Content([])
+        # as git checks them in, by the lane's own attributes: fewer (or none) differ when
+        # the tip's attributes convert on checkout
+        env2 = {"GIT_INDEX_FILE": os.path.join(tmp, "index2"), "GIT_OPTIONAL_LOCKS": "0"}
+        run([*_CONTENT_CONFIG, "read-tree", tree], path, env=env2)
+        conv = _refreshed(list(_CONTENT_CONFIG), path, env2)
+        if conv:
+            return Content(conv)
+        return Content(
+            [],
+            f"the tip's attributes convert {shown_some(names)} on checkout (text, eol, ident, "
+            "a filter, working-tree-encoding): their bytes cannot be compared with the "
+            "tip's raw",
+        )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _refreshed(base: list[str], cwd: str, env: dict[str, str]) -> list[str]:
+    """The entries of a throwaway index (its GIT_INDEX_FILE in `env`) whose worktree
+    content differs: `update-index --refresh` without -q exits 1 and says "needs update"
+    for each, the index written all the same; the names as -z output gives them. Any
+    other answer raises GitError."""
+    ref = run([*base, "update-index", "--ignore-submodules", "--refresh"], cwd, env=env,
+              check=False)  # fmt: skip
+    if ref.returncode == 0:
+        return []
+    if ref.returncode != 1:
+        raise GitError(ref.argv, ref.returncode, ref.stdout, ref.stderr)
+    res = run([*base, "diff-files", "-z", "--name-only", "--ignore-submodules"], cwd, env=env)
+    names = sorted({x for x in res.stdout.split("\0") if x})
+    if not names:  # it said something differs, and nothing is listed: never "same"
+        raise GitError(ref.argv, ref.returncode, ref.stdout, ref.stderr)
+    return names
 
 
 def rewritten(before: StatView, after: StatView) -> list[str]:

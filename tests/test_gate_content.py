@@ -229,13 +229,14 @@ def test_content_differs_hashes_every_file_and_names_odd_paths(repo: Repo) -> No
     git(repo.path, "update-index", "-q", "--refresh")
     tmp = repo.path.parent / "tmp-content"
     tmp.mkdir()
-    assert ggit.content_differs(str(repo.path), tip, tmp) == [odd]
+    assert ggit.content_differs(str(repo.path), tip, tmp, repo.common_dir) == ggit.Content([odd])
     assert list(tmp.iterdir()) == []  # its private index is removed after
 
 
 def test_a_content_check_git_cannot_make_refuses_never_passes() -> None:
     """A git that fails to compare (or no temp dir) is lane_content_unverified, whose next
     gates in a clean worktree: never "the same"."""
+    from guard import git as ggit
     from guard.commands import land as land_cmd
     from guard.errors import GitError, Refusal
 
@@ -248,4 +249,4 @@ def test_a_content_check_git_cannot_make_refuses_never_passes() -> None:
             assert r.next == ["git lane config set gate_worktree clean", "git lane land alpha"]
         else:
             raise AssertionError("no refusal")
-    land_cmd.g4_content(t, [])  # nothing differs: no refusal
+    assert land_cmd.g4_content(t, ggit.Content([])) == ""  # nothing differs: no refusal

@@ -344,22 +344,22 @@ def _decide_and_land(
         facts = hub_facts(hub.path, changed, added) if hub is not None else ([], [])
         return base, changed, added, facts, markers
 
-    def lane_side() -> tuple[list[str], git.Hidden, list[str] | GitError | OSError]:
+    def lane_side() -> tuple[list[str], git.Hidden, git.Content | GitError | OSError]:
         with git.shared_store_only(False):  # its staged objects may be in its store only
             if tip is None:
-                return git.dirty_paths(path), git.Hidden(), []
+                return git.dirty_paths(path), git.Hidden(), git.Content([])
             g4_trusted_config(t, git.risky_config(path))
             if not in_lane:
-                return (*git.dirty_and_hidden(path, tip), [])
+                return (*git.dirty_and_hidden(path, tip), git.Content([]))
             # an in-lane gate reads the worktree: its bytes against the tip's, by content
             (d, h), differs = git.both(lambda: git.dirty_and_hidden(path, tip), content)
             return d, h, differs
 
-    def content() -> list[str] | GitError | OSError:
+    def content() -> git.Content | GitError | OSError:
         # a git that fails here (a tip G3 refuses by its names, say), or a temp dir that
         # cannot be made, is refused in order, at G4 (g4_content), after the gates before it
         try:
-            return git.content_differs(path, tip or "", repo.state_dir)
+            return git.content_differs(path, tip or "", repo.state_dir, repo.common_dir)
         except (GitError, OSError) as e:
             return e
 
@@ -385,7 +385,11 @@ def _decide_and_land(
     g6_hub(repo, hub, hub_hits, key)
     g9_markers(t, markers)
     g4_exact(repo, t, hidden, gate_in_lane=in_lane)
-    g4_content(t, differs)
+    why_clean = g4_content(t, differs)
+    if why_clean and command is not None:
+        # the lane's bytes cannot vouch for the tip's (red team 16D): the gate runs on the
+        # tip itself, in a clean worktree
+        clean, in_lane, live = True, False, why_clean
     summary: GateSummary = {"command": command, "status": "off", "seconds": 0.0}
     if command is not None:
         summary = g4_gate(repo, t, command, timeout, clean, changed, added, output, tick)
@@ -697,7 +701,7 @@ def g4_exact(repo: Repo, t: Target, hidden: git.Hidden, gate_in_lane: bool) -> N
         )
 
 
-def g4_content(t: Target, differs: list[str] | GitError | OSError) -> None:
+def g4_content(t: Target, found: git.Content | GitError | OSError) -> str:
     """G4, before an in-lane gate: every tracked file's bytes are the tip's, compared by
     content (git.content_differs: a throwaway index, never the lane's stat data). A file
     whose bytes changed with no stat field moving (a MAP_SHARED write into a page already
@@ -705,12 +709,15 @@ def g4_content(t: Target, differs: list[str] | GitError | OSError) -> None:
     status` does not show: lane_dirty, as G2's, with the paths. Its `next` makes the
     lane's index hash them again (`add --renormalize` reads the bytes whatever the stat
     says), then commits and lands what the worktree holds, as G2's does. A git that could
-    not compare (`differs` its GitError) is never "same": lane_content_unverified."""
-    if isinstance(differs, GitError | OSError):
-        if isinstance(differs, OSError):
-            lines = [f"no private temp dir: {differs.strerror}"]
+    not compare (`differs` its GitError) is never "same": lane_content_unverified.
+    Returns why the gate must run in a clean worktree instead ("" when the lane can be
+    vouched for): the tip's attributes convert its files on checkout, or the lane has a
+    populated submodule (git.content_differs, red team 16D)."""
+    if isinstance(found, GitError | OSError):
+        if isinstance(found, OSError):
+            lines = [f"no private temp dir: {found.strerror}"]
         else:
-            lines = differs.stderr.strip().splitlines()[-5:] or [f"exit {differs.returncode}"]
+            lines = found.stderr.strip().splitlines()[-5:] or [f"exit {found.returncode}"]
         why = [json.dumps(lines[-1][:200])[1:-1]]  # git's words, escaped, bounded
         raise Refusal(
             "lane_content_unverified",
@@ -721,8 +728,9 @@ def g4_content(t: Target, differs: list[str] | GitError | OSError) -> None:
             alternatives=[git.owner_status(t.path)],
             details={"lane": t.key, "error": "\n".join(lines)},
         )
+    differs = found.differs
     if not differs:
-        return
+        return found.clean
     base = lane.dirty_refusal(t.key, t.path, differs, "land")
     lq = git.owner_git(t.path)
     if len(differs) <= PATHS_IN_NEXT:
