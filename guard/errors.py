@@ -206,6 +206,12 @@ CODES: dict[str, Code] = _codes(
         "a lane worktree holds a submodule, or part of it could not be removed through fds",
     ),
     (
+        "worktree_blocked",
+        "engine",
+        None,
+        "git ran past its time reading a lane worktree (a FIFO at a file git opens there)",
+    ),
+    (
         "worktree_unreadable",
         "engine",
         "G11",

@@ -1322,6 +1322,26 @@ def untracked_only(path: str, paths: list[str]) -> list[str]:
     return [x for x in dirs.stdout.split("\0") if x] if dirs.ok else []
 
 
+def worktree_blocked(path: str, seconds: float) -> Refusal:
+    """worktree_blocked: git ran past `seconds` reading a lane's worktree (git opens every
+    .gitignore and .gitattributes it meets: a FIFO there blocks it for ever). The next
+    removes what is neither a file, a directory nor a link in the worktree (a FIFO, a
+    socket, a device: never work; `find -delete` unlinks each where it found it and
+    never follows a link), then looks again."""
+    p = q(path)
+    return Refusal(
+        "worktree_blocked",
+        f"git read the lane worktree {shown(path)} for longer than {seconds:g} s: something "
+        "in it blocks a read (a FIFO at a .gitignore or .gitattributes, which git opens); "
+        "nothing was done",
+        next=[
+            f"find {p} ! -type f ! -type d ! -type l -print -delete",
+            "git lane status",
+        ],
+        details={"path": path, "seconds": seconds},
+    )
+
+
 def dirty_and_hidden(path: str, tree: str) -> tuple[list[str], Hidden]:
     """dirty_paths and hidden_differences(path, tree) of one worktree, its index listed
     once for both (in a lane; at 100,000 files each `ls-files` is ~200 ms)."""
@@ -1350,9 +1370,17 @@ def _dirty(
     if not in_lane:
         return parse_status_z(run(args, path, env={"GIT_OPTIONAL_LOCKS": "0"}).stdout), None
     assert path is not None
+    # a FIFO the lane put at a .gitignore or .gitattributes blocks git's open for ever (red
+    # team 16E F2: the land held the lock): bounded, then refused
+    t = lane_read_timeout()
     res, entries = both(
-        lambda: run(args, path, env={"GIT_OPTIONAL_LOCKS": "0"}), lambda: unseen_entries(path)
+        lambda: run(args, path, env={"GIT_OPTIONAL_LOCKS": "0"}, check=False, timeout=t),
+        lambda: unseen_entries(path),
     )
+    if res.timed_out:
+        raise worktree_blocked(os.fspath(path), t)
+    if not res.ok:
+        raise GitError(res.argv, res.returncode, res.stdout, res.stderr)
     paths, links = parse_status_v2_z(res.stdout)
     gitlinks = [e for e in entries if e.gitlink]
     return submodule_changes(os.fspath(path), paths, links, gitlinks, pathspecs), entries
@@ -1477,11 +1505,12 @@ def content_differs(
         env = {"GIT_INDEX_FILE": os.path.join(tmp, "index"), "GIT_OPTIONAL_LOCKS": "0"}
         raw = ["--git-dir", gd, "--work-tree", path, *LANE_CONFIG, *_CONTENT_CONFIG]
         raw += ["-c", "core.autocrlf=false", "-c", "core.attributesFile=/dev/null"]
-        run([*raw, "read-tree", tree], tmp, env=env)
+        t = lane_read_timeout()  # a FIFO at a .gitattributes the lane made blocks git's open
+        run([*raw, "read-tree", tree], tmp, env=env, timeout=t)
         subs = [
             p
-            for meta, _, p in (r.partition("\t") for r in run([*raw, "ls-files", "-s", "-z"], tmp, env=env).z())
-            if meta.startswith("160000 ") and os.path.lexists(os.path.join(path, p, ".git"))
+            for meta, _, p in (r.partition("\t") for r in run([*raw, "ls-files", "-s", "-z"], tmp, env=env, timeout=t).z())
+            if meta.startswith("160000 ") and _holds_anything(os.path.join(path, p))
         ]  # fmt: skip
         names = _refreshed(raw, tmp, env)
         if subs:
@@ -1495,7 +1524,7 @@ def content_differs(
         # as git checks them in, by the lane's own attributes: fewer (or none) differ when
         # the tip's attributes convert on checkout
         env2 = {"GIT_INDEX_FILE": os.path.join(tmp, "index2"), "GIT_OPTIONAL_LOCKS": "0"}
-        run([*_CONTENT_CONFIG, "read-tree", tree], path, env=env2)
+        run([*_CONTENT_CONFIG, "read-tree", tree], path, env=env2, timeout=t)
         conv = _refreshed(list(_CONTENT_CONFIG), path, env2)
         if conv:
             return Content(conv)
@@ -1509,18 +1538,35 @@ def content_differs(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _holds_anything(d: str) -> bool:
+    """Is there anything at a gitlink's path but an empty directory? A `.git`, or files with
+    none (git takes a gitlink directory with no `.git` for an unpopulated submodule and
+    never lists what is in it: red team 16E F1), or no directory at all."""
+    try:
+        with os.scandir(d) as it:
+            return next(it, None) is not None
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # a file, a link, a directory it may not list: nothing to vouch for
+
+
 def _refreshed(base: list[str], cwd: str, env: dict[str, str]) -> list[str]:
     """The entries of a throwaway index (its GIT_INDEX_FILE in `env`) whose worktree
     content differs: `update-index --refresh` without -q exits 1 and says "needs update"
     for each, the index written all the same; the names as -z output gives them. Any
     other answer raises GitError."""
+    t = lane_read_timeout()
     ref = run([*base, "update-index", "--ignore-submodules", "--refresh"], cwd, env=env,
-              check=False)  # fmt: skip
+              check=False, timeout=t)  # fmt: skip
+    if ref.timed_out:
+        raise GitError(ref.argv, ref.returncode, ref.stdout, ref.stderr)
     if ref.returncode == 0:
         return []
     if ref.returncode != 1:
         raise GitError(ref.argv, ref.returncode, ref.stdout, ref.stderr)
-    res = run([*base, "diff-files", "-z", "--name-only", "--ignore-submodules"], cwd, env=env)
+    res = run([*base, "diff-files", "-z", "--name-only", "--ignore-submodules"], cwd, env=env,
+              timeout=t)  # fmt: skip
     names = sorted({x for x in res.stdout.split("\0") if x})
     if not names:  # it said something differs, and nothing is listed: never "same"
         raise GitError(ref.argv, ref.returncode, ref.stdout, ref.stderr)
