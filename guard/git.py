@@ -1513,6 +1513,13 @@ def content_differs(
             if meta.startswith("160000 ") and _holds_anything(os.path.join(path, p))
         ]  # fmt: skip
         names = _refreshed(raw, tmp, env)
+        hiders = _hidden_ignores(path, t)
+        if hiders:
+            return Content(
+                names,
+                f"the lane has .gitignore files the tip does not track ({shown_some(hiders)}), "
+                "which can hide from its status files the gate would read",
+            )
         if subs:
             return Content(
                 names,
@@ -1536,6 +1543,23 @@ def content_differs(
         )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _hidden_ignores(path: str, t: float) -> list[str]:
+    """The `.gitignore` files of the lane's worktree that are not tracked and are ignored
+    themselves (`*` in one ignores it and all beside it): they hide untracked files from
+    G2's status, and an in-lane gate reads those (a `calc/__init__.py` shadowing the tracked
+    `calc.py`: red team 16F F1). One that is not ignored is untracked, which G2 refuses."""
+    res = run(
+        ["-c", "core.fsmonitor=false", "ls-files", "-z", "--others", "--ignored",
+         "--exclude-standard", "--", ":(glob)**/.gitignore"],
+        path, env={"GIT_OPTIONAL_LOCKS": "0"}, check=False, timeout=t,
+    )  # fmt: skip
+    if res.timed_out:
+        raise worktree_blocked(path, t)
+    if not res.ok:
+        raise GitError(res.argv, res.returncode, res.stdout, res.stderr)
+    return sorted(x for x in res.stdout.split("\0") if x)
 
 
 def _holds_anything(d: str) -> bool:
