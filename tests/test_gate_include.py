@@ -214,3 +214,13 @@ def test_an_unreadable_hub_file_is_listed_not_silent(inc: Repo) -> None:
     assert [s["path"] for s in res["gate"]["included"]["skipped"]] == [".env"]
     assert res["gate"]["included"]["files"] == 3
     assert any(".worktreeinclude" in w for w in res["warnings"])
+
+
+def test_a_failed_clean_gate_says_what_it_was_given(inc: Repo) -> None:
+    inc.config("gate_command", "test ! -e .env")
+    _lane(inc, "alpha")
+    before = inc.sha()
+    r = inc.jlane("land", "alpha")
+    assert r.code == "gate_failed" and inc.sha() == before
+    assert r.json["details"]["included"]["files"] == 4
+    assert _gate_leftovers(inc) == []
