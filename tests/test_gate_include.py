@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Repo, needs_modes, owner_lane
+from conftest import Repo, git, needs_modes, owner_lane
 from enginehelp import head
 from sandboxhelp import NEEDS_LANDLOCK
 
@@ -224,3 +224,21 @@ def test_a_failed_clean_gate_says_what_it_was_given(inc: Repo) -> None:
     assert r.code == "gate_failed" and inc.sha() == before
     assert r.json["details"]["included"]["files"] == 4
     assert _gate_leftovers(inc) == []
+
+
+def test_a_bare_hub_copies_nothing(tmp_path: Path, gitlane_on_path: Path) -> None:
+    """No worktree has main checked out: there is no hub to copy from (as create says)."""
+    src = tmp_path / "src"
+    git(tmp_path, "init", "-q", "-b", "main", str(src))
+    for name, text in ((".gitignore", ".env\n"), (".worktreeinclude", ".env\n")):
+        (src / name).write_text(text)
+    git(src, "add", "-A")
+    git(src, "commit", "-q", "-m", "init")
+    (src / ".env").write_text("SECRET=1\n")  # another repository's: never this one's hub
+    git(tmp_path, "clone", "-q", "--bare", str(src), "hub.git")
+    hub = Repo(tmp_path / "hub.git")
+    hub.config("gate_worktree", "clean")
+    hub.config("gate_command", "test ! -e .env")
+    _lane(hub, "alpha")
+    res = _landed(hub.jlane("land", "alpha"))
+    assert res["gate"]["worktree"] == "clean" and res["gate"]["included"]["files"] == 0
