@@ -138,7 +138,8 @@ KEYS: dict[str, Key] = {
             "gate_worktree",
             "lane",
             _one_of("lane", "clean"),
-            '"clean": the gate runs in a fresh detached worktree of the tip, not in the lane',
+            '"clean": the gate runs in a fresh detached worktree of the tip (with the hub\'s '
+            ".worktreeinclude files, no setup_command), not in the lane",
         ),
         Key("max_lanes", 5, _pos_int, "active lanes at most"),
         Key("worktrees_root", None, _str, "where lane checkouts live"),

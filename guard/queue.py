@@ -28,7 +28,7 @@ from guard.commands import land as land_cmd
 from guard.commands import sync as sync_cmd
 from guard.errors import GitError, Refusal
 from guard.repo import Repo
-from guard.results import GateSummary, LandResult, QueueResult
+from guard.results import GateSummary, Included, LandResult, QueueResult
 
 Progress = Callable[[str], None]
 STACK_CFG = [
@@ -364,9 +364,15 @@ def _stack_one(repo: Repo, where: str, c: Cand, main0: str, base: str) -> str:
     return git.run(["rev-parse", "HEAD"], where).stdout.strip()
 
 
-def _gate_at(repo: Repo, run: Run, where: str, sha: str, key: str) -> gate.GateRun:
+def _gate_at(
+    repo: Repo, run: Run, where: str, main0: str, sha: str, key: str
+) -> tuple[gate.GateRun, Included]:
+    """The gate at `sha` in the batch's worktree, cleaned first, and what
+    `.worktreeinclude` copied into it (main's patterns, the hub's files) after the clean:
+    once per run, since the clean removes them with what an earlier run built."""
     git.run(["checkout", "-q", "--detach", "-f", sha], where)
     git.run(["clean", "-q", "-ffdx"], where)  # what an earlier gate run built is not the tip's
+    included = land_cmd.gate_included(repo, main0, where, None)
     assert run.command is not None
     run.gate_runs += 1
 
@@ -375,9 +381,10 @@ def _gate_at(repo: Repo, run: Run, where: str, sha: str, key: str) -> gate.GateR
         lock.remember_gate(repo, key, pid, token)
 
     try:
-        return gate.run(run.command, where, run.timeout, key, None, run.tick, started=started)
+        g = gate.run(run.command, where, run.timeout, key, None, run.tick, started=started)
     finally:
         lock.forget_gate(repo)
+    return g, included
 
 
 def _gate_refusal(g: gate.GateRun, key: str, sha: str, stack: list[str]) -> Refusal:
@@ -453,17 +460,19 @@ def land_batch(repo: Repo, run: Run, cands: list[Cand]) -> list[Cand]:
             if run.command is not None:
                 run.gated.update(x.c.key for x in stack)
                 keys = [x.c.key for x in stack]
-                g = _gate_at(repo, run, where, stack[-1].tip, keys[-1])
+                g, inc = _gate_at(repo, run, where, main0, stack[-1].tip, keys[-1])
                 if g.status == "passed":
-                    summary = g.summary()
+                    summary = {**g.summary(), "included": inc}
                 else:
                     # the first failing lane: the gate passed at main (lo) and failed at hi
                     lo, hi, fail = 0, len(stack), g
                     while hi - lo > 1:
                         mid = (lo + hi) // 2
-                        gm = _gate_at(repo, run, where, stack[mid - 1].tip, keys[mid - 1])
+                        gm, inc = _gate_at(
+                            repo, run, where, main0, stack[mid - 1].tip, keys[mid - 1]
+                        )
                         if gm.status == "passed":
-                            lo, summary = mid, gm.summary()
+                            lo, summary = mid, {**gm.summary(), "included": inc}
                         else:
                             hi, fail = mid, gm
                     good = lo
@@ -475,6 +484,7 @@ def land_batch(repo: Repo, run: Run, cands: list[Cand]) -> list[Cand]:
                     x.c.key, _gate_refusal(fail, x.c.key, x.tip, [y.c.key for y in stack[: hi - 1]])
                 )
             if good:
+                run.warnings += land_cmd.included_warnings(summary.get("included"))
                 _move(repo, run, held, main0, stack[:good], summary, rest)
     finally:
         lock.release(repo, held)

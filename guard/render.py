@@ -245,6 +245,7 @@ def land(r: Result) -> str:
     out = [
         f"landed {r['lane']}: main {r['main_before'][:12]} -> {r['main_after'][:12]}, epoch {r['epoch']}, {gate}"
     ]
+    out.extend(gate_included_lines(g))
     auto = r.get("auto_sync")
     synced = set(auto["synced"]) if auto else set()
     for k in r.get("made_stale") or []:
@@ -253,6 +254,20 @@ def land(r: Result) -> str:
     if auto:
         out.extend(auto_sync_lines(auto))
     return "\n".join(out)
+
+
+def gate_included_lines(g: Result) -> list[str]:
+    """What `.worktreeinclude` copied into a clean gate's worktree, when it copied anything."""
+    inc = g.get("included")
+    if not inc or not (inc["files"] or inc["skipped"]):
+        return []
+    line = (
+        f"  .worktreeinclude: {inc['files']:,} file(s), {inc['bytes']:,} bytes copied into "
+        "the gate's worktree"
+    )
+    line += f" ({inc['reflinked']:,} copy-on-write)" if inc["reflinked"] else ""
+    line += f", {len(inc['skipped']):,} not copied" if inc["skipped"] else ""
+    return [line]
 
 
 def path(r: Result) -> str:
@@ -597,6 +612,7 @@ def queue(r: Result) -> str:
         out.append(
             f"landed  {ln['lane']}: main -> {ln['main_after'][:12]}, epoch {ln['epoch']}{batch}"
         )
+        out.extend(gate_included_lines(ln.get("gate") or {}))
     for s in r["skipped"]:
         nxt = f" Next: {' && '.join(s['next'])}" if s.get("next") else ""
         out.append(f"skipped {s['lane']} [{s['code']}]: {s['message']}.{nxt}")

@@ -196,6 +196,9 @@ class GateSummary(TypedDict):
     seconds: float
     worktree: NotRequired[str]  # where a gate that ran ran: "lane" or "clean"
     why: NotRequired[str]  # why a clean worktree (the config, or a live lane process)
+    # what `.worktreeinclude` copied from the hub into a clean gate's worktree (None: the
+    # gate ran in the lane, which has its own)
+    included: NotRequired[Included | None]
 
 
 class HubUpdate(TypedDict, total=False):

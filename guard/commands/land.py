@@ -30,6 +30,7 @@ from guard import (
     dirwatch,
     gate,
     git,
+    include,
     landed,
     landing,
     lane,
@@ -44,7 +45,7 @@ from guard.hookcheck import _PICKAXE as MARKER_PICKAXE  # one marker pre-filter,
 from guard.hookcheck import AddedLines
 from guard.repo import Repo
 from guard.store import LaneRecord
-from guard.results import GateSummary, HubUpdate, LandResult, SyncResult
+from guard.results import GateSummary, HubUpdate, Included, LandResult, SyncResult
 
 PATHS_CAP = 500
 PATHSPEC_MAX = 1000
@@ -422,6 +423,7 @@ def _decide_and_land(
     g5_move_main(repo, t, tip, txn.epoch_after)
     hub_update = g7_epoch(repo, txn, (changed, added))
     warnings = list(repo.config.warnings)  # a project file's ignored keys, say
+    warnings += included_warnings(summary.get("included"))
     if forged:
         warnings.append(
             f"removed {len(forged)} symbolic ref(s) someone put under refs/git-lane/ "
@@ -835,11 +837,14 @@ def _g4_run(
     (`watch` None: a clean gate)."""
     assert t.tip is not None
     clean = watch is None
+    included: Included | None = None  # an in-lane gate sees the lane's own files
     try:
         if clean:
             with gate.clean_worktree(repo.common_dir, t.tip) as where:
                 admin = git.worktree_git_dir(where)
                 plain = (str(admin.resolve()),) if admin is not None else ()
+                # before the gate starts (confined or not): this process is the owner's
+                included = gate_included(repo, t.main_before, where, output)
                 g = _run_gate(repo, t.key, command, where, timeout, output, tick, [where], plain)
         else:
             g = _run_gate(repo, t.key, command, t.path, timeout, output, tick, [])
@@ -861,7 +866,7 @@ def _g4_run(
             f"the gate `{policy.brief(command)}` failed with exit {g.exit} at {t.tip[:12]}: "
             f"fix the failure in {t.path} and commit, then land again",
             next=[f"git lane land {t.key}"],
-            details={"lane": t.key, "gate": g.to_dict(), "tail": g.tail},
+            details={"lane": t.key, "gate": g.to_dict(), "tail": g.tail, "included": included},
         )
     after = repo.ref_sha(f"refs/heads/{t.branch}")
     still_dirty: list[str] = []
@@ -886,7 +891,47 @@ def _g4_run(
     hub = repo.hub()
     if hub is not None:
         g6_hub(repo, hub, hub_facts(hub.path, changed, added), t.key)
-    return g.summary()
+    summary = g.summary()
+    summary["included"] = included
+    return summary
+
+
+def gate_included(repo: Repo, main_sha: str, where: str, output: gate.Output | None) -> Included:
+    """Copy into the clean gate worktree `where` what `.worktreeinclude` copies into a
+    new lane (guard/commands/setup.py prepare): the hub's ignored files named by MAIN's
+    committed `.worktreeinclude` (`main_sha`'s, never the tip's: a lane commits its own),
+    never a lane's files (an agent's to plant), links as links, never a hardlink (the gate
+    runs the lane's code: it writes its copies, never the hub's files). Nothing when main
+    has no `.worktreeinclude` or no worktree has main checked out (a bare hub). What could
+    not be copied is in `skipped`, as for create; progress lines go to `output`, the
+    gate's own stream (stderr, the land socket's client included)."""
+    patterns = repo.committed_file(main_sha, include.FILE)
+    if patterns is None:
+        return include.empty()
+    hub = repo.hub()
+    if hub is None:
+        return include.empty()
+
+    def progress(files: int, size: int) -> None:
+        if output is not None:
+            line = (
+                f"git-lane: copying .worktreeinclude files into the gate's worktree: "
+                f"{files:,} files, {size // 1_000_000:,} MB\n"
+            )
+            output(line.encode())
+
+    return include.copy(hub.path, where, patterns, progress)
+
+
+def included_warnings(included: Included | None) -> list[str]:
+    """A copy that skipped paths is never silent: the land's (or queue's) warnings say so."""
+    if not included or not included["skipped"]:
+        return []
+    first = included["skipped"][0]
+    return [
+        f"{include.FILE}: {len(included['skipped'])} path(s) not copied into the gate's "
+        f"worktree (first: {first['path']}: {first['reason']}); the gate ran without them"
+    ]
 
 
 def _changed_during_gate(
