@@ -412,13 +412,14 @@ def _for_exec(r: Refusal, key: str, argv: Sequence[str]) -> None:
 
 
 def _claim(repo: Repo, key: str, retry: str) -> tuple[LaneRecord, LaneRecord]:
-    """Record this process as the lane's owner (under the registry lock); returns the
-    record as it was and as written."""
+    """Record this process as the lane's owner (under the registry lock), and that an exec
+    ran in the lane (exec_seen, never unset: every later land gates in a clean worktree,
+    land.why_clean_gate), before CMD starts; returns the record as it was and as written."""
     with lane.registry_lock(repo):
         rec = _lane(repo, key, "exec")
         _owner_check(repo, rec, retry)
         me = os.getpid()
-        mine = replace(rec, owner_pid=me, owner_start=procs.start_time(me))
+        mine = replace(rec, owner_pid=me, owner_start=procs.start_time(me), exec_seen=True)
         repo.store.write_lane(mine)
     return rec, mine
 
