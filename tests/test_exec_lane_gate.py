@@ -233,3 +233,20 @@ def test_a_queue_land_of_an_execd_lane_gates_clean(
     assert q.rc == 0 and q.json["landed"] == ["beta"], q.stdout + q.stderr
     g = q.json["lanes"][0]["gate"]
     assert g["worktree"] == "clean" and "git lane exec" in g["why"], g
+
+
+def test_a_lane_a_shell_was_bound_to_with_shellenv_gates_clean(
+    repo: Repo, gitlane_on_path: Path, tmp_path: Path
+) -> None:
+    """shellenv hands out exec's binding for a shell it cannot supervise (a worker, not
+    the owner): the lane's record says so before the binding is printed, as exec's claim
+    does, and its land gates clean."""
+    out = tmp_path / "gate-pwd"
+    hub = _hub(repo, f"pwd > {shlex.quote(str(out))}")
+    lane = hub.create("alpha")
+    assert hub.jlane("shellenv", "alpha").rc == 0
+    hub.commit(lane, "b.txt", "b\n")
+    r = hub.jlane("land", "alpha")
+    assert r.rc == 0, r.stdout + r.stderr
+    assert os.path.realpath(out.read_text().strip()) != os.path.realpath(lane)
+    assert r.json["gate"]["worktree"] == "clean" and _record(hub, "alpha")["exec_seen"] is True

@@ -424,6 +424,16 @@ def _claim(repo: Repo, key: str, retry: str) -> tuple[LaneRecord, LaneRecord]:
     return rec, mine
 
 
+def _mark_exec_seen(repo: Repo, key: str) -> None:
+    """shellenv: the lane's record says a bound process (a worker) may have run in it, as
+    exec's claim does (land.why_clean_gate), before the binding is handed out; under the
+    registry lock, read anew, so no other field of the record is written back stale."""
+    with lane.registry_lock(repo):
+        rec = lane.get(repo, key)
+        if rec.exec_seen is not True:
+            repo.store.write_lane(replace(rec, exec_seen=True))
+
+
 def _unclaim(repo: Repo, before: LaneRecord, mine: LaneRecord) -> bool:
     """Give the lane back: the owner from before when it is still alive (an outer
     supervisor), else none. Only while the record still names us: CMD may have released
@@ -1020,6 +1030,7 @@ def shellenv(repo: Repo, key: str | None, shell: str = "sh") -> ShellenvResult:
     retry = f"git lane shellenv {rec.key}"
     _, warnings = _sandbox(repo, rec.key, False, retry, shell=True)
     _owner_check(repo, rec, retry, "shellenv")
+    _mark_exec_seen(repo, rec.key)  # the shell it binds is a worker, as exec's CMD is
     env = binding_env(repo, rec, os.environ)
     unset = list(DROPPED)
     if gits_own_exec_path(os.environ, env[binding.REAL_GIT]):

@@ -144,7 +144,7 @@ def why_clean_gate(repo: Repo, key: str) -> str | None:
     descends from it).
 
     And a lane any `git lane exec` ever ran in (the record's exec_seen, set before CMD
-    started and never unset) holds whatever its processes left in files the tip ignores
+    started, or before `shellenv` printed a binding, and never unset) holds whatever its processes left in files the tip ignores
     (a `__pycache__/*.pyc` whose header names the tracked source's mtime and size, which
     Python imports instead of it; `.env`; build output), none of which the content check
     compares, and may have left a daemon running that no record names: its gate runs on
@@ -166,8 +166,8 @@ def why_clean_gate(repo: Repo, key: str) -> str | None:
     if rec.exec_seen is not False:
         ran = "ran" if rec.exec_seen else "may have run (its record predates exec_seen)"
         return (
-            f"`git lane exec` {ran} in lane {key}: what its processes left in files the "
-            "tip ignores, or still run, the gate must not read"
+            f"`git lane exec` (or a `git lane shellenv` shell) {ran} in lane {key}: what its "
+            "processes left in files the tip ignores, or still run, the gate must not read"
         )
     return None
 
