@@ -412,15 +412,26 @@ def _for_exec(r: Refusal, key: str, argv: Sequence[str]) -> None:
 
 
 def _claim(repo: Repo, key: str, retry: str) -> tuple[LaneRecord, LaneRecord]:
-    """Record this process as the lane's owner (under the registry lock); returns the
-    record as it was and as written."""
+    """Record this process as the lane's owner (under the registry lock), and that an exec
+    ran in the lane (exec_seen, never unset: every later land gates in a clean worktree,
+    land.why_clean_gate), before CMD starts; returns the record as it was and as written."""
     with lane.registry_lock(repo):
         rec = _lane(repo, key, "exec")
         _owner_check(repo, rec, retry)
         me = os.getpid()
-        mine = replace(rec, owner_pid=me, owner_start=procs.start_time(me))
+        mine = replace(rec, owner_pid=me, owner_start=procs.start_time(me), exec_seen=True)
         repo.store.write_lane(mine)
     return rec, mine
+
+
+def _mark_exec_seen(repo: Repo, key: str) -> None:
+    """shellenv: the lane's record says a bound process (a worker) may have run in it, as
+    exec's claim does (land.why_clean_gate), before the binding is handed out; under the
+    registry lock, read anew, so no other field of the record is written back stale."""
+    with lane.registry_lock(repo):
+        rec = lane.get(repo, key)
+        if rec.exec_seen is not True:
+            repo.store.write_lane(replace(rec, exec_seen=True))
 
 
 def _unclaim(repo: Repo, before: LaneRecord, mine: LaneRecord) -> bool:
@@ -1019,6 +1030,7 @@ def shellenv(repo: Repo, key: str | None, shell: str = "sh") -> ShellenvResult:
     retry = f"git lane shellenv {rec.key}"
     _, warnings = _sandbox(repo, rec.key, False, retry, shell=True)
     _owner_check(repo, rec, retry, "shellenv")
+    _mark_exec_seen(repo, rec.key)  # the shell it binds is a worker, as exec's CMD is
     env = binding_env(repo, rec, os.environ)
     unset = list(DROPPED)
     if gits_own_exec_path(os.environ, env[binding.REAL_GIT]):
