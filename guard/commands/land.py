@@ -421,6 +421,15 @@ def _decide_and_land(
             g = r.details.get("gate")
             if isinstance(g, dict):  # a gate that failed says where it ran, and why there
                 g.update(where)
+                if clean and r.code in ("gate_failed", "gate_timeout"):
+                    # a gate that passes in the lane and fails here read what the lane
+                    # holds beside the tip: say so, or the owner chases a phantom
+                    r.message += (
+                        f" (it ran in a clean worktree of the tip, not in the lane: "
+                        f"{where.get('why', 'gate_worktree = clean')}; files the lane "
+                        f"holds beside the tip, such as those it ignores, were not there: "
+                        f"`git -C {git.q(t.path)} status --ignored` lists them)"
+                    )
             raise
         summary["worktree"] = where["worktree"]
         if "why" in where:
