@@ -128,10 +128,6 @@ class HookWatch:
             self._keep(p, follow=True)  # git runs a link's target: its mode is what counts
         self._fd = self._inotify()
 
-    @property
-    def want(self) -> dict[Path, int]:
-        return {k.path: k.mode for k in self.kept}
-
     def _keep(self, path: Path, follow: bool) -> None:
         got = _open(path, follow)
         if got is None:

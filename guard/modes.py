@@ -65,15 +65,19 @@ def _give_top(common: str) -> str | None:
     """The owner's bits back on the common dir itself, through an O_PATH fd (a directory
     of mode 0 cannot be opened to read: red team 17 F2b); its old mode in octal when it
     changed, else None."""
+    o_path = getattr(os, "O_PATH", 0)  # Linux; elsewhere a readable directory's only
     try:
-        fd = os.open(common, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(common, dirfd.DIR | o_path)
     except OSError:
         return None
     try:
         mode = stat.S_IMODE(os.fstat(fd).st_mode)
         if mode & DIR_BITS == DIR_BITS:
             return None
-        os.chmod(f"/proc/self/fd/{fd}", mode | DIR_BITS)
+        if o_path:
+            os.chmod(f"/proc/self/fd/{fd}", mode | DIR_BITS)
+        else:
+            os.fchmod(fd, mode | DIR_BITS)
     except OSError:
         return None
     finally:
