@@ -523,11 +523,19 @@ def _supervise(
             again = retry.replace("git lane exec ", "git lane exec --sandbox ", 1)
             _split_links(repo, mine, kept_cache, again if confine else retry, warn)
         repo.store.event("exec", lane=key, argv=argv, pid=os.getpid(), sandbox=bool(ruleset))
-        watch = _hook_watch(repo, key)
+        cmd_pid: list[tuple[int, str]] = []  # CMD's pid and start ticks, once started
+
+        def lost(path: str, why: str) -> None:  # the watcher's thread: CMD ends at once
+            spare = [w.workers for w in (server, absorber) if w is not None]
+            if cmd_pid:
+                reap.kill_now(*cmd_pid[0], spare, below_me=reaping)
+
+        watch = _hook_watch(repo, key, lost)  # its fds opened before CMD starts
         if own_store:
             absorber = Absorber(repo, mine)
 
-        def started() -> None:  # threads start after the fork (preexec_fn)
+        def started(pid: int) -> None:  # threads start after the fork (preexec_fn)
+            cmd_pid.append((pid, procs.start_ticks(pid)))  # our child, not yet waited for
             if server is not None:
                 server.start()
             watch.start()
@@ -583,8 +591,12 @@ def _supervise(
             result["ended"] = [*result["ended"], *(p for p in more if p not in result["ended"])]
         if watch is not None:
             watch.stop()
-        # CMD's tree is gone: a ref or HEAD it grew past any size git writes goes into
-        # kept/ before the absorb's git (or the owner's) reads it whole
+        # CMD's tree is gone: the owner's bits back on the common dir and git-lane's state
+        # (CMD may have chmodded them: no Landlock right covers modes) before anything
+        # below reads them (red team 17 F2b)
+        _give_back(repo, key, warn)
+        # a ref or HEAD it grew past any size git writes goes into kept/ before the
+        # absorb's git (or the owner's) reads it whole
         aside = _set_aside(repo, warn)
         if ruleset is not None:
             ruleset.close()
@@ -599,6 +611,9 @@ def _supervise(
         _unclaim(repo, before, mine)
         if mask is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    if watch is not None and watch.lost is not None:
+        result["ok"] = False
+        result["code"] = "hook_mode_lost"
     repo.store.event(
         "exec_end",
         lane=key,
@@ -613,7 +628,33 @@ def _supervise(
             f"({' '.join(map(str, result['ended']))}): under --sandbox nothing CMD starts "
             "outlives exec"
         )
+    if watch is not None and watch.lost is not None:
+        raise _hook_mode_lost(key, *watch.lost, retry)
     return result
+
+
+def _hook_mode_lost(key: str, path: str, why: str, retry: str) -> Refusal:
+    return Refusal(
+        "hook_mode_lost",
+        f"exec stopped CMD of lane {key}: {git.shown(path)} changed mode and {why}, so git "
+        "could have skipped that hook for every git process in the repository; doctor "
+        "checks the hooks and says what to fix",
+        next=["git lane doctor", retry],
+        details={"lane": key, "path": path, "why": why},
+    )
+
+
+def _give_back(repo: Repo, key: str, warn: Callable[[str], None] | None) -> None:
+    """guard/modes.py once CMD has ended: the owner's bits back on the way to main and on
+    git-lane's state, said (warn) and logged."""
+    from guard import modes
+
+    changed = modes.give_back(str(repo.common_dir), ["main", "master"])
+    if not changed:
+        return
+    if warn is not None:
+        warn(modes.note(changed))
+    repo.store.event("mode_restored", lane=key, paths=[p for p, _ in changed])
 
 
 def _split_links(
@@ -651,10 +692,12 @@ def _set_aside(repo: Repo, warn: Callable[[str], None] | None) -> bool:
     return bool(m.failed)
 
 
-def _hook_watch(repo: Repo, key: str) -> hookwatch.HookWatch:
-    """CMD may `chmod -x` a hook (no Landlock right covers modes; a shim cannot see a
-    chmod(2)): the supervisor puts the mode back at once (guard/hookwatch.py). The hooks
-    directory is asked of the common dir, never of the lane (its pointers are CMD's)."""
+def _hook_watch(repo: Repo, key: str, lost: Callable[[str, str], None]) -> hookwatch.HookWatch:
+    """CMD may `chmod -x` a hook, the hooks dir or the common dir (no Landlock right covers
+    modes; a shim cannot see a chmod(2)): the supervisor puts the mode back at once
+    (guard/hookwatch.py), through fds opened here, before CMD starts. A mode it cannot
+    keep: the event hook_mode_lost, and `lost` stops CMD. The hooks directory is asked
+    of the common dir, never of the lane (its pointers are CMD's)."""
     res = git.run(
         ["rev-parse", "--path-format=absolute", "--git-path", "hooks"], repo.common_dir, check=False
     )
@@ -666,7 +709,17 @@ def _hook_watch(repo: Repo, key: str) -> hookwatch.HookWatch:
     def report(path: str, was: int, now: int) -> None:
         repo.store.event("hook_mode_restored", lane=key, path=path, was=oct(was), mode=oct(now))
 
-    return hookwatch.HookWatch(Path(hooks), HOOKS, report, who=f"lane {key}")
+    def fatal(path: str, why: str) -> None:
+        try:
+            repo.store.event("hook_mode_lost", lane=key, path=path, why=why)
+        except Exception:
+            pass  # the state dir unwritable: exec's refusal says it all the same
+        lost(path, why)
+
+    common = Path(os.path.realpath(repo.common_dir))
+    return hookwatch.HookWatch(
+        Path(os.path.realpath(hooks)), HOOKS, report, f"lane {key}", common, fatal
+    )
 
 
 def _land_socket(
@@ -872,14 +925,14 @@ def _spawn_and_wait(
     cwd: str,
     env: dict[str, str],
     ruleset: sandbox.Prepared | None = None,
-    started: Callable[[], None] | None = None,
+    started: Callable[[int], None] | None = None,
     seal: seccomp.Seal | None = None,
     orphans: Callable[[int], bool] | None = None,
 ) -> tuple[int, int | None, int | None]:
     """Start argv (looked up on env's PATH, no shell) and wait for it, passing on the
     signals in FORWARDED that some process sends us. Returns (exit status as a shell
     reports it, the signal that killed it, its pid); pid None when it could not start
-    (127 not found, 126 not executable). `started` runs once CMD has started (threads
+    (127 not found, 126 not executable). `started(CMD's pid)` runs once CMD has started (threads
     start after the fork that preexec_fn makes unsafe with threads). `orphans(CMD's pid)`
     runs on each SIGCHLD (a subreaper's orphan ended), and again each second while it
     returns False (it could not wait for them yet)."""
@@ -905,7 +958,7 @@ def _spawn_and_wait(
         except (PermissionError, OSError):
             return 126, None, None
         if started is not None:
-            started()
+            started(child.pid)
         if waitinfo is not None:
             from_tty: dict[int, float] = {}
             later = False  # orphans() could not wait for them yet: try again each second
