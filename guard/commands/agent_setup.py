@@ -687,18 +687,23 @@ def codex_sandbox(repo: Repo, rec: LaneRecord) -> tuple[list[str], dict[str, str
     # Codex would grant the shared /tmp and $TMPDIR too (its exclude_* keys are set): the
     # owner's clean gate worktrees and land sockets are made there, so a command of
     # Codex's could change a gate's files before it runs unconfined. Its commands get a
-    # temp dir of the lane's own instead, as exec --sandbox gives CMD (kept in the lane's
-    # private cache dir, which release removes).
-    tmp = os.path.join(f.private_cache, "tmp") if f.private_cache else ""
+    # temp dir of the lane's own instead, made by the owner where no grant reaches it or
+    # its parent (sandbox.codex_tmp: never in CMD's cache dir, which `exec --sandbox`
+    # grants with the right to make links: a sandboxed CMD re-pointed a root there at
+    # refs/heads, red team 17 F4), removed by release. A link or file at its name (put
+    # there by a process outside every sandbox) is removed, never followed, and the dir
+    # made anew; then every root is looked at through directory fds (sandbox.hold_roots),
+    # as exec --own-objects does again right before Codex starts.
+    tmp = sandbox.codex_tmp(f.cache, repo.slug, rec.key)
     try:
-        if not tmp:
-            raise OSError(0, "no cache dir of the lane's own to hold its temp dir")
-        os.makedirs(tmp, mode=0o700, exist_ok=True)
-        st = os.lstat(tmp)
-        if not stat.S_ISDIR(st.st_mode) or os.path.realpath(tmp) != tmp:
-            raise OSError(0, f"{tmp} is a symlink or no directory")
-    except OSError as exc:
-        why = f"Codex's temp dir: {exc.strerror or exc}"
+        _make_tmp(tmp)
+        sandbox.hold_roots([*roots, tmp])
+    except (OSError, sandbox.SandboxError) as exc:
+        why = (
+            f"Codex's temp dir: {exc}"
+            if isinstance(exc, sandbox.SandboxError)
+            else (f"Codex's temp dir {tmp}: {exc.strerror or exc}")
+        )
         raise Refusal(
             "sandbox_failed",
             f"Codex's sandbox for lane {rec.key} could not be decided: {why}; nothing was "
@@ -709,6 +714,27 @@ def codex_sandbox(repo: Repo, rec: LaneRecord) -> tuple[list[str], dict[str, str
     roots.append(tmp)
     env.update({name: tmp for name in ("TMPDIR", "TMP", "TEMP")})
     return roots, env
+
+
+def _make_tmp(tmp: str) -> None:
+    """Codex's temp dir `tmp`, made 0700 (its parents as the umask allows) by the owner;
+    reached through directory fds from /; what is at
+    its name and no directory (a link, a file: never what a link names) is removed first.
+    Raises OSError (a link above it: ELOOP)."""
+    fd, _ = dirfd.walk("/", os.path.dirname(tmp).lstrip("/"), create=True)
+    name = os.path.basename(tmp)
+    try:
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            st = None
+        if st is not None and not stat.S_ISDIR(st.st_mode):
+            os.unlink(name, dir_fd=fd)
+            st = None
+        if st is None:
+            os.mkdir(name, 0o700, dir_fd=fd)
+    finally:
+        os.close(fd)
 
 
 def _toml_list(items: list[str]) -> str:
