@@ -364,6 +364,29 @@ def hold_roots(paths: Sequence[str], make: Sequence[str] = ()) -> None:
             os.close(fd)
 
 
+def make_dir(tmp: str, replace: bool = True) -> None:
+    """Codex's temp dir `tmp` (codex_tmp) made 0700 by the owner if missing (its parents as
+    the umask allows), reached through directory fds from /. With `replace`, what is at
+    its name and no directory (a link, a file: never what a link names) is removed first;
+    without, it is left for hold_roots to refuse. Raises OSError (a link above: ELOOP)."""
+    from guard import dirfd
+
+    fd, _ = dirfd.walk("/", os.path.dirname(tmp).lstrip("/"), create=True)
+    name = os.path.basename(tmp)
+    try:
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            st = None
+        if replace and st is not None and not stat.S_ISDIR(st.st_mode):
+            os.unlink(name, dir_fd=fd)
+            st = None
+        if st is None:
+            os.mkdir(name, 0o700, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
 _DIR_NOFOLLOW = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 

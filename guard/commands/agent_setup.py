@@ -696,7 +696,7 @@ def codex_sandbox(repo: Repo, rec: LaneRecord) -> tuple[list[str], dict[str, str
     # as exec --own-objects does again right before Codex starts.
     tmp = sandbox.codex_tmp(f.cache, repo.slug, rec.key)
     try:
-        _make_tmp(tmp)
+        sandbox.make_dir(tmp)
         sandbox.hold_roots([*roots, tmp])
     except (OSError, sandbox.SandboxError) as exc:
         why = (
@@ -714,27 +714,6 @@ def codex_sandbox(repo: Repo, rec: LaneRecord) -> tuple[list[str], dict[str, str
     roots.append(tmp)
     env.update({name: tmp for name in ("TMPDIR", "TMP", "TEMP")})
     return roots, env
-
-
-def _make_tmp(tmp: str) -> None:
-    """Codex's temp dir `tmp`, made 0700 (its parents as the umask allows) by the owner;
-    reached through directory fds from /; what is at
-    its name and no directory (a link, a file: never what a link names) is removed first.
-    Raises OSError (a link above it: ELOOP)."""
-    fd, _ = dirfd.walk("/", os.path.dirname(tmp).lstrip("/"), create=True)
-    name = os.path.basename(tmp)
-    try:
-        try:
-            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        except FileNotFoundError:
-            st = None
-        if st is not None and not stat.S_ISDIR(st.st_mode):
-            os.unlink(name, dir_fd=fd)
-            st = None
-        if st is None:
-            os.mkdir(name, 0o700, dir_fd=fd)
-    finally:
-        os.close(fd)
 
 
 def _toml_list(items: list[str]) -> str:

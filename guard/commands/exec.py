@@ -632,8 +632,9 @@ def _hold_codex_roots(repo: Repo, rec: LaneRecord, argv: Sequence[str]) -> None:
     writable root agent-setup names for the lane (the git dirs of sandbox.lane_git_dirs
     but the store, which the admin dir holds, and Codex's temp dir, sandbox.codex_tmp) is
     what it names, each component opened through directory fds with O_NOFOLLOW
-    (sandbox.hold_roots; a packed lane ref leaves no directory: made, as agent-setup
-    makes it). Codex's sandbox resolves its roots, following links: a root re-pointed at
+    (sandbox.hold_roots; a packed lane ref leaves no directory, and the temp dir is gone
+    before agent-setup ran or after a release: each made, as agent-setup makes it: no
+    sandboxed CMD can write where they are made). Codex's sandbox resolves its roots, following links: a root re-pointed at
     refs/heads since agent-setup looked would open main to it (red team 17 F4). A root
     named in CMD's argv or in Codex's config.toml that lies in CMD's own cache dir (where
     an older agent-setup put the temp dir; `exec --sandbox` grants it with the right to
@@ -649,7 +650,12 @@ def _hold_codex_roots(repo: Repo, rec: LaneRecord, argv: Sequence[str]) -> None:
     setup = f"git lane agent-setup {rec.key} --for codex"
     why = ""
     try:
+        # missing (no agent-setup yet, or released): made, as it makes it; a link there is
+        # left for hold_roots to refuse (agent-setup, the next, replaces it)
+        sandbox.make_dir(tmp, replace=False)
         sandbox.hold_roots([*gits, tmp], make=gits[1:])
+    except OSError as exc:
+        why = f"Codex's temp dir {tmp} cannot be made ({exc.strerror or exc})"
     except sandbox.SandboxError as exc:
         why = str(exc)
     if not why:
