@@ -677,7 +677,8 @@ def codex_sandbox(repo: Repo, rec: LaneRecord) -> tuple[list[str], dict[str, str
     # a hard link planted there beforehand to a file outside (the repository's config, a
     # hook) would let Codex's sandbox write that file: each gets a file of its own first
     # (exec --own-objects, which runs Codex, does so again before every start)
-    linked.split_for(repo, dirs, rec.key, again, "nothing was printed for Codex")
+    own = [os.path.realpath(rec.path)]  # Codex's sandbox grants the worktree too
+    linked.split_for(repo, dirs, rec.key, again, "nothing was printed for Codex", own)
     roots = [d for d in dirs if d != store]  # the admin dir holds the store
     env = {
         "GIT_OBJECT_DIRECTORY": store,
