@@ -66,6 +66,9 @@ ENFORCED = {
         "the shared object store: not writable there; its git writes the lane's own store "
         "(exec --own-objects), which exec and land copy into the shared one, re-hashed",
         "git lane exec: the git shim for every git its shell runs; the git hooks",
+        "its roots: exec --own-objects refuses one that is (or lies behind) a symlink, no "
+        "directory or another user's, right before codex starts; its temp dir is where no "
+        "sandboxed process can re-point it",
     ],
     "aider": [
         "aider's own commits run the git hooks (git-commit-verify) and, under exec, the git shim",
