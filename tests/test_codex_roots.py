@@ -210,3 +210,14 @@ def test_exec_own_objects_refuses_a_printed_command_naming_a_root_in_cmds_cache_
     assert done.returncode == 1, done.stdout + done.stderr
     assert json.loads(done.stdout)["code"] == "sandbox_failed"
     assert not marker.exists()
+
+
+def test_release_removes_codexs_temp_dir(hub: Repo) -> None:
+    """Codex's temp dir goes with the lane, as CMD's cache dir does: a lane made later
+    under the same key starts with none."""
+    hub.create("kappa")
+    tmp_root = Path(_roots(_setup(hub, "kappa")["argv"])[-1])
+    (tmp_root / "left").write_text("x")
+    r = hub.lane("release", "kappa", "--confirm", "yes-discard-lane")
+    assert r.rc == 0, r.stdout + r.stderr
+    assert not tmp_root.exists()
