@@ -15,9 +15,12 @@ hard-links the objects of the repository it clones.
 `find()` walks those directories (an lstat per regular file, through directory fds as
 guard/dirfd.py does, never following a symlink; a directory the lane took the owner's
 bits from gets them back first) and counts, per (st_dev, st_ino), the names it found:
-a file with fewer than its st_nlink has a name outside the walked dirs. `split()` gives
+a file with fewer than its st_nlink has a name outside the walked dirs, unless the
+lane's worktree (walked then, only for such files) holds the rest: a name there is the
+lane's own too, granted by the same sandbox (red team 17 F2). `split()` gives
 each such name an inode of its own, as git writes a file: its bytes copied into
-`NAME.lock` (made O_EXCL: never beside a git writing NAME) in the same directory, same
+`NAME.lock` (made O_EXCL: never beside a git writing NAME; in CMD's own cache dir a name
+of git-lane's own, so a NAME.lock CMD left there stops nothing) in the same directory, same
 mode; the copies of one directory made durable together (one syncfs), then each renamed
 over NAME through the directory's fd while NAME is still the file copied. The file
 outside keeps its inode and its bytes, untouched. About 15-40 ms for a lane store of
@@ -377,9 +380,9 @@ def _sync(dfd: int, locks: Sequence[str]) -> None:
 
 
 def _copy_at(dfd: int, rel: str, name: str, lock: str | None = None) -> os.stat_result | None:
-    """Copy `name` in `dfd` into `lock` (default `name.lock`; made O_EXCL, as git locks it; its mode; not
-    yet synced); the source's stat when it was, None when it needs no copy (gone, or its
-    other names went). Raises LinkError (no lock left), OSError."""
+    """Copy `name` in `dfd` into `lock` (default `name.lock`; made O_EXCL, as git locks
+    it; its mode; not yet synced); the source's stat when it was, None when it needs no
+    copy (gone, or its other names went). Raises LinkError (no lock left), OSError."""
     try:
         fd = os.open(name, _READ, dir_fd=dfd)
     except FileNotFoundError:
