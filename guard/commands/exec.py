@@ -522,6 +522,8 @@ def _supervise(
         if own_store:  # before CMD starts: no granted name may be another file's too
             again = retry.replace("git lane exec ", "git lane exec --sandbox ", 1)
             _split_links(repo, mine, kept_cache, again if confine else retry, warn)
+        if own_objects:  # how Codex starts: its sandbox resolves the roots it is given
+            _hold_codex_roots(repo, mine, argv)
         repo.store.event("exec", lane=key, argv=argv, pid=os.getpid(), sandbox=bool(ruleset))
         cmd_pid: list[tuple[int, str]] = []  # CMD's pid and start ticks, once started
 
@@ -672,9 +674,98 @@ def _split_links(
     dirs = sandbox.lane_git_dirs(os.path.realpath(repo.common_dir), admin)
     if cache:
         dirs.append(cache)
-    files = linked.split_for(repo, dirs, rec.key, retry, "nothing was run")
+    # a name in the lane's worktree is CMD's own too (granted as the dirs are): a file
+    # linked between the two is not linked "outside" (red team 17 F2)
+    own = [os.path.realpath(rec.path)]
+    files = linked.split_for(repo, dirs, rec.key, retry, "nothing was run", own)
     if files and warn is not None:
         warn(linked.note(files))
+
+
+def _hold_codex_roots(repo: Repo, rec: LaneRecord, argv: Sequence[str]) -> None:
+    """Right before CMD starts under --own-objects (how agent-setup starts Codex): every
+    writable root agent-setup names for the lane (the git dirs of sandbox.lane_git_dirs
+    but the store, which the admin dir holds, and Codex's temp dir, sandbox.codex_tmp) is
+    what it names, each component opened through directory fds with O_NOFOLLOW
+    (sandbox.hold_roots; a packed lane ref leaves no directory, and the temp dir is gone
+    before agent-setup ran or after a release: each made, as agent-setup makes it: no
+    sandboxed CMD can write where they are made). Codex's sandbox resolves its roots, following links: a root re-pointed at
+    refs/heads since agent-setup looked would open main to it (red team 17 F4). A root
+    named in CMD's argv or in Codex's config.toml that lies in CMD's own cache dir (where
+    an older agent-setup put the temp dir; `exec --sandbox` grants it with the right to
+    make links) is refused too. Refused sandbox_failed, CMD not started; the next is
+    agent-setup, which makes the temp dir anew and prints the command and config."""
+    from guard.config import cache_home
+
+    common = os.path.realpath(repo.common_dir)
+    admin = objects.own_admin(repo, rec)
+    gits = [d for d in sandbox.lane_git_dirs(common, admin) if d != os.path.join(admin, "objects")]
+    cache = os.path.realpath(cache_home())
+    tmp = sandbox.codex_tmp(cache, repo.slug, rec.key)
+    setup = f"git lane agent-setup {rec.key} --for codex"
+    why = ""
+    try:
+        # missing (no agent-setup yet, or released): made, as it makes it; a link there is
+        # left for hold_roots to refuse (agent-setup, the next, replaces it)
+        sandbox.make_dir(tmp, replace=False)
+        sandbox.hold_roots([*gits, tmp], make=gits[1:])
+    except OSError as exc:
+        why = f"Codex's temp dir {tmp} cannot be made ({exc.strerror or exc})"
+    except sandbox.SandboxError as exc:
+        why = str(exc)
+    if not why:
+        kept = sandbox.private_cache(cache, repo.slug, rec.key)
+        stale = [r for r in _named_roots(argv) if r == kept or r.startswith(kept + "/")]
+        if stale:
+            why = (
+                f"Codex is given the writable root {stale[0]}, in CMD's own cache dir (an older "
+                "agent-setup's temp dir), which any sandboxed CMD of the lane can re-point; "
+                "use the command and config agent-setup prints now (replace "
+                "[sandbox_workspace_write] and [shell_environment_policy.set] in Codex's "
+                "config.toml with its)"
+            )
+    if why:
+        raise Refusal(
+            "sandbox_failed",
+            f"Codex's writable roots for lane {rec.key} do not hold: {why}; a sandbox that "
+            "resolves its roots would grant what a link names; nothing was run",
+            next=[setup],
+            details={"lane": rec.key, "why": why},
+        )
+
+
+def _named_roots(argv: Sequence[str]) -> list[str]:
+    """The writable roots CMD's argv (`-c sandbox_workspace_write.writable_roots=[...]`)
+    and Codex's config.toml ($CODEX_HOME, else ~/.codex) name; what cannot be read names
+    none (each named root that is one of agent-setup's is held anyway)."""
+    import json
+
+    key = "sandbox_workspace_write.writable_roots="
+    out: list[str] = []
+    for a in argv:
+        if a.startswith(key):
+            try:
+                named = json.loads(a[len(key) :])
+            except ValueError:
+                continue
+            if isinstance(named, list):
+                out += [os.path.normpath(x) for x in named if isinstance(x, str)]
+    home = os.environ.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex")
+    try:
+        raw = dirfd.read_file(os.path.realpath(home), "config.toml", 1 << 20)
+    except OSError:
+        return out
+    import tomllib
+
+    try:
+        cfg = tomllib.loads(raw.decode("utf-8", "replace"))
+    except ValueError:
+        return out
+    sww = cfg.get("sandbox_workspace_write")
+    named = sww.get("writable_roots") if isinstance(sww, dict) else None
+    if isinstance(named, list):
+        out += [os.path.normpath(x) for x in named if isinstance(x, str)]
+    return out
 
 
 def _set_aside(repo: Repo, warn: Callable[[str], None] | None) -> bool:
