@@ -22,7 +22,7 @@ from conftest import ROOT, Repo
 
 from guard import store as gstore
 from guard.errors import Refusal
-from guard.store import EVENT_LINE_MAX, EVENTS_READ_MAX, Store
+from guard.store import Store
 
 
 def _limited(argv: list[str], cwd: Path, mem: int = 1 << 30, timeout: float = 120) -> Any:
@@ -65,9 +65,9 @@ def test_events_after_a_huge_region_and_long_lines_are_read(tmp_path: Path) -> N
     st = Store(tmp_path)
     tmp_path.mkdir(exist_ok=True)
     with open(st.events_path, "ab") as f:
-        f.truncate(EVENTS_READ_MAX * 3)  # a grown region of NULs, no newline
+        f.truncate(gstore.EVENTS_READ_MAX * 3)  # a grown region of NULs, no newline
         f.write(b"\n" + json.dumps({"kind": "first"}).encode() + b"\n")
-        f.write(b"x" * (EVENT_LINE_MAX * 2) + b"\n")  # one line past the bound
+        f.write(b"x" * (gstore.EVENT_LINE_MAX * 2) + b"\n")  # one line past the bound
         f.write(json.dumps({"kind": "last"}).encode() + b"\n")
     kinds = [e.get("kind") for e in st.events()]
     assert kinds == ["first", "last"], kinds
