@@ -239,3 +239,16 @@ def test_shim_refuses_a_config_past_the_engines_bound(hub: Repo, tmp_path: Path)
     with pytest.raises(Refusal) as exc:
         shim.owner_config("alpha", b)
     assert exc.value.code == "shim_facts_unknown" and exc.value.details["file"] == str(cfg)
+
+
+def test_engine_reads_a_huge_lock_record_as_garbage(hub: Repo) -> None:
+    """The integration lock's owner record was read whole by every command that looks at
+    the lock (status, land, doctor): a sparse 3 GB one was a MemoryError. Past 1 MiB it is
+    now garbage, read as an undecodable record is: no live owner on this host."""
+    rec = hub.state_dir / "locks" / "integration.owner"
+    rec.parent.mkdir(parents=True, exist_ok=True)
+    with open(rec, "ab") as f:
+        f.truncate(3 * 1024**3)
+    res = _limited([sys.executable, "-m", "guard", "status", "--json"], hub.path)
+    assert res.returncode != 3 and "MemoryError" not in res.stderr, res.stderr
+    assert json.loads(res.stdout)["ok"] is True, res.stdout
