@@ -778,7 +778,7 @@ def lane_read_timeout() -> float:
 # starts: git's heap and anonymous maps; its mapped packs and index are not counted) and
 # fail "out of memory", which the caller refuses with a code; what git prints is read up
 # to LANE_READ_ENTRIES entries or LANE_READ_BYTES bytes, git killed past that.
-LANE_READ_MEMORY = 2 << 30
+LANE_READ_MEMORY = 1 << 30
 LANE_READ_ENTRIES = 10_000
 LANE_READ_BYTES = 16 << 20
 
