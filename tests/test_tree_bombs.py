@@ -208,9 +208,9 @@ def test_a_tracked_file_grown_sparse_is_kept_aside_by_the_next(hub: Repo) -> Non
 def test_an_add_past_its_time_is_worktree_blocked_naming_the_largest_file(hub: Repo) -> None:
     lane = hub.create("eta")
     with open(lane / "dense.bin", "wb") as f:  # real blocks: not sparse, under ADD_MAX
-        for _ in range(48):
+        for _ in range(96):
             f.write(os.urandom(1 << 20))
-    env = {"GITLANE_TEST_LANE_READ_TIMEOUT": "0.2"}
+    env = {"GITLANE_TEST_LANE_READ_TIMEOUT": "1"}
     r, out, _ = _glane(hub, "checkpoint", "eta", "-m", "w", env=env)
     assert r.returncode == 1 and out["code"] == "worktree_blocked", out
     assert out["details"]["largest"] == ["dense.bin"]
