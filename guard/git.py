@@ -799,8 +799,12 @@ def _limit_memory(pid: int, limit: int) -> None:
     anything of the lane's. A child gone already needs none."""
     import resource
 
-    try:
-        resource.prlimit(pid, resource.RLIMIT_DATA, (limit, limit))
+    inf = resource.RLIM_INFINITY
+    try:  # never above what the child has already (a limit its caller runs under)
+        soft, hard = resource.prlimit(pid, resource.RLIMIT_DATA)
+        soft = limit if soft == inf else min(soft, limit)
+        hard = limit if hard == inf else min(hard, limit)
+        resource.prlimit(pid, resource.RLIMIT_DATA, (min(soft, hard), hard))
     except (ProcessLookupError, PermissionError):
         pass
 
