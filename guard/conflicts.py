@@ -242,10 +242,14 @@ def worktree_commit(
                 )
             )
         try:
-            added = git.add_all(path, env, cfg)  # never git inside a submodule
+            added = git.add_all(
+                path, env, cfg, "git lane conflicts", key
+            )  # never git inside a submodule
             if not added.ok:
                 raise GitError(added.argv, added.returncode, added.stdout, added.stderr)
             tree = git.run([*cfg, "write-tree"], path, env=env).stdout.strip()
+        except Refusal as r:  # a sparse or huge file, an add past its time: named
+            raise _Skip(r) from None
         except GitError as exc:  # an unreadable file, a name git cannot take, ...
             raise _Skip(
                 Refusal(

@@ -212,6 +212,20 @@ CODES: dict[str, Code] = _codes(
         "git ran past its time reading a lane worktree (a FIFO at a file git opens there)",
     ),
     (
+        "worktree_too_large",
+        "engine",
+        None,
+        "git ran out of the memory a lane's read is given: its HEAD, index or worktree holds "
+        "millions of paths (a tree bomb)",
+    ),
+    (
+        "worktree_file_oversized",
+        "engine",
+        None,
+        "a file checkpoint's (export's) `git add -A` would read is sparse far past its "
+        "blocks or past 4 GiB",
+    ),
+    (
         "worktree_unreadable",
         "engine",
         "G11",

@@ -226,7 +226,10 @@ def _must_sync(
     mb = git.merge_base(common, main_sha, tip)
     if mb is None:
         return name, True
-    lane_paths = set(git.changed_paths(common, mb, tip)) | set(git.dirty_paths(lane_path))
+    dirty, more = git.dirty_read(lane_path)
+    if more:  # more dirty paths than a lane read takes (a tree bomb): any may overlap
+        return name, True
+    lane_paths = set(git.changed_paths(common, mb, tip)) | set(dirty)
     if rel:
         lane_paths.add(rel)
     return name, policy.sync_required(

@@ -770,6 +770,56 @@ def lane_read_timeout() -> float:
     return t if 0 < t <= 3600 else LANE_READ_TIMEOUT
 
 
+# What git may take reading a lane: a sandboxed CMD commits a "tree bomb" (N subtrees that
+# are all one subtree, D levels deep: N**D paths from N*D small objects, red team 17
+# sandbox F1) and git's status, diff or ls-tree of it lists every path; `git status`
+# queues every difference before it prints the first, so no cap on its output bounds its
+# memory. Such calls run with this much data memory (RLIMIT_DATA, set on the child as it
+# starts: git's heap and anonymous maps; its mapped packs and index are not counted) and
+# fail "out of memory", which the caller refuses with a code; what git prints is read up
+# to LANE_READ_ENTRIES entries or LANE_READ_BYTES bytes, git killed past that.
+LANE_READ_MEMORY = 1 << 30
+LANE_READ_ENTRIES = 10_000
+LANE_READ_BYTES = 16 << 20
+
+
+def lane_read_memory() -> int:
+    """LANE_READ_MEMORY, or GITLANE_TEST_LANE_READ_MEMORY's bytes (the tests' way to see
+    the bound hold on a small tree bomb; a bad value is ignored)."""
+    try:
+        m = int(os.environ.get("GITLANE_TEST_LANE_READ_MEMORY", ""))
+    except ValueError:
+        return LANE_READ_MEMORY
+    return m if (16 << 20) <= m <= (64 << 30) else LANE_READ_MEMORY
+
+
+def _limit_memory(pid: int, limit: int) -> None:
+    """Hold the started child `pid` to `limit` bytes of data memory: set right after the
+    spawn (never a preexec_fn: the engine runs git from threads), before git has read
+    anything of the lane's. A child gone already needs none."""
+    import resource
+
+    inf = resource.RLIM_INFINITY
+    try:  # never above what the child has already (a limit its caller runs under)
+        soft, hard = resource.prlimit(pid, resource.RLIMIT_DATA)
+        soft = limit if soft == inf else min(soft, limit)
+        hard = limit if hard == inf else min(hard, limit)
+        resource.prlimit(pid, resource.RLIMIT_DATA, (min(soft, hard), hard))
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def out_of_memory(res: GitResult) -> bool:
+    """Did git stop for want of memory (LANE_READ_MEMORY, or a limit its caller runs
+    under)? git says so and exits 128 (xmalloc, zlib's inflateInit); a child killed
+    (SIGKILL, SIGSEGV, SIGABRT) by the kernel for it is one too."""
+    if res.timed_out:
+        return False
+    if res.returncode in (-signal.SIGKILL, -signal.SIGSEGV, -signal.SIGABRT):
+        return True
+    return res.returncode == 128 and "out of memory" in res.stderr.lower()
+
+
 # the git processes this context starts, when a caller must know them (exec's Absorber:
 # its git is exec's own worker, not part of CMD's tree: guard/reap.py Workers)
 _SPAWNED: ContextVar[Workers | None] = ContextVar("gitlane_spawned", default=None)
@@ -794,12 +844,17 @@ def run(
     input: str | None = None,
     scrub: bool = True,
     timeout: float | None = None,
+    memory: int | None = None,
 ) -> GitResult:
+    """git `args` in `cwd`, its output captured whole. `timeout`: its process group is
+    killed past it (timed_out); `memory`: its data memory is held to that many bytes
+    (out_of_memory tells the failure). A call whose output grows with what a lane
+    commits reads it through run_capped instead."""
     argv, env = _argv_env(args, cwd, env)
     data = input.encode("utf-8", "surrogateescape") if input is not None else None
     spawned = _SPAWNED.get()
     timed_out = False
-    if timeout is None and spawned is None:
+    if timeout is None and spawned is None and memory is None:
         proc = subprocess.run(
             argv,
             cwd=os.fspath(cwd) if cwd is not None else None,
@@ -823,6 +878,8 @@ def run(
             )
             if spawned is not None:
                 spawned.pids.add(child.pid)
+        if memory is not None:
+            _limit_memory(child.pid, memory)
         try:
             out, err = child.communicate(data, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -850,6 +907,214 @@ def run(
     if check and code != 0:
         raise GitError(res.argv, res.returncode, res.stdout, res.stderr)
     return res
+
+
+@dataclass(frozen=True)
+class Capped:
+    """run_capped's answer: git's result (its stdout what was read, cut after the last
+    whole entry), and `truncated` when git was stopped at the cap with more to say."""
+
+    result: GitResult
+    truncated: bool = False
+
+
+def run_capped(
+    args: Sequence[str],
+    cwd: Where,
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    entries: int = LANE_READ_ENTRIES,
+    size: int = LANE_READ_BYTES,
+    sep: bytes = b"\0",
+) -> Capped:
+    """git `args` over what a lane wrote or committed, bounded every way: its output read
+    as it comes up to `entries` entries (`sep`-ended) or `size` bytes, then git's group
+    killed and `truncated` set (what was read is a true prefix: whole entries only); its
+    data memory held to lane_read_memory (out_of_memory); past `timeout` (default
+    lane_read_timeout) killed (timed_out). stderr goes to a temporary file (a pipe could
+    fill and stall git), of which STDERR_MAX is kept."""
+    import select
+    import tempfile
+
+    argv, env = _argv_env(args, cwd, env)
+    t = lane_read_timeout() if timeout is None else timeout
+    deadline = time.monotonic() + t
+    spawned = _SPAWNED.get()
+    chunks: list[bytes] = []
+    got = count = 0
+    truncated = timed_out = False
+    with tempfile.TemporaryFile() as errf:
+        with spawned.lock if spawned is not None else contextlib.nullcontext():
+            child = subprocess.Popen(
+                argv,
+                cwd=os.fspath(cwd) if cwd is not None else None,
+                env=base_env(env),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=errf,
+                start_new_session=True,  # its group is killed whole past a bound
+            )
+            if spawned is not None:
+                spawned.pids.add(child.pid)
+        _limit_memory(child.pid, lane_read_memory())
+        assert child.stdout is not None
+        fd = child.stdout.fileno()
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([fd], [], [], left)[0]:
+                    timed_out = True
+                    break
+                data = os.read(fd, 1 << 16)
+                if not data:
+                    break
+                chunks.append(data)
+                got += len(data)
+                count += data.count(sep)
+                if count >= entries or got >= size:
+                    truncated = True
+                    break
+            if not (timed_out or truncated):
+                try:  # its output ended: git is exiting (or stuck past it: bounded too)
+                    child.wait(timeout=max(deadline - time.monotonic(), 0.01))
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+        finally:
+            if child.returncode is None:
+                try:
+                    os.killpg(child.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            child.stdout.close()
+            code = child.wait()
+            if spawned is not None:
+                with spawned.lock:
+                    spawned.pids.discard(child.pid)
+        errf.seek(0)
+        err = errf.read(STDERR_MAX).decode("utf-8", "surrogateescape")
+    out = b"".join(chunks)
+    if truncated:
+        out = out[: out.rfind(sep) + 1]  # whole entries only
+        code = 0  # stopped by us, not failed: what it printed is what it found
+    elif timed_out:
+        err += f"\ngit {args[0] if args else ''} timed out after {t:g} s"
+    res = GitResult(
+        argv=("git", *args),
+        returncode=code,
+        stdout=out.decode("utf-8", "surrogateescape"),
+        stderr=err,
+        timed_out=timed_out,
+    )
+    return Capped(res, truncated)
+
+
+# a commit's subject as `git log` lists it for the engine: its first 200 characters (git
+# cuts it, `..` at the end): a lane's commit message can be hundreds of MB (red team 17
+# sandbox F1); commit_lines reads them itself, cheaper still
+SUBJECT_FORMAT = "--format=%h %<(200,trunc)%s"
+
+
+SUBJECT_MAX = 200
+_MESSAGE_HEAD = 1 << 16  # of each commit object, what is kept to find its subject
+
+
+def commit_lines(args: Sequence[str], cwd: Where, *, check: bool = False) -> GitResult:
+    """ "%h %s" lines of the commits `git rev-list ARGS` lists, each subject cut to
+    SUBJECT_MAX characters: the names from `rev-list --abbrev-commit` (read up to
+    run_capped's bound: a last line says how many were listed when git had more), each
+    subject from the first 64 KiB of its commit object through one `cat-file --batch`,
+    the rest of the object read and dropped. `git log --format=%s` formatted and held every
+    message whole (4 commits of a 200 MB one-line message: 18 s, 1 GB in git; 2.4 GB in
+    the owner's process). Bounded by lane_read_timeout and lane_read_memory; a git that
+    fails gives a result that is not ok (GitError with `check`)."""
+    capped = run_capped(["rev-list", "--abbrev-commit", *args], cwd, sep=b"\n")
+    res = capped.result
+    names = [ln for ln in res.stdout.split("\n") if ln] if res.ok else []
+    lines: list[str] = []
+    if names:
+        subjects = _subjects(cwd, names)
+        if subjects is None:
+            res = GitResult(res.argv, 1, "", "git cat-file could not read the commits", False)
+        else:
+            lines = [f"{n} {sub}" for n, sub in zip(names, subjects, strict=True)]
+    if check and not res.ok:
+        raise GitError(res.argv, res.returncode, res.stdout, res.stderr)
+    if capped.truncated and res.ok:
+        lines.append(f"(more commits than the {len(lines)} listed)")
+    text = "".join(f"{ln}\n" for ln in lines)
+    return GitResult(res.argv, res.returncode, text, res.stderr, res.timed_out)
+
+
+def _subject(head: bytes) -> str:
+    """git's %s of a commit object's first bytes: the message's first paragraph, its lines
+    joined with spaces, cut to SUBJECT_MAX characters (`..` at the end, as %<(N,trunc))."""
+    _, sep, msg = head.partition(b"\n\n")
+    if not sep:
+        return "(no message within its first 64 KiB)"
+    para = msg.lstrip(b"\n").split(b"\n\n", 1)[0]
+    text = " ".join(ln.strip() for ln in para.decode("utf-8", "replace").split("\n"))
+    text = text.strip()
+    return text if len(text) <= SUBJECT_MAX else text[: SUBJECT_MAX - 2] + ".."
+
+
+def _subjects(cwd: Where, names: list[str]) -> list[str] | None:
+    """The subject of each commit `names` gives, in order (None: git could not give one)."""
+    argv, env = _argv_env(["cat-file", "--batch"], cwd, None)
+    t = lane_read_timeout()
+    child = subprocess.Popen(
+        argv,
+        cwd=os.fspath(cwd) if cwd is not None else None,
+        env=base_env(env),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    _limit_memory(child.pid, lane_read_memory())
+    assert child.stdin is not None and child.stdout is not None
+    data = "".join(f"{n}\n" for n in names).encode()
+
+    def feed() -> None:
+        try:
+            assert child.stdin is not None
+            child.stdin.write(data)
+            child.stdin.close()
+        except OSError:
+            pass
+
+    def kill() -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+
+    writer = threading.Thread(target=feed, daemon=True)
+    watchdog = threading.Timer(t, kill)  # a blocked read ends when git is killed
+    writer.start()
+    watchdog.start()
+    out: list[str] = []
+    try:
+        for _ in names:
+            header = child.stdout.readline(4096).split()
+            if len(header) != 3 or header[1] != b"commit" or not header[2].isdigit():
+                return None
+            left = int(header[2])
+            head = child.stdout.read(min(left, _MESSAGE_HEAD))
+            left -= len(head)
+            while left > 0:
+                chunk = child.stdout.read(min(left, 1 << 20))
+                if not chunk:
+                    return None
+                left -= len(chunk)
+            if child.stdout.read(1) != b"\n":
+                return None
+            out.append(_subject(head))
+        return out
+    finally:
+        watchdog.cancel()
+        kill()
+        child.stdout.close()
+        child.wait()
+        writer.join()
 
 
 T = TypeVar("T")
@@ -980,10 +1245,29 @@ def changed_paths(cwd: Where, a: str, b: str) -> list[str]:
     return run(["diff", "--name-only", "--no-renames", "-z", a, b], cwd).z()
 
 
+# what a land reads of the paths a lane's commits change: far more than any change a
+# person or an agent makes, far less than a tree bomb lists
+CHANGED_MAX = 1_000_000
+CHANGED_BYTES = 256 << 20
+
+
 def changed_and_added(cwd: Where, a: str, b: str) -> tuple[list[str], set[str]]:
     """changed_paths(a, b), and of those the ones `b` adds (no entry at `a`: a file that
     replaces a directory too), from the same single diff."""
-    out = run(["diff", "--name-status", "--no-renames", "-z", a, b], cwd).z()
+    # a lane's tip can be a tree bomb (millions of paths from a few objects): git's memory,
+    # its time and what is read are bounded, and past them the lane is refused
+    capped = run_capped(
+        ["diff", "--name-status", "--no-renames", "-z", a, b],
+        cwd,
+        entries=2 * CHANGED_MAX,
+        size=CHANGED_BYTES,
+    )
+    res = capped.result
+    if capped.truncated or out_of_memory(res) or res.timed_out:
+        raise worktree_too_large(os.fspath(cwd or "."), lane_read_memory(), b)
+    if not res.ok:
+        raise GitError(res.argv, res.returncode, res.stdout, res.stderr)
+    out = res.z()
     changed: list[str] = []
     added: set[str] = set()
     for status, path in zip(out[0::2], out[1::2], strict=False):
@@ -1303,8 +1587,16 @@ def risky_config(path: Where) -> list[tuple[str, str]]:
 def dirty_paths(path: Where, pathspecs: Sequence[str] | None = None) -> list[str]:
     """Changed, staged, unmerged and untracked (not ignored) paths of a worktree; with
     `pathspecs`, only those (taken literally). In a lane, a submodule is looked at without
-    running git inside it (submodule_changes)."""
+    running git inside it (submodule_changes), and at most LANE_READ_ENTRIES of them are
+    read (dirty_read says whether there were more): dirty is dirty however many."""
     return _dirty(path, pathspecs)[0]
+
+
+def dirty_read(path: Where) -> tuple[list[str], bool]:
+    """dirty_paths, and whether git had more to list than was read (a lane's status is
+    read up to LANE_READ_ENTRIES entries: run_capped)."""
+    paths, _, truncated = _dirty(path, None)
+    return paths, truncated
 
 
 def untracked_only(path: str, paths: list[str]) -> list[str]:
@@ -1342,17 +1634,60 @@ def worktree_blocked(path: str, seconds: float) -> Refusal:
     )
 
 
+def lane_key(path: str | os.PathLike[str]) -> str | None:
+    """The key of the pinned lane whose root, or a path inside it, is `path`."""
+    key = _LANE_KEYS.get(os.path.realpath(path))
+    if key is not None:
+        return key
+    at = lane_of(path)
+    return at[0] if at else None
+
+
+def worktree_too_large(path: str, memory: int, commit: str = "") -> Refusal:
+    """worktree_too_large: git ran out of the memory a lane's read is given (lane_read_memory)
+    comparing the lane's HEAD, index and worktree: one of them holds millions of paths (a
+    commit of a tree bomb: N subtrees that are all one subtree, D deep, N**D paths from a few
+    hundred KB of objects, red team 17 sandbox F1). Nothing was done; what the lane
+    committed is kept. The next shows its last commits (subjects cut short: a subject can be
+    hundreds of MB), to tell which commit brought them."""
+    key = lane_key(path)
+    fmt = q("%h %<(72,trunc)%s")
+    if commit:  # the paths a lane's tip changes, read from the common dir
+        what = (
+            f"to list the paths commit {commit[:12]} changes (or more than {CHANGED_MAX:,} of them)"
+        )
+        show = f"git -C {q(path)} log --no-decorate --format={fmt} -5 {commit} --"
+    else:
+        what = f"to compare the lane worktree {shown(path)} with its HEAD commit and index"
+        show = f"{owner_git(path)} log --no-decorate --format={fmt} -5 HEAD --"
+    return Refusal(
+        "worktree_too_large",
+        f"git needed more than {memory >> 20} MiB of memory, or {lane_read_timeout():g} s, "
+        f"{what}: the lane holds more paths than git-lane reads (a commit of a tree of "
+        "millions of paths, which costs its maker a few objects); nothing was done, nothing "
+        "was lost",
+        next=[show, f"git lane status {q(key)}" if key else "git lane status"],
+        alternatives=(
+            [f"git lane release {q(key)} --confirm yes-discard-lane  # discards the lane"]
+            if key
+            else []
+        ),
+        details={"path": path, "memory": memory, **({"lane": key} if key else {})},
+    )
+
+
 def dirty_and_hidden(path: str, tree: str) -> tuple[list[str], Hidden]:
     """dirty_paths and hidden_differences(path, tree) of one worktree, its index listed
     once for both (in a lane; at 100,000 files each `ls-files` is ~200 ms)."""
-    dirty, entries = _dirty(path, None)
+    dirty, entries, _ = _dirty(path, None)
     return dirty, hidden_differences(path, tree, entries)
 
 
 def _dirty(
     path: Where, pathspecs: Sequence[str] | None
-) -> tuple[list[str], list[IndexEntry] | None]:
-    """dirty_paths, and in a lane the unseen_entries it read (None elsewhere)."""
+) -> tuple[list[str], list[IndexEntry] | None, bool]:
+    """dirty_paths, in a lane the unseen_entries it read (None elsewhere), and whether git
+    had more to say than was read."""
     # GIT_OPTIONAL_LOCKS=0: no opportunistic index refresh, so looking at a lane never holds
     # its index.lock and never makes the agent's own `git add`/`git commit` there fail
     # core.fsmonitor=false: a monitor (any command the repository's config names) could
@@ -1368,22 +1703,33 @@ def _dirty(
         args = ["--literal-pathspecs", *args, "--", *pathspecs]
     args = ["-c", "core.fsmonitor=false", *args]
     if not in_lane:
-        return parse_status_z(run(args, path, env={"GIT_OPTIONAL_LOCKS": "0"}).stdout), None
+        return (
+            parse_status_z(run(args, path, env={"GIT_OPTIONAL_LOCKS": "0"}).stdout),
+            None,
+            False,
+        )
     assert path is not None
     # a FIFO the lane put at a .gitignore or .gitattributes blocks git's open for ever (red
-    # team 16E F2: the land held the lock): bounded, then refused
+    # team 16E F2: the land held the lock): bounded, then refused; a tree bomb the lane
+    # committed (red team 17 sandbox F1) makes git list millions of paths: its memory and
+    # what is read of its output are bounded (run_capped), dirty is dirty at the first
     t = lane_read_timeout()
-    res, entries = both(
-        lambda: run(args, path, env={"GIT_OPTIONAL_LOCKS": "0"}, check=False, timeout=t),
+    capped, entries = both(
+        lambda: run_capped(args, path, env={"GIT_OPTIONAL_LOCKS": "0"}, timeout=t),
         lambda: unseen_entries(path),
     )
+    res = capped.result
     if res.timed_out:
         raise worktree_blocked(os.fspath(path), t)
+    if out_of_memory(res):
+        raise worktree_too_large(os.fspath(path), lane_read_memory())
     if not res.ok:
         raise GitError(res.argv, res.returncode, res.stdout, res.stderr)
     paths, links = parse_status_v2_z(res.stdout)
+    paths = [p for p in paths if p]  # a rename's source cut off at the cap
     gitlinks = [e for e in entries if e.gitlink]
-    return submodule_changes(os.fspath(path), paths, links, gitlinks, pathspecs), entries
+    dirty = submodule_changes(os.fspath(path), paths, links, gitlinks, pathspecs)
+    return dirty, entries, capped.truncated
 
 
 StatView = dict[str, "tuple[int, int, int, int, int, int] | None"]
@@ -1506,10 +1852,10 @@ def content_differs(
         raw = ["--git-dir", gd, "--work-tree", path, *LANE_CONFIG, *_CONTENT_CONFIG]
         raw += ["-c", "core.autocrlf=false", "-c", "core.attributesFile=/dev/null"]
         t = lane_read_timeout()  # a FIFO at a .gitattributes the lane made blocks git's open
-        run([*raw, "read-tree", tree], tmp, env=env, timeout=t)
+        run([*raw, "read-tree", tree], tmp, env=env, timeout=t, memory=lane_read_memory())
         subs = [
             p
-            for meta, _, p in (r.partition("\t") for r in run([*raw, "ls-files", "-s", "-z"], tmp, env=env, timeout=t).z())
+            for meta, _, p in (r.partition("\t") for r in run([*raw, "ls-files", "-s", "-z"], tmp, env=env, timeout=t, memory=lane_read_memory()).z())
             if meta.startswith("160000 ") and _holds_anything(os.path.join(path, p))
         ]  # fmt: skip
         names = _refreshed(raw, tmp, env)
@@ -1531,7 +1877,13 @@ def content_differs(
         # as git checks them in, by the lane's own attributes: fewer (or none) differ when
         # the tip's attributes convert on checkout
         env2 = {"GIT_INDEX_FILE": os.path.join(tmp, "index2"), "GIT_OPTIONAL_LOCKS": "0"}
-        run([*_CONTENT_CONFIG, "read-tree", tree], path, env=env2, timeout=t)
+        run(
+            [*_CONTENT_CONFIG, "read-tree", tree],
+            path,
+            env=env2,
+            timeout=t,
+            memory=lane_read_memory(),
+        )
         conv = _refreshed(list(_CONTENT_CONFIG), path, env2)
         if conv:
             return Content(conv)
@@ -1553,7 +1905,7 @@ def _hidden_ignores(path: str, t: float) -> list[str]:
     res = run(
         ["-c", "core.fsmonitor=false", "ls-files", "-z", "--others", "--ignored",
          "--exclude-standard", "--", ":(glob)**/.gitignore"],
-        path, env={"GIT_OPTIONAL_LOCKS": "0"}, check=False, timeout=t,
+        path, env={"GIT_OPTIONAL_LOCKS": "0"}, check=False, timeout=t, memory=lane_read_memory(),
     )  # fmt: skip
     if res.timed_out:
         raise worktree_blocked(path, t)
@@ -1582,7 +1934,7 @@ def _refreshed(base: list[str], cwd: str, env: dict[str, str]) -> list[str]:
     other answer raises GitError."""
     t = lane_read_timeout()
     ref = run([*base, "update-index", "--ignore-submodules", "--refresh"], cwd, env=env,
-              check=False, timeout=t)  # fmt: skip
+              check=False, timeout=t, memory=lane_read_memory())  # fmt: skip
     if ref.timed_out:
         raise GitError(ref.argv, ref.returncode, ref.stdout, ref.stderr)
     if ref.returncode == 0:
@@ -1590,7 +1942,7 @@ def _refreshed(base: list[str], cwd: str, env: dict[str, str]) -> list[str]:
     if ref.returncode != 1:
         raise GitError(ref.argv, ref.returncode, ref.stdout, ref.stderr)
     res = run([*base, "diff-files", "-z", "--name-only", "--ignore-submodules"], cwd, env=env,
-              timeout=t)  # fmt: skip
+              timeout=t, memory=lane_read_memory())  # fmt: skip
     names = sorted({x for x in res.stdout.split("\0") if x})
     if not names:  # it said something differs, and nothing is listed: never "same"
         raise GitError(ref.argv, ref.returncode, ref.stdout, ref.stderr)
@@ -1828,13 +2180,157 @@ def submodule_dirty(
     return dirty
 
 
+# What `git add -A` is not asked to hash (red team 17 sandbox F3): `truncate -s 64G big.bin`
+# costs a lane no disk and no time, and git reads and deflates every zero of it (8 GB took
+# 2 min 10 s). A file stored in far fewer blocks than its size (more than SPARSE_MIN bytes
+# in less than an eighth of them: a hole) or larger than ADD_MAX is refused by name before
+# git starts; what passes is added within lane_read_timeout.
+SPARSE_MIN = 64 << 20
+ADD_MAX = 4 << 30
+
+
+@dataclass(frozen=True)
+class Adding:
+    """A file `git add -A` would read: its path from the lane root, size and allocated
+    bytes, and whether the index tracks it (modified) or not (untracked)."""
+
+    path: str
+    size: int
+    allocated: int
+    tracked: bool
+
+    @property
+    def refused(self) -> bool:
+        sparse = self.size > SPARSE_MIN and self.size > 8 * self.allocated
+        return sparse or self.size > ADD_MAX
+
+    def why(self) -> str:
+        what = f"{self.size >> 20} MiB in {self.allocated >> 20} MiB of disk"
+        return f"{shown(self.path)} ({what}{': sparse' if self.size > 8 * self.allocated else ''})"
+
+
+def _adding(path: str, env: Mapping[str, str], cfg: Sequence[str], excl: list[str]) -> list[Adding]:
+    """The regular files of the worktree at `path` that `git add -A` would read (untracked
+    and not ignored, or tracked and changed by their stat), each lstat'ed: read up to
+    run_capped's bound (past it, the add's own time bound holds)."""
+    capped = run_capped(
+        [*cfg, "ls-files", "-z", "--others", "--exclude-standard", "--", ":/", *excl],
+        path,
+        env={**env, "GIT_OPTIONAL_LOCKS": "0"},
+    )
+    changed = run_capped(
+        [*cfg, "diff-files", "-z", "--name-only", "--ignore-submodules", "--", ":/", *excl],
+        path,
+        env={**env, "GIT_OPTIONAL_LOCKS": "0"},
+    )
+    out: list[Adding] = []
+    root = os.path.join(path, "")
+    for res, tracked in ((capped.result, False), (changed.result, True)):
+        if res.timed_out:
+            raise worktree_blocked(path, lane_read_timeout())
+        for p in dict.fromkeys(x for x in res.stdout.split("\0") if x):
+            try:
+                st = os.lstat(root + p)
+            except OSError:
+                continue  # gone, or no file: git's add says what it finds
+            if stat.S_ISREG(st.st_mode):
+                out.append(Adding(p, st.st_size, st.st_blocks * 512, tracked))
+    return out
+
+
+def _ignore_line(p: str) -> str | None:
+    """A .gitignore line matching exactly the untracked file `p` (from the root), or None
+    when its name cannot be written as one."""
+    if any(c in p for c in "\n\r\\") or p.endswith(" "):
+        return None
+    esc = "".join("\\" + c if c in "*?[" else c for c in p)
+    return "/" + esc
+
+
+def oversized_refusal(path: str, key: str | None, files: list[Adding], retry: str) -> Refusal:
+    """worktree_file_oversized: files of the lane `git add -A` would have hashed whole, each
+    named (sparse: its size far beyond its allocated blocks; or past ADD_MAX). The next
+    moves each out of the add's way and runs `retry` again: an untracked one is ignored
+    (`repair --ignore`: the file stays where it is), a tracked one is moved into
+    git-lane's kept/ (`repair --keep`: nothing is deleted) and checked out from HEAD."""
+    untracked = [f for f in files if not f.tracked]
+    tracked = [f for f in files if f.tracked]
+    lines = [_ignore_line(f.path) for f in untracked]
+    nxt: list[str] = []
+    if key is None or any(x is None for x in lines):
+        nxt = [owner_status(path)]
+    else:
+        if untracked:
+            ign = " ".join(f"--ignore {q(x or '')}" for x in lines)
+            nxt.append(f"git lane repair {q(key)} {ign}")
+        if tracked:
+            keeps = " ".join(f"--keep {q(f.path)}" for f in tracked)
+            nxt.append(f"git lane repair {q(key)} --into {q(kept_name(key))} {keeps}")
+            paths = " ".join(q(f.path) for f in tracked)
+            nxt.append(f"{owner_git(path)} checkout HEAD -- {paths}")
+        nxt.append(retry)
+    return Refusal(
+        "worktree_file_oversized",
+        f"the lane worktree {shown(path)} has file(s) git-lane does not ask git to add: "
+        f"{', '.join(f.why() for f in files[:5])}{' ...' if len(files) > 5 else ''} (git "
+        f"would read and compress every byte: a sparse file of {ADD_MAX >> 30} GiB costs its "
+        "maker nothing and git minutes to hours); nothing was committed",
+        next=nxt,
+        alternatives=[
+            f"{owner_git(path)} add -- {' '.join(q(f.path) for f in files[:20])} && {retry}"
+            "  # add them anyway: git reads every byte"
+        ],
+        details={
+            "path": path,
+            "files": [
+                {"path": f.path, "size": f.size, "allocated": f.allocated, "tracked": f.tracked}
+                for f in files[:100]
+            ],
+            **({"lane": key} if key else {}),
+        },
+    )
+
+
+def add_blocked(
+    path: str, key: str | None, seconds: float, largest: list[Adding], retry: str
+) -> Refusal:
+    """worktree_blocked, for a `git add -A` that ran past `seconds`: the files it was
+    adding, largest first, are named (one may be too big to hash in that time); a FIFO
+    where git opens a file blocks it too, and the next removes those first."""
+    r = worktree_blocked(path, seconds)
+    lines = [_ignore_line(f.path) for f in largest if not f.tracked]
+    named = ", ".join(f.why() for f in largest) or "none"
+    alts = []
+    if key is not None and lines and all(x is not None for x in lines):
+        ign = " ".join(f"--ignore {q(x or '')}" for x in lines)
+        alts.append(f"git lane repair {q(key)} {ign} && {retry}")
+    return Refusal(
+        "worktree_blocked",
+        f"git add read the lane worktree {shown(path)} for longer than {seconds:g} s: "
+        f"something in it blocks a read (a FIFO at a .gitignore or .gitattributes), or a "
+        f"file is too big to hash in that time (the largest it was adding: {named}); nothing "
+        "was committed",
+        next=[r.next[0], retry],
+        alternatives=alts,
+        details={**r.details, "largest": [f.path for f in largest]},
+    )
+
+
 def add_all(
-    path: str, env: Mapping[str, str], cfg: Sequence[str] = ("-c", "core.fsmonitor=false")
+    path: str,
+    env: Mapping[str, str],
+    cfg: Sequence[str] = ("-c", "core.fsmonitor=false"),
+    retry: str = "git lane status",
+    key: str | None = None,
 ) -> GitResult:
     """`git add -A -- :/` into the index `env` names, without git descending into a
     submodule (add -A runs `git status` inside each populated one, with its own config):
     the index's gitlinks are left out of the add and each is then set to the commit its
-    submodule has checked out, read from its files (submodule_head)."""
+    submodule has checked out, read from its files (submodule_head). Bounded (red team 17
+    sandbox F3): a sparse or huge file it would read is refused first
+    (worktree_file_oversized), and the add runs within lane_read_timeout
+    (worktree_blocked, naming the largest files); `retry` is the caller's command, the
+    last step of either refusal's next; `key`, the lane's (the rest of the next acts on it)."""
     out = run([*cfg, "ls-files", "-s", "-z"], path, env=env).stdout
     links: list[tuple[str, str]] = []
     if "160000 " in out:
@@ -1844,7 +2340,14 @@ def add_all(
             if len(parts) == 3 and parts[0] == "160000":
                 links.append((p, parts[1]))
     excl = [f":(exclude,literal,top){p}" for p, _ in links]
-    res = run([*cfg, "add", "-A", "--", ":/", *excl], path, env=env, check=False)
+    adding = _adding(path, env, cfg, excl)
+    refused = [f for f in adding if f.refused]
+    if refused:
+        raise oversized_refusal(path, key, refused, retry)
+    t = lane_read_timeout()
+    res = run([*cfg, "add", "-A", "--", ":/", *excl], path, env=env, check=False, timeout=t)
+    if res.timed_out:
+        raise add_blocked(path, key, t, sorted(adding, key=lambda f: -f.size)[:3], retry)
     if not res.ok:
         return res
     for p, sha in links:
@@ -2003,13 +2506,40 @@ def unseen_entries(path: Where) -> list[IndexEntry]:
     return entries
 
 
-def tree_entries(cwd: Where, tree: str) -> dict[str, tuple[str, str]]:
-    """Every entry of `tree`, recursively: path -> (mode, sha)."""
+def tree_entries(cwd: Where, tree: str, paths: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """The file and link entries of `tree` at `paths` (taken literally): path -> (mode,
+    sha); a path that is a directory there, or absent, is left out. Only those are asked of
+    git, a few hundred at a time: `tree` may be a lane's tree bomb (millions of paths from
+    a few objects, red team 17 sandbox F1), whose whole listing no caller may hold; git
+    walks only the subtrees on the way to them. A batch whose listing runs past its bound
+    (a path that is a directory of the tree lists all beneath it) is asked path by path,
+    each bounded to its first two entries. A git that cannot answer raises GitError."""
     out: dict[str, tuple[str, str]] = {}
-    for rec in run(["ls-tree", "-r", "-z", "--full-tree", tree], cwd).z():
-        meta, _, p = rec.partition("\t")
-        mode, _type, sha = meta.split(" ")
-        out[p] = (mode, sha)
+    todo = list(dict.fromkeys(paths))
+
+    def ask(part: list[str], cap: int) -> bool:
+        capped = run_capped(
+            ["--literal-pathspecs", "ls-tree", "-r", "-z", "--full-tree", tree, "--", *part],
+            cwd,
+            entries=cap,
+        )
+        res = capped.result
+        if not res.ok:
+            raise GitError(res.argv, res.returncode, res.stdout, res.stderr)
+        wanted = set(part)
+        for rec in res.z():
+            meta, _, p = rec.partition("\t")
+            mode, _type, sha = meta.split(" ")
+            if p in wanted:
+                out[p] = (mode, sha)
+        return capped.truncated
+
+    for i in range(0, len(todo), 500):
+        part = todo[i : i + 500]
+        if ask(part, len(part) + 1):
+            for p in part:
+                if p not in out:
+                    ask([p], 2)
     return out
 
 
@@ -2072,7 +2602,7 @@ def hidden_differences(path: str, tree: str, entries: list[IndexEntry] | None = 
         entries = unseen_entries(path)
     if not entries:
         return Hidden()
-    want = tree_entries(path, tree)
+    want = tree_entries(path, tree, [e.path for e in entries])
     assume: list[str] = []
     skip: list[str] = []
     missing: list[str] = []
@@ -2183,7 +2713,14 @@ def pickaxe_files(cwd: Where, a: str, b: str, regex: str) -> list[Touched]:
             "--",
         ],
         cwd,
+        check=False,
+        timeout=lane_read_timeout(),  # b may be a lane's tree bomb: bounded, then refused
+        memory=lane_read_memory(),
     )
+    if res.timed_out or out_of_memory(res):
+        raise worktree_too_large(os.fspath(cwd or "."), lane_read_memory(), b)
+    if not res.ok:
+        raise GitError(res.argv, res.returncode, res.stdout, res.stderr)
     fields = res.stdout.split("\0")
     out: list[Touched] = []
     for head, path in zip(fields[0::2], fields[1::2], strict=False):

@@ -774,6 +774,7 @@ def view(
         "sync_required": False,
         "dirty": False,
         "dirty_paths": [],
+        "dirty_truncated": False,
         "ahead": 0,
         "behind": 0,
         "rebase_in_progress": False,
@@ -797,9 +798,16 @@ def view(
             v["behind"], v["ahead"] = _ahead_behind(repo, main_sha, tip)
             v["fresh"] = v["behind"] == 0
         if exists and wt is not None:
-            dp = git.dirty_paths(rec.path)
+            try:
+                dp, v["dirty_truncated"] = git.dirty_read(rec.path)
+            except Refusal as r:
+                if r.code != "worktree_too_large":
+                    raise
+                # git cannot list them within its bound (a tree bomb): dirty, unnamed;
+                # land, checkpoint and release refuse with the code
+                dp, v["dirty_truncated"] = [], True
             v["dirty_paths"] = dp[:50]
-            v["dirty"] = bool(dp)
+            v["dirty"] = bool(dp) or v["dirty_truncated"]
             v["rebase_in_progress"] = git.rebase_in_progress(rec.path)
             v["head"] = wt.branch
         v["sync_required"] = sync_required(repo, main_sha, tip, v["fresh"])

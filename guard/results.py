@@ -16,6 +16,9 @@ class LaneView(TypedDict):
     sync_required: bool
     dirty: bool
     dirty_paths: list[str]
+    # git had more dirty paths than were read (LANE_READ_ENTRIES), or too many to list at
+    # all within its memory bound (a tree bomb: then dirty, dirty_paths empty)
+    dirty_truncated: NotRequired[bool]
     ahead: int
     behind: int
     rebase_in_progress: bool

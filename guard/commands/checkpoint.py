@@ -102,7 +102,8 @@ def run(repo: Repo, key: str | None, message: str | None) -> CheckpointResult:
         bad = git.unsafe_index_entries(path, env)
         if bad:  # an entry the lane wrote into its index by hand: never committed
             raise _unsafe_refusal(key, path, bad)
-        added = git.add_all(path, env)  # never git inside a submodule
+        again = f"git lane checkpoint {key}" + (f" -m {git.q(message)}" if message else "")
+        added = git.add_all(path, env, retry=again, key=key)  # never git inside a submodule
         if not added.ok:  # a file git cannot read or clean: nothing is committed
             raise _commit_refusal(key, path, added)
         staged = git.run(

@@ -232,7 +232,9 @@ def _uncommitted(key: str, path: str, head: str, s: Scratch) -> tuple[str, str]:
             raise git.index_copy_refusal(path, own, exc, f"git lane export {key}") from None
     else:
         git.run(["read-tree", head], path, env=s.env)
-    added = git.add_all(path, s.env)  # never git inside a submodule
+    added = git.add_all(
+        path, s.env, retry=f"git lane export {key}", key=key
+    )  # no git in a submodule
     if not added.ok:  # a file git cannot read or clean: its content cannot be exported
         raise Refusal(
             "export_unrepresentable",

@@ -47,7 +47,12 @@ def run(repo: Repo, dry_run: bool = False) -> GcResult:
         if rec.status == "released":
             continue
         size = disk_usage(rec.path)
-        verdict = _look(repo, rec, wts, main_sha, last, landed_lanes)
+        try:
+            verdict = _look(repo, rec, wts, main_sha, last, landed_lanes)
+        except Refusal as r:  # too many paths to look at (a tree bomb): kept, named
+            if r.code != "worktree_too_large":
+                raise
+            verdict = _Verdict(r.code, r.message, list(r.next))
         if verdict is not None and verdict.ignored_only and not dry_run:
             # as release keeps them: its refusal writes the list and names the archive
             # to make before the discard (gc itself never archives or discards anything)

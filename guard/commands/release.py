@@ -1152,9 +1152,7 @@ def branch_unlanded(repo: Repo, rec: LaneRecord, tip: str, main_sha: str) -> lis
         repo.store.event("objects_kept_in_lane", lane=rec.key, why=why, tip=tip)
         return [f"{tip[:12]} (its objects are not verified into the shared store: {why})"]
     with git.shared_store_only():
-        res = git.run(
-            ["log", "--format=%h %s", f"{main_sha}..{tip}", "--"], repo.common_dir, check=False
-        )
+        res = git.commit_lines([f"{main_sha}..{tip}", "--"], repo.common_dir)
     if not res.ok:
         return [f"{tip[:12]} (git could not list the commits main lacks)"]
     return res.lines()
@@ -1174,9 +1172,7 @@ def _inspect(repo: Repo, rec: LaneRecord, wt: git.Worktree | None, main_sha: str
     # (and with it HEAD's reflog) would lose them silently
     work.head = wt.head if wt.branch is None and not work.rebase else None
     if work.head and work.head.strip("0"):
-        work.detached = git.run(
-            ["log", "--format=%h %s", work.head, "--not", *keep], common
-        ).lines()
+        work.detached = git.commit_lines([work.head, "--not", *keep], common, check=True).lines()
     # Commits HEAD was on and left (a detached HEAD switched back to the branch), and tips
     # the lane's branch had before a reset or an amend, live only in this worktree's HEAD
     # reflog and the branch's reflog, which go with the lane: they are work too.
@@ -1258,13 +1254,16 @@ def _reflog_work(repo: Repo, rec: LaneRecord, head_log: git.GitResult) -> list[s
     if wanted:
         # every sha through stdin, before --not: no argument list grows with the reflog
         only = git.run(
-            ["log", "--ignore-missing", "--format=%h %s", "--stdin", "--not", "--all"],
+            ["log", "--ignore-missing", git.SUBJECT_FORMAT, "--stdin", "--not", "--all"],
             common,
             check=False,
+            timeout=git.lane_read_timeout(),
+            memory=git.lane_read_memory(),
             input="".join(f"{sha}\n" for sha in sorted(wanted))
             + "".join(f"^{sha}\n" for sha in sorted(replaced)),
         )
-        out += only.lines() if only.ok else [f"(the reflogs of lane {rec.key} could not be read)"]
+        lines = [ln.rstrip(" ") for ln in only.lines()]  # %<(200,trunc) pads a short one
+        out += lines if only.ok else [f"(the reflogs of lane {rec.key} could not be read)"]
     return out
 
 
@@ -1293,7 +1292,7 @@ def _inspect_admin(
     work.rebase = git.rebase_in_progress(rec.path)
     work.head = wt.head if wt.branch is None and not work.rebase else None
     if work.head and work.head.strip("0"):
-        res = git.run(["log", "--format=%h %s", work.head, "--not", *keep], common, check=False)
+        res = git.commit_lines([work.head, "--not", *keep], common)
         work.detached = (
             res.lines() if res.ok else [f"{work.head[:12]} (the detached HEAD of {rec.path})"]
         )
