@@ -50,6 +50,17 @@ def empty() -> Included:
     return _Tally().result()
 
 
+def committed(found: bytes | git.TooBig | None) -> tuple[bytes | None, str | None]:
+    """Main's committed `.worktreeinclude` as Repo.committed_file found it: its patterns
+    (None: there is none), and the warning when it is too big to read (then no patterns:
+    nothing is copied)."""
+    from guard.config import too_big
+
+    if isinstance(found, git.TooBig):
+        return None, too_big(FILE, found.size, "nothing it names was copied")
+    return found, None
+
+
 def matches(hub: str, patterns: bytes) -> list[str]:
     """The hub's files that git ignores and the patterns name, as paths relative to it."""
     with tempfile.NamedTemporaryFile(prefix="git-lane-include-") as f:

@@ -940,9 +940,12 @@ def gate_included(repo: Repo, main_sha: str, where: str, output: gate.Output | N
     has no `.worktreeinclude` or no worktree has main checked out (a bare hub). What could
     not be copied is in `skipped`, as for create; progress lines go to `output`, the
     gate's own stream (stderr, the land socket's client included)."""
-    patterns = repo.committed_file(main_sha, include.FILE)
+    patterns, ignored = include.committed(repo.committed_file(main_sha, include.FILE))
     if patterns is None:
-        return include.empty()
+        none = include.empty()
+        if ignored is not None:  # too big to read: the land's warnings say so
+            none["ignored"] = ignored
+        return none
     hub = repo.hub()
     if hub is None:
         return include.empty()
@@ -959,8 +962,14 @@ def gate_included(repo: Repo, main_sha: str, where: str, output: gate.Output | N
 
 
 def included_warnings(included: Included | None) -> list[str]:
-    """A copy that skipped paths is never silent: the land's (or queue's) warnings say so."""
-    if not included or not included["skipped"]:
+    """A copy that skipped paths, or a `.worktreeinclude` too big to read, is never silent:
+    the land's (or queue's) warnings say so."""
+    if not included:
+        return []
+    ignored = included.get("ignored")
+    if ignored:
+        return [f"{ignored}; the gate ran without them"]
+    if not included["skipped"]:
         return []
     first = included["skipped"][0]
     return [
