@@ -156,6 +156,21 @@ def test_a_worktreeinclude_past_the_bound_copies_nothing_at_create(repo: Repo) -
     assert _warned(r, ".worktreeinclude"), r.json["warnings"]
 
 
+def test_a_worktreeinclude_of_too_many_patterns_copies_nothing(repo: Repo) -> None:
+    """Under the byte bound, but past include.MAX_PATTERNS (1,000) pattern lines: git
+    would match every file of the hub against each (minutes per clean gate for 100k
+    globs); not used, said. At the count exactly (comments and blanks not counted) it is."""
+    _include_hub(repo, b"# a comment\n\n.env\n" + b"**/x*y*z\n" * 999)
+    r = repo.jlane("create", "alpha")
+    assert r.rc == 0, r.stdout + r.stderr
+    assert (Path(r.json["lane"]["path"]) / ".env").exists()
+    _include_hub(repo, b".env\n" + b"**/x*y*z\n" * 1000)
+    r = repo.jlane("create", "beta")
+    assert r.rc == 0, r.stdout + r.stderr
+    assert not (Path(r.json["lane"]["path"]) / ".env").exists()
+    assert _warned(r, ".worktreeinclude"), r.json["warnings"]
+
+
 @pytest.mark.parametrize("through", ["land", "queue"])
 def test_a_worktreeinclude_past_the_bound_copies_nothing_into_a_clean_gate(
     repo: Repo, gitlane_on_path: Path, through: str
