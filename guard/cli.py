@@ -154,8 +154,11 @@ def pinned(obj: Any) -> Any:
 def emit(
     ctx: Ctx, result: Mapping[str, Any], how: Callable[[Mapping[str, Any]], str] = render.generic
 ) -> None:
-    if ctx.notes:
-        result = {**result, "warnings": [*(result.get("warnings") or []), *ctx.notes]}
+    notes = [*ctx.notes]
+    if ctx._repo is not None:  # what the audit log read left unread (store.events)
+        notes += [n for n in ctx._repo.store.log_notes.values() if n not in notes]
+    if notes:
+        result = {**result, "warnings": [*(result.get("warnings") or []), *notes]}
     result = pinned(result)
     if ctx.json:
         sys.stdout.write(json.dumps(git.json_safe(result), sort_keys=True, default=str) + "\n")

@@ -8,6 +8,7 @@ host never automatically."""
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from dataclasses import asdict, dataclass, fields, replace
@@ -81,12 +82,19 @@ def flock_path(repo: Repo) -> Path:
     return repo.store.locks_dir / "integration.flock"
 
 
+# a record is a few short lines; past this it is garbage, never read whole (a sparse 3 GB
+# one was a MemoryError in every command that looks at the lock)
+OWNER_MAX = 1 << 20
+
+
 def read_owner(repo: Repo) -> OwnerRecord | None:
     try:
-        raw = read_regular(owner_path(repo))
+        raw = read_regular(owner_path(repo), limit=OWNER_MAX)
     except NotADirectoryError:  # locks/ is a file: whether a land runs cannot be told
         raise not_a_directory(owner_path(repo).parent) from None
-    except OSError:  # missing, or not a file (a directory is set aside at the next write)
+    except OSError as exc:  # missing, or not a file (a directory is set aside at the next write)
+        if exc.errno == errno.EFBIG:
+            return OwnerRecord()  # garbage, as an undecodable one below
         return None
     try:
         text = raw.decode("utf-8")

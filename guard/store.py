@@ -22,6 +22,13 @@ from guard.errors import Refusal
 from guard.policy import KEY_RE
 
 EVENTS_MAX_BYTES = 4 * 1024 * 1024
+# an event line is a few KiB (a land's names at most land.PATHS_CAP paths); event() cuts
+# a longer one's big values, so a line past this is none of ours: skipped, never held
+EVENT_LINE_MAX = 1 << 20
+# what events() reads of each log file at most, its end: rotation leaves each under
+# EVENTS_MAX_BYTES (and a line), so a file past twice that grew some other way (red team
+# 17 F1: a sparse 3 GB one read as one line, MemoryError)
+EVENTS_READ_MAX = 2 * EVENTS_MAX_BYTES
 # a JSON state file larger is none of ours (a link to a huge file took 17 s and MemoryError)
 STATE_MAX_BYTES = 64 * 1024 * 1024
 LANE_SCHEMA = 1
@@ -294,6 +301,9 @@ class Store:
         self.landing_path = state_dir / "landing.json"
         self.config_path = state_dir / "config.toml"
         self.crash_dir = state_dir / "crash"
+        # what events() left unread (a file past EVENTS_READ_MAX, lines past
+        # EVENT_LINE_MAX), one sentence per file: said as a warning (cli.emit)
+        self.log_notes: dict[str, str] = {}
 
     # -- generic ---------------------------------------------------------------
     def read_json(self, path: Path, lane: str | None = None) -> dict[str, Any] | None:
@@ -490,6 +500,8 @@ class Store:
             **data,
         }
         line = (json.dumps(rec, sort_keys=True, default=str) + "\n").encode()
+        if len(line) > EVENT_LINE_MAX:
+            line = _cut_event(rec)
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             self._rotate_if_needed(len(line))
@@ -544,19 +556,60 @@ class Store:
                 pass
 
     def events(self) -> Iterator[dict[str, Any]]:
-        """Every readable event, oldest first (the rotated file, then the current one)."""
+        """Every readable event, oldest first (the rotated file, then the current one).
+        Bounded: of a file larger than EVENTS_READ_MAX only its last EVENTS_READ_MAX bytes
+        are read (the newest events), a line longer than EVENT_LINE_MAX is skipped as it
+        is read, never held; what was left unread is in `log_notes`."""
         for p in (self.events_path.with_name("events.jsonl.1"), self.events_path):
             try:
-                with os.fdopen(open_regular(p), "rb") as f:
-                    for raw in f:
-                        try:
-                            obj = json.loads(raw)
-                        except ValueError:
-                            continue
-                        if isinstance(obj, dict):
-                            yield obj
+                f = os.fdopen(open_regular(p), "rb")
             except OSError:  # missing, or not a file: no events there
                 continue
+            with f:
+                try:
+                    yield from self._events_of(f, p)
+                except OSError:
+                    continue
+
+    def _events_of(self, f: Any, p: Path) -> Iterator[dict[str, Any]]:
+        size = os.fstat(f.fileno()).st_size
+        budget = EVENTS_READ_MAX
+        skipped = 0
+        if size > budget:
+            f.seek(size - budget - 1)
+            if f.read(1) != b"\n":
+                budget -= _skip_line(f, budget)  # the end of a line cut by the seek
+        while budget > 0:
+            raw = f.readline(min(EVENT_LINE_MAX + 1, budget))
+            if not raw:
+                break
+            budget -= len(raw)
+            if len(raw) > EVENT_LINE_MAX or (budget == 0 and not raw.endswith(b"\n")):
+                skipped += 1
+                if not raw.endswith(b"\n"):
+                    budget -= _skip_line(f, budget)
+                continue
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(obj, dict):
+                yield obj
+        said = []
+        if size > EVENTS_READ_MAX:
+            said.append(
+                f"the audit log {p} is {size} bytes, more than rotation leaves "
+                f"({EVENTS_MAX_BYTES}): only its last {EVENTS_READ_MAX} bytes were read"
+            )
+        if skipped:
+            said.append(
+                f"{skipped} line(s) of the audit log {p} longer than any event "
+                f"({EVENT_LINE_MAX} bytes) were skipped"
+            )
+        if said:
+            self.log_notes[str(p)] = "; ".join(said) + " (git-lane never writes it so)"
+        else:
+            self.log_notes.pop(str(p), None)
 
     # -- repair ----------------------------------------------------------------
     def layout_paths(self) -> list[Path]:
@@ -588,6 +641,41 @@ class Store:
                 to = move_aside(p, str(os.getpid()))
                 out.append({"action": "special_file_set_aside", "path": str(p), "to": str(to)})
         return out
+
+
+def _skip_line(f: Any, budget: int) -> int:
+    """Read past the rest of a line, at most `budget` bytes, holding none of it: the
+    number of bytes read."""
+    n = 0
+    while n < budget:
+        chunk = f.readline(min(1 << 16, budget - n))
+        if not chunk:
+            break
+        n += len(chunk)
+        if chunk.endswith(b"\n"):
+            break
+    return n
+
+
+def _cut_event(rec: dict[str, Any]) -> bytes:
+    """The line of an event too long for EVENT_LINE_MAX: each value longer than 4 KiB
+    (as JSON) left out and named under `cut`, so the line stays readable and the kind,
+    lane, code, epoch and tips every reader needs are kept."""
+    kept: dict[str, Any] = {}
+    cut = []
+    for k, v in rec.items():
+        if len(json.dumps(v, default=str)) > 4096:
+            cut.append(k)
+        else:
+            kept[k] = v
+    kept["cut"] = sorted(cut)
+    line = (json.dumps(kept, sort_keys=True, default=str) + "\n").encode()
+    if len(line) > EVENT_LINE_MAX:  # hundreds of values of 4 KiB: only what says what it was
+        core = ("time", "ts", "pid", "host", "kind", "lane", "code", "epoch", "main_after")
+        kept = {k: rec[k] for k in core if k in rec}
+        kept["cut"] = sorted(k for k in rec if k not in kept)
+        line = (json.dumps(kept, sort_keys=True, default=str) + "\n").encode()
+    return line
 
 
 class FileLock:

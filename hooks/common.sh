@@ -18,6 +18,41 @@
 gl_nl='
 '
 
+# The engine's bound on a config file (guard.config.CONFIG_MAX): the hooks read no more of
+# one, nor of the other state files they read (each loop counts what it read).
+gl_cfg_max=1048576
+
+# gl_capped VARS FUNC ARGS...: FUNC ARGS run in a subshell that may use one second of CPU,
+# then each variable VARS names set here to the value FUNC left it; returns FUNC's status,
+# or 2 when the subshell was ended. sh reads a file a byte per read(2), and no builtin
+# bounds one line: the counting loops stop a file of many lines at gl_cfg_max, but one
+# huge line (red team 17 F3: a sparse 100 MiB file, ~30 s) is read whole before any count,
+# and only the kernel stops that (SIGXCPU past the second). A fork, no exec: ~0.15 ms idle,
+# ms under load, too much for the hot paths (a ref update's config reads, the pre-commit
+# epoch read: docs/trust-boundary.md, Known limits); used where a land or a notice reads.
+# Values hold no newline (each is read from one line).
+gl_capped() {
+	gl_cv=$1
+	shift
+	{ gl_co=$(
+		# shellcheck disable=SC3045 # dash, bash, busybox sh have both; a sh without them reads on
+		ulimit -c 0
+		# shellcheck disable=SC3045
+		ulimit -t 1
+		"$@"
+		gl_crc=$?
+		for gl_v in $gl_cv; do eval "printf '%s\n' \"\$$gl_v\""; done
+		echo "$gl_crc"
+	); } 2>/dev/null || return 2
+	for gl_v in $gl_cv; do
+		case $gl_co in *"$gl_nl"*) ;; *) return 2 ;; esac
+		eval "$gl_v=\${gl_co%%\"\$gl_nl\"*}"
+		gl_co=${gl_co#*"$gl_nl"}
+	done
+	case $gl_co in '' | *[!0-9]*) return 2 ;; esac
+	return "$gl_co"
+}
+
 # gl_zero OID: is OID a null id (all zeros, whatever its length)?
 gl_zero() {
 	case $1 in '' | *[!0]*) return 1 ;; esac
@@ -166,12 +201,15 @@ gl_ml_closes() {
 # No FILE: nothing configured. A FILE that is there but cannot be read: returns 1; so
 # does one with a line it cannot read as a blank, a comment, a [table], `key = value`
 # (a bare key) or an element of a multi-line array of strings: what else the file says
-# (a line git's trace appended: `... 'x` then `enabled = "false"`) it does not know.
+# (a line git's trace appended: `... 'x` then `enabled = "false"`) it does not know; and
+# so does one larger than the engine reads (gl_cfg_max), stopped there.
 gl_cfg_file() {
 	[ -e "$1" ] || return 0
 	[ -f "$1" ] && [ -r "$1" ] || return 1
-	gl_arr='' gl_ml=''
+	gl_arr='' gl_ml='' gl_n=0
 	while IFS= read -r gl_l || [ -n "$gl_l" ]; do
+		gl_n=$((gl_n + ${#gl_l} + 1))
+		[ "$gl_n" -le "$gl_cfg_max" ] || return 1
 		gl_l=${gl_l#"${gl_l%%[![:space:]]*}"}
 		if [ -n "$gl_ml" ]; then # inside a multi-line string: up to its closing line
 			gl_ml_closes "$gl_l" && gl_ml=
@@ -310,11 +348,20 @@ gl_lane() {
 
 # gl_owner FILE: the integration lock's owner record (key=value lines, guard.lock
 # _write_owner; read_owner in Python): r_pid, r_ticks (start_ticks), r_tip, r_before
-# (main_before). Returns 1 when there is no record to read.
+# (main_before). Returns 1 when there is no record to read, or one larger than any
+# record (gl_cfg_max; one huge line: gl_capped).
 gl_owner() {
 	r_pid='' r_tip='' r_before='' r_ticks=''
 	[ -f "$1" ] && [ -r "$1" ] || return 1
+	gl_capped "r_pid r_ticks r_tip r_before" gl_owner_scan "$1" && return 0
+	r_pid='' r_tip='' r_before='' r_ticks=''
+	return 1
+}
+gl_owner_scan() {
+	gl_n=0
 	while IFS= read -r gl_l || [ -n "$gl_l" ]; do
+		gl_n=$((gl_n + ${#gl_l} + 1))
+		[ "$gl_n" -le "$gl_cfg_max" ] || return 1
 		gl_k=${gl_l%%=*}
 		[ "$gl_k" = "$gl_l" ] && continue
 		gl_v=${gl_l#*=}
@@ -325,15 +372,20 @@ gl_owner() {
 		main_before) r_before=$gl_v ;;
 		esac
 	done <"$1"
+	return 0
 }
 
 # gl_epoch_read FILE: gl_epoch = the land counter of epoch.json (guard.store Epoch, JSON
 # with indent and sorted keys: "epoch" comes second, alone on its line); 0 when FILE is
-# missing or says nothing readable.
+# missing or says nothing readable in its first gl_cfg_max bytes (one huge line is read
+# whole, then 0: off the commit's path, gl_capped stops it sooner).
 gl_epoch_read() {
 	gl_epoch=0
 	[ -f "$1" ] || return 0
+	gl_n=0
 	while IFS= read -r gl_l; do
+		gl_n=$((gl_n + ${#gl_l} + 1))
+		[ "$gl_n" -le "$gl_cfg_max" ] || break
 		case $gl_l in
 		*'"epoch":'*) gl_epoch=${gl_l#*:} gl_epoch=${gl_epoch%,} gl_epoch=${gl_epoch# } ; break ;;
 		esac

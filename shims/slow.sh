@@ -67,22 +67,39 @@ gs_python() {
 # last saw (0: none yet; the first look only records it). When another lane has landed
 # since, one line on stderr names it and the sync command. Called only when epoch.json is
 # not older than gs_seenf: a land rewrites epoch.json, so it is then at least as new,
-# whatever the clock's resolution.
+# whatever the clock's resolution. epoch.json is read as the hooks read it (gl_epoch_read):
+# its first 1 MiB, in a subshell with one second of CPU (a file of one huge line).
 gs_notice() {
 	if [ -f "$gs_st/epoch.json" ]; then
-		gs_epoch='' gs_landed=''
-		while IFS= read -r gs_l; do
-			case $gs_l in
-			*'"epoch":'*) gs_epoch=${gs_l#*:} gs_epoch=${gs_epoch%,} gs_epoch=${gs_epoch# } ;;
-			*'"lane":'*)
-				gs_landed=${gs_l#*: } gs_landed=${gs_landed%,} gs_landed=${gs_landed#\"} gs_landed=${gs_landed%\"}
-				break
-				;;
-			esac
-		done <"$gs_st/epoch.json"
+		{ gs_o=$(
+			# shellcheck disable=SC3045 # dash, bash, busybox sh have both; a sh without them reads on
+			ulimit -c 0
+			# shellcheck disable=SC3045
+			ulimit -t 1
+			gs_n=0 gs_epoch='' gs_landed=''
+			while IFS= read -r gs_l; do
+				gs_n=$((gs_n + ${#gs_l} + 1))
+				[ "$gs_n" -le 1048576 ] || break
+				case $gs_l in
+				*'"epoch":'*) gs_epoch=${gs_l#*:} gs_epoch=${gs_epoch%,} gs_epoch=${gs_epoch# } ;;
+				*'"lane":'*)
+					gs_landed=${gs_l#*: } gs_landed=${gs_landed%,} gs_landed=${gs_landed#\"} gs_landed=${gs_landed%\"}
+					break
+					;;
+				esac
+			done <"$gs_st/epoch.json"
+			printf '%s\n%s\n.' "${gs_epoch-}" "${gs_landed-}"
+		); } 2>/dev/null || gs_o=
+		gs_nl='
+'
+		gs_epoch=${gs_o%%"$gs_nl"*} gs_landed=
+		case $gs_o in *"$gs_nl"*"$gs_nl".) gs_landed=${gs_o#*"$gs_nl"} gs_landed=${gs_landed%"$gs_nl".} ;; *) gs_epoch= ;; esac
 		case $gs_epoch in '' | *[!0-9]*) gs_epoch=0 ;; esac
 		gs_seen=
 		{ IFS= read -r gs_seen <"$gs_seenf"; } 2>/dev/null
+		# ended (one huge line): no notice, the seen epoch written again so the next call
+		# finds it newer than epoch.json and does not read that file again
+		[ -n "$gs_o" ] || gs_epoch=${gs_seen:-0}
 		[ -d "$gs_st/seen" ] || mkdir -p "$gs_st/seen" 2>/dev/null
 		{ printf '%s\n' "$gs_epoch" >"$gs_seenf"; } 2>/dev/null
 		if [ -n "$gs_seen" ] && [ "$gs_seen" != "$gs_epoch" ] && [ "$gs_landed" != "$GITLANE_LANE" ]; then

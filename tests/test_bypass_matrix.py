@@ -539,6 +539,20 @@ ROWS: tuple[Row, ...] = (
         ("main_moved",),
     ),
     Row(
+        "reinit_template",
+        "re-running `git init --template=DIR` in the hub (main packed: no loose file), DIR holding `refs/heads/main` and a landed ref (also `init.templateDir`, `GIT_TEMPLATE_DIR`): git copies what the git dir lacks with plain writes",
+        'mkdir -p "$SCR/tpl/refs/heads" "$SCR/tpl/refs/git-lane/landed" && '
+        'echo "$TIP" > "$SCR/tpl/refs/heads/main" && '
+        'echo "$TIP" > "$SCR/tpl/refs/git-lane/landed/0000000009" && '
+        'cd "$HUB" && $GIT init -q --template="$SCR/tpl"',
+        "main",
+        PASSES,
+        R("unsafe_config"),
+        EACCES,
+        ("main_moved", "unvouched landed ref"),
+        pre='$REAL -C "$HUB" pack-refs --all',
+    ),
+    Row(
         "dulwich",
         "dulwich (a pure-Python git) setting main",
         'python3 -c "import sys; from dulwich.repo import Repo; Repo(sys.argv[1]).refs[b\'refs/heads/main\'] = sys.argv[2].encode()" "$COMMON" "$TIP"',
