@@ -14,9 +14,12 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from guard.errors import Refusal
+
+if TYPE_CHECKING:
+    from guard.git import TooBig
 
 Validator = Callable[[Any], str | None]  # returns a complaint, or None when the value is fine
 
@@ -234,6 +237,11 @@ class Config:
 # a config file is a few dozen lines; one past this is no config of ours (EFBIG:
 # invalid_config), never read whole (red team 16C F1: a sparse 3 GB one, MemoryError)
 CONFIG_MAX = 1 << 20
+# main's committed `.git-lane.toml` and `.worktreeinclude` (anyone who lands writes them, at
+# any size: a run of one line is a few KB in git): one past this is not read at all, its
+# size learnt from git first (Repo.committed_file); the project defaults are then ignored,
+# nothing is copied, each with a warning (red team 17 gate F2)
+COMMITTED_MAX = CONFIG_MAX
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -518,15 +526,25 @@ def load(repo_config: Path | None, user_config: Path | None = None) -> Config:
     return Config(values, sources, warnings, where)
 
 
-def with_project(owner: Config, text: bytes | None, name: str) -> Config:
+def with_project(owner: Config, text: bytes | TooBig | None, name: str) -> Config:
     """`owner` with the project file's allowed keys slotted in below it (where the owner
     files left the default). `text` is the file from main's committed tree (None: there
-    is none), `name` how warnings name it. Never refuses: anything wrong in a file that
-    any committer can change is a warning, and the key keeps its owner or default value."""
+    is none; TooBig: one past COMMITTED_MAX, not read), `name` how warnings name it.
+    Never refuses: anything wrong in a file that any committer can change is a warning,
+    and the key keeps its owner or default value."""
     if text is None:
         return owner
     values, sources = dict(owner.values), dict(owner.sources)
     where, warnings = dict(owner.files), list(owner.warnings)
+    if not isinstance(text, bytes):
+        warnings.append(
+            too_big(
+                name,
+                text.size,
+                "its settings are ignored (the owner's config and the defaults apply)",
+            )
+        )
+        return Config(values, sources, warnings, where)
     try:
         data = toml_loads(text.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -550,6 +568,14 @@ def with_project(owner: Config, text: bytes | None, name: str) -> Config:
             sources[k] = "project"
             where[k] = name
     return Config(values, sources, warnings, where)
+
+
+def too_big(name: str, size: int, so: str) -> str:
+    """The warning for main's committed `name`, `size` bytes, that was not read."""
+    return (
+        f"{name} in main's tree is {size:,} bytes, more than {COMMITTED_MAX:,}: "
+        f"it was not read, so {so}"
+    )
 
 
 def parse_value(key: str, text: str) -> Any:

@@ -50,6 +50,30 @@ def empty() -> Included:
     return _Tally().result()
 
 
+# A `.worktreeinclude` names a few paths; git matches every file it walks in the hub against
+# every pattern (a second each per 10k glob lines and 2,000 files, measured), under the
+# integration lock for a clean gate: one with more pattern lines than this is not used
+MAX_PATTERNS = 1000
+
+
+def committed(found: bytes | git.TooBig | None) -> tuple[bytes | None, str | None]:
+    """Main's committed `.worktreeinclude` as Repo.committed_file found it: its patterns
+    (None: there is none), and the warning when it is too big to read or holds more than
+    MAX_PATTERNS patterns (then no patterns: nothing is copied)."""
+    from guard.config import too_big
+
+    if isinstance(found, git.TooBig):
+        return None, too_big(FILE, found.size, "nothing it names was copied")
+    if found is not None:
+        n = sum(1 for ln in found.split(b"\n") if ln.strip() and not ln.startswith(b"#"))
+        if n > MAX_PATTERNS:
+            return None, (
+                f"{FILE} in main's tree has {n:,} patterns, more than {MAX_PATTERNS:,}: "
+                "it was not read, so nothing it names was copied"
+            )
+    return found, None
+
+
 def matches(hub: str, patterns: bytes) -> list[str]:
     """The hub's files that git ignores and the patterns name, as paths relative to it."""
     with tempfile.NamedTemporaryFile(prefix="git-lane-include-") as f:

@@ -15,7 +15,7 @@ from typing import NamedTuple, TypeVar
 from pathlib import Path
 
 from guard import dirfd, git, policy
-from guard.config import PROJECT_FILE, Config, load, with_project
+from guard.config import COMMITTED_MAX, PROJECT_FILE, Config, load, with_project
 from guard.errors import Refusal
 from guard.store import LaneRecord, Store, open_regular, read_regular, special
 
@@ -525,10 +525,12 @@ class Repo:
             return owner  # no main yet: no committed project file either
         return with_project(owner, self.committed_file(main, PROJECT_FILE), PROJECT_FILE)
 
-    def committed_file(self, rev: str, path: str) -> bytes | None:
-        """A file of `rev`'s tree, or None when it has none there (or not a file)."""
-        res = git.run(["cat-file", "blob", f"{rev}:{path}"], self.common_dir, check=False)
-        return res.stdout.encode("utf-8", "surrogateescape") if res.ok else None
+    def committed_file(self, rev: str, path: str) -> bytes | git.TooBig | None:
+        """A file of `rev`'s tree, or None when it has none there (or not a file); TooBig
+        when it is larger than COMMITTED_MAX: anyone who lands writes these files (the
+        project's `.git-lane.toml`, `.worktreeinclude`), so one past the bound is never
+        read (git.blob_upto learns its size first), and the caller says so."""
+        return git.blob_upto(self.common_dir, f"{rev}:{path}", COMMITTED_MAX)
 
     @cached_property
     def owner_config(self) -> Config:

@@ -88,6 +88,8 @@ class Included(TypedDict):
     reflinked: int  # of `files`, shared copy-on-write with the hub's
     kept: int  # matched, but the lane has the path already: left as it is
     skipped: list[dict[str, str]]  # {path, reason}: not copied (a path that escapes, ...)
+    # why nothing was copied although main has a `.worktreeinclude`: it is too big to read
+    ignored: NotRequired[str]
 
 
 class SetupRun(TypedDict):

@@ -408,10 +408,39 @@ def cache_env(g: Grants) -> dict[str, str]:
         raise SandboxError(
             f"cannot make CMD's cache dir {g.private_cache}: {exc.strerror}"
         ) from None
-    return {
-        "XDG_CACHE_HOME": g.private_cache,
-        "PRE_COMMIT_HOME": os.path.join(g.private_cache, "pre-commit"),
-    }
+    return _cache_vars(g.private_cache)
+
+
+def _cache_vars(cache: str) -> dict[str, str]:
+    """The variables that point a process's tools at the cache dir `cache`: CMD's
+    (cache_env) and a confined gate's (gate_cache) are named by the same ones."""
+    return {"XDG_CACHE_HOME": cache, "PRE_COMMIT_HOME": os.path.join(cache, "pre-commit")}
+
+
+def gate_cache(g: Grants, private: str) -> tuple[Grants, dict[str, str]]:
+    """The grants and cache variables of a gate confined under the lane's grants `g` (the
+    land a sandboxed exec runs for its CMD): a fresh, empty cache dir, `cache` in the
+    gate's own private temp dir `private` (made by the land, granted to the gate, removed
+    with it after the gate whatever happened), named by every variable cache_env sets; CMD's
+    own cache dir neither named nor granted. CMD writes its cache as it likes before it
+    asks to land: what it left there (a pre-commit hook clone, a pip wheel, a compiled
+    module) is never what the gate runs (red team 17 gate F1). The price: a confined gate
+    starts with cold caches (pre-commit clones its hook repositories again each land).
+    Raises SandboxError."""
+    import dataclasses
+
+    cache = os.path.join(private, "cache")
+    try:
+        os.mkdir(cache, 0o700)
+    except OSError as exc:
+        raise SandboxError(f"cannot make the gate's cache dir {cache}: {exc.strerror}") from None
+    own = g.private_cache
+    g = dataclasses.replace(
+        g,
+        writable=[w for w in g.writable if not own or not _encloses(own, w)],
+        private_cache="",
+    )
+    return g, _cache_vars(cache)
 
 
 LANE_REFS = ("refs/heads/lane", "logs/refs/heads/lane")

@@ -204,7 +204,9 @@ def run(
             admin=lane.new_admin(repo, str(path)),
             exec_seen=False,  # no exec ran in it yet: its gate may run in the lane
         )
-        if cfg.get("setup_command") or repo.committed_file(main_sha, include.FILE) is not None:
+        if cfg.get("setup_command") or isinstance(
+            repo.committed_file(main_sha, include.FILE), bytes
+        ):  # files to copy (one too big to read copies none)
             # marked running by this process until its setup is done: a create killed
             # before then leaves a lane whose status says its setup failed (and how to rerun it)
             me = os.getpid()

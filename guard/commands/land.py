@@ -940,9 +940,12 @@ def gate_included(repo: Repo, main_sha: str, where: str, output: gate.Output | N
     has no `.worktreeinclude` or no worktree has main checked out (a bare hub). What could
     not be copied is in `skipped`, as for create; progress lines go to `output`, the
     gate's own stream (stderr, the land socket's client included)."""
-    patterns = repo.committed_file(main_sha, include.FILE)
+    patterns, ignored = include.committed(repo.committed_file(main_sha, include.FILE))
     if patterns is None:
-        return include.empty()
+        none = include.empty()
+        if ignored is not None:  # too big to read: the land's warnings say so
+            none["ignored"] = ignored
+        return none
     hub = repo.hub()
     if hub is None:
         return include.empty()
@@ -959,8 +962,14 @@ def gate_included(repo: Repo, main_sha: str, where: str, output: gate.Output | N
 
 
 def included_warnings(included: Included | None) -> list[str]:
-    """A copy that skipped paths is never silent: the land's (or queue's) warnings say so."""
-    if not included or not included["skipped"]:
+    """A copy that skipped paths, or a `.worktreeinclude` too big to read, is never silent:
+    the land's (or queue's) warnings say so."""
+    if not included:
+        return []
+    ignored = included.get("ignored")
+    if ignored:
+        return [f"{ignored}; the gate ran without them"]
+    if not included["skipped"]:
         return []
     first = included["skipped"][0]
     return [
@@ -1124,8 +1133,10 @@ def _run_gate(
     the supervisor's word), under the lane's own sandbox grants plus `also` (a clean gate
     worktree) and `plain` (its admin dir: as the lane's own, without the rights to make a
     link, FIFO, socket or device or to rename in from elsewhere: the land lists the
-    worktrees, and git opens files there, red team 13U) and a private TMPDIR when the temp
-    dir holds the repository. A gate that cannot be confined is not run: sandbox_failed."""
+    worktrees, and git opens files there, red team 13U), a private TMPDIR, and a fresh
+    cache dir in it (XDG_CACHE_HOME, PRE_COMMIT_HOME: sandbox.gate_cache; never CMD's,
+    which CMD wrote before it asked to land), both removed after the gate. A gate that
+    cannot be confined is not run: sandbox_failed."""
 
     def started(pid: int, token: str) -> None:
         lock.remember_gate(
@@ -1145,15 +1156,18 @@ def _run_gate(
         try:
             g = sandbox.grants(repo, lane.get(repo, key))
             g = dataclasses.replace(g, plain=[*g.plain, *plain])
-            if g.private_tmp_under is not None:
-                try:
-                    private = tempfile.mkdtemp(prefix=f"git-lane-{key}-", dir=g.private_tmp_under)
-                except OSError as exc:
-                    raise sandbox.SandboxError(f"no private temp dir: {exc.strerror}") from None
-            ruleset = sandbox.prepare(g, [*also, *plain, *([private] if private else [])])
+            if g.private_tmp_under is None:  # decide() always names one: never guessed
+                raise sandbox.SandboxError("no temp dir to make the gate's private one in")
+            try:
+                private = tempfile.mkdtemp(prefix=f"git-lane-{key}-", dir=g.private_tmp_under)
+            except OSError as exc:
+                raise sandbox.SandboxError(f"no private temp dir: {exc.strerror}") from None
+            # a fresh cache in it, never CMD's (what CMD left there is not the tip)
+            g, cache = sandbox.gate_cache(g, private)
+            ruleset = sandbox.prepare(g, [*also, *plain, private])
             seal = seccomp.prepare()  # as CMD's: no TIOCSTI, no capabilities as root
-            tmp = {n: private for n in ("TMPDIR", "TMP", "TEMP")} if private else {}
-            env = {"GITLANE_GATE_LANE": key, **tmp, **sandbox.cache_env(g)}
+            tmp = {n: private for n in ("TMPDIR", "TMP", "TEMP")}
+            env = {"GITLANE_GATE_LANE": key, **tmp, **cache}
 
             def confine() -> None:
                 assert ruleset is not None

@@ -63,7 +63,9 @@ def prepare(
     count those as work)."""
     warnings = list(repo.config.warnings)
     included = include.empty()
-    patterns = repo.committed_file(main_sha, include.FILE)
+    patterns, ignored = include.committed(repo.committed_file(main_sha, include.FILE))
+    if ignored is not None:  # too big to read: nothing copied, and said
+        warnings.append(ignored)
     command = repo.config.get("setup_command")
     # what was there before, to tell what setup left: a walk of the whole worktree, so
     # only when something will run (at 100k files it is most of create's extra cost)
