@@ -95,11 +95,14 @@ def test_a_new_lane_never_gets_another_lanes_files(repo: Repo, gitlane_on_path: 
 def test_a_lane_outside_worktrees_root_is_still_a_lane_by_its_record(
     repo: Repo, gitlane_on_path: Path
 ) -> None:
-    """worktrees_root moved elsewhere since alpha was made: alpha (no `.git`, in the
-    hub) is still excluded by its record; and a directory under the configured
-    worktrees_root that is no lane's (yet) by neither."""
+    """worktrees_root moved elsewhere since alpha was made, and alpha is in git's
+    worktree list no more (no `.git`, its admin dir pruned): alpha is still excluded by
+    its record; and a directory under the configured worktrees_root that is no lane's by
+    the root."""
     alpha, _ = _in_repo_hub(repo)
     (alpha / ".git").unlink()
+    git(repo.path, "worktree", "prune")
+    assert str(alpha) not in repo.worktrees()
     (alpha / ".env").write_text("PLANTED_BY_ALPHA\n")
     repo.config("worktrees_root", str(repo.path / "lanes2"))
     stray = repo.path / "lanes2" / "nobody"
