@@ -15,10 +15,11 @@ import os
 import stat
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from guard import dirfd, git
+from guard.errors import GitError
 from guard.results import Included
 
 FILE = ".worktreeinclude"
@@ -74,41 +75,106 @@ def committed(found: bytes | git.TooBig | None) -> tuple[bytes | None, str | Non
     return found, None
 
 
-def matches(hub: str, patterns: bytes) -> list[str]:
-    """The hub's files that git ignores and the patterns name, as paths relative to it."""
+def inside(hub: str, paths: Iterable[str]) -> list[str]:
+    """Those of `paths` (lanes' and worktrees' paths) that lie inside the hub, strictly,
+    relative to it: nothing at or under one is the hub's to copy. Each is taken as written
+    and with its links resolved, against the hub's path as written and resolved."""
+    hubs = {os.path.abspath(hub), os.path.realpath(hub)}
+    out: set[str] = set()
+    for p in paths:
+        for q in {os.path.abspath(p), os.path.realpath(p)}:
+            for h in hubs:
+                rel = os.path.relpath(q, h)
+                if rel != "." and rel != ".." and not rel.startswith("../"):
+                    out.add(rel)
+    return sorted(out)
+
+
+def _under(rel: str, prefixes: Iterable[str]) -> bool:
+    return any(rel == p or rel.startswith(p + "/") for p in prefixes)
+
+
+class ListingTimedOut(Exception):
+    """git's listing of the hub's ignored files did not end in time (what it reads there,
+    a `.gitignore` on its way, blocked it: a FIFO)."""
+
+
+def matches(
+    hub: str, patterns: bytes, lanes: Iterable[str] = (), timeout: float | None = None
+) -> list[str]:
+    """The hub's files that git ignores and the patterns name, as paths relative to it;
+    none at or under `lanes` (paths relative to the hub: git is told not to enter them,
+    so nothing a lane put there, a `.gitignore` that blocks, is read). Both git calls
+    within `timeout` seconds in all (ListingTimedOut)."""
+    skip = sorted(set(lanes))
+    spec = ["--", *(f":(exclude,top,literal){p}" for p in skip)] if skip else []
+    deadline = None if timeout is None else time.monotonic() + timeout
+
+    def ls(args: list[str]) -> list[str]:
+        left = None if deadline is None else max(0.1, deadline - time.monotonic())
+        res = git.run(["ls-files", "-z", "-o", "-i", *args, *spec], hub, check=False, timeout=left)
+        if res.timed_out:
+            raise ListingTimedOut(timeout)
+        if not res.ok:
+            raise GitError(res.argv, res.returncode, res.stdout, res.stderr)
+        return res.z()
+
     with tempfile.NamedTemporaryFile(prefix="git-lane-include-") as f:
         f.write(patterns)
         f.flush()
-        named = git.run(["ls-files", "-z", "-o", "-i", f"--exclude-from={f.name}"], hub)
-    wanted = {p for p in named.z() if not p.endswith("/")}
+        named = ls([f"--exclude-from={f.name}"])
+    wanted = {p for p in named if not p.endswith("/") and not _under(p, skip)}
     if not wanted:
         return []
-    ignored = git.run(["ls-files", "-z", "-o", "-i", "--exclude-standard"], hub).z()
+    ignored = ls(["--exclude-standard"])
     return sorted(p for p in ignored if p in wanted)
 
 
-def copy(hub: str, lane: str, patterns: bytes, progress: Progress | None = None) -> Included:
+def copy(
+    hub: str,
+    lane: str,
+    patterns: bytes,
+    progress: Progress | None = None,
+    lanes: Iterable[str] = (),
+) -> Included:
     """Copy what `patterns` names from the hub into the lane; what could not be copied is
-    in `skipped`, with why. Every write in the lane goes through directory fds (a CMD may
-    be running there: `git lane setup` while an exec runs), as guard/dirfd.py writes."""
+    in `skipped`, with why. Nothing at or under `lanes` (every lane's and worktree's path:
+    those inside the hub are never entered). The listing is bounded by
+    git.lane_read_timeout() (past it nothing is copied, and `skipped` says so). Every
+    source is reached from the hub's root through directory fds and opened without ever
+    blocking (O_NONBLOCK, fstat-checked against the lstat that chose it); every write in
+    the lane goes through directory fds (a CMD may be running there: `git lane setup`
+    while an exec runs), as guard/dirfd.py writes."""
     t = _Tally()
     hub_real = os.path.realpath(hub)
-    dirs = _LaneDirs(hub_real, lane)
+    timeout = git.lane_read_timeout()
+    try:
+        found = matches(hub_real, patterns, inside(hub, lanes), timeout)
+    except ListingTimedOut:
+        t.skipped.append(
+            {
+                "path": ".",
+                "reason": f"git ls-files in the hub timed out after {timeout:g} s "
+                "(a FIFO .gitignore there?): nothing copied",
+            }
+        )
+        return t.result()
+    dirs = _Dirs(hub_real, lane)
     last = time.monotonic()
     try:
-        for rel in matches(hub, patterns):
+        for rel in found:
             parts = rel.split("/")
             if any(p in ("", ".", "..", ".git") for p in parts):
                 t.skipped.append({"path": rel, "reason": "not a plain relative path"})
                 continue
-            dfd = dirs.enter("/".join(parts[:-1]))
-            if dfd is None:
+            fds = dirs.enter("/".join(parts[:-1]))
+            if fds is None:
                 t.skipped.append(
                     {"path": rel, "reason": "a directory on its way is not a plain directory"}
                 )
                 continue
             try:
-                _copy_one(os.path.join(hub_real, rel), dfd, parts[-1], rel, t)
+                _copy_one(fds[0], fds[1], parts[-1], rel, t)
             except OSError as exc:
                 t.skipped.append({"path": rel, "reason": exc.strerror or str(exc)})
             if progress is not None and time.monotonic() - last >= PROGRESS_SECONDS:
@@ -119,100 +185,118 @@ def copy(hub: str, lane: str, patterns: bytes, progress: Progress | None = None)
     return t.result()
 
 
-class _LaneDirs:
-    """The lane's directories on the way to the file being copied, each an fd opened from
-    its parent's with O_NOFOLLOW|O_DIRECTORY (made there, 0700, when missing), from the
-    lane's root opened by path (a trusted root: guard/dirfd.py). A directory a running CMD
-    swapped for a link fails the open (ELOOP) and its files are skipped; one it renamed
-    after the open keeps its fd, so the files go where the directory went, in the lane.
-    Each directory must be a plain one in the hub too. The paths come sorted, so those
-    under a directory come together: it is left once, and a directory this copy made gets
-    the hub's mode (| 0700) then, through its fd (a read-only parent after its children);
-    only the fds on one path are open at a time."""
+class _Dirs:
+    """The directories on the way to the file being copied, in the hub and in the lane,
+    each an fd opened from its parent's with O_NOFOLLOW|O_DIRECTORY|O_NONBLOCK (in the
+    lane made there, 0700, when missing), from the two roots opened by path (trusted
+    roots: guard/dirfd.py). A hub directory that is not a plain one (a link, a FIFO) fails
+    its open and its files are skipped; so does a lane directory a running CMD swapped
+    for a link (ELOOP); one renamed after the open keeps its fd, so the files come from
+    (go to) where the directory went. The paths come sorted, so those under a directory
+    come together: it is left once, and a directory this copy made gets the hub's mode
+    (| 0700) then, through its fd (a read-only parent after its children); only the fds
+    on one path are open at a time."""
 
     def __init__(self, hub: str, lane: str) -> None:
-        self.hub = hub
-        root = os.open(lane, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        # (relative path, fd or None when not a plain directory, mode to give it on leaving)
-        self.stack: list[tuple[str, int | None, int | None]] = [("", root, None)]
+        top = os.open(hub, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            root = os.open(lane, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except BaseException:
+            os.close(top)
+            raise
+        # (relative path, (hub fd, lane fd) or None when not a plain directory, mode to
+        # give the lane's on leaving)
+        self.stack: list[tuple[str, tuple[int, int] | None, int | None]] = [("", (top, root), None)]
 
-    def enter(self, rel: str) -> int | None:
+    def enter(self, rel: str) -> tuple[int, int] | None:
         while len(self.stack) > 1:
             top = self.stack[-1][0]
             if rel == top or rel.startswith(top + "/"):
                 break
             self._leave()
-        top, fd, _ = self.stack[-1]
+        top, fds, _ = self.stack[-1]
         rest = rel[len(top) :].lstrip("/")
         for part in rest.split("/") if rest else []:
             here = f"{top}/{part}" if top else part
-            sub, mode = self._open(fd, here, part) if fd is not None else (None, None)
+            sub, mode = self._open(fds, part) if fds is not None else (None, None)
             self.stack.append((here, sub, mode))
-            top, fd = here, sub
-        return fd
+            top, fds = here, sub
+        return fds
 
-    def _open(self, parent: int, rel: str, name: str) -> tuple[int | None, int | None]:
+    @staticmethod
+    def _open(parents: tuple[int, int], name: str) -> tuple[tuple[int, int] | None, int | None]:
+        hub, lane = parents
         try:
-            src = os.lstat(os.path.join(self.hub, rel))
-            if not stat.S_ISDIR(src.st_mode):
-                return None, None
+            src = os.open(name, dirfd.DIR | os.O_NONBLOCK, dir_fd=hub)
+        except OSError:
+            return None, None
+        try:
             mode = None
             try:
-                return os.open(name, dirfd.DIR | os.O_NONBLOCK, dir_fd=parent), None
+                dst = os.open(name, dirfd.DIR | os.O_NONBLOCK, dir_fd=lane)
             except FileNotFoundError:
-                os.mkdir(name, 0o700, dir_fd=parent)
-                mode = stat.S_IMODE(src.st_mode) | 0o700
-            return os.open(name, dirfd.DIR | os.O_NONBLOCK, dir_fd=parent), mode
+                os.mkdir(name, 0o700, dir_fd=lane)
+                mode = stat.S_IMODE(os.fstat(src).st_mode) | 0o700
+                dst = os.open(name, dirfd.DIR | os.O_NONBLOCK, dir_fd=lane)
+            return (src, dst), mode
         except OSError:
+            os.close(src)
             return None, None
 
     def _leave(self) -> None:
-        _, fd, mode = self.stack.pop()
-        if fd is None:
+        _, fds, mode = self.stack.pop()
+        if fds is None:
             return
         try:
             if mode is not None:
-                os.fchmod(fd, mode)
+                os.fchmod(fds[1], mode)
         except OSError:
             pass
         finally:
-            os.close(fd)
+            os.close(fds[0])
+            os.close(fds[1])
 
     def close(self) -> None:
         while self.stack:
             self._leave()
 
 
-def _copy_one(src: str, dfd: int, name: str, rel: str, t: _Tally) -> None:
-    """Copy the hub's `src` to `name` in the lane directory `dfd` (never over anything)."""
-    st = os.lstat(src)
+def _copy_one(hfd: int, lfd: int, name: str, rel: str, t: _Tally) -> None:
+    """Copy `name` of the hub directory `hfd` to `name` in the lane directory `lfd`
+    (never over anything). The source is opened O_NOFOLLOW|O_NONBLOCK and must be the
+    regular file its lstat saw (dirfd.open_as): a FIFO swapped in meanwhile is never
+    waited on, a link never followed."""
+    st = os.stat(name, dir_fd=hfd, follow_symlinks=False)
     try:
-        os.lstat(name, dir_fd=dfd)
+        os.stat(name, dir_fd=lfd, follow_symlinks=False)
         t.kept += 1
         return
     except FileNotFoundError:
         pass
     if stat.S_ISLNK(st.st_mode):
-        os.symlink(os.readlink(src), name, dir_fd=dfd)  # the link itself, never its target
+        os.symlink(os.readlink(name, dir_fd=hfd), name, dir_fd=lfd)  # the link, never its target
         t.files += 1
         return
     if not stat.S_ISREG(st.st_mode):
         t.skipped.append({"path": rel, "reason": "not a regular file or symlink"})
         return
-    sfd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        if not stat.S_ISREG(os.fstat(sfd).st_mode):  # swapped since the lstat
-            t.skipped.append({"path": rel, "reason": "changed while copied"})
-            return
+        sfd = dirfd.open_as(hfd, name, st)
+    except OSError as exc:
+        if exc.errno not in (errno.ESTALE, errno.ELOOP, errno.ENXIO):
+            raise
+        t.skipped.append({"path": rel, "reason": "changed while copied"})
+        return
+    try:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        ffd = os.open(name, flags, 0o600, dir_fd=dfd)
+        ffd = os.open(name, flags, 0o600, dir_fd=lfd)
         try:
             reflinked = _clone_or_copy(sfd, ffd)
             os.fchmod(ffd, stat.S_IMODE(st.st_mode) & 0o777)
             os.utime(ffd, ns=(st.st_atime_ns, st.st_mtime_ns))
         except BaseException:
             os.close(ffd)
-            os.unlink(name, dir_fd=dfd)  # never leave half a file that a later copy would keep
+            os.unlink(name, dir_fd=lfd)  # never leave half a file that a later copy would keep
             raise
         os.close(ffd)
     finally:

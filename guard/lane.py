@@ -367,6 +367,26 @@ def worktrees_root(repo: Repo) -> Path:
     return real
 
 
+def lane_places(repo: Repo) -> list[str]:
+    """Every path a lane's (or another worktree's) files may be at: each entry of git's
+    worktree list (clean gates' included), each lane record's path (whatever its status:
+    a lane that deleted its `.git` file is no worktree to git, still a lane by its
+    record), and worktrees_root (configured inside the repository or not, allowed or
+    not: lanes made there before stay there). `.worktreeinclude` copies nothing at or
+    under one (include.inside keeps those inside the hub). Refuses as repo.worktrees and
+    the lane store do when they cannot be read: never a copy that may take a lane's files."""
+    paths = [w.path for w in repo.worktrees(gates=True)]
+    paths += [rec.path for rec in repo.store.lanes()]
+    try:
+        paths.append(str(worktrees_root(repo)))
+    except Refusal as r:  # inside the repository, not allowed: still where lanes were made
+        value = r.details.get("value")
+        if not isinstance(value, str):
+            raise
+        paths.append(value)
+    return paths
+
+
 def read_marker(path: str) -> str | None:
     gd = git.worktree_git_dir(path)
     try:

@@ -935,7 +935,8 @@ def gate_included(repo: Repo, main_sha: str, where: str, output: gate.Output | N
     """Copy into the clean gate worktree `where` what `.worktreeinclude` copies into a
     new lane (guard/commands/setup.py prepare): the hub's ignored files named by MAIN's
     committed `.worktreeinclude` (`main_sha`'s, never the tip's: a lane commits its own),
-    never a lane's files (an agent's to plant), links as links, never a hardlink (the gate
+    never a lane's files (an agent's to plant; nothing at or under any lane or worktree
+    when they lie inside the hub: lane.lane_places), links as links, never a hardlink (the gate
     runs the lane's code: it writes its copies, never the hub's files). Nothing when main
     has no `.worktreeinclude` or no worktree has main checked out (a bare hub). What could
     not be copied is in `skipped`, as for create; progress lines go to `output`, the
@@ -958,7 +959,7 @@ def gate_included(repo: Repo, main_sha: str, where: str, output: gate.Output | N
             )
             output(line.encode())
 
-    return include.copy(hub.path, where, patterns, progress)
+    return include.copy(hub.path, where, patterns, progress, lane.lane_places(repo))
 
 
 def included_warnings(included: Included | None) -> list[str]:

@@ -79,7 +79,7 @@ def prepare(
                 f"{include.FILE}: main is checked out in no worktree, so there is no hub to copy from"
             )
         else:
-            included = include.copy(hub.path, path, patterns, progress)
+            included = include.copy(hub.path, path, patterns, progress, lane.lane_places(repo))
             if included["skipped"]:
                 warnings.append(
                     f"{include.FILE}: {len(included['skipped'])} path(s) not copied "
