@@ -461,7 +461,7 @@ def by_hand(main_ref: str, tip: str, cur: str | None) -> str:
     landed), then reconcile, which gives it its landed ref now that main holds it."""
     return (
         f"git -c core.hooksPath=/dev/null update-ref -m 'git-lane: main put at a land by hand' "
-        f"{main_ref} {tip}{' ' + cur if cur else ''} && git lane reconcile"
+        f"{main_ref} {tip} {cur or git.q('')} && git lane reconcile"
     )
 
 
@@ -494,14 +494,16 @@ def unvouched_refusal(
     main left where it is, the owner's hand move an alternative."""
     cur = repo.ref_sha(main_ref)
     newest = refs[-1] if refs else None
-    alts = [by_hand(main_ref, t, cur) for e, t in claims[-1:] if e]
+    alts = [by_hand(main_ref, t, cur) for _, t in claims[-1:]]
     return Refusal(
         "landed_tip_unvouched",
         f"git-lane's state files (epoch.json, the audit log, landing.json: plain files any "
         f"process of your uid may write) name {_claimed(claims) or 'a land'}, which no landed "
         "ref records, and there is no landed ref (nor a baseline the ref and state agree "
         "on) to put main back at: only a land's own ref transaction says where a land left "
-        f"main, so {main_ref} was not moved (git lane doctor says what disagrees)",
+        f"main, so {main_ref} was not moved (git lane doctor says what disagrees; the "
+        "alternative, for the owner only and once `git log` of that tip shows it is what was "
+        "landed, moves main there by hand)",
         next=["git lane doctor"],
         alternatives=alts,
         details={
