@@ -21,7 +21,11 @@ it moved by hand, to make that main look landed. So a ref counts as a land only 
 something else vouches for it (`vouchers`): a land event in the audit log with its epoch
 and tip, the landing record of a land under way, or epoch.json naming the same land. One
 vouched by nothing and not older than the last vouched land is `unvouched`: never taken
-as the last land (doctor names it; reconcile never raises the epoch to it). Likewise the
+as the last land (doctor names it; reconcile never raises the epoch to it). The other way
+round, the vouchers are plain files any unconfined process of the owner's uid may write
+(red team 17 F4): a land they name that no landed ref records is `unproven`, never the
+last land, and reconcile writes its ref only at main or in main's history, in land order
+(`unprovable`). Likewise the
 baseline is kept in state too (epoch.json at epoch 0: `main_after`, written with the ref),
 so a baseline ref deleted or moved past the hooks is seen, and never recorded afresh.
 

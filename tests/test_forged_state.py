@@ -102,9 +102,12 @@ def test_forged_epoch_never_makes_restore_main_land_an_ungated_tip(
     hub.jlane("restore-main")
     assert hub.sha() == before
     doc = hub.jlane("doctor")
-    claims = [c for c in doc.json["checks"] if c["name"] == "unvouched land"]
-    assert claims and tip[:12] in claims[0]["message"], doc.stdout
+    (claim,) = [c for c in doc.json["checks"] if c["name"] == "unvouched land"]
+    assert claim["status"] == "fail" and tip[:12] in claim["message"], doc.stdout
     assert not any(c["name"] == "main_moved" for c in doc.json["checks"]), doc.stdout
+    r = subprocess.run(claim["fix"], shell=True, cwd=hub.path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert hub.jlane("doctor").rc == 0 and hub.sha() == before
 
 
 def test_forged_land_event_is_never_laundered_by_reconcile(hub: Repo, tmp_path: Path) -> None:

@@ -268,16 +268,31 @@ def _unproven_land(repo: Repo, epoch: int, tip: str, why: str, main: str | None)
     """A land the state files name (epoch.json, a land event, landing.json: plain files
     any unconfined process of the owner's uid may write) that no landed ref records, and
     whose tip reconcile cannot prove landed (landed.unprovable): never taken as landed,
-    so nothing moves main there or writes its ref. Its fix is None: only the owner, who
-    knows whether that land happened, moves main there by hand."""
+    so nothing moves main there or writes its ref (red team 17 F4). Named by epoch.json
+    alone, it fails, and the fix keeps that file aside for reconcile to rebuild from the
+    audit log and the landed refs; named by the audit log (append-only: it stays), it
+    warns. Only the owner, who knows whether that land happened, moves main there by
+    hand (said in the message, never the fix)."""
     hand = restore_main.by_hand(repo.main_ref, tip, main)
-    return finding(
-        "unvouched land",
-        WARN,
+    msg = (
         f"git-lane's state files name land {epoch} at {tip[:12]}, which no landed ref "
         f"records, and {why}: a plain file said it, no land's ref transaction did, so it is "
         "not taken as landed (restore-main and land go by the landed refs). Owner only, "
-        f"once `git log {tip}` shows it is what land {epoch} landed: {hand}",
+        f"once `git log {tip}` shows it is what land {epoch} landed: {hand}"
+    )
+    ep = repo.store.read_epoch()
+    logged = any(
+        ev.get("kind") == "land" and (ev.get("epoch"), ev.get("main_after")) == (epoch, tip)
+        for ev in repo.store.events()
+    )
+    if (ep.epoch, ep.main_after) != (epoch, tip) or logged:
+        return finding("unvouched land", WARN, msg)
+    path = repo.store.epoch_path
+    return finding(
+        "unvouched land",
+        FAIL,
+        msg + "; the fix keeps epoch.json aside and has reconcile rebuild it",
+        f"{git.mv_aside(path, f'{path}.disputed')} && git lane reconcile",
     )
 
 

@@ -1,6 +1,9 @@
 """`git lane restore-main`: put main back where the last land left it (the newest
-`refs/git-lane/landed/*`, else epoch.json), after something moved it outside any ref
-transaction (a reflog rewind, a branch copy, main made a symbolic ref).
+vouched `refs/git-lane/landed/*`, else the baseline ref while epoch.json agrees), after
+something moved it outside any ref transaction (a reflog rewind, a branch copy, main made
+a symbolic ref). Never where only git-lane's state files (plain files) say a land left
+it (red team 17 F4): that is a warning, or, with no landed ref to go to,
+`landed_tip_unvouched`.
 
 Only ever a fast-forward back to the landed tip (main an ancestor of it), or turning a
 symbolic main back into a plain ref at it (the commits of its target stay on the target).
@@ -97,7 +100,7 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
         raise Refusal(
             "landed_commit_missing",
             f"the last landed tip {last.sha[:12]} ({last.what}, from {where}) is not in this repository "
-            "any more (it was landed before landed refs kept it, and has been garbage-collected)",
+            "any more (deleted past the ref that kept it: a prune with a shallow file, or by hand)",
             next=["git lane doctor"],
             details={"epoch": last.epoch, "landed": last.sha, "from": where},
         )
