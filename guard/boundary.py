@@ -64,7 +64,10 @@ def guarded(
         if denied is not None:
             refuse(denied, argv, want_json(), None)  # its state dir is what it cannot write
             return EXIT_REFUSED
-        unwritable = state_write_failed(exc, argv, _peek(state_dir), cli)
+        try:
+            unwritable = state_write_failed(exc, argv, _peek(state_dir), cli)
+        except OSError:  # a second error while looking at the first: a bug, never a traceback
+            unwritable = None
         if unwritable is None:
             return _bug(exc, argv, want_json, state_dir)
         # the log is on the same full disk
@@ -150,7 +153,7 @@ def state_write_failed(
     again = "git lane " + " ".join(shlex.quote(a) for a in words) if cli and words else None
     nxt = []
     landing = state_dir / "landing.json"
-    if landing.exists() and command != "reconcile":
+    if os.path.lexists(landing) and command != "reconcile":  # lexists: never raises
         nxt.append("git lane reconcile")  # a land stopped part way: finished (or undone) first
         if command in ("land", "queue") and _main_moved(landing):
             again = None  # main moved for it: reconcile finishes that land, nothing is left

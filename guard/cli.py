@@ -30,6 +30,9 @@ class Ctx:
     def repo(self) -> Repo:
         if self._repo is None:
             repo = Repo.discover(self.directory)
+            # first of all: nothing below reads the state dir (owner_config) or a ref with
+            # the modes a sandboxed lane's chmod left (red team 17 F6)
+            self._give_back(repo)
             # before any git reads a ref: each would wait on a FIFO at packed-refs or at
             # main's loose ref for ever. doctor names it (reading no ref), restore-main
             # moves it into kept/
@@ -46,12 +49,10 @@ class Ctx:
             lane.attach(self._repo)
         return self._repo
 
-    def _set_aside(self, repo: Repo) -> None:
-        """Before any git reads the repository's refs: a file a sandboxed lane may write
-        that git reads whole, grown past any size git writes (a sparse 20 GB ref), goes
-        into kept/ (guard/oversize.py); said on stderr (in the result's warnings with
-        --json). One that cannot be moved: refused, git_file_oversized."""
-        from guard import modes, oversize
+    def _give_back(self, repo: Repo) -> None:
+        """The owner's bits back on the way to main and on git-lane's state (guard/modes.py),
+        before anything reads them; said on stderr (in the result's warnings with --json)."""
+        from guard import modes
 
         changed = modes.give_back(str(repo.common_dir), ["main", "master"])
         try:
@@ -63,6 +64,14 @@ class Ctx:
         if changed:
             repo.store.event("mode_restored", paths=[p for p, _ in changed])
             self._warn(modes.note(changed))
+
+    def _set_aside(self, repo: Repo) -> None:
+        """Before any git reads the repository's refs: a file a sandboxed lane may write
+        that git reads whole, grown past any size git writes (a sparse 20 GB ref), goes
+        into kept/ (guard/oversize.py); said on stderr (in the result's warnings with
+        --json). One that cannot be moved: refused, git_file_oversized."""
+        from guard import oversize
+
         m = oversize.set_aside(repo)
         if m.failed:
             raise oversize.refusal(repo, m)

@@ -282,6 +282,12 @@ CODES: dict[str, Code] = _codes(
     ),
     ("real_git_unknown", "engine", None, "exec found no real git on PATH (only shims or wrappers)"),
     (
+        "hook_mode_lost",
+        "sandbox",
+        None,
+        "exec could not read or put back a hook's mode (or a directory's on the way): CMD stopped",
+    ),
+    (
         "land_via_supervisor_failed",
         "engine",
         None,

@@ -38,7 +38,7 @@ CONFINE = False
 # This land runs for a live `git lane exec` (the land socket's land child sets it, from
 # its boot, as CONFINE): CMD and whatever it started may write the lane while the gate
 # runs, so the gate runs in a clean worktree of the tip (guard/commands/land.py
-# live_lane_process). Set by the supervisor's own code, never by anything CMD sends.
+# why_clean_gate). Set by the supervisor's own code, never by anything CMD sends.
 FOR_EXEC = False
 
 

@@ -23,7 +23,7 @@ and tip, the landing record of a land under way, or epoch.json naming the same l
 vouched by nothing and not older than the last vouched land is `unvouched`: never taken
 as the last land (doctor names it; reconcile never raises the epoch to it). The other way
 round, the vouchers are plain files any unconfined process of the owner's uid may write
-(red team 17 F4): a land they name that no landed ref records is `unproven`, never the
+(red team 17 hooks F4): a land they name that no landed ref records is `unproven`, never the
 last land, and reconcile writes its ref only at main or in main's history, in land order
 (`unprovable`). Likewise the
 baseline is kept in state too (epoch.json at epoch 0: `main_after`, written with the ref),
@@ -125,7 +125,7 @@ def last(repo: Repo, refs: list[Landed] | None = None) -> Landed | None:
     """Where the last land left main, as the landed refs say: the newest landed ref that
     something else vouches for (`vouchers`); before any land, the baseline (epoch 0), when
     one was recorded. epoch.json, the audit log and the landing record are plain files any
-    unconfined process of the owner's uid may write (red team 17 F4): a land they name
+    unconfined process of the owner's uid may write (red team 17 hooks F4): a land they name
     that no landed ref records is never the last land (`unproven` names it; restore-main
     never moves main there, land never measures main against it). The audit log is read
     only when the newest ref is not the land epoch.json names."""
@@ -345,7 +345,7 @@ def ensure_baseline(repo: Repo, new: bool = True) -> list[dict[str, Any]]:
             return []  # main moved meanwhile (a land, a restore): the next call looks again
         if baseline_ref(repo) is None:
             if recorded is not None:
-                # recorded in a plain file (epoch.json, the audit log: red team 17 F4):
+                # recorded in a plain file (epoch.json, the audit log: red team 17 hooks F4):
                 # main stood there when git-lane started guarding it, so it is main or in
                 # main's history; a commit main never held is never made the baseline
                 try:

@@ -286,7 +286,7 @@ def _finish_lanes(
     branch moved from its own tip to its stacked tip, in its worktree (`reset --keep`:
     index and files follow, nothing uncommitted is dropped). Idempotent: a ref in place
     is left; a lane that moved on meanwhile is left as it is (its commits landed).
-    Recovered from landing.json (a plain file: red team 17 F4), a stacked tip that is
+    Recovered from landing.json (a plain file: red team 17 hooks F4), a stacked tip that is
     not in the history of the tip main now holds gets no landed ref: it was never landed."""
     for e in txn.stack[:-1]:
         if recovered and not _in_history(repo, e["tip"], txn.tip):
@@ -604,7 +604,7 @@ def keep_vouched(repo: Repo) -> list[dict[str, Any]]:
     landing record, epoch.json) whose landed ref is gone gets it back at its tip: a FIFO
     put at one is moved into kept/ by every command's first step (guard/oversize.py, red
     team 15C F2), and nothing else ever deletes one. Only a tip main holds, in land order
-    (landed.unprovable): the vouchers are plain files (red team 17 F4b), so one naming a
+    (landed.unprovable): the vouchers are plain files (red team 17 hooks F4b), so one naming a
     commit main never held is reported (`landed_ref_unproven`), never written. Written as
     keep_last writes the last one: under the lock, the record's tip each value in turn."""
     missing = landed.missing(repo)

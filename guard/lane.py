@@ -779,6 +779,7 @@ def view(
         "rebase_in_progress": False,
         "owner_pid": rec.owner_pid,
         "owner_alive": procs.alive(rec.owner_pid, rec.owner_start) if rec.owner_pid else False,
+        "exec_seen": rec.exec_seen,
         "tip": None,
         "head": None,
         "advice": "",

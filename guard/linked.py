@@ -15,9 +15,12 @@ hard-links the objects of the repository it clones.
 `find()` walks those directories (an lstat per regular file, through directory fds as
 guard/dirfd.py does, never following a symlink; a directory the lane took the owner's
 bits from gets them back first) and counts, per (st_dev, st_ino), the names it found:
-a file with fewer than its st_nlink has a name outside the walked dirs. `split()` gives
+a file with fewer than its st_nlink has a name outside the walked dirs, unless the
+lane's worktree (walked then, only for such files) holds the rest: a name there is the
+lane's own too, granted by the same sandbox (red team 17 F2). `split()` gives
 each such name an inode of its own, as git writes a file: its bytes copied into
-`NAME.lock` (made O_EXCL: never beside a git writing NAME) in the same directory, same
+`NAME.lock` (made O_EXCL: never beside a git writing NAME; in CMD's own cache dir a name
+of git-lane's own, so a NAME.lock CMD left there stops nothing) in the same directory, same
 mode; the copies of one directory made durable together (one syncfs), then each renamed
 over NAME through the directory's fd while NAME is still the file copied. The file
 outside keeps its inode and its bytes, untouched. About 15-40 ms for a lane store of
@@ -37,6 +40,7 @@ the engine's own modules only."""
 from __future__ import annotations
 
 import os
+import secrets
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -59,13 +63,15 @@ _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 class LinkError(Exception):
     """What the walk or a split could not establish: `rel` (relative to the common dir)
-    and why; `status` True when `git lane status` (oversize's move) is the fix."""
+    and why; `status` True when `git lane status` (oversize's move) is the fix; `lock` the
+    name of a lock that was in the way."""
 
-    def __init__(self, rel: str, why: str, status: bool = False) -> None:
+    def __init__(self, rel: str, why: str, status: bool = False, lock: str = "") -> None:
         super().__init__(f"{rel}: {why}")
         self.rel = rel
         self.why = why
         self.status = status
+        self.lock = lock  # the NAME.lock beside `rel` that stopped its split, if that was it
 
 
 @dataclass(frozen=True)
@@ -160,20 +166,87 @@ def _walk(
 TRIES = 3
 
 
-def find(common: str, dirs: Sequence[str]) -> list[Linked]:
+def find(common: str, dirs: Sequence[str], own: Sequence[str] = ()) -> list[Linked]:
     """Every regular file under `dirs` (below `common`, or absolute: CMD's own cache dir)
-    with a name outside them: one Linked per name found. A dir that does not exist holds
-    none (a lane with no loose ref). Raises LinkError when one cannot be walked, or when a
-    directory moved during each of TRIES walks (the names counted cannot be trusted)."""
+    with a name outside them and outside `own` (absolute: the lane's worktree, which the
+    same sandbox grants, so a name there is CMD's own as well: red team 17 F2): one Linked
+    per name found in `dirs`. A dir that does not exist holds none (a lane with no loose
+    ref). Raises LinkError when one of `dirs` cannot be walked, or when a directory moved
+    during each of TRIES walks (the names counted cannot be trusted)."""
     for _ in range(TRIES):
         try:
-            return _find(common, dirs)
+            return _find(common, dirs, own)
         except _Moved as exc:
             moved = str(exc)
     raise LinkError(moved, f"it was moved while it was walked, {TRIES} times over")
 
 
-def _find(common: str, dirs: Sequence[str]) -> list[Linked]:
+def _count_own(
+    own: Sequence[str],
+    seen: dict[tuple[int, int], list[int | str]],
+    walked: set[tuple[int, int]],
+) -> dict[tuple[int, int], int]:
+    """How many names each inode of `seen` has in the `own` dirs: walked (only when a file
+    of `seen` lacks names, so an exec with no link pays nothing) through directory fds,
+    never through a link, at most DEPTH down. Looser than _walk, never less safe: a
+    directory that cannot be listed, lies deeper or was walked for `dirs` already is
+    skipped (its names are not counted: the file is split, as before); one met twice in
+    this walk (moved meanwhile) makes it count nothing."""
+    counts: dict[tuple[int, int], int] = {}
+    mine: set[tuple[int, int]] = set()
+
+    def walk(dfd: int, depth: int) -> None:
+        st = os.fstat(dfd)
+        ident = (st.st_dev, st.st_ino)
+        if ident in mine:
+            raise _Moved("")
+        mine.add(ident)
+        try:
+            with os.scandir(dfd) as it:
+                entries = list(it)
+        except OSError:
+            return
+        for e in entries:
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    if depth <= 0:
+                        continue
+                    try:
+                        sub = os.open(e.name, dirfd.DIR | os.O_NONBLOCK, dir_fd=dfd)
+                    except OSError:
+                        continue
+                    try:
+                        sst = os.fstat(sub)
+                        if (sst.st_dev, sst.st_ino) not in walked:
+                            walk(sub, depth - 1)
+                    finally:
+                        os.close(sub)
+                elif e.is_file(follow_symlinks=False):
+                    fst = e.stat(follow_symlinks=False)
+                    key = (fst.st_dev, fst.st_ino)
+                    if fst.st_nlink > 1 and key in seen:
+                        counts[key] = counts.get(key, 0) + 1
+            except OSError:
+                continue
+
+    try:
+        for d in own:
+            try:
+                fd, _ = dirfd.walk("/", d.lstrip("/"))
+            except OSError:
+                continue
+            try:
+                st = os.fstat(fd)
+                if (st.st_dev, st.st_ino) not in walked:
+                    walk(fd, DEPTH)
+            finally:
+                os.close(fd)
+    except _Moved:
+        return {}
+    return counts
+
+
+def _find(common: str, dirs: Sequence[str], own: Sequence[str] = ()) -> list[Linked]:
     seen: dict[tuple[int, int], list[int | str]] = {}
     walked: set[tuple[int, int]] = set()
     for rel in roots(common, dirs):
@@ -195,10 +268,13 @@ def _find(common: str, dirs: Sequence[str]) -> list[Linked]:
             _walk(fd, rel, DEPTH, seen, walked)
         finally:
             os.close(fd)
+    short = {k: v for k, v in seen.items() if int(v[0]) > len(v) - 1}
+    counts = _count_own(own, short, walked) if short and own else {}
     out: list[Linked] = []
-    for nlink, *names in seen.values():
-        if int(nlink) > len(names):
-            out += [Linked(str(n), int(nlink), len(names)) for n in names]
+    for key, (nlink, *names) in short.items():
+        found = len(names) + counts.get(key, 0)
+        if int(nlink) > found:
+            out += [Linked(str(n), int(nlink), found) for n in names]
     return sorted(out, key=lambda x: x.rel)
 
 
@@ -225,12 +301,17 @@ def _own_files(common: str, where: str, names: Sequence[str]) -> list[str]:
     try:
         for name in names:
             rel = os.path.join(where, name)
+            # in git's dirs the copy is NAME.lock, as git locks NAME (never beside a git
+            # writing it); in CMD's own cache dir (absolute: no git of the owner's writes
+            # there) a name of git-lane's own, so a NAME.lock CMD left there is CMD's
+            # business, not a refusal (red team 17 F2)
+            lock = f".git-lane-split-{secrets.token_hex(8)}" if os.path.isabs(where) else None
             try:
-                st = _copy_at(dfd, rel, name)
+                st = _copy_at(dfd, rel, name, lock)
             except OSError as exc:
                 raise LinkError(rel, f"it could not be copied ({exc.strerror or exc})") from None
             if st is not None:
-                copies.append((name, f"{name}.lock", st))
+                copies.append((name, lock or f"{name}.lock", st))
         if not copies:
             return []
         try:
@@ -270,6 +351,10 @@ def _own_files(common: str, where: str, names: Sequence[str]) -> list[str]:
     return done
 
 
+def _encloses(outer: str, inner: str) -> bool:
+    return inner == outer or inner.startswith(outer.rstrip("/") + "/")
+
+
 def _same(st: os.stat_result) -> tuple[int, int, int, int, int]:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, stat.S_IFMT(st.st_mode)
 
@@ -294,10 +379,10 @@ def _sync(dfd: int, locks: Sequence[str]) -> None:
             os.close(fd)
 
 
-def _copy_at(dfd: int, rel: str, name: str) -> os.stat_result | None:
-    """Copy `name` in `dfd` into `name.lock` (made O_EXCL, as git locks it; its mode; not
-    yet synced); the source's stat when it was, None when it needs no copy (gone, or its
-    other names went). Raises LinkError (no lock left), OSError."""
+def _copy_at(dfd: int, rel: str, name: str, lock: str | None = None) -> os.stat_result | None:
+    """Copy `name` in `dfd` into `lock` (default `name.lock`; made O_EXCL, as git locks
+    it; its mode; not yet synced); the source's stat when it was, None when it needs no
+    copy (gone, or its other names went). Raises LinkError (no lock left), OSError."""
     try:
         fd = os.open(name, _READ, dir_fd=dfd)
     except FileNotFoundError:
@@ -312,11 +397,11 @@ def _copy_at(dfd: int, rel: str, name: str) -> os.stat_result | None:
         if limit is not None and st.st_size > limit:
             why = f"it is larger ({st.st_size} bytes) than git writes it ({limit})"
             raise LinkError(rel, why, status=True)
-        lock = f"{name}.lock"
+        lock = lock or f"{name}.lock"
         try:
             out = os.open(lock, _NEW, 0o600, dir_fd=dfd)
         except FileExistsError:
-            raise LinkError(rel, f"{lock} exists (a git is writing it)") from None
+            raise LinkError(rel, f"{lock} exists (a git is writing it)", lock=lock) from None
         except PermissionError:  # a lane may take its own directory's write bit
             mode = stat.S_IMODE(os.fstat(dfd).st_mode)
             if mode & 0o300 == 0o300:
@@ -348,7 +433,7 @@ def _copy_at(dfd: int, rel: str, name: str) -> os.stat_result | None:
     return st
 
 
-def split(common: str, dirs: Sequence[str]) -> list[Linked]:
+def split(common: str, dirs: Sequence[str], own: Sequence[str] = ()) -> list[Linked]:
     """Give every file find() finds under `dirs` an inode of its own at each name found
     there, until a walk finds none (a directory moved between the walk and the split
     leaves a name unsplit: the next walk finds it); what was split. Raises LinkError
@@ -356,7 +441,7 @@ def split(common: str, dirs: Sequence[str]) -> list[Linked]:
     finds one (linked again as soon as split, by a process outside racing: never a loop)."""
     done: list[Linked] = []
     for _ in range(TRIES):
-        found = find(common, dirs)
+        found = find(common, dirs, own)
         if not found:
             return done
         by_dir: dict[str, list[Linked]] = {}
@@ -365,16 +450,39 @@ def split(common: str, dirs: Sequence[str]) -> list[Linked]:
         for where, these in by_dir.items():
             made = set(_own_files(common, where, [os.path.basename(x.rel) for x in these]))
             done += [x for x in these if x.rel in made]
-    left = find(common, dirs)
+    left = find(common, dirs, own)
     if left:
         raise LinkError(left[0].rel, "it was linked again as soon as it was split")
     return done
 
 
-def refusal(exc: LinkError, common: str, retry: str, what: str) -> Refusal:
-    """git_dir_link_failed for `exc`; `what`: what was not done ("nothing was run")."""
+def refusal(
+    exc: LinkError, common: str, retry: str, what: str, dirs: Sequence[str] = ()
+) -> Refusal:
+    """git_dir_link_failed for `exc`; `what`: what was not done ("nothing was run"). Its
+    next changes what refused before the command runs again (never that command alone,
+    which would refuse again, red team 17 F2): `git lane status` moves a file grown past
+    git's bounds; a NAME.lock in git's dirs (a git that died, or a process outside) is
+    removed; what is in CMD's own cache dir (absolute in `dirs`: a cache, CMD's alone) is
+    moved aside whole, kept. Only a race (a file changed, a directory moved, a link made
+    again while it was split) is the command again alone: the next run walks afresh."""
+    import time
+
     path = git.shown(os.path.join(common, exc.rel))
-    nxt = ["git lane status", retry] if exc.status else [retry]
+    cache = next(
+        (d for d in dirs if os.path.isabs(exc.rel) and os.path.isabs(d) and _encloses(d, exc.rel)),
+        "",
+    )
+    if exc.status:
+        nxt = ["git lane status", retry]
+    elif cache:
+        aside = f"{cache}.git-lane-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
+        nxt = [f"mv -- {git.q(cache)} {git.q(aside)}", retry]
+    elif exc.lock:
+        lock = os.path.join(common, os.path.dirname(exc.rel), exc.lock)
+        nxt = [f"rm -f -- {git.q(lock)}", retry]
+    else:
+        nxt = [retry]
     return Refusal(
         "git_dir_link_failed",
         f"{path}, in a git dir the sandbox lets the lane write, could not be checked for a "
@@ -391,15 +499,23 @@ def refusal(exc: LinkError, common: str, retry: str, what: str) -> Refusal:
     )
 
 
-def split_for(repo: Repo, dirs: Sequence[str], lane: str, retry: str, what: str) -> list[str]:
-    """split() for lane `lane` before `what` starts: logs git_dir_links_split naming what
-    was split (at most EVENT_MAX paths); the paths. Refused git_dir_link_failed."""
+def split_for(
+    repo: Repo,
+    dirs: Sequence[str],
+    lane: str,
+    retry: str,
+    what: str,
+    own: Sequence[str] = (),
+) -> list[str]:
+    """split() for lane `lane` before `what` starts (`own`: the lane's worktree, whose
+    names count as the lane's own): logs git_dir_links_split naming what was split (at
+    most EVENT_MAX paths); the paths. Refused git_dir_link_failed."""
     common = os.path.realpath(repo.common_dir)  # (as sandbox.git_dirs names them)
     try:
-        done = split(common, dirs)
+        done = split(common, dirs, own)
     except LinkError as exc:
         repo.store.event("git_dir_links_split", lane=lane, code="failed", file=exc.rel, why=exc.why)
-        raise refusal(exc, common, retry, what) from None
+        raise refusal(exc, common, retry, what, dirs) from None
     files = [x.rel for x in done]
     if files:
         said = {"files": files[:EVENT_MAX], "more": max(0, len(files) - EVENT_MAX)}

@@ -61,6 +61,30 @@ def _give(dfd: int, name: str, want_dir: bool) -> str | None:
     return oct(mode)
 
 
+def _give_top(common: str) -> str | None:
+    """The owner's bits back on the common dir itself, through an O_PATH fd (a directory
+    of mode 0 cannot be opened to read: red team 17 F2b); its old mode in octal when it
+    changed, else None."""
+    o_path = getattr(os, "O_PATH", 0)  # Linux; elsewhere a readable directory's only
+    try:
+        fd = os.open(common, dirfd.DIR | o_path)
+    except OSError:
+        return None
+    try:
+        mode = stat.S_IMODE(os.fstat(fd).st_mode)
+        if mode & DIR_BITS == DIR_BITS:
+            return None
+        if o_path:
+            os.chmod(f"/proc/self/fd/{fd}", mode | DIR_BITS)
+        else:
+            os.fchmod(fd, mode | DIR_BITS)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return oct(mode)
+
+
 def _walk(common: str, rel: str, changed: list[tuple[str, str]]) -> int | None:
     """An fd on directory `rel` of the common dir, each directory on the way given the
     owner's bits first; None when one is no directory, a link, or cannot be opened."""
@@ -91,22 +115,14 @@ def give_back(common: str, branches: list[str]) -> list[tuple[str, str]]:
     and git-lane's state dir and its parts. Returns (path relative to the common dir, old
     mode) of each change."""
     changed: list[tuple[str, str]] = []
+    was = _give_top(common)
+    if was is not None:
+        changed.append((".", was))
     try:
         top = os.open(common, dirfd.DIR)
     except OSError:
         return changed
     try:
-        was = None
-        try:
-            st = os.fstat(top)
-            mode = stat.S_IMODE(st.st_mode)
-            if mode & DIR_BITS != DIR_BITS:
-                os.fchmod(top, mode | DIR_BITS)
-                was = oct(mode)
-        except OSError:
-            pass
-        if was is not None:
-            changed.append((".", was))
         for name in _FILES:
             was = _give(top, name, False)
             if was is not None:

@@ -233,8 +233,9 @@ def land_one(repo: Repo, run: Run, c: Cand) -> None:
                 None,
                 run.tick,
                 # a live owner (the exec that marked it ready) may write the lane while
-                # the gate runs: the gate then runs in a clean worktree (red team 16B F1)
-                live=land_cmd.live_lane_process(repo, c.key),
+                # the gate runs (red team 16B F1), or an exec ran in it and left what the
+                # tip ignores: the gate then runs in a clean worktree
+                live=land_cmd.why_clean_gate(repo, c.key),
             )
         except Refusal as r:
             if r.code in GATE_CODES:

@@ -136,6 +136,27 @@ class Workers:
         self.lock = threading.Lock()
 
 
+def kill_now(cmd: int, start: str, spare: Sequence[Workers] = (), below_me: bool = False) -> None:
+    """A fatal condition while CMD runs (guard/hookwatch.py: a hook's mode that cannot be
+    kept): SIGKILL, at once and from any thread, to CMD (pid `cmd`, started at `start`
+    ticks) and what it started: with `below_me` (exec is the subreaper) every process
+    below exec that no worker in `spare` started, orphans included; else CMD and its
+    descendants while CMD is still that process. end_tree then waits for them as usual."""
+    try:
+        if below_me:
+            tree = _targets(os.getpid(), spare)
+        elif start and procs.start_ticks(cmd) == start:
+            tree = procs.descendants(cmd)
+        else:
+            tree = {}  # CMD ended (its pid may be another process's now)
+    except OSError:
+        tree = {}  # /proc unreadable: CMD itself still gets it; end_tree looks again
+    tree.setdefault(cmd, (b"R", start))
+    for pid, (state, start) in tree.items():
+        if state != b"Z" and start:
+            _send(pid, start, signal.SIGKILL)
+
+
 def _say(line: str) -> None:
     try:
         os.write(2, f"git-lane: warning: {line}\n".encode("utf-8", "surrogateescape"))

@@ -21,6 +21,9 @@ class LaneView(TypedDict):
     rebase_in_progress: bool
     owner_pid: int | None
     owner_alive: bool
+    # has a `git lane exec` ever run in it (its land gates in a clean worktree)? None: the
+    # record cannot say (older than the field, rebuilt, unreadable), read as True
+    exec_seen: bool | None
     tip: str | None
     head: str | None
     advice: str

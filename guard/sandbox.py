@@ -223,8 +223,9 @@ class Facts:
     tmp: str
     cache: str
     extra: list[str]
-    # where lanes are made (worktrees_root, git-lane's dir in the cache): no grant may
-    # enclose or lie in them, or a lane made later (or another repository's) is writable
+    # where lanes are made (worktrees_root, git-lane's dir in the cache) and where Codex's
+    # temp dirs are (CODEX_TMP): no grant may enclose or lie in them, or a lane made later
+    # (or another repository's) is writable, or a Codex root re-pointable
     roots: list[str] = field(default_factory=list)
     # CMD's own cache dir (its XDG_CACHE_HOME, kept per lane: private_cache()); "": none
     private_cache: str = ""
@@ -302,6 +303,98 @@ def private_cache(cache: str, slug: str, key: str) -> str:
     """CMD's own cache dir for lane `key` of the repository `slug`, under the owner's cache
     dir `cache`: next to git-lane's dir there (never in it: lanes are made there)."""
     return os.path.join(cache, "git-lane-sandbox", slug, key)
+
+
+# where Codex's temp dir (its TMPDIR, one of its writable roots: agent-setup --for codex)
+# lives, under the owner's cache dir: beside CMD's cache dirs, never in one. Fenced as the
+# places lanes are made are (facts(): Facts.roots): no grant of `exec --sandbox` (CMD's
+# cache dir is granted with every right, making links too) and no `sandbox_writable`
+# entry may enclose or lie in it, so no sandboxed CMD can re-point the root before Codex
+# resolves it (red team 17 F4)
+CODEX_TMP = "git-lane-codex-tmp"
+
+
+def codex_tmp(cache: str, slug: str, key: str) -> str:
+    """Codex's temp dir for lane `key` of the repository `slug`: made by the owner
+    (agent-setup), removed with the lane (release)."""
+    return os.path.join(cache, CODEX_TMP, slug, key)
+
+
+def hold_roots(paths: Sequence[str], make: Sequence[str] = ()) -> None:
+    """Each of `paths` (absolute) is what it names: reached from / one component at a time
+    through directory fds, each opened O_NOFOLLOW|O_DIRECTORY (no symlink anywhere on the
+    way, each a directory), each owned by this user or by root, the path itself by this
+    user. One of `make` that is missing (its last component only) is made, 0700. Raises
+    SandboxError naming the first that is not (a link, no directory, missing, another
+    user's): a sandbox that resolves its roots itself (Codex's) would grant what a link
+    names instead."""
+    uid = os.geteuid()
+    for path in paths:
+        if not os.path.isabs(path) or os.path.normpath(path) != path:
+            raise SandboxError(f"the root {path} is not an absolute, normal path")
+        parts = [p for p in path.split("/") if p]
+        fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        here = ""
+        try:
+            for i, part in enumerate(parts):
+                here += "/" + part
+                last = i == len(parts) - 1
+                try:
+                    nfd = os.open(part, _DIR_NOFOLLOW, dir_fd=fd)
+                except FileNotFoundError:
+                    if not (last and path in make):
+                        why = f"{here} (on the way to the root {path}) is missing"
+                        raise SandboxError(why) from None
+                    os.mkdir(part, 0o700, dir_fd=fd)
+                    nfd = os.open(part, _DIR_NOFOLLOW, dir_fd=fd)
+                except OSError as exc:
+                    what = os.readlink(part, dir_fd=fd) if _is_link(fd, part) else None
+                    is_ = f"a symlink to {what}" if what is not None else exc.strerror
+                    raise SandboxError(
+                        f"{here} (on the way to the root {path}) is {is_ or 'not a directory'}"
+                    ) from None
+                os.close(fd)
+                fd = nfd
+                owner = os.fstat(fd).st_uid
+                if owner != uid and (last or owner != 0):
+                    raise SandboxError(f"{here} (the root {path} or on its way) is uid {owner}'s")
+        except OSError as exc:
+            raise SandboxError(f"{here}: {exc.strerror or exc}") from None
+        finally:
+            os.close(fd)
+
+
+def make_dir(tmp: str, replace: bool = True) -> None:
+    """Codex's temp dir `tmp` (codex_tmp) made 0700 by the owner if missing (its parents as
+    the umask allows), reached through directory fds from /. With `replace`, what is at
+    its name and no directory (a link, a file: never what a link names) is removed first;
+    without, it is left for hold_roots to refuse. Raises OSError (a link above: ELOOP)."""
+    from guard import dirfd
+
+    fd, _ = dirfd.walk("/", os.path.dirname(tmp).lstrip("/"), create=True)
+    name = os.path.basename(tmp)
+    try:
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            st = None
+        if replace and st is not None and not stat.S_ISDIR(st.st_mode):
+            os.unlink(name, dir_fd=fd)
+            st = None
+        if st is None:
+            os.mkdir(name, 0o700, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+_DIR_NOFOLLOW = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _is_link(dfd: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def cache_env(g: Grants) -> dict[str, str]:
@@ -527,7 +620,12 @@ def facts(
         tmp=tmp,
         cache=cache,
         extra=list(extra),
-        roots=sorted({_real(r) for r in [*roots, os.path.join(cache, "git-lane")]}),
+        roots=sorted(
+            {
+                _real(r)
+                for r in [*roots, os.path.join(cache, "git-lane"), os.path.join(cache, CODEX_TMP)]
+            }
+        ),
         private_cache=private_cache(cache, *lane_id) if lane_id else "",
         code=sorted({_real(c) for c in code if c and os.path.isabs(c)}),
     )

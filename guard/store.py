@@ -190,6 +190,12 @@ class LaneRecord:
     # the lane's admin dir name under <common>/worktrees/ (recorded at create: trusted; the
     # lane's own `.git` file, which it can write, is never asked)
     admin: str | None = None
+    # has a `git lane exec` ever run in the lane? Set True (under the registry lock, before
+    # CMD starts) and never back: what its processes leave in files the tip ignores, or
+    # leave running, an in-lane gate would read, so such a lane gates in a clean worktree.
+    # create writes False; None (a record older than the field, or one rebuilt from git)
+    # cannot say no exec ran, and reads as one did (land.why_clean_gate)
+    exec_seen: bool | None = None
     schema: int = LANE_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
@@ -226,6 +232,7 @@ class LaneRecord:
                 "setup_pid": lambda v: v is None or (_is_int(v) and v > 0),
                 "setup_start": lambda v: v is None or _is_int(v) or isinstance(v, float),
                 "schema": _is_int,
+                "exec_seen": lambda v: v is None or isinstance(v, bool),
                 "admin": lambda v: (
                     v is None
                     or (

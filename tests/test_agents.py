@@ -300,7 +300,11 @@ def test_codex_writable_roots_are_what_exec_sandbox_grants_in_git_dirs(repo: Rep
     gits = [p for p in g.writable if p in g.plain]
     # and a temp dir of the lane's own, never the shared /tmp or $TMPDIR (the owner's
     # clean gate worktrees are made there, and their gates run unconfined)
-    tmp = os.path.join(g.private_cache, "tmp")
+    # (made where no grant of exec --sandbox reaches it: red team 17 F4)
+    tmp = sandbox.codex_tmp(
+        os.path.dirname(os.path.dirname(os.path.dirname(g.private_cache))), grepo.slug, "alpha"
+    )
+    assert not tmp.startswith(g.private_cache + "/")
     assert roots == [*(p for p in gits if not p.endswith("/objects")), tmp]
     assert os.path.isdir(tmp) and not os.path.islink(tmp)
     assert {codex_env(res)[v] for v in ("TMPDIR", "TMP", "TEMP")} == {tmp}

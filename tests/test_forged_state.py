@@ -1,5 +1,5 @@
 """git-lane's recovery path never takes plain state files' word to move main forward or to
-write a landed ref (red team 17, finding 4). epoch.json, events.jsonl and landing.json are
+write a landed ref (red team 17 hooks, finding 4). epoch.json, events.jsonl and landing.json are
 plain files any unconfined process of the owner's uid may write (a lane under `git lane
 exec` without --sandbox: bypass-matrix rows `epoch_edit`, `events_forged`); only the landed
 refs (refs/git-lane/landed/*, which the reference-transaction hook lets only land's own
@@ -88,7 +88,7 @@ def test_forged_epoch_never_makes_restore_main_land_an_ungated_tip(
     """epoch.json rewritten by the lane to say land 1 put its gate-failing tip on main:
     restore-main leaves main at the baseline and says why (the claim is no land a landed
     ref records); doctor never offers restore-main as the way there; reconcile writes no
-    landed ref at it (red team 17 F4)."""
+    landed ref at it (red team 17 hooks F4)."""
     lane_path, tip = _gate_failed_lane(hub)
     before = hub.sha()
     _forge(hub, tmp_path, lane_path, _FORGE_EPOCH, "1")
@@ -113,7 +113,7 @@ def test_forged_epoch_never_makes_restore_main_land_an_ungated_tip(
 def test_forged_land_event_is_never_laundered_by_reconcile(hub: Repo, tmp_path: Path) -> None:
     """One appended audit-log line saying land 1 put the lane's gate-failing tip on main:
     reconcile writes no landed ref there (main never held that commit), and restore-main
-    does not put main there (red team 17 F4b)."""
+    does not put main there (red team 17 hooks F4b)."""
     lane_path, tip = _gate_failed_lane(hub)
     before = hub.sha()
     _forge(hub, tmp_path, lane_path, _FORGE_EVENT, "1", "HEAD")

@@ -44,7 +44,9 @@ def test_self_ignoring_untracked_gitignore_hides_a_shadow_module_from_g2(hub: Re
 @NEEDS_LANDLOCK
 def test_the_same_planted_by_a_sandboxed_cmd_then_the_owners_land(hub: Repo) -> None:
     """The same files written by a sandboxed CMD (exec --sandbox) that then ends; the
-    owner's plain `git lane land` from the hub gates in the lane (no live owner)."""
+    owner's plain `git lane land` from the hub (no live owner) gates in a clean worktree
+    since an exec ran in the lane (tests/test_exec_lane_gate.py), and before that since
+    the untracked .gitignore ignores itself."""
     hub.config("gate_command", GATE)
     lane = hub.create("alpha")
     tip = _broken_tip(hub, lane)

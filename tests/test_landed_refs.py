@@ -976,7 +976,7 @@ def test_restore_main_puts_a_packed_main_back_once_a_fifo_took_packed_refs_place
     """main and every other ref packed (a gc), then `packed-refs` replaced by a FIFO: git
     sees no main once the FIFO is kept aside, nor the baseline ref. restore-main keeps the
     FIFO in kept/; with only epoch.json (a plain file the same process may have written:
-    red team 17 F4) left to say where main was, it makes no main there
+    red team 17 hooks F4) left to say where main was, it makes no main there
     (landed_tip_unvouched); the owner's alternative does, and reconcile then puts the
     baseline ref back."""
     base = hub.sha()
@@ -1137,7 +1137,7 @@ def test_a_landed_ref_moved_past_the_hooks_is_not_the_last_land(
 ) -> None:
     """After two lands, the newest landed ref and main both moved past the hooks to a
     commit no land made: the moved ref is vouched by nothing, so land 1's is the last
-    landed ref (the state files alone never say where main goes: red team 17 F4); doctor
+    landed ref (the state files alone never say where main goes: red team 17 hooks F4); doctor
     fails `main_moved` and names the moved ref, its fixes put main back at land 1 and the
     ref back at land 2's tip (the moved values kept on branches), and restore-main then
     puts main at land 2."""

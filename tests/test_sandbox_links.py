@@ -392,3 +392,91 @@ def test_a_walk_a_directory_moves_during_every_time_is_refused_never_trusted(
     with pytest.raises(linked.LinkError) as got:
         linked.find(common, [str(lanes)])
     assert got.value.rel == f"refs/heads/lane/{two}"  # where the move was met
+
+
+# -- red team 17 F2: CMD's own hard link (cache dir <-> its worktree) and a .lock it left --
+def _cache_dir(hub: Repo, key: str) -> Path:
+    res = subprocess.run(
+        ["git", "lane", "exec", "--sandbox", key, "--", "sh", "-c", "echo $XDG_CACHE_HOME"],
+        cwd=hub.path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    cache = Path(res.stdout.strip().splitlines()[-1])
+    assert cache.is_dir(), res.stdout + res.stderr
+    return cache
+
+
+@NEEDS_LANDLOCK
+def test_a_sandboxed_cmd_cannot_lock_its_lane_out_of_every_later_sandboxed_exec(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """F2: CMD's own cache dir and its worktree are both CMD's (granted REFER), so CMD
+    hard-links a file of its worktree into the cache dir and leaves `NAME.lock` beside
+    it. The next exec --sandbox took the worktree's name for a name outside, could not
+    split (the lock existed) and refused git_dir_link_failed with itself as next, for
+    ever, while doctor said `git dir links` ok. Now a name in the lane worktree is CMD's
+    own: the exec runs, both names keep one file, and doctor agrees."""
+    lane_path = hub.create("gamma")
+    plant = tmp_path / "plant.sh"
+    plant.write_text(
+        'echo data > mine.txt && ln mine.txt "$XDG_CACHE_HOME/f" && : > "$XDG_CACHE_HOME/f.lock"\n'
+    )
+    r = subprocess.run(
+        ["git", "lane", "exec", "--sandbox", "gamma", "--", "sh", str(plant)],
+        cwd=hub.path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    again = hub.lane("exec", "--json", "--sandbox", "gamma", "--", "true")
+    assert again.rc == 0, again.stdout + again.stderr
+    assert (lane_path / "mine.txt").stat().st_nlink == 2  # both CMD's: left as they are
+    checks = [c for c in hub.jlane("doctor").json["checks"] if c["name"] == "git dir links"]
+    assert [c["status"] for c in checks] == ["ok"], checks
+
+
+@NEEDS_LANDLOCK
+def test_a_lock_cmd_left_in_its_cache_dir_does_not_stop_the_split_of_a_planted_link(
+    hub: Repo,
+) -> None:
+    """A link to the repository's config planted in CMD's cache dir beforehand, outside the
+    sandbox, with `NAME.lock` beside it (CMD's own dir: no git writes there): the split
+    goes on (its copy is made under a name of git-lane's own), the config stays one file;
+    doctor named it before, with a fix that works, and agrees after."""
+    hub.create("gamma")
+    cache = _cache_dir(hub, "gamma")
+    config = hub.common_dir / "config"
+    os.link(config, cache / "planted")
+    (cache / "planted.lock").write_text("")
+    checks = [c for c in hub.jlane("doctor").json["checks"] if c["name"] == "git dir links"]
+    assert [c["status"] for c in checks] == ["fail"], checks
+    assert str(cache / "planted") in checks[0]["message"], checks
+    before = config.read_text()
+    r = hub.lane(
+        "exec", "--json", "--sandbox", "gamma", "--",
+        "sh", "-c", 'printf "[core]\\n\\thooksPath = /dev/null\\n" >> "$XDG_CACHE_HOME/planted"',
+    )  # fmt: skip
+    assert r.rc == 0, r.stdout + r.stderr
+    assert config.read_text() == before and config.stat().st_nlink == 1
+    assert (cache / "planted.lock").exists()  # CMD's, left as it was
+    checks = [c for c in hub.jlane("doctor").json["checks"] if c["name"] == "git dir links"]
+    assert [c["status"] for c in checks] == ["ok"], checks
+
+
+@NEEDS_LANDLOCK
+def test_a_git_dir_link_refusal_names_a_next_that_changes_something(hub: Repo) -> None:
+    """A `.lock` left beside a planted link in the lane refs (a git that died, or a process
+    outside the sandbox): the refusal's next is never the command that just refused; run
+    as written (the lock still there), it removes the lock and the exec then runs."""
+    lane_path = hub.create("alpha")
+    config = hub.common_dir / "config"
+    link = _place(hub, lane_path, "lane_refs")
+    link.parent.mkdir(parents=True, exist_ok=True)
+    os.link(config, link)
+    link.with_name(link.name + ".lock").write_text("")
+    argv = ["exec", "--json", "--sandbox", "alpha", "--", "true"]
+    r = hub.lane(*argv)
+    assert (r.rc, r.code) == (1, "git_dir_link_failed"), r.stdout + r.stderr
+    nxt = r.json["next"]
+    assert nxt and not nxt[0].startswith("git lane exec"), nxt
+    for cmd in nxt:
+        done = subprocess.run(["sh", "-c", cmd], cwd=hub.path, capture_output=True, text=True)
+        assert done.returncode == 0, (cmd, done.stdout, done.stderr)
+    assert config.stat().st_nlink == 1, nxt

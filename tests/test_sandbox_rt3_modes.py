@@ -277,6 +277,10 @@ def test_main_made_unreadable_by_a_sandboxed_chmod_has_a_way_back_that_does_not_
     r = hub.lane("exec", "--sandbox", "alpha", "--", "sh", "-c",
                  f"chmod 000 {shlex.quote(str(main_file))}")  # fmt: skip
     assert r.rc == 0, r.stderr
+    assert main_file.stat().st_mode & 0o600 == 0o600  # exec gave it back once CMD ended
+    # as a CMD still running leaves it when the owner acts (exec gives the bits back
+    # only once CMD's tree has ended)
+    main_file.chmod(0)
     ran: list[str] = []
     step = "git lane restore-main"
     for _ in range(4):  # follow the nexts and doctor's fixes, as written, as the owner
@@ -319,7 +323,8 @@ def test_git_lanes_state_made_unwritable_by_a_sandboxed_chmod_is_given_back(hub:
     r = hub.lane("exec", "--sandbox", "alpha", "--", "sh", "-c",
                  f"chmod 000 {shlex.quote(str(locks))}")  # fmt: skip
     assert r.rc == 0, r.stderr
-    assert locks.stat().st_mode & 0o777 == 0
+    assert locks.stat().st_mode & 0o700 == 0o700  # exec gave it back once CMD ended
+    locks.chmod(0)  # as a CMD still running leaves it when the owner acts
     done = subprocess.run(owner_argv("git", "lane", "land", "alpha"), cwd=hub.path,
                           capture_output=True, text=True)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr

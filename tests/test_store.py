@@ -36,6 +36,8 @@ IDENTITY = {
     "setup",
     "setup_pid",
     "setup_start",
+    # whether a `git lane exec` ever ran in the lane (its land gates clean): not derivable
+    "exec_seen",
     "schema",
 }
 
@@ -223,6 +225,8 @@ def test_corrupt_json_reads_as_absent_and_is_logged(tmp_path: Path, blob: bytes)
         {"owner_start": "yesterday"},
         {"goal": 7},
         {"status": "zombie"},
+        {"exec_seen": "no"},
+        {"exec_seen": 0},
         {"key": None},
         {"key": "beta"},
         {"branch": "main"},
@@ -335,6 +339,7 @@ lane_records = st.builds(
     setup=st.sampled_from([None, "running", "ok", "failed", "timeout"]),
     setup_pid=st.none() | st.integers(min_value=1, max_value=2**31),
     setup_start=st.none() | st.floats(allow_nan=False, allow_infinity=False),
+    exec_seen=st.none() | st.booleans(),
 ).map(lambda r: LaneRecord(**{**r.to_dict(), "branch": f"lane/{r.key}"}))
 epochs = st.builds(
     Epoch,

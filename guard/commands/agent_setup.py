@@ -66,6 +66,9 @@ ENFORCED = {
         "the shared object store: not writable there; its git writes the lane's own store "
         "(exec --own-objects), which exec and land copy into the shared one, re-hashed",
         "git lane exec: the git shim for every git its shell runs; the git hooks",
+        "its roots: exec --own-objects refuses one that is (or lies behind) a symlink, no "
+        "directory or another user's, right before codex starts; its temp dir is where no "
+        "sandboxed process can re-point it",
     ],
     "aider": [
         "aider's own commits run the git hooks (git-commit-verify) and, under exec, the git shim",
@@ -677,7 +680,8 @@ def codex_sandbox(repo: Repo, rec: LaneRecord) -> tuple[list[str], dict[str, str
     # a hard link planted there beforehand to a file outside (the repository's config, a
     # hook) would let Codex's sandbox write that file: each gets a file of its own first
     # (exec --own-objects, which runs Codex, does so again before every start)
-    linked.split_for(repo, dirs, rec.key, again, "nothing was printed for Codex")
+    own = [os.path.realpath(rec.path)]  # Codex's sandbox grants the worktree too
+    linked.split_for(repo, dirs, rec.key, again, "nothing was printed for Codex", own)
     roots = [d for d in dirs if d != store]  # the admin dir holds the store
     env = {
         "GIT_OBJECT_DIRECTORY": store,
@@ -687,18 +691,23 @@ def codex_sandbox(repo: Repo, rec: LaneRecord) -> tuple[list[str], dict[str, str
     # Codex would grant the shared /tmp and $TMPDIR too (its exclude_* keys are set): the
     # owner's clean gate worktrees and land sockets are made there, so a command of
     # Codex's could change a gate's files before it runs unconfined. Its commands get a
-    # temp dir of the lane's own instead, as exec --sandbox gives CMD (kept in the lane's
-    # private cache dir, which release removes).
-    tmp = os.path.join(f.private_cache, "tmp") if f.private_cache else ""
+    # temp dir of the lane's own instead, made by the owner where no grant reaches it or
+    # its parent (sandbox.codex_tmp: never in CMD's cache dir, which `exec --sandbox`
+    # grants with the right to make links: a sandboxed CMD re-pointed a root there at
+    # refs/heads, red team 17 F4), removed by release. A link or file at its name (put
+    # there by a process outside every sandbox) is removed, never followed, and the dir
+    # made anew; then every root is looked at through directory fds (sandbox.hold_roots),
+    # as exec --own-objects does again right before Codex starts.
+    tmp = sandbox.codex_tmp(f.cache, repo.slug, rec.key)
     try:
-        if not tmp:
-            raise OSError(0, "no cache dir of the lane's own to hold its temp dir")
-        os.makedirs(tmp, mode=0o700, exist_ok=True)
-        st = os.lstat(tmp)
-        if not stat.S_ISDIR(st.st_mode) or os.path.realpath(tmp) != tmp:
-            raise OSError(0, f"{tmp} is a symlink or no directory")
-    except OSError as exc:
-        why = f"Codex's temp dir: {exc.strerror or exc}"
+        sandbox.make_dir(tmp)
+        sandbox.hold_roots([*roots, tmp])
+    except (OSError, sandbox.SandboxError) as exc:
+        why = (
+            f"Codex's temp dir: {exc}"
+            if isinstance(exc, sandbox.SandboxError)
+            else (f"Codex's temp dir {tmp}: {exc.strerror or exc}")
+        )
         raise Refusal(
             "sandbox_failed",
             f"Codex's sandbox for lane {rec.key} could not be decided: {why}; nothing was "

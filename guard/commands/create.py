@@ -202,6 +202,7 @@ def run(
             owner_pid=owner_pid,
             owner_start=owner_start,
             admin=lane.new_admin(repo, str(path)),
+            exec_seen=False,  # no exec ran in it yet: its gate may run in the lane
         )
         if cfg.get("setup_command") or repo.committed_file(main_sha, include.FILE) is not None:
             # marked running by this process until its setup is done: a create killed

@@ -268,7 +268,7 @@ def _unproven_land(repo: Repo, epoch: int, tip: str, why: str, main: str | None)
     """A land the state files name (epoch.json, a land event, landing.json: plain files
     any unconfined process of the owner's uid may write) that no landed ref records, and
     whose tip reconcile cannot prove landed (landed.unprovable): never taken as landed,
-    so nothing moves main there or writes its ref (red team 17 F4). Named by epoch.json
+    so nothing moves main there or writes its ref (red team 17 hooks F4). Named by epoch.json
     alone, it fails, and the fix keeps that file aside for reconcile to rebuild from the
     audit log and the landed refs; named by the audit log (append-only: it stays), it
     warns. Only the owner, who knows whether that land happened, moves main there by
@@ -351,7 +351,7 @@ def check_baseline(repo: Repo) -> list[Check]:
         ]
     if kept is not None and ref is not None:
         if not _held_by_main(repo, kept) and _held_by_main(repo, ref):
-            # epoch.json (a plain file: red team 17 F4) names a baseline main never held,
+            # epoch.json (a plain file: red team 17 hooks F4) names a baseline main never held,
             # the ref one it did: state is put right from the audit log and the ref, the
             # file kept aside; never the ref moved to what the file says
             aside = git.mv_aside(repo.store.epoch_path, f"{repo.store.epoch_path}.disputed")
@@ -905,12 +905,17 @@ def check_git_dir_links(repo: Repo) -> list[Check]:
     """No file in the git dirs a sandboxed lane may write (sandbox.git_dirs: its admin dir
     with its store and submodule git dirs, the lane refs) has a name outside them: a hard
     link made beforehand, outside the sandbox (or by a local clone, for objects), through
-    which a sandboxed process writes the file outside (guard/linked.py). Doctor only looks;
-    exec --sandbox and --own-objects split them before CMD starts, and the fix is such an
-    exec that runs `true`."""
+    which a sandboxed process writes the file outside (guard/linked.py); and none in CMD's
+    own cache dir (exec --sandbox walks it too). A name in the lane's worktree is the
+    lane's own, as exec counts it. Doctor only looks; exec --sandbox and --own-objects
+    split them before CMD starts, and the fix is such an exec that runs `true` (or, where
+    exec would refuse, the next of its refusal)."""
     from guard import linked, objects
 
+    from guard.config import cache_home
+
     common = os.path.realpath(repo.common_dir)
+    cache = os.path.realpath(cache_home())
     out: list[Check] = []
     for rec in repo.store.lanes():
         if rec.status != "active":
@@ -918,10 +923,14 @@ def check_git_dir_links(repo: Repo) -> list[Check]:
         if not objects.admin_dirs(common, rec.path):
             continue  # no worktree: exec refuses the lane (check `lanes` says so)
         fix = f"git lane exec --own-objects {rec.key} -- true"
+        # CMD's own cache dir, which exec --sandbox walks too (a name in the lane's
+        # worktree counts as the lane's own there as in the git dirs: red team 17 F2)
+        kept = sandbox.private_cache(cache, repo.slug, rec.key)
         try:
             # the admin dir exec splits and the sandbox grants (objects.own_admin)
             admin = objects.own_admin(repo, rec)
-            found = linked.find(common, sandbox.lane_git_dirs(common, admin))
+            dirs = [*sandbox.lane_git_dirs(common, admin), kept]
+            found = linked.find(common, dirs, [os.path.realpath(rec.path)])
         except Refusal as r:  # another gitdir names the lane: which one exec walks is unsure
             what = r.message
             fix = r.next[0] if r.next else "git lane doctor"
@@ -930,9 +939,17 @@ def check_git_dir_links(repo: Repo) -> list[Check]:
                 f"{git.shown(os.path.join(common, exc.rel))} {exc.why}: a hard link there to "
                 "a file outside cannot be ruled out"
             )
+            # what exec would refuse with, and its next (which changes what refused)
+            if exc.rel == kept or exc.rel.startswith(kept + "/"):
+                retry = f"git lane exec --sandbox {rec.key} -- true"  # walks the cache dir
+            else:
+                retry = fix
+            fix = " && ".join(linked.refusal(exc, common, retry, "", dirs).next)
         else:
             if not found:
                 continue
+            if any(x.rel == kept or x.rel.startswith(kept + "/") for x in found):
+                fix = f"git lane exec --sandbox {rec.key} -- true"  # splits in the cache dir
             names = ", ".join(
                 f"{git.shown(os.path.join(common, x.rel))} ({x.nlink} names, {x.found} there)"
                 for x in found[:5]

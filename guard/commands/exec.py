@@ -412,15 +412,26 @@ def _for_exec(r: Refusal, key: str, argv: Sequence[str]) -> None:
 
 
 def _claim(repo: Repo, key: str, retry: str) -> tuple[LaneRecord, LaneRecord]:
-    """Record this process as the lane's owner (under the registry lock); returns the
-    record as it was and as written."""
+    """Record this process as the lane's owner (under the registry lock), and that an exec
+    ran in the lane (exec_seen, never unset: every later land gates in a clean worktree,
+    land.why_clean_gate), before CMD starts; returns the record as it was and as written."""
     with lane.registry_lock(repo):
         rec = _lane(repo, key, "exec")
         _owner_check(repo, rec, retry)
         me = os.getpid()
-        mine = replace(rec, owner_pid=me, owner_start=procs.start_time(me))
+        mine = replace(rec, owner_pid=me, owner_start=procs.start_time(me), exec_seen=True)
         repo.store.write_lane(mine)
     return rec, mine
+
+
+def _mark_exec_seen(repo: Repo, key: str) -> None:
+    """shellenv: the lane's record says a bound process (a worker) may have run in it, as
+    exec's claim does (land.why_clean_gate), before the binding is handed out; under the
+    registry lock, read anew, so no other field of the record is written back stale."""
+    with lane.registry_lock(repo):
+        rec = lane.get(repo, key)
+        if rec.exec_seen is not True:
+            repo.store.write_lane(replace(rec, exec_seen=True))
 
 
 def _unclaim(repo: Repo, before: LaneRecord, mine: LaneRecord) -> bool:
@@ -511,12 +522,22 @@ def _supervise(
         if own_store:  # before CMD starts: no granted name may be another file's too
             again = retry.replace("git lane exec ", "git lane exec --sandbox ", 1)
             _split_links(repo, mine, kept_cache, again if confine else retry, warn)
+        if own_objects:  # how Codex starts: its sandbox resolves the roots it is given
+            _hold_codex_roots(repo, mine, argv)
         repo.store.event("exec", lane=key, argv=argv, pid=os.getpid(), sandbox=bool(ruleset))
-        watch = _hook_watch(repo, key)
+        cmd_pid: list[tuple[int, str]] = []  # CMD's pid and start ticks, once started
+
+        def lost(path: str, why: str) -> None:  # the watcher's thread: CMD ends at once
+            spare = [w.workers for w in (server, absorber) if w is not None]
+            if cmd_pid:
+                reap.kill_now(*cmd_pid[0], spare, below_me=reaping)
+
+        watch = _hook_watch(repo, key, lost)  # its fds opened before CMD starts
         if own_store:
             absorber = Absorber(repo, mine)
 
-        def started() -> None:  # threads start after the fork (preexec_fn)
+        def started(pid: int) -> None:  # threads start after the fork (preexec_fn)
+            cmd_pid.append((pid, procs.start_ticks(pid)))  # our child, not yet waited for
             if server is not None:
                 server.start()
             watch.start()
@@ -572,8 +593,12 @@ def _supervise(
             result["ended"] = [*result["ended"], *(p for p in more if p not in result["ended"])]
         if watch is not None:
             watch.stop()
-        # CMD's tree is gone: a ref or HEAD it grew past any size git writes goes into
-        # kept/ before the absorb's git (or the owner's) reads it whole
+        # CMD's tree is gone: the owner's bits back on the common dir and git-lane's state
+        # (CMD may have chmodded them: no Landlock right covers modes) before anything
+        # below reads them (red team 17 F2b)
+        _give_back(repo, key, warn)
+        # a ref or HEAD it grew past any size git writes goes into kept/ before the
+        # absorb's git (or the owner's) reads it whole
         aside = _set_aside(repo, warn)
         if ruleset is not None:
             ruleset.close()
@@ -588,6 +613,9 @@ def _supervise(
         _unclaim(repo, before, mine)
         if mask is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    if watch is not None and watch.lost is not None:
+        result["ok"] = False
+        result["code"] = "hook_mode_lost"
     repo.store.event(
         "exec_end",
         lane=key,
@@ -602,7 +630,33 @@ def _supervise(
             f"({' '.join(map(str, result['ended']))}): under --sandbox nothing CMD starts "
             "outlives exec"
         )
+    if watch is not None and watch.lost is not None:
+        raise _hook_mode_lost(key, *watch.lost, retry)
     return result
+
+
+def _hook_mode_lost(key: str, path: str, why: str, retry: str) -> Refusal:
+    return Refusal(
+        "hook_mode_lost",
+        f"exec stopped CMD of lane {key}: {git.shown(path)} changed mode and {why}, so git "
+        "could have skipped that hook for every git process in the repository; doctor "
+        "checks the hooks and says what to fix",
+        next=["git lane doctor", retry],
+        details={"lane": key, "path": path, "why": why},
+    )
+
+
+def _give_back(repo: Repo, key: str, warn: Callable[[str], None] | None) -> None:
+    """guard/modes.py once CMD has ended: the owner's bits back on the way to main and on
+    git-lane's state, said (warn) and logged."""
+    from guard import modes
+
+    changed = modes.give_back(str(repo.common_dir), ["main", "master"])
+    if not changed:
+        return
+    if warn is not None:
+        warn(modes.note(changed))
+    repo.store.event("mode_restored", lane=key, paths=[p for p, _ in changed])
 
 
 def _split_links(
@@ -620,9 +674,98 @@ def _split_links(
     dirs = sandbox.lane_git_dirs(os.path.realpath(repo.common_dir), admin)
     if cache:
         dirs.append(cache)
-    files = linked.split_for(repo, dirs, rec.key, retry, "nothing was run")
+    # a name in the lane's worktree is CMD's own too (granted as the dirs are): a file
+    # linked between the two is not linked "outside" (red team 17 F2)
+    own = [os.path.realpath(rec.path)]
+    files = linked.split_for(repo, dirs, rec.key, retry, "nothing was run", own)
     if files and warn is not None:
         warn(linked.note(files))
+
+
+def _hold_codex_roots(repo: Repo, rec: LaneRecord, argv: Sequence[str]) -> None:
+    """Right before CMD starts under --own-objects (how agent-setup starts Codex): every
+    writable root agent-setup names for the lane (the git dirs of sandbox.lane_git_dirs
+    but the store, which the admin dir holds, and Codex's temp dir, sandbox.codex_tmp) is
+    what it names, each component opened through directory fds with O_NOFOLLOW
+    (sandbox.hold_roots; a packed lane ref leaves no directory, and the temp dir is gone
+    before agent-setup ran or after a release: each made, as agent-setup makes it: no
+    sandboxed CMD can write where they are made). Codex's sandbox resolves its roots, following links: a root re-pointed at
+    refs/heads since agent-setup looked would open main to it (red team 17 F4). A root
+    named in CMD's argv or in Codex's config.toml that lies in CMD's own cache dir (where
+    an older agent-setup put the temp dir; `exec --sandbox` grants it with the right to
+    make links) is refused too. Refused sandbox_failed, CMD not started; the next is
+    agent-setup, which makes the temp dir anew and prints the command and config."""
+    from guard.config import cache_home
+
+    common = os.path.realpath(repo.common_dir)
+    admin = objects.own_admin(repo, rec)
+    gits = [d for d in sandbox.lane_git_dirs(common, admin) if d != os.path.join(admin, "objects")]
+    cache = os.path.realpath(cache_home())
+    tmp = sandbox.codex_tmp(cache, repo.slug, rec.key)
+    setup = f"git lane agent-setup {rec.key} --for codex"
+    why = ""
+    try:
+        # missing (no agent-setup yet, or released): made, as it makes it; a link there is
+        # left for hold_roots to refuse (agent-setup, the next, replaces it)
+        sandbox.make_dir(tmp, replace=False)
+        sandbox.hold_roots([*gits, tmp], make=gits[1:])
+    except OSError as exc:
+        why = f"Codex's temp dir {tmp} cannot be made ({exc.strerror or exc})"
+    except sandbox.SandboxError as exc:
+        why = str(exc)
+    if not why:
+        kept = sandbox.private_cache(cache, repo.slug, rec.key)
+        stale = [r for r in _named_roots(argv) if r == kept or r.startswith(kept + "/")]
+        if stale:
+            why = (
+                f"Codex is given the writable root {stale[0]}, in CMD's own cache dir (an older "
+                "agent-setup's temp dir), which any sandboxed CMD of the lane can re-point; "
+                "use the command and config agent-setup prints now (replace "
+                "[sandbox_workspace_write] and [shell_environment_policy.set] in Codex's "
+                "config.toml with its)"
+            )
+    if why:
+        raise Refusal(
+            "sandbox_failed",
+            f"Codex's writable roots for lane {rec.key} do not hold: {why}; a sandbox that "
+            "resolves its roots would grant what a link names; nothing was run",
+            next=[setup],
+            details={"lane": rec.key, "why": why},
+        )
+
+
+def _named_roots(argv: Sequence[str]) -> list[str]:
+    """The writable roots CMD's argv (`-c sandbox_workspace_write.writable_roots=[...]`)
+    and Codex's config.toml ($CODEX_HOME, else ~/.codex) name; what cannot be read names
+    none (each named root that is one of agent-setup's is held anyway)."""
+    import json
+
+    key = "sandbox_workspace_write.writable_roots="
+    out: list[str] = []
+    for a in argv:
+        if a.startswith(key):
+            try:
+                named = json.loads(a[len(key) :])
+            except ValueError:
+                continue
+            if isinstance(named, list):
+                out += [os.path.normpath(x) for x in named if isinstance(x, str)]
+    home = os.environ.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex")
+    try:
+        raw = dirfd.read_file(os.path.realpath(home), "config.toml", 1 << 20)
+    except OSError:
+        return out
+    import tomllib
+
+    try:
+        cfg = tomllib.loads(raw.decode("utf-8", "replace"))
+    except ValueError:
+        return out
+    sww = cfg.get("sandbox_workspace_write")
+    named = sww.get("writable_roots") if isinstance(sww, dict) else None
+    if isinstance(named, list):
+        out += [os.path.normpath(x) for x in named if isinstance(x, str)]
+    return out
 
 
 def _set_aside(repo: Repo, warn: Callable[[str], None] | None) -> bool:
@@ -640,10 +783,12 @@ def _set_aside(repo: Repo, warn: Callable[[str], None] | None) -> bool:
     return bool(m.failed)
 
 
-def _hook_watch(repo: Repo, key: str) -> hookwatch.HookWatch:
-    """CMD may `chmod -x` a hook (no Landlock right covers modes; a shim cannot see a
-    chmod(2)): the supervisor puts the mode back at once (guard/hookwatch.py). The hooks
-    directory is asked of the common dir, never of the lane (its pointers are CMD's)."""
+def _hook_watch(repo: Repo, key: str, lost: Callable[[str, str], None]) -> hookwatch.HookWatch:
+    """CMD may `chmod -x` a hook, the hooks dir or the common dir (no Landlock right covers
+    modes; a shim cannot see a chmod(2)): the supervisor puts the mode back at once
+    (guard/hookwatch.py), through fds opened here, before CMD starts. A mode it cannot
+    keep: the event hook_mode_lost, and `lost` stops CMD. The hooks directory is asked
+    of the common dir, never of the lane (its pointers are CMD's)."""
     res = git.run(
         ["rev-parse", "--path-format=absolute", "--git-path", "hooks"], repo.common_dir, check=False
     )
@@ -655,7 +800,17 @@ def _hook_watch(repo: Repo, key: str) -> hookwatch.HookWatch:
     def report(path: str, was: int, now: int) -> None:
         repo.store.event("hook_mode_restored", lane=key, path=path, was=oct(was), mode=oct(now))
 
-    return hookwatch.HookWatch(Path(hooks), HOOKS, report, who=f"lane {key}")
+    def fatal(path: str, why: str) -> None:
+        try:
+            repo.store.event("hook_mode_lost", lane=key, path=path, why=why)
+        except Exception:
+            pass  # the state dir unwritable: exec's refusal says it all the same
+        lost(path, why)
+
+    common = Path(os.path.realpath(repo.common_dir))
+    return hookwatch.HookWatch(
+        Path(os.path.realpath(hooks)), HOOKS, report, f"lane {key}", common, fatal
+    )
 
 
 def _land_socket(
@@ -861,14 +1016,14 @@ def _spawn_and_wait(
     cwd: str,
     env: dict[str, str],
     ruleset: sandbox.Prepared | None = None,
-    started: Callable[[], None] | None = None,
+    started: Callable[[int], None] | None = None,
     seal: seccomp.Seal | None = None,
     orphans: Callable[[int], bool] | None = None,
 ) -> tuple[int, int | None, int | None]:
     """Start argv (looked up on env's PATH, no shell) and wait for it, passing on the
     signals in FORWARDED that some process sends us. Returns (exit status as a shell
     reports it, the signal that killed it, its pid); pid None when it could not start
-    (127 not found, 126 not executable). `started` runs once CMD has started (threads
+    (127 not found, 126 not executable). `started(CMD's pid)` runs once CMD has started (threads
     start after the fork that preexec_fn makes unsafe with threads). `orphans(CMD's pid)`
     runs on each SIGCHLD (a subreaper's orphan ended), and again each second while it
     returns False (it could not wait for them yet)."""
@@ -894,7 +1049,7 @@ def _spawn_and_wait(
         except (PermissionError, OSError):
             return 126, None, None
         if started is not None:
-            started()
+            started(child.pid)
         if waitinfo is not None:
             from_tty: dict[int, float] = {}
             later = False  # orphans() could not wait for them yet: try again each second
@@ -1019,6 +1174,7 @@ def shellenv(repo: Repo, key: str | None, shell: str = "sh") -> ShellenvResult:
     retry = f"git lane shellenv {rec.key}"
     _, warnings = _sandbox(repo, rec.key, False, retry, shell=True)
     _owner_check(repo, rec, retry, "shellenv")
+    _mark_exec_seen(repo, rec.key)  # the shell it binds is a worker, as exec's CMD is
     env = binding_env(repo, rec, os.environ)
     unset = list(DROPPED)
     if gits_own_exec_path(os.environ, env[binding.REAL_GIT]):

@@ -99,7 +99,7 @@ def run(
         if repo.store.landing_path.exists():
             landing.recover_locked(repo, held)
         clean = cfg["gate_worktree"] == "clean"
-        live = live_lane_process(repo, rec.key)  # read under the lock, as late as it can be
+        live = why_clean_gate(repo, rec.key)  # read under the lock, as late as it can be
         res = _land_locked(
             repo,
             rec.key,
@@ -131,15 +131,25 @@ def run(
     return done
 
 
-def live_lane_process(repo: Repo, key: str) -> str | None:
-    """Why a process of the lane may run while this land's gate does (None: nothing says
-    one does). Such a process can change a tracked file's bytes and put them back with no
-    lstat field moving (a write into a page a MAP_SHARED mapping keeps dirty, red team 16B
-    F1), so no compare before and after an in-lane gate can tell: the gate then runs in a
-    clean worktree of the tip. A land through exec's land socket knows it is one from the
-    supervisor's own code (gate.FOR_EXEC, set by the land child's boot, never by anything
-    CMD sends); any other land asks the lane's record for a live owner (an exec, whether
-    or not this land descends from it)."""
+def why_clean_gate(repo: Repo, key: str) -> str | None:
+    """Why this land's gate must not read the lane's own files (None: nothing says so; the
+    gate then runs where gate_worktree says).
+
+    A process of the lane that runs while the gate does can change a tracked file's bytes
+    and put them back with no lstat field moving (a write into a page a MAP_SHARED mapping
+    keeps dirty, red team 16B F1), so no compare before and after an in-lane gate can
+    tell. A land through exec's land socket knows it is one from the supervisor's own code
+    (gate.FOR_EXEC, set by the land child's boot, never by anything CMD sends); any other
+    land asks the lane's record for a live owner (an exec, whether or not this land
+    descends from it).
+
+    And a lane any `git lane exec` ever ran in (the record's exec_seen, set before CMD
+    started, or before `shellenv` printed a binding, and never unset) holds whatever its processes left in files the tip ignores
+    (a `__pycache__/*.pyc` whose header names the tracked source's mtime and size, which
+    Python imports instead of it; `.env`; build output), none of which the content check
+    compares, and may have left a daemon running that no record names: its gate runs on
+    the tip alone. A record that cannot say (older than the field: None) counts as one
+    an exec ran in; one that cannot be read rules nothing out."""
     if gate.FOR_EXEC:
         return (
             f"the land runs for a live `git lane exec` of lane {key} (its land socket), "
@@ -152,6 +162,12 @@ def live_lane_process(repo: Repo, key: str) -> str | None:
         return (
             f"lane {key}'s owner process {rec.owner_pid} is alive and may write the lane "
             "while the gate runs"
+        )
+    if rec.exec_seen is not False:
+        ran = "ran" if rec.exec_seen else "may have run (its record predates exec_seen)"
+        return (
+            f"`git lane exec` (or a `git lane shellenv` shell) {ran} in lane {key}: what its "
+            "processes left in files the tip ignores, or still run, the gate must not read"
         )
     return None
 
@@ -287,8 +303,9 @@ def _land_locked(
     sync: bool = False,
     live: str | None = None,
 ) -> LandResult | SyncResult:
-    """`live`: why a process of the lane may run meanwhile (live_lane_process): the gate
-    then runs in a clean worktree of the tip whatever gate_worktree says."""
+    """`live`: why the gate must not read the lane's files (why_clean_gate: a process of
+    the lane may run meanwhile, or an exec ran in it): the gate then runs in a clean
+    worktree of the tip whatever gate_worktree says."""
     main_before, tip = _main_and_tip(repo, branch)
     t = Target(key, branch, path, main_before, tip)
     if tip is not None and tip != main_before:
@@ -393,12 +410,30 @@ def _decide_and_land(
         clean, in_lane, live = True, False, why_clean
     summary: GateSummary = {"command": command, "status": "off", "seconds": 0.0}
     if command is not None:
-        summary = g4_gate(repo, t, command, timeout, clean, changed, added, output, tick)
-        summary["worktree"] = "clean" if clean else "lane"
+        where: dict[str, str] = {"worktree": "clean" if clean else "lane"}
         if live is not None:
-            summary["why"] = live
+            where["why"] = live
         elif configured:
-            summary["why"] = "gate_worktree = clean"
+            where["why"] = "gate_worktree = clean"
+        try:
+            summary = g4_gate(repo, t, command, timeout, clean, changed, added, output, tick)
+        except Refusal as r:
+            g = r.details.get("gate")
+            if isinstance(g, dict):  # a gate that failed says where it ran, and why there
+                g.update(where)
+                if clean and r.code in ("gate_failed", "gate_timeout"):
+                    # a gate that passes in the lane and fails here read what the lane
+                    # holds beside the tip: say so, or the owner chases a phantom
+                    r.message += (
+                        f" (it ran in a clean worktree of the tip, not in the lane: "
+                        f"{where.get('why', 'gate_worktree = clean')}; files the lane "
+                        f"holds beside the tip, such as those it ignores, were not there: "
+                        f"`git -C {git.q(t.path)} status --ignored` lists them)"
+                    )
+            raise
+        summary["worktree"] = where["worktree"]
+        if "why" in where:
+            summary["why"] = where["why"]
     # Only now, with the gate passed and the tip re-checked, does the lock record name the
     # move the reference-transaction hook may let through: no git run earlier under this
     # land (nor anything the gate started) could have made it.
@@ -1173,7 +1208,7 @@ def g5_main_as_landed(repo: Repo, main_before: str) -> None:
             details={"ref": link.path, "link": link.text},
         )
     # measured against the landed refs only (landed.last): a land epoch.json or the audit
-    # log name with no landed ref is no land (red team 17 F4), so forging one wedges nothing
+    # log name with no landed ref is no land (red team 17 hooks F4), so forging one wedges nothing
     last = landed.last(repo)
     if last is None or last.sha == main_before:
         return

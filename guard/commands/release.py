@@ -297,15 +297,17 @@ def _finish(repo: Repo, rec: LaneRecord, tip: str | None, **logged: object) -> N
 
 
 def _drop_private_cache(repo: Repo, key: str) -> None:
-    """The cache dir a sandboxed CMD of the lane had (guard/sandbox.py private_cache) goes
-    with the lane: a lane made later under the same key starts with none. Removed through
-    directory fds (no link CMD made in it followed; a tree deeper than any git tree is
-    left, never a RecursionError)."""
+    """The cache dir a sandboxed CMD of the lane had (guard/sandbox.py private_cache) and
+    Codex's temp dir (sandbox.codex_tmp) go with the lane: a lane made later under the
+    same key starts with none. Removed through directory fds (no link CMD made in it
+    followed; a tree deeper than any git tree is left, never a RecursionError)."""
     from guard import dirfd, sandbox
     from guard.config import cache_home
 
-    path = sandbox.private_cache(os.path.realpath(cache_home()), repo.slug, key)
-    dirfd.remove_tree(path)
+    cache = os.path.realpath(cache_home())
+    dirfd.remove_tree(sandbox.private_cache(cache, repo.slug, key))
+    # and Codex's temp dir (agent-setup --for codex), kept beside it
+    dirfd.remove_tree(sandbox.codex_tmp(cache, repo.slug, key))
 
 
 # -- a release killed part way ------------------------------------------------------------

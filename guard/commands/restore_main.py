@@ -2,7 +2,7 @@
 vouched `refs/git-lane/landed/*`, else the baseline ref while epoch.json agrees), after
 something moved it outside any ref transaction (a reflog rewind, a branch copy, main made
 a symbolic ref). Never where only git-lane's state files (plain files) say a land left
-it (red team 17 F4): that is a warning, or, with no landed ref to go to,
+it (red team 17 hooks F4): that is a warning, or, with no landed ref to go to,
 `landed_tip_unvouched`.
 
 Only ever a fast-forward back to the landed tip (main an ancestor of it), or turning a

@@ -197,6 +197,7 @@ def corrupt_view(repo: Repo, key: str) -> LaneView:
         "rebase_in_progress": False,
         "owner_pid": None,
         "owner_alive": False,
+        "exec_seen": None,
         "tip": repo.ref_sha(f"refs/heads/{branch}"),
         "head": None,
         "advice": "Record unreadable: `git lane reconcile` rebuilds it from git (the file is kept).",
