@@ -174,6 +174,12 @@ CODES: dict[str, Code] = _codes(
     ("reconcile_ambiguous", "engine", None, "a dead land left main at neither recorded value"),
     ("no_landed_tip", "engine", None, "restore-main: nothing was ever landed"),
     (
+        "landed_tip_unvouched",
+        "engine",
+        None,
+        "restore-main: only state files name the land to go back to, no landed ref does",
+    ),
+    (
         "landed_commit_missing",
         "engine",
         None,

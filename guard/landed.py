@@ -21,7 +21,11 @@ it moved by hand, to make that main look landed. So a ref counts as a land only 
 something else vouches for it (`vouchers`): a land event in the audit log with its epoch
 and tip, the landing record of a land under way, or epoch.json naming the same land. One
 vouched by nothing and not older than the last vouched land is `unvouched`: never taken
-as the last land (doctor names it; reconcile never raises the epoch to it). Likewise the
+as the last land (doctor names it; reconcile never raises the epoch to it). The other way
+round, the vouchers are plain files any unconfined process of the owner's uid may write
+(red team 17 hooks F4): a land they name that no landed ref records is `unproven`, never the
+last land, and reconcile writes its ref only at main or in main's history, in land order
+(`unprovable`). Likewise the
 baseline is kept in state too (epoch.json at epoch 0: `main_after`, written with the ref),
 so a baseline ref deleted or moved past the hooks is seen, and never recorded afresh.
 
@@ -37,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from guard import git, lock
-from guard.errors import Refusal
+from guard.errors import GitError, Refusal
 from guard.repo import Repo
 from guard.store import EPOCH_MAX, Epoch, now_iso
 
@@ -118,20 +122,74 @@ def newest_ref(repo: Repo) -> Landed | None:
 
 
 def last(repo: Repo, refs: list[Landed] | None = None) -> Landed | None:
-    """Where the last land left main: the newest vouched landed ref, or epoch.json when it
-    names a newer land (one from before landed refs, or whose ref is missing, or whose
-    ref was moved); before any land, the baseline (epoch 0), when one was recorded.
-    The audit log is read only when the newest ref is not the land epoch.json names."""
+    """Where the last land left main, as the landed refs say: the newest landed ref that
+    something else vouches for (`vouchers`); before any land, the baseline (epoch 0), when
+    one was recorded. epoch.json, the audit log and the landing record are plain files any
+    unconfined process of the owner's uid may write (red team 17 hooks F4): a land they name
+    that no landed ref records is never the last land (`unproven` names it; restore-main
+    never moves main there, land never measures main against it). The audit log is read
+    only when the newest ref is not the land epoch.json names."""
     ep = repo.store.read_epoch()
     best = (refs[-1] if refs else None) if refs is not None else newest_ref(repo)
-    if best is not None and best.epoch >= ep.epoch and (best.epoch, best.sha) != _of(ep):
+    if best is not None and (best.epoch, best.sha) != _of(ep):
         vouched = vouchers(repo, ep)
         found = refs if refs is not None else all_landed(repo)
         ok = [r for r in found if (r.epoch, r.sha) in vouched]
         best = ok[-1] if ok else None
-    if ep.epoch and ep.main_after and (best is None or ep.epoch > best.epoch):
-        return Landed(ep.epoch, ep.main_after, None)
     return best if best is not None else baseline(repo)
+
+
+def unproven(
+    repo: Repo, last_: Landed | None = None, refs: list[Landed] | None = None
+) -> list[tuple[int, str]]:
+    """(epoch, tip) of each land the state files name (`vouchers`: a land event,
+    the landing record, epoch.json) past the last land (`last_`, as `last` gives it) that
+    no landed ref records, oldest first; and, with no land yet, a baseline epoch.json
+    keeps that the baseline ref does not hold (epoch 0). None of them is taken as where
+    main belongs: a plain file said it, no land's ref transaction did. reconcile gives one
+    its landed ref when main holds its tip (`unprovable`); the owner who knows a tip is
+    good moves main there by hand."""
+    found = refs if refs is not None else all_landed(repo)
+    have = {r.epoch for r in found}
+    floor = last_.epoch if last_ is not None else 0
+    out = sorted({(e, t) for e, t in vouchers(repo) if e > floor and e not in have})
+    if last_ is None or not last_.epoch:
+        kept = baseline_kept(repo)
+        if kept is not None and kept != baseline_ref(repo):
+            out.insert(0, (0, kept))
+    return out
+
+
+def unprovable(
+    repo: Repo, epoch: int, tip: str, have: dict[int, str], main: str | None
+) -> str | None:
+    """Why reconcile may not write the landed ref of `epoch` at `tip` on the word of a
+    state file (`have`: the landed refs there are, epoch -> sha; `main`: main's tip now),
+    or None when it may. A land moved main to its tip in the ref transaction that wrote
+    its ref, and main moves on only by later lands (fast-forwards), so a landed tip is main
+    itself or in main's history (`git merge-base --is-ancestor`, true of a commit and
+    itself), descends from the landed ref before it, and is in the history of the one
+    after it. A tip main never held was never landed; one older than a land before it is
+    no later land (it would make main look ahead of its last land). Lands from before
+    landed refs existed are in main's history: they still get their refs."""
+    if main is None:
+        return "main names no commit"
+    try:
+        if not git.is_ancestor(repo.common_dir, tip, main):
+            return f"main ({main[:12]}) never held it: no land put it there"
+        below = [e for e in have if e < epoch]
+        if below:
+            lo = have[max(below)]
+            if not git.is_ancestor(repo.common_dir, lo, tip):
+                return f"it does not descend from land {max(below)} ({lo[:12]}): no later land"
+        above = [e for e in have if e > epoch]
+        if above:
+            hi = have[min(above)]
+            if not git.is_ancestor(repo.common_dir, tip, hi):
+                return f"it is not in the history of land {min(above)} ({hi[:12]})"
+    except GitError as exc:
+        return f"git could not tell ({exc.stderr.strip()[:200]})"
+    return None
 
 
 def _of(ep: Epoch) -> tuple[int, str] | None:
@@ -286,6 +344,16 @@ def ensure_baseline(repo: Repo, new: bool = True) -> list[dict[str, Any]]:
         if recorded is None and repo.main_sha() != sha:
             return []  # main moved meanwhile (a land, a restore): the next call looks again
         if baseline_ref(repo) is None:
+            if recorded is not None:
+                # recorded in a plain file (epoch.json, the audit log: red team 17 hooks F4):
+                # main stood there when git-lane started guarding it, so it is main or in
+                # main's history; a commit main never held is never made the baseline
+                try:
+                    held_by_main = git.is_ancestor(repo.common_dir, sha, repo.main_sha())
+                except (GitError, Refusal):
+                    held_by_main = False
+                if not held_by_main:
+                    return [{"action": "baseline_ref_unproven", "sha": sha}]
             clear_forgeries(repo, None)
             res = git.run(
                 [

@@ -182,7 +182,7 @@ def finish(
     # whatever later moves main, gc can no longer delete what this land put there
     landed.keep(repo, txn.epoch_after, txn.tip, txn.lane)
     if txn.stack:
-        _finish_lanes(repo, txn, held)
+        _finish_lanes(repo, txn, held, recovered)
     if _before(txn, "hub_updated"):
         update_hub(repo, txn, diff)
         txn = stage(repo, txn, "hub_updated")
@@ -278,13 +278,27 @@ def _epoch_of(e: dict[str, Any]) -> Epoch:
 BATCH_REFLOG = "rebase (git-lane queue --batch)"  # starts with "rebase": see release._inspect
 
 
-def _finish_lanes(repo: Repo, txn: Landing, held: lock.Held | None) -> None:
+def _finish_lanes(
+    repo: Repo, txn: Landing, held: lock.Held | None, recovered: bool = False
+) -> None:
     """A batch after main moved: each lane's landed ref (the hook lets one be created only
     at the tip the lock record names, so the record names each in turn) and each lane's
     branch moved from its own tip to its stacked tip, in its worktree (`reset --keep`:
     index and files follow, nothing uncommitted is dropped). Idempotent: a ref in place
-    is left; a lane that moved on meanwhile is left as it is (its commits landed)."""
+    is left; a lane that moved on meanwhile is left as it is (its commits landed).
+    Recovered from landing.json (a plain file: red team 17 hooks F4), a stacked tip that is
+    not in the history of the tip main now holds gets no landed ref: it was never landed."""
     for e in txn.stack[:-1]:
+        if recovered and not _in_history(repo, e["tip"], txn.tip):
+            repo.store.event(
+                "warning",
+                lane=e["lane"],
+                code="landed_ref_unproven",
+                epoch=e["epoch"],
+                sha=e["tip"],
+                reason=f"not in the history of the batch's tip {txn.tip}",
+            )
+            continue
         if held is not None:
             lock.name_move(repo, held, main_before=e["tip"], tip=e["tip"])
         landed.keep(repo, e["epoch"], e["tip"], e["lane"])
@@ -331,6 +345,15 @@ def _finish_lanes(repo: Repo, txn: Landing, held: lock.Held | None) -> None:
                 stderr=res.stderr.strip()[:500],
             )
         crash_point("batch_lane_moved")
+
+
+def _in_history(repo: Repo, tip: str, of: str) -> bool:
+    """Is `tip` the commit `of` or one of its ancestors? False when git cannot tell (a
+    commit the store lacks)."""
+    try:
+        return git.is_ancestor(repo.common_dir, tip, of)
+    except GitError:
+        return False
 
 
 def _owner_runs(repo: Repo, key: str) -> bool:
@@ -519,10 +542,23 @@ def recover_locked(repo: Repo, held: lock.Held) -> list[dict[str, Any]]:
     )
 
 
+def _main_now(repo: Repo) -> str | None:
+    try:
+        return repo.ref_sha(repo.main_ref)
+    except Refusal:
+        return None  # no main: nothing is proven landed by it
+
+
+def _unproven(epoch: int, tip: str, why: str) -> dict[str, Any]:
+    return {"action": "landed_ref_unproven", "epoch": epoch, "sha": tip, "reason": why}
+
+
 def keep_last(repo: Repo) -> list[dict[str, Any]]:
     """reconcile: the last land in epoch.json gets its landed ref when it has none (it
-    landed before landed refs existed, or its ref could not be written). Written under
-    the lock, with the lock record's tip the value written, as land writes it."""
+    landed before landed refs existed, or its ref could not be written), when main holds
+    its tip (landed.unprovable: epoch.json is a plain file; a tip main never held was
+    never landed). Written under the lock, with the lock record's tip the value written,
+    as land writes it."""
     ep = repo.store.read_epoch()
     if not ep.epoch or not ep.main_after:
         return []
@@ -536,6 +572,10 @@ def keep_last(repo: Repo) -> list[dict[str, Any]]:
                 "reason": f"commit {ep.main_after} is gone",
             }
         ]
+    have = {r.epoch: r.sha for r in landed.all_landed(repo)}
+    why = landed.unprovable(repo, ep.epoch, ep.main_after, have, _main_now(repo))
+    if why is not None:
+        return [_unproven(ep.epoch, ep.main_after, why)]
     try:
         held = lock.acquire(repo, ep.lane or "", "", ep.main_after)
     except Refusal as busy:
@@ -563,20 +603,34 @@ def keep_vouched(repo: Repo) -> list[dict[str, Any]]:
     """reconcile: every land something vouches for (landed.missing: a land event, the
     landing record, epoch.json) whose landed ref is gone gets it back at its tip: a FIFO
     put at one is moved into kept/ by every command's first step (guard/oversize.py, red
-    team 15C F2), and nothing else ever deletes one. Written as keep_last writes the last
-    one: under the lock, the record's tip each value in turn."""
+    team 15C F2), and nothing else ever deletes one. Only a tip main holds, in land order
+    (landed.unprovable): the vouchers are plain files (red team 17 hooks F4b), so one naming a
+    commit main never held is reported (`landed_ref_unproven`), never written. Written as
+    keep_last writes the last one: under the lock, the record's tip each value in turn."""
     missing = landed.missing(repo)
     if not missing:
         return []
+    have = {r.epoch: r.sha for r in landed.all_landed(repo)}
+    main = _main_now(repo)
+    out: list[dict[str, Any]] = []
+    proven: list[tuple[int, str]] = []
+    for epoch, tip in missing:  # oldest first: each written one bounds the next
+        why = landed.unprovable(repo, epoch, tip, have, main)
+        if why is not None:
+            out.append(_unproven(epoch, tip, why))
+            continue
+        proven.append((epoch, tip))
+        have[epoch] = tip
+    if not proven:
+        return out
     try:
-        held = lock.acquire(repo, "(landed refs)", "", missing[0][1])
+        held = lock.acquire(repo, "(landed refs)", "", proven[0][1])
     except Refusal as busy:
         if busy.code != "lock_busy":
             raise
-        return [{"action": "landed_ref_left", "reason": "the integration lock is held"}]
-    out: list[dict[str, Any]] = []
+        return [*out, {"action": "landed_ref_left", "reason": "the integration lock is held"}]
     try:
-        for epoch, tip in missing:
+        for epoch, tip in proven:
             lock.name_move(repo, held, main_before=tip, tip=tip)
             if landed.keep(repo, epoch, tip, None) == "created":
                 out.append(

@@ -262,6 +262,7 @@ class RestoreMainResult(TypedDict):
     landed: LandedTip
     hub: RestoredHub
     warnings: list[str]
+    unvouched: list[dict[str, Any]]  # lands only state files name: never where main went
 
 
 class InstallResult(TypedDict, total=False):

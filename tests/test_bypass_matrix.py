@@ -958,6 +958,16 @@ ROWS: tuple[Row, ...] = (
         EACCES,
         ("epoch",),
     ),
+    Row(
+        "epoch_forged_land",
+        "`epoch.json` rewritten to name a land at the lane's tip, which no landed ref records (red team 17 hooks F4: restore-main moved main there)",
+        'python3 -c "import json, sys; p = sys.argv[1]; d = json.load(open(p)); d.update(epoch=d.get(\'epoch\', 0) + 1, main_after=sys.argv[2]); open(p, \'w\').write(json.dumps(d))" "$COMMON/git-lane/epoch.json" "$TIP"',
+        "epoch",
+        PASSES,
+        PASSES,
+        EACCES,
+        ("unvouched land",),
+    ),
     # -- the process's environment and PATH (red team 13D) -------------------------------------
     Row(
         "git_trace_file",

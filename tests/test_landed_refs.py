@@ -974,16 +974,23 @@ def test_restore_main_puts_a_packed_main_back_once_a_fifo_took_packed_refs_place
     hub: Repo,
 ) -> None:
     """main and every other ref packed (a gc), then `packed-refs` replaced by a FIFO: git
-    sees no main once the FIFO is kept aside. restore-main keeps the FIFO in kept/ and
-    puts main back at the last landed tip (the baseline here), as for a main deleted."""
+    sees no main once the FIFO is kept aside, nor the baseline ref. restore-main keeps the
+    FIFO in kept/; with only epoch.json (a plain file the same process may have written:
+    red team 17 hooks F4) left to say where main was, it makes no main there
+    (landed_tip_unvouched); the owner's alternative does, and reconcile then puts the
+    baseline ref back."""
     base = hub.sha()
     hub.git("pack-refs", "--all")
     assert not (hub.common_dir / "refs" / "heads" / "main").exists()
     with fifo_packed_refs(hub):
         r = lane("restore-main", "--json", cwd=hub.path, timeout=30)
-        assert (r.rc, r.code) == (0, "restored"), r.stdout + r.stderr
-        assert hub.sha() == base
+        assert (r.rc, r.code) == (1, "landed_tip_unvouched"), r.stdout + r.stderr
+        assert r.json["details"]["claimed"] == [{"epoch": 0, "sha": base}], r.stdout
         assert [p.is_fifo() for p in hub.state_dir.glob("kept/packed-refs.*")] == [True]
+        assert hub.sha() is None
+        (hand,) = r.json["alternatives"]
+        assert_ok(subprocess.run(hand, shell=True, cwd=hub.path, capture_output=True, text=True))
+        assert hub.sha() == base and hub.sha(BASELINE) == base
 
 
 def test_no_land_while_mains_parent_directory_is_a_link_into_the_lane_namespace(
@@ -1129,21 +1136,25 @@ def test_a_landed_ref_moved_past_the_hooks_is_not_the_last_land(
     landed2: tuple[Repo, list[str], list[str]],
 ) -> None:
     """After two lands, the newest landed ref and main both moved past the hooks to a
-    commit no land made: the land the audit log and epoch.json record is the last land
-    still, doctor fails `main_moved` and names the moved ref, and its fix puts the ref back
-    at the landed tip (the moved value kept on a branch)."""
-    repo, (_a, b), _ = landed2
+    commit no land made: the moved ref is vouched by nothing, so land 1's is the last
+    landed ref (the state files alone never say where main goes: red team 17 hooks F4); doctor
+    fails `main_moved` and names the moved ref, its fixes put main back at land 1 and the
+    ref back at land 2's tip (the moved values kept on branches), and restore-main then
+    puts main at land 2."""
+    repo, (a, b), _ = landed2
     evil = git(repo.path, "commit-tree", "-p", b, "-m", "evil", f"{b}^{{tree}}").stdout.strip()
     git(repo.path, *OFF, "update-ref", ref(2), evil)
     git(repo.path, *OFF, "update-ref", "refs/heads/main", evil)
     assert {"main_moved", "unvouched landed ref"} <= failing_names(repo)
     assert "main_moved" in alerts(repo)
     r = repo.jlane("restore-main")
-    assert (r.rc, r.code) == (1, "main_ahead") and r.json["details"]["landed"] == b, r.stdout
+    # the landed refs say where land 1 left main; land 2's is moved (vouched by nothing)
+    assert (r.rc, r.code) == (1, "main_ahead") and r.json["details"]["landed"] == a, r.stdout
     assert repo.jlane("reconcile").rc == 0 and epoch_of(repo) == 2
     for name in ("main_moved", "unvouched landed ref"):
         run_fix(failing(repo, name)["fix"], repo.path)
-    assert repo.sha() == b and landed_refs(repo)[ref(2)] == b
+    assert landed_refs(repo)[ref(2)] == b
+    assert repo.jlane("restore-main").code == "restored" and repo.sha() == b
     assert repo.sha(f"refs/heads/git-lane-rescue/landed-2-{evil[:12]}") == evil
     assert repo.jlane("doctor").rc == 0
 

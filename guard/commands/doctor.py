@@ -90,8 +90,14 @@ def check_main(repo: Repo) -> list[Check]:
                 "main_moved",
                 FAIL,
                 msg
-                + ": it was moved back outside any ref transaction (a reflog rewind, a branch copy)",
-                "git lane restore-main",
+                + ": it was moved back outside any ref transaction (a reflog rewind, a branch copy)"
+                + (
+                    ""
+                    if last.ref
+                    else "; only epoch.json keeps that baseline (the ref disagrees), and "
+                    "restore-main moves main only to what a ref holds: see `baseline`"
+                ),
+                "git lane restore-main" if last.ref else None,
             )
         )
         return out
@@ -195,7 +201,20 @@ def check_landed(repo: Repo) -> list[Check]:
                 "git lane reconcile",
             ),
         ]
-    gone = [e for e, _ in landed.missing(repo, refs) if e != ep.epoch]
+    have = {r.epoch: r.sha for r in refs}
+    try:
+        main: str | None = repo.ref_sha(repo.main_ref)
+    except Refusal:
+        main = None
+    lost, claims = [], []
+    for e, t in landed.missing(repo, refs):
+        why = landed.unprovable(repo, e, t, have, main)
+        if why is None:
+            lost.append(e)
+        else:
+            claims.append(_unproven_land(repo, e, t, why, main))
+    out += claims
+    gone = [e for e in lost if e != ep.epoch]
     if gone:
         out.append(
             finding(
@@ -208,7 +227,7 @@ def check_landed(repo: Repo) -> list[Check]:
                 "git lane reconcile",
             )
         )
-    if ep.epoch and ep.main_after and not any(r.epoch == ep.epoch for r in refs):
+    if ep.epoch and ep.main_after and not any(r.epoch == ep.epoch for r in refs) and not claims:
         return [
             *out,
             finding(
@@ -245,6 +264,38 @@ def check_landed(repo: Repo) -> list[Check]:
     ]
 
 
+def _unproven_land(repo: Repo, epoch: int, tip: str, why: str, main: str | None) -> Check:
+    """A land the state files name (epoch.json, a land event, landing.json: plain files
+    any unconfined process of the owner's uid may write) that no landed ref records, and
+    whose tip reconcile cannot prove landed (landed.unprovable): never taken as landed,
+    so nothing moves main there or writes its ref (red team 17 hooks F4). Named by epoch.json
+    alone, it fails, and the fix keeps that file aside for reconcile to rebuild from the
+    audit log and the landed refs; named by the audit log (append-only: it stays), it
+    warns. Only the owner, who knows whether that land happened, moves main there by
+    hand (said in the message, never the fix)."""
+    hand = restore_main.by_hand(repo.main_ref, tip, main)
+    msg = (
+        f"git-lane's state files name land {epoch} at {tip[:12]}, which no landed ref "
+        f"records, and {why}: a plain file said it, no land's ref transaction did, so it is "
+        "not taken as landed (restore-main and land go by the landed refs). Owner only, "
+        f"once `git log {tip}` shows it is what land {epoch} landed: {hand}"
+    )
+    ep = repo.store.read_epoch()
+    logged = any(
+        ev.get("kind") == "land" and (ev.get("epoch"), ev.get("main_after")) == (epoch, tip)
+        for ev in repo.store.events()
+    )
+    if (ep.epoch, ep.main_after) != (epoch, tip) or logged:
+        return finding("unvouched land", WARN, msg)
+    path = repo.store.epoch_path
+    return finding(
+        "unvouched land",
+        FAIL,
+        msg + "; the fix keeps epoch.json aside and has reconcile rebuild it",
+        f"{git.mv_aside(path, f'{path}.disputed')} && git lane reconcile",
+    )
+
+
 def _unvouched(repo: Repo, r: landed.Landed) -> Check:
     """A landed ref no land event, landing record or epoch.json vouches for: written past
     the hooks (`git -c core.hooksPath=/dev/null update-ref`), it would make a main moved
@@ -279,8 +330,10 @@ def check_baseline(repo: Repo) -> list[Check]:
     (to hide a main moved the same way, and have the next create record it afresh) is
     named; so is a baseline only the ref or only the audit log still has."""
     last = landed.last(repo)
-    if last is not None and last.epoch:
-        return []  # a land was made: the baseline is no longer read
+    if (last is not None and last.epoch) or repo.store.read_epoch().epoch:
+        # a land was made: the baseline is no longer read (one epoch.json names with no
+        # landed ref is check_landed's `unvouched land`)
+        return []
     kept, ref = landed.baseline_kept(repo), landed.baseline_ref(repo)
     if kept is not None and ref == kept:
         return [
@@ -297,6 +350,22 @@ def check_baseline(repo: Repo) -> list[Check]:
             )
         ]
     if kept is not None and ref is not None:
+        if not _held_by_main(repo, kept) and _held_by_main(repo, ref):
+            # epoch.json (a plain file: red team 17 hooks F4) names a baseline main never held,
+            # the ref one it did: state is put right from the audit log and the ref, the
+            # file kept aside; never the ref moved to what the file says
+            aside = git.mv_aside(repo.store.epoch_path, f"{repo.store.epoch_path}.disputed")
+            return [
+                finding(
+                    "baseline",
+                    FAIL,
+                    f"{landed.BASELINE} is at {ref[:12]}, but epoch.json keeps the baseline "
+                    f"{kept[:12]}, a commit main never held: epoch.json was edited (a plain "
+                    "file), so neither is taken as where main belongs; the fix keeps the file "
+                    "aside and has reconcile keep the baseline again from the audit log and the ref",
+                    f"{aside} && git lane reconcile",
+                )
+            ]
         keep = f"git update-ref refs/heads/git-lane-rescue/baseline-{ref[:12]} {ref} ''"
         return [
             finding(
@@ -340,6 +409,14 @@ def check_baseline(repo: Repo) -> list[Check]:
             )
         ]
     return []  # nothing recorded yet (no hooks, or no commit at install)
+
+
+def _held_by_main(repo: Repo, sha: str) -> bool:
+    """Is `sha` main's tip or in its history? False when git cannot tell."""
+    try:
+        return git.is_ancestor(repo.common_dir, sha, repo.main_sha())
+    except (GitError, Refusal):
+        return False
 
 
 def check_shadows(repo: Repo) -> list[Check]:

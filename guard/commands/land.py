@@ -1222,6 +1222,8 @@ def g5_main_as_landed(repo: Repo, main_before: str) -> None:
             next=["git lane restore-main" + lane.OWNER_NOTE],
             details={"ref": link.path, "link": link.text},
         )
+    # measured against the landed refs only (landed.last): a land epoch.json or the audit
+    # log name with no landed ref is no land (red team 17 hooks F4), so forging one wedges nothing
     last = landed.last(repo)
     if last is None or last.sha == main_before:
         return
@@ -1232,7 +1234,9 @@ def g5_main_as_landed(repo: Repo, main_before: str) -> None:
             "main_moved",
             f"{repo.main_ref} ({main_before[:12]}) is behind the last landed tip "
             f"{last.sha[:12]} ({last.what}): something rewound it outside any land",
-            next=["git lane restore-main" + lane.OWNER_NOTE],
+            # a baseline only epoch.json keeps (the ref disagrees) is no place restore-main
+            # goes: doctor names both
+            next=["git lane restore-main" + lane.OWNER_NOTE if last.ref else "git lane doctor"],
             details={**details, "relation": rel},
         )
     from guard.commands.restore_main import moved_refusal

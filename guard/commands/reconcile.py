@@ -85,7 +85,9 @@ def run(repo: Repo) -> ReconcileResult:
         landing.repair_epoch(repo)
         changes.append({"action": "epoch_repaired"})
     changes.extend(landing.keep_last(repo))
-    changes.extend(landing.keep_vouched(repo))  # one set aside (a FIFO there: oversize)
+    # one set aside (a FIFO there: oversize); epoch.json's land, when keep_last could not
+    # prove it, is not reported twice
+    changes.extend(c for c in landing.keep_vouched(repo) if c not in changes)
     changes.extend(landed.ensure_baseline(repo, new=False))  # deleted past the hooks
     for ref in landed.clear_forgeries(repo, None):
         changes.append({"action": "forged_symbolic_ref_removed", "ref": ref})
@@ -104,13 +106,21 @@ def run(repo: Repo) -> ReconcileResult:
         "`git lane doctor` names the command that removes it"
         for r in landed.unvouched(repo)
     )
+    warnings.extend(
+        f"the state files name land {c['epoch']} at {c['sha'][:12]}, which no landed ref "
+        f"records, and {c['reason']}: no landed ref was written (epoch.json, the audit log "
+        "and landing.json are plain files; `git lane doctor` says more)"
+        for c in changes
+        if c["action"] == "landed_ref_unproven"
+    )
     if warnings:
         out["next"] = nxt
         out["warnings"] = warnings
     return out
 
 
-LEFT = ("landing_left", "git_lock_left")  # noted, not reconciled
+# noted, not reconciled
+LEFT = ("landing_left", "git_lock_left", "landed_ref_unproven", "baseline_ref_unproven")
 
 
 def _git_locks(repo: Repo, rec: LaneRecord, present: bool) -> list[dict[str, Any]]:

@@ -1,6 +1,9 @@
 """`git lane restore-main`: put main back where the last land left it (the newest
-`refs/git-lane/landed/*`, else epoch.json), after something moved it outside any ref
-transaction (a reflog rewind, a branch copy, main made a symbolic ref).
+vouched `refs/git-lane/landed/*`, else the baseline ref while epoch.json agrees), after
+something moved it outside any ref transaction (a reflog rewind, a branch copy, main made
+a symbolic ref). Never where only git-lane's state files (plain files) say a land left
+it (red team 17 hooks F4): that is a warning, or, with no landed ref to go to,
+`landed_tip_unvouched`.
 
 Only ever a fast-forward back to the landed tip (main an ancestor of it), or turning a
 symbolic main back into a plain ref at it (the commits of its target stay on the target).
@@ -79,7 +82,13 @@ def _run(repo: Repo) -> RestoreMainResult:
 
 
 def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainResult:
-    last = landed.last(repo, landed.all_landed(repo))
+    refs = landed.all_landed(repo)
+    last = landed.last(repo, refs)
+    claims = landed.unproven(repo, last, refs)
+    if (last is not None and last.ref is None) or (last is None and claims):
+        # only state keeps it (a baseline the ref does not hold), or only state names a
+        # land: plain files, never where main is moved
+        raise unvouched_refusal(repo, main_ref, claims, refs)
     if last is None:
         raise Refusal(
             "no_landed_tip",
@@ -91,7 +100,7 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
         raise Refusal(
             "landed_commit_missing",
             f"the last landed tip {last.sha[:12]} ({last.what}, from {where}) is not in this repository "
-            "any more (it was landed before landed refs kept it, and has been garbage-collected)",
+            "any more (deleted past the ref that kept it: a prune with a shallow file, or by hand)",
             next=["git lane doctor"],
             details={"epoch": last.epoch, "landed": last.sha, "from": where},
         )
@@ -137,7 +146,8 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
     if target is None and cur.strip("0"):
         rel = landed.relation(repo, cur, last.sha)
         if rel == "at" and kept is None and not unlinked:
-            return _result(repo, "unchanged", main_ref, cur, last, None, ("not_hub", ""))
+            res = _result(repo, "unchanged", main_ref, cur, last, None, ("not_hub", ""))
+            return _said(repo, res, main_ref, last, claims)
         if rel not in ("at", "behind"):
             raise moved_refusal(repo, main_ref, cur, last, rel, details)
     # (what lies beneath a file set aside: there already; a file given its own inode: as
@@ -164,6 +174,7 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
         unlinked=unlinked or None,
         hub=carried[0],
         hub_stderr=carried[1] or None,
+        unvouched=[list(c) for c in claims] or None,
     )
     res = _result(
         repo,
@@ -175,6 +186,7 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
         carried,
         hub.path if hub is not None else None,
     )
+    _said(repo, res, main_ref, last, claims)
     for path in unlinked:
         res["warnings"].append(
             f"{path} was a file with more than one name (a hard link, which git never makes): "
@@ -430,6 +442,7 @@ def _result(
         "landed": {"epoch": last.epoch, "ref": last.ref, "sha": last.sha},
         "hub": {"path": hub, "state": carried[0]},
         "warnings": [],
+        "unvouched": [],
     }
     if carried[0] == "failed" and hub is not None:
         res["warnings"].append(
@@ -437,6 +450,74 @@ def _result(
             f"({carried[1].strip()[:200]}): git -C {git.q(hub)} status"
         )
     return res
+
+
+def _claimed(claims: list[tuple[int, str]]) -> str:
+    return ", ".join(
+        f"land {e} at {t[:12]}" if e else f"a baseline at {t[:12]}" for e, t in claims[:5]
+    ) + (" ..." if len(claims) > 5 else "")
+
+
+def by_hand(main_ref: str, tip: str, cur: str | None) -> str:
+    """The owner's own move of main to `tip`, a commit only git-lane's state files name
+    (never run by git-lane: the owner runs it once `git log TIP` shows it is what was
+    landed), then reconcile, which gives it its landed ref now that main holds it."""
+    return (
+        f"git -c core.hooksPath=/dev/null update-ref -m 'git-lane: main put at a land by hand' "
+        f"{main_ref} {tip} {cur or git.q('')} && git lane reconcile"
+    )
+
+
+def _said(
+    repo: Repo,
+    res: RestoreMainResult,
+    main_ref: str,
+    last: landed.Landed,
+    claims: list[tuple[int, str]],
+) -> RestoreMainResult:
+    """A result that names the lands only the state files record (landed.unproven): main
+    was put at the landed ref, not at them."""
+    res["unvouched"] = [{"epoch": e, "sha": t} for e, t in claims]
+    if claims:
+        t = claims[-1][1]
+        res["warnings"].append(
+            f"git-lane's state files (epoch.json, the audit log, landing.json: plain files any "
+            f"process of your uid may write) name {_claimed(claims)}, which no landed ref "
+            f"records: main was put at {last.what} ({last.sha[:12]}, {last.ref}), never there. "
+            f"Owner only, once `git log {t}` shows it is what was landed: "
+            + by_hand(main_ref, t, last.sha)
+        )
+    return res
+
+
+def unvouched_refusal(
+    repo: Repo, main_ref: str, claims: list[tuple[int, str]], refs: list[landed.Landed]
+) -> Refusal:
+    """Nothing to put main back at but what the state files say (landed.unproven): refused,
+    main left where it is, the owner's hand move an alternative."""
+    cur = repo.ref_sha(main_ref)
+    newest = refs[-1] if refs else None
+    alts = [by_hand(main_ref, t, cur) for _, t in claims[-1:]]
+    return Refusal(
+        "landed_tip_unvouched",
+        f"git-lane's state files (epoch.json, the audit log, landing.json: plain files any "
+        f"process of your uid may write) name {_claimed(claims) or 'a land'}, which no landed "
+        "ref records, and there is no landed ref (nor a baseline the ref and state agree "
+        "on) to put main back at: only a land's own ref transaction says where a land left "
+        f"main, so {main_ref} was not moved (git lane doctor says what disagrees; the "
+        "alternative, for the owner only and once `git log` of that tip shows it is what was "
+        "landed, moves main there by hand)",
+        next=["git lane doctor"],
+        alternatives=alts,
+        details={
+            "main": cur,
+            "claimed": [{"epoch": e, "sha": t} for e, t in claims],
+            "landed": None
+            if newest is None
+            else {"epoch": newest.epoch, "ref": newest.ref, "sha": newest.sha},
+            "baseline": landed.baseline_ref(repo),
+        },
+    )
 
 
 def moved_refusal(
