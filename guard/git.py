@@ -835,6 +835,30 @@ def recording(workers: Workers) -> Iterator[None]:
         _SPAWNED.reset(token)
 
 
+def _popen(
+    argv: Sequence[str], cwd: Where | None, env: Mapping[str, str], **kw: Any
+) -> subprocess.Popen[bytes]:
+    """Popen of git with stdin/stdout/stderr as `kw` says, recorded in the workers' spawned
+    set when a `workers` block runs (under its lock: its kill sees every child or none)."""
+    spawned = _SPAWNED.get()
+    with spawned.lock if spawned is not None else contextlib.nullcontext():
+        child = subprocess.Popen(
+            argv, cwd=os.fspath(cwd) if cwd is not None else None, env=env, **kw
+        )
+        if spawned is not None:
+            spawned.pids.add(child.pid)
+    return child
+
+
+def _reaped(child: subprocess.Popen[bytes]) -> None:
+    """Drop a child `_popen` recorded once it has been waited for (one still running stays
+    for the workers' kill)."""
+    spawned = _SPAWNED.get()
+    if spawned is not None and child.poll() is not None:
+        with spawned.lock:
+            spawned.pids.discard(child.pid)
+
+
 def run(
     args: Sequence[str],
     cwd: Where = None,
@@ -866,18 +890,15 @@ def run(
         )
         code, out, err = proc.returncode, proc.stdout, proc.stderr
     else:
-        with spawned.lock if spawned is not None else contextlib.nullcontext():
-            child = subprocess.Popen(
-                argv,
-                cwd=os.fspath(cwd) if cwd is not None else None,
-                env=base_env(env, scrub=scrub),
-                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=timeout is not None,  # its group is killed whole on timeout
-            )
-            if spawned is not None:
-                spawned.pids.add(child.pid)
+        child = _popen(
+            argv,
+            cwd,
+            base_env(env, scrub=scrub),
+            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=timeout is not None,  # its group is killed whole on timeout
+        )
         if memory is not None:
             _limit_memory(child.pid, memory)
         try:
@@ -891,11 +912,7 @@ def run(
             out, err = child.communicate()
             err += f"\ngit {args[0] if args else ''} timed out after {timeout:g} s".encode()
         finally:
-            if spawned is not None:
-                child.poll()
-                if child.returncode is not None:
-                    with spawned.lock:
-                        spawned.pids.discard(child.pid)
+            _reaped(child)
         code = child.returncode
     res = GitResult(
         argv=("git", *args),
@@ -940,23 +957,19 @@ def run_capped(
     argv, env = _argv_env(args, cwd, env)
     t = lane_read_timeout() if timeout is None else timeout
     deadline = time.monotonic() + t
-    spawned = _SPAWNED.get()
     chunks: list[bytes] = []
     got = count = 0
     truncated = timed_out = False
     with tempfile.TemporaryFile() as errf:
-        with spawned.lock if spawned is not None else contextlib.nullcontext():
-            child = subprocess.Popen(
-                argv,
-                cwd=os.fspath(cwd) if cwd is not None else None,
-                env=base_env(env),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=errf,
-                start_new_session=True,  # its group is killed whole past a bound
-            )
-            if spawned is not None:
-                spawned.pids.add(child.pid)
+        child = _popen(
+            argv,
+            cwd,
+            base_env(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=errf,
+            start_new_session=True,  # its group is killed whole past a bound
+        )
         _limit_memory(child.pid, lane_read_memory())
         assert child.stdout is not None
         fd = child.stdout.fileno()
@@ -988,9 +1001,7 @@ def run_capped(
                     pass
             child.stdout.close()
             code = child.wait()
-            if spawned is not None:
-                with spawned.lock:
-                    spawned.pids.discard(child.pid)
+            _reaped(child)
         errf.seek(0)
         err = errf.read(STDERR_MAX).decode("utf-8", "surrogateescape")
     out = b"".join(chunks)
@@ -2767,18 +2778,14 @@ def blob_upto(cwd: Where, name: str, limit: int) -> bytes | TooBig | None:
     if "\n" in name or "\r" in name:
         return None  # --batch reads one name a line
     argv, env = _argv_env(["cat-file", "--batch=%(objecttype) %(objectsize)"], cwd, None)
-    spawned = _SPAWNED.get()
-    with spawned.lock if spawned is not None else contextlib.nullcontext():
-        proc = subprocess.Popen(
-            argv,
-            cwd=os.fspath(cwd) if cwd is not None else None,
-            env=base_env(env),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-        if spawned is not None:
-            spawned.pids.add(proc.pid)
+    proc = _popen(
+        argv,
+        cwd,
+        base_env(env),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     assert proc.stdin is not None and proc.stdout is not None
     try:
         try:
@@ -2800,9 +2807,7 @@ def blob_upto(cwd: Where, name: str, limit: int) -> bytes | TooBig | None:
         if proc.poll() is None:
             proc.kill()
         proc.wait()
-        if spawned is not None:
-            with spawned.lock:
-                spawned.pids.discard(proc.pid)
+        _reaped(proc)
 
 
 STDERR_MAX = 1 << 16  # of a streamed git's stderr, what a GitError shows
