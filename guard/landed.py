@@ -136,7 +136,36 @@ def last(repo: Repo, refs: list[Landed] | None = None) -> Landed | None:
         found = refs if refs is not None else all_landed(repo)
         ok = [r for r in found if (r.epoch, r.sha) in vouched]
         best = ok[-1] if ok else None
-    return best if best is not None else baseline(repo)
+    best = best if best is not None else baseline(repo)
+    held = _held_claim(repo, ep, best, refs)
+    return held if held is not None else best
+
+
+def _held_claim(
+    repo: Repo, ep: Epoch, best: Landed | None, refs: list[Landed] | None
+) -> Landed | None:
+    """The land epoch.json names past `best` when main is at its very tip and holds it in
+    land order (`unprovable`: what reconcile asks before it writes the landed ref back),
+    as Landed with no ref; else None. Its landed ref was lost (a FIFO put there goes to
+    kept/): main is where that land left it, and taking the older ref for the last land
+    would call an honest land "commits no land put there" and offer to put main back
+    before it. Nothing moves on it: main is there already (a forged epoch.json naming
+    main's own tip is what main already is; red team 17 hooks F4 named a tip main never
+    held)."""
+    own = _of(ep)
+    if own is None or (best is not None and own[0] <= best.epoch):
+        return None
+    try:
+        main = repo.ref_sha(repo.main_ref)
+    except Refusal:
+        return None
+    if main != own[1]:
+        return None
+    found = refs if refs is not None else all_landed(repo)
+    have = {r.epoch: r.sha for r in found}
+    if own[0] in have or unprovable(repo, own[0], own[1], have, main) is not None:
+        return None
+    return Landed(own[0], own[1], None)
 
 
 def unproven(

@@ -233,3 +233,27 @@ def test_forged_baseline_in_state_is_never_where_restore_main_goes(
     assert doc.rc == 0, doc.stdout
     land = hub.jlane("land", "alpha")  # its gate still fails: the forgery got it nothing
     assert land.code == "gate_failed" and hub.sha() == base, land.stdout
+
+
+def test_a_lost_landed_ref_of_the_land_main_is_at_never_makes_an_honest_land_look_moved(
+    hub: Repo,
+) -> None:
+    """The newest land's landed ref is lost (a FIFO put there goes to kept/ at every
+    command's first step) while main is still at that land's tip: epoch.json's word for it
+    is main's own tip, which main holds, so the next land lands, doctor fails nothing
+    (a warning: reconcile writes the ref again), and restore-main leaves main where it is.
+    Taking the older landed ref for the last land called the honest land "commits no land
+    put there" and offered to put main back before it."""
+    _land(hub, "one", "one.txt")
+    two = _land(hub, "two", "two.txt")
+    (hub.common_dir / ref(2)).unlink()
+    rm = hub.jlane("restore-main")
+    assert (rm.rc, rm.code) == (0, "unchanged") and hub.sha() == two, rm.stdout + rm.stderr
+    doc = hub.jlane("doctor")
+    fails = [c for c in doc.json["checks"] if c["status"] == "fail"]
+    assert fails == [], fails
+    three = _land(hub, "three", "three.txt")
+    assert hub.sha() == three
+    rec = hub.jlane("reconcile")
+    assert rec.rc == 0, rec.stdout + rec.stderr
+    assert landed_refs(hub)[ref(2)] == two

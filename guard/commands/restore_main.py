@@ -85,7 +85,8 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
     refs = landed.all_landed(repo)
     last = landed.last(repo, refs)
     claims = landed.unproven(repo, last, refs)
-    if (last is not None and last.ref is None) or (last is None and claims):
+    at_main = last is not None and last.epoch > 0 and last.sha == repo.ref_sha(main_ref)
+    if (last is not None and last.ref is None and not at_main) or (last is None and claims):
         # only state keeps it (a baseline the ref does not hold), or only state names a
         # land: plain files, never where main is moved
         raise unvouched_refusal(repo, main_ref, claims, refs)
