@@ -136,36 +136,7 @@ def last(repo: Repo, refs: list[Landed] | None = None) -> Landed | None:
         found = refs if refs is not None else all_landed(repo)
         ok = [r for r in found if (r.epoch, r.sha) in vouched]
         best = ok[-1] if ok else None
-    best = best if best is not None else baseline(repo)
-    held = _held_claim(repo, ep, best, refs)
-    return held if held is not None else best
-
-
-def _held_claim(
-    repo: Repo, ep: Epoch, best: Landed | None, refs: list[Landed] | None
-) -> Landed | None:
-    """The land epoch.json names past `best` when main is at its very tip and holds it in
-    land order (`unprovable`: what reconcile asks before it writes the landed ref back),
-    as Landed with no ref; else None. Its landed ref was lost (a FIFO put there goes to
-    kept/): main is where that land left it, and taking the older ref for the last land
-    would call an honest land "commits no land put there" and offer to put main back
-    before it. Nothing moves on it: main is there already (a forged epoch.json naming
-    main's own tip is what main already is; red team 17 hooks F4 named a tip main never
-    held)."""
-    own = _of(ep)
-    if own is None or (best is not None and own[0] <= best.epoch):
-        return None
-    try:
-        main = repo.ref_sha(repo.main_ref)
-    except Refusal:
-        return None
-    if main != own[1]:
-        return None
-    found = refs if refs is not None else all_landed(repo)
-    have = {r.epoch: r.sha for r in found}
-    if own[0] in have or unprovable(repo, own[0], own[1], have, main) is not None:
-        return None
-    return Landed(own[0], own[1], None)
+    return best if best is not None else baseline(repo)
 
 
 def unproven(
@@ -243,6 +214,48 @@ def vouchers(repo: Repo, ep: Epoch | None = None) -> set[tuple[int, str]]:
     if own is not None:
         out.add(own)
     return out
+
+
+def named_by(repo: Repo, epoch: int, tip: str) -> list[str]:
+    """Which of git-lane's state files name the land (epoch, tip): "events" (a land event
+    in the audit log), "landing" (the landing record), "epoch.json". Each is a plain file;
+    a land past every landed ref that only one names is what a forger writes (red team 17
+    final F1: epoch.json rewritten beside a main moved past the hooks), so reconcile
+    writes no landed ref on one alone (landing.keep_last, keep_vouched)."""
+    out: list[str] = []
+    if any(
+        ev.get("kind") == "land" and ev.get("epoch") == epoch and ev.get("main_after") == tip
+        for ev in repo.store.events()
+    ):
+        out.append("events")
+    rec = repo.store.read_json(repo.store.landing_path)
+    if rec is not None:
+        stack = rec.get("stack")
+        for x in [rec, *(stack if isinstance(stack, list) else [])]:
+            if isinstance(x, dict) and (x.get("epoch_after", x.get("epoch")), x.get("tip")) == (
+                epoch,
+                tip,
+            ):
+                out.append("landing")
+                break
+    if _of(repo.store.read_epoch()) == (epoch, tip):
+        out.append("epoch.json")
+    return out
+
+
+def lone_claim(repo: Repo, epoch: int, tip: str, have: dict[int, str]) -> str | None:
+    """Why reconcile may not write the landed ref of a land past every landed ref there is
+    (`have`) that fewer than two state files name (named_by), else None. A land below the
+    newest landed ref is vouched by that ref's own land having come after it."""
+    if epoch <= max(have, default=0):
+        return None
+    by = named_by(repo, epoch, tip)
+    if len(by) >= 2:
+        return None
+    return (
+        f"only {by[0] if by else 'nothing'} names it, past every landed ref: a plain file any "
+        "process of your uid may write; git lane doctor says what to do"
+    )
 
 
 def missing(repo: Repo, refs: list[Landed] | None = None) -> list[tuple[int, str]]:

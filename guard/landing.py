@@ -574,6 +574,7 @@ def keep_last(repo: Repo) -> list[dict[str, Any]]:
         ]
     have = {r.epoch: r.sha for r in landed.all_landed(repo)}
     why = landed.unprovable(repo, ep.epoch, ep.main_after, have, _main_now(repo))
+    why = why or landed.lone_claim(repo, ep.epoch, ep.main_after, have)
     if why is not None:
         return [_unproven(ep.epoch, ep.main_after, why)]
     try:
@@ -614,8 +615,10 @@ def keep_vouched(repo: Repo) -> list[dict[str, Any]]:
     main = _main_now(repo)
     out: list[dict[str, Any]] = []
     proven: list[tuple[int, str]] = []
+    refs_had = dict(have)  # the landed refs as they are: a lone claim past them all is refused
     for epoch, tip in missing:  # oldest first: each written one bounds the next
         why = landed.unprovable(repo, epoch, tip, have, main)
+        why = why or landed.lone_claim(repo, epoch, tip, refs_had)
         if why is not None:
             out.append(_unproven(epoch, tip, why))
             continue

@@ -235,25 +235,46 @@ def test_forged_baseline_in_state_is_never_where_restore_main_goes(
     assert land.code == "gate_failed" and hub.sha() == base, land.stdout
 
 
-def test_a_lost_landed_ref_of_the_land_main_is_at_never_makes_an_honest_land_look_moved(
+def test_a_lost_landed_ref_of_the_land_main_is_at_is_failed_and_reconcile_puts_it_back(
     hub: Repo,
 ) -> None:
-    """The newest land's landed ref is lost (a FIFO put there goes to kept/ at every
-    command's first step) while main is still at that land's tip: epoch.json's word for it
-    is main's own tip, which main holds, so the next land lands, doctor fails nothing
-    (a warning: reconcile writes the ref again), and restore-main leaves main where it is.
-    Taking the older landed ref for the last land called the honest land "commits no land
-    put there" and offered to put main back before it."""
+    """The newest land's landed ref is lost while main is still at that land's tip (a FIFO
+    put there goes to kept/ at every command's first step): only plain files now say that
+    land happened, so doctor fails `main_moved` naming the claim and how to tell a lost ref
+    from a forged file, restore-main changes nothing, and reconcile writes the ref back
+    because two state files (the land event, epoch.json) name it; then lands go on."""
     _land(hub, "one", "one.txt")
     two = _land(hub, "two", "two.txt")
     (hub.common_dir / ref(2)).unlink()
     rm = hub.jlane("restore-main")
-    assert (rm.rc, rm.code) == (0, "unchanged") and hub.sha() == two, rm.stdout + rm.stderr
+    assert rm.code == "main_ahead" and hub.sha() == two, rm.stdout + rm.stderr
+    assert "as land 2" in rm.json["message"], rm.json
     doc = hub.jlane("doctor")
-    fails = [c for c in doc.json["checks"] if c["status"] == "fail"]
-    assert fails == [], fails
-    three = _land(hub, "three", "three.txt")
-    assert hub.sha() == three
+    (moved,) = [c for c in doc.json["checks"] if c["name"] == "main_moved"]
+    assert moved["status"] == "fail" and "land 2" in moved["message"], moved
+    assert "events" in moved["message"] and "epoch.json" in moved["message"], moved
     rec = hub.jlane("reconcile")
     assert rec.rc == 0, rec.stdout + rec.stderr
     assert landed_refs(hub)[ref(2)] == two
+    three = _land(hub, "three", "three.txt")
+    assert hub.sha() == three
+
+
+def test_a_forged_epoch_beside_a_main_moved_past_the_hooks_is_failed_never_laundered(
+    hub: Repo, tmp_path: Path
+) -> None:
+    """A lane process without the sandbox moves main to its gate-failing tip past the
+    hooks and rewrites epoch.json to call it land 2: doctor fails `main_moved` (never a
+    pass with reconcile as its fix), and reconcile writes no landed ref there on
+    epoch.json's word alone (red team 17 final F1)."""
+    _land(hub, "one", "one.txt")
+    lane_path, tip = _gate_failed_lane(hub)
+    git(hub.path, "-c", "core.hooksPath=/dev/null", "update-ref", "refs/heads/main", tip)
+    _forge(hub, tmp_path, lane_path, _FORGE_EPOCH, "2")
+    assert hub.sha() == tip
+    doc = hub.jlane("doctor")
+    assert doc.rc != 0, doc.stdout
+    (moved,) = [c for c in doc.json["checks"] if c["name"] == "main_moved"]
+    assert moved["status"] == "fail" and moved["fix"] != "git lane reconcile", moved
+    rec = hub.jlane("reconcile")
+    assert ref(2) not in landed_refs(hub), rec.stdout

@@ -102,6 +102,27 @@ def check_main(repo: Repo) -> list[Check]:
         )
         return out
     what = "ahead of it by commits" if rel == "ahead" else "off its history, on commits"
+    claimed = [e for e, t in landed.unproven(repo, last, refs) if t == sha and e]
+    if claimed:
+        # a land the state files name at main's own tip, its landed ref gone: either the
+        # ref was lost (a FIFO at it goes to kept/) or the file was written beside a main
+        # moved past the hooks (red team 17 final F1): the owner tells which
+        n = claimed[-1]
+        by = ", ".join(landed.named_by(repo, n, sha)) or "nothing"
+        out.append(
+            finding(
+                "main_moved",
+                FAIL,
+                msg + f": git-lane's state files ({by}) name it as land {n}, but no landed ref "
+                "records that land (plain files any process of your uid may write). If "
+                f"`git log --oneline {last.sha[:12]}..{sha[:12]}` is land {n} as you made it, "
+                "`git lane reconcile` writes its ref when two state files name it; if not, "
+                "main was moved past the hooks: put it back by hand (restore-main's `main_ahead` "
+                "alternative) and land those commits from a lane",
+                f"git log --oneline {last.sha}..{sha}",
+            )
+        )
+        return out
     out.append(
         finding(
             "main_moved",

@@ -85,8 +85,7 @@ def _restore_locked(repo: Repo, held: lock.Held, main_ref: str) -> RestoreMainRe
     refs = landed.all_landed(repo)
     last = landed.last(repo, refs)
     claims = landed.unproven(repo, last, refs)
-    at_main = last is not None and last.epoch > 0 and last.sha == repo.ref_sha(main_ref)
-    if (last is not None and last.ref is None and not at_main) or (last is None and claims):
+    if (last is not None and last.ref is None) or (last is None and claims):
         # only state keeps it (a baseline the ref does not hold), or only state names a
         # land: plain files, never where main is moved
         raise unvouched_refusal(repo, main_ref, claims, refs)
@@ -537,6 +536,12 @@ def moved_refusal(
         f"({shown}); restore-main only fast-forwards main back, so nothing was changed "
         "(git lane doctor explains what moved it)"
     )
+    claimed = [e for e, t in landed.unproven(repo, last) if t == cur and e]
+    if claimed:
+        message += (
+            f"; git-lane's state files name {cur[:12]} as land {claimed[-1]}, which no "
+            "landed ref records: git lane doctor says how to tell a lost ref from a forged file"
+        )
     nxt = [f"git log --oneline {last.sha}..{cur}", "git lane doctor"]
     more = {**details, "relation": rel, "commits": [sha for sha, _ in extra]}
     if rel == "ahead":
