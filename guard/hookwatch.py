@@ -10,11 +10,16 @@ and adds an inotify watch on each; while CMD runs it reads each mode through its
 (fstat) and puts back the one that changed through the same fd (fchmod), on each
 notice and every POLL seconds besides (a notice the kernel dropped, a file renamed over
 a hook), and once more when CMD ends. A mode read through the fd needs no search of
-any directory, so no directory's mode can blind the watcher (red team 17 F2). Each
-repair is an event (`hook_mode_restored`) and a warning line.
+any directory, so no directory's mode can blind the watcher (red team 17 F2). A
+repair is reported (exec's event `hook_mode_restored`) and warned of on stderr: the first
+of each path at once, later ones of the same path counted and reported at most once a
+second as one `Repair` with their count, and what was left unsaid once more at the end,
+so a CMD that chmods in a loop cannot flood the audit log (red team 17 final F2).
 
 A mode that cannot be read or put back is never carried on with: `fatal` is called
-(exec stops CMD and refuses, `hook_mode_lost`).
+(exec stops CMD and refuses, `hook_mode_lost`). Nor are repairs faster than a person
+ever chmods (FLOOD_RATE in a second, FLOOD_TOTAL in all): the lane's processes are
+fighting the hooks, and every git that starts between a chmod and its repair skips one.
 
 What remains is the window between CMD's chmod and the repair (the watcher's thread
 wakes on the kernel's notice, well under a millisecond of work): a git process that
@@ -27,17 +32,56 @@ import os
 import select
 import stat
 import threading
+import time
+from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 IN_ATTRIB = 0x00000004
 IN_NONBLOCK = 0o4000
 IN_CLOEXEC = 0o2000000
 POLL = 0.5  # seconds between two looks when no notice comes
+QUIET = 1.0  # seconds between two reports (and warnings) of one path's repairs
+FLOOD_RATE = 20  # repairs in one second past which CMD is stopped (no person chmods so)
+FLOOD_TOTAL = 200  # repairs in one exec past which CMD is stopped
 
 _OPEN = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO in a hook's place never blocks
 _PATH = getattr(os, "O_PATH", 0) | os.O_CLOEXEC
+
+
+@dataclass(frozen=True)
+class Repair:
+    """What is reported of a path's repairs: `count` of them since the last report (the
+    first is reported alone, at once), `total` in this watch, the last mode seen (`was`)
+    and the one put back (`mode`); `final` for the summary when the watch stops."""
+
+    path: str
+    was: int
+    mode: int
+    count: int
+    total: int
+    final: bool = False
+
+
+@dataclass
+class _Tally:
+    """One path's repairs: the mode kept, how many in all, how many not yet reported,
+    the last mode seen, and when it was last reported (monotonic seconds)."""
+
+    mode: int
+    total: int = 0
+    unsaid: int = 0
+    was: int = 0
+    said: float = 0.0
+
+
+@dataclass
+class _Flood:
+    """The repairs of every path: their times in the last second, and how many in all."""
+
+    recent: deque[float] = field(default_factory=deque)
+    total: int = 0
 
 
 @dataclass
@@ -102,7 +146,7 @@ class HookWatch:
         self,
         hooks_dir: Path,
         names: Iterable[str],
-        report: Callable[[str, int, int], None],
+        report: Callable[[Repair], None],
         who: str = "a process",
         common: Path | None = None,
         fatal: Callable[[str, str], None] | None = None,
@@ -115,6 +159,8 @@ class HookWatch:
         self.kept: list[_Kept] = []
         self.lost: tuple[str, str] | None = None  # (path, why) of a mode not kept
         self.restored: list[str] = []
+        self._tally: dict[str, _Tally] = {}
+        self._flood = _Flood()
         self._lock = threading.Lock()  # check() runs in the thread and in stop()
         self._libc: ctypes.CDLL | None = None
         self._fd = -1
@@ -214,13 +260,50 @@ class HookWatch:
                     self._lose(str(k.path), f"{why} ({exc.strerror or exc})")
                     continue
                 done.append(str(k.path))
-                try:
-                    self.report(str(k.path), now, k.mode)
-                except Exception:
-                    pass  # the state dir unwritable now: the warning says it, the mode is back
-                self._warn(k.path, now, k.mode)
+                self._repaired(k, now)
+            self._say(final=False)
             self.restored += done
             return done
+
+    def _repaired(self, k: _Kept, was: int) -> None:
+        """Count one repair of `k`; report it now if it is the path's first; stop CMD
+        (`fatal`) once the repairs come faster than a person makes them."""
+        t = self._tally.setdefault(str(k.path), _Tally(k.mode))
+        t.total += 1
+        t.unsaid += 1
+        t.was = was
+        if t.total == 1:
+            self._tell(str(k.path), t, final=False)
+        at = time.monotonic()
+        f = self._flood
+        f.total += 1
+        f.recent.append(at)
+        while f.recent and f.recent[0] <= at - 1.0:
+            f.recent.popleft()
+        if len(f.recent) > FLOOD_RATE or f.total > FLOOD_TOTAL:
+            self._lose(
+                str(k.path),
+                f"was put back {f.total} times in this exec, {len(f.recent)} in the last "
+                "second: the lane's processes are fighting the hooks (no person changes "
+                "them so often)",
+            )
+
+    def _say(self, final: bool) -> None:
+        """Report the repairs not yet reported of each path last reported a QUIET ago
+        (every one when `final`: the summary)."""
+        at = time.monotonic()
+        for path, t in self._tally.items():
+            if t.unsaid and (final or at - t.said >= QUIET):
+                self._tell(path, t, final)
+
+    def _tell(self, path: str, t: _Tally, final: bool) -> None:
+        rep = Repair(path, t.was, t.mode, t.unsaid, t.total, final)
+        t.unsaid, t.said = 0, time.monotonic()
+        try:
+            self.report(rep)
+        except Exception:
+            pass  # the state dir unwritable now: the warning says it, the mode is back
+        self._warn(rep)
 
     def _renamed(self, k: _Kept) -> None:
         """A file renamed over a kept path (a new inode: the fd names the old one): the fd
@@ -253,13 +336,16 @@ class HookWatch:
             if self.fatal is not None:
                 self.fatal(path, why)
 
-    def _warn(self, p: Path, was: int, now: int) -> None:
+    def _warn(self, r: Repair) -> None:
         """One line on stderr, straight to fd 2 (the watcher's thread, beside CMD's output)."""
         from guard.git import shown
 
-        line = f"git-lane: warning: {self.who} changed the mode of {shown(p)} ({oct(was)}); "
+        line = f"git-lane: warning: {self.who} changed the mode of {shown(r.path)} ({oct(r.was)}); "
+        line += f"put back to {oct(r.mode)}"
+        if r.total > 1:
+            line += f" ({r.count} more time(s), {r.total} in all)"
         try:
-            os.write(2, (line + f"put back to {oct(now)}\n").encode("utf-8", "surrogateescape"))
+            os.write(2, (line + "\n").encode("utf-8", "surrogateescape"))
         except OSError:
             pass  # no stderr: the event is logged all the same
 
@@ -275,6 +361,8 @@ class HookWatch:
                 os.close(fd)
         self._stop_r = self._stop_w = -1
         self.check()
+        with self._lock:
+            self._say(final=True)
         self.close()
         return sorted(set(self.restored))
 

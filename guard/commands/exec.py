@@ -787,7 +787,10 @@ def _hook_watch(repo: Repo, key: str, lost: Callable[[str, str], None]) -> hookw
     """CMD may `chmod -x` a hook, the hooks dir or the common dir (no Landlock right covers
     modes; a shim cannot see a chmod(2)): the supervisor puts the mode back at once
     (guard/hookwatch.py), through fds opened here, before CMD starts. A mode it cannot
-    keep: the event hook_mode_lost, and `lost` stops CMD. The hooks directory is asked
+    keep, or repairs faster than a person makes them (a CMD fighting the hooks): the
+    event hook_mode_lost, and `lost` stops CMD. Repairs of one path are logged collapsed
+    (at most one event a second, with a count), so a chmod loop cannot rotate the land
+    events out of the audit log (red team 17 final F2). The hooks directory is asked
     of the common dir, never of the lane (its pointers are CMD's)."""
     res = git.run(
         ["rev-parse", "--path-format=absolute", "--git-path", "hooks"], repo.common_dir, check=False
@@ -797,8 +800,17 @@ def _hook_watch(repo: Repo, key: str, lost: Callable[[str, str], None]) -> hookw
     from guard import hookwatch
     from guard.commands.install import HOOKS
 
-    def report(path: str, was: int, now: int) -> None:
-        repo.store.event("hook_mode_restored", lane=key, path=path, was=oct(was), mode=oct(now))
+    def report(r: hookwatch.Repair) -> None:  # one path's repairs, collapsed by the watcher
+        repo.store.event(
+            "hook_mode_restored",
+            lane=key,
+            path=r.path,
+            was=oct(r.was),
+            mode=oct(r.mode),
+            count=r.count,
+            total=r.total,
+            final=r.final,
+        )
 
     def fatal(path: str, why: str) -> None:
         try:
