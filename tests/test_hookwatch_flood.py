@@ -83,6 +83,8 @@ def test_sandboxed_chmod_loop_floods_the_audit_log_out(hub: Repo, tmp_path: Path
     res = json.loads(ex.stdout.strip().splitlines()[-1])
     assert (ex.rc, res["code"]) == (1, "hook_mode_lost"), (ex.rc, res)
     assert res["details"]["path"].endswith("pre-rebase"), res
+    # the retry it names is the exec as asked: never one that runs CMD unconfined
+    assert any("lane exec --sandbox alpha --" in n for n in res["next"]), res["next"]
     assert took < 8, took  # stopped, not waited for
     assert [e["code"] for e in _kinds(hub, "exec_end")] == ["hook_mode_lost"]
     assert os.access(hub.common_dir / "hooks" / "pre-rebase", os.X_OK)

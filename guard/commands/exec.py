@@ -254,6 +254,7 @@ def _sandbox(
     mode = repo.config["sandbox"]
     if not (asked or mode in ("required", "best-effort")):
         return False, []
+    retry = retry.replace(" --sandbox", "", 1)  # no sandbox here: the retry is without it
     ver, why = sandbox.probe()
     why = sandbox.usable(ver) if ver else why
     if shell:
@@ -328,7 +329,9 @@ def run(
     if not argv:
         raise ValueError("exec needs a command")  # the CLI requires one: a bug if missing
     lane.check_key(key, creating=create_first)
-    own = " --own-objects" if own_objects else ""
+    # every next names the exec as it was asked for: a retry without --sandbox would run
+    # CMD unconfined (red team 17 final, noticed with hook_mode_lost)
+    own = (" --sandbox" if sandbox else "") + (" --own-objects" if own_objects else "")
     retry = _command(key, argv, own)
     try:
         if create_first:
@@ -342,7 +345,7 @@ def run(
         repo, key, sandbox, _command(key, argv, own + (" -c" if create_first else ""))
     )
     if confine:
-        flags = (" --sandbox" if sandbox else "") + own + (" -c" if create_first else "")
+        flags = own + (" -c" if create_first else "")
         _main_plain(repo, _command(key, argv, flags))
     if create_first:
         from guard.commands import create
