@@ -307,6 +307,14 @@ def _command(key: str, argv: Sequence[str], flags: str = "") -> str:
     return f"git lane exec{flags} {key} -- " + (shlex.join(argv) if argv else "$SHELL")
 
 
+def _with_sandbox(retry: str) -> str:
+    """`retry` (a _command) with --sandbox, once: it has it when --sandbox was asked for,
+    not when the configured `sandbox` confines CMD."""
+    if " --sandbox " in retry.split(" -- ", 1)[0] + " ":
+        return retry
+    return retry.replace("git lane exec ", "git lane exec --sandbox ", 1)
+
+
 # -- exec -------------------------------------------------------------------------------
 def run(
     repo: Repo,
@@ -523,7 +531,7 @@ def _supervise(
         if server is not None and own_store:
             server.own_store = True  # its land never rebases the worktree CMD writes
         if own_store:  # before CMD starts: no granted name may be another file's too
-            again = retry.replace("git lane exec ", "git lane exec --sandbox ", 1)
+            again = _with_sandbox(retry)
             _split_links(repo, mine, kept_cache, again if confine else retry, warn)
         if own_objects:  # how Codex starts: its sandbox resolves the roots it is given
             _hold_codex_roots(repo, mine, argv)
@@ -858,7 +866,7 @@ def _confinement(
     try:
         g = sandbox.grants(repo, rec, env)
     except sandbox.SandboxError as exc:
-        again = retry.replace("git lane exec ", "git lane exec --sandbox ", 1)
+        again = _with_sandbox(retry)
         raise _sandbox_failed(repo, rec.key, str(exc), retry, _fix(exc, again)) from None
     try:  # CMD's own cache dir: the owner's is not writable (code the owner runs is there)
         env.update(sandbox.cache_env(g))
